@@ -1,0 +1,1 @@
+"""benchmarks: compare data-loading strategies on the user's own data and hardware."""

@@ -1,0 +1,1 @@
+"""loaders: stream a nostall store to the device, with on-device augmentation."""

@@ -1,0 +1,130 @@
+"""Sample order as a pure function of (seed, epoch, rank, world_size).
+
+No global RNG, no state: the same arguments always give the same order, on every rank and after
+every restart, which is what makes exact mid-epoch resume and disjoint DDP shards cheap.
+
+The order reads the store chunk by chunk: chunks are permuted, dealt round-robin to ranks, and
+the samples of each rank are shuffled inside windows of ``buffer_chunks`` consecutive chunks,
+so a reader only ever holds ``buffer_chunks`` chunks while still mixing classes across them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["chunk_plan", "epoch_order", "num_batches", "samples_per_rank", "variant_for_epoch"]
+
+_ORDER, _WINDOW, _VARIANT = 0x0D, 0x1E, 0x7A
+
+
+def _rng(*key: int) -> np.random.Generator:
+    """Return a generator keyed by non-negative integers (no global state)."""
+    if any(k < 0 for k in key):
+        raise ValueError(f"seed, epoch, rank must be >= 0, got {key}")
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(key))))
+
+
+def _check(num_samples: int, chunk_samples: int, rank: int, world_size: int) -> None:
+    if num_samples < 0:
+        raise ValueError(f"num_samples must be >= 0, got {num_samples}")
+    if chunk_samples < 1:
+        raise ValueError(f"chunk_samples must be >= 1, got {chunk_samples}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
+
+
+def _chunk_counts(num_samples: int, chunk_samples: int, valid: npt.NDArray[np.bool_] | None
+                  ) -> npt.NDArray[np.int64]:
+    n_chunks = -(-num_samples // chunk_samples)
+    mask = np.ones(num_samples, bool) if valid is None else np.asarray(valid, bool)
+    if mask.shape != (num_samples,):
+        raise ValueError(f"valid mask has shape {mask.shape}, want ({num_samples},)")
+    padded = np.zeros(n_chunks * chunk_samples, bool)
+    padded[:num_samples] = mask
+    return padded.reshape(n_chunks, chunk_samples).sum(1).astype(np.int64)
+
+
+def chunk_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
+               world_size: int = 1, shuffle: bool = True) -> npt.NDArray[np.int64]:
+    """Return the chunk indices ``rank`` reads in ``epoch``, in reading order."""
+    _check(num_samples, chunk_samples, rank, world_size)
+    n_chunks = -(-num_samples // chunk_samples)
+    perm = _rng(seed, _ORDER, epoch).permutation(n_chunks) if shuffle else np.arange(n_chunks)
+    return perm[rank::world_size].astype(np.int64)
+
+
+def samples_per_rank(num_samples: int, chunk_samples: int, *, seed: int, epoch: int,
+                     world_size: int = 1, shuffle: bool = True,
+                     valid: npt.NDArray[np.bool_] | None = None) -> int:
+    """Return how many samples every rank gets in ``epoch`` (the same on all ranks)."""
+    counts = _chunk_counts(num_samples, chunk_samples, valid)
+    per_rank = [
+        int(counts[chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=r,
+                              world_size=world_size, shuffle=shuffle)].sum())
+        for r in range(world_size)
+    ]
+    return min(per_rank)
+
+
+def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
+                world_size: int = 1, shuffle: bool = True, buffer_chunks: int = 8,
+                valid: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
+    """Return the sample indices ``rank`` visits in ``epoch``, in order.
+
+    Args:
+        num_samples: Number of sample slots N in the store (holes included).
+        chunk_samples: Samples per inner chunk of the store.
+        seed: Order seed.
+        epoch: Epoch number; each epoch is a different permutation.
+        rank: This process's rank.
+        world_size: Number of ranks; ranks get disjoint samples and equally many of them.
+        shuffle: False gives chunk order and sample order unchanged (evaluation).
+        buffer_chunks: Samples are shuffled within windows of this many consecutive chunks.
+        valid: Optional mask of real samples; holes (skipped inputs) are left out.
+
+    Returns:
+        int64 sample indices; all ranks return the same length, the remainder
+        (at most one chunk per rank) is left out for this epoch.
+    """
+    if buffer_chunks < 1:
+        raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
+    chunks = chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
+                        world_size=world_size, shuffle=shuffle)
+    keep = samples_per_rank(num_samples, chunk_samples, seed=seed, epoch=epoch,
+                            world_size=world_size, shuffle=shuffle, valid=valid)
+    mask = None if valid is None else np.asarray(valid, bool)
+    parts = []
+    for w, start in enumerate(range(0, len(chunks), buffer_chunks)):
+        idx = np.concatenate([
+            np.arange(c * chunk_samples, min((c + 1) * chunk_samples, num_samples))
+            for c in chunks[start:start + buffer_chunks]
+        ])
+        if mask is not None:
+            idx = idx[mask[idx]]
+        if shuffle:
+            idx = _rng(seed, _WINDOW, epoch, rank, w).permutation(idx)
+        parts.append(idx)
+    out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return out[:keep].astype(np.int64)
+
+
+def num_batches(num_samples_rank: int, batch_size: int, drop_last: bool) -> int:
+    """Return the number of batches of ``batch_size`` in ``num_samples_rank`` samples."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return num_samples_rank // batch_size if drop_last else -(-num_samples_rank // batch_size)
+
+
+def variant_for_epoch(seed: int, epoch: int, variants: int) -> int:
+    """Return which stored variant to serve in ``epoch``.
+
+    Every block of ``variants`` consecutive epochs serves each variant once, in an order that
+    depends on the seed.
+    """
+    if variants < 1:
+        raise ValueError(f"variants must be >= 1, got {variants}")
+    if variants == 1:
+        return 0
+    perm = _rng(seed, _VARIANT, epoch // variants).permutation(variants)
+    return int(perm[epoch % variants])

@@ -1,0 +1,55 @@
+"""The error hierarchy of the precompute package.
+
+Every error a user can cause derives from :class:`PrecomputeError`, so callers (the CLI, the
+service) can turn them into one-line messages without catching unrelated bugs.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BuildLockedError",
+    "DecodeError",
+    "PrecomputeError",
+    "SourceError",
+    "SpecError",
+    "StoreError",
+    "StoreIncompleteError",
+    "StoreMismatchError",
+]
+
+
+class PrecomputeError(Exception):
+    """Base class of every error raised on purpose by :mod:`precompute`."""
+
+
+class SpecError(PrecomputeError, ValueError):
+    """A build spec value is invalid; the message names the field and the value."""
+
+
+class SourceError(PrecomputeError):
+    """The raw dataset cannot be listed: missing folder, malformed manifest, escaping path."""
+
+
+class DecodeError(PrecomputeError):
+    """One input file could not be decoded; ``key`` names it relative to the source root."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class StoreError(PrecomputeError):
+    """A store on disk is not a valid nostall store (format, version or fields)."""
+
+
+class StoreIncompleteError(StoreError):
+    """The store's completion marker is missing: a build is running or was interrupted."""
+
+
+class StoreMismatchError(StoreError):
+    """An existing output was built from another spec or source; resuming would mix them."""
+
+
+class BuildLockedError(PrecomputeError):
+    """Another build holds the lock on this output."""

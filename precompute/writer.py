@@ -1,0 +1,239 @@
+"""Write a store: create or resume, write whole shards, publish metadata last.
+
+The protocol (see ``docs/FORMAT.md``):
+
+1. :func:`create_or_resume` writes the group with ``complete: false`` and the four arrays, or,
+   for an existing incomplete store with the same spec, source and layout, keeps it.
+2. :func:`write_shard` writes one shard-aligned slice of every array, then an atomic marker
+   ``_nostall/shards/NNNNNN.json``. Exactly one task writes a given shard.
+3. :func:`finalize` checks that every shard has its marker, folds the markers into the build
+   report and only then rewrites the group attributes with ``complete: true``.
+
+A store whose attributes lack ``complete: true`` is never opened for reading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec
+
+from precompute.errors import StoreError, StoreMismatchError
+from precompute.format import (
+    ATTR_KEY,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HOLE_LABEL,
+    StoreLayout,
+    _read_group_attrs,
+    shard_marker_path,
+)
+from precompute.spec import BuildSpec
+
+__all__ = [
+    "atomic_write_bytes",
+    "create_or_resume",
+    "done_shards",
+    "finalize",
+    "write_shard",
+    "write_store_from_arrays",
+]
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file, fsync and rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str, Any]:
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "spec": spec.to_dict(),
+        "spec_hash": spec.digest(),
+        "source_fingerprint": fingerprint,
+        "layout": layout.to_dict(),
+        "complete": False,
+    }
+
+
+def _create_arrays(group: zarr.Group, layout: StoreLayout) -> None:
+    crc = [Crc32cCodec()]
+    n, sh, ch = layout.num_samples, layout.shard_samples, layout.chunk_samples
+    group.create_array(
+        "image", shape=layout.image_shape, dtype="uint8", shards=layout.image_shard,
+        chunks=layout.image_chunk, compressors=crc, filters=None, fill_value=0,
+    )
+    group.create_array(
+        "label", shape=(n,), dtype="int64", shards=(sh,), chunks=(ch,),
+        compressors=crc, filters=None, fill_value=HOLE_LABEL,
+    )
+    ext = layout.extent_shape
+    group.create_array(
+        "extent", shape=ext, dtype="int32", shards=(sh, *ext[1:]), chunks=(ch, *ext[1:]),
+        compressors=crc, filters=None, fill_value=0,
+    )
+    group.create_array("key", shape=(n,), dtype=str, chunks=(sh,), compressors=crc, fill_value="")
+
+
+def create_or_resume(
+    root: str | Path, spec: BuildSpec, layout: StoreLayout, fingerprint: str
+) -> set[int]:
+    """Create a new incomplete store, or validate an interrupted one for resuming.
+
+    Returns:
+        The shards already written (empty for a new store).
+
+    Raises:
+        StoreMismatchError: ``root`` holds a store of another spec, source or layout.
+        StoreError: ``root`` is complete already, or is a non-empty non-store folder.
+    """
+    root = Path(root)
+    header = _header(spec, layout, fingerprint)
+    if (root / "zarr.json").exists():
+        old = _read_group_attrs(root)
+        for key in ("format", "version", "spec_hash", "source_fingerprint", "layout"):
+            if old.get(key) != header[key]:
+                raise StoreMismatchError(
+                    f"{root}: existing store differs in {key} ({old.get(key)!r} != "
+                    f"{header[key]!r}); choose another --out or remove it"
+                )
+        if old.get("complete"):
+            raise StoreError(f"{root}: store is already complete")
+        return done_shards(root, layout)
+    if root.exists() and any(root.iterdir()):
+        raise StoreError(f"{root}: exists, is not empty and is not a nostall store")
+    group = zarr.open_group(str(root), mode="w", zarr_format=3, attributes={ATTR_KEY: header})
+    _create_arrays(group, layout)
+    return set()
+
+
+def done_shards(root: str | Path, layout: StoreLayout) -> set[int]:
+    """Return the shards whose completion markers exist and parse."""
+    done = set()
+    for shard in range(layout.num_shards):
+        marker = shard_marker_path(root, shard)
+        try:
+            json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue
+        done.add(shard)
+    return done
+
+
+def write_shard(
+    root: str | Path,
+    layout: StoreLayout,
+    shard: int,
+    *,
+    image: np.ndarray,
+    label: np.ndarray,
+    extent: np.ndarray,
+    key: Sequence[str],
+    skipped: Sequence[Mapping[str, Any]] = (),
+    stats: Mapping[str, Any] | None = None,
+) -> None:
+    """Write every array's slice of ``shard``, then its marker (atomically, last).
+
+    Holes (skipped inputs) must already carry label ``-1`` and zero pixels.
+    """
+    root = Path(root)
+    start, stop = layout.shard_range(shard)
+    n = stop - start
+    arrays = {"image": image, "label": label, "extent": extent, "key": np.asarray(key, dtype=str)}
+    expected = {
+        "image": (n, *layout.image_shape[1:]),
+        "label": (n,),
+        "extent": (n, *layout.extent_shape[1:]),
+        "key": (n,),
+    }
+    for name, arr in arrays.items():
+        if tuple(arr.shape) != expected[name]:
+            raise StoreError(f"shard {shard}: {name} has shape {arr.shape}, want {expected[name]}")
+    for name, arr in arrays.items():
+        zarr.open_array(str(root / name), mode="r+")[start:stop] = arr
+    marker = {
+        "shard": shard,
+        "start": start,
+        "stop": stop,
+        "num_valid": int(np.count_nonzero(label != HOLE_LABEL)),
+        "skipped": list(skipped),
+        "stats": dict(stats or {}),
+    }
+    atomic_write_bytes(shard_marker_path(root, shard), json.dumps(marker).encode())
+
+
+def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
+    """Publish the store: fold shard markers into the report and set ``complete: true``.
+
+    Raises:
+        StoreError: A shard has no marker (the store stays incomplete).
+    """
+    root = Path(root)
+    attrs = dict(_read_group_attrs(root))
+    layout = StoreLayout(**attrs["layout"])
+    markers = []
+    for shard in range(layout.num_shards):
+        try:
+            markers.append(json.loads(shard_marker_path(root, shard).read_text()))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{root}: shard {shard} is not written; store left incomplete") from exc
+    skipped = [s for m in markers for s in m["skipped"]]
+    attrs["num_valid"] = sum(m["num_valid"] for m in markers)
+    attrs["report"] = {**report, "num_samples": layout.num_samples,
+                       "num_valid": attrs["num_valid"], "skipped": skipped}
+    attrs["complete"] = True
+    group = zarr.open_group(str(root), mode="r+")
+    group.attrs.update({ATTR_KEY: attrs})  # the completion marker: written last
+    return attrs
+
+
+def write_store_from_arrays(
+    root: str | Path,
+    images: np.ndarray,
+    labels: np.ndarray,
+    spec: BuildSpec,
+    *,
+    keys: Sequence[str] | None = None,
+    extents: np.ndarray | None = None,
+    fingerprint: str = "arrays",
+) -> StoreLayout:
+    """Write in-memory arrays as a complete store (for tests, fixtures and benchmarks).
+
+    ``images`` is (N, S, S, 3) or (N, K, S, S, 3) uint8 matching ``spec.size`` and
+    ``spec.variants``.
+    """
+    images = np.asarray(images, dtype=np.uint8)
+    layout = StoreLayout.from_spec(spec, len(images))
+    if tuple(images.shape) != layout.image_shape:
+        raise StoreError(f"images have shape {images.shape}, want {layout.image_shape}")
+    labels = np.asarray(labels, dtype=np.int64)
+    keys = list(keys) if keys is not None else [f"{i:08d}" for i in range(len(images))]
+    if extents is None:
+        extents = np.zeros(layout.extent_shape, dtype=np.int32)
+        extents[..., 2:] = spec.size
+    create_or_resume(root, spec, layout, fingerprint)
+    for shard in range(layout.num_shards):
+        a, b = layout.shard_range(shard)
+        write_shard(root, layout, shard, image=images[a:b], label=labels[a:b],
+                    extent=extents[a:b], key=keys[a:b])
+    finalize(root, {"builder": "write_store_from_arrays"})
+    return layout

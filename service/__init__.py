@@ -1,0 +1,1 @@
+"""service: the cache of built stores, keyed by (source fingerprint, build spec)."""
