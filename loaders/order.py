@@ -42,7 +42,8 @@ def _chunk_counts(num_samples: int, chunk_samples: int, valid: npt.NDArray[np.bo
         raise ValueError(f"valid mask has shape {mask.shape}, want ({num_samples},)")
     padded = np.zeros(n_chunks * chunk_samples, bool)
     padded[:num_samples] = mask
-    return padded.reshape(n_chunks, chunk_samples).sum(1).astype(np.int64)
+    counts: npt.NDArray[np.int64] = padded.reshape(n_chunks, chunk_samples).sum(1).astype(np.int64)
+    return counts
 
 
 def chunk_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,

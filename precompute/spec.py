@@ -70,13 +70,16 @@ class AugmentPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        items = dataclasses.asdict(self).items()
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AugmentPolicy:
         """Parse a dict produced by :meth:`to_dict` (unknown keys are an error)."""
         _check_keys("augment", data, cls)
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        kwargs: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
+        }
         return cls(**kwargs)
 
 

@@ -195,7 +195,8 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
         try:
             markers.append(json.loads(shard_marker_path(root, shard).read_text()))
         except (OSError, ValueError) as exc:
-            raise StoreError(f"{root}: shard {shard} is not written; store left incomplete") from exc
+            msg = f"{root}: shard {shard} is not written; store left incomplete"
+            raise StoreError(msg) from exc
     skipped = [s for m in markers for s in m["skipped"]]
     attrs["num_valid"] = sum(m["num_valid"] for m in markers)
     attrs["report"] = {**report, "num_samples": layout.num_samples,

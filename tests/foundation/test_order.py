@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+
+from loaders.order import (
+    chunk_plan,
+    epoch_order,
+    num_batches,
+    samples_per_rank,
+    variant_for_epoch,
+)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 100, 257])
+def test_single_rank_epoch_is_a_permutation(n):
+    for epoch in range(3):
+        order = epoch_order(n, 8, seed=5, epoch=epoch)
+        assert sorted(order.tolist()) == list(range(n))
+
+
+def test_epochs_differ_and_seed_repeats():
+    a0 = epoch_order(500, 16, seed=1, epoch=0)
+    a1 = epoch_order(500, 16, seed=1, epoch=1)
+    b0 = epoch_order(500, 16, seed=1, epoch=0)
+    c0 = epoch_order(500, 16, seed=2, epoch=0)
+    assert not np.array_equal(a0, a1)
+    assert np.array_equal(a0, b0)
+    assert not np.array_equal(a0, c0)
+
+
+@pytest.mark.parametrize(("n", "world"), [(100, 2), (101, 3), (257, 4), (64, 8)])
+def test_ranks_disjoint_and_equal_length(n, world):
+    orders = [epoch_order(n, 8, seed=0, epoch=2, rank=r, world_size=world) for r in range(world)]
+    lengths = {len(o) for o in orders}
+    assert len(lengths) == 1
+    flat = np.concatenate(orders)
+    assert len(np.unique(flat)) == len(flat)
+    assert len(flat) >= n - world * 8  # at most one chunk per rank is left out
+    assert samples_per_rank(n, 8, seed=0, epoch=2, world_size=world) == len(orders[0])
+
+
+def test_ranks_read_whole_chunks():
+    order = epoch_order(160, 16, seed=0, epoch=0, rank=1, world_size=2)
+    chunks = set((order // 16).tolist())
+    assert chunks == set(chunk_plan(160, 16, seed=0, epoch=0, rank=1, world_size=2).tolist())
+
+
+def test_holes_are_left_out():
+    valid = np.ones(90, bool)
+    valid[[0, 17, 45, 89]] = False
+    order = epoch_order(90, 8, seed=0, epoch=0, valid=valid)
+    assert sorted(order.tolist()) == np.flatnonzero(valid).tolist()
+
+
+def test_buffer_window_mixes_only_within_window():
+    order = epoch_order(256, 8, seed=0, epoch=0, buffer_chunks=4)
+    plan = chunk_plan(256, 8, seed=0, epoch=0)
+    first_window = set(np.concatenate([np.arange(c * 8, c * 8 + 8) for c in plan[:4]]).tolist())
+    assert set(order[:32].tolist()) == first_window
+
+
+def test_no_shuffle_is_identity():
+    assert epoch_order(50, 8, seed=9, epoch=4, shuffle=False).tolist() == list(range(50))
+
+
+def test_variant_cycle_serves_each_variant_once_per_block():
+    seq = [variant_for_epoch(0, e, 4) for e in range(12)]
+    for block in range(3):
+        assert sorted(seq[block * 4:(block + 1) * 4]) == [0, 1, 2, 3]
+    assert variant_for_epoch(0, 7, 1) == 0
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="rank"):
+        epoch_order(10, 2, seed=0, epoch=0, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="batch_size"):
+        num_batches(10, 0, True)
+    with pytest.raises(ValueError, match=">= 0"):
+        epoch_order(10, 2, seed=-1, epoch=0)
+    assert num_batches(10, 3, True) == 3
+    assert num_batches(10, 3, False) == 4
