@@ -1,0 +1,245 @@
+"""Reusable contract suite for every loader that streams a nostall store.
+
+A loader backend subclasses :class:`LoaderContract` in its own test file and provides
+``make_loader(store_path, **kw)``; pytest then runs every ``test_*`` below against it::
+
+    class TestMyLoader(LoaderContract):
+        @staticmethod
+        def make_loader(store_path, **kw):
+            return MyLoader(store_path, device="cpu", **kw)
+
+The keyword arguments the suite passes are ``batch_size``, ``seed``, ``shuffle``, ``drop_last``,
+``rank`` and ``world_size``. The loader must yield dicts with ``image`` (uint8 NHWC), ``label``
+(int64) and ``index`` (int64) as torch tensors or numpy arrays, and provide ``set_epoch(e)``,
+``len()``, ``state_dict()`` and ``load_state_dict(state)``; bad stores raise a
+``loaders.errors.LoaderError`` when the loader is made, and a corrupted chunk raises one naming
+the shard file.
+
+Fixture stores encode each sample's index in its pixels (channel 0: ``i % 256``, channel 1:
+``i // 256``, channel 2: the variant), so every check is made on the data actually served.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from loaders.errors import LoaderError
+from loaders.order import variant_for_epoch
+from precompute.spec import BuildSpec
+from precompute.writer import write_store_from_arrays
+
+__all__ = [
+    "LoaderContract",
+    "LoaderFactory",
+    "collect",
+    "decode_index",
+    "make_index_store",
+    "to_numpy",
+]
+
+LoaderFactory = Callable[..., Any]
+NUM_CLASSES = 7
+
+
+def make_index_store(root: str | Path, num_samples: int = 100, *, size: int = 16,
+                     chunk_samples: int = 4, shard_samples: int = 16, variants: int = 1,
+                     holes: Sequence[int] = ()) -> Path:
+    """Write a store whose pixels encode each sample's index (and variant); return its path.
+
+    Labels are ``index % 7``; ``holes`` get label -1 and zero pixels, as a skipped input would.
+    """
+    n, k = num_samples, variants
+    idx = np.arange(n)
+    shape = (n, size, size, 3) if k == 1 else (n, k, size, size, 3)
+    images = np.zeros(shape, np.uint8)
+    images[..., 0] = (idx % 256).reshape(-1, *[1] * (len(shape) - 2))
+    images[..., 1] = (idx // 256).reshape(-1, *[1] * (len(shape) - 2))
+    if k > 1:
+        images[..., 2] = np.arange(k).reshape(1, k, 1, 1)
+    labels = (idx % NUM_CLASSES).astype(np.int64)
+    holes = list(holes)
+    labels[holes] = -1
+    images[holes] = 0
+    spec = BuildSpec(size=size, chunk_samples=chunk_samples, shard_samples=shard_samples,
+                     variants=k)
+    write_store_from_arrays(root, images, labels, spec)
+    return Path(root)
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """Return a tensor (any device) or array as a numpy array."""
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def decode_index(images: Any) -> np.ndarray:
+    """Return the sample index encoded in each image of an NHWC uint8 batch."""
+    arr = to_numpy(images).astype(np.int64)
+    return arr[:, 0, 0, 0] + 256 * arr[:, 0, 0, 1]
+
+
+def collect(loader: Iterable[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
+    """Return up to ``limit`` batches of ``loader`` as dicts of numpy arrays."""
+    out = []
+    for batch in loader:
+        out.append({k: to_numpy(v) for k, v in batch.items()})
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def _cat(batches: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.concatenate([b[key] for b in batches]) if batches else np.zeros(0, np.int64)
+
+
+def _flip_byte(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _rewrite_attrs(root: Path, **changes: Any) -> None:
+    meta = root / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["nostall"].update(changes)
+    meta.write_text(json.dumps(doc))
+
+
+class LoaderContract:
+    """Invariant tests every store loader must pass; subclass and define ``make_loader``."""
+
+    make_loader: ClassVar[LoaderFactory]
+    N: ClassVar[int] = 101  # uneven on purpose: not a multiple of chunk, batch or world size
+    HOLES: ClassVar[tuple[int, ...]] = (3, 17, 18, 40, 41, 42, 43, 99)
+
+    @pytest.fixture(scope="class")
+    def store(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return make_index_store(tmp_path_factory.mktemp("plain") / "s", self.N)
+
+    @pytest.fixture(scope="class")
+    def holey(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return make_index_store(tmp_path_factory.mktemp("holey") / "s", self.N, holes=self.HOLES)
+
+    def _epoch(self, path: Path, epoch: int = 0, **kw: Any) -> list[dict[str, Any]]:
+        loader = self.make_loader(path, **{"batch_size": 8, "seed": 0, **kw})
+        loader.set_epoch(epoch)
+        return collect(loader)
+
+    def test_batches_carry_their_own_index_and_label(self, store: Path) -> None:
+        batches = self._epoch(store, shuffle=True)
+        for b in batches:
+            assert b["image"].dtype == np.uint8 and b["image"].ndim == 4
+            assert b["image"].shape[-1] == 3
+            np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
+            np.testing.assert_array_equal(b["label"], b["index"] % NUM_CLASSES)
+
+    @pytest.mark.parametrize("epoch", [0, 1, 5])
+    def test_every_epoch_is_a_permutation(self, store: Path, epoch: int) -> None:
+        got = _cat(self._epoch(store, epoch, drop_last=False), "index")
+        assert sorted(got.tolist()) == list(range(self.N))
+
+    def test_len_matches_batches(self, store: Path) -> None:
+        for drop_last in (True, False):
+            loader = self.make_loader(store, batch_size=8, seed=0, drop_last=drop_last)
+            batches = collect(loader)
+            assert len(loader) == len(batches)
+            assert all(len(b["index"]) == 8 for b in batches[:-1])
+        assert len(batches[-1]["index"]) == self.N % 8
+
+    def test_holes_are_left_out(self, holey: Path) -> None:
+        got = _cat(self._epoch(holey, drop_last=False), "index")
+        want = sorted(set(range(self.N)) - set(self.HOLES))
+        assert sorted(got.tolist()) == want
+
+    @pytest.mark.parametrize("world_size", [2, 3, 4])
+    @pytest.mark.parametrize("fixture", ["store", "holey"])
+    def test_ranks_disjoint_and_equal_length(self, world_size: int, fixture: str,
+                                             request: pytest.FixtureRequest) -> None:
+        path = request.getfixturevalue(fixture)
+        per_rank = [_cat(self._epoch(path, 2, drop_last=False, rank=r, world_size=world_size),
+                         "index") for r in range(world_size)]
+        lengths = {len(p) for p in per_rank}
+        assert len(lengths) == 1 and lengths.pop() > 0
+        seen = np.concatenate(per_rank)
+        assert len(np.unique(seen)) == len(seen)
+        assert not set(seen.tolist()) & set(self.HOLES)
+        batches = {len(self.make_loader(path, batch_size=8, seed=0, rank=r,
+                                        world_size=world_size)) for r in range(world_size)}
+        assert len(batches) == 1
+
+    def test_epochs_differ_and_seed_repeats(self, store: Path) -> None:
+        e0 = _cat(self._epoch(store, 0), "index")
+        e1 = _cat(self._epoch(store, 1), "index")
+        again = _cat(self._epoch(store, 0), "index")
+        other_seed = _cat(self._epoch(store, 0, seed=1), "index")
+        np.testing.assert_array_equal(e0, again)
+        assert not np.array_equal(e0, e1)
+        assert not np.array_equal(e0, other_seed)
+
+    def test_no_shuffle_is_store_order(self, store: Path) -> None:
+        got = _cat(self._epoch(store, 3, shuffle=False, drop_last=False), "index")
+        np.testing.assert_array_equal(got, np.arange(self.N))
+
+    def test_epoch_advances_after_a_full_pass(self, store: Path) -> None:
+        loader = self.make_loader(store, batch_size=8, seed=0)
+        first, second = _cat(collect(loader), "index"), _cat(collect(loader), "index")
+        np.testing.assert_array_equal(first, _cat(self._epoch(store, 0), "index"))
+        np.testing.assert_array_equal(second, _cat(self._epoch(store, 1), "index"))
+
+    @pytest.mark.parametrize("stop_after", [1, 4, 11])
+    def test_resume_mid_epoch_gives_identical_remainder(self, holey: Path,
+                                                        stop_after: int) -> None:
+        kw = {"batch_size": 8, "seed": 3, "rank": 1, "world_size": 2}
+        full = self.make_loader(holey, **kw)
+        full.set_epoch(2)
+        want = collect(full)
+        first = self.make_loader(holey, **kw)
+        first.set_epoch(2)
+        head = collect(first, limit=stop_after)
+        state = first.state_dict()
+        resumed = self.make_loader(holey, **kw)
+        resumed.load_state_dict(state)
+        tail = collect(resumed)
+        got = head + tail
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g["index"], w["index"])
+            np.testing.assert_array_equal(g["image"], w["image"])
+
+    def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
+        path = make_index_store(tmp_path / "v", 40, variants=3)
+        for epoch in range(4):
+            batches = self._epoch(path, epoch, seed=5)
+            variants = np.concatenate([b["image"][:, 0, 0, 2] for b in batches])
+            assert set(variants.tolist()) == {variant_for_epoch(5, epoch, 3)}
+            for b in batches:
+                np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
+
+    def test_corrupted_chunk_raises_naming_the_shard(self, tmp_path: Path) -> None:
+        path = make_index_store(tmp_path / "c", 64)
+        shard = path / "image" / "c" / "2" / "0" / "0" / "0"
+        _flip_byte(shard, 100)  # inside the first inner chunk's pixels
+        loader = self.make_loader(path, batch_size=8, seed=0)
+        with pytest.raises(LoaderError, match="image/c/2/0/0/0"):
+            collect(loader)
+
+    @pytest.mark.parametrize("damage", ["incomplete", "version", "missing_field", "not_a_store"])
+    def test_bad_store_raises_before_the_first_batch(self, tmp_path: Path, damage: str) -> None:
+        path = make_index_store(tmp_path / "b", 32)
+        if damage == "incomplete":
+            _rewrite_attrs(path, complete=False)
+        elif damage == "version":
+            _rewrite_attrs(path, version=99)
+        elif damage == "missing_field":
+            (path / "extent" / "zarr.json").unlink()
+        else:
+            (path / "zarr.json").unlink()
+        with pytest.raises(LoaderError, match=str(path)):
+            self.make_loader(path, batch_size=8, seed=0)

@@ -1,0 +1,118 @@
+"""The raw shard reader against zarr-python, on real stores written by precompute.writer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
+from loaders.shardio import ShardedArrayReader, parse_array_meta
+from tests.contracts.loader_contract import make_index_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_index_store(tmp_path_factory.mktemp("sio") / "s", 50, holes=(0, 1, 2, 3, 7))
+
+
+@pytest.fixture(scope="module")
+def vstore(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_index_store(tmp_path_factory.mktemp("sio") / "v", 30, variants=3)
+
+
+@pytest.mark.parametrize("name", ["image", "label", "extent"])
+def test_fast_path_matches_zarr(store: Path, vstore: Path, name: str) -> None:
+    for root in (store, vstore):
+        reader = ShardedArrayReader(root / name)
+        assert reader.fast, reader.meta.reason
+        np.testing.assert_array_equal(reader.read_all(), zarr.open_array(root / name)[:])
+
+
+def test_chunk_into_reused_buffer_and_edge_padding(store: Path) -> None:
+    reader = ShardedArrayReader(store / "image")
+    buf = np.empty(reader.meta.chunk_shape, np.uint8)
+    out = reader.read_chunk((12, 0, 0, 0), buf)  # samples 48, 49 + two padding rows
+    assert out is buf
+    assert out[:2, 0, 0, 0].tolist() == [48, 49]
+    assert (out[2:] == 0).all()
+    assert reader.read_chunk((5, 0, 0, 0), buf)[:, 3, 3, 0].tolist() == [20, 21, 22, 23]
+
+
+def test_missing_chunk_reads_fill_value(store: Path) -> None:
+    # samples 0-3 are holes: label chunk is all -1 (fill) and zarr does not write it
+    labels = ShardedArrayReader(store / "label")
+    assert labels.read_chunk((0,)).tolist() == [-1, -1, -1, -1]
+    index = labels._index((0,), labels.shard_file((0,)))
+    assert index is not None and int(index[0, 0]) == 2**64 - 1
+
+
+def test_variant_chunks(vstore: Path) -> None:
+    reader = ShardedArrayReader(vstore / "image")
+    chunk = reader.read_chunk((2, 1, 0, 0, 0))
+    assert chunk.shape == (4, 1, 16, 16, 3)
+    assert chunk[:, 0, 0, 0, 0].tolist() == [8, 9, 10, 11]
+    assert (chunk[..., 2] == 1).all()
+
+
+def test_flipped_byte_raises_naming_shard_and_chunk(tmp_path: Path) -> None:
+    root = make_index_store(tmp_path / "s", 32)
+    shard = root / "image" / "c" / "1" / "0" / "0" / "0"
+    data = bytearray(shard.read_bytes())
+    data[768 * 5 + 10] ^= 0x01  # second inner chunk of shard 1 (samples 20-23)
+    shard.write_bytes(bytes(data))
+    reader = ShardedArrayReader(root / "image")
+    assert reader.read_chunk((4, 0, 0, 0))[0, 0, 0, 0] == 16  # other chunks still fine
+    with pytest.raises(CorruptChunkError, match=r"image/c/1/0/0/0, chunk \(5, 0, 0, 0\)"):
+        reader.read_chunk((5, 0, 0, 0))
+
+
+def test_corrupt_index_and_truncated_shard(tmp_path: Path) -> None:
+    root = make_index_store(tmp_path / "s", 32)
+    shard = root / "label" / "c" / "0"
+    data = bytearray(shard.read_bytes())
+    data[-10] ^= 0x01
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CorruptChunkError, match="shard index crc32c"):
+        ShardedArrayReader(root / "label").read_chunk((0,))
+    os.truncate(root / "image" / "c" / "1" / "0" / "0" / "0", 20)
+    with pytest.raises(CorruptChunkError, match="shorter than its index"):
+        ShardedArrayReader(root / "image").read_chunk((4, 0, 0, 0))
+
+
+def test_io_error_is_wrapped_naming_shard(tmp_path: Path) -> None:
+    root = make_index_store(tmp_path / "s", 32)
+    shard = root / "image" / "c" / "0" / "0" / "0" / "0"
+    shard.unlink()
+    shard.mkdir()  # reading a directory fails with EISDIR
+    with pytest.raises(ChunkReadError, match="image/c/0/0/0/0"):
+        ShardedArrayReader(root / "image").read_chunk((0, 0, 0, 0))
+
+
+def test_compressed_array_falls_back_to_zarr(tmp_path: Path) -> None:
+    z = zarr.create_array(tmp_path / "z", shape=(10, 3), chunks=(4, 3), shards=(8, 3),
+                          dtype="int32", fill_value=-5)
+    z[:7] = np.arange(21).reshape(7, 3)
+    reader = ShardedArrayReader(tmp_path / "z")
+    assert not reader.fast and "zstd" in reader.meta.reason
+    np.testing.assert_array_equal(reader.read_all(), z[:])
+    assert reader.read_chunk((2, 0)).tolist() == [[-5] * 3] * 4
+
+
+def test_bad_metadata_and_buffer() -> None:
+    with pytest.raises(UnsupportedArrayError, match="not a Zarr v3 array"):
+        parse_array_meta({"zarr_format": 2})
+    with pytest.raises(UnsupportedArrayError, match="data type"):
+        parse_array_meta({"zarr_format": 3, "node_type": "array", "data_type": "string",
+                          "chunk_grid": {"name": "regular"}})
+
+
+def test_wrong_out_buffer_is_refused(store: Path) -> None:
+    reader = ShardedArrayReader(store / "label")
+    with pytest.raises(ValueError, match="C-contiguous int64"):
+        reader.read_chunk((1,), np.empty(4, np.int32))
+    with pytest.raises(IndexError, match="outside the chunk grid"):
+        reader.read_chunk((13,))
