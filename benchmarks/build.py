@@ -1,0 +1,76 @@
+"""Build (or read the build time of) the store the store-based strategies read."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loaders.monitor import Monitor
+
+__all__ = ["build_store", "store_build_info"]
+
+
+def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
+                chunk_samples: int = 32, shard_samples: int = 256) -> dict[str, Any]:
+    """Build a store of ``data`` with ``precompute.job.build`` and measure it.
+
+    The store holds images at ``size`` (center-crop), one variant, so the loaders crop and
+    resize on the device like the other strategies. Ray, if this call started it, is shut down
+    afterwards so its processes do not count against the loaders measured next.
+
+    Returns:
+        ``{"status": "built", "store", "build_s", "cpu_s", "peak_rss_bytes", "num_valid"}`` or
+        ``{"status": "unavailable", "reason"}`` when the precompute job cannot be imported.
+    """
+    try:
+        from precompute.job import build
+
+        from precompute.spec import BuildSpec
+    except Exception as exc:  # the job module is missing or broken: say so, build nothing
+        return {"status": "unavailable", "reason": f"precompute.job: {type(exc).__name__}: {exc}"}
+    spec = BuildSpec(size=size, mode="center-crop", seed=seed, chunk_samples=chunk_samples,
+                     shard_samples=shard_samples)
+    ray_was_up = _ray_up()
+    t0 = time.perf_counter()
+    with Monitor(0.2) as mon:
+        attrs = build(data, str(out), spec, progress=False)
+    build_s = time.perf_counter() - t0
+    if not ray_was_up and _ray_up():
+        import ray
+
+        ray.shutdown()
+    res = mon.result()
+    return {"status": "built", "store": str(out), "build_s": build_s, "cpu_s": res.cpu_s,
+            "peak_rss_bytes": res.peak_rss_bytes, "num_valid": attrs.get("num_valid"),
+            "spec": spec.to_dict()}
+
+
+def _ray_up() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
+def store_build_info(store: str | Path) -> dict[str, Any]:
+    """Return what an existing store's report says about its build (time if recorded)."""
+    from precompute.format import open_store_info
+
+    info = open_store_info(store)
+    report = dict(info.report)
+    build_s = _find_seconds(report)
+    return {"status": "given", "store": str(store), "build_s": build_s,
+            "num_valid": info.num_valid, "spec": info.spec.to_dict(),
+            "note": None if build_s is not None else "the store's report records no build time"}
+
+
+def _find_seconds(report: dict[str, Any]) -> float | None:
+    for key in ("build_s", "wall_s", "seconds", "elapsed_s"):
+        if isinstance(report.get(key), (int, float)):
+            return float(report[key])
+    timings = report.get("timings")
+    if isinstance(timings, dict):
+        for key in ("total_s", "wall_s", "build_s", "total"):
+            if isinstance(timings.get(key), (int, float)):
+                return float(timings[key])
+    return None

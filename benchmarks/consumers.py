@@ -1,0 +1,141 @@
+"""What the training loop does with each batch: nothing, a fixed cost, or a real model step.
+
+Every consumer returns only when its work is finished (on CUDA it synchronises), so the time
+between receiving a batch and the consumer returning is the step's compute time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from benchmarks.errors import BenchConfigError
+
+__all__ = ["Consumer", "FixedCost", "ModelStep", "NoConsumer", "TinyCNN", "parse_consumer"]
+
+Consumer = Callable[[torch.Tensor, torch.Tensor], None]
+
+
+class NoConsumer:
+    """Loader only: the batch is dropped."""
+
+    name = "none"
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """Do nothing."""
+
+
+class FixedCost:
+    """A fixed compute cost per step.
+
+    On CUDA the GPU spins (``torch.cuda._sleep``) while the host is free, like a real step; on
+    CPU the host sleeps for the same reason (an accelerator step does not use host cores).
+
+    Args:
+        ms: Milliseconds per step.
+        device: The training device.
+    """
+
+    def __init__(self, ms: float, device: torch.device) -> None:
+        if ms < 0:
+            raise BenchConfigError(f"consumer fixed:<ms> needs ms >= 0, got {ms!r}")
+        self.name = f"fixed:{ms:g}"
+        self.seconds = ms / 1000.0
+        self.device = device
+        self._cycles = _cycles_per_second(device) * self.seconds if device.type == "cuda" else 0
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """Spend the fixed cost."""
+        if self.device.type == "cuda":
+            torch.cuda._sleep(int(self._cycles))
+            torch.cuda.synchronize(self.device)
+        else:
+            time.sleep(self.seconds)
+
+
+def _cycles_per_second(device: torch.device) -> float:
+    """Calibrate ``torch.cuda._sleep`` cycles per second on ``device``."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cycles = 10_000_000
+    torch.cuda._sleep(cycles)  # warm-up
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize(device)
+    return cycles / (start.elapsed_time(end) / 1000.0)
+
+
+class TinyCNN(nn.Module):
+    """A small convolutional classifier: three strided conv blocks, pooling, a linear head."""
+
+    def __init__(self, num_classes: int, width: int = 32) -> None:
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            nn.Conv2d(3, w, 3, stride=2, padding=1), nn.BatchNorm2d(w), nn.ReLU(inplace=True),
+            nn.Conv2d(w, 2 * w, 3, stride=2, padding=1), nn.BatchNorm2d(2 * w), nn.ReLU(True),
+            nn.Conv2d(2 * w, 4 * w, 3, stride=2, padding=1), nn.BatchNorm2d(4 * w), nn.ReLU(True),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(4 * w, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return logits for a float NCHW batch."""
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+class ModelStep:
+    """One real training step: forward, cross-entropy, backward, SGD; AMP on CUDA.
+
+    Args:
+        num_classes: Output classes of the model.
+        device: The training device.
+    """
+
+    name = "model"
+
+    def __init__(self, num_classes: int, device: torch.device) -> None:
+        self.device = device
+        self.model = TinyCNN(num_classes).to(device)
+        if device.type == "cuda":
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.amp = device.type == "cuda"
+        bf16 = self.amp and torch.cuda.is_bf16_supported()
+        self.dtype = torch.bfloat16 if bf16 else torch.float16
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp and self.dtype == torch.float16)
+        self.last_loss: float | None = None
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """Train on one batch and wait for it to finish."""
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.amp):
+            loss = nn.functional.cross_entropy(self.model(images.float()), labels)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.last_loss = float(loss.detach())
+
+
+def parse_consumer(text: str, device: torch.device, num_classes: int) -> Consumer:
+    """Parse ``none``, ``fixed:<ms>`` or ``model`` into a consumer.
+
+    Raises:
+        BenchConfigError: Any other text, naming it.
+    """
+    if text == "none":
+        return NoConsumer()
+    if text == "model":
+        return ModelStep(num_classes, device)
+    if text.startswith("fixed:"):
+        try:
+            ms = float(text.split(":", 1)[1])
+        except ValueError as exc:
+            raise BenchConfigError(f"--consumer {text!r}: ms must be a number") from exc
+        return FixedCost(ms, device)
+    raise BenchConfigError(f"--consumer {text!r}: use none, fixed:<ms> or model")

@@ -1,0 +1,75 @@
+"""Record the environment a benchmark ran in: CPU, cores, memory, GPU, driver, versions."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from typing import Any
+
+import psutil
+
+from loaders.monitor import GpuProbe
+
+__all__ = ["cpu_model", "environment", "usable_cores"]
+
+PACKAGES = ("nostall", "torch", "numpy", "zarr", "ray", "pillow", "nvidia-dali-cuda120",
+            "nvidia-ml-py", "psutil")
+
+
+def cpu_model() -> str:
+    """Return the CPU model name (from /proc/cpuinfo where available)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    """Return the cores this process may run on (affinity), else the logical count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return psutil.cpu_count() or 1
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _gpu() -> dict[str, Any]:
+    probe = GpuProbe()
+    info: dict[str, Any] = {"name": probe.name, "driver": probe.driver,
+                            "nvml": "ok" if probe.available else probe.reason}
+    try:
+        import torch
+
+        info["cuda_available"] = torch.cuda.is_available()
+        info["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            info["torch_device"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        info["cuda_available"] = False
+    return info
+
+
+def environment() -> dict[str, Any]:
+    """Return a JSON-ready description of this machine and the package versions."""
+    return {
+        "cpu": cpu_model(),
+        "cores_logical": psutil.cpu_count(),
+        "cores_physical": psutil.cpu_count(logical=False),
+        "cores_usable": usable_cores(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "gpu": _gpu(),
+        "versions": {name: _version(name) for name in PACKAGES},
+    }

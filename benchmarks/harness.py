@@ -1,0 +1,151 @@
+"""Run strategies one after another on the same data and measure where the time goes.
+
+For each strategy: set up the loader (timed separately as ``setup_s``), then run ``epochs``
+epochs under a :class:`loaders.monitor.Monitor`, timing each step's data wait (blocked in
+``next``) and compute (the consumer). Throughput and CPU figures count only the steady part,
+after ``warmup_steps`` steps.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from benchmarks.analysis import (
+    coefficient_of_variation,
+    data_wait_share,
+    dominant_period,
+    verdict,
+)
+from benchmarks.consumers import Consumer
+from benchmarks.strategies import Batch, RunConfig, get_strategy
+from loaders.monitor import Monitor, MonitorResult
+
+__all__ = ["RunOptions", "run_all", "run_strategy", "summarize"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How long and how closely to measure.
+
+    Attributes:
+        epochs: Epochs per strategy.
+        warmup_steps: Steps at the start excluded from throughput and step statistics.
+        interval: Monitor sampling interval in seconds.
+        max_steps: Stop each epoch after this many steps (None: whole epochs).
+    """
+
+    epochs: int = 2
+    warmup_steps: int = 2
+    interval: float = 0.1
+    max_steps: int | None = None
+
+
+@dataclass
+class _Timing:
+    steps: int = 0
+    samples: int = 0
+    warm_t: float | None = None
+    warm_cpu: float = 0.0
+    warm_samples: int = 0
+    end_t: float = 0.0
+    first_batch_s: float | None = None
+
+
+def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor) -> _Timing:
+    tm = _Timing()
+    t_start = time.perf_counter()
+    for epoch in range(opts.epochs):
+        it: Iterator[Batch] = source.epoch(epoch)
+        for _ in range(opts.max_steps or 1 << 62):
+            t0 = time.perf_counter()
+            batch = next(it, None)
+            t1 = time.perf_counter()
+            if batch is None:
+                break
+            consumer(*batch)
+            t2 = time.perf_counter()
+            mon.record_step(t1 - t0, t2 - t1)
+            tm.first_batch_s = tm.first_batch_s if tm.first_batch_s is not None else t1 - t_start
+            tm.steps += 1
+            tm.samples += int(batch[1].shape[0])
+            if tm.steps == opts.warmup_steps:
+                tm.warm_t, tm.warm_cpu, tm.warm_samples = t2, mon.cpu_seconds(), tm.samples
+        if hasattr(it, "close"):
+            it.close()  # a generator stopped at max_steps releases its resources
+    tm.end_t = time.perf_counter()
+    return tm
+
+
+def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
+              num_samples: int) -> dict[str, Any]:
+    """Turn one strategy's timings and monitor result into the report's figures."""
+    steady = res.steps[opts.warmup_steps:] or res.steps
+    if tm.warm_t is None:  # fewer steps than the warm-up: measure everything
+        tm.warm_t, tm.warm_cpu, tm.warm_samples = tm.end_t - res.wall_s, 0.0, 0
+    samples = tm.samples - tm.warm_samples
+    secs = tm.end_t - tm.warm_t
+    sps = samples / secs if secs > 0 and samples > 0 else None
+    util = res.series("gpu_util") if res.has_gpu else res.series("cpu_percent")
+    step_s = [w + c for w, c in steady]
+    return {
+        "name": name, "status": "ok", "samples": samples, "steps": len(steady),
+        "samples_per_s": sps,
+        "epoch_s": num_samples / sps if sps else None,
+        "first_batch_s": tm.first_batch_s,
+        "data_wait_share": data_wait_share(steady),
+        "step_cv": coefficient_of_variation(step_s),
+        "step_ms_median": float(np.median(step_s) * 1e3) if step_s else None,
+        "step_ms_p95": float(np.percentile(step_s, 95) * 1e3) if step_s else None,
+        "util_source": "gpu_util" if res.has_gpu else "cpu_percent",
+        "oscillation_period_s": dominant_period(util, opts.interval),
+        "cpu_s_per_sample": (res.cpu_s - tm.warm_cpu) / samples if samples > 0 else None,
+        "peak_rss_bytes": res.peak_rss_bytes,
+        "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
+        "monitor": res.to_dict(),
+    }
+
+
+def run_strategy(name: str, cfg: RunConfig, consumer: Consumer,
+                 opts: RunOptions) -> dict[str, Any]:
+    """Run one strategy and return its figures, or ``status: unavailable|failed`` and why."""
+    strategy = get_strategy(name)
+    reason = strategy.unavailable(cfg)
+    if reason is not None:
+        return {"name": name, "status": "unavailable", "reason": reason}
+    t0 = time.perf_counter()
+    try:
+        source = strategy.open(cfg)
+    except Exception as exc:
+        return _failed(name, "setup", exc)
+    setup_s = time.perf_counter() - t0
+    try:
+        with Monitor(opts.interval) as mon:
+            tm = _run_epochs(source, consumer, opts, mon)
+        out = summarize(name, tm, mon.result(), opts, source.num_samples)
+    except Exception as exc:
+        return _failed(name, "run", exc)
+    finally:
+        source.close()
+        gc.collect()
+    out["setup_s"] = setup_s
+    out["description"] = strategy.description
+    return out
+
+
+def _failed(name: str, stage: str, exc: BaseException) -> dict[str, Any]:
+    return {"name": name, "status": "failed",
+            "reason": f"{stage}: {type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=6)}
+
+
+def run_all(names: list[str], cfg: RunConfig, consumer: Consumer,
+            opts: RunOptions) -> list[dict[str, Any]]:
+    """Run ``names`` one after another; never stops at a failing strategy."""
+    return [run_strategy(name, cfg, consumer, opts) for name in names]

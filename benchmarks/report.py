@@ -1,0 +1,149 @@
+"""Write the benchmark report: ``report.json``, ``report.md`` and the PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.analysis import break_even_epochs, fmt
+
+__all__ = ["REPORT_KEYS", "STRATEGY_KEYS", "add_break_even", "markdown_table", "write_report"]
+
+REPORT_KEYS = ("environment", "config", "build", "strategies", "break_even", "plots")
+STRATEGY_KEYS = ("name", "status", "samples_per_s", "data_wait_share", "step_cv",
+                 "oscillation_period_s", "cpu_s_per_sample", "peak_rss_bytes", "verdict")
+BASELINE = "workers"
+STORE_STRATEGIES = ("precompute", "precompute-dali")
+
+
+def add_break_even(report: dict[str, Any]) -> None:
+    """Fill ``report["break_even"]``: epochs after which each store strategy pays off."""
+    by_name = {s["name"]: s for s in report["strategies"] if s.get("status") == "ok"}
+    base = by_name.get(BASELINE)
+    build_s = (report.get("build") or {}).get("build_s")
+    out: dict[str, Any] = {}
+    for name in STORE_STRATEGIES:
+        if name not in by_name:
+            continue
+        if base is None:
+            out[name] = {"epochs": None, "detail": f"no {BASELINE} baseline measured"}
+            continue
+        store, base_s = by_name[name].get("epoch_s"), base.get("epoch_s")
+        epochs = break_even_epochs(build_s, base_s, store)
+        out[name] = {"epochs": epochs, "build_s": build_s, "epoch_s": store,
+                     "baseline_epoch_s": base_s,
+                     "detail": _break_even_text(build_s, base_s, store, epochs)}
+    report["break_even"] = out
+
+
+def _break_even_text(build_s: float | None, base: float | None, store: float | None,
+                     epochs: float | None) -> str:
+    if build_s is None:
+        return "build time unknown"
+    if epochs is None:
+        return (f"never: an epoch takes {fmt(store)} s from the store vs {fmt(base)} s with "
+                f"{BASELINE}")
+    return (f"{fmt(build_s)} s build / ({fmt(base)} - {fmt(store)}) s saved per epoch = "
+            f"{epochs:.2f} epochs")
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.0f}"
+
+
+def _row(s: dict[str, Any], base_sps: float | None) -> str:
+    if s.get("status") != "ok":
+        return f"| {s['name']} | {s.get('status')}: {s.get('reason', '')} |" + " |" * 8
+    sps = s.get("samples_per_s")
+    ratio = f"{sps / base_sps:.2f}x" if sps and base_sps else "-"
+    share = s.get("data_wait_share")
+    cv = s.get("step_cv")
+    return (f"| {s['name']} | {fmt(sps, '.1f')} | {ratio} | "
+            f"{'-' if share is None else f'{share:.0%}'} | {'-' if cv is None else f'{cv:.0%}'} | "
+            f"{fmt(s.get('oscillation_period_s'), '.2f', 'none')} | "
+            f"{fmt(1e3 * s['cpu_s_per_sample'] if s.get('cpu_s_per_sample') else None, '.2f')} | "
+            f"{_mib(s.get('peak_rss_bytes'))} | {fmt(s.get('first_batch_s'), '.2f')} | "
+            f"{s['verdict']['summary']} |")
+
+
+def markdown_table(strategies: list[dict[str, Any]]) -> str:
+    """Return the per-strategy table in Markdown."""
+    base = next((s for s in strategies if s["name"] == BASELINE and s.get("status") == "ok"), None)
+    base_sps = base.get("samples_per_s") if base else None
+    head = ("| strategy | samples/s | vs workers | data wait | step CV | util period (s) | "
+            "CPU ms/sample | peak RSS MiB | first batch (s) | verdict |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    return "\n".join([head, *(_row(s, base_sps) for s in strategies)])
+
+
+def _env_lines(env: dict[str, Any]) -> list[str]:
+    gpu = env["gpu"]
+    vers = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+    return [
+        f"- CPU: {env['cpu']}; cores: {env['cores_usable']} usable / {env['cores_logical']} "
+        f"logical / {env['cores_physical']} physical; memory {env['memory_gib']} GiB",
+        f"- GPU: {gpu.get('name') or 'none'}; driver {gpu.get('driver') or '-'}; "
+        f"NVML: {gpu.get('nvml')}; CUDA available: {gpu.get('cuda_available')}",
+        f"- {env['os']}, Python {env['python']}; {vers}",
+    ]
+
+
+def _build_lines(build: dict[str, Any] | None, break_even: dict[str, Any]) -> list[str]:
+    if not build:
+        return ["- no store used"]
+    if build.get("status") == "unavailable":
+        return [f"- store build unavailable: {build['reason']}"]
+    lines = [f"- store `{build['store']}` ({build['status']}): build time "
+             f"{fmt(build.get('build_s'), '.2f')} s" + (f" ({build['note']})"
+                                                       if build.get("note") else "")]
+    lines += [f"- {name} pays for itself after: {v['detail']}" for name, v in break_even.items()]
+    return lines
+
+
+def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for s in strategies:
+        if s.get("status") != "ok":
+            continue
+        checks = "; ".join(f"{c['name']}: {_ok(c['ok'])} ({c['detail']})"
+                           for c in s["verdict"]["checks"])
+        lines.append(f"- **{s['name']}**: {checks}")
+    return lines
+
+
+def _ok(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("ok" if ok else "MISSED")
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """Return ``report.md``'s text."""
+    cfg = report["config"]
+    parts = [
+        "# nostall benchmark report", "",
+        f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
+        f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
+        f"`{cfg['consumer']}`, device `{cfg['device']}`; the first {cfg['warmup_steps']} steps "
+        "are warm-up. Utilisation: " + report["util_note"], "",
+        markdown_table(report["strategies"]), "",
+        "## Verdicts (targets: GPU util 70-90% and steady, data wait < 30%, step CV < 20%)",
+        *_verdict_lines(report["strategies"]), "",
+        "## Store build", *_build_lines(report.get("build"), report["break_even"]), "",
+        "## Environment", *_env_lines(report["environment"]), "",
+        "## Plots", *(f"![{k}]({v})" for k, v in report["plots"].items()), "",
+    ]
+    return "\n".join(parts)
+
+
+def write_report(report: dict[str, Any], out: str | Path) -> dict[str, Path]:
+    """Write plots, ``report.json`` and ``report.md`` into ``out``; return their paths."""
+    from benchmarks.report_plots import write_plots
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    add_break_even(report)
+    report["plots"] = {k: p.name for k, p in write_plots(report["strategies"], out).items()}
+    paths = {"json": out / "report.json", "md": out / "report.md"}
+    paths["json"].write_text(json.dumps(report, indent=1, default=str))
+    paths["md"].write_text(render_markdown(report))
+    return paths

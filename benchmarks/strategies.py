@@ -1,0 +1,152 @@
+"""The strategy registry: each data-loading strategy is a small adapter behind one base class.
+
+A strategy turns a :class:`RunConfig` into a :class:`EpochSource`: something that yields
+training-ready batches ``(images float NCHW normalised on the device, labels int64)`` for one
+epoch at a time. Every strategy does the same work (random resized crop to ``size``, horizontal
+flip, normalisation) so their throughput is comparable. A strategy whose backend is missing
+says so through :meth:`Strategy.unavailable` and is reported as ``unavailable: <reason>``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import torch
+
+from benchmarks.errors import BenchConfigError
+
+__all__ = [
+    "MEAN",
+    "STD",
+    "STRATEGIES",
+    "Batch",
+    "EpochSource",
+    "RunConfig",
+    "Strategy",
+    "get_strategy",
+    "register",
+    "strategy_names",
+]
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What every strategy gets: the same data, batch size and output size.
+
+    Attributes:
+        data: Raw dataset (image folder with class sub-folders, or a manifest).
+        store: Path of the precomputed store (None if no store strategy runs).
+        batch_size: Samples per batch.
+        workers: Worker processes/threads a strategy may use for loading.
+        size: Output side length of the training crops.
+        seed: Seed of order and augmentation.
+        device: Where batches must end up.
+    """
+
+    data: str
+    store: str | None
+    batch_size: int
+    workers: int
+    size: int
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "size"):
+            if getattr(self, name) < 1:
+                raise BenchConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.workers < 0:
+            raise BenchConfigError(f"workers must be >= 0, got {self.workers!r}")
+
+
+class EpochSource(Protocol):
+    """What a strategy returns: batches per epoch, and how many samples an epoch has."""
+
+    num_samples: int
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """Return an iterator over the batches of ``epoch``."""
+
+    def close(self) -> None:
+        """Release workers, pipelines and files."""
+
+
+class Strategy(ABC):
+    """One way to feed the training loop.
+
+    Attributes:
+        name: Registry name (used on the command line and in reports).
+        needs_store: Whether the strategy reads the precomputed store.
+        description: One line for the report.
+    """
+
+    name: ClassVar[str]
+    needs_store: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+    requires: ClassVar[tuple[str, ...]] = ()  # modules that must import
+
+    def unavailable(self, cfg: RunConfig) -> str | None:
+        """Return why the strategy cannot run here, or None if it can."""
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # ImportError, or a backend failing at import time
+                return f"{module} cannot be imported ({type(exc).__name__}: {exc})"
+        if self.needs_store and not cfg.store:
+            return "no store (give --store or let the harness build one)"
+        return None
+
+    @abstractmethod
+    def open(self, cfg: RunConfig) -> EpochSource:
+        """Set up the loader (not timed as throughput) and return it."""
+
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: add a strategy to :data:`STRATEGIES` under ``cls.name``."""
+    if cls.name in STRATEGIES:
+        raise ValueError(f"strategy {cls.name!r} registered twice")
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+def _load_builtin() -> None:
+    importlib.import_module("benchmarks.strategy_workers")
+    importlib.import_module("benchmarks.strategy_store")
+
+
+def strategy_names() -> list[str]:
+    """Return the registered strategy names."""
+    _load_builtin()
+    return list(STRATEGIES)
+
+
+def get_strategy(name: str) -> Strategy:
+    """Return a new instance of the strategy called ``name``."""
+    _load_builtin()
+    if name not in STRATEGIES:
+        raise BenchConfigError(f"unknown strategy {name!r}; known: {sorted(STRATEGIES)}")
+    return STRATEGIES[name]()
+
+
+def to_training_batch(images: torch.Tensor, labels: torch.Tensor, device: torch.device,
+                      normalize: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Batch:
+    """Move a batch to ``device`` (non-blocking) and optionally normalise it there."""
+    images = images.to(device, non_blocking=True)
+    labels = labels.to(device, non_blocking=True)
+    return (normalize(images) if normalize else images), labels
+
+
+def as_dict_batch(batch: Any) -> Batch:
+    """Return ``(image, label)`` from a loader's dict batch (``image`` and ``label``)."""
+    return batch["image"], batch["label"]

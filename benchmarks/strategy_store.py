@@ -1,0 +1,111 @@
+"""nostall strategies: the precomputed store (torch or DALI reader) and DALI decoding of JPEGs.
+
+Each is a thin adapter: it builds the loader with the same batch size, output size, seed and
+augmentation (random resized crop + flip + normalise) as the ``workers`` baseline and turns its
+dict batches into ``(image, label)``. Backends are imported lazily; a missing one makes the
+strategy ``unavailable`` with the import error as the reason.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+from benchmarks.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
+
+__all__ = ["DaliStoreStrategy", "GpuDecodeStrategy", "PrecomputeStrategy"]
+
+
+def _kwargs_for(fn: Any, **candidates: Any) -> dict[str, Any]:
+    """Return the candidates ``fn`` accepts (the loaders' optional knobs differ slightly)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return candidates
+    return {k: v for k, v in candidates.items() if k in params}
+
+
+class _LoaderSource:
+    """Adapts a nostall loader (``set_epoch``, ``len``, dict batches) to an epoch source."""
+
+    def __init__(self, loader: Any, num_samples: int) -> None:
+        self.loader = loader
+        self.num_samples = num_samples
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        self.loader.set_epoch(epoch)
+        for batch in self.loader:
+            yield batch["image"], batch["label"]
+
+    def close(self) -> None:
+        close = getattr(self.loader, "close", None)
+        if callable(close):
+            close()
+        self.loader = None
+
+
+def _store_samples(store: str) -> int:
+    from precompute.format import open_store_info
+
+    return open_store_info(store).num_valid
+
+
+@register
+class PrecomputeStrategy(Strategy):
+    """StoreLoader over the precomputed store, augmentation on the device."""
+
+    name = "precompute"
+    needs_store = True
+    description = "StoreLoader: read whole chunks of the Zarr store, RRC/flip/normalise on device"
+    requires = ("loaders.torch_loader", "loaders.augment")
+
+    def open(self, cfg: RunConfig) -> _LoaderSource:
+        """Return a StoreLoader with TrainAugment at the run's output size."""
+        from loaders import StoreLoader
+        from loaders.augment import TrainAugment
+
+        augment = TrainAugment(**_kwargs_for(TrainAugment, size=cfg.size, output_size=cfg.size,
+                                             mean=MEAN, std=STD))
+        kw = _kwargs_for(StoreLoader, device=cfg.device, shuffle=True, seed=cfg.seed,
+                         augment=augment, num_threads=max(1, cfg.workers))
+        loader = StoreLoader(cfg.store, cfg.batch_size, **kw)
+        return _LoaderSource(loader, _store_samples(str(cfg.store)))
+
+
+@register
+class DaliStoreStrategy(Strategy):
+    """DaliStoreLoader over the precomputed store, DALI augmentation."""
+
+    name = "precompute-dali"
+    needs_store = True
+    description = "DaliStoreLoader: store chunks fed to a DALI pipeline (RRC/flip/normalise)"
+    requires = ("nvidia.dali", "loaders.dali")
+
+    def open(self, cfg: RunConfig) -> _LoaderSource:
+        """Return a DaliStoreLoader at the run's output size."""
+        from loaders.dali import DaliStoreLoader
+
+        kw = _kwargs_for(DaliStoreLoader, device=cfg.device, shuffle=True, seed=cfg.seed,
+                         size=cfg.size, output_size=cfg.size, mean=MEAN, std=STD,
+                         num_threads=max(1, cfg.workers))
+        loader = DaliStoreLoader(cfg.store, cfg.batch_size, **kw)
+        return _LoaderSource(loader, _store_samples(str(cfg.store)))
+
+
+@register
+class GpuDecodeStrategy(Strategy):
+    """DALI JpegLoader: decode the raw files with DALI (nvJPEG on a GPU, CPU here)."""
+
+    name = "gpu-decode"
+    description = "DALI JpegLoader: decode raw JPEG/PNG with DALI (mixed/GPU, CPU without one)"
+    requires = ("nvidia.dali", "loaders.dali")
+
+    def open(self, cfg: RunConfig) -> _LoaderSource:
+        """Return a JpegLoader over the raw data."""
+        from benchmarks.sources import list_items
+        from loaders.dali import JpegLoader
+
+        kw = _kwargs_for(JpegLoader, device=cfg.device, shuffle=True, seed=cfg.seed,
+                         mean=MEAN, std=STD, num_threads=max(1, cfg.workers))
+        loader = JpegLoader(cfg.data, cfg.batch_size, cfg.size, **kw)
+        return _LoaderSource(loader, len(list_items(cfg.data)[0]))
