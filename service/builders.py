@@ -1,0 +1,64 @@
+"""What a build gets, and the default builder: ``precompute.job.build`` on Ray.
+
+A builder is any callable taking a :class:`BuildRequest` that leaves a **complete** store at
+``request.out`` (or raises). The cache checks the result, so a builder cannot publish a partial
+or mismatched store. Tests inject small real builders; production uses :func:`precompute_builder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from precompute.spec import BuildSpec
+
+__all__ = ["BuildRequest", "Builder", "precompute_builder"]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One store to build.
+
+    Attributes:
+        key: The cache key the store will be published under.
+        source: Canonical path of the raw dataset.
+        spec: The parsed build spec.
+        out: Where to write the store (a private directory under the cache root; may hold an
+            interrupted build of the same key, which the builder may resume).
+        fingerprint: The source fingerprint in the key; the store must record the same one.
+        content_hash: Whether the fingerprint hashes file contents.
+    """
+
+    key: str
+    source: Path
+    spec: BuildSpec
+    out: Path
+    fingerprint: str
+    content_hash: bool = False
+
+
+Builder = Callable[[BuildRequest], None]
+
+
+def precompute_builder(*, ray_address: str | None = None, progress: bool = False) -> Builder:
+    """Return a builder that runs ``precompute.job.build`` (Ray Data) for each request.
+
+    Args:
+        ray_address: Ray cluster address; None starts or joins a local Ray.
+        progress: Show the build's progress bar.
+    """
+
+    def build(request: BuildRequest) -> None:
+        from precompute import job  # lazy: imports Ray
+
+        job.build(
+            str(request.source),
+            str(request.out),
+            request.spec,
+            ray_address=ray_address,
+            progress=progress,
+            content_hash=request.content_hash,
+        )
+
+    return build

@@ -1,0 +1,329 @@
+"""``service.Cache``: ask for (source, spec), get a complete store, build at most once.
+
+Concurrency protocol (processes and threads alike):
+
+* **Build**: one builder per key, under the file lock ``locks/<key>.lock`` (an ``flock``, so the
+  OS drops it when a builder dies). Whoever gets the lock re-checks the catalog first: callers
+  that waited reuse the store. The build writes into ``building/<key>/``, is checked with
+  ``open_store_info`` (complete, same spec hash and source fingerprint), renamed to
+  ``stores/<key>/`` in one step, and only then catalogued. A killed build leaves only
+  ``building/<key>/``, which is never served; the next build of the key resumes or wipes it.
+* **Lease**: readers hold a shared ``flock`` on ``leases/<key>.lease`` (:class:`Lease`).
+* **Evict/remove**: exclusive lease lock without waiting (skip leased stores), then delete the
+  entry, then move the store to trash.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from precompute.errors import PrecomputeError
+from precompute.format import StoreInfo, open_store_info
+from precompute.spec import BuildSpec
+from service import maintenance
+from service.builders import Builder, BuildRequest, precompute_builder
+from service.catalog import CacheLayout, Entry, dir_size
+from service.errors import BuildFailedError, CacheKeyError, ServiceError, StoreInUseError
+from service.keys import check_key, parse_spec, resolve_source, source_fingerprint, store_key
+from service.lease import Lease, exclusive_unleased
+from service.metrics import CacheStats
+
+__all__ = ["Cache", "GcReport", "StoreRef"]
+
+# A store reference: a cache key, or (source, spec).
+StoreRef = str | tuple[str | Path, BuildSpec | Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What one :meth:`Cache.gc` did."""
+
+    evicted: tuple[str, ...]
+    freed_bytes: int
+    skipped_leased: tuple[str, ...]
+    cleaned: tuple[str, ...]
+    total_bytes: int
+    budget_bytes: int | None
+
+
+class Cache:
+    """A directory of built stores addressed by :func:`service.keys.store_key`.
+
+    Args:
+        root: Cache root folder (created if missing).
+        budget_bytes: Byte budget enforced by :meth:`gc` (after each build too); None: unbounded.
+        builder: Callable that builds one :class:`BuildRequest`; defaults to
+            ``precompute.job.build`` on Ray.
+        fingerprinter: ``source path -> fingerprint``; defaults to ``precompute.sources``.
+        content_hash: Fingerprint sources by content hash instead of size and mtime.
+        lock_timeout: Seconds to wait for another process's build of the same key (-1: forever).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        budget_bytes: int | None = None,
+        *,
+        builder: Builder | None = None,
+        fingerprinter: Callable[[Path], str] | None = None,
+        content_hash: bool = False,
+        lock_timeout: float = -1.0,
+    ) -> None:
+        if budget_bytes is not None and (isinstance(budget_bytes, bool) or budget_bytes < 0):
+            raise ValueError(f"budget_bytes must be a non-negative int or None: {budget_bytes!r}")
+        self.layout = CacheLayout(root)
+        self.layout.ensure()
+        self.budget_bytes = budget_bytes
+        self.content_hash = content_hash
+        self.lock_timeout = lock_timeout
+        self.stats = CacheStats()
+        self._builder = builder or precompute_builder()
+        self._fingerprint = fingerprinter or functools.partial(
+            source_fingerprint, content_hash=content_hash)
+
+    @property
+    def root(self) -> Path:
+        """The cache root."""
+        return self.layout.root
+
+    # -- keys and lookups ------------------------------------------------------------------
+
+    def request_for(self, source: str | Path, spec: BuildSpec | Mapping[str, Any]) -> BuildRequest:
+        """Parse and fingerprint (source, spec) into the request that would build it."""
+        parsed = parse_spec(spec)
+        src = resolve_source(source)
+        fp = self._fingerprint(src)
+        key = store_key(parsed, fp)
+        return BuildRequest(key, src, parsed, self.layout.building(key), fp, self.content_hash)
+
+    def key_for(self, source: str | Path, spec: BuildSpec | Mapping[str, Any]) -> str:
+        """Return the cache key of (source, spec)."""
+        return self.request_for(source, spec).key
+
+    def _lookup(self, key: str) -> Path | None:
+        store = self.layout.store(key)
+        if self.layout.touch(key) and store.is_dir():
+            return store
+        return None
+
+    def get(self, key: str) -> Path | None:
+        """Return the store of ``key`` and mark it used, or None if it is not cached."""
+        path = self._lookup(check_key(key))
+        self.stats.inc("hits" if path is not None else "misses")
+        return path
+
+    def info(self, key: str) -> Entry:
+        """Return the catalog entry of ``key`` (does not count as a use)."""
+        entry = self.layout.read_entry(check_key(key))
+        if entry is None:
+            raise CacheKeyError(f"no store with key {key} in {self.root}")
+        return entry
+
+    def list(self) -> builtins.list[Entry]:
+        """Return every catalogued store, most recently used first."""
+        entries = [e for e in map(self.layout.read_entry, self.layout.keys()) if e is not None]
+        return sorted(entries, key=lambda e: e.last_access, reverse=True)
+
+    def total_bytes(self) -> int:
+        """Return the bytes of all catalogued stores."""
+        return sum(e.size_bytes for e in self.list())
+
+    def status(self, key: str) -> dict[str, Any]:
+        """Return the state of ``key`` as a JSON-ready dict.
+
+        ``status`` is ``ready`` (with the entry), ``building`` (with ``progress``),
+        ``interrupted`` (a dead build's leftovers, with ``progress``) or ``absent``.
+        """
+        entry = self.layout.read_entry(check_key(key))
+        if entry is not None:
+            return {"key": key, "status": "ready", **entry.to_dict()}
+        building = self.layout.building(key)
+        if not building.exists():
+            return {"key": key, "status": "absent"}
+        with maintenance.try_lock(self.layout.build_lock(key)) as free:
+            state = "interrupted" if free else "building"
+        return {"key": key, "status": state, "progress": maintenance.build_progress(building)}
+
+    # -- building ------------------------------------------------------------------------
+
+    def get_or_build(self, source: str | Path, spec: BuildSpec | Mapping[str, Any]) -> Path:
+        """Return the complete store of (source, spec), building it if no process has.
+
+        Raises:
+            SpecError: ``spec`` is malformed.
+            SourceNotAllowedError: ``source`` does not exist.
+            PrecomputeError: The build raised (e.g. a bad input with ``on_error: raise``).
+            BuildFailedError: The builder failed otherwise or left no matching complete store.
+        """
+        request = self.request_for(source, spec)
+        path = self._lookup(request.key)
+        if path is not None:
+            self.stats.inc("hits")
+            return path
+        return self.build(request)
+
+    def build(self, request: BuildRequest) -> Path:
+        """Build ``request`` unless another caller has (waiting for its build); return the store."""
+        lock = FileLock(str(self.layout.build_lock(request.key)), timeout=self.lock_timeout)
+        with lock:
+            path = self._lookup(request.key)
+            if path is not None:
+                self.stats.inc("hits")
+                return path
+            self.stats.inc("misses")
+            path = self._build_locked(request)
+        if self.budget_bytes is not None:
+            self.gc()
+        return path
+
+    def _build_locked(self, request: BuildRequest) -> Path:
+        key, store = request.key, self.layout.store(request.key)
+        if store.exists():  # published by a builder that died before cataloguing it
+            maintenance.discard(self.layout, store)
+        self.layout.entry_file(key).unlink(missing_ok=True)  # an entry whose store vanished
+        started = time.time()
+        state = maintenance.inspect_partial(self.layout, request.out, request)
+        if state != "complete":
+            self._run_builder(request)
+        info = self._check_built(request)
+        request.out.rename(store)
+        entry = Entry(
+            key=key, path=store, source=str(request.source), spec=request.spec.to_dict(),
+            source_fingerprint=request.fingerprint, transform_version=_transform_version(),
+            format_version=int(info.attrs["version"]), size_bytes=dir_size(store),
+            num_samples=info.layout.num_samples, num_valid=info.num_valid,
+            created=time.time(), build_seconds=round(time.time() - started, 3),
+        )
+        self.layout.write_entry(entry)  # published: an entry means a complete store
+        self.stats.inc("builds")
+        return store
+
+    def _run_builder(self, request: BuildRequest) -> None:
+        try:
+            self._builder(request)
+        except PrecomputeError:
+            self.stats.inc("build_failures")
+            raise
+        except Exception as exc:
+            self.stats.inc("build_failures")
+            raise BuildFailedError(f"build of {request.key} from {request.source} failed: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+
+    def _check_built(self, request: BuildRequest) -> StoreInfo:
+        try:
+            info = open_store_info(request.out)
+        except PrecomputeError as exc:
+            self.stats.inc("build_failures")
+            raise BuildFailedError(f"build of {request.key} left no complete store: {exc}") from exc
+        problems = []
+        if info.spec_hash != request.spec.digest():
+            problems.append(f"spec hash {info.spec_hash} != {request.spec.digest()}")
+        if info.source_fingerprint != request.fingerprint:
+            problems.append("source fingerprint differs (did the source change during the "
+                            f"build?): {info.source_fingerprint} != {request.fingerprint}")
+        if problems:
+            self.stats.inc("build_failures")
+            maintenance.discard(self.layout, request.out)
+            raise BuildFailedError(f"build of {request.key} is not what was asked for: "
+                                   + "; ".join(problems))
+        return info
+
+    # -- removal and eviction ----------------------------------------------------------
+
+    def _unpublish(self, key: str) -> None:
+        self.layout.entry_file(key).unlink(missing_ok=True)  # first: nobody finds it any more
+        maintenance.discard(self.layout, self.layout.store(key))
+
+    def remove(self, key: str) -> Entry:
+        """Remove the store of ``key``.
+
+        Raises:
+            CacheKeyError: No such store.
+            StoreInUseError: A reader holds a lease on it.
+        """
+        entry = self.info(key)
+        with FileLock(str(self.layout.build_lock(key)), timeout=self.lock_timeout), \
+                exclusive_unleased(self.layout.lease_file(key)) as free:
+            if not free:
+                raise StoreInUseError(f"store {key} is leased by a reader; close it first")
+            self._unpublish(key)
+        self.stats.inc("removals")
+        return entry
+
+    def _evict(self, key: str) -> bool:
+        with maintenance.try_lock(self.layout.build_lock(key)) as unlocked, \
+                exclusive_unleased(self.layout.lease_file(key)) as free:
+            if not (unlocked and free):
+                return False
+            self._unpublish(key)
+        self.stats.inc("evictions")
+        return True
+
+    def gc(self, budget_bytes: int | None = None) -> GcReport:
+        """Clean crash debris, then evict least-recently-used unleased stores over budget.
+
+        Args:
+            budget_bytes: Overrides the cache's budget for this call.
+        """
+        budget = self.budget_bytes if budget_bytes is None else budget_bytes
+        with FileLock(str(self.layout.gc_lock)):
+            cleaned = maintenance.clean_debris(self.layout)
+            entries = sorted(self.list(), key=lambda e: e.last_access)
+            total = sum(e.size_bytes for e in entries)
+            evicted: builtins.list[str] = []
+            skipped: builtins.list[str] = []
+            freed = 0
+            for entry in entries:
+                if budget is None or total - freed <= budget:
+                    break
+                if self._evict(entry.key):
+                    evicted.append(entry.key)
+                    freed += entry.size_bytes
+                else:
+                    skipped.append(entry.key)
+        return GcReport(
+            tuple(evicted), freed, tuple(skipped), tuple(cleaned), total - freed, budget)
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def lease(self, ref: StoreRef) -> Lease:
+        """Return a held :class:`Lease` on the store ``ref`` names (a key, or (source, spec)).
+
+        For (source, spec) the store is built first if needed. The lease keeps the store from
+        eviction and removal until released.
+        """
+        for _ in range(3):
+            if isinstance(ref, str):
+                key, path = check_key(ref), self.get(ref)
+                if path is None:
+                    raise CacheKeyError(f"no store with key {ref} in {self.root}")
+            else:
+                request = self.request_for(*ref)
+                key, path = request.key, self.get_or_build(request.source, request.spec)
+            lease = Lease(key, path, self.layout.lease_file(key))
+            if self._lookup(key) is not None:  # not evicted between lookup and lease
+                return lease
+            lease.release()
+        raise ServiceError(f"store {ref!r} was evicted three times while leasing it; "
+                           "raise the cache budget")
+
+    @contextlib.contextmanager
+    def open(self, ref: StoreRef) -> Iterator[Path]:
+        """Context manager yielding the store path of ``ref`` with a lease held."""
+        with self.lease(ref) as lease:
+            yield lease.path
+
+
+def _transform_version() -> str:
+    import precompute
+
+    return str(precompute.TRANSFORM_VERSION)

@@ -1,0 +1,183 @@
+"""The catalog: where everything lives under a cache root, and one small JSON file per store.
+
+Layout of a cache root::
+
+    stores/<key>/          published stores (complete; renamed here in one step)
+    catalog/<key>.json     the entry; written after the store is published, so an entry means
+                           a complete store. Its mtime is the store's last access (LRU clock).
+    building/<key>/        a build in progress; a killed build leaves it here and the next
+                           build of the same key resumes or wipes it
+    locks/<key>.lock       build lock (one builder per key, across processes)
+    leases/<key>.lease     shared flocks held by readers (see service.lease)
+    trash/                 stores being deleted (renamed here first, then removed)
+
+Why JSON files rather than sqlite: each entry is written once by one builder with an atomic
+rename, so there is no multi-writer table to protect; a crash leaves either the old or the new
+file; a hit touches one mtime (no write transaction); and the files are inspectable and work on
+shared filesystems where sqlite's locking is unreliable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from service.errors import ServiceError
+
+__all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One complete store in the cache.
+
+    Attributes:
+        key: The cache key.
+        path: The store directory.
+        source: The canonical source path it was built from.
+        spec: The canonical build spec (``BuildSpec.to_dict()``).
+        source_fingerprint: The fingerprint that went into the key.
+        transform_version: ``precompute.TRANSFORM_VERSION`` at build time.
+        format_version: The store format version.
+        size_bytes: Bytes on disk.
+        num_samples: Sample slots in the store.
+        num_valid: Samples actually stored.
+        created: Unix time the store was published.
+        build_seconds: Wall time of the build.
+        last_access: Unix time of the last hit (the entry file's mtime).
+    """
+
+    key: str
+    path: Path
+    source: str
+    spec: dict[str, Any]
+    source_fingerprint: str
+    transform_version: str
+    format_version: int
+    size_bytes: int
+    num_samples: int
+    num_valid: int
+    created: float
+    build_seconds: float
+    last_access: float = field(default=0.0, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (``path`` as a string)."""
+        out = asdict(self)
+        out["path"] = str(self.path)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], last_access: float = 0.0) -> Entry:
+        """Parse :meth:`to_dict` output; ``last_access`` comes from the file's mtime."""
+        names = {f.name for f in fields(cls)} - {"last_access"}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["path"] = Path(kwargs["path"])
+        return cls(**kwargs, last_access=last_access)
+
+
+def atomic_write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` as JSON to ``path`` via a temp file, fsync and rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dir_size(path: Path) -> int:
+    """Return the bytes of all regular files under ``path``."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+class CacheLayout:
+    """Paths under one cache root, and reading/writing catalog entries."""
+
+    SUBDIRS = ("stores", "catalog", "building", "locks", "leases", "trash")
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().absolute()
+
+    def ensure(self) -> None:
+        """Create the cache root and its sub-folders."""
+        for name in self.SUBDIRS:
+            (self.root / name).mkdir(parents=True, exist_ok=True)
+
+    def store(self, key: str) -> Path:
+        """Return where the published store of ``key`` lives."""
+        return self.root / "stores" / key
+
+    def entry_file(self, key: str) -> Path:
+        """Return the catalog entry file of ``key``."""
+        return self.root / "catalog" / f"{key}.json"
+
+    def building(self, key: str) -> Path:
+        """Return the build directory of ``key``."""
+        return self.root / "building" / key
+
+    def build_lock(self, key: str) -> Path:
+        """Return the build lock file of ``key``."""
+        return self.root / "locks" / f"{key}.lock"
+
+    def lease_file(self, key: str) -> Path:
+        """Return the lease lock file of ``key``."""
+        return self.root / "leases" / f"{key}.lease"
+
+    @property
+    def gc_lock(self) -> Path:
+        """Return the lock serialising garbage collection."""
+        return self.root / "locks" / "gc.lock"
+
+    def read_entry(self, key: str) -> Entry | None:
+        """Return the entry of ``key``, or None when there is none.
+
+        Raises:
+            ServiceError: The entry file exists but is not a valid entry.
+        """
+        path = self.entry_file(key)
+        try:
+            with open(path, encoding="utf-8") as f:
+                mtime = os.fstat(f.fileno()).st_mtime
+                data = json.load(f)
+            return Entry.from_dict(data, last_access=mtime)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise ServiceError(f"{path}: corrupt catalog entry ({exc}); remove the file") from exc
+
+    def write_entry(self, entry: Entry) -> None:
+        """Publish ``entry`` atomically."""
+        atomic_write_json(self.entry_file(entry.key), entry.to_dict())
+
+    def touch(self, key: str) -> bool:
+        """Mark ``key`` as used now (LRU clock); return False if it has no entry."""
+        try:
+            os.utime(self.entry_file(key))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def keys(self) -> list[str]:
+        """Return the keys that have catalog entries, sorted."""
+        folder = self.root / "catalog"
+        if not folder.is_dir():
+            return []
+        names = (n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+        return sorted(n[: -len(".json")] for n in names)

@@ -1,0 +1,119 @@
+"""Cache keys: what a store contains, hashed.
+
+A key is the sha256 of a canonical JSON document holding exactly four things: the canonical
+build spec (:meth:`BuildSpec.to_dict`), the source fingerprint (file list with sizes and mtimes,
+or content hashes on request), the transform code version and the store format version.
+Changing any of them gives a new key; nothing else does: dict key order in a request, defaults
+spelled out or left implicit, or another spelling of the same source folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import precompute
+from precompute.errors import SpecError
+from precompute.spec import BuildSpec
+from service.errors import CacheKeyError, SourceNotAllowedError
+
+__all__ = [
+    "KEY_PATTERN",
+    "check_key",
+    "is_key",
+    "key_document",
+    "parse_spec",
+    "resolve_source",
+    "source_fingerprint",
+    "store_key",
+]
+
+KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_spec(spec: BuildSpec | Mapping[str, Any]) -> BuildSpec:
+    """Return ``spec`` as a :class:`BuildSpec`, parsing a mapping (raises ``SpecError``)."""
+    if isinstance(spec, BuildSpec):
+        return spec
+    if isinstance(spec, Mapping):
+        return BuildSpec.from_dict(spec)
+    raise SpecError(f"a build spec must be a BuildSpec or a mapping, got {type(spec).__name__}")
+
+
+def key_document(
+    spec: BuildSpec,
+    fingerprint: str,
+    *,
+    transform_version: str | None = None,
+    format_version: int | None = None,
+) -> dict[str, Any]:
+    """Return the document whose canonical JSON is hashed into the key."""
+    return {
+        "format_version": precompute.FORMAT_VERSION if format_version is None else format_version,
+        "source_fingerprint": fingerprint,
+        "spec": spec.to_dict(),
+        "transform_version": (
+            precompute.TRANSFORM_VERSION if transform_version is None else transform_version
+        ),
+    }
+
+
+def store_key(
+    spec: BuildSpec,
+    fingerprint: str,
+    *,
+    transform_version: str | None = None,
+    format_version: int | None = None,
+) -> str:
+    """Return the 64-hex-digit cache key of ``spec`` built from a source with ``fingerprint``.
+
+    Args:
+        spec: The parsed build spec.
+        fingerprint: The source fingerprint (see :func:`source_fingerprint`).
+        transform_version: Defaults to ``precompute.TRANSFORM_VERSION``.
+        format_version: Defaults to ``precompute.FORMAT_VERSION``.
+    """
+    if not isinstance(fingerprint, str) or not fingerprint:
+        raise ValueError(f"a source fingerprint must be a non-empty string, got {fingerprint!r}")
+    doc = key_document(
+        spec, fingerprint, transform_version=transform_version, format_version=format_version
+    )
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def is_key(text: object) -> bool:
+    """Return whether ``text`` is spelled like a cache key (64 lowercase hex digits)."""
+    return isinstance(text, str) and KEY_PATTERN.fullmatch(text) is not None
+
+
+def check_key(text: object) -> str:
+    """Return ``text`` if it is a well-formed key, else raise :class:`CacheKeyError`."""
+    if not is_key(text):
+        raise CacheKeyError(f"not a cache key (want 64 lowercase hex digits): {text!r}")
+    return str(text)
+
+
+def resolve_source(source: str | Path) -> Path:
+    """Return the canonical absolute path of a local source folder or manifest.
+
+    Raises:
+        SourceNotAllowedError: The path does not exist.
+    """
+    path = Path(source).expanduser()
+    try:
+        return path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise SourceNotAllowedError(f"source {str(source)!r} does not exist") from exc
+
+
+def source_fingerprint(source: str | Path, *, content_hash: bool = False) -> str:
+    """Fingerprint a source with ``precompute.sources`` (file list, sizes, mtimes or hashes)."""
+    from precompute import sources  # lazy: listing pulls in the image stack
+
+    listing = sources.list_source(str(resolve_source(source)))
+    return str(sources.fingerprint(listing, content_hash=content_hash))

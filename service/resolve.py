@@ -1,0 +1,65 @@
+"""Resolve a store reference for a loader: a cache key or (source, spec) -> (path, lease).
+
+``StoreLoader`` calls :func:`resolve` when given something that is not a store path, keeps the
+returned :class:`~service.lease.Lease` for as long as it reads the store, and releases it when
+closed. While the lease is held, the store cannot be evicted or removed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from service.cache import Cache, StoreRef
+from service.lease import Lease
+
+__all__ = ["CACHE_ENV", "default_cache_root", "resolve"]
+
+CACHE_ENV = "NOSTALL_CACHE"
+
+
+def default_cache_root() -> Path:
+    """Return ``$NOSTALL_CACHE``, else ``~/.cache/nostall``."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "nostall"
+
+
+def _as_ref(ref: StoreRef | Mapping[str, Any]) -> StoreRef:
+    if isinstance(ref, Mapping):
+        missing = {"source", "spec"} - set(ref)
+        if missing:
+            raise ValueError(f"a store reference mapping needs 'source' and 'spec'; missing "
+                             f"{sorted(missing)} in {dict(ref)!r}")
+        return (ref["source"], ref["spec"])
+    if isinstance(ref, str) or (isinstance(ref, tuple) and len(ref) == 2):
+        return ref
+    raise TypeError(f"a store reference is a cache key, (source, spec) or a mapping; got {ref!r}")
+
+
+def resolve(
+    ref: StoreRef | Mapping[str, Any],
+    *,
+    cache_root: str | Path | None = None,
+    cache: Cache | None = None,
+) -> tuple[Path, Lease]:
+    """Return the store path of ``ref`` and a held lease on it, building it if needed.
+
+    Args:
+        ref: A cache key (64 hex digits), a ``(source, spec)`` pair, or a mapping with
+            ``source`` and ``spec``; ``spec`` is a ``BuildSpec`` or its dict.
+        cache_root: Cache root; defaults to :func:`default_cache_root`.
+        cache: An existing cache to use instead of opening ``cache_root``.
+
+    Returns:
+        ``(path, lease)``; call ``lease.release()`` (or use it as a context manager) when done.
+
+    Raises:
+        CacheKeyError: A key that is not in the cache.
+        SpecError, SourceNotAllowedError, BuildFailedError: As :meth:`Cache.get_or_build`.
+    """
+    if cache is None:
+        cache = Cache(cache_root if cache_root is not None else default_cache_root())
+    lease = cache.lease(_as_ref(ref))
+    return lease.path, lease

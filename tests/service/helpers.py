@@ -1,0 +1,84 @@
+"""Real test builders and datasets for the service tests (no mocks: real files, real stores)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from precompute.format import StoreLayout
+from precompute.sample import make_sample_dataset
+from precompute.sources import list_source
+from precompute.spec import BuildSpec
+from precompute.writer import create_or_resume, write_shard, write_store_from_arrays
+from service.builders import Builder, BuildRequest
+
+SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}
+
+
+def make_source(root: Path, num_images: int = 12, seed: int = 0) -> Path:
+    """Write a tiny real JPEG/PNG class-folder dataset."""
+    return make_sample_dataset(root, num_images=num_images, num_classes=3,
+                               size_range=(16, 32), seed=seed)
+
+
+def _arrays(request: BuildRequest) -> tuple[np.ndarray, list[int], list[str]]:
+    source = list_source(str(request.source))
+    n, s = len(source), request.spec.size
+    images = np.empty((n, s, s, 3), dtype=np.uint8)
+    for i in range(n):
+        images[i] = i % 251  # each sample's pixels encode its index
+    return images, [lab for _, lab in source.items], [key for key, _ in source.items]
+
+
+def _log(path: Path | None, request: BuildRequest) -> None:
+    if path is not None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{os.getpid()} {request.key}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def index_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
+    """Return a builder writing a complete store whose pixels encode the sample index."""
+
+    def build(request: BuildRequest) -> None:
+        _log(log, request)
+        images, labels, keys = _arrays(request)
+        time.sleep(delay)  # widens the window in which racing callers must wait
+        write_store_from_arrays(request.out, images, labels, request.spec, keys=keys,
+                                fingerprint=request.fingerprint)
+
+    return build
+
+
+def hanging_builder(started: Path, log: Path | None = None) -> Builder:
+    """Return a builder that writes one shard, signals ``started`` and hangs (to be killed)."""
+
+    def build(request: BuildRequest) -> None:
+        _log(log, request)
+        images, labels, keys = _arrays(request)
+        layout = StoreLayout.from_spec(request.spec, len(images))
+        create_or_resume(request.out, request.spec, layout, request.fingerprint)
+        a, b = layout.shard_range(0)
+        extent = np.tile(np.array([0, 0, request.spec.size, request.spec.size], np.int32),
+                         (b - a, 1))
+        write_shard(request.out, layout, 0, image=images[a:b], label=np.array(labels[a:b]),
+                    extent=extent, key=keys[a:b])
+        started.write_text("started")
+        time.sleep(600)
+
+    return build
+
+
+def read_log(log: Path) -> list[str]:
+    """Return the lines of a build log (one per builder invocation)."""
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def spec(**overrides: object) -> BuildSpec:
+    """Return the tiny test spec with ``overrides``."""
+    return BuildSpec.from_dict({**SPEC, **overrides})

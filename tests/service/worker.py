@@ -1,0 +1,47 @@
+"""Subprocess entry points for multi-process service tests.
+
+    python -m tests.service.worker race ROOT SRC LOG GO      # wait for GO, get_or_build, print path
+    python -m tests.service.worker hang ROOT SRC LOG STARTED # build that hangs after one shard
+    python -m tests.service.worker lease ROOT KEY READY      # hold a lease until killed
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from service import Cache
+from tests.service.helpers import SPEC, hanging_builder, index_builder
+
+
+def _wait_for(path: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
+def main(argv: list[str]) -> None:
+    cmd, root = argv[0], Path(argv[1])
+    if cmd == "race":
+        src, log, go = argv[2], Path(argv[3]), Path(argv[4])
+        cache = Cache(root, builder=index_builder(log, delay=1.0))
+        _wait_for(go)
+        print(json.dumps({"path": str(cache.get_or_build(src, SPEC))}), flush=True)
+    elif cmd == "hang":
+        src, log, started = argv[2], Path(argv[3]), Path(argv[4])
+        Cache(root, builder=hanging_builder(started, log)).get_or_build(src, SPEC)
+    elif cmd == "lease":
+        key, ready = argv[2], Path(argv[3])
+        with Cache(root, builder=index_builder()).open(key) as path:
+            ready.write_text(str(path))
+            time.sleep(600)
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
