@@ -1,0 +1,216 @@
+"""The loader contract shared by both DALI loaders: order, length, epochs, state and resume.
+
+A subclass says how many sample slots it has, how they group into chunks, which are valid, and
+how to fetch a batch of samples (:meth:`DaliLoaderBase._fetch`). Everything else lives here:
+
+* order: :func:`loaders.order.epoch_order` over ``(seed, epoch, rank, world_size)``, the same
+  order as ``StoreLoader`` for the same arguments;
+* randomness: :func:`loaders.dali.params.draw_batch_params`, keyed by the batch position;
+* resume: the state is ``(epoch, batches served)``; a new iteration builds a pipeline whose
+  feeder starts at that batch, so the remainder is identical to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from loaders.dali._compat import dali_device_id, require_dali, to_torch
+from loaders.dali.graph import GraphSpec, build_pipeline
+from loaders.dali.params import DaliAugment, draw_batch_params
+from loaders.order import epoch_order, num_batches
+
+__all__ = ["DaliLoaderBase", "Fetched"]
+
+_STATE_KEYS = ("seed", "rank", "world_size", "batch_size", "shuffle", "drop_last")
+
+
+@dataclass
+class Fetched:
+    """One batch as the feeder gives it to DALI.
+
+    Attributes:
+        data: Per-sample inputs: HWC uint8 arrays, or 1-D uint8 arrays of encoded bytes.
+        hw: (n, 2) height and width the crop is drawn in.
+        offset: (n, 2) top-left of that region inside each input (None: the origin).
+        label: (n,) int64 labels.
+        index: (n,) int64 sample indices.
+    """
+
+    data: list[np.ndarray] | np.ndarray
+    hw: npt.NDArray[np.int64]
+    offset: npt.NDArray[np.int64] | None
+    label: npt.NDArray[np.int64]
+    index: npt.NDArray[np.int64]
+
+
+class _Feeder:
+    """The ``external_source`` iterable of one pipeline: batches ``start..stop`` of one epoch."""
+
+    def __init__(self, loader: DaliLoaderBase, epoch: int, start: int) -> None:
+        self._loader, self._epoch, self._start = loader, epoch, start
+        self._order = loader.epoch_indices(epoch)
+        self._stop = loader.num_batches(epoch)
+        self._next = start
+        self._names = loader._graph().feed_names
+
+    def __iter__(self) -> _Feeder:
+        self._next = self._start
+        return self
+
+    def __next__(self) -> tuple[Any, ...]:
+        if self._next >= self._stop:
+            raise StopIteration
+        b, bs, ld = self._next, self._loader.batch_size, self._loader
+        self._next += 1
+        got = ld._fetch(self._epoch, b, self._order[b * bs:(b + 1) * bs])
+        p = draw_batch_params(ld.augment, got.hw, seed=ld.seed, epoch=self._epoch, rank=ld.rank,
+                              batch=b, offset=got.offset)
+        feeds = {"data": got.data, "label": got.label, "index": got.index,
+                 **{k: getattr(p, k) for k in self._names[1:-2]}}
+        return tuple(feeds[k] for k in self._names)
+
+
+class DaliLoaderBase:
+    """Batches from a DALI pipeline behind the ``StoreLoader`` contract (see module docstring).
+
+    Args:
+        batch_size: Samples per batch.
+        augment: On-device augmentation policy.
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; None picks CUDA when available.
+        shuffle: Shuffle chunks and samples (False: storage order, for evaluation).
+        seed: Order and augmentation seed.
+        drop_last: Drop the last incomplete batch.
+        rank: This process's rank.
+        world_size: Number of ranks.
+        buffer_chunks: Shuffle window in chunks (as ``StoreLoader``).
+        mixup: Optional mixup/cutmix op from :mod:`loaders.augment`, applied to every batch.
+        num_threads: DALI CPU threads.
+        prefetch: DALI prefetch queue depth.
+    """
+
+    def __init__(self, batch_size: int, *, augment: DaliAugment | None = None,
+                 device: str | torch.device | None = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 buffer_chunks: int = 8, mixup: Any = None, num_threads: int = 2,
+                 prefetch: int = 2) -> None:
+        require_dali()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank} "
+                             f"world_size={world_size}")
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
+        self.buffer_chunks, self.mixup = buffer_chunks, mixup
+        self.augment = augment if augment is not None else DaliAugment()
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self._device_id = dali_device_id(self.device)
+        self._threads, self._prefetch = num_threads, prefetch
+        self.epoch, self._served = 0, 0
+        self._orders: dict[int, npt.NDArray[np.int64]] = {}
+
+    # -- what a subclass provides -------------------------------------------------------------
+    num_samples: int
+    chunk_samples: int
+
+    def _valid(self) -> npt.NDArray[np.bool_] | None:
+        """Return the mask of real samples (None: all are)."""
+        return None
+
+    def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
+        raise NotImplementedError
+
+    def _graph(self) -> GraphSpec:
+        raise NotImplementedError
+
+    # -- the contract ---------------------------------------------------------------------------
+    def epoch_indices(self, epoch: int) -> npt.NDArray[np.int64]:
+        """Return the sample indices this rank visits in ``epoch``, in order."""
+        if epoch not in self._orders:
+            self._orders = {epoch: epoch_order(
+                self.num_samples, self.chunk_samples, seed=self.seed, epoch=epoch,
+                rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
+                buffer_chunks=self.buffer_chunks, valid=self._valid())}
+        return self._orders[epoch]
+
+    def num_batches(self, epoch: int) -> int:
+        """Return the number of batches of ``epoch`` on this rank."""
+        return num_batches(len(self.epoch_indices(epoch)), self.batch_size, self.drop_last)
+
+    def __len__(self) -> int:
+        return self.num_batches(self.epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch the next iteration serves (from its first batch)."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch, self._served = int(epoch), 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the position in the stream: epoch and batches served in it."""
+        state = {k: getattr(self, k) for k in _STATE_KEYS}
+        return {**state, "epoch": self.epoch, "batches_served": self._served}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`: the next iteration serves the exact remainder.
+
+        Raises:
+            ValueError: The state was saved by a loader with another seed, rank, batch size...
+        """
+        for key in _STATE_KEYS:
+            if key in state and state[key] != getattr(self, key):
+                raise ValueError(f"state_dict has {key}={state[key]!r} but this loader has "
+                                 f"{key}={getattr(self, key)!r}")
+        self.epoch, self._served = int(state["epoch"]), int(state["batches_served"])
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        epoch, start = self.epoch, self._served
+        if start >= self.num_batches(epoch):
+            start = self._served = 0  # a finished epoch replays from the start (set_epoch moves on)
+        yield from self._run(epoch, start)
+
+    def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
+        """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""
+        yield from self._run_from(epoch, start)
+
+    def _run_from(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
+        pipe = self._pipeline(epoch, start)
+        for b in range(start, self.num_batches(epoch)):
+            outs = pipe.run()
+            self._police(epoch, b)
+            batch = self._to_batch(outs, epoch, b)
+            self._served = b + 1
+            if len(batch["index"]):  # empty only when every sample of the batch was skipped
+                yield batch
+
+    def _pipeline(self, epoch: int, start: int) -> Any:
+        return build_pipeline(self._graph(), _Feeder(self, epoch, start))
+
+    def _police(self, epoch: int, batch: int) -> None:
+        """Apply the bad-input policy to what feeding ``batch`` found (nothing by default)."""
+
+    def _to_batch(self, outs: Any, epoch: int, batch: int) -> dict[str, torch.Tensor]:
+        image, label, index = outs
+        out = {"image": to_torch(image, self.device),
+               "label": torch.from_numpy(np.array(label.as_tensor())).reshape(-1),
+               "index": torch.from_numpy(np.array(index.as_tensor())).reshape(-1)}
+        keep = out["index"] >= 0  # a placeholder fed for a batch whose inputs were all skipped
+        if not bool(keep.all()):
+            out = {k: v[keep.to(v.device)] for k, v in out.items()}
+        out["label"], out["index"] = out["label"].to(self.device), out["index"].to(self.device)
+        if self.mixup is not None:
+            out = self.mixup(out, seed=self.seed, epoch=epoch, rank=self.rank, batch=batch)
+        return out
+
+    def _graph_spec(self, out_size: int | None, decode: bool) -> GraphSpec:
+        return GraphSpec(aug=self.augment, out_size=out_size, decode=decode,
+                         batch_size=self.batch_size, device_id=self._device_id,
+                         num_threads=self._threads, prefetch=self._prefetch)

@@ -1,0 +1,176 @@
+"""``JpegLoader``: decode a raw image folder or manifest with DALI, no precompute step.
+
+The GPU-decode strategy (TF-native style): the same sources ``precompute build`` takes
+(:func:`precompute.sources.list_source`), the same order function over the sorted items (a chunk
+is ``chunk_samples`` consecutive items), decoded by ``fn.decoders.image`` (``device="mixed"``
+with a GPU, ``"cpu"`` without), then the same crop/flip/colour/normalise graph.
+
+Bad files follow the build's policy (``on_error``): ``raise`` raises
+:class:`precompute.errors.DecodeError` naming the file when its batch is reached; ``skip``
+drops it from its batch and records it in :attr:`JpegLoader.skipped`. DALI aborts a whole batch
+on one undecodable file, so files are checked in two places: every header is parsed with
+Pillow before the batch is fed (cheap; also gives the size the crop is drawn in), and when DALI
+still fails on a batch, the files of the batches in flight are decoded one by one with Pillow
+to name the culprit, and the pipeline is rebuilt from that batch without it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from loaders.dali.base import DaliLoaderBase, Fetched
+from loaders.dali.graph import GraphSpec
+from loaders.errors import LoaderError
+
+__all__ = ["ON_ERROR", "JpegLoader"]
+
+ON_ERROR = ("raise", "skip")
+_ORIENTATION = 0x0112
+_DEFAULT_MAX_PIXELS = 89_478_485  # as precompute.spec.DEFAULT_MAX_PIXELS
+
+
+def _placeholder() -> np.ndarray:
+    """A valid 1x1 PNG, fed (with index -1) when every file of a batch was skipped."""
+    buf = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(buf, "PNG")
+    return np.frombuffer(buf.getvalue(), np.uint8)
+
+
+def header_hw(raw: bytes, max_pixels: int) -> tuple[int, int]:
+    """Return the (height, width) the decoder will produce, from the header only.
+
+    Raises:
+        ValueError: Not an image Pillow recognises, or larger than ``max_pixels``.
+    """
+    try:
+        with Image.open(io.BytesIO(raw)) as im:
+            w, h = im.size
+            rotated = im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8)
+    except UnidentifiedImageError as exc:
+        raise ValueError("not an image format Pillow recognises") from exc
+    except Exception as exc:  # Pillow raises many types for garbage
+        raise ValueError(f"unreadable image header ({type(exc).__name__}: {exc})") from exc
+    if w * h > max_pixels:
+        raise ValueError(f"{w}x{h} pixels exceed max_pixels={max_pixels}")
+    return (w, h) if rotated else (h, w)
+
+
+def full_decode_error(raw: bytes) -> str | None:
+    """Return why Pillow cannot decode ``raw`` fully, or None when it can."""
+    try:
+        with Image.open(io.BytesIO(raw)) as im:
+            im.load()
+    except Exception as exc:
+        return f"undecodable ({type(exc).__name__}: {exc})"
+    return None
+
+
+class JpegLoader(DaliLoaderBase):
+    """Decode raw images with DALI behind the ``StoreLoader`` contract.
+
+    Batches are dicts of torch tensors ``image`` (B, 3, size, size), ``label`` and ``index``
+    (position in the sorted source items).
+
+    Args:
+        src: Image folder (class sub-folders) or CSV/JSONL manifest, as for ``precompute build``.
+        batch_size: Samples per batch.
+        size: Output side length (overrides ``augment.size``).
+        chunk_samples: Items per order chunk (consecutive sorted items).
+        on_error: ``raise`` or ``skip`` undecodable files (see module docstring).
+        max_pixels: Files whose header claims more pixels are bad (decompression bombs).
+        **kwargs: See :class:`loaders.dali.base.DaliLoaderBase`.
+    """
+
+    def __init__(self, src: str | os.PathLike[str], batch_size: int, size: int = 224, *,
+                 chunk_samples: int = 32, on_error: str = "raise",
+                 max_pixels: int = _DEFAULT_MAX_PIXELS, **kwargs: Any) -> None:
+        super().__init__(batch_size, **kwargs)
+        from precompute.sources import list_source
+
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        if chunk_samples < 1:
+            raise ValueError(f"chunk_samples must be >= 1, got {chunk_samples}")
+        self.augment = replace(self.augment, size=size)
+        self.source = list_source(src)
+        self.num_samples, self.chunk_samples = len(self.source), chunk_samples
+        self.on_error, self.max_pixels = on_error, max_pixels
+        self.skipped: dict[str, str] = {}  # key -> reason, for every file left out so far
+        self._bad: dict[int, str] = {}  # item index -> reason
+        self._batch_bad: dict[tuple[int, int], list[int]] = {}
+
+    def _graph(self) -> GraphSpec:
+        return self._graph_spec(self.augment.size, decode=True)
+
+    def _read(self, i: int) -> tuple[np.ndarray, tuple[int, int]]:
+        raw = self.source.read_bytes(self.source.items[i][0])
+        return np.frombuffer(raw, np.uint8), header_hw(raw, self.max_pixels)
+
+    def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
+        data, hw, keep = [], [], []
+        for i in (int(i) for i in indices):
+            if i not in self._bad:
+                try:
+                    raw, shape = self._read(i)
+                except (OSError, ValueError) as exc:
+                    self._bad[i] = str(exc)
+                else:
+                    data.append(raw)
+                    hw.append(shape)
+                    keep.append(i)
+        self._batch_bad[(epoch, batch)] = [int(i) for i in indices if int(i) in self._bad]
+        if not keep:
+            data, hw, keep = [_placeholder()], [(1, 1)], [-1]
+        idx = np.asarray(keep, np.int64)
+        labels = np.asarray([self.source.items[i][1] if i >= 0 else -1 for i in keep], np.int64)
+        return Fetched(data=data, hw=np.asarray(hw, np.int64), offset=None, label=labels,
+                       index=idx)
+
+    def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
+        b = start
+        while b < self.num_batches(epoch):
+            try:
+                yield from self._run_from(epoch, b)
+                return
+            except RuntimeError as exc:  # DALI aborts the whole batch on one bad file
+                b = self._served
+                self._identify_bad(epoch, b, exc)
+
+    def _police(self, epoch: int, batch: int) -> None:
+        """Apply ``on_error`` to the files of ``batch`` found bad while feeding it."""
+        for i in self._batch_bad.pop((epoch, batch), []):
+            key = self.source.items[i][0]
+            if self.on_error == "raise":
+                from precompute.errors import DecodeError
+
+                raise DecodeError(key, self._bad[i])
+            self.skipped[key] = self._bad[i]
+
+    def _identify_bad(self, epoch: int, batch: int, exc: RuntimeError) -> None:
+        """Decode the files of the batches in flight one by one and mark the bad ones.
+
+        Raises:
+            LoaderError: DALI failed but Pillow decodes every file in flight.
+        """
+        order, bs = self.epoch_indices(epoch), self.batch_size
+        stop = min(len(order), (batch + self._prefetch + 1) * bs)
+        found = False
+        for i in (int(i) for i in order[batch * bs:stop]):
+            if i in self._bad:
+                continue
+            reason = full_decode_error(self.source.read_bytes(self.source.items[i][0]))
+            if reason is not None:
+                self._bad[i], found = reason, True
+        if not found:
+            keys = [self.source.items[int(i)][0] for i in order[batch * bs:(batch + 1) * bs]]
+            raise LoaderError(f"DALI failed to decode batch {batch} of epoch {epoch} "
+                              f"(files {keys}), but Pillow decodes each of them: {exc}") from exc
