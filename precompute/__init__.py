@@ -1,5 +1,8 @@
 """precompute: decode a raw dataset once into a sharded Zarr v3 store (see docs/FORMAT.md)."""
 
+import importlib
+from typing import Any
+
 from precompute.errors import (
     BuildLockedError,
     DecodeError,
@@ -16,6 +19,23 @@ from precompute.spec import AugmentPolicy, BuildSpec
 # Bumped whenever decoding or a stage changes the bytes it produces; part of the cache key.
 TRANSFORM_VERSION = "1"
 
+# Lazily imported public API: ``import precompute`` must not import Ray (or fsspec backends).
+_LAZY = {
+    "build": "precompute.job",
+    "list_source": "precompute.sources",
+    "fingerprint": "precompute.sources",
+    "Source": "precompute.sources",
+    "make_sample_dataset": "precompute.sample",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``build``, ``list_source``, ``fingerprint``, ... on first use."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'precompute' has no attribute {name!r}")
+
+
 __all__ = [
     "FORMAT_VERSION",
     "TRANSFORM_VERSION",
@@ -24,6 +44,7 @@ __all__ = [
     "BuildSpec",
     "DecodeError",
     "PrecomputeError",
+    "Source",
     "SourceError",
     "SpecError",
     "StoreError",
@@ -31,5 +52,9 @@ __all__ = [
     "StoreInfo",
     "StoreLayout",
     "StoreMismatchError",
+    "build",
+    "fingerprint",
+    "list_source",
+    "make_sample_dataset",
     "open_store_info",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,9 +29,11 @@ from zarr.codecs import Crc32cCodec
 from precompute.errors import StoreError, StoreMismatchError
 from precompute.format import (
     ATTR_KEY,
+    FIELDS,
     FORMAT_NAME,
     FORMAT_VERSION,
     HOLE_LABEL,
+    MARKER_DIR,
     StoreLayout,
     _read_group_attrs,
     shard_marker_path,
@@ -75,23 +78,21 @@ def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str,
     }
 
 
-def _create_arrays(group: zarr.Group, layout: StoreLayout) -> None:
+def _create_arrays(group: zarr.Group, layout: StoreLayout, names: Sequence[str] = FIELDS) -> None:
     crc = [Crc32cCodec()]
     n, sh, ch = layout.num_samples, layout.shard_samples, layout.chunk_samples
-    group.create_array(
-        "image", shape=layout.image_shape, dtype="uint8", shards=layout.image_shard,
-        chunks=layout.image_chunk, compressors=crc, filters=None, fill_value=0,
-    )
-    group.create_array(
-        "label", shape=(n,), dtype="int64", shards=(sh,), chunks=(ch,),
-        compressors=crc, filters=None, fill_value=HOLE_LABEL,
-    )
     ext = layout.extent_shape
-    group.create_array(
-        "extent", shape=ext, dtype="int32", shards=(sh, *ext[1:]), chunks=(ch, *ext[1:]),
-        compressors=crc, filters=None, fill_value=0,
-    )
-    group.create_array("key", shape=(n,), dtype=str, chunks=(sh,), compressors=crc, fill_value="")
+    specs: dict[str, dict[str, Any]] = {
+        "image": dict(shape=layout.image_shape, dtype="uint8", shards=layout.image_shard,
+                      chunks=layout.image_chunk, filters=None, fill_value=0),
+        "label": dict(shape=(n,), dtype="int64", shards=(sh,), chunks=(ch,), filters=None,
+                      fill_value=HOLE_LABEL),
+        "extent": dict(shape=ext, dtype="int32", shards=(sh, *ext[1:]), chunks=(ch, *ext[1:]),
+                       filters=None, fill_value=0),
+        "key": dict(shape=(n,), dtype=str, chunks=(sh,), fill_value=""),
+    }
+    for name in names:
+        group.create_array(name, compressors=crc, overwrite=True, **specs[name])
 
 
 def create_or_resume(
@@ -118,9 +119,13 @@ def create_or_resume(
                 )
         if old.get("complete"):
             raise StoreError(f"{root}: store is already complete")
+        missing = [n for n in FIELDS if not (root / n / "zarr.json").is_file()]
+        if missing:  # interrupted between creating the group and its arrays
+            _create_arrays(zarr.open_group(str(root), mode="r+"), layout, missing)
         return done_shards(root, layout)
-    if root.exists() and any(root.iterdir()):
+    if root.exists() and any(p.name != MARKER_DIR for p in root.iterdir()):
         raise StoreError(f"{root}: exists, is not empty and is not a nostall store")
+    shutil.rmtree(root / MARKER_DIR / "shards", ignore_errors=True)  # stale markers, no store
     group = zarr.open_group(str(root), mode="w", zarr_format=3, attributes={ATTR_KEY: header})
     _create_arrays(group, layout)
     return set()
@@ -197,7 +202,7 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             msg = f"{root}: shard {shard} is not written; store left incomplete"
             raise StoreError(msg) from exc
-    skipped = [s for m in markers for s in m["skipped"]]
+    skipped = [*report.get("skipped", ()), *(s for m in markers for s in m["skipped"])]
     attrs["num_valid"] = sum(m["num_valid"] for m in markers)
     attrs["report"] = {**report, "num_samples": layout.num_samples,
                        "num_valid": attrs["num_valid"], "skipped": skipped}

@@ -1,0 +1,209 @@
+"""The build job: source -> plan -> Ray Data (one task per shard) -> writer. Imports Ray.
+
+:func:`build` is the public entry point (the CLI and the service call it). It lists the source,
+takes the build lock ``OUT/_nostall/build.lock`` (non-blocking; a second build gets
+:class:`~precompute.errors.BuildLockedError`), creates or resumes the store, runs the missing
+shards as a Ray Data ``map`` over shard rows (each shard decoded and written by exactly one
+task), and finalizes the store last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from precompute.errors import BuildLockedError, DecodeError, StoreMismatchError
+from precompute.format import MARKER_DIR, StoreLayout, _read_group_attrs
+from precompute.plan import ShardTask, plan_shards
+from precompute.shardwork import ShardJob, build_shard
+from precompute.sources import Source, fingerprint, list_source
+from precompute.spec import BuildSpec
+from precompute.writer import create_or_resume, finalize
+
+__all__ = ["build", "store_bytes"]
+
+log = logging.getLogger(__name__)
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@contextmanager
+def _ray_session(address: str | None) -> Iterator[None]:
+    """Use the running Ray, or start local Ray (or join ``address``) and stop it afterwards."""
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
+                                  "log_to_driver": False, "configure_logging": True}
+        if address is None:
+            kwargs["num_cpus"] = _available_cpus()
+        ray.init(address=address, **kwargs)
+        started = True
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False  # ours is over shards
+    ctx.print_on_execution_start = False
+    data_log = logging.getLogger("ray.data")
+    level = data_log.level
+    data_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        data_log.setLevel(level)
+        if started:
+            ray.shutdown()
+
+
+@contextmanager
+def _build_lock(out: Path) -> Iterator[None]:
+    from filelock import FileLock, Timeout
+
+    lock_path = out / MARKER_DIR / "build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise BuildLockedError(
+            f"{out}: another build is writing this store (lock {lock_path} is held); wait for "
+            "it to finish or choose another --out"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _shard_fn(job: ShardJob):  # type: ignore[no-untyped-def]
+    def run(row: dict[str, Any]) -> dict[str, Any]:
+        result = build_shard(job, ShardTask.from_row(row))
+        return {"result": json.dumps(result.to_dict())}
+    return run
+
+
+def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[str, Any]]:
+    """Run ``tasks`` on Ray Data; return their results, stopping at the first ``raise`` error."""
+    import ray
+
+    if not tasks:
+        return []
+    ds = ray.data.from_items([t.to_row() for t in tasks], override_num_blocks=len(tasks))
+    results = []
+    for row in ds.map(_shard_fn(job), num_cpus=1).iter_rows():
+        result = json.loads(row["result"])
+        if result["error"]:
+            raise DecodeError(result["error"]["key"], result["error"]["reason"])
+        results.append(result)
+        bar.update(1)
+    return results
+
+
+def store_bytes(out: str | Path) -> int:
+    """Return the bytes of every file under ``out``."""
+    return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
+
+
+def _existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
+    """Return the attrs of an identical complete store at ``out`` (nothing to do), else None."""
+    if not (out / "zarr.json").is_file():
+        return None
+    attrs = dict(_read_group_attrs(out))
+    if not attrs.get("complete"):
+        return None
+    if attrs.get("spec_hash") != spec.digest() or attrs.get("source_fingerprint") != fp:
+        raise StoreMismatchError(
+            f"{out}: holds a complete store of another spec or source; choose another --out "
+            "or remove it")
+    return attrs
+
+
+def _report(source: Source, results: list[dict[str, Any]], resumed: int, seconds: float,
+            shard_seconds: float, address: str | None) -> dict[str, Any]:
+    from precompute import TRANSFORM_VERSION
+
+    made = sum(r["num_valid"] + len(r["skipped"]) for r in results)
+    return {
+        "builder": "precompute.job",
+        "transform_version": TRANSFORM_VERSION,
+        "source": source.root,
+        "classes": list(source.classes),
+        "num_inputs": len(source.items) + len(source.skipped),
+        "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
+        "shards_built": len(results),
+        "shards_resumed": resumed,
+        "seconds": round(seconds, 3),
+        "shard_seconds": round(shard_seconds, 3),
+        "samples_per_s": round(made / shard_seconds, 2) if shard_seconds > 0 else 0.0,
+        "bytes_read": sum(r["bytes_read"] for r in results),
+        "ray_address": address or "local",
+    }
+
+
+def _summary(out: Path, attrs: dict[str, Any]) -> str:
+    rep = attrs["report"]
+    return (f"built {out}: {rep['num_samples']} samples, {rep['num_valid']} valid, "
+            f"{len(rep['skipped'])} skipped, {rep['samples_per_s']:.1f} samples/s, "
+            f"{rep['bytes_written'] / 1e6:.1f} MB")
+
+
+def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None,
+          progress: bool = True, content_hash: bool = False) -> dict[str, Any]:
+    """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
+
+    Args:
+        src: Source folder, manifest, or fsspec URL of either.
+        out: Local output folder (a shared filesystem when ``ray_address`` names a cluster).
+        spec: The build spec.
+        ray_address: Ray cluster address; ``None`` starts (or reuses) local Ray.
+        progress: Show a progress bar over shards and print the summary line (stderr).
+        content_hash: Fingerprint the source by file contents instead of size and mtime.
+
+    Returns:
+        The store's final ``nostall`` attributes, including ``report``.
+
+    Raises:
+        SourceError: The source cannot be listed.
+        BuildLockedError: Another build holds the lock on ``out``.
+        StoreMismatchError: ``out`` holds a store of another spec or source.
+        DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
+    """
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
+    source = list_source(src)
+    fp = fingerprint(source, content_hash=content_hash)
+    root = Path(out).absolute()
+    layout = StoreLayout.from_spec(spec, len(source.items))
+    with _build_lock(root):
+        done = _existing_complete(root, spec, fp)
+        if done is not None:
+            return done
+        finished = create_or_resume(root, spec, layout, fp)
+        todo = [s for s in range(layout.num_shards) if s not in finished]
+        job = ShardJob(str(root), layout, spec, dataclasses.replace(source, items=(), skipped=()))
+        with _ray_session(ray_address), tqdm(
+            total=layout.num_shards, initial=len(finished), unit="shard", disable=not progress,
+            desc="precompute build", file=sys.stderr,
+        ) as bar:
+            t1 = time.perf_counter()
+            results = _run_shards(job, plan_shards(source, layout, spec.seed, todo), bar)
+            t2 = time.perf_counter()
+        report = _report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
+        report["bytes_written"] = store_bytes(root)
+        attrs = finalize(root, report)
+    if progress:
+        print(_summary(root, attrs), file=sys.stderr)
+    return dict(attrs)
