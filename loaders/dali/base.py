@@ -81,7 +81,8 @@ class DaliLoaderBase:
 
     Args:
         batch_size: Samples per batch.
-        augment: On-device augmentation policy.
+        augment: On-device augmentation policy; None serves raw uint8 NHWC images
+            (:meth:`DaliAugment.identity`), as ``StoreLoader`` does without an augment.
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; None picks CUDA when available.
         shuffle: Shuffle chunks and samples (False: storage order, for evaluation).
         seed: Order and augmentation seed.
@@ -108,7 +109,7 @@ class DaliLoaderBase:
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
         self.buffer_chunks, self.mixup = buffer_chunks, mixup
-        self.augment = augment if augment is not None else DaliAugment()
+        self.augment = augment if augment is not None else DaliAugment.identity()
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
@@ -172,10 +173,10 @@ class DaliLoaderBase:
         self.epoch, self._served = int(state["epoch"]), int(state["batches_served"])
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        epoch, start = self.epoch, self._served
-        if start >= self.num_batches(epoch):
-            start = self._served = 0  # a finished epoch replays from the start (set_epoch moves on)
-        yield from self._run(epoch, start)
+        """Serve the rest of the current epoch; after a full pass the next epoch is selected."""
+        epoch = self.epoch
+        yield from self._run(epoch, self._served)
+        self.epoch, self._served = epoch + 1, 0
 
     def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""

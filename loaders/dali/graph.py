@@ -83,15 +83,16 @@ def _colour(aug: DaliAugment, img: Any, f: dict[str, Any]) -> Any:
 def _normalise(aug: DaliAugment, img: Any, mirror: Any) -> Any:
     fn, types = require_dali().fn, require_dali().types
     if aug.dtype == "uint8":
-        return fn.crop_mirror_normalize(img, mirror=mirror, dtype=types.UINT8, output_layout="CHW")
+        return fn.crop_mirror_normalize(img, mirror=mirror, dtype=types.UINT8,
+                                        output_layout=aug.layout)
     dtype = types.FLOAT if aug.dtype == "float32" else types.FLOAT16
     return fn.crop_mirror_normalize(
-        img, mirror=mirror, dtype=dtype, output_layout="CHW",
+        img, mirror=mirror, dtype=dtype, output_layout=aug.layout,
         mean=[255.0 * m for m in aug.mean], std=[255.0 * s for s in aug.std])
 
 
 def build_pipeline(spec: GraphSpec, feeder: Iterable[tuple[Any, ...]]) -> Any:
-    """Return a built DALI pipeline whose outputs are ``(image CHW, label, index)``.
+    """Return a built DALI pipeline whose outputs are ``(image, label, index)``.
 
     ``feeder`` yields, per batch, a tuple of per-sample inputs named by ``spec.feed_names``.
     """

@@ -87,12 +87,17 @@ class JpegLoader(DaliLoaderBase):
         chunk_samples: Items per order chunk (consecutive sorted items).
         on_error: ``raise`` or ``skip`` undecodable files (see module docstring).
         max_pixels: Files whose header claims more pixels are bad (decompression bombs).
+        prescan: Read every file's header once up front. Files found bad there are left out of
+            the order like a store's holes (every rank still gets equally many samples); with
+            ``on_error="raise"`` the first one raises here. Without it, a bad file is found
+            when its batch is fed, and that batch is one sample short.
         **kwargs: See :class:`loaders.dali.base.DaliLoaderBase`.
     """
 
     def __init__(self, src: str | os.PathLike[str], batch_size: int, size: int = 224, *,
                  chunk_samples: int = 32, on_error: str = "raise",
-                 max_pixels: int = _DEFAULT_MAX_PIXELS, **kwargs: Any) -> None:
+                 max_pixels: int = _DEFAULT_MAX_PIXELS, prescan: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(batch_size, **kwargs)
         from precompute.sources import list_source
 
@@ -107,6 +112,22 @@ class JpegLoader(DaliLoaderBase):
         self.skipped: dict[str, str] = {}  # key -> reason, for every file left out so far
         self._bad: dict[int, str] = {}  # item index -> reason
         self._batch_bad: dict[tuple[int, int], list[int]] = {}
+        self._holes: npt.NDArray[np.bool_] | None = self._prescan() if prescan else None
+
+    def _prescan(self) -> npt.NDArray[np.bool_]:
+        """Check every header; return the mask of good files (bad ones follow ``on_error``)."""
+        for i in range(self.num_samples):
+            try:
+                self._read(i)
+            except (OSError, ValueError) as exc:
+                self._bad[i] = str(exc)
+                self._apply_policy(i)
+        mask = np.ones(self.num_samples, bool)
+        mask[list(self._bad)] = False
+        return mask
+
+    def _valid(self) -> npt.NDArray[np.bool_] | None:
+        return self._holes
 
     def _graph(self) -> GraphSpec:
         return self._graph_spec(self.augment.size, decode=True)
@@ -148,12 +169,17 @@ class JpegLoader(DaliLoaderBase):
     def _police(self, epoch: int, batch: int) -> None:
         """Apply ``on_error`` to the files of ``batch`` found bad while feeding it."""
         for i in self._batch_bad.pop((epoch, batch), []):
-            key = self.source.items[i][0]
-            if self.on_error == "raise":
-                from precompute.errors import DecodeError
+            if self._holes is None or self._holes[i]:  # prescan holes are not in the order
+                self._apply_policy(i)
 
-                raise DecodeError(key, self._bad[i])
-            self.skipped[key] = self._bad[i]
+    def _apply_policy(self, i: int) -> None:
+        """Raise :class:`precompute.errors.DecodeError` for bad item ``i``, or record it."""
+        key = self.source.items[i][0]
+        if self.on_error == "raise":
+            from precompute.errors import DecodeError
+
+            raise DecodeError(key, self._bad[i])
+        self.skipped[key] = self._bad[i]
 
     def _identify_bad(self, epoch: int, batch: int, exc: RuntimeError) -> None:
         """Decode the files of the batches in flight one by one and mark the bad ones.

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DTYPES", "BatchParams", "DaliAugment", "draw_batch_params"]
+__all__ = ["DTYPES", "LAYOUTS", "BatchParams", "DaliAugment", "draw_batch_params"]
 
 DTYPES = ("float32", "float16", "uint8")
+LAYOUTS = ("CHW", "HWC")
 _AUG_KEY = 0xDA1
 _TRIES = 10  # random resized crop attempts before the centre-crop fallback (as torchvision)
 
@@ -43,6 +44,7 @@ class DaliAugment:
         mean: Per-channel mean in [0, 1] pixel units, subtracted after scaling to [0, 1].
         std: Per-channel std in [0, 1] pixel units.
         dtype: Output dtype: ``float32``, ``float16`` or ``uint8`` (uint8 skips normalising).
+        layout: ``CHW`` (batches are B, 3, H, W) or ``HWC`` (B, H, W, 3).
     """
 
     size: int | None = 224
@@ -55,6 +57,7 @@ class DaliAugment:
     mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     dtype: str = "float32"
+    layout: str = "CHW"
 
     def __post_init__(self) -> None:
         if self.size is not None and not (isinstance(self.size, int) and self.size >= 1):
@@ -69,12 +72,17 @@ class DaliAugment:
             raise ValueError(f"mean/std need 3 values, std > 0; got {self.mean!r}, {self.std!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
 
     @classmethod
-    def identity(cls, size: int | None = None, dtype: str = "uint8") -> DaliAugment:
-        """Return a policy that only resizes (no crop, flip or colour) and does not normalise."""
+    def identity(cls, size: int | None = None) -> DaliAugment:
+        """Return the raw policy: uint8 NHWC, only resized (no crop, flip, colour, normalise).
+
+        This is what a loader serves with ``augment=None``, as ``StoreLoader`` does.
+        """
         return cls(size=size, scale=None, flip=False, mean=(0.0, 0.0, 0.0),
-                   std=(1.0, 1.0, 1.0), dtype=dtype)
+                   std=(1.0, 1.0, 1.0), dtype="uint8", layout="HWC")
 
     @property
     def colour(self) -> bool:

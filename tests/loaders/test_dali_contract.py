@@ -1,0 +1,104 @@
+"""The shared loader contract, run unchanged against both DALI loaders.
+
+``JpegLoader`` reads a raw source, not a store, so its factory exports the contract's store as
+lossless PNG files plus a manifest in index order (a hole becomes a file that is not an image,
+which ``prescan`` + ``on_error="skip"`` leaves out of the order just as a store's hole). The three
+store-only checks (variants, a corrupted shard, a damaged store) are replaced for ``JpegLoader``
+by their source equivalents.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from PIL import Image
+
+from precompute.errors import DecodeError, SourceError
+from tests.contracts.loader_contract import (
+    LoaderContract,
+    collect,
+    decode_index,
+    make_index_store,
+)
+
+pytestmark = pytest.mark.dali
+
+
+def store_to_manifest(store: Path) -> Path:
+    """Export ``store`` (variant 0) as PNGs + ``manifest.csv`` next to it; return the manifest."""
+    out = store.parent / f"{store.name}_png"
+    manifest = out / "manifest.csv"
+    if manifest.exists():
+        return manifest
+    group = zarr.open_group(str(store), mode="r")
+    images, labels = group["image"][:], group["label"][:]
+    if images.ndim == 5:
+        images = images[:, 0]
+    out.mkdir()
+    rows = []
+    for i, (img, label) in enumerate(zip(images, labels, strict=True)):
+        name = f"{i:05d}.png"
+        if label < 0:
+            (out / name).write_bytes(b"a hole: not an image")
+        else:
+            Image.fromarray(img).save(out / name)
+        rows.append((name, max(int(label), 0)))
+    with open(manifest, "w", newline="") as f:
+        csv.writer(f).writerows([("path", "label"), *rows])
+    return manifest
+
+
+class TestDaliStoreLoaderContract(LoaderContract):
+    @staticmethod
+    def make_loader(store_path: Path, **kw: Any) -> Any:
+        from loaders.dali import DaliStoreLoader
+
+        return DaliStoreLoader(store_path, device="cpu", **kw)
+
+
+class TestJpegLoaderContract(LoaderContract):
+    @staticmethod
+    def make_loader(store_path: Path, **kw: Any) -> Any:
+        from loaders.dali import JpegLoader
+        from precompute.format import open_store_info
+
+        layout = open_store_info(store_path).layout
+        return JpegLoader(store_to_manifest(Path(store_path)), size=layout.size,
+                          chunk_samples=layout.chunk_samples, on_error="skip", prescan=True,
+                          device="cpu", **kw)
+
+    def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
+        # A raw source has one version of each image: every epoch serves variant 0's pixels.
+        path = make_index_store(tmp_path / "v", 40, variants=3)
+        for epoch in range(3):
+            batches = self._epoch(path, epoch, seed=5)
+            assert {int(v) for b in batches for v in b["image"][:, 0, 0, 2]} == {0}
+            for b in batches:
+                np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
+
+    def test_corrupted_chunk_raises_naming_the_shard(self, tmp_path: Path) -> None:
+        # The source equivalent: a file that is not an image raises naming the file.
+        manifest = store_to_manifest(make_index_store(tmp_path / "c", 64))
+        (manifest.parent / "00010.png").write_bytes(b"\x89PNG broken")
+        from loaders.dali import JpegLoader
+
+        loader = JpegLoader(manifest, 8, size=16, chunk_samples=4, device="cpu")
+        with pytest.raises(DecodeError, match="00010.png"):
+            collect(loader)
+
+    @pytest.mark.parametrize("damage", ["missing", "empty", "bad_row"])
+    def test_bad_store_raises_before_the_first_batch(self, tmp_path: Path, damage: str) -> None:
+        from loaders.dali import JpegLoader
+
+        manifest = tmp_path / "m.csv"
+        if damage == "empty":
+            manifest.write_text("path,label\n")
+        elif damage == "bad_row":
+            manifest.write_text("path,label\nonly-a-path\n")
+        with pytest.raises(SourceError, match=str(manifest)):
+            JpegLoader(manifest, 8, size=16, device="cpu")
