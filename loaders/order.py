@@ -13,9 +13,16 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["chunk_plan", "epoch_order", "num_batches", "samples_per_rank", "variant_for_epoch"]
+__all__ = [
+    "batch_seed",
+    "chunk_plan",
+    "epoch_order",
+    "num_batches",
+    "samples_per_rank",
+    "variant_for_epoch",
+]
 
-_ORDER, _WINDOW, _VARIANT = 0x0D, 0x1E, 0x7A
+_ORDER, _WINDOW, _VARIANT, _BATCH = 0x0D, 0x1E, 0x7A, 0xB5
 
 
 def _rng(*key: int) -> np.random.Generator:
@@ -129,3 +136,12 @@ def variant_for_epoch(seed: int, epoch: int, variants: int) -> int:
         return 0
     perm = _rng(seed, _VARIANT, epoch // variants).permutation(variants)
     return int(perm[epoch % variants])
+
+
+def batch_seed(seed: int, epoch: int, rank: int, batch: int) -> int:
+    """Return the seed of the augmentation generator of one batch (a 63-bit integer).
+
+    A pure function of (seed, epoch, rank, batch index), so a resumed run draws the same
+    augmentation randomness for the same batch.
+    """
+    return int(_rng(seed, _BATCH, epoch, rank, batch).integers(0, 2**63 - 1))

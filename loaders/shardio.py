@@ -248,7 +248,7 @@ class ShardedArrayReader:
         want = self.meta.chunk_nbytes + _CRC
         if nbytes != want:
             raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
-        view = memoryview(out).cast("B")
+        view = memoryview(out).cast("B")  # type: ignore[arg-type]
         tail = bytearray(_CRC)
         fd = os.open(path, os.O_RDONLY)
         try:

@@ -75,7 +75,7 @@ def make_index_store(root: str | Path, num_samples: int = 100, *, size: int = 16
 def to_numpy(x: Any) -> np.ndarray:
     """Return a tensor (any device) or array as a numpy array."""
     if hasattr(x, "detach"):
-        return x.detach().cpu().numpy()
+        return np.asarray(x.detach().cpu().numpy())
     return np.asarray(x)
 
 
@@ -120,12 +120,14 @@ class LoaderContract:
     HOLES: ClassVar[tuple[int, ...]] = (3, 17, 18, 40, 41, 42, 43, 99)
 
     @pytest.fixture(scope="class")
-    def store(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return make_index_store(tmp_path_factory.mktemp("plain") / "s", self.N)
+    @classmethod
+    def store(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return make_index_store(tmp_path_factory.mktemp("plain") / "s", cls.N)
 
     @pytest.fixture(scope="class")
-    def holey(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return make_index_store(tmp_path_factory.mktemp("holey") / "s", self.N, holes=self.HOLES)
+    @classmethod
+    def holey(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return make_index_store(tmp_path_factory.mktemp("holey") / "s", cls.N, holes=cls.HOLES)
 
     def _epoch(self, path: Path, epoch: int = 0, **kw: Any) -> list[dict[str, Any]]:
         loader = self.make_loader(path, **{"batch_size": 8, "seed": 0, **kw})
@@ -169,7 +171,8 @@ class LoaderContract:
         assert len(lengths) == 1 and lengths.pop() > 0
         seen = np.concatenate(per_rank)
         assert len(np.unique(seen)) == len(seen)
-        assert not set(seen.tolist()) & set(self.HOLES)
+        if fixture == "holey":
+            assert not set(seen.tolist()) & set(self.HOLES)
         batches = {len(self.make_loader(path, batch_size=8, seed=0, rank=r,
                                         world_size=world_size)) for r in range(world_size)}
         assert len(batches) == 1
@@ -193,13 +196,14 @@ class LoaderContract:
         np.testing.assert_array_equal(first, _cat(self._epoch(store, 0), "index"))
         np.testing.assert_array_equal(second, _cat(self._epoch(store, 1), "index"))
 
-    @pytest.mark.parametrize("stop_after", [1, 4, 11])
+    @pytest.mark.parametrize("stop_after", [1, 4, 9])
     def test_resume_mid_epoch_gives_identical_remainder(self, holey: Path,
                                                         stop_after: int) -> None:
-        kw = {"batch_size": 8, "seed": 3, "rank": 1, "world_size": 2}
+        kw = {"batch_size": 4, "seed": 3, "rank": 1, "world_size": 2}
         full = self.make_loader(holey, **kw)
         full.set_epoch(2)
         want = collect(full)
+        assert 0 < stop_after < len(want)
         first = self.make_loader(holey, **kw)
         first.set_epoch(2)
         head = collect(first, limit=stop_after)

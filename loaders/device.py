@@ -1,0 +1,117 @@
+"""Host batches (numpy) -> tensors on the device.
+
+On the CPU this is ``torch.from_numpy``: no copy. On CUDA each batch is copied into pinned host
+buffers that are reused (one set per slot, a slot is refilled only after the event of its last
+copy fired), then copied to the device with ``non_blocking=True`` on a side stream, one batch
+ahead of the consumer; the consumer's stream waits on that batch's event and the tensors are
+``record_stream``-ed so the caching allocator does not reuse them early. No host sync besides
+waiting for a slot's previous copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from loaders.nodes import Node
+
+__all__ = ["ToDevice"]
+
+DeviceBatch = dict[str, torch.Tensor]
+
+
+class _Slot:
+    """Pinned host buffers for one batch in flight, and the event of their last copy."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+
+    def pinned(self, key: str, value: np.ndarray) -> torch.Tensor:
+        buf = self.buffers.get(key)
+        want = torch.from_numpy(value[:0]).dtype
+        if buf is None or tuple(buf.shape) != value.shape or buf.dtype != want:
+            buf = torch.empty(value.shape, dtype=want, pin_memory=True)
+            self.buffers[key] = buf
+        return buf
+
+
+class ToDevice(Node[DeviceBatch]):
+    """Move each host batch of ``source`` to ``device``.
+
+    Args:
+        source: Node yielding dicts of numpy arrays.
+        device: Target device.
+        slots: Pinned buffer sets on CUDA (batches in flight + 1).
+    """
+
+    def __init__(self, source: Node[dict[str, np.ndarray]], device: torch.device,
+                 slots: int = 3) -> None:
+        self.source, self.device = source, torch.device(device)
+        self._cuda = self.device.type == "cuda"
+        self._stream = (torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
+                        if self._cuda else None)
+        self._slots = [_Slot() for _ in range(slots)] if self._cuda else []
+        self._launched = 0
+        self._ahead: tuple[DeviceBatch, dict[str, Any], Any] | BaseException | None = None
+        self._state: dict[str, Any] = {}
+
+    def reset(self, state: Mapping[str, Any] | None = None) -> None:
+        """Reset the source to ``state``; drop a batch copied ahead."""
+        self.source.reset(state)
+        self._ahead, self._state = None, self.source.get_state()
+
+    def get_state(self) -> dict[str, Any]:
+        """Return the source's state after the last batch returned."""
+        return dict(self._state)
+
+    def next(self) -> DeviceBatch:
+        """Return the next batch on the device."""
+        if not self._cuda:
+            batch = self.source.next()
+            self._state = self.source.get_state()
+            return {k: self._move(v) for k, v in batch.items()}
+        current = self._ahead if self._ahead is not None else self._launch_or_error()
+        if isinstance(current, BaseException):
+            self._ahead = None
+            raise current
+        self._ahead = self._launch_or_error()  # start copying the next batch now
+        out, self._state, copied = current
+        consumer = torch.cuda.current_stream(self.device)
+        consumer.wait_event(copied)
+        for tensor in out.values():
+            tensor.record_stream(consumer)
+        return out
+
+    def _move(self, value: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(value)
+        return tensor if self.device.type == "cpu" else tensor.to(self.device)
+
+    def _launch_or_error(self) -> tuple[DeviceBatch, dict[str, Any], Any] | BaseException:
+        try:
+            return self._launch()
+        except (StopIteration, Exception) as exc:  # re-raised when the consumer gets there
+            return exc
+
+    def _launch(self) -> tuple[DeviceBatch, dict[str, Any], Any]:
+        batch = self.source.next()
+        state = self.source.get_state()
+        slot = self._slots[self._launched % len(self._slots)]
+        self._launched += 1
+        slot.copied.synchronize()  # this slot's pinned buffers are free again
+        out = {}
+        with torch.cuda.stream(self._stream):
+            for key, value in batch.items():
+                pinned = slot.pinned(key, value)
+                pinned.numpy()[...] = value
+                out[key] = pinned.to(self.device, non_blocking=True)
+            slot.copied.record(self._stream)
+        return out, state, slot.copied
+
+    def close(self) -> None:
+        """Close the source."""
+        self._ahead = None
+        self.source.close()

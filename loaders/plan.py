@@ -1,0 +1,86 @@
+"""The reading plan of one epoch on one rank: which chunks, in which windows, serving which samples.
+
+A pure function of the store geometry, the valid mask and (seed, epoch, rank, world_size), built
+on :mod:`loaders.order`: the sample order is exactly :func:`loaders.order.epoch_order`, cut into
+the windows of ``buffer_chunks`` chunks it was shuffled in, so a reader holds one window at a
+time and a resumed run can start at any batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from loaders.order import chunk_plan, epoch_order, num_batches
+
+__all__ = ["EpochPlan", "Window", "epoch_plan"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window: the chunks read together and the slice of the epoch order they serve.
+
+    Attributes:
+        number: Window number within the epoch.
+        chunks: Sample-chunk indices to read, in reading order.
+        start: First position in the epoch order served by this window.
+        stop: One past the last position served.
+    """
+
+    number: int
+    chunks: npt.NDArray[np.int64]
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """The order and windows of one epoch on one rank.
+
+    Attributes:
+        order: Sample indices in serving order (same length on every rank).
+        windows: Windows in reading order; empty windows (all holes or cut) are left out.
+        chunk_samples: Samples per chunk.
+        epoch: The epoch this plan is for.
+    """
+
+    order: npt.NDArray[np.int64]
+    windows: tuple[Window, ...]
+    chunk_samples: int
+    epoch: int
+
+    def batches(self, batch_size: int, drop_last: bool) -> int:
+        """Return the number of batches of this epoch."""
+        return num_batches(len(self.order), batch_size, drop_last)
+
+    def window_at(self, position: int) -> int:
+        """Return the index into ``windows`` of the window serving order ``position``."""
+        for i, w in enumerate(self.windows):
+            if w.start <= position < w.stop:
+                return i
+        return len(self.windows)
+
+
+def epoch_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int,
+               world_size: int, shuffle: bool, buffer_chunks: int,
+               valid: npt.NDArray[np.bool_] | None) -> EpochPlan:
+    """Return the :class:`EpochPlan` of ``rank`` in ``epoch`` (pure)."""
+    order = epoch_order(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
+                        world_size=world_size, shuffle=shuffle, buffer_chunks=buffer_chunks,
+                        valid=valid)
+    chunks = chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
+                        world_size=world_size, shuffle=shuffle)
+    mask = np.ones(num_samples, bool) if valid is None else np.asarray(valid, bool)
+    padded = np.zeros(-(-num_samples // chunk_samples) * chunk_samples, bool)
+    padded[:num_samples] = mask
+    counts = padded.reshape(-1, chunk_samples).sum(1)
+    windows, pos = [], 0
+    for number, first in enumerate(range(0, len(chunks), buffer_chunks)):
+        group = chunks[first:first + buffer_chunks]
+        stop = min(pos + int(counts[group].sum()), len(order))
+        if stop > pos:
+            windows.append(Window(number, group.astype(np.int64), pos, stop))
+        pos = stop
+    return EpochPlan(order, tuple(windows), chunk_samples, epoch)

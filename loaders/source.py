@@ -1,0 +1,91 @@
+"""Open a store for streaming: validate it before the first batch and load its small arrays.
+
+Labels and extents are a few bytes per sample, so they are read whole at open time (which also
+yields the valid mask: holes have label -1). Only ``image`` is streamed chunk by chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from loaders.errors import StoreOpenError, UnsupportedArrayError
+from loaders.shardio import ShardedArrayReader
+from precompute.errors import StoreError
+from precompute.format import StoreInfo, StoreLayout, open_store_info
+
+__all__ = ["StoreSource", "open_source"]
+
+
+@dataclass(frozen=True)
+class StoreSource:
+    """A validated store, ready to stream.
+
+    Attributes:
+        info: The store's metadata.
+        image: Chunk reader of the ``image`` array.
+        labels: All labels (N,), int64; -1 marks a hole.
+        extents: All valid extents, (N, 4) or (N, K, 4) int32 ``(top, left, height, width)``.
+        valid: Mask of real samples, ``labels >= 0``.
+    """
+
+    info: StoreInfo
+    image: ShardedArrayReader
+    labels: np.ndarray
+    extents: np.ndarray
+    valid: np.ndarray
+
+    @property
+    def layout(self) -> StoreLayout:
+        """The store's layout."""
+        return self.info.layout
+
+    def chunk_coords(self, chunk: int, variant: int) -> tuple[int, ...]:
+        """Return the ``image`` inner-chunk coordinates of sample chunk ``chunk``, ``variant``."""
+        if self.layout.variants == 1:
+            return (chunk, 0, 0, 0)
+        return (chunk, variant, 0, 0, 0)
+
+
+def _strip(path: str, message: str) -> str:
+    return message[len(path) + 2:] if message.startswith(f"{path}: ") else message
+
+
+def _info(store: str | Path | StoreInfo) -> StoreInfo:
+    if isinstance(store, StoreInfo):
+        return store
+    try:
+        return open_store_info(store)
+    except StoreError as exc:
+        raise StoreOpenError(str(store), _strip(str(store), str(exc))) from exc
+
+
+def _reader(info: StoreInfo, name: str, shape: tuple[int, ...]) -> ShardedArrayReader:
+    try:
+        reader = ShardedArrayReader(info.path / name, name)
+    except UnsupportedArrayError as exc:
+        raise StoreOpenError(str(info.path), f"field '{name}': {exc}") from exc
+    if reader.meta.shape != shape:
+        raise StoreOpenError(str(info.path),
+                             f"field '{name}' has shape {reader.meta.shape}, layout says {shape}")
+    return reader
+
+
+def open_source(store: str | Path | StoreInfo) -> StoreSource:
+    """Validate ``store`` and return a :class:`StoreSource`.
+
+    Raises:
+        StoreOpenError: Incomplete store, another format version, a missing or malformed field.
+        CorruptChunkError: A label or extent chunk fails its checksum.
+    """
+    info = _info(store)
+    layout = info.layout
+    image = _reader(info, "image", layout.image_shape)
+    if image.meta.chunk_shape != layout.image_chunk:
+        raise StoreOpenError(str(info.path), f"image inner chunks {image.meta.chunk_shape} are "
+                             f"not whole samples {layout.image_chunk}")
+    labels = _reader(info, "label", (layout.num_samples,)).read_all().astype(np.int64)
+    extents = _reader(info, "extent", layout.extent_shape).read_all().astype(np.int32)
+    return StoreSource(info, image, labels, extents, labels >= 0)
