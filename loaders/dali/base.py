@@ -23,11 +23,13 @@ import torch
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import GraphSpec, build_pipeline
 from loaders.dali.params import DaliAugment, draw_batch_params
-from loaders.order import epoch_order, num_batches
+from loaders.errors import LoaderError
+from loaders.order import batch_seed, epoch_order, num_batches
 
 __all__ = ["DaliLoaderBase", "Fetched"]
 
-_STATE_KEYS = ("seed", "rank", "world_size", "batch_size", "shuffle", "drop_last")
+_STATE_KEYS = ("seed", "world_size", "rank", "batch_size", "shuffle", "drop_last",
+               "buffer_chunks")
 
 
 @dataclass
@@ -87,25 +89,32 @@ class DaliLoaderBase:
         shuffle: Shuffle chunks and samples (False: storage order, for evaluation).
         seed: Order and augmentation seed.
         drop_last: Drop the last incomplete batch.
-        rank: This process's rank.
-        world_size: Number of ranks.
+        rank: This process's rank; default from torch.distributed or ``RANK``.
+        world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
         buffer_chunks: Shuffle window in chunks (as ``StoreLoader``).
-        mixup: Optional mixup/cutmix op from :mod:`loaders.augment`, applied to every batch.
+        mixup: ``mixup(images, labels, generator) -> (images, soft_targets)`` (e.g. the
+            mixup/cutmix ops of :mod:`loaders.augment`), applied to every batch on the device
+            with a generator seeded by :func:`loaders.order.batch_seed`, as ``StoreLoader``
+            does; batches then carry ``target`` instead of ``label``.
         num_threads: DALI CPU threads.
         prefetch: DALI prefetch queue depth.
     """
 
     def __init__(self, batch_size: int, *, augment: DaliAugment | None = None,
                  device: str | torch.device | None = None, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 drop_last: bool = True, rank: int | None = None, world_size: int | None = None,
                  buffer_chunks: int = 8, mixup: Any = None, num_threads: int = 2,
                  prefetch: int = 2) -> None:
         require_dali()
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={rank} "
-                             f"world_size={world_size}")
+        from loaders.torch_loader import resolve_rank
+
+        for name, value in (("batch_size", batch_size), ("buffer_chunks", buffer_chunks),
+                            ("num_threads", num_threads), ("prefetch", prefetch)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        rank, world_size = resolve_rank(rank, world_size)
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
         self.buffer_chunks, self.mixup = buffer_chunks, mixup
@@ -155,22 +164,30 @@ class DaliLoaderBase:
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         self.epoch, self._served = int(epoch), 0
 
+    def _identity(self) -> dict[str, Any]:
+        """What a saved state must match to be resumed by this loader."""
+        return {k: getattr(self, k) for k in _STATE_KEYS}
+
     def state_dict(self) -> dict[str, Any]:
-        """Return the position in the stream: epoch and batches served in it."""
-        state = {k: getattr(self, k) for k in _STATE_KEYS}
-        return {**state, "epoch": self.epoch, "batches_served": self._served}
+        """Return ``{epoch, batch, ...}``: where the next iteration resumes, plus identity."""
+        return {"epoch": self.epoch, "batch": self._served, **self._identity()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves the exact remainder.
 
         Raises:
-            ValueError: The state was saved by a loader with another seed, rank, batch size...
+            LoaderError: The state was saved by a loader with another seed, rank, batch size,
+                order settings or data.
         """
-        for key in _STATE_KEYS:
-            if key in state and state[key] != getattr(self, key):
-                raise ValueError(f"state_dict has {key}={state[key]!r} but this loader has "
-                                 f"{key}={getattr(self, key)!r}")
-        self.epoch, self._served = int(state["epoch"]), int(state["batches_served"])
+        mine = self._identity()
+        diff = {k: (state.get(k), v) for k, v in mine.items() if state.get(k) != v}
+        if diff:
+            raise LoaderError(f"state does not match this loader (saved, current): {diff}")
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        if not 0 <= batch <= self.num_batches(epoch):
+            raise LoaderError(f"state batch {batch} outside [0, {self.num_batches(epoch)}] "
+                              f"of epoch {epoch}")
+        self.epoch, self._served = epoch, batch
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """Serve the rest of the current epoch; after a full pass the next epoch is selected."""
@@ -208,7 +225,9 @@ class DaliLoaderBase:
             out = {k: v[keep.to(v.device)] for k, v in out.items()}
         out["label"], out["index"] = out["label"].to(self.device), out["index"].to(self.device)
         if self.mixup is not None:
-            out = self.mixup(out, seed=self.seed, epoch=epoch, rank=self.rank, batch=batch)
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(batch_seed(self.seed, epoch, self.rank, batch))
+            out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
         return out
 
     def _graph_spec(self, out_size: int | None, decode: bool) -> GraphSpec:

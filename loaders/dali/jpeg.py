@@ -126,6 +126,14 @@ class JpegLoader(DaliLoaderBase):
         mask[list(self._bad)] = False
         return mask
 
+    def _identity(self) -> dict[str, Any]:
+        from precompute.sources import fingerprint
+
+        if not hasattr(self, "_fingerprint"):
+            self._fingerprint = fingerprint(self.source)
+        return {**super()._identity(), "chunk_samples": self.chunk_samples,
+                "source_fingerprint": self._fingerprint}
+
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return self._holes
 

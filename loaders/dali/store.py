@@ -89,6 +89,9 @@ class DaliStoreLoader(DaliLoaderBase):
         self._mask = self._labels >= 0
         self._chunks = _ChunkCache(Path(store), layout.variants, 2 * self.buffer_chunks + 2)
 
+    def _identity(self) -> dict[str, Any]:
+        return {**super()._identity(), "spec_hash": self.info.spec_hash}
+
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return None if self._mask.all() else self._mask
 
