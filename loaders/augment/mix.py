@@ -1,0 +1,162 @@
+"""Mixup and cutmix on a batch, with soft targets and label smoothing.
+
+One call draws, from the caller's generator and on the batch's device: whether to mix at all
+(``prob``), mixup or cutmix (``switch_prob``), ONE lambda ~ Beta(alpha, alpha) per batch, and
+for cutmix the box centre. Images and targets use the same lambda; for cutmix it is corrected
+to the box area actually pasted. Sample ``i`` is mixed with sample ``B - 1 - i`` (the batch
+flipped), as timm does. Every decision stays a tensor, so there is no host sync and the same
+kernels run for every batch size: images are blended with one per-pixel weight map that is
+the constant lambda (mixup), the box mask (cutmix) or one (no mixing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from loaders.augment.errors import AugmentError
+
+__all__ = ["MixParams", "Mixup", "beta_pair", "smooth_targets"]
+
+
+class MixParams(NamedTuple):
+    """One batch's mixing decision; all fields are 0-d tensors except ``box`` (4,)."""
+
+    apply: torch.Tensor  # bool: mix this batch at all
+    cutmix: torch.Tensor  # bool: cutmix rather than mixup
+    lam: torch.Tensor  # float32: weight of the sample's own image/target (area-corrected)
+    box: torch.Tensor  # int64 (y0, y1, x0, x1) of the pasted box (empty unless cutmix)
+
+
+def beta_pair(alphas: tuple[float, float], generator: torch.Generator,
+              device: torch.device) -> torch.Tensor:
+    """Draw one Beta(a, a) value per entry of ``alphas`` from two Gamma draws each.
+
+    ``torch._standard_gamma`` accepts an explicit generator (``Beta.sample`` does not). A zero
+    alpha gives 1.0 (that method is off).
+    """
+    conc = torch.ones((len(alphas), 2), dtype=torch.float32, device=device)
+    for i, a in enumerate(alphas):
+        if a > 0:
+            conc[i].fill_(a)  # a fill kernel: no host-to-device copy
+    g = torch._standard_gamma(conc, generator=generator)
+    total = g.sum(1)
+    lam = torch.where(total > 0, g[:, 0] / total.clamp_min(1e-30), torch.full_like(total, 0.5))
+    for i, a in enumerate(alphas):
+        if a <= 0:
+            lam[i].fill_(1.0)
+    return lam
+
+
+def smooth_targets(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:
+    """One-hot ``[B, C]`` float32 targets with ``smoothing`` spread over all classes."""
+    off = smoothing / num_classes
+    out = torch.full((labels.shape[0], num_classes), off, device=labels.device)
+    return out.scatter_(1, labels.view(-1, 1), 1.0 - smoothing + off)
+
+
+@dataclass(frozen=True)
+class Mixup:
+    """Mixup / cutmix policy (as data) and its batched application.
+
+    Attributes:
+        num_classes: Number of classes C of the soft targets.
+        mixup_alpha: Beta concentration of mixup's lambda; 0 disables mixup.
+        cutmix_alpha: Beta concentration of cutmix's lambda; 0 disables cutmix.
+        prob: Probability that a batch is mixed at all.
+        switch_prob: Probability of cutmix rather than mixup when both are enabled.
+        label_smoothing: Smoothing of the one-hot targets before mixing.
+    """
+
+    num_classes: int
+    mixup_alpha: float = 0.8
+    cutmix_alpha: float = 1.0
+    prob: float = 1.0
+    switch_prob: float = 0.5
+    label_smoothing: float = 0.1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or (
+                self.num_classes < 1):
+            raise AugmentError(f"mixup.num_classes must be an integer >= 1, got "
+                               f"{self.num_classes!r}")
+        for name, hi in (("mixup_alpha", 100.0), ("cutmix_alpha", 100.0), ("prob", 1.0),
+                         ("switch_prob", 1.0), ("label_smoothing", 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    0.0 <= value <= hi):
+                raise AugmentError(f"mixup.{name} must lie in [0, {hi}], got {value!r}")
+        if self.mixup_alpha == 0 and self.cutmix_alpha == 0:
+            raise AugmentError("mixup: mixup_alpha and cutmix_alpha are both 0; drop Mixup")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Mixup:
+        """Parse a dict made by :meth:`to_dict` (unknown keys raise)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise AugmentError(f"mixup: unknown field(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def _switch_prob(self) -> float:
+        if self.mixup_alpha == 0:
+            return 1.0
+        return 0.0 if self.cutmix_alpha == 0 else self.switch_prob
+
+    def params(self, height: int, width: int, generator: torch.Generator,
+               device: torch.device) -> MixParams:
+        """Draw one batch's decision: two uniforms, two Beta draws, a box centre."""
+        u = torch.rand(4, generator=generator, device=device)
+        lam_mix, lam_cut = beta_pair((self.mixup_alpha, self.cutmix_alpha), generator, device)
+        apply, cutmix = u[0] < self.prob, u[1] < self._switch_prob()
+        cut = torch.sqrt(1.0 - lam_cut)
+        half_h = torch.floor(height * cut).div(2, rounding_mode="floor")
+        half_w = torch.floor(width * cut).div(2, rounding_mode="floor")
+        cy, cx = torch.floor(u[2] * height), torch.floor(u[3] * width)
+        box = torch.stack([(cy - half_h).clamp(0, height), (cy + half_h).clamp(0, height),
+                           (cx - half_w).clamp(0, width), (cx + half_w).clamp(0, width)])
+        box = torch.where(apply & cutmix, box, torch.zeros_like(box)).long()
+        area = ((box[1] - box[0]) * (box[3] - box[2])).to(torch.float32)
+        lam_box = 1.0 - area / (height * width)
+        lam = torch.where(apply, torch.where(cutmix, lam_box, lam_mix), torch.ones_like(lam_mix))
+        return MixParams(apply, cutmix & apply, lam, box)
+
+    def _weights(self, p: MixParams, height: int, width: int, dtype: torch.dtype
+                 ) -> torch.Tensor:
+        """Per-pixel weight of the sample's own image: ``[H, W]`` in ``dtype``."""
+        rows = torch.arange(height, device=p.box.device)
+        cols = torch.arange(width, device=p.box.device)
+        inside = ((rows >= p.box[0]) & (rows < p.box[1]))[:, None] & (
+            (cols >= p.box[2]) & (cols < p.box[3]))[None, :]
+        return torch.where(p.cutmix, (~inside).to(dtype), p.lam.to(dtype))
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mix a batch: ``images`` ``[B, C, H, W]`` float, ``labels`` ``[B]`` int64.
+
+        Returns:
+            The mixed images (same dtype and memory format) and ``[B, num_classes]`` float32
+            soft targets whose rows sum to 1.
+        """
+        if images.dim() != 4 or not images.is_floating_point():
+            raise AugmentError(f"mixup needs [B, C, H, W] float images, got "
+                               f"{tuple(images.shape)} {images.dtype}")
+        if labels.dtype != torch.int64 or tuple(labels.shape) != (images.shape[0],):
+            raise AugmentError(f"mixup needs [{images.shape[0]}] int64 labels, got "
+                               f"{tuple(labels.shape)} {labels.dtype}")
+        height, width = images.shape[2], images.shape[3]
+        p = self.params(height, width, generator, images.device)
+        weight = self._weights(p, height, width, images.dtype)
+        mixed = torch.lerp(images.flip(0), images, weight)
+        # mixup's weight is rounded to the image dtype: the targets use that very value
+        lam = torch.where(p.cutmix, p.lam, p.lam.to(images.dtype).to(torch.float32))
+        onehot = smooth_targets(labels, self.num_classes, self.label_smoothing)
+        return mixed, torch.lerp(onehot.flip(0), onehot, lam)

@@ -1,0 +1,198 @@
+"""``TrainAugment`` and ``EvalAugment``: composed policies implementing the loader contract.
+
+The contract: ``augment(images, extents, generator) -> Tensor`` where ``images`` is ``[B, S, S,
+3]`` uint8, ``extents`` is ``[B, 4]`` int ``(top, left, height, width)`` of the valid region,
+and every random number comes from ``generator`` (on the images' device). The result is
+``[B, 3, H, W]`` in the requested dtype and memory format.
+
+A policy is data: frozen specs that round-trip through ``to_dict`` / :func:`augment_from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from loaders.augment.color import (
+    DTYPES,
+    apply_jitter,
+    channel_affine,
+    finish,
+    jitter_factors,
+    normalize_,
+)
+from loaders.augment.crop import CropParams, center_crops, num_uniforms, random_crops
+from loaders.augment.errors import AugmentError
+from loaders.augment.ops import (
+    CenterCrop,
+    ColorJitter,
+    HorizontalFlip,
+    Normalize,
+    Op,
+    RandomResizedCrop,
+    op_from_dict,
+)
+from loaders.augment.resample import crop_resample, grid_resample
+
+__all__ = ["AUGMENTS", "PATHS", "EvalAugment", "TrainAugment", "augment_from_dict"]
+
+PATHS = ("auto", "grid", "fast")
+
+
+def _size(value: Any) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, int) and 1 <= v <= 8192 for v in pair):
+        raise AugmentError(f"size must be an int or (height, width) in [1, 8192], got {value!r}")
+    return (int(pair[0]), int(pair[1]))
+
+
+def check_inputs(images: torch.Tensor, extents: torch.Tensor,
+                 generator: torch.Generator | None) -> None:
+    """Check shapes, dtypes and devices (metadata only: no host sync)."""
+    if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[-1] != 3:
+        raise AugmentError(f"images must be [B, H, W, 3] uint8, got {tuple(images.shape)} "
+                           f"{images.dtype}")
+    if tuple(extents.shape) != (images.shape[0], 4) or extents.is_floating_point():
+        raise AugmentError(f"extents must be [{images.shape[0]}, 4] integer (top, left, h, w), "
+                           f"got {tuple(extents.shape)} {extents.dtype}")
+    if extents.device != images.device:
+        raise AugmentError(f"extents are on {extents.device}, images on {images.device}")
+    if generator is not None and generator.device.type != images.device.type:
+        raise AugmentError(f"generator is on {generator.device}, images on {images.device}")
+
+
+@dataclass(frozen=True)
+class _Augment:
+    """Shared fields and plumbing of the two policies."""
+
+    kind: ClassVar[str] = ""
+    size: tuple[int, int] = (224, 224)
+    normalize: Normalize | None = field(default_factory=Normalize)
+    dtype: str = "float32"
+    channels_last: bool = False
+    path: str = "auto"
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", _size(self.size))
+        if self.dtype not in DTYPES:
+            raise AugmentError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.path not in PATHS:
+            raise AugmentError(f"path must be one of {PATHS}, got {self.path!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (
+                1 <= self.threads <= 64):
+            raise AugmentError(f"threads must be an integer in [1, 64], got {self.threads!r}")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, f.name, op_from_dict(value))
+
+    def _fast(self, images: torch.Tensor) -> bool:
+        return self.path == "fast" or (self.path == "auto" and images.device.type == "cpu")
+
+    def _pixels(self, images: torch.Tensor, crops: CropParams) -> torch.Tensor:
+        """Resample to float ``[0, 255]`` pixels (for ops that need them, e.g. jitter)."""
+        if self._fast(images):
+            return crop_resample(images, crops, self.size, threads=self.threads)
+        return grid_resample(images, crops, self.size)
+
+    def _normalized(self, images: torch.Tensor, crops: CropParams) -> torch.Tensor:
+        """Resample and normalise; the fast path fuses normalisation into its conversion."""
+        if not self._fast(images):
+            return normalize_(grid_resample(images, crops, self.size), self.normalize)
+        scale, shift = channel_affine(self.normalize)
+        affine = (torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1))
+        return crop_resample(images, crops, self.size, affine=affine, threads=self.threads)
+
+    def _finish(self, x: torch.Tensor) -> torch.Tensor:
+        return finish(x, self.dtype, self.channels_last)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (ops as their own dicts) with ``kind``."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = (value.to_dict() if isinstance(value, Op)
+                           else list(value) if isinstance(value, tuple) else value)
+        return out
+
+
+@dataclass(frozen=True)
+class TrainAugment(_Augment):
+    """Random resized crop (in the extent) + flip + jitter + normalise + dtype/format.
+
+    Attributes:
+        size: Output ``(height, width)`` (or one int).
+        crop: Crop spec; boxes are drawn inside each sample's valid extent.
+        flip: Horizontal flip spec, or None.
+        jitter: Colour jitter spec, or None.
+        normalize: Mean/std normalisation, or None for plain ``[0, 1]`` scaling.
+        dtype: ``float32``, ``bfloat16`` or ``float16``.
+        channels_last: Return ``torch.channels_last`` memory format.
+        path: ``grid`` (batched ``grid_sample``, any device), ``fast`` (CPU: per-crop resize)
+            or ``auto`` (``fast`` for CPU tensors, else ``grid``).
+        threads: Threads the CPU fast path splits a batch over.
+    """
+
+    kind: ClassVar[str] = "train"
+    crop: RandomResizedCrop = field(default_factory=RandomResizedCrop)
+    flip: HorizontalFlip | None = field(default_factory=HorizontalFlip)
+    jitter: ColorJitter | None = None
+
+    def params(self, extents: torch.Tensor, generator: torch.Generator
+               ) -> tuple[CropParams, torch.Tensor | None]:
+        """Draw this batch's crops and jitter factors (one ``torch.rand`` call)."""
+        n = num_uniforms(self.crop)
+        u = torch.rand((extents.shape[0], n + 3), generator=generator, device=extents.device)
+        crops = random_crops(extents, u[:, :n], self.crop, self.flip)
+        factors = None if self.jitter is None else jitter_factors(u[:, n:], self.jitter)
+        return crops, factors
+
+    def __call__(self, images: torch.Tensor, extents: torch.Tensor,
+                 generator: torch.Generator) -> torch.Tensor:
+        """Augment a batch; see the module docstring for the contract."""
+        check_inputs(images, extents, generator)
+        crops, factors = self.params(extents, generator)
+        if factors is None:
+            return self._finish(self._normalized(images, crops))
+        x = apply_jitter(self._pixels(images, crops), factors)
+        return self._finish(normalize_(x, self.normalize))
+
+
+@dataclass(frozen=True)
+class EvalAugment(_Augment):
+    """Deterministic: centre crop of the extent (short side resized) + normalise + format.
+
+    Attributes:
+        crop: Centre-crop spec (``fraction``: e.g. 224/256 for resize-256-crop-224).
+    """
+
+    kind: ClassVar[str] = "eval"
+    crop: CenterCrop = field(default_factory=CenterCrop)
+
+    def __call__(self, images: torch.Tensor, extents: torch.Tensor,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Transform a batch; ``generator`` is accepted for the contract and not used."""
+        check_inputs(images, extents, generator)
+        crops = center_crops(extents, self.size, self.crop)
+        return self._finish(self._normalized(images, crops))
+
+
+AUGMENTS: dict[str, type[_Augment]] = {"train": TrainAugment, "eval": EvalAugment}
+
+
+def augment_from_dict(data: Mapping[str, Any]) -> TrainAugment | EvalAugment:
+    """Build a policy from a dict made by ``to_dict`` (unknown kinds or keys raise)."""
+    if not isinstance(data, Mapping) or data.get("kind") not in AUGMENTS:
+        raise AugmentError(f"an augment policy needs 'kind' in {sorted(AUGMENTS)}, got {data!r}")
+    cls = AUGMENTS[data["kind"]]
+    known = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: v for k, v in data.items() if k != "kind"}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise AugmentError(f"{data['kind']} augment: unknown field(s) {unknown}")
+    return cls(**kwargs)  # type: ignore[return-value]
