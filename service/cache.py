@@ -130,7 +130,8 @@ class Cache:
 
     def list(self) -> builtins.list[Entry]:
         """Return every catalogued store, most recently used first."""
-        entries = [e for e in map(self.layout.read_entry, self.layout.keys()) if e is not None]
+        found = map(self.layout.read_entry, self.layout.catalog_keys())
+        entries = [e for e in found if e is not None]
         return sorted(entries, key=lambda e: e.last_access, reverse=True)
 
     def total_bytes(self) -> int:

@@ -174,7 +174,7 @@ class CacheLayout:
             return False
         return True
 
-    def keys(self) -> list[str]:
+    def catalog_keys(self) -> list[str]:
         """Return the keys that have catalog entries, sorted."""
         folder = self.root / "catalog"
         if not folder.is_dir():

@@ -39,7 +39,7 @@ class BuildFailedError(ServiceError):
     """A build ran but did not produce a complete store of the expected key."""
 
 
-HTTP_STATUS: dict[type[ServiceError], int] = {
+HTTP_STATUS: dict[type[Exception], int] = {
     CacheKeyError: 404,
     StoreInUseError: 409,
     SourceNotAllowedError: 400,

@@ -39,9 +39,14 @@ def parse_spec(spec: BuildSpec | Mapping[str, Any]) -> BuildSpec:
     """Return ``spec`` as a :class:`BuildSpec`, parsing a mapping (raises ``SpecError``)."""
     if isinstance(spec, BuildSpec):
         return spec
-    if isinstance(spec, Mapping):
-        return BuildSpec.from_dict(spec)
-    raise SpecError(f"a build spec must be a BuildSpec or a mapping, got {type(spec).__name__}")
+    if not isinstance(spec, Mapping):
+        raise SpecError(f"a build spec must be a BuildSpec or a mapping, got {type(spec).__name__}")
+    parsed = BuildSpec.from_dict(spec)
+    try:  # BuildSpec.from_dict lets some wrong types through (e.g. augment as a list)
+        parsed.canonical_json()
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise SpecError(f"invalid build spec {dict(spec)!r:.200}: {exc}") from exc
+    return parsed
 
 
 def key_document(

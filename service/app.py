@@ -1,0 +1,166 @@
+"""The HTTP API of the cache (FastAPI).
+
+Routes: ``GET /healthz``, ``GET /metrics`` (Prometheus text), ``GET /stores``,
+``GET /stores/{key}``, ``POST /stores`` (``{"source": ..., "spec": {...}}`` -> 202 queued, or
+200 when already built), ``DELETE /stores/{key}``. With a token, every request needs
+``Authorization: Bearer <token>`` (401 otherwise). User errors are 4xx with
+``{"error": message}``; an unexpected error is a 500 for that request only.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
+
+from precompute.errors import PrecomputeError
+from service.cache import Cache
+from service.errors import HTTP_STATUS, ServiceError
+from service.jobs import BuildQueue
+from service.keys import is_key, parse_spec
+from service.metrics import render_prometheus
+from service.paths import SourcePolicy
+
+__all__ = ["MAX_BODY_BYTES", "create_app"]
+
+MAX_BODY_BYTES = 64 * 1024
+log = logging.getLogger("service.app")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _bad_key(key: str) -> JSONResponse | None:
+    return None if is_key(key) else _error(400, f"not a cache key (64 lowercase hex): {key!r:.80}")
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def service_error(request: Request, exc: Exception) -> Response:
+        status = next((HTTP_STATUS[c] for c in type(exc).__mro__ if c in HTTP_STATUS), 400)
+        return _error(status, str(exc))
+
+    async def precompute_error(request: Request, exc: Exception) -> Response:
+        return _error(400, str(exc))
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _error(500, f"internal error: {type(exc).__name__}")
+
+    app.add_exception_handler(ServiceError, service_error)
+    app.add_exception_handler(PrecomputeError, precompute_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _install_auth(app: FastAPI, token: str | None) -> None:
+    if token is None:
+        return
+    expected = f"Bearer {token}".encode()
+
+    @app.middleware("http")
+    async def require_token(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        return await call_next(request)
+
+
+async def _read_json(request: Request) -> Any:
+    too_big = ServiceError(f"request body must be at most {MAX_BODY_BYTES} bytes of JSON")
+    length = request.headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+        raise too_big
+    body = bytearray()
+    async for chunk in request.stream():  # bounded even without a Content-Length
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise too_big
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ServiceError(f"request body is not valid JSON: {exc}") from exc
+
+
+def create_app(
+    cache: Cache, policy: SourcePolicy, *, token: str | None = None, workers: int = 1
+) -> FastAPI:
+    """Return the API app over ``cache``; builds run in a :class:`BuildQueue`."""
+    queue = BuildQueue(cache, workers)
+    app = FastAPI(title="nostall cache", version="1", on_shutdown=[queue.shutdown])
+    app.state.cache, app.state.queue, app.state.policy = cache, queue, policy
+    _install_error_handlers(app)
+    _install_auth(app, token)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        entries = cache.list()
+        counts = queue.counts()
+        gauges = {
+            "bytes": (float(sum(e.size_bytes for e in entries)), "Bytes of cached stores."),
+            "stores": (float(len(entries)), "Complete stores in the cache."),
+            "budget_bytes": (float(cache.budget_bytes or 0), "Byte budget (0: unbounded)."),
+            "builds_queued": (float(counts["queued"]), "Requested builds waiting."),
+            "builds_running": (float(counts["building"]), "Builds running now."),
+        }
+        text = render_prometheus(cache.stats.snapshot(), gauges)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    @app.get("/stores")
+    def list_stores() -> dict[str, Any]:
+        stores = [{"status": "ready", **e.to_dict()} for e in cache.list()]
+        ready = {s["key"] for s in stores}
+        pending = [j.to_dict() for j in queue.jobs() if j.key not in ready and j.status != "ready"]
+        return {"stores": stores, "jobs": pending}
+
+    @app.get("/stores/{key}", response_model=None)
+    def get_store(key: str) -> dict[str, Any] | JSONResponse:
+        if (bad := _bad_key(key)) is not None:
+            return bad
+        state = cache.status(key)
+        job = queue.get(key)
+        if job is not None and job.status != "ready" and state["status"] != "ready":
+            state["job"] = job.to_dict()
+            if state["status"] == "absent":  # queued, or failed before writing anything
+                state["status"] = job.status
+        if state["status"] == "absent":
+            return _error(404, f"no store or build with key {key}")
+        return state
+
+    @app.post("/stores", status_code=202, response_model=None)
+    async def request_build(request: Request) -> JSONResponse:
+        body = await _read_json(request)
+        if not isinstance(body, dict) or set(body) - {"source", "spec"} or "source" not in body:
+            raise ServiceError('body must be {"source": "<path>", "spec": {...}}')
+        spec = parse_spec(body.get("spec", {}))  # SpecError -> 400
+        return await run_in_threadpool(_submit, body["source"], spec)
+
+    def _submit(source: object, spec: Any) -> JSONResponse:
+        path = policy.check(source)
+        build_request = cache.request_for(path, spec)
+        hit = cache.get(build_request.key)
+        if hit is not None:
+            return JSONResponse(cache.status(build_request.key), status_code=200)
+        job = queue.submit(build_request)
+        return JSONResponse(job.to_dict(), status_code=202,
+                            headers={"Location": f"/stores/{job.key}"})
+
+    @app.delete("/stores/{key}", response_model=None)
+    def delete_store(key: str) -> dict[str, Any] | JSONResponse:
+        if (bad := _bad_key(key)) is not None:
+            return bad
+        return {"removed": cache.remove(key).to_dict()}
+
+    return app

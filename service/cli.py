@@ -1,0 +1,193 @@
+"""Command line: ``precompute cache ls|info|rm|gc`` and ``precompute serve``.
+
+Every ``cache`` sub-command prints a human table, or JSON with ``--json``. Keys may be given as
+any unique prefix of at least 4 hex digits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from precompute.errors import PrecomputeError
+from service.cache import Cache
+from service.catalog import Entry
+from service.errors import CacheKeyError, ServiceError
+from service.resolve import CACHE_ENV, default_cache_root
+from service.server import TOKEN_ENV, make_server
+
+__all__ = ["cache", "human_bytes", "parse_bytes", "serve"]
+
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_bytes(text: str) -> int:
+    """Parse ``"500M"``, ``"1.5GiB"``, ``"1024"`` into bytes."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?)?b?\s*", text.lower())
+    if match is None:
+        raise click.BadParameter(f"not a byte size: {text!r} (e.g. 500M, 20GiB, 1048576)")
+    return int(float(match.group(1)) * _UNITS[match.group(2) or ""])
+
+
+def human_bytes(n: float) -> str:
+    """Return ``n`` bytes as a short human string (binary units)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _ago(t: float) -> str:
+    s = max(0.0, time.time() - t)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit} ago"
+    return f"{s:.0f}s ago"
+
+
+def _user_errors(fn: F) -> F:
+    """Turn service and precompute errors into one-line CLI errors."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (ServiceError, PrecomputeError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper  # type: ignore[return-value]
+
+
+def _full_key(c: Cache, text: str) -> str:
+    matches = [k for k in c.layout.catalog_keys() if k.startswith(text.lower())]
+    if len(text) < 4 or len(matches) != 1:
+        what = "no store" if not matches else f"{len(matches)} stores"
+        raise CacheKeyError(f"{what} match key {text!r} in {c.root} (give >= 4 hex digits)")
+    return matches[0]
+
+
+def _table(entries: Sequence[Entry]) -> str:
+    rows = [("KEY", "SIZE", "SAMPLES", "SPEC", "LAST USED", "SOURCE")]
+    for e in entries:
+        spec = f"{e.spec['size']}px {e.spec['mode']} x{e.spec['variants']} seed={e.spec['seed']}"
+        rows.append((e.key[:12], human_bytes(e.size_bytes), str(e.num_valid), spec,
+                     _ago(e.last_access), e.source))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def _emit(as_json: bool, doc: Any, human: str) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=True) if as_json else human)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group(name="cache")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), envvar=CACHE_ENV,
+              default=None, help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).")
+@click.pass_context
+def cache(ctx: click.Context, root: Path | None) -> None:
+    """Inspect and maintain the cache of built stores."""
+    ctx.obj = Cache(root if root is not None else default_cache_root())
+
+
+@cache.command("ls")
+@json_option
+@click.pass_obj
+@_user_errors
+def ls_cmd(c: Cache, as_json: bool) -> None:
+    """List stores, most recently used first."""
+    entries = c.list()
+    total = sum(e.size_bytes for e in entries)
+    footer = f"\n{len(entries)} stores, {human_bytes(total)}"
+    budget = f" of {human_bytes(c.budget_bytes)}" if c.budget_bytes else ""
+    _emit(as_json, [e.to_dict() for e in entries], _table(entries) + footer + budget)
+
+
+@cache.command("info")
+@click.argument("key")
+@json_option
+@click.pass_obj
+@_user_errors
+def info_cmd(c: Cache, key: str, as_json: bool) -> None:
+    """Show one store (or a running/interrupted build) by key or key prefix."""
+    try:
+        full = _full_key(c, key)
+    except CacheKeyError:
+        if len(key) != 64:
+            raise
+        full = key  # maybe a build in progress, which has no catalog entry yet
+    status = c.status(full)
+    if status["status"] == "absent":
+        raise CacheKeyError(f"no store or build with key {key} in {c.root}")
+    human = "\n".join(f"{k:>20}: {json.dumps(v) if isinstance(v, dict) else v}"
+                      for k, v in status.items())
+    _emit(as_json, status, human)
+
+
+@cache.command("rm")
+@click.argument("keys", nargs=-1, required=True)
+@json_option
+@click.pass_obj
+@_user_errors
+def rm_cmd(c: Cache, keys: tuple[str, ...], as_json: bool) -> None:
+    """Remove stores (refused while a loader holds a lease on one)."""
+    removed = [c.remove(_full_key(c, k)) for k in keys]
+    human = "\n".join(f"removed {e.key[:12]} ({human_bytes(e.size_bytes)})" for e in removed)
+    _emit(as_json, [e.to_dict() for e in removed], human)
+
+
+@cache.command("gc")
+@click.option("--budget", type=str, default=None, help="Byte budget for this run, e.g. 20GiB.")
+@json_option
+@click.pass_obj
+@_user_errors
+def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
+    """Clean crash debris; evict least-recently-used unleased stores over the budget."""
+    report = c.gc(parse_bytes(budget) if budget is not None else None)
+    doc = {"evicted": list(report.evicted), "freed_bytes": report.freed_bytes,
+           "skipped_leased": list(report.skipped_leased), "cleaned": list(report.cleaned),
+           "total_bytes": report.total_bytes, "budget_bytes": report.budget_bytes}
+    human = (f"evicted {len(report.evicted)} stores ({human_bytes(report.freed_bytes)}), "
+             f"skipped {len(report.skipped_leased)} leased, cleaned {len(report.cleaned)} "
+             f"leftovers; {human_bytes(report.total_bytes)} cached")
+    _emit(as_json, doc, human)
+
+
+@click.command(name="serve")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), envvar=CACHE_ENV,
+              default=None, help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).")
+@click.option("--source-root", "source_roots", multiple=True, required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder requests' sources must lie under (repeatable).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8470, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"Bearer token required on every request (or ${TOKEN_ENV}).")
+@click.option("--budget", default=None, help="Byte budget of the cache, e.g. 200GiB.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Concurrent builds.")
+@click.option("--ray-address", default=None, help="Ray cluster for builds (default: local).")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+@_user_errors
+def serve(root: Path | None, source_roots: tuple[Path, ...], host: str, port: int,
+          token: str | None, budget: str | None, workers: int, ray_address: str | None,
+          log_level: str) -> None:
+    """Serve the cache over HTTP (binds 127.0.0.1 unless given a token)."""
+    server = make_server(
+        root if root is not None else default_cache_root(), source_roots, host=host,
+        port=port, token=token, budget_bytes=parse_bytes(budget) if budget else None,
+        workers=workers, ray_address=ray_address, log_level=log_level)
+    server.run()

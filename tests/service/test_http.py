@@ -1,0 +1,165 @@
+"""The HTTP API over real loopback sockets: builds, listing, deletion, auth, bad input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service import BuildRequest, Cache
+from service.app import create_app
+from service.paths import SourcePolicy
+from tests.service.helpers import SPEC, index_builder, make_source, read_log
+from tests.service.server_util import serving
+
+TOKEN = "s3cret-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("http")
+    data = base / "data"
+    make_source(data / "ds")
+    outside = make_source(base / "outside")
+    (data / "escape").symlink_to(outside, target_is_directory=True)
+    (data / "evil.csv").write_text(f"path,label\n{next(outside.rglob('*.png'))},0\n")
+    (data / "dotdot.csv").write_text("path,label\n../outside/c0/0000.png,0\n")
+    return {"base": base, "data": data, "outside": outside}
+
+
+@pytest.fixture(scope="module")
+def server(roots: dict[str, Path]) -> Iterator[tuple[str, Cache]]:
+    cache = Cache(roots["base"] / "cache", builder=index_builder(roots["base"] / "log"))
+    app = create_app(cache, SourcePolicy([roots["data"]]), workers=2)
+    with serving(app) as url:
+        yield url, cache
+
+
+def _wait_ready(client: httpx.Client, key: str) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        doc = client.get(f"/stores/{key}").json()
+        if doc["status"] in ("ready", "failed"):
+            return doc
+        time.sleep(0.05)
+    raise AssertionError(f"build {key} did not finish")
+
+
+def test_build_list_get_delete_and_metrics(
+        server: tuple[str, Cache], roots: dict[str, Path]) -> None:
+    url, cache = server
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        r = client.post("/stores", json={"source": "ds", "spec": SPEC})
+        assert r.status_code == 202, r.text
+        key = r.json()["key"]
+        assert r.headers["location"] == f"/stores/{key}" and r.json()["status"] in (
+            "queued", "building")
+        doc = _wait_ready(client, key)
+        assert doc["status"] == "ready" and doc["spec"]["size"] == 16
+        assert doc["size_bytes"] > 0 and doc["num_samples"] == 12
+        again = client.post("/stores", json={"spec": SPEC, "source": str(roots["data"] / "ds")})
+        assert again.status_code == 200 and again.json()["key"] == key
+        assert [s["key"] for s in client.get("/stores").json()["stores"]] == [key]
+        metrics = client.get("/metrics")
+        assert metrics.headers["content-type"].startswith("text/plain")
+        lines = dict(ln.rsplit(" ", 1) for ln in metrics.text.splitlines() if ln[0] != "#")
+        assert lines["nostall_cache_builds_total"] == "1"
+        assert int(lines["nostall_cache_hits_total"]) >= 1
+        assert int(lines["nostall_cache_bytes"]) == doc["size_bytes"]
+        assert {"nostall_cache_evictions_total", "nostall_cache_misses_total"} <= set(lines)
+        with cache.open(key):
+            assert client.delete(f"/stores/{key}").status_code == 409
+        assert client.delete(f"/stores/{key}").json()["removed"]["key"] == key
+        assert client.get(f"/stores/{key}").status_code == 404
+        assert client.delete(f"/stores/{key}").status_code == 404
+    assert len(read_log(roots["base"] / "log")) == 1
+
+
+def test_failed_build_is_reported_not_fatal(roots: dict[str, Path]) -> None:
+    def explode(request: BuildRequest) -> None:
+        raise RuntimeError("disk on fire")
+
+    cache = Cache(roots["base"] / "cache-fail", builder=explode)
+    with serving(create_app(cache, SourcePolicy([roots["data"]]))) as url, \
+            httpx.Client(base_url=url, timeout=30) as client:
+        key = client.post("/stores", json={"source": "ds", "spec": SPEC}).json()["key"]
+        doc = _wait_ready(client, key)
+        assert doc["status"] == "failed" and "disk on fire" in doc["job"]["error"]
+        assert client.get("/healthz").status_code == 200
+
+
+BAD_REQUESTS = [
+    ({"source": "../outside", "spec": SPEC}, "'..'"),
+    ({"source": "ds/../../outside", "spec": SPEC}, "'..'"),
+    ({"source": "/etc", "spec": SPEC}, "outside the source roots"),
+    ({"source": "escape", "spec": SPEC}, "outside the source roots"),
+    ({"source": "evil.csv", "spec": SPEC}, "outside the source roots"),
+    ({"source": "dotdot.csv", "spec": SPEC}, "outside the source roots"),
+    ({"source": "missing", "spec": SPEC}, "does not exist"),
+    ({"source": "s3://bucket/x", "spec": SPEC}, "URL"),
+    ({"source": 7, "spec": SPEC}, "path string"),
+    ({"source": "ds", "spec": {"size": -1}}, "size"),
+    ({"source": "ds", "spec": {"bogus": 1}}, "bogus"),
+    ({"source": "ds", "spec": {"variants": 2, "augment": [1, 2]}}, "spec"),
+    ({"source": "ds", "spec": {"size": 16, "shard_samples": 10, "chunk_samples": 4}}, "multiple"),
+    ({"source": "ds", "spec": "big"}, "mapping"),
+    ({"spec": SPEC}, "body must be"),
+    ({"source": "ds", "spec": SPEC, "extra": 1}, "body must be"),
+    ([1, 2], "body must be"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_REQUESTS)
+def test_bad_requests_get_400_naming_the_problem(
+        server: tuple[str, Cache], body: object, message: str) -> None:
+    r = httpx.post(f"{server[0]}/stores", json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    assert message in r.json()["error"]
+
+
+def test_malformed_bodies_and_keys(server: tuple[str, Cache]) -> None:
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.post("/stores", content=b"{not json").status_code == 400
+        assert client.post("/stores", content=b"[" * 100_000).status_code == 400
+        assert client.post("/stores", content=b"x" * (65 * 1024)).status_code == 400
+        assert client.get("/stores/..%2F..%2Fetc").status_code in (400, 404)
+        assert client.get("/stores/nothex").status_code == 400
+        assert client.delete("/stores/ABC").status_code == 400
+        assert client.get(f"/stores/{'0' * 64}").status_code == 404
+
+
+def test_burst_of_bad_requests_leaves_the_server_answering(server: tuple[str, Cache]) -> None:
+    url, _ = server
+    bodies = [b"{", b"null", b'{"source": "../x"}', b'{"source": "ds", "spec": {"size": "a"}}',
+              b'{"source": "/etc", "spec": {}}', b"\xff\xfe", b'{"source": "ds", "spec": []}']
+
+    def bad(i: int) -> int:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            if i % 9 == 0:
+                return client.get(f"/stores/{'z' * (1 + i % 70)}").status_code
+            return client.post("/stores", content=bodies[i % len(bodies)]).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(bad, range(200)))
+    assert all(400 <= c < 500 for c in codes), sorted(set(codes))
+    assert httpx.get(f"{url}/healthz", timeout=30).json() == {"status": "ok"}
+
+
+def test_token_is_required_when_configured(roots: dict[str, Path]) -> None:
+    cache = Cache(roots["base"] / "cache-auth", builder=index_builder())
+    app = create_app(cache, SourcePolicy([roots["data"]]), token=TOKEN)
+    with serving(app) as url:
+        assert httpx.get(f"{url}/healthz").status_code == 401
+        assert httpx.get(f"{url}/stores", headers={"Authorization": "Bearer nope"}).status_code \
+            == 401
+        no_auth = httpx.post(f"{url}/stores", json={"source": "ds", "spec": SPEC})
+        assert no_auth.status_code == 401 and no_auth.headers["www-authenticate"] == "Bearer"
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{url}/stores", headers=auth).json() == {"stores": [], "jobs": []}
+        assert httpx.get(f"{url}/healthz", headers=auth).status_code == 200

@@ -1,0 +1,106 @@
+"""Several real processes on one cache: racing builders, a SIGKILLed builder, a foreign lease."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from precompute.errors import StoreIncompleteError
+from precompute.format import open_store_info
+from service import Cache, StoreInUseError
+from tests.service.helpers import SPEC, index_builder, make_source, read_log
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _spawn(*args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.service.worker", *map(str, args)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited early: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.02)
+
+
+@pytest.fixture()
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:  # only the processes this test started
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+@pytest.fixture()
+def source(tmp_path: Path) -> Path:
+    return make_source(tmp_path / "src")
+
+
+def test_racing_processes_build_once(
+        tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]) -> None:
+    root, log, go = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "go"
+    procs += [_spawn("race", root, source, log, go) for _ in range(3)]
+    time.sleep(1.0)  # let them import; the barrier file releases them together
+    go.write_text("go")
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    paths = {json.loads(out)["path"] for out, _ in outs}
+    assert len(paths) == 1
+    assert len(read_log(log)) == 1  # one builder ran, the others waited and reused
+    assert open_store_info(paths.pop()).layout.num_samples == 12
+
+
+def test_killed_builder_leaves_nothing_complete_and_next_caller_rebuilds(
+        tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]) -> None:
+    root, log, started = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "started"
+    procs.append(_spawn("hang", root, source, log, started))
+    _wait_for(started, procs[0])
+    cache = Cache(root, builder=index_builder(log), lock_timeout=60)
+    key = cache.key_for(source, SPEC)
+    assert cache.status(key)["status"] == "building"
+    os.kill(procs[0].pid, signal.SIGKILL)
+    procs[0].wait(timeout=30)
+    status = cache.status(key)
+    assert status["status"] == "interrupted"
+    assert status["progress"] == {"shards_done": 1, "shards_total": 2, "fraction": 0.5}
+    assert cache.get(key) is None and cache.list() == []
+    assert not (root / "stores" / key).exists()
+    with pytest.raises(StoreIncompleteError):
+        open_store_info(root / "building" / key)
+    path = cache.get_or_build(source, SPEC)  # the dead builder's lock died with it
+    assert open_store_info(path).num_valid == 12
+    assert len(read_log(log)) == 2 and cache.status(key)["status"] == "ready"
+
+
+def test_lease_in_another_process_blocks_eviction_until_it_dies(
+        tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]) -> None:
+    root, ready = tmp_path / "cache", tmp_path / "ready"
+    cache = Cache(root, builder=index_builder())
+    path = cache.get_or_build(source, SPEC)
+    key = cache.key_for(source, SPEC)
+    procs.append(_spawn("lease", root, key, ready))
+    _wait_for(ready, procs[0])
+    assert ready.read_text() == str(path)
+    report = cache.gc(budget_bytes=0)
+    assert report.evicted == () and report.skipped_leased == (key,)
+    with pytest.raises(StoreInUseError):
+        cache.remove(key)
+    os.kill(procs[0].pid, signal.SIGKILL)  # the kernel drops the dead reader's lease
+    procs[0].wait(timeout=30)
+    assert cache.gc(budget_bytes=0).evicted == (key,) and not path.exists()
