@@ -112,7 +112,7 @@ class StoreLoader:
         self.shuffle, self.drop_last = shuffle, drop_last
         self.augment, self.mixup = augment, mixup
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self._epoch, self._batch = 0, 0
+        self._epoch, self._batch, self._resume = 0, 0, 0
         self._plans: dict[int, EpochPlan] = {}
 
     @property
@@ -124,7 +124,7 @@ class StoreLoader:
         """Serve ``epoch`` from its first batch on the next iteration."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative integer, got {epoch!r}")
-        self._epoch, self._batch = epoch, 0
+        self._epoch, self._batch, self._resume = epoch, 0, 0
 
     def plan(self, epoch: int | None = None) -> EpochPlan:
         """Return the reading plan of ``epoch`` (default: the current one) on this rank."""
@@ -158,8 +158,14 @@ class StoreLoader:
                         self.device)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """Yield the remaining batches of the current epoch, then advance the epoch."""
-        epoch, start = self._epoch, self._batch
+        """Yield the batches of the current epoch, then advance the epoch.
+
+        A new iteration starts the epoch from its first batch, except right after
+        :meth:`load_state_dict`, which resumes at the saved batch once. After a complete pass
+        the epoch advances by one, so calling :meth:`set_epoch` each epoch is optional.
+        """
+        epoch, start = self._epoch, self._resume
+        self._batch, self._resume = start, 0
         plan = self.plan(epoch)
         total = plan.batches(self.batch_size, self.drop_last)
         pipeline = self._pipeline(plan, self.variant(epoch))
@@ -187,7 +193,11 @@ class StoreLoader:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """Return ``{epoch, batch, ...}``: where the next iteration resumes, plus identity."""
+        """Return ``{epoch, batch, ...}``: the epoch and the batches served of it so far.
+
+        Taken mid-iteration (e.g. in a checkpoint after batch ``b``), a loader that loads it
+        serves the rest of that epoch exactly as this one would.
+        """
         return {"epoch": self._epoch, "batch": self._batch, **self._identity()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -205,7 +215,7 @@ class StoreLoader:
         total = self.plan(epoch).batches(self.batch_size, self.drop_last)
         if not 0 <= batch <= total:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
-        self._epoch, self._batch = epoch, batch
+        self._epoch, self._batch, self._resume = epoch, batch, batch
 
     def _identity(self) -> dict[str, Any]:
         return {"seed": self.seed, "world_size": self.world_size, "rank": self.rank,

@@ -1,0 +1,185 @@
+"""StoreLoader beyond the shared contract: augmentation hooks, randomness, errors, threads."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from loaders import StoreLoader
+from loaders.errors import ChunkReadError, LoaderError, StoreOpenError
+from loaders.order import batch_seed
+from precompute.format import open_store_info
+from precompute.spec import BuildSpec
+from precompute.writer import write_store_from_arrays
+from tests.contracts.loader_contract import collect, make_index_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_index_store(tmp_path_factory.mktemp("tl") / "s", 90, holes=(5, 6))
+
+
+def noisy_flip(images: torch.Tensor, extents: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """A tiny stand-in augment: per-sample random flip and noise, from the generator only."""
+    assert images.dtype == torch.uint8 and extents.shape == (len(images), 4)
+    flip = torch.rand(len(images), generator=gen, device=images.device) < 0.5
+    out = torch.where(flip[:, None, None, None], images.flip(2), images).float()
+    return out + torch.rand(out.shape, generator=gen, device=images.device)
+
+
+def soft_mix(images: torch.Tensor, labels: torch.Tensor, gen: torch.Generator
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    lam = torch.rand((), generator=gen, device=images.device)
+    target = torch.nn.functional.one_hot(labels, 7).float()
+    return lam * images + (1 - lam) * images.flip(0), lam * target + (1 - lam) * target.flip(0)
+
+
+def test_augment_gets_device_batch_extents_and_a_seeded_generator(store: Path) -> None:
+    seen = []
+
+    def spy(images: torch.Tensor, extents: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        seen.append((extents.clone(), gen.initial_seed()))
+        return images
+
+    loader = StoreLoader(store, 8, seed=4, augment=spy, rank=0, world_size=1)
+    loader.set_epoch(3)
+    batches = collect(loader)
+    assert len(seen) == len(batches)
+    for number, (extents, seed) in enumerate(seen):
+        assert seed == batch_seed(4, 3, 0, number)
+        assert extents.dtype == torch.int32 and (extents == torch.tensor([0, 0, 16, 16])).all()
+
+
+def test_augmentation_randomness_resumes_exactly(store: Path) -> None:
+    kw = {"batch_size": 8, "seed": 2, "augment": noisy_flip}
+    want = collect(StoreLoader(store, **kw))
+    first = StoreLoader(store, **kw)
+    head = collect(first, limit=4)
+    resumed = StoreLoader(store, **kw)
+    resumed.load_state_dict(first.state_dict())
+    got = head + collect(resumed)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g["image"], w["image"])
+    again = collect(StoreLoader(store, **kw))
+    np.testing.assert_array_equal(again[0]["image"], want[0]["image"])
+    plain = collect(StoreLoader(store, 8, seed=2))
+    assert not np.array_equal(want[0]["image"], plain[0]["image"])
+
+
+def test_mixup_replaces_label_with_target(store: Path) -> None:
+    batch = next(iter(StoreLoader(store, 8, mixup=soft_mix)))
+    assert set(batch) == {"image", "target", "index"}
+    assert batch["target"].shape == (8, 7)
+    torch.testing.assert_close(batch["target"].sum(1), torch.ones(8))
+
+
+def test_variant_extents_are_those_of_the_served_variant(tmp_path: Path) -> None:
+    extents = np.zeros((24, 2, 4), np.int32)
+    extents[:, 0] = (0, 0, 16, 16)
+    extents[:, 1] = (2, 0, 12, 16)  # variant 1 is letterboxed
+    images = np.zeros((24, 2, 16, 16, 3), np.uint8)
+    images[..., 2] = np.arange(2).reshape(1, 2, 1, 1)
+    write_store_from_arrays(tmp_path / "e", images, np.arange(24) % 3,
+                            BuildSpec(size=16, chunk_samples=4, shard_samples=8, variants=2),
+                            extents=extents)
+    for epoch in range(2):
+        seen = []
+        loader = StoreLoader(tmp_path / "e", 8,
+                             augment=lambda im, ext, g, seen=seen: seen.append(ext) or im)
+        loader.set_epoch(epoch)
+        served = collect(loader)
+        variant = loader.variant(epoch)
+        assert {int(v) for b in served for v in b["image"][:, 0, 0, 2]} == {variant}
+        want = torch.tensor(extents[0, variant])
+        assert all((e == want).all() for e in seen) and len(seen) == 3
+
+
+def test_breaking_restarts_the_epoch_and_stops_threads(store: Path) -> None:
+    loader = StoreLoader(store, 8)
+    it = iter(loader)
+    first = next(it)
+    next(it)
+    assert loader.state_dict()["batch"] == 2
+    del it
+    gc.collect()
+    assert not [t for t in threading.enumerate() if t.name.startswith("nostall")]
+    again = next(iter(loader))
+    np.testing.assert_array_equal(again["index"], first["index"])
+    assert loader.epoch == 0
+
+
+def test_worker_io_error_reaches_the_training_thread(tmp_path: Path) -> None:
+    path = make_index_store(tmp_path / "w", 64)
+    shard = path / "image" / "c" / "3" / "0" / "0" / "0"
+    shard.unlink()
+    shard.mkdir()  # reading it fails with EISDIR on the reader thread
+    loader = StoreLoader(path, 8, shuffle=False)
+    got = []
+    with pytest.raises(ChunkReadError, match="image/c/3/0/0/0") as info:
+        for batch in loader:
+            got.append(batch["index"])
+    assert isinstance(info.value.__cause__, OSError)
+    served = np.concatenate(got)
+    np.testing.assert_array_equal(served, np.arange(len(served)))  # in store order, before
+    assert 8 <= len(served) <= 48  # shard 3 (samples 48-63) failed
+
+
+def test_rank_and_world_from_torchrun_env(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    from_env = StoreLoader(store, 4)
+    explicit = StoreLoader(store, 4, rank=2, world_size=3)
+    assert (from_env.rank, from_env.world_size) == (2, 3)
+    np.testing.assert_array_equal(from_env.plan().order, explicit.plan().order)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"rank": 1}, "both rank and world_size"),
+    ({"rank": 3, "world_size": 3}, "0 <= rank < world_size"),
+    ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ({"buffer_chunks": 0}, "buffer_chunks"),
+    ({"seed": -1}, "seed must be"),
+])
+def test_bad_arguments(store: Path, kw: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        StoreLoader(store, **{"batch_size": 4, **kw})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_without_cuda_is_a_clear_error(store: Path) -> None:
+    with pytest.raises(LoaderError, match="CUDA is not available"):
+        StoreLoader(store, 4, device="cuda")
+
+
+def test_state_from_another_loader_is_refused(store: Path) -> None:
+    state = StoreLoader(store, 8, seed=1).state_dict()
+    with pytest.raises(LoaderError, match="seed"):
+        StoreLoader(store, 8, seed=2).load_state_dict(state)
+    with pytest.raises(LoaderError, match="outside"):
+        StoreLoader(store, 8, seed=1).load_state_dict({**state, "batch": 999})
+
+
+def test_store_info_and_missing_path(store: Path, tmp_path: Path) -> None:
+    loader = StoreLoader(open_store_info(store), 8, drop_last=False)
+    assert sum(len(b["index"]) for b in collect(loader)) == 88
+    with pytest.raises(StoreOpenError, match=r"no zarr\.json"):
+        StoreLoader(tmp_path / "nothing", 8)
+
+
+@pytest.mark.gpu
+def test_cuda_batches_match_cpu_batches(store: Path) -> None:
+    cpu = collect(StoreLoader(store, 8, seed=9))
+    gpu_loader = StoreLoader(store, 8, seed=9, device="cuda")
+    gpu = []
+    for batch in gpu_loader:
+        assert batch["image"].is_cuda
+        gpu.append({k: v.cpu().numpy() for k, v in batch.items()})
+    for c, g in zip(cpu, gpu, strict=True):
+        np.testing.assert_array_equal(c["image"], g["image"])
+        np.testing.assert_array_equal(c["index"], g["index"])
