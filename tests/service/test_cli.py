@@ -1,0 +1,110 @@
+"""The ``cache`` CLI group and ``python -m service`` as real commands."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from service import Cache
+from service.cli import cache as cache_cli
+from service.cli import human_bytes, parse_bytes
+from tests.service.helpers import SPEC, index_builder, make_source
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def filled(tmp_path: Path) -> tuple[Path, list[str]]:
+    source = make_source(tmp_path / "src")
+    cache = Cache(tmp_path / "cache", builder=index_builder())
+    keys = []
+    for seed in (0, 1):
+        cache.get_or_build(source, {**SPEC, "seed": seed})
+        keys.append(cache.key_for(source, {**SPEC, "seed": seed}))
+        time.sleep(0.02)
+    return cache.root, keys
+
+
+def _run(root: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cache_cli, ["--root", str(root), *args])
+    return result.exit_code, result.output
+
+
+def test_ls_info_rm_gc(filled: tuple[Path, list[str]]) -> None:
+    root, (k0, k1) = filled
+    code, out = _run(root, "ls")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["KEY", "SIZE", "SAMPLES"]
+    assert out.index(k1[:12]) < out.index(k0[:12]) and "2 stores" in out
+    code, out = _run(root, "ls", "--json")
+    assert [e["key"] for e in json.loads(out)] == [k1, k0]
+    code, out = _run(root, "info", k0[:8], "--json")
+    assert code == 0 and json.loads(out)["status"] == "ready" and json.loads(out)["key"] == k0
+    code, out = _run(root, "info", k0[:8])
+    assert code == 0 and "ready" in out and k0 in out
+    code, out = _run(root, "rm", k0[:6], "--json")
+    assert code == 0 and json.loads(out)[0]["key"] == k0
+    code, out = _run(root, "info", k0[:8])
+    assert code == 1 and "no store" in out
+    code, out = _run(root, "gc", "--budget", "0", "--json")
+    assert code == 0 and json.loads(out)["evicted"] == [k1]
+    code, out = _run(root, "gc")
+    assert code == 0 and "evicted 0 stores" in out
+
+
+def test_cli_errors_are_one_line(filled: tuple[Path, list[str]]) -> None:
+    root, _ = filled
+    code, out = _run(root, "rm", "ab")
+    assert code == 1 and "Error:" in out and "Traceback" not in out
+    code, out = _run(root, "gc", "--budget", "lots")
+    assert code == 2 and "byte size" in out
+
+
+def test_byte_units() -> None:
+    assert parse_bytes("1024") == 1024 and parse_bytes("2GiB") == 2 * 2**30
+    assert parse_bytes("1.5k") == 1500 and human_bytes(3 * 2**20) == "3.0 MiB"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_python_m_service_refuses_public_bind_without_token(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "service", "--root", str(tmp_path / "c"), "--source-root",
+         str(tmp_path), "--host", "0.0.0.0", "--port", str(_free_port())],
+        cwd=REPO, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 1 and "refusing to bind '0.0.0.0' without a token" in proc.stderr
+
+
+def test_python_m_service_serves_with_token(tmp_path: Path) -> None:
+    port, token = _free_port(), "t" * 24
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "--root", str(tmp_path / "c"), "--source-root",
+         str(tmp_path), "--port", str(port), "--token", token, "--log-level", "warning"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.get(f"{url}/healthz", headers={"Authorization": f"Bearer {token}"})
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(proc.communicate()) from None
+                time.sleep(0.1)
+        assert r.json() == {"status": "ok"}
+        assert httpx.get(f"{url}/stores").status_code == 401
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

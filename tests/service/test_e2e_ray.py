@@ -1,0 +1,46 @@
+"""End to end through the real builder: precompute.job.build on a local Ray, via the cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from precompute.format import open_store_info
+from precompute.sources import fingerprint, list_source
+from service import Cache, precompute_builder, resolve
+from tests.service.helpers import SPEC, make_source
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+def test_get_or_build_runs_the_real_build_once(ray_session: None, tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src", num_images=20)
+    cache = Cache(tmp_path / "cache", builder=precompute_builder())
+    path = cache.get_or_build(source, SPEC)
+    info = open_store_info(path)
+    assert info.num_valid == 20 and info.spec.size == 16
+    assert info.source_fingerprint == fingerprint(list_source(str(source)))
+    labels = zarr.open_array(str(path / "label"), mode="r")[:]
+    assert sorted(np.bincount(labels).tolist()) == [6, 7, 7]
+    assert info.attrs["report"]["builder"] == "precompute.job"
+    key = cache.key_for(source, SPEC)
+    assert cache.info(key).num_valid == 20
+    same, lease = resolve(key, cache=cache)  # the loader's path: key -> (path, lease)
+    with lease:
+        assert same == path and cache.gc(budget_bytes=0).skipped_leased == (key,)
+    assert cache.stats.snapshot()["builds"] == 1
+    assert cache.get_or_build(str(source), SPEC) == path
+    assert cache.stats.snapshot()["builds"] == 1
