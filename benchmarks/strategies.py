@@ -91,15 +91,18 @@ class Strategy(ABC):
     name: ClassVar[str]
     needs_store: ClassVar[bool] = False
     description: ClassVar[str] = ""
-    requires: ClassVar[tuple[str, ...]] = ()  # modules that must import
+    requires: ClassVar[tuple[str, ...]] = ()  # "module" or "module:attribute" that must import
 
     def unavailable(self, cfg: RunConfig) -> str | None:
         """Return why the strategy cannot run here, or None if it can."""
-        for module in self.requires:
+        for need in self.requires:
+            module, _, attr = need.partition(":")
             try:
-                importlib.import_module(module)
+                mod = importlib.import_module(module)
+                if attr:
+                    getattr(mod, attr)
             except Exception as exc:  # ImportError, or a backend failing at import time
-                return f"{module} cannot be imported ({type(exc).__name__}: {exc})"
+                return f"{need} cannot be imported ({type(exc).__name__}: {exc})"
         if self.needs_store and not cfg.store:
             return "no store (give --store or let the harness build one)"
         return None

@@ -8,21 +8,12 @@ strategy ``unavailable`` with the import error as the reason.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
 
 __all__ = ["DaliStoreStrategy", "GpuDecodeStrategy", "PrecomputeStrategy"]
-
-
-def _kwargs_for(fn: Any, **candidates: Any) -> dict[str, Any]:
-    """Return the candidates ``fn`` accepts (the loaders' optional knobs differ slightly)."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return candidates
-    return {k: v for k, v in candidates.items() if k in params}
 
 
 class _LoaderSource:
@@ -57,18 +48,17 @@ class PrecomputeStrategy(Strategy):
     name = "precompute"
     needs_store = True
     description = "StoreLoader: read whole chunks of the Zarr store, RRC/flip/normalise on device"
-    requires = ("loaders.torch_loader", "loaders.augment")
+    requires = ("loaders.torch_loader:StoreLoader", "loaders.augment:TrainAugment")
 
     def open(self, cfg: RunConfig) -> _LoaderSource:
         """Return a StoreLoader with TrainAugment at the run's output size."""
-        from loaders import StoreLoader
         from loaders.augment import TrainAugment
+        from loaders.torch_loader import StoreLoader
 
-        augment = TrainAugment(**_kwargs_for(TrainAugment, size=cfg.size, output_size=cfg.size,
-                                             mean=MEAN, std=STD))
-        kw = _kwargs_for(StoreLoader, device=cfg.device, shuffle=True, seed=cfg.seed,
-                         augment=augment, num_threads=max(1, cfg.workers))
-        loader = StoreLoader(cfg.store, cfg.batch_size, **kw)
+        threads = min(64, max(1, cfg.workers))
+        augment = TrainAugment(size=cfg.size, threads=threads)  # ImageNet mean/std by default
+        loader = StoreLoader(cfg.store, cfg.batch_size, device=cfg.device, shuffle=True,
+                             seed=cfg.seed, drop_last=True, augment=augment, num_threads=threads)
         return _LoaderSource(loader, _store_samples(str(cfg.store)))
 
 
@@ -79,16 +69,16 @@ class DaliStoreStrategy(Strategy):
     name = "precompute-dali"
     needs_store = True
     description = "DaliStoreLoader: store chunks fed to a DALI pipeline (RRC/flip/normalise)"
-    requires = ("nvidia.dali", "loaders.dali")
+    requires = ("nvidia.dali", "loaders.dali:DaliStoreLoader")
 
     def open(self, cfg: RunConfig) -> _LoaderSource:
         """Return a DaliStoreLoader at the run's output size."""
-        from loaders.dali import DaliStoreLoader
+        from loaders.dali import DaliAugment, DaliStoreLoader
 
-        kw = _kwargs_for(DaliStoreLoader, device=cfg.device, shuffle=True, seed=cfg.seed,
-                         size=cfg.size, output_size=cfg.size, mean=MEAN, std=STD,
-                         num_threads=max(1, cfg.workers))
-        loader = DaliStoreLoader(cfg.store, cfg.batch_size, **kw)
+        augment = DaliAugment(size=cfg.size, mean=MEAN, std=STD)
+        loader = DaliStoreLoader(cfg.store, cfg.batch_size, augment=augment, device=cfg.device,
+                                 shuffle=True, seed=cfg.seed, drop_last=True,
+                                 num_threads=max(1, cfg.workers))
         return _LoaderSource(loader, _store_samples(str(cfg.store)))
 
 
@@ -98,14 +88,14 @@ class GpuDecodeStrategy(Strategy):
 
     name = "gpu-decode"
     description = "DALI JpegLoader: decode raw JPEG/PNG with DALI (mixed/GPU, CPU without one)"
-    requires = ("nvidia.dali", "loaders.dali")
+    requires = ("nvidia.dali", "loaders.dali:JpegLoader")
 
     def open(self, cfg: RunConfig) -> _LoaderSource:
         """Return a JpegLoader over the raw data."""
-        from benchmarks.sources import list_items
-        from loaders.dali import JpegLoader
+        from loaders.dali import DaliAugment, JpegLoader
 
-        kw = _kwargs_for(JpegLoader, device=cfg.device, shuffle=True, seed=cfg.seed,
-                         mean=MEAN, std=STD, num_threads=max(1, cfg.workers))
-        loader = JpegLoader(cfg.data, cfg.batch_size, cfg.size, **kw)
-        return _LoaderSource(loader, len(list_items(cfg.data)[0]))
+        augment = DaliAugment(size=cfg.size, mean=MEAN, std=STD)
+        loader = JpegLoader(cfg.data, cfg.batch_size, cfg.size, augment=augment,
+                            device=cfg.device, shuffle=True, seed=cfg.seed, drop_last=True,
+                            num_threads=max(1, cfg.workers))
+        return _LoaderSource(loader, loader.num_samples)

@@ -1,0 +1,139 @@
+"""``bench doctor``: what this machine can feed, measured in seconds, with the arithmetic shown.
+
+Checks: cores, GPU, Pillow decode speed per core (and decode + random resized crop, the
+``workers`` per-sample cost), read speed of the data folder (page cache dropped first where the
+OS allows, so it is close to a cold read), read speed of a store, and the feed rate each
+strategy could reach.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from benchmarks.environment import environment
+from benchmarks.sources import list_items
+
+__all__ = ["decode_rate", "doctor", "feed_rates", "format_doctor", "read_rate"]
+
+
+def _drop_cache(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except (OSError, AttributeError):
+        return False
+    finally:
+        os.close(fd)
+
+
+def read_rate(paths: list[Path], *, cold: bool = True) -> dict[str, Any]:
+    """Read ``paths`` whole and return MB/s and files/s (page cache dropped first if ``cold``)."""
+    dropped = all(_drop_cache(p) for p in paths) if cold else False
+    t0 = time.perf_counter()
+    nbytes = sum(len(p.read_bytes()) for p in paths)
+    secs = max(time.perf_counter() - t0, 1e-9)
+    return {"files": len(paths), "bytes": nbytes, "seconds": secs, "mb_per_s": nbytes / secs / 1e6,
+            "files_per_s": len(paths) / secs, "cache_dropped": dropped}
+
+
+def decode_rate(paths: list[Path], size: int) -> dict[str, Any]:
+    """Decode ``paths`` on one core: plain decode, and decode + RRC/flip/normalise to ``size``."""
+    from benchmarks.strategy_workers import PillowTrainDataset
+
+    blobs = [p.read_bytes() for p in paths]  # read first: measure decoding only
+    t0 = time.perf_counter()
+    for blob in blobs:
+        with Image.open(io.BytesIO(blob)) as im:
+            im.convert("RGB")
+    decode_s = max(time.perf_counter() - t0, 1e-9)
+    ds = PillowTrainDataset(paths, [0] * len(paths), size, seed=0)
+    t0 = time.perf_counter()
+    for i in range(len(paths)):
+        ds[(0, i)]
+    full_s = max(time.perf_counter() - t0, 1e-9)
+    return {"images": len(paths), "decode_per_s": len(paths) / decode_s,
+            "pipeline_per_s": len(paths) / full_s}
+
+
+def _store_files(store: str) -> list[Path]:
+    return sorted(p for p in (Path(store) / "image").rglob("*") if p.is_file()
+                  and p.name != "zarr.json")
+
+
+def feed_rates(dec: dict[str, Any], read: dict[str, Any], cores: int, size: int, has_gpu: bool,
+               store_read: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Estimate samples/s each strategy could reach, with the arithmetic as text."""
+    worker_cores = max(1, cores - 1)
+    per = dec["pipeline_per_s"]
+    sample_bytes = size * size * 3
+    src = store_read or read
+    what = "store" if store_read else "data-folder (small files: a lower bound for a store)"
+    out = {
+        "workers": {"samples_per_s": per * worker_cores,
+                    "arithmetic": f"{per:.0f} samples/s/core (decode+RRC+flip+normalise) x "
+                                  f"{worker_cores} worker cores (1 left for the loop)"},
+        "precompute": {"samples_per_s": src["mb_per_s"] * 1e6 / sample_bytes,
+                       "arithmetic": f"{src['mb_per_s']:.0f} MB/s {what} read / "
+                                     f"{sample_bytes} B per {size}x{size}x3 sample; no decode"},
+    }
+    if has_gpu:
+        out["gpu-decode"] = {"samples_per_s": read["files_per_s"],
+                             "arithmetic": f"bounded by reading {read['files_per_s']:.0f} "
+                                           "files/s; nvJPEG decode speed not measured here"}
+    else:
+        rate = dec["decode_per_s"] * cores
+        out["gpu-decode"] = {"samples_per_s": min(rate, read["files_per_s"]),
+                             "arithmetic": f"no GPU: DALI decodes on the CPU: min("
+                                           f"{dec['decode_per_s']:.0f} decodes/s/core x {cores} "
+                                           f"cores, {read['files_per_s']:.0f} files/s read)"}
+    return out
+
+
+def doctor(data: str, *, store: str | None = None, size: int = 64,
+           max_files: int = 200) -> dict[str, Any]:
+    """Run every check and return the figures (JSON-ready)."""
+    env = environment()
+    paths = list_items(data)[0][:max_files]
+    read = read_rate(paths)
+    dec = decode_rate(paths, size)
+    store_read = read_rate(_store_files(store)) if store else None
+    has_gpu = bool(env["gpu"].get("name"))
+    return {"environment": env, "data": data, "size": size, "read": read, "decode": dec,
+            "store_read": store_read,
+            "feed_rates": feed_rates(dec, read, env["cores_usable"], size, has_gpu, store_read)}
+
+
+def _cache_text(read: dict[str, Any]) -> str:
+    return "page cache dropped first" if read["cache_dropped"] else "may be cached"
+
+
+def format_doctor(res: dict[str, Any]) -> str:
+    """Return the doctor's figures as text."""
+    env, read, dec = res["environment"], res["read"], res["decode"]
+    gpu = env["gpu"]
+    lines = [
+        f"CPU: {env['cpu']}, {env['cores_usable']} usable cores, {env['memory_gib']} GiB",
+        f"GPU: {gpu.get('name') or 'none'} ({gpu.get('nvml')})",
+        f"decode (1 core, {dec['images']} images of {res['data']}): "
+        f"{dec['decode_per_s']:.0f} images/s plain, {dec['pipeline_per_s']:.0f} samples/s with "
+        f"RRC+flip+normalise to {res['size']} px",
+        f"read data folder: {read['mb_per_s']:.1f} MB/s, {read['files_per_s']:.0f} files/s "
+        f"({read['files']} files, {_cache_text(read)})",
+    ]
+    if res.get("store_read"):
+        s = res["store_read"]
+        lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")
+    lines.append("feed rate each strategy could reach:")
+    lines += [f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
+              for name, v in res["feed_rates"].items()]
+    return "\n".join(lines)

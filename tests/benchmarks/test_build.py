@@ -1,0 +1,33 @@
+import json
+
+import pytest
+
+from benchmarks.runner import run_benchmark
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path, local_ray):
+    out = tmp_path / "report"
+    report, _ = run_benchmark(str(tiny_data), out, strategies=["workers", "precompute"],
+                              epochs=1, batch_size=8, workers=1, size=32)
+    build = report["build"]
+    assert build["status"] == "built", build
+    assert build["build_s"] > 0 and build["num_valid"] == 48
+    assert (out / "store.zarr" / "zarr.json").is_file()
+    doc = json.loads((out / "report.json").read_text())
+    be = doc["break_even"]["precompute"]
+    assert be["build_s"] == pytest.approx(build["build_s"])
+    assert "epochs" in be and be["detail"]
+    # a second run reuses the store and its recorded build time
+    again, _ = run_benchmark(str(tiny_data), out, strategies=["precompute"], epochs=1,
+                             batch_size=8, workers=1, size=32)
+    assert again["build"]["status"] == "reused" and again["build"]["build_s"] > 0

@@ -1,0 +1,57 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.cli import bench
+from benchmarks.doctor import feed_rates
+
+
+def test_doctor_measures_and_shows_the_arithmetic(tiny_data, tiny_store):
+    res = CliRunner().invoke(bench, ["doctor", "--data", str(tiny_data), "--store",
+                                     str(tiny_store), "--size", "32", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["decode"]["images"] == 48 and doc["decode"]["decode_per_s"] > 0
+    assert doc["read"]["files"] == 48 and doc["read"]["bytes"] > 0
+    assert doc["store_read"]["files"] >= 1
+    assert set(doc["feed_rates"]) == {"workers", "precompute", "gpu-decode"}
+    text = CliRunner().invoke(bench, ["doctor", "--data", str(tiny_data)]).output
+    assert "feed rate each strategy could reach" in text
+    assert "samples/s/core" in text and " x " in text
+
+
+def test_feed_rate_arithmetic():
+    dec = {"decode_per_s": 100.0, "pipeline_per_s": 50.0}
+    read = {"mb_per_s": 120.0, "files_per_s": 1000.0}
+    rates = feed_rates(dec, read, cores=9, size=100, has_gpu=False)
+    assert rates["workers"]["samples_per_s"] == pytest.approx(400.0)  # 50/s x 8 worker cores
+    assert rates["precompute"]["samples_per_s"] == pytest.approx(120e6 / 30000)
+    assert rates["gpu-decode"]["samples_per_s"] == pytest.approx(900.0)
+    assert "no GPU" in rates["gpu-decode"]["arithmetic"]
+
+
+def test_run_cli_reports_bad_input_without_traceback(tmp_path):
+    res = CliRunner().invoke(bench, ["run", "--data", str(tmp_path / "missing"),
+                                     "--out", str(tmp_path / "o"), "--strategies", "workers"])
+    assert res.exit_code == 1
+    assert "missing" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(bench, ["run", "--data", "x", "--out", "o", "--epochs", "0"])
+    assert res.exit_code == 2 and "--epochs" in res.output
+
+
+def test_run_cli_prints_the_table(tiny_data, tmp_path):
+    res = CliRunner().invoke(bench, ["run", "--data", str(tiny_data), "--out", str(tmp_path),
+                                     "--strategies", "workers", "--epochs", "1", "--batch-size",
+                                     "8", "--workers", "0", "--size", "16", "--consumer", "none"])
+    assert res.exit_code == 0, res.output
+    assert "| workers |" in res.output and "report:" in res.output
+    assert (tmp_path / "report.md").is_file()
+
+
+def test_python_m_benchmarks_help():
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert "run" in out and "doctor" in out

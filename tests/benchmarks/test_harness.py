@@ -1,0 +1,103 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.consumers import ModelStep, parse_consumer
+from benchmarks.errors import BenchConfigError
+from benchmarks.report import REPORT_KEYS, STRATEGY_KEYS
+from benchmarks.runner import run_benchmark
+from benchmarks.strategies import STRATEGIES, RunConfig, Strategy, get_strategy, register
+
+PLOTS = ("throughput.png", "utilisation.png", "step_times.png")
+
+
+@pytest.fixture
+def missing_backend_strategy():
+    @register
+    class Missing(Strategy):
+        name = "test-missing"
+        requires = ("no_such_backend_for_nostall",)
+
+        def open(self, cfg):
+            raise AssertionError("never opened")
+
+    yield Missing.name
+    del STRATEGIES[Missing.name]
+
+
+def test_end_to_end_run_writes_every_report_file(tiny_data, tiny_store, tmp_path,
+                                                 missing_backend_strategy):
+    out = tmp_path / "report"
+    report, paths = run_benchmark(
+        str(tiny_data), out, store=str(tiny_store),
+        strategies=["workers", "precompute", missing_backend_strategy],
+        epochs=2, batch_size=8, workers=1, size=32, consumer="fixed:2")
+    for name in ("report.md", "report.json", *PLOTS):
+        assert (out / name).stat().st_size > 0, name
+    for plot in PLOTS:
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads((out / "report.json").read_text())
+    assert set(REPORT_KEYS) <= set(doc)
+    by_name = {s["name"]: s for s in doc["strategies"]}
+    for name in ("workers", "precompute"):
+        s = by_name[name]
+        assert s["status"] == "ok", s.get("reason")
+        assert set(STRATEGY_KEYS) <= set(s)
+        assert s["samples"] == (2 * (48 // 8) - 2) * 8  # 2 epochs minus 2 warm-up steps
+        assert s["samples_per_s"] > 0 and s["cpu_s_per_sample"] > 0
+        assert 0 <= s["data_wait_share"] <= 1
+        assert s["peak_rss_bytes"] > 0
+        assert s["util_source"] == ("gpu_util" if torch.cuda.is_available() else "cpu_percent")
+    missing = by_name[missing_backend_strategy]
+    assert missing["status"] == "unavailable"
+    assert "no_such_backend_for_nostall" in missing["reason"]
+    assert doc["build"]["status"] == "given"
+    assert "precompute" in doc["break_even"]
+    assert doc["environment"]["cores_usable"] >= 1
+    md = paths["md"].read_text()
+    assert "| workers |" in md and "| precompute |" in md
+    assert "unavailable: no_such_backend_for_nostall" in md.replace("`", "")
+    if not torch.cuda.is_available():
+        assert "not available: no GPU" in md
+
+
+def test_workers_batches_are_training_ready(tiny_data):
+    cfg = RunConfig(str(tiny_data), None, batch_size=8, workers=0, size=24)
+    source = get_strategy("workers").open(cfg)
+    try:
+        first = [(x.clone(), y.clone()) for x, y in source.epoch(0)]
+        again = [(x.clone(), y.clone()) for x, y in source.epoch(0)]
+        other = next(iter(source.epoch(1)))
+    finally:
+        source.close()
+    assert len(first) == 6
+    x, y = first[0]
+    assert x.shape == (8, 3, 24, 24) and x.dtype == torch.float32 and y.dtype == torch.int64
+    assert -3 < float(x.mean()) < 3 and float(x.std()) > 0.05  # normalised, not raw 0..255
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again, strict=True))  # pure of seed
+    assert not torch.equal(first[0][0], other[0])  # another epoch: another order/augmentation
+    labels = torch.cat([b[1] for b in first])
+    assert sorted(labels.tolist()) == sorted(i % 3 for i in range(48))
+
+
+def test_model_consumer_trains():
+    torch.manual_seed(0)
+    step = ModelStep(num_classes=2, device=torch.device("cpu"))
+    images = torch.randn(16, 3, 24, 24)
+    labels = (images[:, 0].mean((1, 2)) > 0).long()
+    losses = []
+    for _ in range(30):
+        step(images, labels)
+        losses.append(step.last_loss)
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_bad_options_are_named(tiny_data, tmp_path):
+    with pytest.raises(BenchConfigError, match="fixed:abc"):
+        parse_consumer("fixed:abc", torch.device("cpu"), 2)
+    with pytest.raises(BenchConfigError, match="nope"):
+        run_benchmark(str(tiny_data), tmp_path, strategies=["nope"])
+    with pytest.raises(BenchConfigError, match="batch_size"):
+        RunConfig(str(tiny_data), None, batch_size=0, workers=0, size=8)

@@ -1,0 +1,89 @@
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from loaders.monitor import GpuProbe, Monitor, Sample
+
+
+def test_monitor_degrades_without_gpu_and_reports_cpu_figures():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with Monitor(interval=0.02) as mon:
+        x = 0
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            x += 1
+        mon.record_step(0.01, 0.02)
+    res = mon.result()
+    assert res.gpu is None and not res.has_gpu
+    assert res.note.startswith("no GPU: CPU metrics only")
+    assert "NVML" in res.note or "pynvml" in res.note
+    assert len(res.samples) >= 5
+    assert all(s.gpu_util is None and s.gpu_mem_bytes is None and s.gpu_power_w is None
+               for s in res.samples)
+    assert res.peak_rss_bytes > 10 * 2**20
+    assert res.cpu_s > 0.1  # the busy loop
+    assert res.steps == [(0.01, 0.02)]
+    d = res.to_dict()
+    assert set(d["series"]) == set(Sample.__dataclass_fields__)
+    assert d["series"]["gpu_util"] == [None] * len(res.samples)
+
+
+def test_gpu_probe_reports_the_real_nvml_error():
+    probe = GpuProbe()
+    if probe.available:
+        pytest.skip("NVML works here")
+    assert probe.read() == (None, None, None)
+    assert "NVML" in probe.reason
+
+
+def test_monitor_without_pynvml_installed(tmp_path):
+    code = (
+        "import sys; sys.modules['pynvml'] = None\n"  # makes `import pynvml` raise ImportError
+        "from loaders.monitor import Monitor\n"
+        "with Monitor(0.02) as m: pass\n"
+        "r = m.result()\n"
+        "assert r.gpu is None, r.gpu\n"
+        "print(r.note)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert "no GPU: CPU metrics only (ModuleNotFoundError: import of pynvml" in out.stdout
+
+
+def test_monitor_counts_cpu_of_child_processes():
+    burn = ("import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\n"
+            "time.sleep(0.5)\n")
+    with Monitor(interval=0.05) as mon:
+        child = subprocess.Popen([sys.executable, "-c", burn])
+        child.wait(timeout=60)
+    res = mon.result()
+    assert res.cpu_s >= 0.35  # the child's 0.4 s of CPU (+ interpreter start-up)
+    assert os.getpid()  # the parent itself mostly slept
+
+
+def test_monitor_rejects_bad_interval_and_double_start():
+    with pytest.raises(ValueError, match="interval"):
+        Monitor(0)
+    mon = Monitor(0.05).start()
+    with pytest.raises(RuntimeError):
+        mon.start()
+    mon.stop()
+
+
+@pytest.mark.gpu
+def test_monitor_samples_the_gpu():
+    with Monitor(0.05) as mon:
+        a = torch.randn(4096, 4096, device="cuda")
+        for _ in range(50):
+            a = a @ a
+            a = a / a.norm()
+        torch.cuda.synchronize()
+    res = mon.result()
+    assert res.has_gpu and res.note == ""
+    assert any(s.gpu_util is not None for s in res.samples)
+    assert any((s.gpu_mem_bytes or 0) > 0 for s in res.samples)
