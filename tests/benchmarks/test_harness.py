@@ -30,7 +30,7 @@ def missing_backend_strategy():
 def test_end_to_end_run_writes_every_report_file(tiny_data, tiny_store, tmp_path,
                                                  missing_backend_strategy):
     out = tmp_path / "report"
-    report, paths = run_benchmark(
+    _, paths = run_benchmark(
         str(tiny_data), out, store=str(tiny_store),
         strategies=["workers", "precompute", missing_backend_strategy],
         epochs=2, batch_size=8, workers=1, size=32, consumer="fixed:2")
