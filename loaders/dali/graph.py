@@ -49,7 +49,7 @@ class GraphSpec:
     def feed_names(self) -> tuple[str, ...]:
         """The per-batch inputs the graph uses, in the order the feeder gives them."""
         names = ["data"]
-        names += ["roi_start", "roi_end"] if self.resize else []
+        names += ["roi_start", "roi_end"] if self.aug.scale is not None else []
         names += ["mirror"]
         names += ["brightness", "contrast"] if self.aug.brightness or self.aug.contrast else []
         names += ["saturation"] if self.aug.saturation else []
@@ -67,8 +67,10 @@ def _images(spec: GraphSpec, data: Any, start: Any, end: Any) -> Any:
         return data
     if spec.out_size is None:
         raise ValueError("an output size is needed when cropping (DaliAugment.size)")
-    return fn.resize(data, size=[spec.out_size, spec.out_size], roi_start=start, roi_end=end,
-                     roi_relative=False, interp_type=types.INTERP_LINEAR, antialias=True)
+    if spec.aug.scale is not None:  # crop first: the resize filter never reaches outside it
+        data = fn.slice(data, start=start, end=end, axis_names="HW")
+    return fn.resize(data, size=[spec.out_size, spec.out_size],
+                     interp_type=types.INTERP_LINEAR, antialias=True)
 
 
 def _colour(aug: DaliAugment, img: Any, f: dict[str, Any]) -> Any:

@@ -12,6 +12,11 @@ on one undecodable file, so files are checked in two places: every header is par
 Pillow before the batch is fed (cheap; also gives the size the crop is drawn in), and when DALI
 still fails on a batch, the files of the batches in flight are decoded one by one with Pillow
 to name the culprit, and the pipeline is rebuilt from that batch without it.
+
+Pixels follow the build's decode rules (``precompute.stages.decode``): EXIF orientation is
+applied and 16-bit gray is scaled by 1/257 (DALI does both), and images with an alpha channel,
+which DALI would simply drop, are decoded on the host with the build's decoder (composited over
+white) and handed to DALI as PPM. That costs host CPU for those (usually rare) files only.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = ["ON_ERROR", "JpegLoader"]
 
 ON_ERROR = ("raise", "skip")
 _ORIENTATION = 0x0112
+_ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
 _DEFAULT_MAX_PIXELS = 89_478_485  # as precompute.spec.DEFAULT_MAX_PIXELS
 
 
@@ -45,8 +51,11 @@ def _placeholder() -> np.ndarray:
     return np.frombuffer(buf.getvalue(), np.uint8)
 
 
-def header_hw(raw: bytes, max_pixels: int) -> tuple[int, int]:
-    """Return the (height, width) the decoder will produce, from the header only.
+def header_info(raw: bytes, max_pixels: int) -> tuple[int, int, bool]:
+    """Return ``(height, width, alpha)`` from the header only.
+
+    ``height, width`` are what the decoder produces (EXIF orientation applied); ``alpha`` says
+    whether the image has an alpha channel (DALI would drop it; the build composites it).
 
     Raises:
         ValueError: Not an image Pillow recognises, or larger than ``max_pixels``.
@@ -55,13 +64,28 @@ def header_hw(raw: bytes, max_pixels: int) -> tuple[int, int]:
         with Image.open(io.BytesIO(raw)) as im:
             w, h = im.size
             rotated = im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8)
+            alpha = im.mode in _ALPHA_MODES or (im.mode == "P" and "transparency" in im.info)
     except UnidentifiedImageError as exc:
         raise ValueError("not an image format Pillow recognises") from exc
     except Exception as exc:  # Pillow raises many types for garbage
         raise ValueError(f"unreadable image header ({type(exc).__name__}: {exc})") from exc
     if w * h > max_pixels:
         raise ValueError(f"{w}x{h} pixels exceed max_pixels={max_pixels}")
-    return (w, h) if rotated else (h, w)
+    return (w, h, alpha) if rotated else (h, w, alpha)
+
+
+def _host_decoded(raw: bytes, key: str, max_pixels: int) -> bytes:
+    """Decode with the build's rules (alpha over white) and re-encode as PPM for DALI."""
+    from precompute.errors import DecodeError
+    from precompute.stages.decode import decode_bytes
+
+    try:
+        img = decode_bytes(raw, key, max_pixels)
+    except DecodeError as exc:
+        raise ValueError(exc.reason) from exc
+    buf = io.BytesIO()
+    img.save(buf, "PPM")
+    return buf.getvalue()
 
 
 def full_decode_error(raw: bytes) -> str | None:
@@ -141,8 +165,12 @@ class JpegLoader(DaliLoaderBase):
         return self._graph_spec(self.augment.size, decode=True)
 
     def _read(self, i: int) -> tuple[np.ndarray, tuple[int, int]]:
-        raw = self.source.read_bytes(self.source.items[i][0])
-        return np.frombuffer(raw, np.uint8), header_hw(raw, self.max_pixels)
+        key = self.source.items[i][0]
+        raw = self.source.read_bytes(key)
+        h, w, alpha = header_info(raw, self.max_pixels)
+        if alpha:
+            raw = _host_decoded(raw, key, self.max_pixels)
+        return np.frombuffer(raw, np.uint8), (h, w)
 
     def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
         data, hw, keep = [], [], []

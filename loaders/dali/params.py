@@ -94,8 +94,8 @@ class DaliAugment:
 class BatchParams:
     """Per-sample DALI argument inputs of one batch (all arrays have one row per sample)."""
 
-    roi_start: npt.NDArray[np.float32]  # (n, 2) crop top-left (y, x) in input pixels
-    roi_end: npt.NDArray[np.float32]  # (n, 2) crop bottom-right (y, x), exclusive
+    roi_start: npt.NDArray[np.int32]  # (n, 2) crop top-left (y, x) in input pixels
+    roi_end: npt.NDArray[np.int32]  # (n, 2) crop bottom-right (y, x), exclusive
     mirror: npt.NDArray[np.int32]  # (n,) 1 = flip horizontally
     brightness: npt.NDArray[np.float32]  # (n,)
     contrast: npt.NDArray[np.float32]  # (n,)
@@ -157,8 +157,8 @@ def draw_batch_params(aug: DaliAugment, hw: npt.NDArray[np.int64], *, seed: int,
     start = box[:, :2] + (0 if offset is None else np.asarray(offset).reshape(-1, 2))
     mirror = rng.integers(0, 2, size=n) if aug.flip else np.zeros(n)
     return BatchParams(
-        roi_start=start.astype(np.float32),
-        roi_end=(start + box[:, 2:]).astype(np.float32),
+        roi_start=start.astype(np.int32),
+        roi_end=(start + box[:, 2:]).astype(np.int32),
         mirror=mirror.astype(np.int32),
         brightness=_factors(rng, aug.brightness, n),
         contrast=_factors(rng, aug.contrast, n),
