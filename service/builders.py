@@ -7,6 +7,7 @@ or mismatched store. Tests inject small real builders; production uses :func:`pr
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,19 +40,36 @@ class BuildRequest:
 
 
 Builder = Callable[[BuildRequest], None]
+_RAY_INIT = threading.Lock()
 
 
-def precompute_builder(*, ray_address: str | None = None, progress: bool = False) -> Builder:
+def _ensure_ray(address: str | None) -> None:
+    """Start (or join) Ray once per process, so concurrent builds share it."""
+    import ray  # lazy: only the real builder needs Ray
+
+    with _RAY_INIT:
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+
+
+def precompute_builder(
+    *, ray_address: str | None = None, progress: bool = False, keep_ray: bool = False
+) -> Builder:
     """Return a builder that runs ``precompute.job.build`` (Ray Data) for each request.
 
     Args:
         ray_address: Ray cluster address; None starts or joins a local Ray.
         progress: Show the build's progress bar.
+        keep_ray: Start Ray once and keep it for later builds (the server does; concurrent
+            builds in one process need it). Otherwise each build starts and stops its own
+            Ray unless one is already running.
     """
 
     def build(request: BuildRequest) -> None:
         from precompute import job  # lazy: imports Ray
 
+        if keep_ray:
+            _ensure_ray(ray_address)
         job.build(
             str(request.source),
             str(request.out),

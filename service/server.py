@@ -60,7 +60,8 @@ def make_server(
     from service.cache import Cache
     from service.paths import SourcePolicy
 
-    cache = Cache(root, budget_bytes, builder=precompute_builder(ray_address=ray_address))
+    builder = precompute_builder(ray_address=ray_address, keep_ray=True)
+    cache = Cache(root, budget_bytes, builder=builder)
     app = create_app(cache, SourcePolicy(source_roots), token=token, workers=workers)
     logging.getLogger("service").setLevel(log_level.upper())
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)

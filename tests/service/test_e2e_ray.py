@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import zarr
@@ -12,7 +14,10 @@ import zarr
 from precompute.format import open_store_info
 from precompute.sources import fingerprint, list_source
 from service import Cache, precompute_builder, resolve
+from service.app import create_app
+from service.paths import SourcePolicy
 from tests.service.helpers import SPEC, make_source
+from tests.service.server_util import serving
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -44,3 +49,20 @@ def test_get_or_build_runs_the_real_build_once(ray_session: None, tmp_path: Path
     assert cache.stats.snapshot()["builds"] == 1
     assert cache.get_or_build(str(source), SPEC) == path
     assert cache.stats.snapshot()["builds"] == 1
+
+
+def test_http_build_request_runs_on_ray(ray_session: None, tmp_path: Path) -> None:
+    make_source(tmp_path / "data" / "ds", num_images=10)
+    cache = Cache(tmp_path / "cache", builder=precompute_builder(keep_ray=True))
+    with serving(create_app(cache, SourcePolicy([tmp_path / "data"]))) as url, \
+            httpx.Client(base_url=url, timeout=30) as client:
+        r = client.post("/stores", json={"source": "ds", "spec": {**SPEC, "mode": "letterbox"}})
+        assert r.status_code == 202
+        key = r.json()["key"]
+        deadline = time.monotonic() + 120
+        while (doc := client.get(f"/stores/{key}").json())["status"] not in ("ready", "failed"):
+            assert time.monotonic() < deadline, doc
+            time.sleep(0.1)
+        assert doc["status"] == "ready", doc
+        assert doc["num_valid"] == 10 and doc["spec"]["mode"] == "letterbox"
+        assert open_store_info(doc["path"]).attrs["report"]["builder"] == "precompute.job"
