@@ -33,6 +33,7 @@ __all__ = ["MISSING", "ArrayMeta", "ShardedArrayReader", "parse_array_meta"]
 
 MISSING = 2**64 - 1  # offset and nbytes of an inner chunk that was never written
 _CRC = 4
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 _NUMERIC = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
             "float16", "float32", "float64"}
 
@@ -138,6 +139,22 @@ def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
     return ArrayMeta(shape, dtype, fill, shard_shape, chunk_shape, sep, not problem, problem)
 
 
+def _preadv_all(path: str, views: list[memoryview], offset: int) -> int:
+    """``preadv`` ``views`` from ``path`` at ``offset``, at most IOV_MAX buffers per call."""
+    total = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for first in range(0, len(views), _IOV_MAX):
+            group = views[first:first + _IOV_MAX]
+            got = os.preadv(fd, group, offset + total)
+            total += got
+            if got != sum(v.nbytes for v in group):
+                break  # short read: the caller reports the truncation
+    finally:
+        os.close(fd)
+    return total
+
+
 class ShardedArrayReader:
     """Reads whole inner chunks of one array, thread-safely, caching parsed shard indexes.
 
@@ -199,7 +216,7 @@ class ShardedArrayReader:
         out = self._out(out)
         try:
             if self.fast:
-                self._read_fast(chunk, out)
+                self._read_fast(chunk, [memoryview(out).cast("B")])  # type: ignore[arg-type]
             else:
                 self._read_zarr(chunk, out)
         except ChunkReadError:
@@ -207,6 +224,39 @@ class ShardedArrayReader:
         except Exception as exc:
             raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
         return out
+
+    def read_chunk_into(self, chunk: Sequence[int], parts: Sequence[np.ndarray]) -> None:
+        """Read inner chunk ``chunk`` whole, scattering its bytes over ``parts`` in order.
+
+        ``parts`` are writeable C-contiguous arrays whose sizes add up to the chunk's bytes
+        (e.g. one destination row per sample); on the fast path a single ``preadv`` fills them,
+        so samples land directly where they are needed, with the checksum still covering the
+        whole chunk.
+
+        Raises:
+            ValueError: The parts do not add up to one chunk.
+            CorruptChunkError: Checksum mismatch or truncated data.
+            ChunkReadError: Any other I/O failure.
+        """
+        chunk = tuple(int(c) for c in chunk)
+        self._check_chunk(chunk)
+        views = [memoryview(p).cast("B") for p in parts]  # type: ignore[arg-type]
+        if sum(v.nbytes for v in views) != self.meta.chunk_nbytes:
+            raise ValueError(f"{self.name}: parts hold {sum(v.nbytes for v in views)} bytes, "
+                             f"a chunk has {self.meta.chunk_nbytes}")
+        try:
+            if self.fast:
+                self._read_fast(chunk, views)
+            else:
+                whole = memoryview(self.read_chunk(chunk)).cast("B")  # type: ignore[arg-type]
+                pos = 0
+                for view in views:
+                    view[:] = whole[pos:pos + view.nbytes]
+                    pos += view.nbytes
+        except ChunkReadError:
+            raise
+        except Exception as exc:
+            raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
 
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels)."""
@@ -237,27 +287,27 @@ class ShardedArrayReader:
                              f"{out.dtype} {out.shape}")
         return out
 
-    def _read_fast(self, chunk: tuple[int, ...], out: np.ndarray) -> None:
+    def _read_fast(self, chunk: tuple[int, ...], views: list[memoryview]) -> None:
         path = self.shard_file(chunk)
         index = self._index(chunk, path)
         local = tuple(c % n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
         offset, nbytes = (int(v) for v in index[local]) if index is not None else (MISSING,) * 2
         if offset == MISSING and nbytes == MISSING:
-            out.fill(self.meta.fill_value)
+            fill = np.asarray(self.meta.fill_value, self.meta.dtype)
+            for view in views:
+                np.frombuffer(view, self.meta.dtype)[...] = fill
             return
         want = self.meta.chunk_nbytes + _CRC
         if nbytes != want:
             raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
-        view = memoryview(out).cast("B")  # type: ignore[arg-type]
         tail = bytearray(_CRC)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            got = os.preadv(fd, [view, tail], offset)
-        finally:
-            os.close(fd)
+        got = _preadv_all(path, [*views, memoryview(tail)], offset)
         if got != want:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {want} bytes")
-        if crc32c.crc32c(view) != int.from_bytes(tail, "little"):
+        crc = 0
+        for view in views:
+            crc = crc32c.crc32c(view, crc)
+        if crc != int.from_bytes(tail, "little"):
             raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
 
     def _index(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:

@@ -2,7 +2,7 @@
 
 The chain (each a node with next/reset/state)::
 
-    ChunkReader -> Prefetcher(1 window) -> Batcher -> Prefetcher(prefetch batches) -> ToDevice
+    BatchReader (whole chunks, scattered into batches) -> Prefetcher(prefetch) -> ToDevice
 
 then, on the training thread, ``augment`` and ``mixup`` with a ``torch.Generator`` seeded by
 :func:`loaders.order.batch_seed` of (seed, epoch, rank, batch). The order, the variant and the
@@ -25,7 +25,7 @@ from loaders.nodes import Node
 from loaders.order import batch_seed, variant_for_epoch
 from loaders.plan import EpochPlan, epoch_plan
 from loaders.prefetch import Prefetcher
-from loaders.reader import Batcher, ChunkReader
+from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
 
@@ -83,7 +83,8 @@ class StoreLoader:
         mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
         rank: This process's rank; default from torch.distributed or ``RANK``.
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
-        buffer_chunks: Chunks per shuffle window (memory: about 2-4 windows are held).
+        buffer_chunks: Chunks per shuffle window; host memory holds about one window of
+            batches being filled plus ``prefetch`` finished batches.
         prefetch: Batches prepared ahead on a background thread.
         num_threads: Parallel chunk reads.
 
@@ -147,14 +148,9 @@ class StoreLoader:
         return variant_for_epoch(self.seed, epoch, self.source.layout.variants)
 
     def _pipeline(self, plan: EpochPlan, variant: int) -> Node[dict[str, torch.Tensor]]:
-        extents = self.source.extents
-        if extents.ndim == 3:
-            extents = extents[:, variant]
-        reader = ChunkReader(self.source, plan, variant, self.num_threads)
-        windows = Prefetcher(reader, depth=1, name="nostall-read")
-        batches = Batcher(windows, plan, self.batch_size, self.drop_last, self.source.labels,
-                          extents, self.source.layout.size)
-        return ToDevice(Prefetcher(batches, depth=self.prefetch, name="nostall-batch"),
+        reader = BatchReader(self.source, plan, self.batch_size, self.drop_last, variant,
+                             self.num_threads)
+        return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"),
                         self.device)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:

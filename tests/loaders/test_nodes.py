@@ -15,7 +15,7 @@ from loaders.nodes import Node
 from loaders.order import epoch_order
 from loaders.plan import epoch_plan
 from loaders.prefetch import Prefetcher
-from loaders.reader import Batcher, ChunkReader
+from loaders.reader import BatchReader
 from loaders.source import open_source
 from tests.contracts.loader_contract import decode_index, make_index_store
 
@@ -106,9 +106,8 @@ def test_reader_and_batcher_resume_at_any_batch(tmp_path: Path) -> None:
     plan = epoch_plan(70, 4, seed=0, epoch=1, rank=0, world_size=1, shuffle=True,
                       buffer_chunks=3, valid=source.valid)
 
-    def batcher() -> Batcher:
-        return Batcher(ChunkReader(source, plan, num_threads=1), plan, 6, False,
-                       source.labels, source.extents, 16)
+    def batcher() -> BatchReader:
+        return BatchReader(source, plan, 6, False, num_threads=1)
 
     whole = batcher()
     whole.reset()

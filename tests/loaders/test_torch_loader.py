@@ -183,3 +183,22 @@ def test_cuda_batches_match_cpu_batches(store: Path) -> None:
     for c, g in zip(cpu, gpu, strict=True):
         np.testing.assert_array_equal(c["image"], g["image"])
         np.testing.assert_array_equal(c["index"], g["index"])
+
+
+def test_real_augment_and_mixup_policies_resume_exactly(store: Path) -> None:
+    augment = pytest.importorskip("loaders.augment")
+    kw = {"batch_size": 8, "seed": 1,
+          "augment": augment.TrainAugment(size=(12, 12), dtype="float32"),
+          "mixup": augment.Mixup(num_classes=7)}
+    want = collect(StoreLoader(store, **kw))
+    first = StoreLoader(store, **kw)
+    head = collect(first, limit=3)
+    resumed = StoreLoader(store, **kw)
+    resumed.load_state_dict(first.state_dict())
+    got = head + collect(resumed)
+    assert len(got) == len(want) == 11
+    for g, w in zip(got, want, strict=True):
+        assert g["image"].shape == (8, 3, 12, 12) and g["target"].shape == (8, 7)
+        np.testing.assert_allclose(g["target"].sum(1), 1.0, rtol=1e-5)
+        np.testing.assert_array_equal(g["image"], w["image"])
+        np.testing.assert_array_equal(g["target"], w["target"])
