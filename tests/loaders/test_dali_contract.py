@@ -103,3 +103,29 @@ class TestJpegLoaderContract(LoaderContract):
             manifest.write_text("path,label\nonly-a-path\n")
         with pytest.raises(SourceError, match=re.escape(str(manifest))):
             JpegLoader(manifest, 8, size=16, device="cpu")
+
+
+@pytest.mark.gpu
+class TestDaliStoreLoaderContractGpu(LoaderContract):
+    """The same suite with a GPU pipeline (``device_id`` set, GPU operators)."""
+
+    @staticmethod
+    def make_loader(store_path: Path, **kw: Any) -> Any:
+        from loaders.dali import DaliStoreLoader
+
+        return DaliStoreLoader(store_path, device="cuda", **kw)
+
+
+@pytest.mark.gpu
+class TestJpegLoaderContractGpu(TestJpegLoaderContract):
+    """The same suite with ``fn.decoders.image(device="mixed")``."""
+
+    @staticmethod
+    def make_loader(store_path: Path, **kw: Any) -> Any:
+        from loaders.dali import JpegLoader
+        from precompute.format import open_store_info
+
+        layout = open_store_info(store_path).layout
+        return JpegLoader(store_to_manifest(Path(store_path)), size=layout.size,
+                          chunk_samples=layout.chunk_samples, on_error="skip", prescan=True,
+                          device="cuda", **kw)
