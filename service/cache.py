@@ -18,8 +18,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,31 +167,29 @@ class Cache:
             BuildFailedError: The builder failed otherwise or left no matching complete store.
         """
         request = self.request_for(source, spec)
-        path = self._lookup(request.key)
-        if path is not None:
-            self.stats.inc("hits")
-            return path
-        return self.build(request)
+        path = self.get(request.key)  # counts the hit or miss
+        return path if path is not None else self.build(request)
 
     def build(self, request: BuildRequest) -> Path:
-        """Build ``request`` unless another caller has (waiting for its build); return the store."""
+        """Build ``request`` unless another caller has (waiting for its build); return the store.
+
+        After a build, :meth:`gc` enforces the budget, never evicting the store just built.
+        """
         lock = FileLock(str(self.layout.build_lock(request.key)), timeout=self.lock_timeout)
         with lock:
-            path = self._lookup(request.key)
-            if path is not None:
-                self.stats.inc("hits")
-                return path
-            self.stats.inc("misses")
-            path = self._build_locked(request)
+            path = self._lookup(request.key)  # built by whoever held the lock before us
+            if path is None:
+                path = self._build_locked(request)
         if self.budget_bytes is not None:
-            self.gc()
+            self.gc(keep=(request.key,))
         return path
 
     def _build_locked(self, request: BuildRequest) -> Path:
         key, store = request.key, self.layout.store(request.key)
-        if store.exists():  # published by a builder that died before cataloguing it
-            maintenance.discard(self.layout, store)
         self.layout.entry_file(key).unlink(missing_ok=True)  # an entry whose store vanished
+        if store.exists():  # published by a builder that died before cataloguing it:
+            maintenance.discard(self.layout, request.out)  # examine it like a partial build,
+            os.replace(store, request.out)  # so a complete, matching one is adopted
         started = time.time()
         state = maintenance.inspect_partial(self.layout, request.out, request)
         if state != "complete":
@@ -269,11 +268,12 @@ class Cache:
         self.stats.inc("evictions")
         return True
 
-    def gc(self, budget_bytes: int | None = None) -> GcReport:
+    def gc(self, budget_bytes: int | None = None, *, keep: Sequence[str] = ()) -> GcReport:
         """Clean crash debris, then evict least-recently-used unleased stores over budget.
 
         Args:
             budget_bytes: Overrides the cache's budget for this call.
+            keep: Keys not to evict in this call (e.g. the store just built).
         """
         budget = self.budget_bytes if budget_bytes is None else budget_bytes
         with FileLock(str(self.layout.gc_lock)):
@@ -286,6 +286,8 @@ class Cache:
             for entry in entries:
                 if budget is None or total - freed <= budget:
                     break
+                if entry.key in keep:
+                    continue
                 if self._evict(entry.key):
                     evicted.append(entry.key)
                     freed += entry.size_bytes

@@ -111,8 +111,7 @@ def ls_cmd(c: Cache, as_json: bool) -> None:
     entries = c.list()
     total = sum(e.size_bytes for e in entries)
     footer = f"\n{len(entries)} stores, {human_bytes(total)}"
-    budget = f" of {human_bytes(c.budget_bytes)}" if c.budget_bytes else ""
-    _emit(as_json, [e.to_dict() for e in entries], _table(entries) + footer + budget)
+    _emit(as_json, [e.to_dict() for e in entries], _table(entries) + footer)
 
 
 @cache.command("info")

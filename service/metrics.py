@@ -15,7 +15,7 @@ __all__ = ["COUNTERS", "CacheStats", "render_prometheus"]
 COUNTERS: dict[str, str] = {
     "hits": "Requests answered by an existing complete store.",
     "misses": "Requests that found no store and built one.",
-    "builds": "Builds that published a store.",
+    "builds": "Stores published (built, or adopted from a crashed builder).",
     "build_failures": "Builds that raised or produced no complete store.",
     "evictions": "Stores evicted by garbage collection (LRU under the byte budget).",
     "removals": "Stores removed on request.",

@@ -150,6 +150,26 @@ def test_failed_builds_publish_nothing_and_retry(
     assert len(read_log(log)) == 1
 
 
+def test_uncatalogued_complete_store_is_adopted_not_rebuilt(
+        tmp_path: Path, source: Path) -> None:
+    cache, log = _cache(tmp_path)
+    path = cache.get_or_build(source, SPEC)
+    key = cache.key_for(source, SPEC)
+    cache.layout.entry_file(key).unlink()  # as if the builder died between rename and entry
+    assert cache.get(key) is None
+    assert cache.get_or_build(source, SPEC) == path and len(read_log(log)) == 1
+    assert cache.info(key).num_valid == 12 and cache.stats.snapshot()["builds"] == 2
+
+
+def test_store_bigger_than_the_budget_is_returned_not_evicted(
+        tmp_path: Path, source: Path) -> None:
+    cache, _ = _cache(tmp_path, budget_bytes=1)
+    path = cache.get_or_build(source, SPEC)
+    assert open_store_info(path).num_valid == 12
+    cache.get_or_build(source, {**SPEC, "seed": 1})
+    assert not path.exists() and len(cache.list()) == 1
+
+
 def test_orphans_of_a_crash_are_cleaned_never_served(tmp_path: Path, source: Path) -> None:
     cache, log = _cache(tmp_path)
     path = cache.get_or_build(source, SPEC)
