@@ -27,7 +27,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["GpuProbe", "Monitor", "MonitorResult", "Sample", "process_tree_cpu"]
+__all__ = ["GpuProbe", "Monitor", "MonitorResult", "ProcessTree", "Sample"]
 
 NO_GPU = "no GPU: CPU metrics only"
 
@@ -104,36 +104,44 @@ def _try(fn: Any) -> Any:
         return None
 
 
-def process_tree_cpu(proc: psutil.Process, seen: dict[int, float]) -> float:
-    """Return cumulative CPU seconds of ``proc`` and its children, updating ``seen``.
+class ProcessTree:
+    """CPU seconds and resident memory of a process and all its descendants.
 
-    ``seen`` keeps the last CPU time of every process ever observed, so children that exited
-    since still count with their last observed value.
+    Listing descendants scans every process on the machine, so it is redone only every
+    ``refresh_s`` seconds; in between, the known processes are read directly. The last CPU time
+    of every process ever seen is kept, so children that exited still count.
+
+    Args:
+        pid: Root process id.
+        refresh_s: Seconds between re-listings of the descendants.
     """
-    procs = [proc]
-    with contextlib.suppress(psutil.Error):
-        procs += proc.children(recursive=True)
-    for p in procs:
-        try:
-            ct = p.cpu_times()
-            seen[p.pid] = ct.user + ct.system
-        except psutil.Error:
-            continue
-    return sum(seen.values())
 
+    def __init__(self, pid: int, refresh_s: float = 0.5) -> None:
+        self.root = psutil.Process(pid)
+        self.refresh_s = refresh_s
+        self.seen: dict[int, float] = {}
+        self._procs = [self.root]
+        self._listed = -float("inf")
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        procs = [proc]
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
+    def _relist(self) -> None:
+        self._listed = time.monotonic()
+        with contextlib.suppress(psutil.Error):
+            self._procs = [self.root, *self.root.children(recursive=True)]
+
+    def read(self) -> tuple[float, int]:
+        """Return (cumulative CPU seconds of every process seen, current RSS of the tree)."""
+        if time.monotonic() - self._listed >= self.refresh_s:
+            self._relist()
+        rss = 0
+        for p in self._procs:
+            try:
+                with p.oneshot():
+                    ct, mem = p.cpu_times(), p.memory_info()
+            except psutil.Error:
+                continue
+            self.seen[p.pid] = ct.user + ct.system
+            rss += mem.rss
+        return sum(self.seen.values()), rss
 
 
 @dataclass
@@ -150,6 +158,7 @@ class MonitorResult:
         gpu_driver: Driver version, or None.
         note: ``"no GPU: CPU metrics only (...)"`` when there is no GPU, else ``""``.
         num_cpus: Logical cores the percentages are relative to.
+        self_cpu_s: CPU seconds the sampling thread itself used (the monitor's overhead).
     """
 
     samples: list[Sample] = field(default_factory=list)
@@ -161,6 +170,7 @@ class MonitorResult:
     gpu_driver: str | None = None
     note: str = ""
     num_cpus: int = 1
+    self_cpu_s: float = 0.0
 
     @property
     def has_gpu(self) -> bool:
@@ -181,6 +191,7 @@ class MonitorResult:
             "gpu_driver": self.gpu_driver,
             "note": self.note,
             "num_cpus": self.num_cpus,
+            "self_cpu_s": self.self_cpu_s,
             "interval_s": _median_dt(self.samples),
             "series": {k: self.series(k) for k in Sample.__dataclass_fields__},
             "steps": [list(s) for s in self.steps],
@@ -201,18 +212,19 @@ class Monitor:
         interval: Seconds between samples (0.1 = 10 Hz).
         gpu_index: NVML index of the GPU to watch.
         gpu: Set False to skip NVML entirely.
+        refresh_s: Seconds between re-listings of child processes (listing scans the machine).
     """
 
-    def __init__(self, interval: float = 0.1, *, gpu_index: int = 0, gpu: bool = True) -> None:
+    def __init__(self, interval: float = 0.1, *, gpu_index: int = 0, gpu: bool = True,
+                 refresh_s: float = 0.5) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
         self.interval = interval
         self._probe = GpuProbe(gpu_index) if gpu else None
-        self._proc = psutil.Process(os.getpid())
+        self._tree = ProcessTree(os.getpid(), refresh_s)
         self._ncpu = psutil.cpu_count() or 1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._seen: dict[int, float] = {}
         self._lock = threading.Lock()
         self._base_cpu = 0.0
         self._t0 = 0.0
@@ -265,24 +277,28 @@ class Monitor:
         return self._tree_cpu() - self._base_cpu
 
     def _tree_cpu(self) -> float:
+        return self._read_tree()[0]
+
+    def _read_tree(self) -> tuple[float, int]:
         with self._lock:
-            return process_tree_cpu(self._proc, self._seen)
+            return self._tree.read()
 
     def result(self) -> MonitorResult:
         """Return the result (complete after :meth:`stop`)."""
         return self._result
 
     def _run(self) -> None:
+        t0 = time.thread_time()
         while not self._stop.wait(self.interval):
             self._sample()
+        self._result.self_cpu_s = time.thread_time() - t0
 
     def _sample(self) -> None:
         now = time.perf_counter()
-        cpu = self._tree_cpu()
+        cpu, rss = self._read_tree()
         t_last, cpu_last = self._last
         self._last = (now, cpu)
         pct = 100.0 * (cpu - cpu_last) / max(now - t_last, 1e-9) / self._ncpu
-        rss = _tree_rss(self._proc)
         util, mem, power = self._probe.read() if self._probe else (None, None, None)
         res = self._result
         res.samples.append(Sample(now - self._t0, min(pct, 100.0), rss, util, mem, power))

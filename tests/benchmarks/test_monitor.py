@@ -58,7 +58,7 @@ def test_monitor_without_pynvml_installed(tmp_path):
 def test_monitor_counts_cpu_of_child_processes():
     burn = ("import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\n"
             "time.sleep(0.5)\n")
-    with Monitor(interval=0.05) as mon:
+    with Monitor(interval=0.05, refresh_s=0.05) as mon:
         child = subprocess.Popen([sys.executable, "-c", burn])
         child.wait(timeout=60)
     res = mon.result()
