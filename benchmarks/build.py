@@ -23,7 +23,8 @@ def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
 
     Returns:
         ``{"status": "built", "store", "build_s", "cpu_s", "peak_rss_bytes", "num_valid"}`` or
-        ``{"status": "unavailable", "reason"}`` when the precompute job cannot be imported.
+        ``{"status": "unavailable"|"failed", "reason"}`` when the precompute job cannot be
+        imported or the build fails.
     """
     try:
         from precompute.job import build
@@ -36,13 +37,18 @@ def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
                      shard_samples=shard_samples)
     ray_was_up = _ray_up()
     t0 = time.perf_counter()
-    with Monitor(0.2) as mon:
-        attrs = build(data, str(out), spec, progress=False)
-    build_s = time.perf_counter() - t0
-    if not ray_was_up and _ray_up():
-        import ray
+    try:
+        with Monitor(0.2) as mon:
+            attrs = build(data, str(out), spec, progress=False)
+    except Exception as exc:  # reported, and the store strategies say why they cannot run
+        return {"status": "failed", "store": str(out),
+                "reason": f"precompute.job.build: {type(exc).__name__}: {exc}"}
+    finally:
+        if not ray_was_up and _ray_up():
+            import ray
 
-        ray.shutdown()
+            ray.shutdown()
+    build_s = time.perf_counter() - t0
     res = mon.result()
     return {"status": "built", "store": str(out), "build_s": build_s, "cpu_s": res.cpu_s,
             "peak_rss_bytes": res.peak_rss_bytes, "num_valid": attrs.get("num_valid"),

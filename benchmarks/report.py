@@ -92,8 +92,8 @@ def _env_lines(env: dict[str, Any]) -> list[str]:
 def _build_lines(build: dict[str, Any] | None, break_even: dict[str, Any]) -> list[str]:
     if not build:
         return ["- no store used"]
-    if build.get("status") == "unavailable":
-        return [f"- store build unavailable: {build['reason']}"]
+    if build.get("status") in ("unavailable", "failed"):
+        return [f"- store build {build['status']}: {build['reason']}"]
     lines = [f"- store `{build['store']}` ({build['status']}): build time "
              f"{fmt(build.get('build_s'), '.2f')} s" + (f" ({build['note']})"
                                                        if build.get("note") else "")]

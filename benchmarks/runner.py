@@ -64,7 +64,8 @@ def run_benchmark(data: str, out: str | Path, *, store: str | None = None,
     if opts.epochs != epochs:
         opts = RunOptions(epochs, opts.warmup_steps, opts.interval, opts.max_steps)
     store_path, build = _prepare_store(data, out, store, size, seed, names)
-    cfg = RunConfig(data, store_path, batch_size, workers, size, seed, dev)
+    reason = (build or {}).get("reason")
+    cfg = RunConfig(data, store_path, batch_size, workers, size, seed, dev, reason)
     results = run_all(names, cfg, eat, opts)
     has_gpu = any(s.get("util_source") == "gpu_util" for s in results)
     report: dict[str, Any] = {

@@ -49,6 +49,7 @@ class RunConfig:
         size: Output side length of the training crops.
         seed: Seed of order and augmentation.
         device: Where batches must end up.
+        store_reason: Why there is no store (shown by the strategies that need one).
     """
 
     data: str
@@ -58,6 +59,7 @@ class RunConfig:
     size: int
     seed: int = 0
     device: str = "cpu"
+    store_reason: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "size"):
@@ -104,7 +106,7 @@ class Strategy(ABC):
             except Exception as exc:  # ImportError, or a backend failing at import time
                 return f"{need} cannot be imported ({type(exc).__name__}: {exc})"
         if self.needs_store and not cfg.store:
-            return "no store (give --store or let the harness build one)"
+            return f"no store: {cfg.store_reason or 'give --store or let the harness build one'}"
         return None
 
     @abstractmethod
