@@ -21,7 +21,6 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,30 +29,19 @@ from filelock import FileLock
 from precompute.errors import PrecomputeError
 from precompute.format import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
-from service import maintenance
+from service import eviction, maintenance
 from service.builders import Builder, BuildRequest, precompute_builder
 from service.catalog import CacheLayout, Entry, dir_size
-from service.errors import BuildFailedError, CacheKeyError, ServiceError, StoreInUseError
+from service.errors import BuildFailedError, CacheKeyError, ServiceError
+from service.eviction import GcReport
 from service.keys import check_key, parse_spec, resolve_source, source_fingerprint, store_key
-from service.lease import Lease, exclusive_unleased
+from service.lease import Lease
 from service.metrics import CacheStats
 
 __all__ = ["Cache", "GcReport", "StoreRef"]
 
 # A store reference: a cache key, or (source, spec).
 StoreRef = str | tuple[str | Path, BuildSpec | Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class GcReport:
-    """What one :meth:`Cache.gc` did."""
-
-    evicted: tuple[str, ...]
-    freed_bytes: int
-    skipped_leased: tuple[str, ...]
-    cleaned: tuple[str, ...]
-    total_bytes: int
-    budget_bytes: int | None
 
 
 class Cache:
@@ -239,10 +227,6 @@ class Cache:
 
     # -- removal and eviction ----------------------------------------------------------
 
-    def _unpublish(self, key: str) -> None:
-        self.layout.entry_file(key).unlink(missing_ok=True)  # first: nobody finds it any more
-        maintenance.discard(self.layout, self.layout.store(key))
-
     def remove(self, key: str) -> Entry:
         """Remove the store of ``key``.
 
@@ -251,22 +235,9 @@ class Cache:
             StoreInUseError: A reader holds a lease on it.
         """
         entry = self.info(key)
-        with FileLock(str(self.layout.build_lock(key)), timeout=self.lock_timeout), \
-                exclusive_unleased(self.layout.lease_file(key)) as free:
-            if not free:
-                raise StoreInUseError(f"store {key} is leased by a reader; close it first")
-            self._unpublish(key)
+        eviction.remove_store(self.layout, key, self.lock_timeout)
         self.stats.inc("removals")
         return entry
-
-    def _evict(self, key: str) -> bool:
-        with maintenance.try_lock(self.layout.build_lock(key)) as unlocked, \
-                exclusive_unleased(self.layout.lease_file(key)) as free:
-            if not (unlocked and free):
-                return False
-            self._unpublish(key)
-        self.stats.inc("evictions")
-        return True
 
     def gc(self, budget_bytes: int | None = None, *, keep: Sequence[str] = ()) -> GcReport:
         """Clean crash debris, then evict least-recently-used unleased stores over budget.
@@ -276,25 +247,9 @@ class Cache:
             keep: Keys not to evict in this call (e.g. the store just built).
         """
         budget = self.budget_bytes if budget_bytes is None else budget_bytes
-        with FileLock(str(self.layout.gc_lock)):
-            cleaned = maintenance.clean_debris(self.layout)
-            entries = sorted(self.list(), key=lambda e: e.last_access)
-            total = sum(e.size_bytes for e in entries)
-            evicted: builtins.list[str] = []
-            skipped: builtins.list[str] = []
-            freed = 0
-            for entry in entries:
-                if budget is None or total - freed <= budget:
-                    break
-                if entry.key in keep:
-                    continue
-                if self._evict(entry.key):
-                    evicted.append(entry.key)
-                    freed += entry.size_bytes
-                else:
-                    skipped.append(entry.key)
-        return GcReport(
-            tuple(evicted), freed, tuple(skipped), tuple(cleaned), total - freed, budget)
+        report = eviction.collect(self.layout, self.list(), budget, keep)
+        self.stats.inc("evictions", len(report.evicted))
+        return report
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -311,7 +266,7 @@ class Cache:
                     raise CacheKeyError(f"no store with key {ref} in {self.root}")
             else:
                 request = self.request_for(*ref)
-                key, path = request.key, self.get_or_build(request.source, request.spec)
+                key, path = request.key, self.get(request.key) or self.build(request)
             lease = Lease(key, path, self.layout.lease_file(key))
             if self._lookup(key) is not None:  # not evicted between lookup and lease
                 return lease
