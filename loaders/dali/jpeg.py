@@ -40,6 +40,7 @@ __all__ = ["ON_ERROR", "JpegLoader"]
 
 ON_ERROR = ("raise", "skip")
 _ORIENTATION = 0x0112
+_EXIF_IN_HEADER = frozenset({"JPEG", "MPO"})
 _ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
 _DEFAULT_MAX_PIXELS = 89_478_485  # as precompute.spec.DEFAULT_MAX_PIXELS
 
@@ -63,7 +64,9 @@ def header_info(raw: bytes, max_pixels: int) -> tuple[int, int, bool]:
     try:
         with Image.open(io.BytesIO(raw)) as im:
             w, h = im.size
-            rotated = im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8)
+            # JPEG keeps EXIF in a header segment; other formats (PNG) would decode to find it
+            exif = im.getexif() if im.format in _EXIF_IN_HEADER else {}
+            rotated = exif.get(_ORIENTATION, 1) in (5, 6, 7, 8)
             alpha = im.mode in _ALPHA_MODES or (im.mode == "P" and "transparency" in im.info)
     except UnidentifiedImageError as exc:
         raise ValueError("not an image format Pillow recognises") from exc

@@ -1,0 +1,160 @@
+"""DALI loaders vs their torch counterparts, side by side in one run.
+
+Run: ``.venv/bin/python -m benchmarks.bench_dali [--images 256] [--batch 32] [--runs 3]``
+
+Pairs (each strategy from :mod:`benchmarks.strategies`, so all do the same work: random resized
+crop to ``--size``, horizontal flip, normalise, float32 NCHW on ``--device``):
+
+* store: ``precompute-dali`` (``DaliStoreLoader``) vs ``precompute`` (``StoreLoader`` +
+  ``TrainAugment``), both reading the same store;
+* raw files: ``gpu-decode`` (``JpegLoader``: DALI decodes the JPEG/PNG files) vs ``workers``
+  (classic torch DataLoader, ``--workers`` Pillow worker processes), both reading the same files.
+
+Setup (not timed): a sample JPEG/PNG dataset (``precompute.sample``) and a store of the same
+images centre-cropped to ``--store-size`` (``write_store_from_arrays``); each loader is built
+and runs one warm-up epoch. Then ``--runs`` epochs per strategy, in turn; the median is reported
+as samples/s and host CPU seconds per sample (this process and its children: DALI threads,
+DataLoader workers). Without a GPU every figure is a CPU figure: DALI runs its CPU operators
+(``device_id=None``) and "gpu-decode" decodes on the CPU. Results are printed, not committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import torch
+from PIL import Image
+
+__all__ = ["main"]
+
+PAIRS = (("precompute-dali", "precompute"), ("gpu-decode", "workers"))
+
+
+def make_data(root: Path, n: int, store_size: int) -> tuple[Path, Path]:
+    """Write the raw dataset and a store of the same images; return both paths."""
+    from precompute.sample import make_sample_dataset
+    from precompute.sources import list_source
+    from precompute.spec import BuildSpec
+    from precompute.writer import write_store_from_arrays
+
+    data = make_sample_dataset(root / "raw", num_images=n, num_classes=8,
+                               size_range=(256, 400), seed=0)
+    source = list_source(data)
+    images = np.stack([_center_crop(source.locate(k), store_size) for k, _ in source.items])
+    labels = np.asarray([label for _, label in source.items])
+    spec = BuildSpec(size=store_size, mode="center-crop", shard_samples=128, chunk_samples=32)
+    write_store_from_arrays(root / "store", images, labels, spec)
+    return data, root / "store"
+
+
+def _center_crop(path: str, size: int) -> np.ndarray:
+    with Image.open(path) as im:
+        img = im.convert("RGB")
+    scale = size / min(img.size)
+    w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
+    img = img.resize((w, h), Image.Resampling.BILINEAR)
+    left, top = (w - size) // 2, (h - size) // 2
+    return np.asarray(img.crop((left, top, left + size, top + size)))
+
+
+def _cpu_seconds() -> float:
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            continue  # a worker that exited between listing and reading
+    return total
+
+
+def _epoch(source: Any, epoch: int) -> int:
+    n = 0
+    for images, labels in source.epoch(epoch):
+        if images.device.type == "cuda":
+            torch.cuda.synchronize()
+        n += int(labels.shape[0])
+    return n
+
+
+def measure(name: str, cfg: Any, runs: int) -> dict[str, Any]:
+    """Open strategy ``name``, run a warm-up epoch, then time ``runs`` epochs."""
+    from benchmarks.strategies import get_strategy
+
+    strategy = get_strategy(name)
+    reason = strategy.unavailable(cfg)
+    if reason:
+        return {"name": name, "status": f"unavailable: {reason}"}
+    source = strategy.open(cfg)
+    try:
+        _epoch(source, 0)  # warm-up: worker start, page cache, pipeline build
+        rates, cpu = [], []
+        for e in range(1, runs + 1):
+            c0, t0 = _cpu_seconds(), time.perf_counter()
+            n = _epoch(source, e)
+            dt, dc = time.perf_counter() - t0, _cpu_seconds() - c0
+            rates.append(n / dt)
+            cpu.append(dc / n)
+    finally:
+        source.close()
+    return {"name": name, "status": "ok", "samples_per_s": statistics.median(rates),
+            "cpu_s_per_sample": statistics.median(cpu), "runs": runs}
+
+
+def _env(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.environment import environment
+
+    env = environment()
+    env["args"] = vars(args)
+    env["note"] = ("CPU figures: no GPU, DALI runs CPU operators" if not torch.cuda.is_available()
+                   else "GPU present: DALI runs GPU operators / mixed decode")
+    return env
+
+
+def _report(results: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'strategy':<18}{'samples/s':>12}{'CPU ms/sample':>16}")
+    for r in results.values():
+        if r["status"] != "ok":
+            print(f"{r['name']:<18}{r['status']}")
+            continue
+        print(f"{r['name']:<18}{r['samples_per_s']:>12.1f}{r['cpu_s_per_sample'] * 1e3:>16.2f}")
+    print()
+    for dali, other in PAIRS:
+        a, b = results[dali], results[other]
+        if a["status"] == b["status"] == "ok":
+            print(f"{dali} / {other}: throughput x{a['samples_per_s'] / b['samples_per_s']:.2f}, "
+                  f"CPU per sample x{a['cpu_s_per_sample'] / b['cpu_s_per_sample']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, build the data, measure every strategy and print the comparison."""
+    from benchmarks.strategies import RunConfig
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--images", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--size", type=int, default=128, help="output crop side")
+    ap.add_argument("--store-size", type=int, default=160)
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers / DALI threads")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args(argv)
+    print(json.dumps(_env(args), indent=1, default=str))
+    with tempfile.TemporaryDirectory(prefix="bench_dali_") as tmp:
+        data, store = make_data(Path(tmp), args.images, args.store_size)
+        cfg = RunConfig(data=str(data), store=str(store), batch_size=args.batch,
+                        workers=args.workers, size=args.size, seed=0, device=args.device)
+        results = {n: measure(n, cfg, args.runs) for pair in PAIRS for n in pair}
+    _report(results)
+
+
+if __name__ == "__main__":
+    main()
