@@ -15,13 +15,12 @@ outside the box, e.g. letterbox fill, is ever read.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import torch
 import torch.nn.functional as F
 
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
+from loaders.augment.workers import pool
 
 __all__ = ["crop_resample", "grid_resample"]
 
@@ -91,7 +90,8 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
         size: Output ``(height, width)``.
         affine: Optional per-channel ``(scale, shift)``, each ``[3, 1, 1]`` float32, fused
             into the uint8 -> float conversion (normalisation).
-        threads: Threads sharing the samples (the resize kernels release the GIL).
+        threads: Worker threads sharing the samples (the kernels release the GIL); each
+            runs with one OpenMP thread (see :mod:`loaders.augment.workers`).
 
     Returns:
         Float32 ``[B, 3, height, width]``: ``[0, 255]`` pixels, or ``pixels * scale + shift``.
@@ -108,10 +108,7 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
     rows = torch.stack([crops.top, crops.left, crops.height, crops.width,
                         crops.flip.long()], 1).tolist()
     parts = [range(k, b, threads) for k in range(min(threads, b))]
-    if len(parts) <= 1:
-        _fill(out, images, rows, range(b), affine)
-        return out
-    with ThreadPoolExecutor(len(parts), thread_name_prefix="augment") as pool:
-        for job in [pool.submit(_fill, out, images, rows, p, affine) for p in parts]:
-            job.result()
+    jobs = [pool(threads).submit(_fill, out, images, rows, p, affine) for p in parts]
+    for job in jobs:
+        job.result()
     return out

@@ -274,3 +274,18 @@ def test_bad_policies_and_inputs_raise():
     with pytest.raises(AugmentError, match="extents"):
         aug(_images(2), _extents(2).float(), _gen())
     assert isinstance(AugmentError("x"), ValueError)
+
+
+def test_fast_path_workers_use_one_omp_thread_without_touching_the_caller():
+    import threading
+
+    from loaders.augment.workers import omp_runtime, pool
+
+    before = torch.get_num_threads()
+    assert omp_runtime() is not None  # Linux + torch's bundled OpenMP runtime
+    assert pool(2).submit(torch.get_num_threads).result() == 1
+    seen: list[int] = []
+    t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert torch.get_num_threads() == before and seen == [before]

@@ -1,0 +1,208 @@
+"""Training-ready batches per second on the CPU: nostall's augment paths vs a classic DataLoader.
+
+Run: ``.venv/bin/python -m benchmarks.bench_augment [--images 512] [--batch 64] [--runs 5]``
+
+Setup (not timed): a sample JPEG/PNG dataset (``precompute.sample.make_sample_dataset``) and a
+store of the same images centre-cropped to ``--store-size`` px (``write_store_from_arrays``).
+Timed, side by side in one run, each a median over ``--runs`` epochs after a warm-up epoch:
+
+* ``classic``: torch DataLoader, 2 worker processes, Pillow decode + random resized crop +
+  flip + normalise (``benchmarks.strategy_workers.PillowTrainDataset``).
+* ``store+fast`` / ``store+grid``: ``loaders.StoreLoader`` reading the store, with
+  ``TrainAugment`` (crop + flip + normalise) on the CPU fast path / the batched grid path.
+* ``augment fast`` / ``augment grid``: the augment call alone on a batch already in memory.
+
+Then the torch-profiler aten op count of one augment call at batch 32 and 256. Prints samples/s,
+CPU ms per sample (this process plus its children) and ratios. Results are not committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+from PIL import Image
+
+__all__ = ["main"]
+
+SEED = 0
+
+
+def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int], Path]:
+    """Write the JPEG/PNG dataset and its store; return paths, labels and the store path."""
+    from precompute.sample import make_sample_dataset
+    from precompute.spec import BuildSpec
+    from precompute.writer import write_store_from_arrays
+
+    data = make_sample_dataset(root / "jpeg", num_images=n, num_classes=8,
+                               size_range=(300, 500), seed=SEED)
+    classes = sorted(p.name for p in data.iterdir() if p.is_dir())
+    items = sorted((p, classes.index(p.parent.name)) for c in classes for p in (data / c).iterdir())
+    paths, labels = [p for p, _ in items], [label for _, label in items]
+    images = np.stack([_center_crop(p, store_size) for p in paths])
+    spec = BuildSpec(size=store_size, mode="center-crop", shard_samples=256, chunk_samples=32)
+    write_store_from_arrays(root / "store", images, np.asarray(labels), spec)
+    return paths, labels, root / "store"
+
+
+def _center_crop(path: Path, size: int) -> np.ndarray:
+    with Image.open(path) as im:
+        img = im.convert("RGB")
+    scale = size / min(img.size)
+    w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
+    img = img.resize((w, h), Image.Resampling.BILINEAR)
+    left, top = (w - size) // 2, (h - size) // 2
+    return np.asarray(img.crop((left, top, left + size, top + size)))
+
+
+def _cpu_seconds() -> float:
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # a worker may exit meanwhile
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+def time_epochs(epoch: Callable[[int], Iterable[int]], runs: int) -> tuple[float, float]:
+    """Return median samples/s and CPU ms/sample over ``runs`` epochs after one warm-up."""
+    rates, cpu = [], []
+    for e in range(runs + 1):
+        c0, t0, n = _cpu_seconds(), time.perf_counter(), 0
+        for size in epoch(e):
+            n += size
+        dt, dc = time.perf_counter() - t0, _cpu_seconds() - c0
+        if e > 0:
+            rates.append(n / dt)
+            cpu.append(1e3 * dc / n)
+    return statistics.median(rates), statistics.median(cpu)
+
+
+def classic_epochs(paths: list[Path], labels: list[int], size: int, batch: int
+                   ) -> tuple[Callable[[int], Iterable[int]], Callable[[], None]]:
+    """The DataLoader + 2 Pillow workers baseline; returns (epoch fn, close fn)."""
+    from torch.utils.data import DataLoader
+
+    from benchmarks.strategy_workers import EpochSampler, PillowTrainDataset
+
+    sampler = EpochSampler(len(paths), SEED)
+    loader = DataLoader(PillowTrainDataset(paths, labels, size, SEED), batch_size=batch,
+                        sampler=sampler, num_workers=2, persistent_workers=True,
+                        prefetch_factor=2, drop_last=True)
+
+    def epoch(e: int) -> Iterable[int]:
+        sampler.epoch = e
+        return (len(images) for images, _ in loader)
+
+    def close() -> None:
+        it = getattr(loader, "_iterator", None)
+        if it is not None:
+            it._shutdown_workers()
+
+    return epoch, close
+
+
+def store_epochs(store: Path, batch: int, augment: object) -> Callable[[int], Iterable[int]]:
+    """StoreLoader epochs with ``augment`` on the CPU."""
+    from loaders import StoreLoader
+
+    loader = StoreLoader(store, batch, device="cpu", seed=SEED, augment=augment)
+
+    def epoch(e: int) -> Iterable[int]:
+        loader.set_epoch(e)
+        return (len(b["image"]) for b in loader)
+
+    return epoch
+
+
+def augment_only(aug: object, images: torch.Tensor, extents: torch.Tensor, reps: int
+                 ) -> Callable[[int], Iterable[int]]:
+    """``reps`` augment calls on one in-memory batch per 'epoch'."""
+    def epoch(e: int) -> Iterable[int]:
+        g = torch.Generator().manual_seed(e)
+        return (len(aug(images, extents, g)) for _ in range(reps))  # type: ignore[operator]
+    return epoch
+
+
+def op_count(aug: object, batch: int, store_size: int) -> int:
+    """Aten ops (torch profiler, CPU) of one augment call at ``batch``."""
+    images = torch.randint(0, 256, (batch, store_size, store_size, 3), dtype=torch.uint8)
+    extents = torch.tensor([[0, 0, store_size, store_size]] * batch, dtype=torch.int32)
+    aug(images, extents, torch.Generator().manual_seed(0))  # type: ignore[operator]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        aug(images, extents, torch.Generator().manual_seed(0))  # type: ignore[operator]
+    return sum(1 for ev in prof.events() if ev.name.startswith("aten::"))
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--images", type=int, default=512)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=224, help="output side")
+    p.add_argument("--store-size", type=int, default=256)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2, help="threads of the fast path variant")
+    return p.parse_args()
+
+
+def main() -> None:
+    """Run the comparison and print the table and ratios."""
+    from benchmarks.environment import environment
+    from loaders.augment import TrainAugment
+
+    a = _args()
+    env = environment()
+    print(json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}),
+          f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}")
+    fast, grid = TrainAugment(size=a.size, path="fast"), TrainAugment(size=a.size, path="grid")
+    fast_t = TrainAugment(size=a.size, path="fast", threads=a.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        paths, labels, store = make_data(Path(tmp), a.images, a.store_size)
+        print(f"setup: {a.images} images (300-500 px JPEG/PNG) + store of {a.store_size}px "
+              f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px, "
+              f"median of {a.runs} epochs after 1 warm-up")
+        batch = torch.from_numpy(np.stack([_center_crop(p, a.store_size)
+                                           for p in paths[:a.batch]]))
+        extents = torch.tensor([[0, 0, a.store_size, a.store_size]] * a.batch, dtype=torch.int32)
+        reps = max(1, a.images // a.batch)
+        classic, close = classic_epochs(paths, labels, a.size, a.batch)
+        rows = {"classic DataLoader (2 Pillow workers)": classic}
+        rows.update({
+            "StoreLoader + augment fast": store_epochs(store, a.batch, fast),
+            f"StoreLoader + augment fast, {a.threads} threads":
+                store_epochs(store, a.batch, fast_t),
+            "StoreLoader + augment grid": store_epochs(store, a.batch, grid),
+            "augment fast alone (batch in memory)": augment_only(fast, batch, extents, reps),
+            f"augment fast alone, {a.threads} threads": augment_only(fast_t, batch, extents, reps),
+            "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
+        })
+        results = {}
+        try:
+            for name, fn in rows.items():
+                results[name] = time_epochs(fn, a.runs)
+                print(f"{name:48s} {results[name][0]:9.0f} samples/s  "
+                      f"{results[name][1]:7.3f} CPU ms/sample")
+        finally:
+            close()
+    base = results["classic DataLoader (2 Pillow workers)"][0]
+    print("ratios vs classic DataLoader (samples/s):")
+    for name, (rate, _) in results.items():
+        print(f"  {name:46s} {rate / base:6.2f}x")
+    for name, aug in (("grid", grid), ("fast", fast)):
+        counts = {b: op_count(aug, b, a.store_size) for b in (32, 256)}
+        print(f"profiler aten ops per batch, {name} path: batch 32 -> {counts[32]}, "
+              f"batch 256 -> {counts[256]}")
+
+
+if __name__ == "__main__":
+    main()

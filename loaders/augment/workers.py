@@ -1,0 +1,63 @@
+"""Worker threads for the CPU fast path, each with one intra-op (OpenMP) thread.
+
+The fast path runs many small per-sample kernels. With torch's default intra-op parallelism
+each of them forks and joins an OpenMP team; on an oversubscribed host (more runnable threads
+than cores, e.g. next to DataLoader workers or other jobs) every join waits for a descheduled
+thread and the path slows down tenfold. The workers here set their own OpenMP thread count to
+one via ``omp_set_num_threads`` of the runtime torch loaded. That setting is per thread, so
+unlike ``torch.set_num_threads`` it changes nothing for the caller or for threads created
+later. The pools are a process-wide cache of resources keyed by size (no configuration lives
+in them); they are dropped in a forked child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+__all__ = ["omp_runtime", "pool"]
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_LOCK = threading.Lock()
+_OMP_NAMES = ("libgomp", "libiomp", "libomp")
+
+
+def omp_runtime() -> ctypes.CDLL | None:
+    """Return the OpenMP runtime this process loaded (Linux), or None if none is found."""
+    maps = Path("/proc/self/maps")
+    if not maps.is_file():
+        return None
+    for line in maps.read_text().splitlines():
+        path = line.split()[-1]
+        if any(name in os.path.basename(path) for name in _OMP_NAMES):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                continue
+    return None
+
+
+def _single_threaded() -> None:
+    """Pool initializer: finish torch's lazy thread setup, then use one OpenMP thread."""
+    torch.get_num_threads()  # torch initialises this thread's count first; keep it from later
+    runtime = omp_runtime()
+    if runtime is not None:
+        runtime.omp_set_num_threads(1)
+
+
+def pool(threads: int) -> ThreadPoolExecutor:
+    """Return the shared pool of ``threads`` single-OpenMP-thread workers."""
+    with _LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(
+                threads, thread_name_prefix=f"nostall-augment{threads}",
+                initializer=_single_threaded)
+        return _POOLS[threads]
+
+
+os.register_at_fork(after_in_child=_POOLS.clear)
