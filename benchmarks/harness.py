@@ -3,7 +3,7 @@
 For each strategy: set up the loader (timed separately as ``setup_s``), then run ``epochs``
 epochs under a :class:`loaders.monitor.Monitor`, timing each step's data wait (blocked in
 ``next``) and compute (the consumer). Throughput and CPU figures count only the steady part,
-after ``warmup_steps`` steps.
+after ``warmup_steps`` steps; CPU seconds per sample count the whole run (start-up included).
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ class _Timing:
     steps: int = 0
     samples: int = 0
     warm_t: float | None = None
-    warm_cpu: float = 0.0
     warm_samples: int = 0
     end_t: float = 0.0
     first_batch_s: float | None = None
@@ -76,7 +75,7 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
             tm.steps += 1
             tm.samples += int(batch[1].shape[0])
             if tm.steps == opts.warmup_steps:
-                tm.warm_t, tm.warm_cpu, tm.warm_samples = t2, mon.cpu_seconds(), tm.samples
+                tm.warm_t, tm.warm_samples = t2, tm.samples
         if hasattr(it, "close"):
             it.close()  # a generator stopped at max_steps releases its resources
     tm.end_t = time.perf_counter()
@@ -88,7 +87,7 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
     """Turn one strategy's timings and monitor result into the report's figures."""
     steady = res.steps[opts.warmup_steps:] or res.steps
     if tm.warm_t is None:  # fewer steps than the warm-up: measure everything
-        tm.warm_t, tm.warm_cpu, tm.warm_samples = tm.end_t - res.wall_s, 0.0, 0
+        tm.warm_t, tm.warm_samples = tm.end_t - res.wall_s, 0
     samples = tm.samples - tm.warm_samples
     secs = tm.end_t - tm.warm_t
     sps = samples / secs if secs > 0 and samples > 0 else None
@@ -105,7 +104,8 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
         "step_ms_p95": float(np.percentile(step_s, 95) * 1e3) if step_s else None,
         "util_source": "gpu_util" if res.has_gpu else "cpu_percent",
         "oscillation_period_s": dominant_period(util, opts.interval),
-        "cpu_s_per_sample": (res.cpu_s - tm.warm_cpu) / samples if samples > 0 else None,
+        # whole run incl. warm-up: work prefetched during warm-up is not lost from the count
+        "cpu_s_per_sample": res.cpu_s / tm.samples if tm.samples > 0 else None,
         "peak_rss_bytes": res.peak_rss_bytes,
         "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
         "monitor": res.to_dict(),

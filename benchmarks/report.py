@@ -52,6 +52,10 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.0f}"
 
 
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
 def _row(s: dict[str, Any], base_sps: float | None) -> str:
     if s.get("status") != "ok":
         return f"| {s['name']} | {s.get('status')}: {s.get('reason', '')} |" + " |" * 8
@@ -62,7 +66,7 @@ def _row(s: dict[str, Any], base_sps: float | None) -> str:
     return (f"| {s['name']} | {fmt(sps, '.1f')} | {ratio} | "
             f"{'-' if share is None else f'{share:.0%}'} | {'-' if cv is None else f'{cv:.0%}'} | "
             f"{fmt(s.get('oscillation_period_s'), '.2f', 'none')} | "
-            f"{fmt(1e3 * s['cpu_s_per_sample'] if s.get('cpu_s_per_sample') else None, '.2f')} | "
+            f"{fmt(_scaled(s.get('cpu_s_per_sample'), 1e3), '.2f')} | "
             f"{_mib(s.get('peak_rss_bytes'))} | {fmt(s.get('first_batch_s'), '.2f')} | "
             f"{s['verdict']['summary']} |")
 

@@ -128,9 +128,13 @@ class ProcessTree:
         with contextlib.suppress(psutil.Error):
             self._procs = [self.root, *self.root.children(recursive=True)]
 
-    def read(self) -> tuple[float, int]:
-        """Return (cumulative CPU seconds of every process seen, current RSS of the tree)."""
-        if time.monotonic() - self._listed >= self.refresh_s:
+    def read(self, relist: bool = False) -> tuple[float, int]:
+        """Return (cumulative CPU seconds of every process seen, current RSS of the tree).
+
+        Args:
+            relist: List the descendants now, whatever the refresh interval.
+        """
+        if relist or time.monotonic() - self._listed >= self.refresh_s:
             self._relist()
         rss = 0
         for p in self._procs:
@@ -273,15 +277,18 @@ class Monitor:
         self._result.steps.append((data_wait_s, compute_s))
 
     def cpu_seconds(self) -> float:
-        """Return CPU seconds used by the process tree since :meth:`start` (callable any time)."""
-        return self._tree_cpu() - self._base_cpu
+        """Return CPU seconds used by the process tree since :meth:`start` (callable any time).
+
+        Lists the child processes afresh, so it is exact for children alive at the call.
+        """
+        return self._read_tree(relist=True)[0] - self._base_cpu
 
     def _tree_cpu(self) -> float:
         return self._read_tree()[0]
 
-    def _read_tree(self) -> tuple[float, int]:
+    def _read_tree(self, relist: bool = False) -> tuple[float, int]:
         with self._lock:
-            return self._tree.read()
+            return self._tree.read(relist)
 
     def result(self) -> MonitorResult:
         """Return the result (complete after :meth:`stop`)."""
