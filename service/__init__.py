@@ -11,6 +11,7 @@ from service.catalog import Entry
 from service.errors import (
     BuildFailedError,
     CacheKeyError,
+    QueueFullError,
     ServiceError,
     SourceNotAllowedError,
     StoreInUseError,
@@ -28,6 +29,7 @@ __all__ = [
     "Entry",
     "GcReport",
     "Lease",
+    "QueueFullError",
     "ServiceError",
     "SourceNotAllowedError",
     "StoreInUseError",

@@ -91,10 +91,11 @@ async def _read_json(request: Request) -> Any:
 
 
 def create_app(
-    cache: Cache, policy: SourcePolicy, *, token: str | None = None, workers: int = 1
+    cache: Cache, policy: SourcePolicy, *, token: str | None = None, workers: int = 1,
+    max_pending: int = 64,
 ) -> FastAPI:
     """Return the API app over ``cache``; builds run in a :class:`BuildQueue`."""
-    queue = BuildQueue(cache, workers)
+    queue = BuildQueue(cache, workers, max_pending)
     app = FastAPI(title="nostall cache", version="1", on_shutdown=[queue.shutdown])
     app.state.cache, app.state.queue, app.state.policy = cache, queue, policy
     _install_error_handlers(app)

@@ -10,6 +10,7 @@ __all__ = [
     "HTTP_STATUS",
     "BuildFailedError",
     "CacheKeyError",
+    "QueueFullError",
     "ServiceError",
     "SourceNotAllowedError",
     "StoreInUseError",
@@ -39,9 +40,14 @@ class BuildFailedError(ServiceError):
     """A build ran but did not produce a complete store of the expected key."""
 
 
+class QueueFullError(ServiceError):
+    """Too many builds are queued; retry later."""
+
+
 HTTP_STATUS: dict[type[Exception], int] = {
     CacheKeyError: 404,
     StoreInUseError: 409,
     SourceNotAllowedError: 400,
     BuildFailedError: 500,
+    QueueFullError: 429,
 }

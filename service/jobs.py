@@ -16,6 +16,7 @@ from typing import Any
 
 from service.builders import BuildRequest
 from service.cache import Cache
+from service.errors import QueueFullError
 
 __all__ = ["BuildQueue", "Job"]
 
@@ -48,12 +49,15 @@ class BuildQueue:
     Args:
         cache: The cache to build into.
         workers: Concurrent builds.
+        max_pending: Most builds queued or running at once; more raise ``QueueFullError``.
     """
 
-    def __init__(self, cache: Cache, workers: int = 1) -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers!r}")
+    def __init__(self, cache: Cache, workers: int = 1, max_pending: int = 64) -> None:
+        if workers < 1 or max_pending < 1:
+            raise ValueError(f"workers and max_pending must be >= 1, got {workers!r}, "
+                             f"{max_pending!r}")
         self.cache = cache
+        self.max_pending = max_pending
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nostall-build")
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
@@ -64,6 +68,10 @@ class BuildQueue:
             job = self._jobs.get(request.key)
             if job is not None and job.status in ("queued", "building"):
                 return job
+            pending = sum(j.status in ("queued", "building") for j in self._jobs.values())
+            if pending >= self.max_pending:
+                raise QueueFullError(f"{pending} builds are queued or running (limit "
+                                     f"{self.max_pending}); retry later")
             job = Job(request.key, str(request.source), request.spec.to_dict())
             self._jobs[request.key] = job
         self._pool.submit(self._run, request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -163,3 +164,25 @@ def test_token_is_required_when_configured(roots: dict[str, Path]) -> None:
         auth = {"Authorization": f"Bearer {TOKEN}"}
         assert httpx.get(f"{url}/stores", headers=auth).json() == {"stores": [], "jobs": []}
         assert httpx.get(f"{url}/healthz", headers=auth).status_code == 200
+
+
+def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
+    gate = threading.Event()
+
+    def gated(request: BuildRequest) -> None:
+        gate.wait(60)
+        index_builder()(request)
+
+    cache = Cache(roots["base"] / "cache-queue", builder=gated)
+    app = create_app(cache, SourcePolicy([roots["data"]]), max_pending=1)
+    with serving(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        first = client.post("/stores", json={"source": "ds", "spec": SPEC})
+        assert first.status_code == 202
+        same = client.post("/stores", json={"source": "ds", "spec": SPEC})
+        assert same.status_code == 202 and same.json()["key"] == first.json()["key"]
+        other = client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}})
+        assert other.status_code == 429 and "retry later" in other.json()["error"]
+        gate.set()
+        assert _wait_ready(client, first.json()["key"])["status"] == "ready"
+        assert client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}}) \
+            .status_code == 202
