@@ -22,7 +22,8 @@ import torch
 
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import GraphSpec, build_pipeline
-from loaders.dali.params import DaliAugment, draw_batch_params
+from loaders.dali.params import draw_batch_params
+from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
 from loaders.order import batch_seed, epoch_order, num_batches
 
@@ -83,7 +84,9 @@ class DaliLoaderBase:
 
     Args:
         batch_size: Samples per batch.
-        augment: On-device augmentation policy; None serves raw uint8 NHWC images
+        augment: On-device augmentation policy: a :class:`DaliAugment`, or a
+            ``loaders.augment`` ``TrainAugment`` / ``EvalAugment`` (translated by
+            :func:`loaders.dali.policy.from_policy`); None serves raw uint8 NHWC images
             (:meth:`DaliAugment.identity`), as ``StoreLoader`` does without an augment.
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; None picks CUDA when available.
         shuffle: Shuffle chunks and samples (False: storage order, for evaluation).
@@ -100,7 +103,7 @@ class DaliLoaderBase:
         prefetch: DALI prefetch queue depth.
     """
 
-    def __init__(self, batch_size: int, *, augment: DaliAugment | None = None,
+    def __init__(self, batch_size: int, *, augment: Any = None,
                  device: str | torch.device | None = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = True, rank: int | None = None, world_size: int | None = None,
                  buffer_chunks: int = 8, mixup: Any = None, num_threads: int = 2,
@@ -118,7 +121,7 @@ class DaliLoaderBase:
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
         self.buffer_chunks, self.mixup = buffer_chunks, mixup
-        self.augment = augment if augment is not None else DaliAugment.identity()
+        self.augment = as_dali_augment(augment)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
@@ -220,6 +223,10 @@ class DaliLoaderBase:
         out = {"image": to_torch(image, self.device),
                "label": torch.from_numpy(np.array(label.as_tensor())).reshape(-1),
                "index": torch.from_numpy(np.array(index.as_tensor())).reshape(-1)}
+        if self.augment.channels_last and self.augment.layout == "CHW":
+            out["image"] = out["image"].permute(0, 3, 1, 2)  # NCHW view, channels_last memory
+        if self.augment.dtype == "bfloat16":
+            out["image"] = out["image"].to(torch.bfloat16)
         keep = out["index"] >= 0  # a placeholder fed for a batch whose inputs were all skipped
         if not bool(keep.all()):
             out = {k: v[keep.to(v.device)] for k, v in out.items()}

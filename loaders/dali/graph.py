@@ -43,13 +43,13 @@ class GraphSpec:
     @property
     def resize(self) -> bool:
         """Whether the graph crops/resizes (else images pass at their input size)."""
-        return self.out_size is not None or self.aug.scale is not None
+        return self.out_size is not None or self.aug.crops
 
     @property
     def feed_names(self) -> tuple[str, ...]:
         """The per-batch inputs the graph uses, in the order the feeder gives them."""
         names = ["data"]
-        names += ["roi_start", "roi_end"] if self.aug.scale is not None else []
+        names += ["roi_start", "roi_end"] if self.aug.crops else []
         names += ["mirror"]
         names += ["brightness", "contrast"] if self.aug.brightness or self.aug.contrast else []
         names += ["saturation"] if self.aug.saturation else []
@@ -67,7 +67,7 @@ def _images(spec: GraphSpec, data: Any, start: Any, end: Any) -> Any:
         return data
     if spec.out_size is None:
         raise ValueError("an output size is needed when cropping (DaliAugment.size)")
-    if spec.aug.scale is not None:  # crop first: the resize filter never reaches outside it
+    if spec.aug.crops:  # crop first: the resize filter never reaches outside it
         data = fn.slice(data, start=start, end=end, axis_names="HW")
     return fn.resize(data, size=[spec.out_size, spec.out_size],
                      interp_type=types.INTERP_LINEAR, antialias=True)
@@ -84,12 +84,13 @@ def _colour(aug: DaliAugment, img: Any, f: dict[str, Any]) -> Any:
 
 def _normalise(aug: DaliAugment, img: Any, mirror: Any) -> Any:
     fn, types = require_dali().fn, require_dali().types
+    layout = "HWC" if aug.channels_last else aug.layout  # torch permutes HWC to NCHW-last
     if aug.dtype == "uint8":
         return fn.crop_mirror_normalize(img, mirror=mirror, dtype=types.UINT8,
-                                        output_layout=aug.layout)
-    dtype = types.FLOAT if aug.dtype == "float32" else types.FLOAT16
+                                        output_layout=layout)
+    dtype = types.FLOAT16 if aug.dtype == "float16" else types.FLOAT  # bfloat16: torch casts
     return fn.crop_mirror_normalize(
-        img, mirror=mirror, dtype=dtype, output_layout=aug.layout,
+        img, mirror=mirror, dtype=dtype, output_layout=layout,
         mean=[255.0 * m for m in aug.mean], std=[255.0 * s for s in aug.std])
 
 

@@ -16,10 +16,9 @@ import numpy.typing as npt
 
 __all__ = ["DTYPES", "LAYOUTS", "BatchParams", "DaliAugment", "draw_batch_params"]
 
-DTYPES = ("float32", "float16", "uint8")
+DTYPES = ("float32", "float16", "bfloat16", "uint8")
 LAYOUTS = ("CHW", "HWC")
 _AUG_KEY = 0xDA1
-_TRIES = 10  # random resized crop attempts before the centre-crop fallback (as torchvision)
 
 
 def _pair(name: str, value: tuple[float, float], lo: float, hi: float) -> tuple[float, float]:
@@ -37,20 +36,27 @@ class DaliAugment:
         size: Output side length; None keeps the input size (stores only).
         scale: Random resized crop area range; None disables the crop (plain resize).
         ratio: Random resized crop aspect-ratio range (width / height).
-        flip: Random horizontal flip with probability 0.5.
+        attempts: Random resized crop candidates per sample before the centre fallback.
+        center: Deterministic centre crop instead (evaluation): the crop side is this
+            fraction of the short side (e.g. 224/256); needs ``scale=None``.
+        flip: Probability of a horizontal flip (True means 0.5).
         brightness: Brightness factor drawn from [1-b, 1+b]; 0 disables.
         contrast: Contrast factor drawn from [1-c, 1+c]; 0 disables.
         saturation: Saturation factor drawn from [1-s, 1+s]; 0 disables.
         mean: Per-channel mean in [0, 1] pixel units, subtracted after scaling to [0, 1].
         std: Per-channel std in [0, 1] pixel units.
-        dtype: Output dtype: ``float32``, ``float16`` or ``uint8`` (uint8 skips normalising).
+        dtype: Output dtype: ``float32``, ``float16``, ``bfloat16`` (cast by torch) or
+            ``uint8`` (uint8 skips normalising).
         layout: ``CHW`` (batches are B, 3, H, W) or ``HWC`` (B, H, W, 3).
+        channels_last: With ``CHW``: a (B, 3, H, W) tensor in ``torch.channels_last`` memory.
     """
 
     size: int | None = 224
     scale: tuple[float, float] | None = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    flip: bool = True
+    attempts: int = 10
+    center: float | None = None
+    flip: float = 0.5
     brightness: float = 0.0
     contrast: float = 0.0
     saturation: float = 0.0
@@ -58,8 +64,17 @@ class DaliAugment:
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     dtype: str = "float32"
     layout: str = "CHW"
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "flip", 0.5 if self.flip is True else float(self.flip))
+        if not 0.0 <= self.flip <= 1.0:
+            raise ValueError(f"flip must be a probability in [0, 1], got {self.flip!r}")
+        if not (isinstance(self.attempts, int) and 1 <= self.attempts <= 64):
+            raise ValueError(f"attempts must be an integer in [1, 64], got {self.attempts!r}")
+        if self.center is not None and (self.scale is not None or not 0 < self.center <= 1):
+            raise ValueError(f"center must lie in (0, 1] and needs scale=None, got "
+                             f"center={self.center!r} scale={self.scale!r}")
         if self.size is not None and not (isinstance(self.size, int) and self.size >= 1):
             raise ValueError(f"size must be a positive int or None, got {self.size!r}")
         if self.scale is not None:
@@ -85,9 +100,9 @@ class DaliAugment:
                    std=(1.0, 1.0, 1.0), dtype="uint8", layout="HWC")
 
     @property
-    def colour(self) -> bool:
-        """Whether any colour jitter is on."""
-        return bool(self.brightness or self.contrast or self.saturation)
+    def crops(self) -> bool:
+        """Whether each sample is cropped (random resized or centre crop) before resizing."""
+        return self.scale is not None or self.center is not None
 
 
 @dataclass(frozen=True)
@@ -113,9 +128,12 @@ def _crop_boxes(rng: np.random.Generator, hw: npt.NDArray[np.int64], aug: DaliAu
     n = len(hw)
     h, w = hw[:, 0:1].astype(np.float64), hw[:, 1:2].astype(np.float64)
     if aug.scale is None:
-        return np.concatenate([np.zeros((n, 2)), h, w], axis=1)
-    area = h * w * rng.uniform(*aug.scale, size=(n, _TRIES))
-    log_r = rng.uniform(math.log(aug.ratio[0]), math.log(aug.ratio[1]), size=(n, _TRIES))
+        if aug.center is None:
+            return np.concatenate([np.zeros((n, 2)), h, w], axis=1)
+        side = np.maximum(1.0, np.round(np.minimum(h, w) * aug.center))
+        return np.concatenate([(h - side) // 2, (w - side) // 2, side, side], axis=1)
+    area = h * w * rng.uniform(*aug.scale, size=(n, aug.attempts))
+    log_r = rng.uniform(math.log(aug.ratio[0]), math.log(aug.ratio[1]), size=(n, aug.attempts))
     cw, ch = np.round(np.sqrt(area * np.exp(log_r))), np.round(np.sqrt(area / np.exp(log_r)))
     ok = (cw > 0) & (ch > 0) & (cw <= w) & (ch <= h)
     u = rng.uniform(size=(n, 2))
@@ -155,7 +173,7 @@ def draw_batch_params(aug: DaliAugment, hw: npt.NDArray[np.int64], *, seed: int,
     rng = _rng(seed, epoch, rank, batch)
     box = _crop_boxes(rng, hw, aug)
     start = box[:, :2] + (0 if offset is None else np.asarray(offset).reshape(-1, 2))
-    mirror = rng.integers(0, 2, size=n) if aug.flip else np.zeros(n)
+    mirror = rng.random(size=n) < aug.flip
     return BatchParams(
         roi_start=start.astype(np.int32),
         roi_end=(start + box[:, 2:]).astype(np.int32),

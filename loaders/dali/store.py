@@ -98,7 +98,7 @@ class DaliStoreLoader(DaliLoaderBase):
     def _graph(self) -> GraphSpec:
         stored = self.info.layout.size
         size = self.augment.size or stored
-        keep = self.augment.scale is None and size == stored  # nothing to crop or resize
+        keep = not self.augment.crops and size == stored  # nothing to crop or resize
         return self._graph_spec(None if keep else size, decode=False)
 
     def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:

@@ -98,17 +98,12 @@ def _augmented(path: Path, **kw: Any) -> Any:
     return _loader(path, augment=aug, rank=1, world_size=2, **kw)
 
 
-def _mix(images: torch.Tensor, labels: torch.Tensor, gen: torch.Generator
-         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mixup with one lambda per batch drawn from ``gen`` (as loaders' mixup ops do)."""
-    lam = torch.rand((), generator=gen, device=images.device)
-    onehot = torch.nn.functional.one_hot(labels, 3).float()
-    return lam * images + (1 - lam) * images.flip(0), lam * onehot + (1 - lam) * onehot.flip(0)
+@pytest.mark.parametrize("mix", [False, True])
+def test_augmented_resume_is_exact(smooth: tuple[Path, np.ndarray], mix: bool) -> None:
+    from loaders.augment import Mixup
 
-
-@pytest.mark.parametrize("mixup", [None, _mix])
-def test_augmented_resume_is_exact(smooth: tuple[Path, np.ndarray], mixup: Any) -> None:
     path, _ = smooth
+    mixup = Mixup(num_classes=3) if mix else None
     full = _augmented(path, mixup=mixup)
     full.set_epoch(3)
     want = collect(full)
@@ -124,6 +119,9 @@ def test_augmented_resume_is_exact(smooth: tuple[Path, np.ndarray], mixup: Any) 
         assert g["image"].shape == (8, 3, 16, 16) and key in g
         np.testing.assert_array_equal(g["image"], w["image"])
         np.testing.assert_array_equal(g[key], w[key])
+        if mix:
+            assert g[key].shape == (8, 3)
+            np.testing.assert_allclose(g[key].sum(1), 1.0, rtol=1e-5)
 
 
 def test_augmentation_differs_by_epoch_and_repeats_by_seed(smooth: tuple[Path, np.ndarray]
