@@ -116,7 +116,7 @@ class ProcessTree:
         refresh_s: Seconds between re-listings of the descendants.
     """
 
-    def __init__(self, pid: int, refresh_s: float = 0.5) -> None:
+    def __init__(self, pid: int, refresh_s: float = 0.2) -> None:
         self.root = psutil.Process(pid)
         self.refresh_s = refresh_s
         self.seen: dict[int, float] = {}
@@ -220,7 +220,7 @@ class Monitor:
     """
 
     def __init__(self, interval: float = 0.1, *, gpu_index: int = 0, gpu: bool = True,
-                 refresh_s: float = 0.5) -> None:
+                 refresh_s: float = 0.2) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
         self.interval = interval
