@@ -26,6 +26,7 @@ from typing import Any
 
 from filelock import FileLock
 
+import precompute
 from precompute.errors import PrecomputeError
 from precompute.format import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
@@ -186,7 +187,8 @@ class Cache:
         request.out.rename(store)
         entry = Entry(
             key=key, path=store, source=str(request.source), spec=request.spec.to_dict(),
-            source_fingerprint=request.fingerprint, transform_version=_transform_version(),
+            source_fingerprint=request.fingerprint,
+            transform_version=str(precompute.TRANSFORM_VERSION),
             format_version=int(info.attrs["version"]), size_bytes=dir_size(store),
             num_samples=info.layout.num_samples, num_valid=info.num_valid,
             created=time.time(), build_seconds=round(time.time() - started, 3),
@@ -279,9 +281,3 @@ class Cache:
         """Context manager yielding the store path of ``ref`` with a lease held."""
         with self.lease(ref) as lease:
             yield lease.path
-
-
-def _transform_version() -> str:
-    import precompute
-
-    return str(precompute.TRANSFORM_VERSION)
