@@ -1,0 +1,28 @@
+"""The loader path: resolve (source, spec) through the cache, stream it with StoreLoader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from loaders.torch_loader import StoreLoader
+from service import Cache, resolve
+from tests.service.helpers import SPEC, index_builder, make_source
+
+
+def test_resolved_store_streams_and_is_leased_while_read(tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src")
+    cache = Cache(tmp_path / "cache", builder=index_builder())
+    path, lease = resolve((str(source), SPEC), cache=cache)
+    with lease:
+        loader = StoreLoader(path, batch_size=4, shuffle=False, drop_last=False)
+        seen = []
+        for batch in loader:
+            assert cache.gc(budget_bytes=0).evicted == ()  # leased: never evicted mid-epoch
+            for image, index in zip(batch["image"], batch["index"], strict=True):
+                assert torch.all(image == int(index) % 251)  # pixels encode the slot index
+                seen.append(int(index))
+        assert sorted(seen) == list(range(12))
+    assert not lease.held
+    assert cache.gc(budget_bytes=0).evicted == (cache.key_for(source, SPEC),)
