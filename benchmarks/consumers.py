@@ -65,7 +65,7 @@ def _cycles_per_second(device: torch.device) -> float:
     torch.cuda._sleep(cycles)
     end.record()
     torch.cuda.synchronize(device)
-    return cycles / (start.elapsed_time(end) / 1000.0)
+    return float(cycles / (start.elapsed_time(end) / 1000.0))
 
 
 class TinyCNN(nn.Module):
@@ -84,7 +84,8 @@ class TinyCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Return logits for a float NCHW batch."""
-        return self.head(torch.flatten(self.features(x), 1))
+        out: torch.Tensor = self.head(torch.flatten(self.features(x), 1))
+        return out
 
 
 class ModelStep:
@@ -101,7 +102,7 @@ class ModelStep:
         self.device = device
         self.model = TinyCNN(num_classes).to(device)
         if device.type == "cuda":
-            self.model = self.model.to(memory_format=torch.channels_last)
+            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.amp = device.type == "cuda"
         bf16 = self.amp and torch.cuda.is_bf16_supported()

@@ -56,8 +56,9 @@ class PrecomputeStrategy(Strategy):
         from loaders.torch_loader import StoreLoader
 
         threads = min(64, max(1, cfg.workers))
-        augment = TrainAugment(size=cfg.size, threads=threads)  # ImageNet mean/std by default
-        loader = StoreLoader(cfg.store, cfg.batch_size, device=cfg.device, shuffle=True,
+        # normalisation: TrainAugment's default (ImageNet mean/std, as MEAN/STD here)
+        augment = TrainAugment(size=(cfg.size, cfg.size), threads=threads)
+        loader = StoreLoader(str(cfg.store), cfg.batch_size, device=cfg.device, shuffle=True,
                              seed=cfg.seed, drop_last=True, augment=augment, num_threads=threads)
         return _LoaderSource(loader, _store_samples(str(cfg.store)))
 

@@ -30,7 +30,8 @@ PREFETCH_FACTOR = 2
 
 def random_resized_crop_box(rng: np.random.Generator, width: int, height: int,
                             scale: tuple[float, float] = (0.08, 1.0),
-                            ratio: tuple[float, float] = (3 / 4, 4 / 3)) -> tuple[int, ...]:
+                            ratio: tuple[float, float] = (3 / 4, 4 / 3)
+                            ) -> tuple[int, int, int, int]:
     """Return a crop box ``(left, top, right, bottom)`` drawn like torchvision's RRC."""
     area = width * height
     log_r = (math.log(ratio[0]), math.log(ratio[1]))
