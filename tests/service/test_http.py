@@ -182,6 +182,9 @@ def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
         assert same.status_code == 202 and same.json()["key"] == first.json()["key"]
         other = client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}})
         assert other.status_code == 429 and "retry later" in other.json()["error"]
+        pending = client.get(f"/stores/{first.json()['key']}").json()
+        assert pending["status"] in ("queued", "building") and pending["job"]["error"] is None
+        assert [j["key"] for j in client.get("/stores").json()["jobs"]] == [first.json()["key"]]
         gate.set()
         assert _wait_ready(client, first.json()["key"])["status"] == "ready"
         assert client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}}) \
