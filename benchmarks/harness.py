@@ -107,6 +107,7 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
         # whole run incl. warm-up: work prefetched during warm-up is not lost from the count
         "cpu_s_per_sample": res.cpu_s / tm.samples if tm.samples > 0 else None,
         "peak_rss_bytes": res.peak_rss_bytes,
+        "monitor_cpu_share": res.self_cpu_s / res.wall_s if res.wall_s > 0 else None,
         "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
         "monitor": res.to_dict(),
     }

@@ -12,7 +12,8 @@ __all__ = ["REPORT_KEYS", "STRATEGY_KEYS", "add_break_even", "markdown_table", "
 
 REPORT_KEYS = ("environment", "config", "build", "strategies", "break_even", "plots")
 STRATEGY_KEYS = ("name", "status", "samples_per_s", "data_wait_share", "step_cv",
-                 "oscillation_period_s", "cpu_s_per_sample", "peak_rss_bytes", "verdict")
+                 "oscillation_period_s", "cpu_s_per_sample", "peak_rss_bytes", "monitor_cpu_share",
+                 "verdict")
 BASELINE = "workers"
 STORE_STRATEGIES = ("precompute", "precompute-dali")
 
@@ -116,6 +117,14 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _overhead_line(strategies: list[dict[str, Any]]) -> str:
+    shares = [s["monitor_cpu_share"] for s in strategies if s.get("monitor_cpu_share") is not None]
+    if not shares:
+        return "Monitor overhead: n/a"
+    return (f"Monitor overhead (its sampling thread's CPU / wall time): at most "
+            f"{100 * max(shares):.2f}% of one core.")
+
+
 def _ok(ok: bool | None) -> str:
     return "n/a" if ok is None else ("ok" if ok else "MISSED")
 
@@ -129,7 +138,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
         f"`{cfg['consumer']}`, device `{cfg['device']}`; the first {cfg['warmup_steps']} steps "
         "are warm-up. Utilisation: " + report["util_note"], "",
-        markdown_table(report["strategies"]), "",
+        markdown_table(report["strategies"]), "", _overhead_line(report["strategies"]), "",
         "## Verdicts (targets: GPU util 70-90% and steady, data wait < 30%, step CV < 20%)",
         *_verdict_lines(report["strategies"]), "",
         "## Store build", *_build_lines(report.get("build"), report["break_even"]), "",
