@@ -1,21 +1,47 @@
-"""Colour jitter, normalisation and the output format, batched over per-sample factors.
+"""Colour jitter, normalisation and the output format, as one per-sample colour matrix.
 
-All functions work in place on float32 ``[B, 3, H, W]`` pixels in ``[0, 255]`` with a fixed
-number of kernels per batch, on any device. Per-channel constants are Python scalars, so no
+Brightness ``b``, contrast ``c`` and saturation ``s`` are linear in the pixel, so together with
+the normalisation they form one per-sample affine map ``z = M x + v`` (``M`` 3x3), clamped once
+at the end to the normalised image of ``[0, 255]``:
+
+* brightness: ``x1 = b x``
+* contrast, around the mean grey of ``x1``: ``x2 = c x1 + (1 - c) mean(grey(x1))``
+* saturation, towards each pixel's grey: ``x3 = s x2 + (1 - s) grey(x2)``
+* normalisation: ``z = x3 / (255 std) - mean / std``
+
+(torchvision clamps after every step, and so differs where a step saturates.) The grid path
+applies the map with one batched matmul, the fast path per sample; both build it with
+:func:`color_affine`. Constants are Python scalars or built with fill kernels, so no
 host-to-device copy happens per batch.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
 from loaders.augment.errors import AugmentError
 from loaders.augment.ops import ColorJitter, Normalize
 
-__all__ = ["DTYPES", "apply_jitter", "channel_affine", "finish", "jitter_factors", "normalize_"]
+__all__ = [
+    "DTYPES",
+    "GREY",
+    "apply_color",
+    "channel_affine",
+    "clamp_bounds",
+    "color_affine",
+    "color_converter",
+    "finish",
+    "jitter_factors",
+    "normalize_",
+    "normalize_converter",
+]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_GRAY = (0.299, 0.587, 0.114)
+GREY = (0.299, 0.587, 0.114)
+# writes sample i's float result into out[3, H, W] from its resized uint8 [3, H, W] pixels
+Converter = Callable[[torch.Tensor, int, torch.Tensor], None]
 
 
 def jitter_factors(u: torch.Tensor, jitter: ColorJitter) -> torch.Tensor:
@@ -25,26 +51,6 @@ def jitter_factors(u: torch.Tensor, jitter: ColorJitter) -> torch.Tensor:
     return torch.stack(cols, 1)
 
 
-def _gray(x: torch.Tensor) -> torch.Tensor:
-    return x[:, 0:1] * _GRAY[0] + x[:, 1:2] * _GRAY[1] + x[:, 2:3] * _GRAY[2]
-
-
-def apply_jitter(x: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-    """Apply brightness, then contrast, then saturation, in place, clamping to ``[0, 255]``.
-
-    Args:
-        x: Float ``[B, 3, H, W]`` in ``[0, 255]``.
-        factors: ``[B, 3]`` factors from :func:`jitter_factors`.
-    """
-    f = factors.to(x.dtype).view(-1, 3, 1, 1)
-    b, c, s = f[:, 0:1], f[:, 1:2], f[:, 2:3]
-    x.mul_(b).clamp_(0.0, 255.0)
-    mean = _gray(x).mean(dim=(2, 3), keepdim=True)
-    x.mul_(c).add_(mean * (1.0 - c)).clamp_(0.0, 255.0)
-    x.mul_(s).add_(_gray(x) * (1.0 - s)).clamp_(0.0, 255.0)
-    return x
-
-
 def channel_affine(norm: Normalize | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Return per-channel ``(scale, shift)`` with ``normalized = pixel * scale + shift``."""
     if norm is None:
@@ -52,6 +58,81 @@ def channel_affine(norm: Normalize | None) -> tuple[tuple[float, ...], tuple[flo
     scale = tuple(1.0 / (255.0 * s) for s in norm.std)
     shift = tuple(-m / s for m, s in zip(norm.mean, norm.std, strict=True))
     return scale, shift
+
+
+def _vec(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(len(values), dtype=torch.float32, device=like.device)
+    for k, v in enumerate(values):
+        out[k].fill_(v)  # fill kernels: no host-to-device copy
+    return out
+
+
+def color_affine(factors: torch.Tensor, channel_mean: torch.Tensor, norm: Normalize | None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return the per-sample map ``(M [B, 3, 3], v [B, 3])`` of jitter + normalisation.
+
+    Args:
+        factors: ``[B, 3]`` brightness, contrast, saturation factors.
+        channel_mean: ``[B, 3]`` mean of each channel of the (resampled) image, in ``[0, 255]``.
+        norm: Normalisation, or None for ``/ 255``.
+    """
+    b, c, s = (factors[:, k].view(-1, 1, 1) for k in range(3))
+    grey = _vec(GREY, factors)
+    scale, shift = channel_affine(norm)
+    diag = torch.diag(_vec(scale, factors))
+    eye = torch.eye(3, device=factors.device)
+    mix = s * eye + (1.0 - s) * grey.view(1, 1, 3)  # rows: s e_k + (1 - s) grey
+    m = diag @ (c * b * mix)
+    mean_grey = (channel_mean * grey).sum(1)
+    v = (1.0 - c.view(-1)) * b.view(-1) * mean_grey
+    return m, v[:, None] * _vec(scale, factors) + _vec(shift, factors)
+
+
+def clamp_bounds(norm: Normalize | None, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel ``[3, 1]`` bounds of the normalised image of ``[0, 255]``."""
+    scale, shift = channel_affine(norm)
+    lo = _vec(shift, like)
+    return lo.view(3, 1), (lo + 255.0 * _vec(scale, like)).view(3, 1)
+
+
+def apply_color(x: torch.Tensor, factors: torch.Tensor, norm: Normalize | None) -> torch.Tensor:
+    """Jitter + normalise float ``[B, 3, H, W]`` pixels in ``[0, 255]`` (one batched matmul).
+
+    Returns:
+        Contiguous float32 ``[B, 3, H, W]``, normalised.
+    """
+    b, _, h, w = x.shape
+    m, v = color_affine(factors.to(torch.float32), x.mean(dim=(2, 3)), norm)
+    flat = x.reshape(b, 3, h * w)
+    out = torch.baddbmm(v[:, :, None], m, flat)
+    lo, hi = clamp_bounds(norm, x)
+    return out.clamp_(lo, hi).view(b, 3, h, w)
+
+
+def normalize_converter(norm: Normalize | None) -> Converter:
+    """Per-sample uint8 -> normalised float in one pass (``addcmul``), for the fast path."""
+    scale, shift = channel_affine(norm)
+    mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)
+
+    def convert(x: torch.Tensor, i: int, out: torch.Tensor) -> None:
+        torch.addcmul(add, x, mul, out=out)
+
+    return convert
+
+
+def color_converter(factors: torch.Tensor, norm: Normalize | None) -> Converter:
+    """Per-sample uint8 -> jittered, normalised float, for the fast path (CPU tensors)."""
+    lo, hi = clamp_bounds(norm, factors)
+
+    def convert(x: torch.Tensor, i: int, out: torch.Tensor) -> None:
+        mean = torch.mean(x, dim=(1, 2), dtype=torch.float32).view(1, 3)
+        m, v = color_affine(factors[i:i + 1].to(torch.float32), mean, norm)
+        pixels = x.to(torch.float32).view(3, -1)  # keeps the HWC strides: no transpose
+        flat = out.view(3, -1)
+        torch.addmm(v.view(3, 1), m[0], pixels, out=flat)
+        flat.clamp_(lo, hi)
+
+    return convert
 
 
 def normalize_(x: torch.Tensor, norm: Normalize | None) -> torch.Tensor:

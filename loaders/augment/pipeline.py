@@ -19,11 +19,12 @@ import torch
 
 from loaders.augment.color import (
     DTYPES,
-    apply_jitter,
-    channel_affine,
+    apply_color,
+    color_converter,
     finish,
     jitter_factors,
     normalize_,
+    normalize_converter,
 )
 from loaders.augment.crop import CropParams, center_crops, num_uniforms, random_crops
 from loaders.augment.errors import AugmentError
@@ -94,19 +95,21 @@ class _Augment:
     def _fast(self, images: torch.Tensor) -> bool:
         return self.path == "fast" or (self.path == "auto" and images.device.type == "cpu")
 
-    def _pixels(self, images: torch.Tensor, crops: CropParams) -> torch.Tensor:
-        """Resample to float ``[0, 255]`` pixels (for ops that need them, e.g. jitter)."""
-        if self._fast(images):
-            return crop_resample(images, crops, self.size, threads=self.threads)
-        return grid_resample(images, crops, self.size)
+    def _resample(self, images: torch.Tensor, crops: CropParams,
+                  factors: torch.Tensor | None = None) -> torch.Tensor:
+        """Resample, jitter (if ``factors``) and normalise, as float32 ``[B, 3, H, W]``.
 
-    def _normalized(self, images: torch.Tensor, crops: CropParams) -> torch.Tensor:
-        """Resample and normalise; the fast path fuses normalisation into its conversion."""
+        The grid path runs each step once on the whole batch; the fast path converts each
+        resized sample while it is in cache. Both use the same colour functions.
+        """
         if not self._fast(images):
-            return normalize_(grid_resample(images, crops, self.size), self.normalize)
-        scale, shift = channel_affine(self.normalize)
-        affine = (torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1))
-        return crop_resample(images, crops, self.size, affine=affine, threads=self.threads)
+            x = grid_resample(images, crops, self.size)
+            if factors is None:
+                return normalize_(x, self.normalize)
+            return apply_color(x, factors, self.normalize)
+        convert = (normalize_converter(self.normalize) if factors is None
+                   else color_converter(factors, self.normalize))
+        return crop_resample(images, crops, self.size, convert=convert, threads=self.threads)
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return finish(x, self.dtype, self.channels_last)
@@ -157,10 +160,7 @@ class TrainAugment(_Augment):
         """Augment a batch; see the module docstring for the contract."""
         check_inputs(images, extents, generator)
         crops, factors = self.params(extents, generator)
-        if factors is None:
-            return self._finish(self._normalized(images, crops))
-        x = apply_jitter(self._pixels(images, crops), factors)
-        return self._finish(normalize_(x, self.normalize))
+        return self._finish(self._resample(images, crops, factors))
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class EvalAugment(_Augment):
         """Transform a batch; ``generator`` is accepted for the contract and not used."""
         check_inputs(images, extents, generator)
         crops = center_crops(extents, self.size, self.crop)
-        return self._finish(self._normalized(images, crops))
+        return self._finish(self._resample(images, crops))
 
 
 AUGMENTS: dict[str, type[_Augment]] = {"train": TrainAugment, "eval": EvalAugment}

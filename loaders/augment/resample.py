@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from loaders.augment.color import Converter
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.workers import pool
@@ -64,37 +65,37 @@ def grid_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
 def _resize_one(crop: torch.Tensor, size: tuple[int, int], flip: bool) -> torch.Tensor:
     x = crop.permute(2, 0, 1).unsqueeze(0).contiguous(memory_format=torch.channels_last)
     x = F.interpolate(x, size=size, mode="bilinear", align_corners=True, antialias=False)
-    return (x.flip(3) if flip else x)[0]
+    return (x.flip(3) if flip else x)[0]  # [3, H, W] with HWC strides
+
+
+def _copy(x: torch.Tensor, i: int, out: torch.Tensor) -> None:
+    out.copy_(x)
 
 
 def _fill(out: torch.Tensor, images: torch.Tensor, rows: list[list[int]], idx: range,
-          affine: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+          convert: Converter) -> None:
     size = (out.shape[2], out.shape[3])
     for i in idx:
         top, left, h, w, flip = rows[i]
-        x = _resize_one(images[i, top:top + h, left:left + w], size, bool(flip))
-        if affine is None:
-            out[i].copy_(x)
-        else:  # uint8 -> float, * scale + shift, in one pass over cache-hot pixels
-            torch.addcmul(affine[1], x, affine[0], out=out[i])
+        convert(_resize_one(images[i, top:top + h, left:left + w], size, bool(flip)), i, out[i])
 
 
 def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int], *,
-                  affine: tuple[torch.Tensor, torch.Tensor] | None = None, threads: int = 1
-                  ) -> torch.Tensor:
+                  convert: Converter | None = None, threads: int = 1) -> torch.Tensor:
     """Crop, flip and resize a CPU batch touching only each crop's pixels.
 
     Args:
         images: ``[B, H, W, 3]`` uint8 on the CPU.
         crops: Boxes and flips, one per sample (CPU tensors).
         size: Output ``(height, width)``.
-        affine: Optional per-channel ``(scale, shift)``, each ``[3, 1, 1]`` float32, fused
-            into the uint8 -> float conversion (normalisation).
+        convert: ``convert(pixels, i, out_i)`` writes sample ``i``'s float32 ``[3, H, W]``
+            result from its resized uint8 pixels while they are in cache (e.g. normalise, see
+            :mod:`loaders.augment.color`); default: copy the ``[0, 255]`` values.
         threads: Worker threads sharing the samples (the kernels release the GIL); each
             runs with one OpenMP thread (see :mod:`loaders.augment.workers`).
 
     Returns:
-        Float32 ``[B, 3, height, width]``: ``[0, 255]`` pixels, or ``pixels * scale + shift``.
+        Float32 ``[B, 3, height, width]``, as written by ``convert``.
 
     Raises:
         AugmentError: ``images`` is not on the CPU, or ``threads < 1``.
@@ -108,7 +109,8 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
     rows = torch.stack([crops.top, crops.left, crops.height, crops.width,
                         crops.flip.long()], 1).tolist()
     parts = [range(k, b, threads) for k in range(min(threads, b))]
-    jobs = [pool(threads).submit(_fill, out, images, rows, p, affine) for p in parts]
+    jobs = [pool(threads).submit(_fill, out, images, rows, p, convert or _copy)
+            for p in parts]
     for job in jobs:
         job.result()
     return out

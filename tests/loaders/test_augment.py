@@ -289,3 +289,27 @@ def test_fast_path_workers_use_one_omp_thread_without_touching_the_caller():
     t.start()
     t.join()
     assert torch.get_num_threads() == before and seen == [before]
+
+
+def _grey(t: torch.Tensor) -> torch.Tensor:
+    return 0.299 * t[:, 0:1] + 0.587 * t[:, 1:2] + 0.114 * t[:, 2:3]
+
+
+def test_colour_matrix_matches_the_step_by_step_definition():
+    from loaders.augment.color import apply_color
+
+    g = _gen(4)
+    x = 60 + 120 * torch.rand(6, 3, 8, 8, generator=g)  # mid-range: no step saturates
+    f = 1 + 0.3 * (2 * torch.rand(6, 3, generator=g) - 1)
+    b, c, s = (f[:, k].view(-1, 1, 1, 1) for k in range(3))
+    x1 = b * x
+    x2 = c * x1 + (1 - c) * _grey(x1).mean((2, 3), keepdim=True)
+    x3 = s * x2 + (1 - s) * _grey(x2)
+    mean = torch.tensor(Normalize().mean).view(1, 3, 1, 1)
+    std = torch.tensor(Normalize().std).view(1, 3, 1, 1)
+    torch.testing.assert_close(apply_color(x, f, Normalize()), (x3 / 255 - mean) / std,
+                               atol=1e-4, rtol=1e-4)
+    grey_only = apply_color(x, torch.tensor([[1.0, 1.0, 0.0]] * 6), None)  # saturation 0
+    assert torch.allclose(grey_only[:, 0], grey_only[:, 1], atol=1e-5)
+    bright = apply_color(x, torch.tensor([[2.0, 1.0, 1.0]] * 6), None)
+    assert bright.max() == 1.0 and bright.min() >= 0  # clamped once, to [0, 255] / 255
