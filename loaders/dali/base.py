@@ -27,10 +27,18 @@ from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
 from loaders.order import batch_seed, epoch_order, num_batches
 
-__all__ = ["DaliLoaderBase", "Fetched"]
+__all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
 
 _STATE_KEYS = ("seed", "world_size", "rank", "batch_size", "shuffle", "drop_last",
                "buffer_chunks")
+
+
+class PipelineRunError(LoaderError):
+    """DALI failed to produce a batch; the message carries DALI's own error."""
+
+    def __init__(self, epoch: int, batch: int, reason: str) -> None:
+        super().__init__(f"DALI pipeline failed on batch {batch} of epoch {epoch}: {reason}")
+        self.epoch, self.batch, self.reason = epoch, batch, reason
 
 
 @dataclass
@@ -205,7 +213,10 @@ class DaliLoaderBase:
     def _run_from(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         pipe = self._pipeline(epoch, start)
         for b in range(start, self.num_batches(epoch)):
-            outs = pipe.run()
+            try:
+                outs = pipe.run()
+            except RuntimeError as exc:  # DALI reports operator failures as RuntimeError
+                raise PipelineRunError(epoch, b, str(exc)) from exc
             self._police(epoch, b)
             batch = self._to_batch(outs, epoch, b)
             self._served = b + 1

@@ -15,8 +15,9 @@ to name the culprit, and the pipeline is rebuilt from that batch without it.
 
 Pixels follow the build's decode rules (``precompute.stages.decode``): EXIF orientation is
 applied and 16-bit gray is scaled by 1/257 (DALI does both), and images with an alpha channel,
-which DALI would simply drop, are decoded on the host with the build's decoder (composited over
-white) and handed to DALI as PPM. That costs host CPU for those (usually rare) files only.
+which DALI would simply drop, and GIFs, which it cannot decode, are decoded on the host with the
+build's decoder (alpha composited over white) and handed to DALI as PPM. That costs host CPU
+for those (usually rare) files only.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy.typing as npt
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from loaders.dali.base import DaliLoaderBase, Fetched
+from loaders.dali.base import DaliLoaderBase, Fetched, PipelineRunError
 from loaders.dali.graph import GraphSpec
 from loaders.errors import LoaderError
 
@@ -41,6 +42,7 @@ __all__ = ["ON_ERROR", "JpegLoader"]
 ON_ERROR = ("raise", "skip")
 _ORIENTATION = 0x0112
 _EXIF_IN_HEADER = frozenset({"JPEG", "MPO"})
+_HOST_FORMATS = frozenset({"GIF"})  # formats DALI's decoder does not read
 _ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
 _DEFAULT_MAX_PIXELS = 89_478_485  # as precompute.spec.DEFAULT_MAX_PIXELS
 
@@ -53,10 +55,11 @@ def _placeholder() -> np.ndarray:
 
 
 def header_info(raw: bytes, max_pixels: int) -> tuple[int, int, bool]:
-    """Return ``(height, width, alpha)`` from the header only.
+    """Return ``(height, width, host)`` from the header only.
 
-    ``height, width`` are what the decoder produces (EXIF orientation applied); ``alpha`` says
-    whether the image has an alpha channel (DALI would drop it; the build composites it).
+    ``height, width`` are what the decoder produces (EXIF orientation applied); ``host`` says
+    the file must be decoded on the host: it has an alpha channel (DALI would drop it; the
+    build composites it over white) or a format DALI cannot decode (GIF).
 
     Raises:
         ValueError: Not an image Pillow recognises, or larger than ``max_pixels``.
@@ -67,14 +70,15 @@ def header_info(raw: bytes, max_pixels: int) -> tuple[int, int, bool]:
             # JPEG keeps EXIF in a header segment; other formats (PNG) would decode to find it
             exif = im.getexif() if im.format in _EXIF_IN_HEADER else {}
             rotated = exif.get(_ORIENTATION, 1) in (5, 6, 7, 8)
-            alpha = im.mode in _ALPHA_MODES or (im.mode == "P" and "transparency" in im.info)
+            host = (im.mode in _ALPHA_MODES or im.format in _HOST_FORMATS
+                    or (im.mode == "P" and "transparency" in im.info))
     except UnidentifiedImageError as exc:
         raise ValueError("not an image format Pillow recognises") from exc
     except Exception as exc:  # Pillow raises many types for garbage
         raise ValueError(f"unreadable image header ({type(exc).__name__}: {exc})") from exc
     if w * h > max_pixels:
         raise ValueError(f"{w}x{h} pixels exceed max_pixels={max_pixels}")
-    return (w, h, alpha) if rotated else (h, w, alpha)
+    return (w, h, host) if rotated else (h, w, host)
 
 
 def _host_decoded(raw: bytes, key: str, max_pixels: int) -> bytes:
@@ -170,8 +174,8 @@ class JpegLoader(DaliLoaderBase):
     def _read(self, i: int) -> tuple[np.ndarray, tuple[int, int]]:
         key = self.source.items[i][0]
         raw = self.source.read_bytes(key)
-        h, w, alpha = header_info(raw, self.max_pixels)
-        if alpha:
+        h, w, host = header_info(raw, self.max_pixels)
+        if host:
             raw = _host_decoded(raw, key, self.max_pixels)
         return np.frombuffer(raw, np.uint8), (h, w)
 
@@ -201,9 +205,13 @@ class JpegLoader(DaliLoaderBase):
             try:
                 yield from self._run_from(epoch, b)
                 return
-            except RuntimeError as exc:  # DALI aborts the whole batch on one bad file
+            except PipelineRunError as exc:  # DALI aborts the whole batch on one bad file
                 b = self._served
                 self._identify_bad(epoch, b, exc)
+
+    def _pipeline(self, epoch: int, start: int) -> Any:
+        self._batch_bad.clear()  # records of batches fed to a previous pipeline
+        return super()._pipeline(epoch, start)
 
     def _police(self, epoch: int, batch: int) -> None:
         """Apply ``on_error`` to the files of ``batch`` found bad while feeding it."""
@@ -220,11 +228,12 @@ class JpegLoader(DaliLoaderBase):
             raise DecodeError(key, self._bad[i])
         self.skipped[key] = self._bad[i]
 
-    def _identify_bad(self, epoch: int, batch: int, exc: RuntimeError) -> None:
+    def _identify_bad(self, epoch: int, batch: int, exc: PipelineRunError) -> None:
         """Decode the files of the batches in flight one by one and mark the bad ones.
 
         Raises:
-            LoaderError: DALI failed but Pillow decodes every file in flight.
+            LoaderError: DALI failed but Pillow decodes every file in flight (the message
+                names the batch's files and carries DALI's error).
         """
         order, bs = self.epoch_indices(epoch), self.batch_size
         stop = min(len(order), (batch + self._prefetch + 1) * bs)
@@ -237,5 +246,5 @@ class JpegLoader(DaliLoaderBase):
                 self._bad[i], found = reason, True
         if not found:
             keys = [self.source.items[int(i)][0] for i in order[batch * bs:(batch + 1) * bs]]
-            raise LoaderError(f"DALI failed to decode batch {batch} of epoch {epoch} "
-                              f"(files {keys}), but Pillow decodes each of them: {exc}") from exc
+            raise LoaderError(f"DALI failed on batch {batch} of epoch {epoch} (files {keys}), "
+                              f"but Pillow decodes each of them: {exc.reason}") from exc

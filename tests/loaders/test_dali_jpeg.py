@@ -48,6 +48,22 @@ def test_pixels_match_the_build_decoder_and_pillow_resize(folder: Path, size: in
     assert served == 40
 
 
+def test_gif_and_alpha_follow_the_build_decoder(tmp_path: Path) -> None:
+    root = tmp_path / "odd" / "a"
+    root.mkdir(parents=True)
+    rgba = np.zeros((20, 30, 4), np.uint8)
+    rgba[..., 0], rgba[..., 3] = 200, np.arange(30, dtype=np.uint8)[None, :] * 8
+    Image.fromarray(rgba, "RGBA").save(root / "0.png")
+    make_image(0, 1, 0, (30, 20)).save(root / "1.gif")
+    loader = _loader(root.parent, size=20, shuffle=False, drop_last=False)
+    (batch,) = collect(loader)
+    assert batch["index"].tolist() == [0, 1]
+    for img, (key, _) in zip(batch["image"], loader.source.items, strict=True):
+        ref = decode_bytes(loader.source.read_bytes(key), key, 10**8)
+        ref = np.asarray(ref.resize((20, 20), Image.BILINEAR), dtype=np.int64)
+        assert np.abs(img.astype(np.int64) - ref).mean() < 1.0, key
+
+
 def test_labels_are_the_class_folders(folder: Path) -> None:
     loader = _loader(folder, drop_last=False)
     for batch in collect(loader):
