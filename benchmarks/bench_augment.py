@@ -36,6 +36,7 @@ from PIL import Image
 __all__ = ["main"]
 
 SEED = 0
+Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
 
 def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int], Path]:
@@ -71,7 +72,7 @@ def _cpu_seconds() -> float:
     for child in me.children(recursive=True):
         with contextlib.suppress(psutil.Error):  # a worker may exit meanwhile
             total += sum(child.cpu_times()[:2])
-    return total
+    return float(total)
 
 
 def time_epochs(epoch: Callable[[int], Iterable[int]], runs: int) -> tuple[float, float]:
@@ -112,7 +113,7 @@ def classic_epochs(paths: list[Path], labels: list[int], size: int, batch: int
     return epoch, close
 
 
-def store_epochs(store: Path, batch: int, augment: object) -> Callable[[int], Iterable[int]]:
+def store_epochs(store: Path, batch: int, augment: Augment) -> Callable[[int], Iterable[int]]:
     """StoreLoader epochs with ``augment`` on the CPU."""
     from loaders import StoreLoader
 
@@ -125,22 +126,22 @@ def store_epochs(store: Path, batch: int, augment: object) -> Callable[[int], It
     return epoch
 
 
-def augment_only(aug: object, images: torch.Tensor, extents: torch.Tensor, reps: int
+def augment_only(aug: Augment, images: torch.Tensor, extents: torch.Tensor, reps: int
                  ) -> Callable[[int], Iterable[int]]:
     """``reps`` augment calls on one in-memory batch per 'epoch'."""
     def epoch(e: int) -> Iterable[int]:
         g = torch.Generator().manual_seed(e)
-        return (len(aug(images, extents, g)) for _ in range(reps))  # type: ignore[operator]
+        return (len(aug(images, extents, g)) for _ in range(reps))
     return epoch
 
 
-def op_count(aug: object, batch: int, store_size: int) -> int:
+def op_count(aug: Augment, batch: int, store_size: int) -> int:
     """Aten ops (torch profiler, CPU) of one augment call at ``batch``."""
     images = torch.randint(0, 256, (batch, store_size, store_size, 3), dtype=torch.uint8)
     extents = torch.tensor([[0, 0, store_size, store_size]] * batch, dtype=torch.int32)
-    aug(images, extents, torch.Generator().manual_seed(0))  # type: ignore[operator]
+    aug(images, extents, torch.Generator().manual_seed(0))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        aug(images, extents, torch.Generator().manual_seed(0))  # type: ignore[operator]
+        aug(images, extents, torch.Generator().manual_seed(0))
     return sum(1 for ev in prof.events() if ev.name.startswith("aten::"))
 
 
