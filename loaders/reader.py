@@ -1,11 +1,13 @@
 """The host-side read node: whole chunks in, batches in epoch order out, one copy.
 
 For each window of the epoch plan, :class:`BatchReader` reads every chunk the window serves
-whole, with one ``preadv`` per chunk (in parallel on a small pool: ``preadv`` and crc32c release
-the GIL) whose buffers are the destination rows of the samples in their batches, so the bytes
-go from the page cache to the batch exactly once, checksum still over the whole chunk. Rows the
-epoch does not serve (holes, the cut remainder, rows before a resume point, edge padding) land
-in a scratch buffer. A batch is handed out once every window serving it was read.
+whole (in parallel on a small pool: the copies and crc32c release the GIL) and routes each of
+its rows straight to its row in its batch buffer: out of the mapped shard file with one
+vectorised copy per (chunk, batch), or with one ``preadv`` whose buffers are those rows. The
+bytes go from the page cache to the batch exactly once, checksum over the whole chunk. Rows
+the epoch does not serve (holes, the cut remainder, rows before a resume point, edge padding)
+are not copied (mmap) or land in scratch (pread). A batch is handed out once every window
+serving it was read.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from loaders.buffers import BufferPool
 from loaders.errors import LoaderError
 from loaders.nodes import Node
 from loaders.plan import EpochPlan, Window
+from loaders.shardio import Route
 from loaders.source import StoreSource
 
 __all__ = ["BatchReader", "HostBatch"]
@@ -39,11 +43,15 @@ class BatchReader(Node[HostBatch]):
         drop_last: Leave out a last, smaller batch.
         variant: Stored variant to read (0 without variants).
         num_threads: Parallel chunk reads (1: read on the calling thread).
+        pool: Where batch buffers come from (shared across epochs by the loader); default a
+            pool of its own.
     """
 
     def __init__(self, source: StoreSource, plan: EpochPlan, batch_size: int, drop_last: bool,
-                 variant: int = 0, num_threads: int = 2) -> None:
+                 variant: int = 0, num_threads: int = 2, pool: BufferPool | None = None) -> None:
         self.source, self.plan, self.batch_size, self.variant = source, plan, batch_size, variant
+        size = source.layout.size
+        self.pool = pool or BufferPool((size, size, 3), np.uint8, batch_size, keep=8)
         self.num_batches = plan.batches(batch_size, drop_last)
         extents = source.extents
         self.extents = extents[:, variant] if extents.ndim == 3 else extents
@@ -88,9 +96,8 @@ class BatchReader(Node[HostBatch]):
 
     def _rows(self, batch: int) -> np.ndarray:
         if batch not in self._filling:
-            size = self.source.layout.size
             n = min(self.batch_size, len(self.plan.order) - batch * self.batch_size)
-            self._filling[batch] = np.empty((n, size, size, 3), np.uint8)
+            self._filling[batch] = self.pool.take(n)
         return self._filling[batch]
 
     def _read(self, window: Window) -> None:
@@ -105,7 +112,7 @@ class BatchReader(Node[HostBatch]):
         sorter = np.argsort(chunks)
         slot = sorter[np.searchsorted(chunks, served // cs, sorter=sorter)]
         where[slot, served % cs] = positions
-        jobs = [(int(c), self._parts(where[k])) for k, c in enumerate(chunks)]
+        jobs = [(int(c), self._routes(where[k])) for k, c in enumerate(chunks)]
         if self._pool is None:
             for job in jobs:
                 self._read_chunk(job)
@@ -113,21 +120,20 @@ class BatchReader(Node[HostBatch]):
             list(self._pool.map(self._read_chunk, jobs))
         self._complete(window.stop)
 
-    def _parts(self, where: np.ndarray) -> list[np.ndarray]:
-        """Return one destination per chunk row: its batch row, or a scratch row."""
-        size = self.source.layout.size
-        scratch = np.empty((int((where < 0).sum()), size, size, 3), np.uint8)
-        parts, spare = [], iter(scratch)
-        for pos in where.tolist():
-            if pos < 0:
-                parts.append(next(spare))
-            else:
-                parts.append(self._rows(pos // self.batch_size)[pos % self.batch_size])
-        return parts
+    def _routes(self, where: np.ndarray) -> list[Route]:
+        """Return where a chunk's rows go: ``(batch buffer, batch rows, chunk rows)`` per batch."""
+        rows = np.flatnonzero(where >= 0)
+        positions = where[rows]
+        batches = positions // self.batch_size
+        routes = []
+        for batch in np.unique(batches).tolist():
+            pick = batches == batch
+            routes.append((self._rows(batch), positions[pick] % self.batch_size, rows[pick]))
+        return routes
 
-    def _read_chunk(self, job: tuple[int, list[np.ndarray]]) -> None:
-        chunk, parts = job
-        self.source.image.read_chunk_into(self.source.chunk_coords(chunk, self.variant), parts)
+    def _read_chunk(self, job: tuple[int, list[Route]]) -> None:
+        chunk, routes = job
+        self.source.image.read_chunk_rows(self.source.chunk_coords(chunk, self.variant), routes)
 
     def _complete(self, stop: int) -> None:
         """Move every batch whose last position is below ``stop`` to the ready set."""

@@ -2,10 +2,11 @@
 
 The fast path (see ``docs/FORMAT.md``): the shard index sits at the end of each shard file as
 ``N x (offset u64, nbytes u64)`` little endian plus a crc32c; an inner chunk is stored as its raw
-little-endian bytes followed by their crc32c. So one chunk is one ``preadv`` of ``nbytes`` at
-``offset`` directly into the caller's (reusable) buffer, one hardware crc32c over it, and a
-numpy view: no decompression, no extra copy. A missing chunk (offset = nbytes = 2^64-1) or a
-missing shard file reads as the fill value.
+little-endian bytes followed by their crc32c. So a chunk is one read of ``nbytes`` at ``offset``
+straight into the caller's buffers (one ``preadv``, or a copy out of a cached ``mmap`` of the
+shard file, see :mod:`loaders.rawio`), one hardware crc32c over it, and a numpy view: no
+decompression, no intermediate copy. A missing chunk (offset = nbytes = 2^64-1) or a missing
+shard file reads as the fill value.
 
 Arrays whose codecs are not exactly what the fast path understands (compression, big endian,
 another index location), and remote (fsspec URL) arrays, are read through zarr-python one whole
@@ -19,8 +20,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,131 +28,31 @@ import crc32c
 import numpy as np
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
+from loaders.rawio import MapCache, preadv_all
+from loaders.zarrmeta import ArrayMeta, parse_array_meta
 
-__all__ = ["MISSING", "ArrayMeta", "ShardedArrayReader", "parse_array_meta"]
+__all__ = [
+    "IO_MODES",
+    "MISSING",
+    "VERIFY_MODES",
+    "ArrayMeta",
+    "Route",
+    "ShardedArrayReader",
+    "parse_array_meta",
+]
 
 MISSING = 2**64 - 1  # offset and nbytes of an inner chunk that was never written
+IO_MODES = ("pread", "mmap")
+VERIFY_MODES = ("always", "first")
+Route = tuple[np.ndarray, np.ndarray, np.ndarray]  # (dest, dest_rows, chunk_rows)
 _CRC = 4
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
-_NUMERIC = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "float32", "float64"}
 
 
-@dataclass(frozen=True)
-class ArrayMeta:
-    """What a reader needs from an array's ``zarr.json``.
-
-    Attributes:
-        shape: Array shape.
-        dtype: Numpy dtype of the decoded chunk (little endian on the fast path).
-        fill_value: Value of never-written elements.
-        shard_shape: Shape of one shard (the outer chunk grid).
-        chunk_shape: Shape of one inner chunk (the read unit).
-        separator: Chunk key separator (``/`` or ``.``).
-        fast: True when the raw-bytes fast path applies.
-        reason: Why the fast path does not apply (empty when it does).
-    """
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fill_value: Any
-    shard_shape: tuple[int, ...]
-    chunk_shape: tuple[int, ...]
-    separator: str
-    fast: bool
-    reason: str = ""
-
-    @property
-    def chunks_per_shard(self) -> tuple[int, ...]:
-        """Inner chunks per shard along each axis."""
-        return tuple(s // c for s, c in zip(self.shard_shape, self.chunk_shape, strict=True))
-
-    @property
-    def grid_shape(self) -> tuple[int, ...]:
-        """Number of inner chunks along each axis of the whole array."""
-        return tuple(math.ceil(n / c) for n, c in zip(self.shape, self.chunk_shape, strict=True))
-
-    @property
-    def chunk_nbytes(self) -> int:
-        """Bytes of one decoded inner chunk (without its crc32c)."""
-        return math.prod(self.chunk_shape) * self.dtype.itemsize
-
-
-def _is_bytes(codec: Mapping[str, Any], itemsize: int) -> bool:
-    if codec.get("name") != "bytes":
-        return False
-    endian = (codec.get("configuration") or {}).get("endian")
-    return endian == "little" or (endian is None and itemsize == 1)
-
-
-def _is_crc(codec: Mapping[str, Any]) -> bool:
-    return codec.get("name") == "crc32c"
-
-
-def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype) -> str:
-    """Return why ``doc`` is not readable by the fast path, or '' when it is."""
-    if doc.get("storage_transformers"):
-        return "storage transformers are not supported"
-    codecs = doc.get("codecs", [])
-    if len(codecs) != 1 or codecs[0].get("name") != "sharding_indexed":
-        return f"codecs {[c.get('name') for c in codecs]} are not a single sharding_indexed"
-    conf = codecs[0].get("configuration", {})
-    inner, index = conf.get("codecs", []), conf.get("index_codecs", [])
-    if conf.get("index_location", "end") != "end":
-        return "shard index is not at the end"
-    if len(inner) != 2 or not (_is_bytes(inner[0], dtype.itemsize) and _is_crc(inner[1])):
-        return f"inner codecs {[c.get('name') for c in inner]} are not [bytes(little), crc32c]"
-    if len(index) != 2 or not (_is_bytes(index[0], 8) and _is_crc(index[1])):
-        return f"index codecs {[c.get('name') for c in index]} are not [bytes(little), crc32c]"
-    return ""
-
-
-def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
-    """Parse a Zarr v3 array ``zarr.json`` document.
-
-    Raises:
-        UnsupportedArrayError: Not a Zarr v3 array with a regular chunk grid and numeric dtype.
-    """
-    if doc.get("zarr_format") != 3 or doc.get("node_type") != "array":
-        raise UnsupportedArrayError(f"{where}: not a Zarr v3 array")
-    grid = doc.get("chunk_grid", {})
-    if grid.get("name") != "regular":
-        raise UnsupportedArrayError(f"{where}: chunk grid {grid.get('name')!r} is not regular")
-    if doc.get("data_type") not in _NUMERIC:
-        raise UnsupportedArrayError(f"{where}: data type {doc.get('data_type')!r} not supported")
-    dtype = np.dtype(doc["data_type"]).newbyteorder("<")
-    shape = tuple(int(n) for n in doc["shape"])
-    shard_shape = tuple(int(n) for n in grid["configuration"]["chunk_shape"])
-    codecs = doc.get("codecs", [])
-    sharded = len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed"
-    chunk_shape = (tuple(int(n) for n in codecs[0]["configuration"]["chunk_shape"])
-                   if sharded else shard_shape)
-    key = doc.get("chunk_key_encoding", {})
-    sep = (key.get("configuration") or {}).get("separator", "/")
-    problem = _fast_path_problem(doc, dtype)
-    if not problem and key.get("name") != "default":
-        problem = f"chunk key encoding {key.get('name')!r} is not 'default'"
-    try:
-        fill = dtype.type(doc.get("fill_value", 0))
-    except (TypeError, ValueError) as exc:
-        raise UnsupportedArrayError(f"{where}: fill value {doc.get('fill_value')!r}") from exc
-    return ArrayMeta(shape, dtype, fill, shard_shape, chunk_shape, sep, not problem, problem)
-
-
-def _preadv_all(path: str, views: list[memoryview], offset: int) -> int:
-    """``preadv`` ``views`` from ``path`` at ``offset``, at most IOV_MAX buffers per call."""
-    total = 0
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        for first in range(0, len(views), _IOV_MAX):
-            group = views[first:first + _IOV_MAX]
-            got = os.preadv(fd, group, offset + total)
-            total += got
-            if got != sum(v.nbytes for v in group):
-                break  # short read: the caller reports the truncation
-    finally:
-        os.close(fd)
-    return total
+def _flat(parts: Sequence[np.ndarray]) -> list[np.ndarray]:
+    for p in parts:
+        if not (p.flags.c_contiguous and p.flags.writeable):
+            raise ValueError("every part must be a writeable C-contiguous array")
+    return [p.reshape(-1).view(np.uint8) for p in parts]
 
 
 class ShardedArrayReader:
@@ -162,13 +62,25 @@ class ShardedArrayReader:
         path: Folder of the array (holding its ``zarr.json``), or an fsspec URL (read through
             zarr-python).
         name: Name used in error messages (defaults to the folder name).
+        io: ``pread`` (copy through the kernel) or ``mmap`` (copy out of cached mappings).
+        maps: The mapping cache for ``io="mmap"`` (share one per store); default a 1 GiB one.
+        verify: ``always`` check every chunk's crc32c on every read, or ``first`` only on a
+            chunk's first read by this reader (the store is immutable once complete; later
+            reads of a page-cache-hot chunk then cost only the copy).
     """
 
-    def __init__(self, path: str | Path, name: str | None = None) -> None:
-        self.path = str(path)
+    def __init__(self, path: str | Path, name: str | None = None, *, io: str = "pread",
+                 maps: MapCache | None = None, verify: str = "always") -> None:
+        if io not in IO_MODES:
+            raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
+        if verify not in VERIFY_MODES:
+            raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
+        self.path, self.io, self.verify = str(path), io, verify
+        self._verified: set[tuple[int, ...]] = set()
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
         self._remote = "://" in self.path
         self.meta = self._load_meta()
+        self._maps = maps if maps is not None else (MapCache() if io == "mmap" else None)
         self._zarr: Any = None
         self._indexes: dict[tuple[int, ...], np.ndarray | None] = {}
         self._lock = threading.Lock()
@@ -211,27 +123,16 @@ class ShardedArrayReader:
             CorruptChunkError: Checksum mismatch or truncated data.
             ChunkReadError: Any other I/O failure.
         """
-        chunk = tuple(int(c) for c in chunk)
-        self._check_chunk(chunk)
         out = self._out(out)
-        try:
-            if self.fast:
-                self._read_fast(chunk, [memoryview(out).cast("B")])  # type: ignore[arg-type]
-            else:
-                self._read_zarr(chunk, out)
-        except ChunkReadError:
-            raise
-        except Exception as exc:
-            raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
+        self.read_chunk_into(chunk, [out])
         return out
 
     def read_chunk_into(self, chunk: Sequence[int], parts: Sequence[np.ndarray]) -> None:
         """Read inner chunk ``chunk`` whole, scattering its bytes over ``parts`` in order.
 
         ``parts`` are writeable C-contiguous arrays whose sizes add up to the chunk's bytes
-        (e.g. one destination row per sample); on the fast path a single ``preadv`` fills them,
-        so samples land directly where they are needed, with the checksum still covering the
-        whole chunk.
+        (e.g. one destination row per sample), so samples land directly where they are
+        needed, with the checksum still covering the whole chunk.
 
         Raises:
             ValueError: The parts do not add up to one chunk.
@@ -240,23 +141,70 @@ class ShardedArrayReader:
         """
         chunk = tuple(int(c) for c in chunk)
         self._check_chunk(chunk)
-        views = [memoryview(p).cast("B") for p in parts]  # type: ignore[arg-type]
-        if sum(v.nbytes for v in views) != self.meta.chunk_nbytes:
-            raise ValueError(f"{self.name}: parts hold {sum(v.nbytes for v in views)} bytes, "
+        flats = _flat(parts)
+        if sum(f.nbytes for f in flats) != self.meta.chunk_nbytes:
+            raise ValueError(f"{self.name}: parts hold {sum(f.nbytes for f in flats)} bytes, "
                              f"a chunk has {self.meta.chunk_nbytes}")
         try:
             if self.fast:
-                self._read_fast(chunk, views)
+                self._read_fast(chunk, flats)
             else:
-                whole = memoryview(self.read_chunk(chunk)).cast("B")  # type: ignore[arg-type]
-                pos = 0
-                for view in views:
-                    view[:] = whole[pos:pos + view.nbytes]
-                    pos += view.nbytes
+                self._scatter(self._read_zarr(chunk), flats)
         except ChunkReadError:
             raise
         except Exception as exc:
             raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
+
+    def read_chunk_rows(self, chunk: Sequence[int], routes: Sequence[Route]) -> None:
+        """Read inner chunk ``chunk`` whole and copy selected rows (axis 0) to destinations.
+
+        Each route ``(dest, dest_rows, chunk_rows)`` copies chunk rows ``chunk_rows`` to rows
+        ``dest_rows`` of ``dest`` (a C-contiguous array with rows of the same byte size, e.g.
+        a batch). With ``io="mmap"`` each row is copied once, straight out of the mapped
+        shard file, and rows no route asks for are never copied; with
+        ``io="pread"`` one ``preadv`` lands each routed row in place (the rest in scratch).
+        The checksum covers the whole chunk either way.
+
+        Raises:
+            CorruptChunkError: Checksum mismatch or truncated data.
+            ChunkReadError: Any other I/O failure.
+        """
+        chunk = tuple(int(c) for c in chunk)
+        if not (self.fast and self._maps is not None):
+            self.read_chunk_into(chunk, self._row_parts(routes))
+            return
+        self._check_chunk(chunk)
+        try:
+            src = self._mapped_chunk(chunk)
+        except ChunkReadError:
+            raise
+        except Exception as exc:
+            raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
+        rows = self.meta.chunk_shape[0]
+        src2d = (src[:-_CRC].reshape(rows, -1) if src is not None
+                 else np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
+                              self.meta.dtype).view(np.uint8).reshape(rows, -1))
+        for dest, dest_rows, chunk_rows in routes:
+            rows2d = dest.reshape(len(dest), -1).view(np.uint8)
+            for d, c in zip(dest_rows.tolist(), chunk_rows.tolist(), strict=True):
+                rows2d[d] = src2d[c]  # one copy per row; fancy indexing would copy twice
+        if src is not None:
+            self._verify_mapped(chunk, src)
+
+    def _row_parts(self, routes: Sequence[Route]) -> list[np.ndarray]:
+        """Return one destination per chunk row: its routed row, or a scratch row."""
+        rows = self.meta.chunk_shape[0]
+        row_shape = self.meta.chunk_shape[1:]
+        parts: list[np.ndarray | None] = [None] * rows
+        for dest, dest_rows, chunk_rows in routes:
+            flat = dest.reshape(len(dest), *row_shape)
+            for d, c in zip(dest_rows.tolist(), chunk_rows.tolist(), strict=True):
+                parts[c] = flat[d]
+        missing = [i for i, p in enumerate(parts) if p is None]
+        scratch = np.empty((len(missing), *row_shape), self.meta.dtype)
+        for i, row in zip(missing, scratch, strict=True):
+            parts[i] = row
+        return parts  # type: ignore[return-value]
 
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels)."""
@@ -287,28 +235,81 @@ class ShardedArrayReader:
                              f"{out.dtype} {out.shape}")
         return out
 
-    def _read_fast(self, chunk: tuple[int, ...], views: list[memoryview]) -> None:
-        path = self.shard_file(chunk)
+    def _locate(self, chunk: tuple[int, ...], path: str) -> tuple[int, int]:
+        """Return (offset, nbytes) of ``chunk`` in its shard file (MISSING twice if absent)."""
         index = self._index(chunk, path)
+        if index is None:
+            return MISSING, MISSING
         local = tuple(c % n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
-        offset, nbytes = (int(v) for v in index[local]) if index is not None else (MISSING,) * 2
-        if offset == MISSING and nbytes == MISSING:
-            fill = np.asarray(self.meta.fill_value, self.meta.dtype)
-            for view in views:
-                np.frombuffer(view, self.meta.dtype)[...] = fill
-            return
+        offset, nbytes = (int(v) for v in index[local])
         want = self.meta.chunk_nbytes + _CRC
-        if nbytes != want:
+        if (offset, nbytes) != (MISSING, MISSING) and nbytes != want:
             raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
-        tail = bytearray(_CRC)
-        got = _preadv_all(path, [*views, memoryview(tail)], offset)
-        if got != want:
-            raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {want} bytes")
+        return offset, nbytes
+
+    def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray],
+                stored: int) -> None:
+        if self.verify == "first" and chunk in self._verified:
+            return
         crc = 0
-        for view in views:
-            crc = crc32c.crc32c(view, crc)
-        if crc != int.from_bytes(tail, "little"):
+        for part in data:
+            crc = crc32c.crc32c(part, crc)  # type: ignore[arg-type]
+        if crc != stored:
             raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
+        if self.verify == "first":
+            with self._lock:
+                self._verified.add(chunk)
+
+    def _fill(self, flats: list[np.ndarray]) -> None:
+        fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
+        self._scatter(fill.view(np.uint8), flats)
+
+    def _read_fast(self, chunk: tuple[int, ...], flats: list[np.ndarray]) -> None:
+        if self._maps is not None:
+            src = self._mapped_chunk(chunk)
+            if src is None:
+                self._fill(flats)
+            else:
+                self._scatter(src[:-_CRC], flats)
+                self._verify_mapped(chunk, src)
+            return
+        path = self.shard_file(chunk)
+        offset, nbytes = self._locate(chunk, path)
+        if offset == MISSING and nbytes == MISSING:
+            self._fill(flats)
+            return
+        tail = np.zeros(_CRC, np.uint8)
+        got = preadv_all(path, [*flats, tail], offset)
+        if got != nbytes:
+            raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
+        self._verify(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"))
+
+    def _mapped_chunk(self, chunk: tuple[int, ...]) -> np.ndarray | None:
+        """Return the chunk's bytes + crc32c inside the mapped shard file; None if missing."""
+        path = self.shard_file(chunk)
+        offset, nbytes = self._locate(chunk, path)
+        if offset == MISSING and nbytes == MISSING:
+            return None
+        assert self._maps is not None
+        mapped = self._maps.get(path)
+        want = self.meta.chunk_nbytes + _CRC
+        if offset + want > mapped.nbytes:
+            raise CorruptChunkError(self.name, path, chunk,
+                                    f"truncated: file ends before byte {offset + want}")
+        return mapped[offset:offset + want]
+
+    def _verify_mapped(self, chunk: tuple[int, ...], src: np.ndarray) -> None:
+        """Check a mapped chunk (bytes + crc32c), after its rows were copied (cache-hot)."""
+        stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
+        self._verify(chunk, self.shard_file(chunk), [src[:-_CRC]], stored)
+
+    @staticmethod
+    def _scatter(src: np.ndarray, flats: list[np.ndarray]) -> None:
+        src = src.reshape(-1).view(np.uint8)
+        pos = 0
+        for flat in flats:
+            flat[...] = src[pos:pos + flat.nbytes]
+            pos += flat.nbytes
 
     def _index(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
         key = tuple(c // n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
@@ -340,11 +341,12 @@ class ShardedArrayReader:
             raise CorruptChunkError(self.name, path, chunk, "shard index crc32c checksum mismatch")
         return np.frombuffer(raw[:-_CRC], "<u8").reshape(*per_shard, 2)
 
-    def _read_zarr(self, chunk: tuple[int, ...], out: np.ndarray) -> None:
+    def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:
             import zarr  # lazy: the fallback path only
 
             self._zarr = zarr.open_array(self.path, mode="r")
         region = self._region(chunk)
-        out.fill(self.meta.fill_value)
+        out = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
         out[tuple(slice(0, r.stop - r.start) for r in region)] = self._zarr[region]
+        return out

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from loaders.errors import StoreOpenError, UnsupportedArrayError
+from loaders.rawio import MapCache
 from loaders.shardio import ShardedArrayReader
 from precompute.errors import StoreError
 from precompute.format import StoreInfo, StoreLayout, open_store_info
@@ -62,9 +64,10 @@ def _info(store: str | Path | StoreInfo) -> StoreInfo:
         raise StoreOpenError(str(store), _strip(str(store), str(exc))) from exc
 
 
-def _reader(info: StoreInfo, name: str, shape: tuple[int, ...]) -> ShardedArrayReader:
+def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
+            ) -> ShardedArrayReader:
     try:
-        reader = ShardedArrayReader(info.path / name, name)
+        reader = ShardedArrayReader(info.path / name, name, **kw)
     except UnsupportedArrayError as exc:
         raise StoreOpenError(str(info.path), f"field '{name}': {exc}") from exc
     if reader.meta.shape != shape:
@@ -73,8 +76,16 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...]) -> ShardedArrayR
     return reader
 
 
-def open_source(store: str | Path | StoreInfo) -> StoreSource:
+def open_source(store: str | Path | StoreInfo, *, io: str = "mmap", map_bytes: int = 1 << 30,
+                verify: str = "always") -> StoreSource:
     """Validate ``store`` and return a :class:`StoreSource`.
+
+    Args:
+        store: Store path or its metadata.
+        io: How ``image`` chunks are read: ``mmap`` (cached mappings of at most ``map_bytes``
+            of shard files; fastest from the page cache) or ``pread`` (through the kernel).
+        map_bytes: Mapping budget for ``io="mmap"``.
+        verify: ``always`` (check each image chunk's crc32c on every read) or ``first``.
 
     Raises:
         StoreOpenError: Incomplete store, another format version, a missing or malformed field.
@@ -82,7 +93,8 @@ def open_source(store: str | Path | StoreInfo) -> StoreSource:
     """
     info = _info(store)
     layout = info.layout
-    image = _reader(info, "image", layout.image_shape)
+    maps = MapCache(map_bytes) if io == "mmap" else None
+    image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify)
     if image.meta.chunk_shape != layout.image_chunk:
         raise StoreOpenError(str(info.path), f"image inner chunks {image.meta.chunk_shape} are "
                              f"not whole samples {layout.image_chunk}")

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from loaders.buffers import BufferPool
 from loaders.device import ToDevice
 from loaders.errors import LoaderError
 from loaders.nodes import Node
@@ -87,6 +89,12 @@ class StoreLoader:
             batches being filled plus ``prefetch`` finished batches.
         prefetch: Batches prepared ahead on a background thread.
         num_threads: Parallel chunk reads.
+        io: ``mmap`` (default: shard files stay mapped, up to ``map_bytes``, so a hot page
+            cache is read at memcpy speed) or ``pread`` (through the kernel; no mapped pages).
+        map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
+            count in RSS, so RSS stays below about this plus the batch buffers.
+        verify: ``always`` checks every image chunk's crc32c on every read; ``first`` only on
+            its first read in this process (later epochs from a hot page cache skip it).
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -101,8 +109,9 @@ class StoreLoader:
                  drop_last: bool = True, augment: Augment | None = None,
                  mixup: Mixup | None = None, rank: int | None = None,
                  world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
-                 num_threads: int = 2) -> None:
-        self.source = open_source(store)
+                 num_threads: int = 2, io: str = "mmap", map_bytes: int = 1 << 30,
+                 verify: str = "always") -> None:
+        self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
         self.batch_size = _positive("batch_size", batch_size)
         self.buffer_chunks = _positive("buffer_chunks", buffer_chunks)
         self.prefetch = _positive("prefetch", prefetch)
@@ -115,6 +124,9 @@ class StoreLoader:
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self._epoch, self._batch, self._resume = 0, 0, 0
         self._plans: dict[int, EpochPlan] = {}
+        size, window = self.source.layout.size, buffer_chunks * self.source.layout.chunk_samples
+        self._buffers = BufferPool((size, size, 3), np.uint8, batch_size,
+                                   keep=prefetch + 3 + -(-window // batch_size))
 
     @property
     def epoch(self) -> int:
@@ -149,7 +161,7 @@ class StoreLoader:
 
     def _pipeline(self, plan: EpochPlan, variant: int) -> Node[dict[str, torch.Tensor]]:
         reader = BatchReader(self.source, plan, self.batch_size, self.drop_last, variant,
-                             self.num_threads)
+                             self.num_threads, self._buffers)
         return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"),
                         self.device)
 

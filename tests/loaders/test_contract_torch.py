@@ -15,9 +15,9 @@ class TestStoreLoaderContract(LoaderContract):
 
 
 class TestStoreLoaderContractSmallWindows(LoaderContract):
-    """Same suite with one-chunk windows, no read threads and a prefetch depth of 1."""
+    """Same suite with pread, one-chunk windows, no read threads and a prefetch depth of 1."""
 
     @staticmethod
     def make_loader(store_path: Any, **kw: Any) -> StoreLoader:
         return StoreLoader(store_path, device="cpu", buffer_chunks=1, num_threads=1,
-                           prefetch=1, **kw)
+                           prefetch=1, io="pread", **kw)

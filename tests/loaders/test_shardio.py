@@ -10,7 +10,8 @@ import pytest
 import zarr
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
-from loaders.shardio import ShardedArrayReader, parse_array_meta
+from loaders.rawio import MapCache
+from loaders.shardio import IO_MODES, ShardedArrayReader, parse_array_meta
 from tests.contracts.loader_contract import make_index_store
 
 
@@ -24,16 +25,21 @@ def vstore(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_index_store(tmp_path_factory.mktemp("sio") / "v", 30, variants=3)
 
 
+@pytest.fixture(params=IO_MODES)
+def io(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.mark.parametrize("name", ["image", "label", "extent"])
-def test_fast_path_matches_zarr(store: Path, vstore: Path, name: str) -> None:
+def test_fast_path_matches_zarr(store: Path, vstore: Path, name: str, io: str) -> None:
     for root in (store, vstore):
-        reader = ShardedArrayReader(root / name)
+        reader = ShardedArrayReader(root / name, io=io)
         assert reader.fast, reader.meta.reason
         np.testing.assert_array_equal(reader.read_all(), zarr.open_array(root / name)[:])
 
 
-def test_chunk_into_reused_buffer_and_edge_padding(store: Path) -> None:
-    reader = ShardedArrayReader(store / "image")
+def test_chunk_into_reused_buffer_and_edge_padding(store: Path, io: str) -> None:
+    reader = ShardedArrayReader(store / "image", io=io)
     buf = np.empty(reader.meta.chunk_shape, np.uint8)
     out = reader.read_chunk((12, 0, 0, 0), buf)  # samples 48, 49 + two padding rows
     assert out is buf
@@ -42,54 +48,54 @@ def test_chunk_into_reused_buffer_and_edge_padding(store: Path) -> None:
     assert reader.read_chunk((5, 0, 0, 0), buf)[:, 3, 3, 0].tolist() == [20, 21, 22, 23]
 
 
-def test_missing_chunk_reads_fill_value(store: Path) -> None:
+def test_missing_chunk_reads_fill_value(store: Path, io: str) -> None:
     # samples 0-3 are holes: label chunk is all -1 (fill) and zarr does not write it
-    labels = ShardedArrayReader(store / "label")
+    labels = ShardedArrayReader(store / "label", io=io)
     assert labels.read_chunk((0,)).tolist() == [-1, -1, -1, -1]
     index = labels._index((0,), labels.shard_file((0,)))
     assert index is not None and int(index[0, 0]) == 2**64 - 1
 
 
-def test_variant_chunks(vstore: Path) -> None:
-    reader = ShardedArrayReader(vstore / "image")
+def test_variant_chunks(vstore: Path, io: str) -> None:
+    reader = ShardedArrayReader(vstore / "image", io=io)
     chunk = reader.read_chunk((2, 1, 0, 0, 0))
     assert chunk.shape == (4, 1, 16, 16, 3)
     assert chunk[:, 0, 0, 0, 0].tolist() == [8, 9, 10, 11]
     assert (chunk[..., 2] == 1).all()
 
 
-def test_flipped_byte_raises_naming_shard_and_chunk(tmp_path: Path) -> None:
+def test_flipped_byte_raises_naming_shard_and_chunk(tmp_path: Path, io: str) -> None:
     root = make_index_store(tmp_path / "s", 32)
     shard = root / "image" / "c" / "1" / "0" / "0" / "0"
     data = bytearray(shard.read_bytes())
     data[768 * 5 + 10] ^= 0x01  # second inner chunk of shard 1 (samples 20-23)
     shard.write_bytes(bytes(data))
-    reader = ShardedArrayReader(root / "image")
+    reader = ShardedArrayReader(root / "image", io=io)
     assert reader.read_chunk((4, 0, 0, 0))[0, 0, 0, 0] == 16  # other chunks still fine
     with pytest.raises(CorruptChunkError, match=r"image/c/1/0/0/0, chunk \(5, 0, 0, 0\)"):
         reader.read_chunk((5, 0, 0, 0))
 
 
-def test_corrupt_index_and_truncated_shard(tmp_path: Path) -> None:
+def test_corrupt_index_and_truncated_shard(tmp_path: Path, io: str) -> None:
     root = make_index_store(tmp_path / "s", 32)
     shard = root / "label" / "c" / "0"
     data = bytearray(shard.read_bytes())
     data[-10] ^= 0x01
     shard.write_bytes(bytes(data))
     with pytest.raises(CorruptChunkError, match="shard index crc32c"):
-        ShardedArrayReader(root / "label").read_chunk((0,))
+        ShardedArrayReader(root / "label", io=io).read_chunk((0,))
     os.truncate(root / "image" / "c" / "1" / "0" / "0" / "0", 20)
     with pytest.raises(CorruptChunkError, match="shorter than its index"):
-        ShardedArrayReader(root / "image").read_chunk((4, 0, 0, 0))
+        ShardedArrayReader(root / "image", io=io).read_chunk((4, 0, 0, 0))
 
 
-def test_io_error_is_wrapped_naming_shard(tmp_path: Path) -> None:
+def test_io_error_is_wrapped_naming_shard(tmp_path: Path, io: str) -> None:
     root = make_index_store(tmp_path / "s", 32)
     shard = root / "image" / "c" / "0" / "0" / "0" / "0"
     shard.unlink()
     shard.mkdir()  # reading a directory fails with EISDIR
     with pytest.raises(ChunkReadError, match="image/c/0/0/0/0"):
-        ShardedArrayReader(root / "image").read_chunk((0, 0, 0, 0))
+        ShardedArrayReader(root / "image", io=io).read_chunk((0, 0, 0, 0))
 
 
 def test_compressed_array_falls_back_to_zarr(tmp_path: Path) -> None:
@@ -116,3 +122,22 @@ def test_wrong_out_buffer_is_refused(store: Path) -> None:
         reader.read_chunk((1,), np.empty(4, np.int32))
     with pytest.raises(IndexError, match="outside the chunk grid"):
         reader.read_chunk((13,))
+
+
+def test_scatter_rows_into_separate_buffers(store: Path, io: str) -> None:
+    reader = ShardedArrayReader(store / "image", io=io)
+    rows = [np.empty((16, 16, 3), np.uint8) for _ in range(4)]
+    reader.read_chunk_into((6, 0, 0, 0), rows[::-1])  # chunk rows land in reverse order
+    assert [int(r[0, 0, 0]) for r in rows] == [27, 26, 25, 24]
+    with pytest.raises(ValueError, match="parts hold"):
+        reader.read_chunk_into((6, 0, 0, 0), rows[:3])
+
+
+def test_map_cache_keeps_its_budget(store: Path) -> None:
+    maps = MapCache(budget=1)
+    reader = ShardedArrayReader(store / "image", io="mmap", maps=maps)
+    for chunk in range(0, 13, 4):  # one chunk of each of the four shards
+        assert reader.read_chunk((chunk, 0, 0, 0))[0, 0, 0, 0] in (0, chunk * 4)
+    assert maps.mapped_bytes == (store / "image" / "c" / "3" / "0" / "0" / "0").stat().st_size
+    with pytest.raises(ValueError, match="io must be one of"):
+        ShardedArrayReader(store / "image", io="bogus")

@@ -1,0 +1,275 @@
+"""Benchmark StoreLoader's host side against a numpy memmap and a classic DataLoader.
+
+Run: ``.venv/bin/python -m benchmarks.bench_loader`` (``--help`` for sizes). Rows:
+
+1. Loader alone (no augmentation) from the page cache vs a numpy memmap gathering the same
+   samples in the same order (one copy per sample, the best a host can do), and vs zarr-python
+   reading the same whole chunks: samples/s, CPU ms/sample, ratio (target >= 0.7).
+2. Host CPU seconds per sample: loader without augmentation vs a classic DataLoader (2 workers)
+   decoding JPEGs with Pillow + random resized crop + flip + normalise (target <= 1/50).
+3. Training-ready batches on the CPU: loader + ``loaders.augment.TrainAugment`` vs the classic
+   DataLoader, samples/s (target >= 4x).
+4. Peak RSS of a loader process for two store sizes and two prefetch settings.
+5. Shuffle quality: mean class entropy per batch on a class-sorted store vs a full permutation.
+
+Setup happens outside the timed parts; each timing is the median of ``--runs`` runs after a
+warm-up, and compared rows are interleaved so machine noise hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import torch
+from PIL import Image
+
+from benchmarks.bench_loader_setup import (
+    PillowJpegDataset,
+    class_entropy,
+    decoded_store,
+    environment_line,
+    random_store,
+)
+from loaders import StoreLoader
+from loaders.plan import epoch_plan
+
+__all__ = ["main"]
+
+Timed = Callable[[], int]
+
+
+def _cpu_seconds(children: bool) -> float:
+    """Return this process's CPU seconds (all threads), plus its live children's if asked."""
+    total = time.process_time()
+    if children:
+        for child in psutil.Process().children(recursive=True):
+            try:
+                total += sum(child.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                continue
+    return total
+
+
+def _measure(fn: Timed, children: bool = False) -> tuple[float, float]:
+    """Return (samples/s, CPU seconds/sample) of one call of ``fn``."""
+    cpu0, t0 = _cpu_seconds(children), time.perf_counter()
+    n = fn()
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds(children) - cpu0
+    return n / wall, cpu / n
+
+
+def _interleaved(fns: dict[str, tuple[Timed, bool]], runs: int) -> dict[str, tuple[float, float]]:
+    """Warm each up once, then run them in turn ``runs`` times; return medians."""
+    for fn, _ in fns.values():
+        fn()
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, (fn, children) in fns.items():
+            got[name].append(_measure(fn, children))
+    return {name: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+            for name, v in got.items()}
+
+
+def _drain(batches: Iterable[Any]) -> int:
+    n = 0
+    for batch in batches:
+        n += len(batch["index"] if isinstance(batch, dict) else batch[1])
+    return n
+
+
+def _memmap_epoch(mm: np.ndarray, order: np.ndarray, batch: int) -> int:
+    for lo in range(0, len(order) - batch + 1, batch):
+        out = np.empty((batch, *mm.shape[1:]), mm.dtype)
+        np.take(mm, order[lo:lo + batch], axis=0, out=out, mode="clip")
+        torch.from_numpy(out)
+    return len(order) // batch * batch
+
+
+def _zarr_epoch(path: Path, order: np.ndarray, chunk: int, batch: int, windows: Any) -> int:
+    import zarr
+
+    arr = zarr.open_array(path / "image", mode="r")
+    for w in windows:
+        rows = {int(c): arr[c * chunk:(c + 1) * chunk] for c in w.chunks}
+        idx = order[w.start:w.stop]
+        np.stack([rows[int(i) // chunk][int(i) % chunk] for i in idx])
+    return len(order) // batch * batch
+
+
+def _row(name: str, rate: float, cpu: float, ref: tuple[float, float] | None = None) -> str:
+    ratio = "" if ref is None else (f"  speed x{rate / ref[0]:.2f}  "
+                                    f"cpu x{cpu / max(ref[1], 1e-12):.3f}")
+    return f"  {name:<44} {rate:>9,.0f} samples/s  {cpu * 1e3:8.4f} ms CPU/sample{ratio}"
+
+
+def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    store, npy = random_store(root / "rand", args.samples, args.size)
+    mm = np.load(npy, mmap_mode="r")
+    loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
+    once = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, verify="first")
+    pread = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="pread")
+    plan = loader.plan(0)
+    fns: dict[str, tuple[Timed, bool]] = {
+        "numpy memmap gather (same order, 1 copy)": (
+            lambda: _memmap_epoch(mm, plan.order, args.batch), False),
+        "StoreLoader (no augment, device=cpu)": (lambda: _drain(loader), False),
+        "StoreLoader verify='first'": (lambda: _drain(once), False),
+        "StoreLoader io='pread'": (lambda: _drain(pread), False),
+    }
+    res = _interleaved(fns, args.runs)
+    res["zarr-python whole chunks (1 run)"] = _measure(
+        lambda: _zarr_epoch(store, plan.order, 32, args.batch, plan.windows))
+    return res
+
+
+def bench_classic(root: Path, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    from loaders.augment import TrainAugment
+
+    jpegs = PillowJpegDataset.sample(root / "jpeg", args.jpegs, args.size)
+    store = decoded_store(root / "dec", jpegs, args.size + args.size // 8)
+    classic = torch.utils.data.DataLoader(jpegs, batch_size=args.batch, shuffle=True,
+                                          num_workers=2, persistent_workers=True,
+                                          drop_last=True)
+    plain = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
+    aug = TrainAugment(size=(args.size, args.size))
+    ready = StoreLoader(store, args.batch, device="cpu", augment=aug, num_threads=args.threads)
+    fns: dict[str, tuple[Timed, bool]] = {
+        "classic DataLoader+Pillow (2 workers, RRC+flip+norm)": (lambda: _drain(classic), True),
+        "StoreLoader (no augment)": (lambda: _drain(plain), False),
+        "StoreLoader + TrainAugment (RRC+flip+norm, cpu)": (lambda: _drain(ready), False),
+    }
+    return _interleaved(fns, args.runs)
+
+
+_RSS_CHILD = """
+import json, sys
+from loaders import StoreLoader
+
+def kib(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key))
+
+loader = StoreLoader(sys.argv[1], int(sys.argv[2]), prefetch=int(sys.argv[3]))
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak (VmHWM) to the current RSS: imports no longer count
+base = kib("VmRSS:")
+for _ in loader:
+    pass
+print(json.dumps({"base": base * 1024, "peak": kib("VmHWM:") * 1024}))
+"""
+
+
+def bench_rss(root: Path, args: argparse.Namespace) -> list[tuple[int, int, float, float]]:
+    rows = []
+    for n in (args.rss_samples, 4 * args.rss_samples):
+        store, _ = random_store(root / f"rss{n}", n, args.size, npy=False)
+        for prefetch in (2, 8):
+            out = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(store), str(args.batch),
+                                  str(prefetch)], capture_output=True, text=True, check=True)
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            size_mb = sum(f.stat().st_size for f in (store / "image").rglob("*")
+                          if f.is_file()) / 2**20
+            rows.append((n, prefetch, size_mb, (got["peak"] - got["base"]) / 2**20))
+    return rows
+
+
+def bench_shuffle(args: argparse.Namespace) -> list[tuple[str, float]]:
+    n, classes, chunk = 20_000, 10, 32
+    labels = np.arange(n) * classes // n  # class-sorted: the worst case for chunk reading
+    rng = np.random.default_rng(0)
+    rows = [("full random permutation", class_entropy(labels[rng.permutation(n)], args.batch,
+                                                      classes)),
+            ("no shuffle (store order)", class_entropy(labels, args.batch, classes))]
+    for buffer_chunks in (1, 4, 8, 16):
+        order = epoch_plan(n, chunk, seed=0, epoch=0, rank=0, world_size=1, shuffle=True,
+                           buffer_chunks=buffer_chunks, valid=None).order
+        rows.append((f"StoreLoader buffer_chunks={buffer_chunks}",
+                     class_entropy(labels[order], args.batch, classes)))
+    return rows
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--samples", type=int, default=2048, help="samples of the throughput store")
+    p.add_argument("--size", type=int, default=128, help="stored side length S")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2, help="StoreLoader num_threads")
+    p.add_argument("--jpegs", type=int, default=384, help="JPEGs for the classic comparison")
+    p.add_argument("--rss-samples", type=int, default=1024)
+    p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument("--only", default="12345", help="sections to run, e.g. 14")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run every row and print the report."""
+    args = _parse(argv)
+    Image.init()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        root = Path(tmp)
+        print(f"# bench_loader  {environment_line()}")
+        print(f"# S={args.size} batch={args.batch} runs={args.runs} (median after warm-up), "
+              f"threads={args.threads}, pid={os.getpid()}")
+        if "1" in args.only:
+            _print_throughput(root, args)
+        if "2" in args.only or "3" in args.only:
+            _print_classic(root, args)
+        if "4" in args.only:
+            _print_rss(root, args)
+        if "5" in args.only:
+            _print_shuffle(args)
+
+
+def _print_throughput(root: Path, args: argparse.Namespace) -> None:
+    print(f"\n[1] loader alone from page cache, {args.samples} samples")
+    res = bench_throughput(root, args)
+    ref = res["numpy memmap gather (same order, 1 copy)"]
+    for name, (rate, cpu) in res.items():
+        print(_row(name, rate, cpu, None if rate == ref[0] else ref))
+    for name in ("StoreLoader (no augment, device=cpu)", "StoreLoader verify='first'"):
+        print(f"  -> {name} / memmap samples/s = {res[name][0] / ref[0]:.2f} (target >= 0.7)")
+
+
+def _print_classic(root: Path, args: argparse.Namespace) -> None:
+    print(f"\n[2,3] vs classic DataLoader, {args.jpegs} JPEGs (CPU incl. worker processes)")
+    res = bench_classic(root, args)
+    ref = res["classic DataLoader+Pillow (2 workers, RRC+flip+norm)"]
+    for name, (rate, cpu) in res.items():
+        print(_row(name, rate, cpu, None if rate == ref[0] else ref))
+    plain, ready = res["StoreLoader (no augment)"], res[
+        "StoreLoader + TrainAugment (RRC+flip+norm, cpu)"]
+    print(f"  -> loader CPU/sample = 1/{ref[1] / plain[1]:.0f} of classic (target <= 1/50)")
+    print(f"  -> training-ready samples/s = {ready[0] / ref[0]:.1f}x classic (target >= 4x)")
+
+
+def _print_rss(root: Path, args: argparse.Namespace) -> None:
+    print("\n[4] peak RSS of a loader process over one epoch (above its RSS after open)")
+    for n, prefetch, size_mb, rss in bench_rss(root, args):
+        print(f"  store {n:>6} samples ({size_mb:6.1f} MiB)  prefetch={prefetch}:  "
+              f"peak +{rss:6.1f} MiB")
+
+
+def _print_shuffle(args: argparse.Namespace) -> None:
+    print(f"\n[5] shuffle quality: mean class entropy per batch of {args.batch} "
+          "(10 classes, class-sorted store, 20,000 samples, chunk 32)")
+    rows = bench_shuffle(args)
+    best = rows[0][1]
+    for name, bits in rows:
+        print(f"  {name:<36} {bits:5.3f} bits  ({bits / best:.2f} of random)")
+
+
+if __name__ == "__main__":
+    main()

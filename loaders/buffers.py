@@ -1,0 +1,54 @@
+"""Reusable host batch buffers that are never handed out while still in use.
+
+Freshly allocated multi-megabyte arrays cost page faults and kernel zeroing on every batch
+(glibc returns large freed blocks to the OS), about as much CPU as reading the bytes. The pool
+keeps up to ``keep`` buffers and hands out views of them; a buffer is reused only when the pool
+holds the only reference to it (CPython reference count: every numpy view, sub-view and
+``torch.from_numpy`` tensor of it keeps it referenced), i.e. after every tensor or array made
+from that batch was dropped by the consumer. A batch the user keeps is therefore never overwritten;
+it just leaves its buffer out of the rotation, and the pool allocates another.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+
+__all__ = ["BufferPool"]
+
+_FREE = 2  # references of an unused buffer: the pool's list and getrefcount's argument
+
+
+class BufferPool:
+    """Hand out ``(rows, *row_shape)`` arrays, reusing buffers nobody refers to any more.
+
+    Args:
+        row_shape: Shape of one row (one sample).
+        dtype: Element type.
+        rows: Rows per buffer (the batch size); smaller requests get a leading slice.
+        keep: At most this many buffers are kept for reuse.
+    """
+
+    def __init__(self, row_shape: tuple[int, ...], dtype: np.dtype | type, rows: int,
+                 keep: int) -> None:
+        self.row_shape, self.dtype, self.rows, self.keep = row_shape, np.dtype(dtype), rows, keep
+        self._owned: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self.allocated = 0  # buffers created so far (for tests and benchmarks)
+
+    def take(self, rows: int) -> np.ndarray:
+        """Return an uninitialised ``(rows, *row_shape)`` array not referenced elsewhere."""
+        if not 0 < rows <= self.rows:
+            raise ValueError(f"rows must be in [1, {self.rows}], got {rows}")
+        with self._lock:
+            for i in range(len(self._owned)):
+                if sys.getrefcount(self._owned[i]) <= _FREE:
+                    return self._owned[i][:rows]
+            self.allocated += 1
+            buf = np.empty((self.rows, *self.row_shape), self.dtype)
+            if len(self._owned) >= self.keep:
+                return buf[:rows]  # over the bound: not kept, freed with its last user
+            self._owned.append(buf)
+            return buf[:rows]
