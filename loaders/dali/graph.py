@@ -1,5 +1,8 @@
 """Build the DALI pipeline shared by both loaders: (decode) -> crop+resize -> colour -> normalise.
 
+With encoded input and a crop, decoding and cropping are one op (``fn.decoders.image_slice``:
+only the crop window is decoded); otherwise the crop is a ``fn.slice`` before ``fn.resize``.
+
 The graph takes everything random as external per-sample inputs (see :mod:`.params`), so the
 pipeline itself is deterministic. The Python feeder gives one batch per call in batch mode,
 with ``cycle="raise"``: at the end of the epoch it raises ``StopIteration``, which DALI turns
@@ -59,15 +62,20 @@ class GraphSpec:
 def _images(spec: GraphSpec, data: Any, start: Any, end: Any) -> Any:
     fn, types = require_dali().fn, require_dali().types
     gpu = spec.device_id is not None
-    if spec.decode:
+    if spec.resize and spec.out_size is None:
+        raise ValueError("an output size is needed when cropping (DaliAugment.size)")
+    crop = spec.aug.crops
+    if spec.decode and crop:  # decode only the crop (ROI decoding): about half the work
+        data = fn.decoders.image_slice(data, device="mixed" if gpu else "cpu", start=start,
+                                       end=end, axis_names="HW", output_type=types.RGB)
+        crop = False
+    elif spec.decode:
         data = fn.decoders.image(data, device="mixed" if gpu else "cpu", output_type=types.RGB)
     elif gpu:
         data = data.gpu()
     if not spec.resize:
         return data
-    if spec.out_size is None:
-        raise ValueError("an output size is needed when cropping (DaliAugment.size)")
-    if spec.aug.crops:  # crop first: the resize filter never reaches outside it
+    if crop:  # crop first: the resize filter never reaches outside it
         data = fn.slice(data, start=start, end=end, axis_names="HW")
     return fn.resize(data, size=[spec.out_size, spec.out_size],
                      interp_type=types.INTERP_LINEAR, antialias=True)

@@ -48,6 +48,26 @@ def test_pixels_match_the_build_decoder_and_pillow_resize(folder: Path, size: in
     assert served == 40
 
 
+def test_random_crops_match_their_reference(folder: Path) -> None:
+    from loaders.dali import DaliAugment
+    from loaders.dali.jpeg import header_info
+    from loaders.dali.params import draw_batch_params
+
+    aug = DaliAugment(size=16, scale=(0.3, 0.8), flip=0.5, dtype="uint8", layout="HWC",
+                      mean=(0, 0, 0), std=(1, 1, 1))
+    loader = _loader(folder, augment=aug, size=16, seed=2, drop_last=False)
+    for b, batch in enumerate(collect(loader)):
+        raws = [loader.source.read_bytes(loader.source.items[i][0]) for i in batch["index"]]
+        hw = np.array([header_info(r, 10**8)[:2] for r in raws])
+        p = draw_batch_params(aug, hw, seed=2, epoch=0, rank=0, batch=b)
+        for k, raw in enumerate(raws):
+            (y0, x0), (y1, x1) = p.roi_start[k], p.roi_end[k]
+            ref = decode_bytes(raw, "x", 10**8).crop((x0, y0, x1, y1)).resize((16, 16),
+                                                                             Image.BILINEAR)
+            ref = np.asarray(ref, np.int64)[:, ::-1] if p.mirror[k] else np.asarray(ref, np.int64)
+            assert np.abs(batch["image"][k].astype(np.int64) - ref).mean() < 2.0
+
+
 def test_gif_and_alpha_follow_the_build_decoder(tmp_path: Path) -> None:
     root = tmp_path / "odd" / "a"
     root.mkdir(parents=True)
