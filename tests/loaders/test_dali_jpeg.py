@@ -163,3 +163,22 @@ def test_bad_arguments_are_named(folder: Path) -> None:
         _loader(folder, on_error="ignore")
     with pytest.raises(ValueError, match="chunk_samples"):
         _loader(folder, chunk_samples=0)
+
+
+def test_augmented_resume_is_exact_with_skipped_files(tmp_path: Path) -> None:
+    from loaders.dali import DaliAugment
+
+    root, _, _ = _broken(tmp_path)
+    kw = {"augment": DaliAugment(size=16, brightness=0.2, saturation=0.2), "size": 16,
+          "on_error": "skip", "seed": 7, "batch_size": 4}
+    want = collect(_loader(root, **kw))
+    head_loader = _loader(root, **kw)
+    head = collect(head_loader, limit=2)
+    resumed = _loader(root, **kw)
+    resumed.load_state_dict(head_loader.state_dict())
+    got = head + collect(resumed)
+    assert len(got) == len(want) == 6
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g["index"], w["index"])
+        np.testing.assert_array_equal(g["image"], w["image"])
+    assert sum(len(b["index"]) for b in got) == 22
