@@ -11,9 +11,14 @@ Importing this package does not import DALI; constructing a loader does, and rai
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["DaliAugment", "DaliStoreLoader", "JpegLoader"]
+
+if TYPE_CHECKING:
+    from loaders.dali.jpeg import JpegLoader
+    from loaders.dali.params import DaliAugment
+    from loaders.dali.store import DaliStoreLoader
 
 _WHERE = {
     "DaliAugment": "loaders.dali.params",

@@ -140,7 +140,8 @@ class JpegLoader(DaliLoaderBase):
         self.source = list_source(src)
         self.num_samples, self.chunk_samples = len(self.source), chunk_samples
         self.on_error, self.max_pixels = on_error, max_pixels
-        self.skipped: dict[str, str] = {}  # key -> reason, for every file left out so far
+        # key -> reason, for every file left out so far (listing skips included, as the build)
+        self.skipped: dict[str, str] = dict(self.source.skipped)
         self._bad: dict[int, str] = {}  # item index -> reason
         self._batch_bad: dict[tuple[int, int], list[int]] = {}
         self._holes: npt.NDArray[np.bool_] | None = self._prescan() if prescan else None
