@@ -161,27 +161,35 @@ def kib(key):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(key))
 
-loader = StoreLoader(sys.argv[1], int(sys.argv[2]), prefetch=int(sys.argv[3]))
+store, batch, prefetch, io, map_bytes = sys.argv[1:]
+loader = StoreLoader(store, int(batch), prefetch=int(prefetch), io=io, map_bytes=int(map_bytes))
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset the peak (VmHWM) to the current RSS: imports no longer count
-base = kib("VmRSS:")
+base = {k: kib(k) for k in ("VmRSS:", "RssAnon:", "RssFile:")}
+peak = dict(base)
 for _ in loader:
-    pass
-print(json.dumps({"base": base * 1024, "peak": kib("VmHWM:") * 1024}))
+    for k in ("RssAnon:", "RssFile:"):
+        peak[k] = max(peak[k], kib(k))
+peak["VmRSS:"] = kib("VmHWM:")
+print(json.dumps({k.rstrip(":"): (peak[k] - base[k]) / 1024 for k in base}))
 """
 
 
-def bench_rss(root: Path, args: argparse.Namespace) -> list[tuple[int, int, float, float]]:
+def bench_rss(root: Path, args: argparse.Namespace) -> list[tuple[str, dict[str, float]]]:
+    """Return (setting, peak MiB above the RSS after open: total, anon, file) rows."""
     rows = []
     for n in (args.rss_samples, 4 * args.rss_samples):
         store, _ = random_store(root / f"rss{n}", n, args.size, npy=False)
-        for prefetch in (2, 8):
-            out = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(store), str(args.batch),
-                                  str(prefetch)], capture_output=True, text=True, check=True)
-            got = json.loads(out.stdout.strip().splitlines()[-1])
-            size_mb = sum(f.stat().st_size for f in (store / "image").rglob("*")
-                          if f.is_file()) / 2**20
-            rows.append((n, prefetch, size_mb, (got["peak"] - got["base"]) / 2**20))
+        size_mb = sum(f.stat().st_size for f in (store / "image").rglob("*")
+                      if f.is_file()) / 2**20
+        for prefetch, io, map_mb in ((2, "mmap", 1024), (8, "mmap", 1024), (2, "mmap", 32),
+                                     (2, "pread", 0)):
+            out = subprocess.run(
+                [sys.executable, "-c", _RSS_CHILD, str(store), str(args.batch), str(prefetch),
+                 io, str(map_mb << 20)], capture_output=True, text=True, check=True)
+            name = (f"store {n:>5} samples ({size_mb:5.0f} MiB) prefetch={prefetch} io={io}"
+                    + (f" map={map_mb}MiB" if io == "mmap" else ""))
+            rows.append((name, json.loads(out.stdout.strip().splitlines()[-1])))
     return rows
 
 
@@ -197,6 +205,11 @@ def bench_shuffle(args: argparse.Namespace) -> list[tuple[str, float]]:
                            buffer_chunks=buffer_chunks, valid=None).order
         rows.append((f"StoreLoader buffer_chunks={buffer_chunks}",
                      class_entropy(labels[order], args.batch, classes)))
+    order = epoch_plan(n, chunk, seed=0, epoch=0, rank=0, world_size=1, shuffle=True,
+                       buffer_chunks=8, valid=None).order
+    built = labels[rng.permutation(n)]  # precompute stores samples in a seeded permutation
+    rows.append(("StoreLoader buffer_chunks=8, built store",
+                 class_entropy(built[order], args.batch, classes)))
     return rows
 
 
@@ -256,19 +269,20 @@ def _print_classic(root: Path, args: argparse.Namespace) -> None:
 
 
 def _print_rss(root: Path, args: argparse.Namespace) -> None:
-    print("\n[4] peak RSS of a loader process over one epoch (above its RSS after open)")
-    for n, prefetch, size_mb, rss in bench_rss(root, args):
-        print(f"  store {n:>6} samples ({size_mb:6.1f} MiB)  prefetch={prefetch}:  "
-              f"peak +{rss:6.1f} MiB")
+    print(f"\n[4] peak RSS of a loader process over one epoch, batch {args.batch}, "
+          "MiB above its RSS after open (anon = buffers, file = mapped shard pages)")
+    for name, mib in bench_rss(root, args):
+        print(f"  {name:<62} total +{mib['VmRSS']:6.1f}  anon +{mib['RssAnon']:6.1f}  "
+              f"file +{mib['RssFile']:6.1f}")
 
 
 def _print_shuffle(args: argparse.Namespace) -> None:
-    print(f"\n[5] shuffle quality: mean class entropy per batch of {args.batch} "
-          "(10 classes, class-sorted store, 20,000 samples, chunk 32)")
+    print(f"\n[5] shuffle quality: mean class entropy per batch of {args.batch}\n"
+          "    (10 classes, class-sorted store unless 'built', 20,000 samples, chunk 32)")
     rows = bench_shuffle(args)
     best = rows[0][1]
     for name, bits in rows:
-        print(f"  {name:<36} {bits:5.3f} bits  ({bits / best:.2f} of random)")
+        print(f"  {name:<44} {bits:5.3f} bits  ({bits / best:.2f} of random)")
 
 
 if __name__ == "__main__":

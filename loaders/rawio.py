@@ -47,7 +47,7 @@ class MapCache:
     A dropped mapping is unmapped once no numpy view of it is left (never under a reader).
     """
 
-    def __init__(self, budget: int = 1 << 30) -> None:
+    def __init__(self, budget: int = 256 << 20) -> None:
         if budget < 0:
             raise ValueError(f"map budget must be >= 0 bytes, got {budget}")
         self.budget = budget

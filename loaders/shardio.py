@@ -63,7 +63,7 @@ class ShardedArrayReader:
             zarr-python).
         name: Name used in error messages (defaults to the folder name).
         io: ``pread`` (copy through the kernel) or ``mmap`` (copy out of cached mappings).
-        maps: The mapping cache for ``io="mmap"`` (share one per store); default a 1 GiB one.
+        maps: The mapping cache for ``io="mmap"`` (share one per store); default a 256 MiB one.
         verify: ``always`` check every chunk's crc32c on every read, or ``first`` only on a
             chunk's first read by this reader (the store is immutable once complete; later
             reads of a page-cache-hot chunk then cost only the copy).

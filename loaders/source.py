@@ -76,7 +76,7 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
     return reader
 
 
-def open_source(store: str | Path | StoreInfo, *, io: str = "mmap", map_bytes: int = 1 << 30,
+def open_source(store: str | Path | StoreInfo, *, io: str = "mmap", map_bytes: int = 256 << 20,
                 verify: str = "always") -> StoreSource:
     """Validate ``store`` and return a :class:`StoreSource`.
 

@@ -109,7 +109,7 @@ class StoreLoader:
                  drop_last: bool = True, augment: Augment | None = None,
                  mixup: Mixup | None = None, rank: int | None = None,
                  world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
-                 num_threads: int = 2, io: str = "mmap", map_bytes: int = 1 << 30,
+                 num_threads: int = 2, io: str = "mmap", map_bytes: int = 256 << 20,
                  verify: str = "always") -> None:
         self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
         self.batch_size = _positive("batch_size", batch_size)
