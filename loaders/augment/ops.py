@@ -76,6 +76,14 @@ class Op:
             where = f"{self.name}.{field}"
             object.__setattr__(self, field, _check_field(where, getattr(self, field), lo, hi, kind))
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Op:
+        """Parse a dict made by :meth:`to_dict`; it must name this op (or a subclass)."""
+        op = op_from_dict(data)
+        if not isinstance(op, cls):
+            raise AugmentError(f"{cls.__name__}.from_dict got op {data.get('op')!r}")
+        return op
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict with the op's ``name`` under ``op``."""
         out: dict[str, Any] = {"op": self.name}

@@ -66,6 +66,16 @@ def check_inputs(images: torch.Tensor, extents: torch.Tensor,
         raise AugmentError(f"generator is on {generator.device}, images on {images.device}")
 
 
+def check_extent_values(extents: torch.Tensor, height: int, width: int) -> None:
+    """Raise if an extent is empty or leaves the image (reads values: the CPU path only)."""
+    top, left, h, w = extents.unbind(1)
+    bad = (top < 0) | (left < 0) | (h < 1) | (w < 1) | (top + h > height) | (left + w > width)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise AugmentError(f"sample {i}: extent (top, left, h, w) = {extents[i].tolist()} is "
+                           f"empty or not inside the {height}x{width} image")
+
+
 @dataclass(frozen=True)
 class _Augment:
     """Shared fields and plumbing of the two policies."""
@@ -95,6 +105,13 @@ class _Augment:
     def _fast(self, images: torch.Tensor) -> bool:
         return self.path == "fast" or (self.path == "auto" and images.device.type == "cpu")
 
+    def _check(self, images: torch.Tensor, extents: torch.Tensor,
+               generator: torch.Generator | None) -> None:
+        """Check the inputs; on the fast path (host data anyway) the extent values too."""
+        check_inputs(images, extents, generator)
+        if self._fast(images):
+            check_extent_values(extents, images.shape[1], images.shape[2])
+
     def _resample(self, images: torch.Tensor, crops: CropParams,
                   factors: torch.Tensor | None = None) -> torch.Tensor:
         """Resample, jitter (if ``factors``) and normalise, as float32 ``[B, 3, H, W]``.
@@ -113,6 +130,14 @@ class _Augment:
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return finish(x, self.dtype, self.channels_last)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> _Augment:
+        """Parse a dict made by :meth:`to_dict` (see :func:`augment_from_dict`)."""
+        policy = augment_from_dict(data)
+        if not isinstance(policy, cls):
+            raise AugmentError(f"{cls.__name__}.from_dict got a {data.get('kind')!r} policy")
+        return policy
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (ops as their own dicts) with ``kind``."""
@@ -158,7 +183,7 @@ class TrainAugment(_Augment):
     def __call__(self, images: torch.Tensor, extents: torch.Tensor,
                  generator: torch.Generator) -> torch.Tensor:
         """Augment a batch; see the module docstring for the contract."""
-        check_inputs(images, extents, generator)
+        self._check(images, extents, generator)
         crops, factors = self.params(extents, generator)
         return self._finish(self._resample(images, crops, factors))
 
@@ -177,7 +202,7 @@ class EvalAugment(_Augment):
     def __call__(self, images: torch.Tensor, extents: torch.Tensor,
                  generator: torch.Generator | None = None) -> torch.Tensor:
         """Transform a batch; ``generator`` is accepted for the contract and not used."""
-        check_inputs(images, extents, generator)
+        self._check(images, extents, generator)
         crops = center_crops(extents, self.size, self.crop)
         return self._finish(self._resample(images, crops))
 

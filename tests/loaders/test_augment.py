@@ -313,3 +313,22 @@ def test_colour_matrix_matches_the_step_by_step_definition():
     assert torch.allclose(grey_only[:, 0], grey_only[:, 1], atol=1e-5)
     bright = apply_color(x, torch.tensor([[2.0, 1.0, 1.0]] * 6), None)
     assert bright.max() == 1.0 and bright.min() >= 0  # clamped once, to [0, 255] / 255
+
+
+def test_from_dict_classmethods_check_the_kind():
+    assert TrainAugment.from_dict(TrainAugment().to_dict()) == TrainAugment()
+    assert RandomResizedCrop.from_dict({"op": "random_resized_crop"}) == RandomResizedCrop()
+    with pytest.raises(AugmentError, match=r"TrainAugment\.from_dict"):
+        TrainAugment.from_dict(EvalAugment().to_dict())
+    with pytest.raises(AugmentError, match=r"HorizontalFlip\.from_dict"):
+        HorizontalFlip.from_dict({"op": "center_crop"})
+
+
+@pytest.mark.parametrize("bad", [(-1, 0, 10, 10), (0, 0, 0, 10), (30, 0, 10, 10), (0, 5, 8, S)])
+def test_extents_outside_the_image_raise_naming_the_sample(bad):
+    extents = _extents(4)
+    extents[2] = torch.tensor(bad)
+    # the CPU path holds the values on the host anyway; the device path never reads them
+    for aug in (TrainAugment(size=8), EvalAugment(size=8), TrainAugment(size=8, path="fast")):
+        with pytest.raises(AugmentError, match=r"sample 2: extent .* not inside the 32x32"):
+            aug(_images(4), extents, _gen())
