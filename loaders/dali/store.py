@@ -1,8 +1,9 @@
 """``DaliStoreLoader``: a nostall store streamed through a DALI augmentation pipeline.
 
-Whole inner chunks are read with :class:`loaders.shardio.ShardedArrayReader` (one ``pread``
-each, crc-checked) and kept in a small LRU cache sized to the shuffle window, so every chunk is
-read about once per epoch; the batch's samples are gathered from the cached chunks and given to
+The store is opened and validated by :func:`loaders.source.open_source`, as ``StoreLoader``
+does (labels and extents read whole; image chunks read whole, crc-checked). Image chunks are
+kept in a small LRU cache sized to the shuffle window, so every chunk is read about once per
+epoch; each batch's samples are gathered from the cached chunks and given to
 ``fn.external_source`` as one dense array.
 """
 
@@ -17,56 +18,42 @@ import numpy.typing as npt
 
 from loaders.dali.base import DaliLoaderBase, Fetched
 from loaders.dali.graph import GraphSpec
-from loaders.errors import StoreOpenError
 from loaders.order import variant_for_epoch
-from loaders.shardio import ShardedArrayReader
+from loaders.source import StoreSource, open_source
 
 __all__ = ["DaliStoreLoader"]
 
 
-def _open_info(store: str | Path) -> Any:
-    from precompute.errors import PrecomputeError
-    from precompute.format import open_store_info
-
-    try:
-        return open_store_info(store)
-    except PrecomputeError as exc:
-        raise StoreOpenError(str(store), str(exc)) from exc
-
-
 class _ChunkCache:
-    """Whole chunks of ``image`` and ``extent`` for one variant, least recently used first out."""
+    """Whole ``image`` chunks by (chunk, variant), least recently used first out."""
 
-    def __init__(self, root: Path, variants: int, capacity: int) -> None:
-        self._image = ShardedArrayReader(root / "image", "image")
-        self._extent = ShardedArrayReader(root / "extent", "extent")
-        self._variants, self._capacity = variants, capacity
-        self._cache: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+    def __init__(self, source: StoreSource, capacity: int) -> None:
+        self._source, self._capacity = source, capacity
+        self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
-    def get(self, chunk: int, variant: int) -> tuple[np.ndarray, np.ndarray]:
+    def get(self, chunk: int, variant: int) -> np.ndarray:
+        """Return the (chunk_samples, S, S, 3) pixels of ``chunk`` in ``variant``."""
         key = (chunk, variant)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        if self._variants == 1:
-            img, ext = self._image.read_chunk((chunk, 0, 0, 0)), self._extent.read_chunk((chunk, 0))
-        else:
-            img = self._image.read_chunk((chunk, variant, 0, 0, 0))[:, 0]
-            ext = self._extent.read_chunk((chunk, 0, 0))[:, variant]
-        self._cache[key] = (img, ext)
+        img = self._source.image.read_chunk(self._source.chunk_coords(chunk, variant))
+        img = img if self._source.layout.variants == 1 else img[:, 0]
+        self._cache[key] = img
         while len(self._cache) > self._capacity:
             self._cache.popitem(last=False)
-        return img, ext
+        return img
 
 
 class DaliStoreLoader(DaliLoaderBase):
     """Stream a nostall store through DALI: random resized crop, flip, colour, normalise.
 
-    Same contract as ``loaders.StoreLoader``: batches are dicts of torch tensors ``image``
-    (B, 3, H, W), ``label`` (B,) int64 and ``index`` (B,) int64 (store slot); the order is
+    Same contract as ``loaders.StoreLoader``: batches are dicts of torch tensors ``image``,
+    ``label`` (``target`` with mixup) and ``index`` (store slot); the order is
     :func:`loaders.order.epoch_order`; ``set_epoch``, ``len``, ``state_dict`` and
     ``load_state_dict`` (exact mid-epoch resume). Holes (skipped inputs) are never served.
     Stores with K variants serve variant :func:`loaders.order.variant_for_epoch` each epoch.
+    Crops are drawn inside each sample's valid extent (letterbox stores).
 
     Args:
         store: Path of a complete store.
@@ -82,18 +69,17 @@ class DaliStoreLoader(DaliLoaderBase):
 
     def __init__(self, store: str | Path, batch_size: int, **kwargs: Any) -> None:
         super().__init__(batch_size, **kwargs)
-        self.info = _open_info(store)
-        layout = self.info.layout
-        self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
-        self._labels = ShardedArrayReader(Path(store) / "label", "label").read_all()
-        self._mask = self._labels >= 0
-        self._chunks = _ChunkCache(Path(store), layout.variants, 2 * self.buffer_chunks + 2)
+        self.source = open_source(store)
+        self.info = self.source.info
+        self.num_samples = self.info.layout.num_samples
+        self.chunk_samples = self.info.layout.chunk_samples
+        self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2)
 
     def _identity(self) -> dict[str, Any]:
         return {**super()._identity(), "spec_hash": self.info.spec_hash}
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
-        return None if self._mask.all() else self._mask
+        return None if self.source.valid.all() else self.source.valid
 
     def _graph(self) -> GraphSpec:
         stored = self.info.layout.size
@@ -105,11 +91,12 @@ class DaliStoreLoader(DaliLoaderBase):
         variant = variant_for_epoch(self.seed, epoch, self.info.layout.variants)
         s = self.info.layout.size
         images = np.empty((len(indices), s, s, 3), np.uint8)
-        extent = np.empty((len(indices), 4), np.int64)
         chunk_of, row = np.divmod(indices, self.chunk_samples)
         for c in np.unique(chunk_of):  # chunk order does not matter: each is read whole
-            img, ext = self._chunks.get(int(c), variant)
             sel = chunk_of == c
-            images[sel], extent[sel] = img[row[sel]], ext[row[sel]]
-        return Fetched(data=images, hw=extent[:, 2:], offset=extent[:, :2],
-                       label=self._labels[indices], index=indices.astype(np.int64))
+            images[sel] = self._chunks.get(int(c), variant)[row[sel]]
+        extent = self.source.extents[indices]
+        extent = extent if extent.ndim == 2 else extent[:, variant]
+        return Fetched(data=images, hw=extent[:, 2:].astype(np.int64),
+                       offset=extent[:, :2].astype(np.int64),
+                       label=self.source.labels[indices], index=indices.astype(np.int64))
