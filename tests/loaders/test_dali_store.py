@@ -171,3 +171,13 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cuda"):
         _loader(path, device="cuda:0") if not torch.cuda.is_available() else _loader(
             path, device="mps")
+
+
+def test_every_epoch_yields_with_one_loader(tmp_path: Path) -> None:
+    from loaders.dali import DaliAugment
+
+    path = make_index_store(tmp_path / "s", 40)
+    loader = _loader(path, augment=DaliAugment(size=8), drop_last=False)
+    epochs = [np.concatenate([b["index"] for b in collect(loader)]) for _ in range(3)]
+    assert [sorted(e.tolist()) for e in epochs] == [list(range(40))] * 3
+    assert loader.epoch == 3 and not np.array_equal(epochs[0], epochs[1])
