@@ -128,9 +128,8 @@ def color_converter(factors: torch.Tensor, norm: Normalize | None) -> Converter:
         mean = torch.mean(x, dim=(1, 2), dtype=torch.float32).view(1, 3)
         m, v = color_affine(factors[i:i + 1].to(torch.float32), mean, norm)
         pixels = x.to(torch.float32).view(3, -1)  # keeps the HWC strides: no transpose
-        flat = out.view(3, -1)
-        torch.addmm(v.view(3, 1), m[0], pixels, out=flat)
-        flat.clamp_(lo, hi)
+        res = torch.addmm(v.view(3, 1), m[0], pixels).clamp_(lo, hi)
+        out.copy_(res.view(out.shape))
 
     return convert
 

@@ -39,7 +39,15 @@ from loaders.augment.ops import (
 )
 from loaders.augment.resample import crop_resample, grid_resample
 
-__all__ = ["AUGMENTS", "PATHS", "EvalAugment", "TrainAugment", "augment_from_dict"]
+__all__ = [
+    "AUGMENTS",
+    "PATHS",
+    "EvalAugment",
+    "TrainAugment",
+    "augment_from_dict",
+    "check_extent_values",
+    "check_inputs",
+]
 
 PATHS = ("auto", "grid", "fast")
 
@@ -114,10 +122,11 @@ class _Augment:
 
     def _resample(self, images: torch.Tensor, crops: CropParams,
                   factors: torch.Tensor | None = None) -> torch.Tensor:
-        """Resample, jitter (if ``factors``) and normalise, as float32 ``[B, 3, H, W]``.
+        """Resample, jitter (if ``factors``) and normalise to ``[B, 3, H, W]``.
 
-        The grid path runs each step once on the whole batch; the fast path converts each
-        resized sample while it is in cache. Both use the same colour functions.
+        The grid path runs each step once on the whole batch in float32; the fast path
+        converts each resized sample while it is in cache, straight into the output dtype and
+        memory format. Both use the same colour functions.
         """
         if not self._fast(images):
             x = grid_resample(images, crops, self.size)
@@ -126,7 +135,8 @@ class _Augment:
             return apply_color(x, factors, self.normalize)
         convert = (normalize_converter(self.normalize) if factors is None
                    else color_converter(factors, self.normalize))
-        return crop_resample(images, crops, self.size, convert=convert, threads=self.threads)
+        return crop_resample(images, crops, self.size, convert=convert, threads=self.threads,
+                             dtype=DTYPES[self.dtype], channels_last=self.channels_last)
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return finish(x, self.dtype, self.channels_last)

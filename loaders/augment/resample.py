@@ -81,21 +81,25 @@ def _fill(out: torch.Tensor, images: torch.Tensor, rows: list[list[int]], idx: r
 
 
 def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int], *,
-                  convert: Converter | None = None, threads: int = 1) -> torch.Tensor:
+                  convert: Converter | None = None, threads: int = 1,
+                  dtype: torch.dtype = torch.float32, channels_last: bool = False
+                  ) -> torch.Tensor:
     """Crop, flip and resize a CPU batch touching only each crop's pixels.
 
     Args:
         images: ``[B, H, W, 3]`` uint8 on the CPU.
         crops: Boxes and flips, one per sample (CPU tensors).
         size: Output ``(height, width)``.
-        convert: ``convert(pixels, i, out_i)`` writes sample ``i``'s float32 ``[3, H, W]``
-            result from its resized uint8 pixels while they are in cache (e.g. normalise, see
+        convert: ``convert(pixels, i, out_i)`` writes sample ``i``'s ``[3, H, W]`` result
+            from its resized uint8 pixels while they are in cache (e.g. normalise, see
             :mod:`loaders.augment.color`); default: copy the ``[0, 255]`` values.
         threads: Worker threads sharing the samples (the kernels release the GIL); each
             runs with one OpenMP thread (see :mod:`loaders.augment.workers`).
+        dtype: Output dtype; written directly by ``convert`` (no later cast).
+        channels_last: Allocate the output channels-last (no later transpose).
 
     Returns:
-        Float32 ``[B, 3, height, width]``, as written by ``convert``.
+        ``[B, 3, height, width]`` of ``dtype``, as written by ``convert``.
 
     Raises:
         AugmentError: ``images`` is not on the CPU, or ``threads < 1``.
@@ -105,7 +109,8 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
     if threads < 1:
         raise AugmentError(f"threads must be >= 1, got {threads}")
     b = images.shape[0]
-    out = torch.empty((b, 3, *size), dtype=torch.float32)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    out = torch.empty((b, 3, *size), dtype=dtype, memory_format=fmt)
     rows = torch.stack([crops.top, crops.left, crops.height, crops.width,
                         crops.flip.long()], 1).tolist()
     parts = [range(k, b, threads) for k in range(min(threads, b))]
