@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import NoneType
 from typing import Any, ClassVar
 
 import torch
@@ -89,6 +90,7 @@ class _Augment:
     """Shared fields and plumbing of the two policies."""
 
     kind: ClassVar[str] = ""
+    OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {"normalize": (Normalize, NoneType)}
     size: tuple[int, int] = (224, 224)
     normalize: Normalize | None = field(default_factory=Normalize)
     dtype: str = "float32"
@@ -105,10 +107,14 @@ class _Augment:
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (
                 1 <= self.threads <= 64):
             raise AugmentError(f"threads must be an integer in [1, 64], got {self.threads!r}")
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
+        for name, types in self.OP_FIELDS.items():
+            value = getattr(self, name)
             if isinstance(value, Mapping):
-                object.__setattr__(self, f.name, op_from_dict(value))
+                value = op_from_dict(value)
+                object.__setattr__(self, name, value)
+            if not isinstance(value, types):
+                want = " or ".join(t.__name__ for t in types)
+                raise AugmentError(f"{self.kind} augment: {name} must be {want}, got {value!r}")
 
     def _fast(self, images: torch.Tensor) -> bool:
         return self.path == "fast" or (self.path == "auto" and images.device.type == "cpu")
@@ -177,6 +183,9 @@ class TrainAugment(_Augment):
     """
 
     kind: ClassVar[str] = "train"
+    OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
+        "normalize": (Normalize, NoneType), "crop": (RandomResizedCrop,),
+        "flip": (HorizontalFlip, NoneType), "jitter": (ColorJitter, NoneType)}
     crop: RandomResizedCrop = field(default_factory=RandomResizedCrop)
     flip: HorizontalFlip | None = field(default_factory=HorizontalFlip)
     jitter: ColorJitter | None = None
@@ -207,6 +216,8 @@ class EvalAugment(_Augment):
     """
 
     kind: ClassVar[str] = "eval"
+    OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
+        "normalize": (Normalize, NoneType), "crop": (CenterCrop,)}
     crop: CenterCrop = field(default_factory=CenterCrop)
 
     def __call__(self, images: torch.Tensor, extents: torch.Tensor,

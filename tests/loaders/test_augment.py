@@ -266,6 +266,11 @@ def test_bad_policies_and_inputs_raise():
         TrainAugment(size=(0, 4))
     with pytest.raises(AugmentError, match="kind"):
         augment_from_dict({"kind": "test"})
+    from loaders.augment import CenterCrop
+    with pytest.raises(AugmentError, match="crop must be RandomResizedCrop, got CenterCrop"):
+        TrainAugment(crop=CenterCrop())
+    with pytest.raises(AugmentError, match="crop must be CenterCrop, got None"):
+        EvalAugment(crop=None)
     aug = TrainAugment(size=8)
     with pytest.raises(AugmentError, match="uint8"):
         aug(_images(2).float(), _extents(2), _gen())
