@@ -69,8 +69,11 @@ def _install_auth(app: FastAPI, token: str | None) -> None:
     ) -> Response:
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
-            return JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                headers={"WWW-Authenticate": "Bearer"})
+            return JSONResponse(
+                {"error": "missing or wrong bearer token"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         return await call_next(request)
 
 
@@ -91,7 +94,11 @@ async def _read_json(request: Request) -> Any:
 
 
 def create_app(
-    cache: Cache, policy: SourcePolicy, *, token: str | None = None, workers: int = 1,
+    cache: Cache,
+    policy: SourcePolicy,
+    *,
+    token: str | None = None,
+    workers: int = 1,
     max_pending: int = 64,
 ) -> FastAPI:
     """Return the API app over ``cache``; builds run in a :class:`BuildQueue`."""
@@ -155,8 +162,9 @@ def create_app(
         if hit is not None:
             return JSONResponse(cache.status(build_request.key), status_code=200)
         job = queue.submit(build_request)
-        return JSONResponse(job.to_dict(), status_code=202,
-                            headers={"Location": f"/stores/{job.key}"})
+        return JSONResponse(
+            job.to_dict(), status_code=202, headers={"Location": f"/stores/{job.key}"}
+        )
 
     @app.delete("/stores/{key}", response_model=None)
     def delete_store(key: str) -> dict[str, Any] | JSONResponse:

@@ -78,7 +78,8 @@ class Cache:
         self.stats = CacheStats()
         self._builder = builder or precompute_builder()
         self._fingerprint = fingerprinter or functools.partial(
-            source_fingerprint, content_hash=content_hash)
+            source_fingerprint, content_hash=content_hash
+        )
 
     @property
     def root(self) -> Path:
@@ -186,12 +187,18 @@ class Cache:
         info = self._check_built(request)
         request.out.rename(store)
         entry = Entry(
-            key=key, path=store, source=str(request.source), spec=request.spec.to_dict(),
+            key=key,
+            path=store,
+            source=str(request.source),
+            spec=request.spec.to_dict(),
             source_fingerprint=request.fingerprint,
             transform_version=str(precompute.TRANSFORM_VERSION),
-            format_version=int(info.attrs["version"]), size_bytes=dir_size(store),
-            num_samples=info.layout.num_samples, num_valid=info.num_valid,
-            created=time.time(), build_seconds=round(time.time() - started, 3),
+            format_version=int(info.attrs["version"]),
+            size_bytes=dir_size(store),
+            num_samples=info.layout.num_samples,
+            num_valid=info.num_valid,
+            created=time.time(),
+            build_seconds=round(time.time() - started, 3),
         )
         self.layout.write_entry(entry)  # published: an entry means a complete store
         self.stats.inc("builds")
@@ -205,8 +212,9 @@ class Cache:
             raise
         except Exception as exc:
             self.stats.inc("build_failures")
-            raise BuildFailedError(f"build of {request.key} from {request.source} failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+            raise BuildFailedError(
+                f"build of {request.key} from {request.source} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _check_built(self, request: BuildRequest) -> StoreInfo:
         try:
@@ -218,13 +226,16 @@ class Cache:
         if info.spec_hash != request.spec.digest():
             problems.append(f"spec hash {info.spec_hash} != {request.spec.digest()}")
         if info.source_fingerprint != request.fingerprint:
-            problems.append("source fingerprint differs (did the source change during the "
-                            f"build?): {info.source_fingerprint} != {request.fingerprint}")
+            problems.append(
+                "source fingerprint differs (did the source change during the "
+                f"build?): {info.source_fingerprint} != {request.fingerprint}"
+            )
         if problems:
             self.stats.inc("build_failures")
             maintenance.discard(self.layout, request.out)
-            raise BuildFailedError(f"build of {request.key} is not what was asked for: "
-                                   + "; ".join(problems))
+            raise BuildFailedError(
+                f"build of {request.key} is not what was asked for: " + "; ".join(problems)
+            )
         return info
 
     # -- removal and eviction ----------------------------------------------------------
@@ -273,8 +284,9 @@ class Cache:
             if self._lookup(key) is not None:  # not evicted between lookup and lease
                 return lease
             lease.release()
-        raise ServiceError(f"store {ref!r} was evicted three times while leasing it; "
-                           "raise the cache budget")
+        raise ServiceError(
+            f"store {ref!r} was evicted three times while leasing it; raise the cache budget"
+        )
 
     @contextlib.contextmanager
     def open(self, ref: StoreRef) -> Iterator[Path]:

@@ -24,8 +24,17 @@ from service.server import TOKEN_ENV, make_server
 
 __all__ = ["cache", "human_bytes", "parse_bytes", "serve"]
 
-_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -79,11 +88,20 @@ def _table(entries: Sequence[Entry]) -> str:
     rows = [("KEY", "SIZE", "SAMPLES", "SPEC", "LAST USED", "SOURCE")]
     for e in entries:
         spec = f"{e.spec['size']}px {e.spec['mode']} x{e.spec['variants']} seed={e.spec['seed']}"
-        rows.append((e.key[:12], human_bytes(e.size_bytes), str(e.num_valid), spec,
-                     _ago(e.last_access), e.source))
+        rows.append(
+            (
+                e.key[:12],
+                human_bytes(e.size_bytes),
+                str(e.num_valid),
+                spec,
+                _ago(e.last_access),
+                e.source,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 def _emit(as_json: bool, doc: Any, human: str) -> None:
@@ -94,8 +112,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 
 @click.group(name="cache")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), envvar=CACHE_ENV,
-              default=None, help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=CACHE_ENV,
+    default=None,
+    help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).",
+)
 @click.pass_context
 def cache(ctx: click.Context, root: Path | None) -> None:
     """Inspect and maintain the cache of built stores."""
@@ -130,8 +153,9 @@ def info_cmd(c: Cache, key: str, as_json: bool) -> None:
     status = c.status(full)
     if status["status"] == "absent":
         raise CacheKeyError(f"no store or build with key {key} in {c.root}")
-    human = "\n".join(f"{k:>20}: {json.dumps(v) if isinstance(v, dict) else v}"
-                      for k, v in status.items())
+    human = "\n".join(
+        f"{k:>20}: {json.dumps(v) if isinstance(v, dict) else v}" for k, v in status.items()
+    )
     _emit(as_json, status, human)
 
 
@@ -155,38 +179,79 @@ def rm_cmd(c: Cache, keys: tuple[str, ...], as_json: bool) -> None:
 def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
     """Clean crash debris; evict least-recently-used unleased stores over the budget."""
     report = c.gc(parse_bytes(budget) if budget is not None else None)
-    doc = {"evicted": list(report.evicted), "freed_bytes": report.freed_bytes,
-           "skipped_leased": list(report.skipped_leased), "cleaned": list(report.cleaned),
-           "total_bytes": report.total_bytes, "budget_bytes": report.budget_bytes}
-    human = (f"evicted {len(report.evicted)} stores ({human_bytes(report.freed_bytes)}), "
-             f"skipped {len(report.skipped_leased)} leased, cleaned {len(report.cleaned)} "
-             f"leftovers; {human_bytes(report.total_bytes)} cached")
+    doc = {
+        "evicted": list(report.evicted),
+        "freed_bytes": report.freed_bytes,
+        "skipped_leased": list(report.skipped_leased),
+        "cleaned": list(report.cleaned),
+        "total_bytes": report.total_bytes,
+        "budget_bytes": report.budget_bytes,
+    }
+    human = (
+        f"evicted {len(report.evicted)} stores ({human_bytes(report.freed_bytes)}), "
+        f"skipped {len(report.skipped_leased)} leased, cleaned {len(report.cleaned)} "
+        f"leftovers; {human_bytes(report.total_bytes)} cached"
+    )
     _emit(as_json, doc, human)
 
 
 @click.command(name="serve")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), envvar=CACHE_ENV,
-              default=None, help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).")
-@click.option("--source-root", "source_roots", multiple=True, required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Folder requests' sources must lie under (repeatable).")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=CACHE_ENV,
+    default=None,
+    help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).",
+)
+@click.option(
+    "--source-root",
+    "source_roots",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Folder requests' sources must lie under (repeatable).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8470, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--token", envvar=TOKEN_ENV, default=None,
-              help=f"Bearer token required on every request (or ${TOKEN_ENV}).")
+@click.option(
+    "--token",
+    envvar=TOKEN_ENV,
+    default=None,
+    help=f"Bearer token required on every request (or ${TOKEN_ENV}).",
+)
 @click.option("--budget", default=None, help="Byte budget of the cache, e.g. 200GiB.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Concurrent builds.")
+@click.option(
+    "--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds."
+)
 @click.option("--ray-address", default=None, help="Ray cluster for builds (default: local).")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
 @_user_errors
-def serve(root: Path | None, source_roots: tuple[Path, ...], host: str, port: int,
-          token: str | None, budget: str | None, workers: int, ray_address: str | None,
-          log_level: str) -> None:
+def serve(
+    root: Path | None,
+    source_roots: tuple[Path, ...],
+    host: str,
+    port: int,
+    token: str | None,
+    budget: str | None,
+    workers: int,
+    ray_address: str | None,
+    log_level: str,
+) -> None:
     """Serve the cache over HTTP (binds 127.0.0.1 unless given a token)."""
     server = make_server(
-        root if root is not None else default_cache_root(), source_roots, host=host,
-        port=port, token=token, budget_bytes=parse_bytes(budget) if budget else None,
-        workers=workers, ray_address=ray_address, log_level=log_level)
+        root if root is not None else default_cache_root(),
+        source_roots,
+        host=host,
+        port=port,
+        token=token,
+        budget_bytes=parse_bytes(budget) if budget else None,
+        workers=workers,
+        ray_address=ray_address,
+        log_level=log_level,
+    )
     server.run()

@@ -53,8 +53,10 @@ def remove_store(layout: CacheLayout, key: str, lock_timeout: float = -1.0) -> N
     Raises:
         StoreInUseError: A reader holds a lease on the store.
     """
-    with FileLock(str(layout.build_lock(key)), timeout=lock_timeout), \
-            exclusive_unleased(layout.lease_file(key)) as free:
+    with (
+        FileLock(str(layout.build_lock(key)), timeout=lock_timeout),
+        exclusive_unleased(layout.lease_file(key)) as free,
+    ):
         if not free:
             raise StoreInUseError(f"store {key} is leased by a reader; close it first")
         _unpublish(layout, key)
@@ -62,8 +64,10 @@ def remove_store(layout: CacheLayout, key: str, lock_timeout: float = -1.0) -> N
 
 def try_evict(layout: CacheLayout, key: str) -> bool:
     """Unpublish ``key`` unless it is leased or being built; return whether it was evicted."""
-    with maintenance.try_lock(layout.build_lock(key)) as unlocked, \
-            exclusive_unleased(layout.lease_file(key)) as free:
+    with (
+        maintenance.try_lock(layout.build_lock(key)) as unlocked,
+        exclusive_unleased(layout.lease_file(key)) as free,
+    ):
         if not (unlocked and free):
             return False
         _unpublish(layout, key)

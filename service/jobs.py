@@ -38,9 +38,16 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
-        return {"key": self.key, "source": self.source, "spec": self.spec,
-                "status": self.status, "submitted": self.submitted, "started": self.started,
-                "finished": self.finished, "error": self.error}
+        return {
+            "key": self.key,
+            "source": self.source,
+            "spec": self.spec,
+            "status": self.status,
+            "submitted": self.submitted,
+            "started": self.started,
+            "finished": self.finished,
+            "error": self.error,
+        }
 
 
 class BuildQueue:
@@ -54,8 +61,9 @@ class BuildQueue:
 
     def __init__(self, cache: Cache, workers: int = 1, max_pending: int = 64) -> None:
         if workers < 1 or max_pending < 1:
-            raise ValueError(f"workers and max_pending must be >= 1, got {workers!r}, "
-                             f"{max_pending!r}")
+            raise ValueError(
+                f"workers and max_pending must be >= 1, got {workers!r}, {max_pending!r}"
+            )
         self.cache = cache
         self.max_pending = max_pending
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nostall-build")
@@ -70,8 +78,10 @@ class BuildQueue:
                 return job
             pending = sum(j.status in ("queued", "building") for j in self._jobs.values())
             if pending >= self.max_pending:
-                raise QueueFullError(f"{pending} builds are queued or running (limit "
-                                     f"{self.max_pending}); retry later")
+                raise QueueFullError(
+                    f"{pending} builds are queued or running (limit "
+                    f"{self.max_pending}); retry later"
+                )
             job = Job(request.key, str(request.source), request.spec.to_dict())
             self._jobs[request.key] = job
         self._pool.submit(self._run, request)
@@ -87,8 +97,12 @@ class BuildQueue:
             self.cache.build(request)
         except Exception as exc:  # carried back as a value: the job records it
             log.warning("build %s failed: %s", request.key, exc)
-            self._set(request.key, status="failed", finished=time.time(),
-                      error=f"{type(exc).__name__}: {exc}")
+            self._set(
+                request.key,
+                status="failed",
+                finished=time.time(),
+                error=f"{type(exc).__name__}: {exc}",
+            )
             return
         self._set(request.key, status="ready", finished=time.time())
 

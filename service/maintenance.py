@@ -68,8 +68,9 @@ def inspect_partial(layout: CacheLayout, path: Path, request: BuildRequest) -> s
     except (StoreError, ValueError, KeyError, TypeError):
         discard(layout, path)
         return "wiped"
-    same = (info.spec_hash == request.spec.digest()
-            and info.source_fingerprint == request.fingerprint)
+    same = (
+        info.spec_hash == request.spec.digest() and info.source_fingerprint == request.fingerprint
+    )
     if not same:
         discard(layout, path)
         return "wiped"

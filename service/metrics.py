@@ -46,9 +46,7 @@ def _line(name: str, kind: str, help_text: str, value: float) -> str:
     return f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n{name} {value:g}\n"
 
 
-def render_prometheus(
-    counters: Mapping[str, int], gauges: Mapping[str, tuple[float, str]]
-) -> str:
+def render_prometheus(counters: Mapping[str, int], gauges: Mapping[str, tuple[float, str]]) -> str:
     """Return the exposition text.
 
     Args:

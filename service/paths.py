@@ -50,8 +50,8 @@ class SourcePolicy:
             raise SourceNotAllowedError(f"source {raw!r} does not exist") from exc
         if not self._under_roots(resolved):
             raise SourceNotAllowedError(
-                f"source {raw!r} resolves outside the source roots "
-                f"{[str(r) for r in self.roots]}")
+                f"source {raw!r} resolves outside the source roots {[str(r) for r in self.roots]}"
+            )
         if resolved.is_file():
             self._check_manifest(resolved)
         return resolved
@@ -73,4 +73,5 @@ class SourcePolicy:
                 raise SourceNotAllowedError(f"manifest {manifest}: bad path {key!r}") from exc
             if not self._under_roots(target):
                 raise SourceNotAllowedError(
-                    f"manifest {manifest} lists {key!r}, which lies outside the source roots")
+                    f"manifest {manifest} lists {key!r}, which lies outside the source roots"
+                )

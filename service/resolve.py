@@ -30,8 +30,10 @@ def _as_ref(ref: StoreRef | Mapping[str, Any]) -> StoreRef:
     if isinstance(ref, Mapping):
         missing = {"source", "spec"} - set(ref)
         if missing:
-            raise ValueError(f"a store reference mapping needs 'source' and 'spec'; missing "
-                             f"{sorted(missing)} in {dict(ref)!r}")
+            raise ValueError(
+                f"a store reference mapping needs 'source' and 'spec'; missing "
+                f"{sorted(missing)} in {dict(ref)!r}"
+            )
         return (ref["source"], ref["spec"])
     if isinstance(ref, str) or (isinstance(ref, tuple) and len(ref) == 2):
         return ref

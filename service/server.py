@@ -36,7 +36,8 @@ def check_bind(host: str, token: str | None) -> None:
     if not is_loopback(host) and not token:
         raise ServiceError(
             f"refusing to bind {host!r} without a token: anyone who can reach it could build "
-            f"and delete stores. Pass --token (or set ${TOKEN_ENV}), or bind 127.0.0.1.")
+            f"and delete stores. Pass --token (or set ${TOKEN_ENV}), or bind 127.0.0.1."
+        )
 
 
 def make_server(

@@ -20,8 +20,9 @@ SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}
 
 def make_source(root: Path, num_images: int = 12, seed: int = 0) -> Path:
     """Write a tiny real JPEG/PNG class-folder dataset."""
-    return make_sample_dataset(root, num_images=num_images, num_classes=3,
-                               size_range=(16, 32), seed=seed)
+    return make_sample_dataset(
+        root, num_images=num_images, num_classes=3, size_range=(16, 32), seed=seed
+    )
 
 
 def _arrays(request: BuildRequest) -> tuple[np.ndarray, list[int], list[str]]:
@@ -49,8 +50,9 @@ def index_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
         _log(log, request)
         images, labels, keys = _arrays(request)
         time.sleep(delay)  # widens the window in which racing callers must wait
-        write_store_from_arrays(request.out, images, labels, request.spec, keys=keys,
-                                fingerprint=request.fingerprint)
+        write_store_from_arrays(
+            request.out, images, labels, request.spec, keys=keys, fingerprint=request.fingerprint
+        )
 
     return build
 
@@ -64,10 +66,18 @@ def hanging_builder(started: Path, log: Path | None = None) -> Builder:
         layout = StoreLayout.from_spec(request.spec, len(images))
         create_or_resume(request.out, request.spec, layout, request.fingerprint)
         a, b = layout.shard_range(0)
-        extent = np.tile(np.array([0, 0, request.spec.size, request.spec.size], np.int32),
-                         (b - a, 1))
-        write_shard(request.out, layout, 0, image=images[a:b], label=np.array(labels[a:b]),
-                    extent=extent, key=keys[a:b])
+        extent = np.tile(
+            np.array([0, 0, request.spec.size, request.spec.size], np.int32), (b - a, 1)
+        )
+        write_shard(
+            request.out,
+            layout,
+            0,
+            image=images[a:b],
+            label=np.array(labels[a:b]),
+            extent=extent,
+            key=keys[a:b],
+        )
         started.write_text("started")
         time.sleep(600)
 

@@ -35,8 +35,14 @@ def test_build_once_then_hit(tmp_path: Path, source: Path) -> None:
     assert info.layout.num_samples == 12
     image = zarr.open_array(str(first / "image"), mode="r")[:]
     assert all((image[i] == i % 251).all() for i in range(12))
-    assert cache.stats.snapshot() == {"hits": 1, "misses": 1, "builds": 1,
-                                         "build_failures": 0, "evictions": 0, "removals": 0}
+    assert cache.stats.snapshot() == {
+        "hits": 1,
+        "misses": 1,
+        "builds": 1,
+        "build_failures": 0,
+        "evictions": 0,
+        "removals": 0,
+    }
     assert not list((cache.root / "building").iterdir())
 
 
@@ -135,10 +141,13 @@ def _wrong_source(request: BuildRequest) -> None:
     index_builder()(BuildRequest(request.key, request.source, request.spec, request.out, "other"))
 
 
-@pytest.mark.parametrize(("builder", "match"), [
-    (_failing, "decoder exploded"), (_incomplete, "incomplete"), (_wrong_source, "fingerprint")])
+@pytest.mark.parametrize(
+    ("builder", "match"),
+    [(_failing, "decoder exploded"), (_incomplete, "incomplete"), (_wrong_source, "fingerprint")],
+)
 def test_failed_builds_publish_nothing_and_retry(
-        tmp_path: Path, source: Path, builder: object, match: str) -> None:
+    tmp_path: Path, source: Path, builder: object, match: str
+) -> None:
     bad = Cache(tmp_path / "cache", builder=builder)  # type: ignore[arg-type]
     with pytest.raises(BuildFailedError, match=match):
         bad.get_or_build(source, SPEC)
@@ -151,8 +160,7 @@ def test_failed_builds_publish_nothing_and_retry(
     assert len(read_log(log)) == 1
 
 
-def test_uncatalogued_complete_store_is_adopted_not_rebuilt(
-        tmp_path: Path, source: Path) -> None:
+def test_uncatalogued_complete_store_is_adopted_not_rebuilt(tmp_path: Path, source: Path) -> None:
     cache, log = _cache(tmp_path)
     path = cache.get_or_build(source, SPEC)
     key = cache.key_for(source, SPEC)
@@ -162,8 +170,7 @@ def test_uncatalogued_complete_store_is_adopted_not_rebuilt(
     assert cache.info(key).num_valid == 12 and cache.stats.snapshot()["builds"] == 2
 
 
-def test_store_bigger_than_the_budget_is_returned_not_evicted(
-        tmp_path: Path, source: Path) -> None:
+def test_store_bigger_than_the_budget_is_returned_not_evicted(tmp_path: Path, source: Path) -> None:
     cache, _ = _cache(tmp_path, budget_bytes=1)
     path = cache.get_or_build(source, SPEC)
     assert open_store_info(path).num_valid == 12

@@ -80,18 +80,51 @@ def _free_port() -> int:
 
 def test_python_m_service_refuses_public_bind_without_token(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "service", "--root", str(tmp_path / "c"), "--source-root",
-         str(tmp_path), "--host", "0.0.0.0", "--port", str(_free_port())],
-        cwd=REPO, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "--root",
+            str(tmp_path / "c"),
+            "--source-root",
+            str(tmp_path),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(_free_port()),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 1 and "refusing to bind '0.0.0.0' without a token" in proc.stderr
 
 
 def test_python_m_service_serves_with_token(tmp_path: Path) -> None:
     port, token = _free_port(), "t" * 24
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "--root", str(tmp_path / "c"), "--source-root",
-         str(tmp_path), "--port", str(port), "--token", token, "--log-level", "warning"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "--root",
+            str(tmp_path / "c"),
+            "--source-root",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--token",
+            token,
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -54,8 +54,10 @@ def test_get_or_build_runs_the_real_build_once(ray_session: None, tmp_path: Path
 def test_http_build_request_runs_on_ray(ray_session: None, tmp_path: Path) -> None:
     make_source(tmp_path / "data" / "ds", num_images=10)
     cache = Cache(tmp_path / "cache", builder=precompute_builder(keep_ray=True))
-    with serving(create_app(cache, SourcePolicy([tmp_path / "data"]))) as url, \
-            httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        serving(create_app(cache, SourcePolicy([tmp_path / "data"]))) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         r = client.post("/stores", json={"source": "ds", "spec": {**SPEC, "mode": "letterbox"}})
         assert r.status_code == 202
         key = r.json()["key"]

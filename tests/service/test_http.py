@@ -51,7 +51,8 @@ def _wait_ready(client: httpx.Client, key: str) -> dict[str, object]:
 
 
 def test_build_list_get_delete_and_metrics(
-        server: tuple[str, Cache], roots: dict[str, Path]) -> None:
+    server: tuple[str, Cache], roots: dict[str, Path]
+) -> None:
     url, cache = server
     with httpx.Client(base_url=url, timeout=30) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
@@ -59,7 +60,9 @@ def test_build_list_get_delete_and_metrics(
         assert r.status_code == 202, r.text
         key = r.json()["key"]
         assert r.headers["location"] == f"/stores/{key}" and r.json()["status"] in (
-            "queued", "building")
+            "queued",
+            "building",
+        )
         doc = _wait_ready(client, key)
         assert doc["status"] == "ready" and doc["spec"]["size"] == 16
         assert doc["size_bytes"] > 0 and doc["num_samples"] == 12
@@ -86,8 +89,10 @@ def test_failed_build_is_reported_not_fatal(roots: dict[str, Path]) -> None:
         raise RuntimeError("disk on fire")
 
     cache = Cache(roots["base"] / "cache-fail", builder=explode)
-    with serving(create_app(cache, SourcePolicy([roots["data"]]))) as url, \
-            httpx.Client(base_url=url, timeout=30) as client:
+    with (
+        serving(create_app(cache, SourcePolicy([roots["data"]]))) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
         key = client.post("/stores", json={"source": "ds", "spec": SPEC}).json()["key"]
         doc = _wait_ready(client, key)
         assert doc["status"] == "failed" and "disk on fire" in doc["job"]["error"]
@@ -117,7 +122,8 @@ BAD_REQUESTS = [
 
 @pytest.mark.parametrize(("body", "message"), BAD_REQUESTS)
 def test_bad_requests_get_400_naming_the_problem(
-        server: tuple[str, Cache], body: object, message: str) -> None:
+    server: tuple[str, Cache], body: object, message: str
+) -> None:
     r = httpx.post(f"{server[0]}/stores", json=body, timeout=30)
     assert r.status_code == 400, r.text
     assert message in r.json()["error"]
@@ -137,8 +143,15 @@ def test_malformed_bodies_and_keys(server: tuple[str, Cache]) -> None:
 
 def test_burst_of_bad_requests_leaves_the_server_answering(server: tuple[str, Cache]) -> None:
     url, _ = server
-    bodies = [b"{", b"null", b'{"source": "../x"}', b'{"source": "ds", "spec": {"size": "a"}}',
-              b'{"source": "/etc", "spec": {}}', b"\xff\xfe", b'{"source": "ds", "spec": []}']
+    bodies = [
+        b"{",
+        b"null",
+        b'{"source": "../x"}',
+        b'{"source": "ds", "spec": {"size": "a"}}',
+        b'{"source": "/etc", "spec": {}}',
+        b"\xff\xfe",
+        b'{"source": "ds", "spec": []}',
+    ]
 
     def bad(i: int) -> int:
         with httpx.Client(base_url=url, timeout=30) as client:
@@ -157,8 +170,9 @@ def test_token_is_required_when_configured(roots: dict[str, Path]) -> None:
     app = create_app(cache, SourcePolicy([roots["data"]]), token=TOKEN)
     with serving(app) as url:
         assert httpx.get(f"{url}/healthz").status_code == 401
-        assert httpx.get(f"{url}/stores", headers={"Authorization": "Bearer nope"}).status_code \
-            == 401
+        assert (
+            httpx.get(f"{url}/stores", headers={"Authorization": "Bearer nope"}).status_code == 401
+        )
         no_auth = httpx.post(f"{url}/stores", json={"source": "ds", "spec": SPEC})
         assert no_auth.status_code == 401 and no_auth.headers["www-authenticate"] == "Bearer"
         auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -187,5 +201,7 @@ def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
         assert [j["key"] for j in client.get("/stores").json()["jobs"]] == [first.json()["key"]]
         gate.set()
         assert _wait_ready(client, first.json()["key"])["status"] == "ready"
-        assert client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}}) \
-            .status_code == 202
+        assert (
+            client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}}).status_code
+            == 202
+        )

@@ -42,7 +42,8 @@ def test_key_is_64_hex_and_stable_across_spellings(cache: Cache, source: Path) -
 
 
 def test_symlinked_spelling_of_the_same_folder_gives_the_same_key(
-        cache: Cache, source: Path, tmp_path: Path) -> None:
+    cache: Cache, source: Path, tmp_path: Path
+) -> None:
     link = tmp_path / "link"
     link.symlink_to(source, target_is_directory=True)
     assert cache.key_for(link, SPEC) == cache.key_for(source, SPEC)
@@ -50,9 +51,17 @@ def test_symlinked_spelling_of_the_same_folder_gives_the_same_key(
 
 def test_every_spec_field_changes_the_key(cache: Cache, source: Path) -> None:
     base = cache.key_for(source, SPEC)
-    variants = [{"size": 32}, {"seed": 1}, {"mode": "letterbox"}, {"chunk_samples": 8},
-                {"shard_samples": 16}, {"fill": 3}, {"on_error": "skip"}, {"variants": 2},
-                {"max_pixels": 10_000}]
+    variants = [
+        {"size": 32},
+        {"seed": 1},
+        {"mode": "letterbox"},
+        {"chunk_samples": 8},
+        {"shard_samples": 16},
+        {"fill": 3},
+        {"on_error": "skip"},
+        {"variants": 2},
+        {"max_pixels": 10_000},
+    ]
     keys = {cache.key_for(source, {**SPEC, **v}) for v in variants}
     assert len(keys) == len(variants) and base not in keys
 

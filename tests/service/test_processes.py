@@ -24,7 +24,11 @@ REPO = Path(__file__).resolve().parents[2]
 def _spawn(*args: object) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.service.worker", *map(str, args)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
@@ -53,7 +57,8 @@ def source(tmp_path: Path) -> Path:
 
 
 def test_racing_processes_build_once(
-        tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]) -> None:
+    tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
+) -> None:
     root, log, go = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "go"
     procs += [_spawn("race", root, source, log, go) for _ in range(3)]
     time.sleep(1.0)  # let them import; the barrier file releases them together
@@ -67,7 +72,8 @@ def test_racing_processes_build_once(
 
 
 def test_killed_builder_leaves_nothing_complete_and_next_caller_rebuilds(
-        tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]) -> None:
+    tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
+) -> None:
     root, log, started = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "started"
     procs.append(_spawn("hang", root, source, log, started))
     _wait_for(started, procs[0])
@@ -89,7 +95,8 @@ def test_killed_builder_leaves_nothing_complete_and_next_caller_rebuilds(
 
 
 def test_lease_in_another_process_blocks_eviction_until_it_dies(
-        tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]) -> None:
+    tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
+) -> None:
     root, ready = tmp_path / "cache", tmp_path / "ready"
     cache = Cache(root, builder=index_builder())
     path = cache.get_or_build(source, SPEC)

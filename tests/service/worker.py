@@ -1,8 +1,8 @@
 """Subprocess entry points for multi-process service tests.
 
-    python -m tests.service.worker race ROOT SRC LOG GO      # wait for GO, get_or_build, print path
-    python -m tests.service.worker hang ROOT SRC LOG STARTED # build that hangs after one shard
-    python -m tests.service.worker lease ROOT KEY READY      # hold a lease until killed
+python -m tests.service.worker race ROOT SRC LOG GO      # wait for GO, get_or_build, print path
+python -m tests.service.worker hang ROOT SRC LOG STARTED # build that hangs after one shard
+python -m tests.service.worker lease ROOT KEY READY      # hold a lease until killed
 """
 
 from __future__ import annotations
