@@ -138,20 +138,24 @@ class Mixup:
             (cols >= p.box[2]) & (cols < p.box[3]))[None, :]
         return torch.where(p.cutmix, (~inside).to(dtype), p.lam.to(dtype))
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor,
-                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mix a batch: ``images`` ``[B, C, H, W]`` float, ``labels`` ``[B]`` int64.
-
-        Returns:
-            The mixed images (same dtype and memory format) and ``[B, num_classes]`` float32
-            soft targets whose rows sum to 1.
-        """
+    def check(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """Check shapes and dtypes; label values too when they are on the host (no sync)."""
         if images.dim() != 4 or not images.is_floating_point():
             raise AugmentError(f"mixup needs [B, C, H, W] float images, got "
                                f"{tuple(images.shape)} {images.dtype}")
         if labels.dtype != torch.int64 or tuple(labels.shape) != (images.shape[0],):
             raise AugmentError(f"mixup needs [{images.shape[0]}] int64 labels, got "
                                f"{tuple(labels.shape)} {labels.dtype}")
+        if labels.device.type == "cpu":
+            bad = (labels < 0) | (labels >= self.num_classes)
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0, 0])
+                raise AugmentError(f"mixup: label {int(labels[i])} of sample {i} is not in "
+                                   f"[0, {self.num_classes})")
+
+    def apply(self, images: torch.Tensor, labels: torch.Tensor,
+              generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The device work of :meth:`__call__`, without input checks."""
         height, width = images.shape[2], images.shape[3]
         p = self.params(height, width, generator, images.device)
         weight = self._weights(p, height, width, images.dtype)
@@ -160,3 +164,14 @@ class Mixup:
         lam = torch.where(p.cutmix, p.lam, p.lam.to(images.dtype).to(torch.float32))
         onehot = smooth_targets(labels, self.num_classes, self.label_smoothing)
         return mixed, torch.lerp(onehot.flip(0), onehot, lam)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mix a batch: ``images`` ``[B, C, H, W]`` float, ``labels`` ``[B]`` int64.
+
+        Returns:
+            The mixed images (same dtype and memory format) and ``[B, num_classes]`` float32
+            soft targets whose rows sum to 1.
+        """
+        self.check(images, labels)
+        return self.apply(images, labels, generator)

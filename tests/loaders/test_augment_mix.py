@@ -137,7 +137,8 @@ def test_op_count_is_independent_of_batch_size_and_no_sync():
     counts = []
     for b in (32, 256):
         x, y = torch.randn(b, 3, 16, 16), torch.arange(b) % 10
-        counts.append(_aten_ops(lambda x=x, y=y: mix(x, y, _gen())))
+        # apply: the device work, without the host-side label check of __call__
+        counts.append(_aten_ops(lambda x=x, y=y: mix.apply(x, y, _gen())))
     assert counts[0] == counts[1]
     assert "aten::_standard_gamma" in counts[0]
     assert "aten::_local_scalar_dense" not in counts[0]
@@ -156,6 +157,8 @@ def test_policy_round_trip_and_bad_values():
         Mixup.from_dict({"num_classes": 2, "alpha": 1.0})
     with pytest.raises(AugmentError, match="int64 labels"):
         Mixup(num_classes=2)(torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.int32), _gen())
+    with pytest.raises(AugmentError, match=r"label 7 of sample 1 is not in \[0, 5\)"):
+        Mixup(num_classes=5)(torch.randn(3, 3, 8, 8), torch.tensor([0, 7, 1]), _gen())
     with pytest.raises(AugmentError, match="float images"):
         Mixup(num_classes=2)(torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4).long(),
                              _gen())
