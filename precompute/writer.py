@@ -126,7 +126,8 @@ def create_or_resume(
     if root.exists() and any(p.name != MARKER_DIR for p in root.iterdir()):
         raise StoreError(f"{root}: exists, is not empty and is not a nostall store")
     shutil.rmtree(root / MARKER_DIR / "shards", ignore_errors=True)  # stale markers, no store
-    group = zarr.open_group(str(root), mode="w", zarr_format=3, attributes={ATTR_KEY: header})
+    # mode "a", not "w": "w" would delete _nostall/ and with it the held build lock
+    group = zarr.open_group(str(root), mode="a", zarr_format=3, attributes={ATTR_KEY: header})
     _create_arrays(group, layout)
     return set()
 

@@ -1,0 +1,88 @@
+"""Crash safety: a real build process killed with SIGKILL mid-way, then resumed; build lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import zarr
+
+from precompute import (
+    BuildLockedError,
+    BuildSpec,
+    StoreIncompleteError,
+    build,
+    open_store_info,
+)
+from precompute.format import MARKER_DIR
+from precompute.sample import make_sample_dataset
+from precompute.verify import verify_store
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+SPEC = {"size": 32, "shard_samples": 4, "chunk_samples": 2, "seed": 7}
+CHILD = """
+import sys
+from precompute import BuildSpec, build
+build(sys.argv[1], sys.argv[2], BuildSpec(**{spec!r}), progress=False)
+"""
+
+
+def _markers(out: Path) -> int:
+    folder = out / MARKER_DIR / "shards"
+    return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+
+
+def _arrays(out: Path) -> dict[str, object]:
+    data: dict[str, object] = {name: zarr.open_array(str(out / name), mode="r")[:].tobytes()
+                               for name in ("image", "label", "extent")}
+    data["key"] = zarr.open_array(str(out / "key"), mode="r")[:].tolist()
+    return data
+
+
+def _wait(child: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 240
+    while not ready():
+        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+        assert time.monotonic() < deadline, "child build made no progress"
+        time.sleep(0.005)
+
+
+def _start_child(src: Path, out: Path) -> subprocess.Popen[bytes]:
+    code = CHILD.format(spec=SPEC)
+    return subprocess.Popen([sys.executable, "-c", code, str(src), str(out)],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+def test_kill_9_then_resume_is_identical_and_second_build_refused(
+        ray_local: None, tmp_path: Path) -> None:
+    src = make_sample_dataset(tmp_path / "src", 200, size_range=(96, 256), seed=2)
+    out = tmp_path / "killed"
+    num_shards = 200 // SPEC["shard_samples"]
+    child = _start_child(src, out)
+    # The child holds the lock from before it creates the store until it finalizes it; while
+    # it starts Ray (seconds), a second build into the same output must be refused.
+    _wait(child, lambda: (out / "zarr.json").is_file())
+    with pytest.raises(BuildLockedError, match="another build"):
+        build(str(src), str(out), BuildSpec(**SPEC), progress=False)
+    _wait(child, lambda: _markers(out) >= 1)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    done = _markers(out)
+    assert 1 <= done < num_shards, "the kill must land mid-build"
+    with pytest.raises(StoreIncompleteError):
+        open_store_info(out)
+
+    attrs = build(str(src), str(out), BuildSpec(**SPEC), progress=False)
+    assert attrs["complete"] and attrs["report"]["shards_resumed"] >= done
+    assert attrs["report"]["shards_built"] == num_shards - attrs["report"]["shards_resumed"]
+    build(str(src), str(tmp_path / "clean"), BuildSpec(**SPEC), progress=False)
+    assert _arrays(out) == _arrays(tmp_path / "clean")
+    assert verify_store(out) == []
