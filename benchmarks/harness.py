@@ -82,6 +82,11 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
     return tm
 
 
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
 def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
               num_samples: int) -> dict[str, Any]:
     """Turn one strategy's timings and monitor result into the report's figures."""
@@ -107,6 +112,8 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
         # whole run incl. warm-up: work prefetched during warm-up is not lost from the count
         "cpu_s_per_sample": res.cpu_s / tm.samples if tm.samples > 0 else None,
         "peak_rss_bytes": res.peak_rss_bytes,
+        "cpu_percent_mean": _mean(res.series("cpu_percent")),
+        "machine_cpu_percent_mean": _mean(res.series("machine_cpu_percent")),
         "monitor_cpu_share": res.self_cpu_s / res.wall_s if res.wall_s > 0 else None,
         "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
         "monitor": res.to_dict(),

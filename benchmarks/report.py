@@ -113,7 +113,9 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
             continue
         checks = "; ".join(f"{c['name']}: {_ok(c['ok'])} ({c['detail']})"
                            for c in s["verdict"]["checks"])
-        lines.append(f"- **{s['name']}**: {checks}")
+        cpu = (f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
+               f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine")
+        lines.append(f"- **{s['name']}**: {checks}; {cpu}")
     return lines
 
 

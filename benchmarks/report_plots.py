@@ -39,9 +39,13 @@ def _utilisation(plt: Any, strategies: list[dict[str, Any]], path: Path) -> None
         series = s["monitor"]["series"]
         key = s["util_source"]
         values = [v if v is not None else float("nan") for v in series[key]]
-        ax.plot(series["t"], values, lw=1)
+        ax.plot(series["t"], values, lw=1, label="GPU util" if key == "gpu_util" else "this run")
+        if key == "cpu_percent" and "machine_cpu_percent" in series:
+            ax.plot(series["t"], series["machine_cpu_percent"], lw=0.8, ls="--", color="grey",
+                    label="whole machine")
+            ax.legend(fontsize=7, loc="upper right")
         ax.set_ylim(0, 105)
-        label = "GPU util %" if key == "gpu_util" else "CPU % (tree)"
+        label = "GPU util %" if key == "gpu_util" else "CPU %"
         period = s.get("oscillation_period_s")
         ax.set_ylabel(label, fontsize=8)
         ax.set_title(f"{s['name']}" + (f" (period {period:.2f} s)" if period else ""), fontsize=9)

@@ -49,6 +49,7 @@ class Diagnosis:
         data_wait_share: Share of step time blocked waiting for data.
         step_cv: Coefficient of variation of step times.
         cpu_percent: Mean process-tree CPU use, % of the machine.
+        machine_cpu_percent: Mean CPU use of the whole machine (every process), %.
         verdict: ``benchmarks.analysis.verdict`` output.
         recommendation: What to change, with the measured reason.
         note: The monitor's note (e.g. "no GPU: CPU metrics only (...)").
@@ -59,6 +60,7 @@ class Diagnosis:
     data_wait_share: float | None
     step_cv: float | None
     cpu_percent: float | None
+    machine_cpu_percent: float | None
     verdict: dict[str, Any]
     recommendation: list[str] = field(default_factory=list)
     note: str = ""
@@ -78,6 +80,8 @@ class Diagnosis:
                   f" - {c['detail']}" for c in self.verdict["checks"]]
         sps = "n/a" if self.samples_per_s is None else f"{self.samples_per_s:.1f}"
         cpu = "n/a" if self.cpu_percent is None else f"{self.cpu_percent:.0f}%"
+        if self.machine_cpu_percent is not None:
+            cpu += f" (machine: {self.machine_cpu_percent:.0f}%)"
         lines.append(f"  measured: {sps} samples/s, data wait {pct(self.data_wait_share)}, "
                      f"step CV {pct(self.step_cv)}, CPU {cpu} of the machine")
         if self.note:
@@ -90,6 +94,11 @@ class Diagnosis:
         print(self.text())
 
 
+def _mean(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
 def _loader_settings(it: Any) -> dict[str, Any]:
     keys = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
     if not all(hasattr(it, k) for k in keys[:1]):
@@ -99,7 +108,17 @@ def _loader_settings(it: Any) -> dict[str, Any]:
 
 def recommend(bound: str, share: float | None, cpu_percent: float | None, num_cpus: int,
               loader: dict[str, Any], has_gpu: bool) -> list[str]:
-    """Return recommendations for a measured run (pure; see :class:`Diagnose`)."""
+    """Return recommendations for a measured run (pure; see :class:`Diagnose`).
+
+    Args:
+        bound: ``data``, ``compute`` or ``unknown`` (from the verdict).
+        share: Data-wait share of step time.
+        cpu_percent: CPU use of the machine in percent (the busier of this process tree and
+            the whole machine: other processes take cores from the loader too).
+        num_cpus: Cores of the machine.
+        loader: The wrapped loader's ``num_workers``/``prefetch_factor``/... where it has them.
+        has_gpu: Whether a GPU was seen.
+    """
     if bound == "unknown":
         return ["not enough steps measured to judge; iterate for longer"]
     if bound == "compute":
@@ -204,13 +223,14 @@ class Diagnose(Generic[T]):
         n = [s for s in self.samples[self.warmup_steps:len(self.steps)] if s is not None]
         secs = sum(w + c for w, c in steady)
         sps = sum(n) / secs if secs > 0 and len(n) == len(steady) and n else None
-        cpu = res.series("cpu_percent") if res else []
-        cpu_mean = sum(cpu) / len(cpu) if cpu else None  # type: ignore[arg-type]
+        cpu_mean = _mean(res.series("cpu_percent")) if res else None
+        machine = _mean(res.series("machine_cpu_percent")) if res else None
+        busiest = max((c for c in (cpu_mean, machine) if c is not None), default=None)
         gpu = res.series("gpu_util") if res and res.has_gpu else None
         v = verdict(steady, gpu)
         share = data_wait_share(steady)
         num_cpus = res.num_cpus if res else 1
-        rec = recommend(v["bound"], share, cpu_mean, num_cpus,
+        rec = recommend(v["bound"], share, busiest, num_cpus,
                         _loader_settings(self.iterable), bool(res and res.has_gpu))
         return Diagnosis(len(steady), sps, share, coefficient_of_variation(
-            [w + c for w, c in steady]), cpu_mean, v, rec, res.note if res else "")
+            [w + c for w, c in steady]), cpu_mean, machine, v, rec, res.note if res else "")

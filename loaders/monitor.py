@@ -40,6 +40,7 @@ class Sample:
         t: Seconds since the monitor started.
         cpu_percent: Process-tree CPU use as a percentage of the whole machine (0-100).
         rss_bytes: Resident memory of the process tree.
+        machine_cpu_percent: CPU use of the whole machine, every process (0-100).
         gpu_util: GPU utilisation percent, or None without a GPU.
         gpu_mem_bytes: GPU memory used, or None.
         gpu_power_w: GPU power draw in watts, or None.
@@ -48,6 +49,7 @@ class Sample:
     t: float
     cpu_percent: float
     rss_bytes: int
+    machine_cpu_percent: float = 0.0
     gpu_util: float | None = None
     gpu_mem_bytes: int | None = None
     gpu_power_w: float | None = None
@@ -241,6 +243,7 @@ class Monitor:
         self._t0 = time.perf_counter()
         self._base_cpu = self._tree_cpu()
         self._last = (self._t0, self._base_cpu)
+        psutil.cpu_percent(interval=None)  # starts the machine-wide counter
         self._thread = threading.Thread(target=self._run, name="nostall-monitor", daemon=True)
         self._thread.start()
         return self
@@ -308,5 +311,6 @@ class Monitor:
         pct = 100.0 * (cpu - cpu_last) / max(now - t_last, 1e-9) / self._ncpu
         util, mem, power = self._probe.read() if self._probe else (None, None, None)
         res = self._result
-        res.samples.append(Sample(now - self._t0, min(pct, 100.0), rss, util, mem, power))
+        machine = psutil.cpu_percent(interval=None)
+        res.samples.append(Sample(now - self._t0, min(pct, 100.0), rss, machine, util, mem, power))
         res.peak_rss_bytes = max(res.peak_rss_bytes, rss)
