@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,9 @@ import numpy as np
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import MapCache, preadv_all
+from loaders.rows import Route, copy_rows, flat_parts, row_parts, scatter
+from loaders.shardindex import CRC_BYTES as _CRC
+from loaders.shardindex import MISSING, ShardIndexCache
 from loaders.zarrmeta import ArrayMeta, parse_array_meta
 
 __all__ = [
@@ -41,18 +43,8 @@ __all__ = [
     "parse_array_meta",
 ]
 
-MISSING = 2**64 - 1  # offset and nbytes of an inner chunk that was never written
 IO_MODES = ("pread", "mmap")
 VERIFY_MODES = ("always", "first")
-Route = tuple[np.ndarray, np.ndarray, np.ndarray]  # (dest, dest_rows, chunk_rows)
-_CRC = 4
-
-
-def _flat(parts: Sequence[np.ndarray]) -> list[np.ndarray]:
-    for p in parts:
-        if not (p.flags.c_contiguous and p.flags.writeable):
-            raise ValueError("every part must be a writeable C-contiguous array")
-    return [p.reshape(-1).view(np.uint8) for p in parts]
 
 
 class ShardedArrayReader:
@@ -82,7 +74,7 @@ class ShardedArrayReader:
         self.meta = self._load_meta()
         self._maps = maps if maps is not None else (MapCache() if io == "mmap" else None)
         self._zarr: Any = None
-        self._indexes: dict[tuple[int, ...], np.ndarray | None] = {}
+        self._index = ShardIndexCache(self.meta, self.name)
         self._lock = threading.Lock()
 
     @property
@@ -141,7 +133,7 @@ class ShardedArrayReader:
         """
         chunk = tuple(int(c) for c in chunk)
         self._check_chunk(chunk)
-        flats = _flat(parts)
+        flats = flat_parts(parts)
         if sum(f.nbytes for f in flats) != self.meta.chunk_nbytes:
             raise ValueError(f"{self.name}: parts hold {sum(f.nbytes for f in flats)} bytes, "
                              f"a chunk has {self.meta.chunk_nbytes}")
@@ -149,7 +141,7 @@ class ShardedArrayReader:
             if self.fast:
                 self._read_fast(chunk, flats)
             else:
-                self._scatter(self._read_zarr(chunk), flats)
+                scatter(self._read_zarr(chunk), flats)
         except ChunkReadError:
             raise
         except Exception as exc:
@@ -171,7 +163,7 @@ class ShardedArrayReader:
         """
         chunk = tuple(int(c) for c in chunk)
         if not (self.fast and self._maps is not None):
-            self.read_chunk_into(chunk, self._row_parts(routes))
+            self.read_chunk_into(chunk, row_parts(routes, self.meta.chunk_shape, self.meta.dtype))
             return
         self._check_chunk(chunk)
         try:
@@ -181,30 +173,15 @@ class ShardedArrayReader:
         except Exception as exc:
             raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
         rows = self.meta.chunk_shape[0]
-        src2d = (src[:-_CRC].reshape(rows, -1) if src is not None
-                 else np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
-                              self.meta.dtype).view(np.uint8).reshape(rows, -1))
-        for dest, dest_rows, chunk_rows in routes:
-            rows2d = dest.reshape(len(dest), -1).view(np.uint8)
-            for d, c in zip(dest_rows.tolist(), chunk_rows.tolist(), strict=True):
-                rows2d[d] = src2d[c]  # one copy per row; fancy indexing would copy twice
-        if src is not None:
-            self._verify_mapped(chunk, src)
-
-    def _row_parts(self, routes: Sequence[Route]) -> list[np.ndarray]:
-        """Return one destination per chunk row: its routed row, or a scratch row."""
-        rows = self.meta.chunk_shape[0]
-        row_shape = self.meta.chunk_shape[1:]
-        parts: list[np.ndarray | None] = [None] * rows
-        for dest, dest_rows, chunk_rows in routes:
-            flat = dest.reshape(len(dest), *row_shape)
-            for d, c in zip(dest_rows.tolist(), chunk_rows.tolist(), strict=True):
-                parts[c] = flat[d]
-        missing = [i for i, p in enumerate(parts) if p is None]
-        scratch = np.empty((len(missing), *row_shape), self.meta.dtype)
-        for i, row in zip(missing, scratch, strict=True):
-            parts[i] = row
-        return parts  # type: ignore[return-value]
+        if src is None:
+            fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
+                           self.meta.dtype).view(np.uint8).reshape(rows, -1)
+            copy_rows(fill, routes, check=False)
+            return
+        crc = copy_rows(src[:-_CRC].reshape(rows, -1), routes, check=self._check(chunk))
+        if crc is not None:
+            self._verify(chunk, self.shard_file(chunk), [], int.from_bytes(
+                src[-_CRC:].tobytes(), "little"), crc)
 
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels)."""
@@ -235,23 +212,15 @@ class ShardedArrayReader:
                              f"{out.dtype} {out.shape}")
         return out
 
-    def _locate(self, chunk: tuple[int, ...], path: str) -> tuple[int, int]:
-        """Return (offset, nbytes) of ``chunk`` in its shard file (MISSING twice if absent)."""
-        index = self._index(chunk, path)
-        if index is None:
-            return MISSING, MISSING
-        local = tuple(c % n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
-        offset, nbytes = (int(v) for v in index[local])
-        want = self.meta.chunk_nbytes + _CRC
-        if (offset, nbytes) != (MISSING, MISSING) and nbytes != want:
-            raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
-        return offset, nbytes
+    def _check(self, chunk: tuple[int, ...]) -> bool:
+        """Return whether ``chunk``'s checksum must be checked on this read."""
+        return self.verify == "always" or chunk not in self._verified
 
     def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray],
-                stored: int) -> None:
-        if self.verify == "first" and chunk in self._verified:
+                stored: int, crc: int = 0) -> None:
+        """Check ``crc`` continued over ``data`` against ``stored`` (when due)."""
+        if not self._check(chunk):
             return
-        crc = 0
         for part in data:
             crc = crc32c.crc32c(part, crc)  # type: ignore[arg-type]
         if crc != stored:
@@ -262,7 +231,7 @@ class ShardedArrayReader:
 
     def _fill(self, flats: list[np.ndarray]) -> None:
         fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
-        self._scatter(fill.view(np.uint8), flats)
+        scatter(fill, flats)
 
     def _read_fast(self, chunk: tuple[int, ...], flats: list[np.ndarray]) -> None:
         if self._maps is not None:
@@ -270,11 +239,11 @@ class ShardedArrayReader:
             if src is None:
                 self._fill(flats)
             else:
-                self._scatter(src[:-_CRC], flats)
+                scatter(src[:-_CRC], flats)
                 self._verify_mapped(chunk, src)
             return
         path = self.shard_file(chunk)
-        offset, nbytes = self._locate(chunk, path)
+        offset, nbytes = self._index.locate(chunk, path)
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
             return
@@ -287,7 +256,7 @@ class ShardedArrayReader:
     def _mapped_chunk(self, chunk: tuple[int, ...]) -> np.ndarray | None:
         """Return the chunk's bytes + crc32c inside the mapped shard file; None if missing."""
         path = self.shard_file(chunk)
-        offset, nbytes = self._locate(chunk, path)
+        offset, nbytes = self._index.locate(chunk, path)
         if offset == MISSING and nbytes == MISSING:
             return None
         assert self._maps is not None
@@ -302,44 +271,6 @@ class ShardedArrayReader:
         """Check a mapped chunk (bytes + crc32c), after its rows were copied (cache-hot)."""
         stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
         self._verify(chunk, self.shard_file(chunk), [src[:-_CRC]], stored)
-
-    @staticmethod
-    def _scatter(src: np.ndarray, flats: list[np.ndarray]) -> None:
-        src = src.reshape(-1).view(np.uint8)
-        pos = 0
-        for flat in flats:
-            flat[...] = src[pos:pos + flat.nbytes]
-            pos += flat.nbytes
-
-    def _index(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
-        key = tuple(c // n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
-        with self._lock:
-            if key in self._indexes:
-                return self._indexes[key]
-        index = self._read_index(chunk, path)
-        with self._lock:
-            self._indexes[key] = index
-        return index
-
-    def _read_index(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
-        per_shard = self.meta.chunks_per_shard
-        size = math.prod(per_shard) * 16 + _CRC
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None  # never-written shard: every chunk is the fill value
-        try:
-            file_size = os.fstat(fd).st_size
-            if file_size < size:
-                raise CorruptChunkError(self.name, path, chunk,
-                                        f"shard file of {file_size} bytes is shorter than its "
-                                        f"index ({size} bytes)")
-            raw = os.pread(fd, size, file_size - size)
-        finally:
-            os.close(fd)
-        if len(raw) != size or crc32c.crc32c(raw[:-_CRC]) != int.from_bytes(raw[-_CRC:], "little"):
-            raise CorruptChunkError(self.name, path, chunk, "shard index crc32c checksum mismatch")
-        return np.frombuffer(raw[:-_CRC], "<u8").reshape(*per_shard, 2)
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:

@@ -11,7 +11,7 @@ import zarr
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import MapCache
-from loaders.shardio import IO_MODES, ShardedArrayReader, parse_array_meta
+from loaders.shardio import IO_MODES, MISSING, ShardedArrayReader, parse_array_meta
 from tests.contracts.loader_contract import make_index_store
 
 
@@ -52,8 +52,7 @@ def test_missing_chunk_reads_fill_value(store: Path, io: str) -> None:
     # samples 0-3 are holes: label chunk is all -1 (fill) and zarr does not write it
     labels = ShardedArrayReader(store / "label", io=io)
     assert labels.read_chunk((0,)).tolist() == [-1, -1, -1, -1]
-    index = labels._index((0,), labels.shard_file((0,)))
-    assert index is not None and int(index[0, 0]) == 2**64 - 1
+    assert labels._index.locate((0,), labels.shard_file((0,))) == (MISSING, MISSING)
 
 
 def test_variant_chunks(vstore: Path, io: str) -> None:
@@ -141,3 +140,20 @@ def test_map_cache_keeps_its_budget(store: Path) -> None:
     assert maps.mapped_bytes == (store / "image" / "c" / "3" / "0" / "0" / "0").stat().st_size
     with pytest.raises(ValueError, match="io must be one of"):
         ShardedArrayReader(store / "image", io="bogus")
+
+
+def test_verify_first_checks_a_chunk_once(tmp_path: Path) -> None:
+    root = make_index_store(tmp_path / "s", 16)
+    reader = ShardedArrayReader(root / "image", io="mmap", verify="first")
+    assert reader.read_chunk((1, 0, 0, 0))[0, 0, 0, 0] == 4
+    shard = root / "image" / "c" / "0" / "0" / "0" / "0"
+    with open(shard, "r+b") as f:  # in place: the mapping sees the change
+        f.seek(768 * 4 + 5)
+        byte = f.read(1)
+        f.seek(768 * 4 + 5)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    reader.read_chunk((1, 0, 0, 0))  # verified before: not checked again
+    with pytest.raises(CorruptChunkError):
+        ShardedArrayReader(root / "image", io="mmap").read_chunk((1, 0, 0, 0))
+    with pytest.raises(ValueError, match="verify must be one of"):
+        ShardedArrayReader(root / "image", verify="never")

@@ -108,7 +108,7 @@ def test_breaking_restarts_the_epoch_and_stops_threads(store: Path) -> None:
     assert loader.state_dict()["batch"] == 2
     del it
     gc.collect()
-    assert not [t for t in threading.enumerate() if t.name.startswith("nostall")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("nostall-read")]
     again = next(iter(loader))
     np.testing.assert_array_equal(again["index"], first["index"])
     assert loader.epoch == 0
