@@ -15,6 +15,7 @@ STRATEGY_KEYS = ("name", "status", "samples_per_s", "data_wait_share", "step_cv"
                  "oscillation_period_s", "cpu_s_per_sample", "peak_rss_bytes", "monitor_cpu_share",
                  "verdict")
 BASELINE = "workers"
+BUSY_MARGIN = 25.0  # machine CPU % above this run's that flags a shared, busy machine
 STORE_STRATEGIES = ("precompute", "precompute-dali")
 
 
@@ -119,6 +120,19 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _caveats(report: dict[str, Any]) -> list[str]:
+    out = []
+    if report["config"]["consumer"] == "none":
+        out.append("\nConsumer `none`: with no compute every loader is data-bound by construction; "
+                   "use `--consumer fixed:<ms>` or `model` for meaningful verdicts.")
+    for s in report["strategies"]:
+        run, machine = s.get("cpu_percent_mean"), s.get("machine_cpu_percent_mean")
+        if run is not None and machine is not None and machine - run > BUSY_MARGIN:
+            out.append(f"\nWarning: during `{s['name']}` other processes used about "
+                       f"{machine - run:.0f}% of the machine; its throughput is understated.")
+    return out
+
+
 def _overhead_line(strategies: list[dict[str, Any]]) -> str:
     shares = [s["monitor_cpu_share"] for s in strategies if s.get("monitor_cpu_share") is not None]
     if not shares:
@@ -140,7 +154,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
         f"`{cfg['consumer']}`, device `{cfg['device']}`; the first {cfg['warmup_steps']} steps "
         "are warm-up. Utilisation: " + report["util_note"], "",
-        markdown_table(report["strategies"]), "", _overhead_line(report["strategies"]), "",
+        markdown_table(report["strategies"]), "", _overhead_line(report["strategies"]),
+        *_caveats(report), "",
         "## Verdicts (targets: GPU util 70-90% and steady, data wait < 30%, step CV < 20%)",
         *_verdict_lines(report["strategies"]), "",
         "## Store build", *_build_lines(report.get("build"), report["break_even"]), "",
