@@ -187,8 +187,9 @@ def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
         "total_bytes": report.total_bytes,
         "budget_bytes": report.budget_bytes,
     }
+    plural = "" if len(report.evicted) == 1 else "s"
     human = (
-        f"evicted {len(report.evicted)} stores ({human_bytes(report.freed_bytes)}), "
+        f"evicted {len(report.evicted)} store{plural} ({human_bytes(report.freed_bytes)}), "
         f"skipped {len(report.skipped_leased)} leased, cleaned {len(report.cleaned)} "
         f"leftovers; {human_bytes(report.total_bytes)} cached"
     )
