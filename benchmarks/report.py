@@ -116,7 +116,9 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
                            for c in s["verdict"]["checks"])
         cpu = (f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
                f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine")
-        lines.append(f"- **{s['name']}**: {checks}; {cpu}")
+        period = s.get("wait_period_steps")
+        stalls = f"; data-wait spikes recur every {period:.0f} steps" if period else ""
+        lines.append(f"- **{s['name']}**: {checks}; {cpu}{stalls}")
     return lines
 
 

@@ -53,6 +53,7 @@ class Diagnosis:
         verdict: ``benchmarks.analysis.verdict`` output.
         recommendation: What to change, with the measured reason.
         note: The monitor's note (e.g. "no GPU: CPU metrics only (...)").
+        wait_period_steps: Period, in steps, of recurring data-wait spikes (None if none).
     """
 
     steps: int
@@ -64,6 +65,7 @@ class Diagnosis:
     verdict: dict[str, Any]
     recommendation: list[str] = field(default_factory=list)
     note: str = ""
+    wait_period_steps: float | None = None
 
     @property
     def bound(self) -> str:
@@ -84,6 +86,9 @@ class Diagnosis:
             cpu += f" (machine: {self.machine_cpu_percent:.0f}%)"
         lines.append(f"  measured: {sps} samples/s, data wait {pct(self.data_wait_share)}, "
                      f"step CV {pct(self.step_cv)}, CPU {cpu} of the machine")
+        if self.wait_period_steps:
+            lines.append(f"  data-wait spikes recur every {self.wait_period_steps:.0f} steps "
+                         "(workers finishing in lockstep: a deeper prefetch smooths them)")
         if self.note:
             lines.append(f"  {self.note}")
         lines += [f"  -> {r}" for r in self.recommendation]
@@ -216,7 +221,12 @@ class Diagnose(Generic[T]):
 
     def report(self) -> Diagnosis:
         """Stop measuring and return the :class:`Diagnosis`."""
-        from benchmarks.analysis import coefficient_of_variation, data_wait_share, verdict
+        from benchmarks.analysis import (
+            coefficient_of_variation,
+            data_wait_share,
+            dominant_period,
+            verdict,
+        )
 
         res = self.close()
         steady = self.steps[self.warmup_steps:]
@@ -232,5 +242,7 @@ class Diagnose(Generic[T]):
         num_cpus = res.num_cpus if res else 1
         rec = recommend(v["bound"], share, busiest, num_cpus,
                         _loader_settings(self.iterable), bool(res and res.has_gpu))
-        return Diagnosis(len(steady), sps, share, coefficient_of_variation(
-            [w + c for w, c in steady]), cpu_mean, machine, v, rec, res.note if res else "")
+        cv = coefficient_of_variation([w + c for w, c in steady])
+        period = dominant_period([w for w, _ in steady], 1.0)
+        return Diagnosis(len(steady), sps, share, cv, cpu_mean, machine, v, rec,
+                         res.note if res else "", period)

@@ -80,3 +80,25 @@ def test_recommendations_follow_the_measured_reason():
     gpu = recommend("data", 0.6, 97.0, loader={}, num_cpus=8, has_gpu=True)
     assert any("decode on the GPU" in r for r in gpu)
     assert "keeps up" in recommend("compute", 0.05, 50.0, loader={}, **base)[0]
+
+
+class LockstepLoader:
+    """Every 4th batch stalls, like 4 workers that finish their batches together."""
+
+    def __iter__(self):
+        for i in range(64):
+            time.sleep(0.02 if i % 4 == 0 else 0.0)
+            yield torch.full((2, 3), i)
+
+
+def test_recurring_stalls_are_reported_with_their_period():
+    diag = Diagnose(LockstepLoader(), warmup_steps=0)
+    train(_pairs(diag), compute_s=0.002)
+    res = diag.report()
+    assert res.wait_period_steps == 4
+    assert "every 4 steps" in res.text()
+
+
+def _pairs(loader):
+    for x in loader:
+        yield x, x
