@@ -137,6 +137,8 @@ class BuildSpec:
                 f"shard_samples ({self.shard_samples}) must be a multiple of "
                 f"chunk_samples ({self.chunk_samples})"
             )
+        if self.augment is not None and not isinstance(self.augment, AugmentPolicy):
+            raise SpecError(f"augment must be a mapping of policy fields, got {self.augment!r}")
         if self.variants > 1 and self.augment is None:
             object.__setattr__(self, "augment", AugmentPolicy())
         if self.variants == 1 and self.augment is not None:

@@ -46,6 +46,8 @@ def test_unknown_fields_are_errors():
         BuildSpec.from_dict({"variants": 2, "augment": {"hue": 0.1}})
     with pytest.raises(SpecError, match="mapping"):
         BuildSpec.from_dict([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="augment must be a mapping"):
+        BuildSpec.from_dict({"variants": 2, "augment": [0.1, 0.2]})
 
 
 def test_augment_ranges_validated():
