@@ -220,7 +220,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="StoreLoader num_threads")
-    p.add_argument("--jpegs", type=int, default=384, help="JPEGs for the classic comparison")
+    p.add_argument("--jpegs", type=int, default=768, help="JPEGs for the classic comparison")
     p.add_argument("--rss-samples", type=int, default=1024)
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--only", default="12345", help="sections to run, e.g. 14")

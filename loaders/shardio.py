@@ -176,12 +176,10 @@ class ShardedArrayReader:
         if src is None:
             fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
                            self.meta.dtype).view(np.uint8).reshape(rows, -1)
-            copy_rows(fill, routes, check=False)
+            copy_rows(fill, routes)
             return
-        crc = copy_rows(src[:-_CRC].reshape(rows, -1), routes, check=self._check(chunk))
-        if crc is not None:
-            self._verify(chunk, self.shard_file(chunk), [], int.from_bytes(
-                src[-_CRC:].tobytes(), "little"), crc)
+        copy_rows(src[:-_CRC].reshape(rows, -1), routes)
+        self._verify_mapped(chunk, src)  # after the copy: the chunk is likely still cached
 
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels)."""
