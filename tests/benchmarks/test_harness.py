@@ -101,3 +101,22 @@ def test_bad_options_are_named(tiny_data, tmp_path):
         run_benchmark(str(tiny_data), tmp_path, strategies=["nope"])
     with pytest.raises(BenchConfigError, match="batch_size"):
         RunConfig(str(tiny_data), None, batch_size=0, workers=0, size=8)
+
+
+def test_a_failing_strategy_is_reported_and_the_run_goes_on(tiny_data, tmp_path):
+    @register
+    class Broken(Strategy):
+        name = "test-broken"
+
+        def open(self, cfg):
+            raise OSError(f"{cfg.data}: disk on fire")
+
+    try:
+        report, _ = run_benchmark(str(tiny_data), tmp_path, strategies=["test-broken", "workers"],
+                                  epochs=1, batch_size=8, workers=0, size=16)
+    finally:
+        del STRATEGIES["test-broken"]
+    broken, workers = report["strategies"]
+    assert broken["status"] == "failed" and "disk on fire" in broken["reason"]
+    assert workers["status"] == "ok" and workers["samples"] == (48 // 8 - 2) * 8
+    assert "failed: setup: OSError" in (tmp_path / "report.md").read_text()
