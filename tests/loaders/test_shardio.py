@@ -11,6 +11,7 @@ import zarr
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import MapCache
+from loaders.rows import copy_rows
 from loaders.shardio import IO_MODES, MISSING, ShardedArrayReader, parse_array_meta
 from tests.contracts.loader_contract import make_index_store
 
@@ -157,3 +158,33 @@ def test_verify_first_checks_a_chunk_once(tmp_path: Path) -> None:
         ShardedArrayReader(root / "image", io="mmap").read_chunk((1, 0, 0, 0))
     with pytest.raises(ValueError, match="verify must be one of"):
         ShardedArrayReader(root / "image", verify="never")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_read_chunk_rows_routes_rows_to_batches(tmp_path: Path, store: Path, fast: bool) -> None:
+    chunk, expect = (6, 0, 0, 0), [24, 25, 26, 27]
+    if fast:
+        reader = ShardedArrayReader(store / "image", io="mmap")
+    else:  # a compressed copy: read through zarr-python, same routing
+        images = zarr.open_array(store / "image")[:]
+        z = zarr.create_array(tmp_path / "z", shape=images.shape, chunks=(4, 16, 16, 3),
+                              shards=(16, 16, 16, 3), dtype="uint8")
+        z[:] = images
+        reader = ShardedArrayReader(tmp_path / "z")
+        assert not reader.fast
+    a, b = np.zeros((3, 16, 16, 3), np.uint8), np.zeros((2, 16, 16, 3), np.uint8)
+    reader.read_chunk_rows(chunk, [(a, np.array([2, 0]), np.array([0, 3])),
+                                   (b, np.array([1]), np.array([2]))])
+    assert a[:, 0, 0, 0].tolist() == [expect[3], 0, expect[0]]
+    assert b[:, 0, 0, 0].tolist() == [0, expect[2]]
+
+
+def test_copy_rows_refuses_out_of_range_routes() -> None:
+    src = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    dest = np.zeros((2, 4), np.uint8)
+    copy_rows(src, [(dest, np.array([1]), np.array([2]))])
+    assert dest[1].tolist() == [8, 9, 10, 11]
+    for bad in ([(dest, np.array([2]), np.array([0]))], [(dest, np.array([0]), np.array([3])),],
+                [(np.zeros((2, 3), np.uint8), np.array([0]), np.array([0]))]):
+        with pytest.raises(ValueError, match="route"):
+            copy_rows(src, bad)
