@@ -20,12 +20,21 @@ Consumer = Callable[[torch.Tensor, torch.Tensor], None]
 
 
 class NoConsumer:
-    """Loader only: the batch is dropped."""
+    """Loader only: the batch is dropped (on CUDA, once its queued kernels have finished).
+
+    Args:
+        device: The training device.
+    """
 
     name = "none"
 
+    def __init__(self, device: torch.device | None = None) -> None:
+        self.device = device
+
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        """Do nothing."""
+        """Wait for the batch to be ready (CUDA: on-device augmentation is asynchronous)."""
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
 
 class FixedCost:
@@ -130,7 +139,7 @@ def parse_consumer(text: str, device: torch.device, num_classes: int) -> Consume
         BenchConfigError: Any other text, naming it.
     """
     if text == "none":
-        return NoConsumer()
+        return NoConsumer(device)
     if text == "model":
         return ModelStep(num_classes, device)
     if text.startswith("fixed:"):
