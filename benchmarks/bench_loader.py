@@ -120,6 +120,7 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     once = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, verify="first")
     pread = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="pread")
+    inline = StoreLoader(store, args.batch, device="cpu", num_threads=1, prefetch=0)
     plan = loader.plan(0)
     fns: dict[str, tuple[Timed, bool]] = {
         "numpy memmap gather (same order, 1 copy)": (
@@ -127,6 +128,7 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
         "StoreLoader (no augment, device=cpu)": (lambda: _drain(loader), False),
         "StoreLoader verify='first'": (lambda: _drain(once), False),
         "StoreLoader io='pread'": (lambda: _drain(pread), False),
+        "StoreLoader prefetch=0 num_threads=1 (inline)": (lambda: _drain(inline), False),
     }
     res = _interleaved(fns, args.runs)
     res["zarr-python whole chunks (1 run)"] = _measure(
@@ -252,7 +254,8 @@ def _print_throughput(root: Path, args: argparse.Namespace) -> None:
     ref = res["numpy memmap gather (same order, 1 copy)"]
     for name, (rate, cpu) in res.items():
         print(_row(name, rate, cpu, None if rate == ref[0] else ref))
-    for name in ("StoreLoader (no augment, device=cpu)", "StoreLoader verify='first'"):
+    for name in ("StoreLoader (no augment, device=cpu)", "StoreLoader verify='first'",
+                 "StoreLoader prefetch=0 num_threads=1 (inline)"):
         print(f"  -> {name} / memmap samples/s = {res[name][0] / ref[0]:.2f} (target >= 0.7)")
 
 

@@ -2,7 +2,7 @@
 
 The chain (each a node with next/reset/state)::
 
-    BatchReader (whole chunks, scattered into batches) -> Prefetcher(prefetch) -> ToDevice
+    BatchReader (whole chunks, routed into batches) -> Prefetcher(prefetch) -> ToDevice
 
 then, on the training thread, ``augment`` and ``mixup`` with a ``torch.Generator`` seeded by
 :func:`loaders.order.batch_seed` of (seed, epoch, rank, batch). The order, the variant and the
@@ -65,9 +65,9 @@ def _device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def _positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _positive(name: str, value: int, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
     return value
 
 
@@ -87,7 +87,8 @@ class StoreLoader:
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
         buffer_chunks: Chunks per shuffle window; host memory holds about one window of
             batches being filled plus ``prefetch`` finished batches.
-        prefetch: Batches prepared ahead on a background thread.
+        prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
+            thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
         io: ``mmap`` (default: shard files stay mapped, up to ``map_bytes``, so a hot page
             cache is read at memcpy speed) or ``pread`` (through the kernel; no mapped pages).
@@ -114,7 +115,7 @@ class StoreLoader:
         self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
         self.batch_size = _positive("batch_size", batch_size)
         self.buffer_chunks = _positive("buffer_chunks", buffer_chunks)
-        self.prefetch = _positive("prefetch", prefetch)
+        self.prefetch = _positive("prefetch", prefetch, least=0)
         self.num_threads = _positive("num_threads", num_threads)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -162,6 +163,8 @@ class StoreLoader:
     def _pipeline(self, plan: EpochPlan, variant: int) -> Node[dict[str, torch.Tensor]]:
         reader = BatchReader(self.source, plan, self.batch_size, self.drop_last, variant,
                              self.num_threads, self._buffers)
+        if self.prefetch == 0:
+            return ToDevice(reader, self.device)
         return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"),
                         self.device)
 

@@ -21,3 +21,11 @@ class TestStoreLoaderContractSmallWindows(LoaderContract):
     def make_loader(store_path: Any, **kw: Any) -> StoreLoader:
         return StoreLoader(store_path, device="cpu", buffer_chunks=1, num_threads=1,
                            prefetch=1, io="pread", **kw)
+
+
+class TestStoreLoaderContractInline(LoaderContract):
+    """Same suite reading on the calling thread (prefetch=0), with a large shuffle window."""
+
+    @staticmethod
+    def make_loader(store_path: Any, **kw: Any) -> StoreLoader:
+        return StoreLoader(store_path, device="cpu", prefetch=0, buffer_chunks=64, **kw)

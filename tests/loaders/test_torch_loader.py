@@ -142,7 +142,8 @@ def test_rank_and_world_from_torchrun_env(store: Path, monkeypatch: pytest.Monke
 @pytest.mark.parametrize("kw, match", [
     ({"rank": 1}, "both rank and world_size"),
     ({"rank": 3, "world_size": 3}, "0 <= rank < world_size"),
-    ({"batch_size": 0}, "batch_size must be a positive integer"),
+    ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+    ({"prefetch": -1}, "prefetch must be an integer >= 0"),
     ({"buffer_chunks": 0}, "buffer_chunks"),
     ({"seed": -1}, "seed must be"),
 ])
