@@ -1,0 +1,215 @@
+"""Benchmark ``precompute build``: throughput vs a bare Pillow pool, and peak RSS vs dataset size.
+
+Run: ``.venv/bin/python -m benchmarks.bench_build [--images 480] [--rss-small 200] ...``
+
+1. Throughput: the same files, the same cores, the same decode+resize (Pillow open, EXIF
+   transpose, convert to RGB, bilinear centre-crop resize to S). The baseline is a
+   ``multiprocessing.Pool`` returning the pixels to the parent; the build is ``precompute.build``
+   on local Ray (already started: Ray start-up is outside the timed part), writing a store.
+   Warm-up first, then ``--runs`` alternating runs of each; medians; ratio = build / pool
+   throughput (target >= 0.85).
+2. Peak RSS: a fresh build process per dataset size (every 10th image via a manifest, then all
+   images: 10x apart) is sampled every 50 ms with psutil; the value is the peak of the summed
+   RSS of the whole process tree (driver, Ray GCS, raylet, agents and workers). RSS over-counts
+   shared pages, so this is an upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+from PIL import Image, ImageOps
+
+from precompute import BuildSpec, list_source
+from precompute.sample import make_sample_dataset
+
+BILINEAR = Image.Resampling.BILINEAR
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _pillow_job(args: tuple[str, int]) -> np.ndarray:
+    path, size = args
+    img = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+    w, h = img.size
+    side = min(w, h)
+    box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
+    return np.asarray(img.resize((size, size), BILINEAR, box=box))
+
+
+def time_pool(paths: list[str], size: int, cores: int) -> float:
+    """Seconds for a bare Pillow pool to decode+resize ``paths`` (pool start-up excluded)."""
+    with mp.get_context("fork").Pool(cores) as pool:
+        pool.map(_pillow_job, [(paths[0], size)] * cores)  # workers up
+        t0 = time.perf_counter()
+        out = pool.map(_pillow_job, [(p, size) for p in paths], chunksize=8)
+        elapsed = time.perf_counter() - t0
+    assert len(out) == len(paths)
+    return elapsed
+
+
+def time_build(src: Path, work: Path, spec: BuildSpec) -> float:
+    """Seconds for ``precompute.build`` of ``src`` into a fresh output (Ray already up)."""
+    from precompute.job import build
+
+    out = work / "store"
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    build(str(src), str(out), spec, progress=False)
+    return time.perf_counter() - t0
+
+
+def dataset(args: argparse.Namespace, work: Path) -> Path:
+    """Generate (or reuse, with --workdir) the sample dataset of ``--images`` images."""
+    src = work / f"images{args.images}"
+    if not (src / ".complete").is_file():
+        shutil.rmtree(src, ignore_errors=True)
+        make_sample_dataset(src, args.images, seed=1)
+        (src / ".complete").write_text("")
+    return src
+
+
+def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[str, Any]:
+    import ray
+
+    paths = [str(src / k) for k, _ in list_source(src).items]
+    spec = BuildSpec(size=args.size, mode="center-crop", shard_samples=args.shard_samples,
+                     chunk_samples=args.chunk_samples)
+    cores = _cores()
+    ray.init(num_cpus=cores, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        time_build(src, work, spec)  # warm-up: Ray Data, worker imports
+        time_pool(paths[:32], args.size, cores)
+        pool_s, build_s = [], []
+        for _ in range(args.runs):
+            pool_s.append(time_pool(paths, args.size, cores))
+            build_s.append(time_build(src, work, spec))
+    finally:
+        ray.shutdown()
+    pool_m, build_m = statistics.median(pool_s), statistics.median(build_s)
+    return {"images": len(paths), "cores": cores, "pool_s": pool_s, "build_s": build_s,
+            "pool_img_s": len(paths) / pool_m, "build_img_s": len(paths) / build_m,
+            "ratio": pool_m / build_m}
+
+
+_CHILD = """
+import sys
+from precompute import BuildSpec
+from precompute.job import build
+build(sys.argv[1], sys.argv[2], BuildSpec(size=int(sys.argv[3])), progress=False)
+"""
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def peak_rss(src: Path, out: Path, size: int) -> tuple[int, float]:
+    """Run one build in a fresh process; return (peak tree RSS bytes, seconds)."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(src), str(out), str(size)])
+    proc, peak, done = psutil.Process(child.pid), 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss(proc))
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    code = child.wait()
+    done.set()
+    thread.join()
+    if code:
+        raise RuntimeError(f"build of {src} failed with exit code {code}")
+    return peak, time.perf_counter() - t0
+
+
+def bench_rss(args: argparse.Namespace, src: Path, work: Path) -> list[dict[str, Any]]:
+    """Peak RSS of builds over the first N/10 images (a manifest) and all N images."""
+    items = list_source(src).items
+    small = work / "rss_small.csv"
+    small.write_text("path,label\n" + "".join(
+        f"{src / k},{lab}\n" for k, lab in items[:: 10]))
+    rows = []
+    for n, source in ((len(items[::10]), small), (len(items), src)):
+        out = work / f"rss{n}.store"
+        shutil.rmtree(out, ignore_errors=True)
+        peak, secs = peak_rss(source, out, args.size)
+        rows.append({"images": n, "peak_rss_mb": peak / 2**20, "seconds": secs})
+    return rows
+
+
+def _environment() -> dict[str, Any]:
+    try:
+        from benchmarks.environment import environment
+
+        return environment()
+    except Exception as exc:  # the shared helper is optional for this script
+        return {"cores": _cores(), "python": sys.version.split()[0], "note": repr(exc)}
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=2000, help="dataset size (RSS: N/10 and N)")
+    ap.add_argument("--size", type=int, default=128, help="stored side length")
+    ap.add_argument("--shard-samples", type=int, default=256)
+    ap.add_argument("--chunk-samples", type=int, default=32)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--workdir", help="keep generated datasets here (default: a temp dir)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_build_"))
+    work.mkdir(parents=True, exist_ok=True)
+    print("environment:", json.dumps(_environment(), default=str))
+    src = dataset(args, work)
+    tp = bench_throughput(args, src, work)
+    print(f"throughput ({tp['images']} images, S={args.size}, {tp['cores']} cores, "
+          f"shard_samples={args.shard_samples}, median of {args.runs}):")
+    for name, rate, runs in (("pillow pool     ", tp["pool_img_s"], tp["pool_s"]),
+                             ("precompute build", tp["build_img_s"], tp["build_s"])):
+        print(f"  {name} {rate:8.1f} img/s  runs (s) {[round(r, 2) for r in runs]}")
+    print(f"  ratio build/pool {tp['ratio']:.2f}  (target >= 0.85)")
+    if not args.skip_rss:
+        rows = bench_rss(args, src, work)
+        print("peak RSS of a build (whole process tree, fresh local Ray):")
+        for r in rows:
+            print(f"  {r['images']:6d} images  {r['peak_rss_mb']:8.0f} MiB  {r['seconds']:.1f} s")
+        print(f"  ratio large/small {rows[1]['peak_rss_mb'] / rows[0]['peak_rss_mb']:.2f}  "
+              "(target: ~1, and < 2048 MiB)")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
