@@ -112,7 +112,8 @@ class BatchReader(Node[HostBatch]):
         sorter = np.argsort(chunks)
         slot = sorter[np.searchsorted(chunks, served // cs, sorter=sorter)]
         where[slot, served % cs] = positions
-        jobs = [(int(c), self._routes(where[k])) for k, c in enumerate(chunks)]
+        jobs = [(int(c), self._routes(w)) for c, w in zip(chunks.tolist(), where.tolist(),
+                                                           strict=True)]
         if self._pool is None:
             for job in jobs:
                 self._read_chunk(job)
@@ -120,16 +121,18 @@ class BatchReader(Node[HostBatch]):
             list(self._pool.map(self._read_chunk, jobs))
         self._complete(window.stop)
 
-    def _routes(self, where: np.ndarray) -> list[Route]:
-        """Return where a chunk's rows go: ``(batch buffer, batch rows, chunk rows)`` per batch."""
-        rows = np.flatnonzero(where >= 0)
-        positions = where[rows]
-        batches = positions // self.batch_size
-        routes = []
-        for batch in np.unique(batches).tolist():
-            pick = batches == batch
-            routes.append((self._rows(batch), positions[pick] % self.batch_size, rows[pick]))
-        return routes
+    def _routes(self, where: list[int]) -> list[Route]:
+        """Return where a chunk's rows go: ``(batch buffer, batch rows, chunk rows)`` per batch.
+
+        ``where`` holds each chunk row's position in the epoch order, or -1 (not served).
+        """
+        groups: dict[int, tuple[list[int], list[int]]] = {}
+        for row, pos in enumerate(where):
+            if pos >= 0:
+                batch_rows, chunk_rows = groups.setdefault(pos // self.batch_size, ([], []))
+                batch_rows.append(pos % self.batch_size)
+                chunk_rows.append(row)
+        return [(self._rows(batch), b, c) for batch, (b, c) in groups.items()]
 
     def _read_chunk(self, job: tuple[int, list[Route]]) -> None:
         chunk, routes = job

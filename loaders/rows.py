@@ -14,7 +14,11 @@ import numpy as np
 
 __all__ = ["Route", "copy_rows", "flat_parts", "row_parts", "scatter"]
 
-Route = tuple[np.ndarray, np.ndarray, np.ndarray]  # (dest, dest_rows, chunk_rows)
+Route = tuple[np.ndarray, Sequence[int], Sequence[int]]  # (dest, dest_rows, chunk_rows)
+
+
+def _ints(values: Sequence[int]) -> list[int]:
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
 
 
 def flat_parts(parts: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -39,7 +43,7 @@ def _dest_rows(routes: Sequence[Route], rows: int, row_shape: tuple[int, ...]
     dest_of: list[np.ndarray | None] = [None] * rows
     for dest, dest_rows, chunk_rows in routes:
         shaped = dest.reshape(len(dest), *row_shape)
-        for d, c in zip(dest_rows.tolist(), chunk_rows.tolist(), strict=True):
+        for d, c in zip(_ints(dest_rows), _ints(chunk_rows), strict=True):
             dest_of[c] = shaped[d]
     return dest_of
 
@@ -55,18 +59,18 @@ def row_parts(routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.d
     return [p for p in parts if p is not None]
 
 
-def _checked(dest: np.ndarray, dest_rows: np.ndarray, chunk_rows: np.ndarray, rows: int,
-             row_bytes: int) -> np.ndarray:
-    """Return ``dest`` as (rows, bytes) after checking every index of the route is in range."""
+def _rows2d(dest: np.ndarray, row_bytes: int) -> np.ndarray:
+    """Return ``dest`` as (rows, bytes), checking it can take rows of ``row_bytes``."""
     if not dest.flags.c_contiguous or not dest.flags.writeable:
         raise ValueError("route destinations must be writeable C-contiguous arrays")
     dest2d = dest.reshape(len(dest), -1).view(np.uint8)
-    if dest2d.shape[1] != row_bytes or len(dest_rows) != len(chunk_rows):
+    if dest2d.shape[1] != row_bytes:
         raise ValueError(f"route rows of {dest2d.shape[1]} bytes, chunk rows of {row_bytes}")
-    if len(dest_rows) and not (dest_rows.min() >= 0 and dest_rows.max() < len(dest2d)
-                               and chunk_rows.min() >= 0 and chunk_rows.max() < rows):
-        raise ValueError("route row index out of range")
     return dest2d
+
+
+def _in_range(values: list[int], stop: int) -> bool:
+    return not values or (min(values) >= 0 and max(values) < stop)
 
 
 def copy_rows(src2d: np.ndarray, routes: Sequence[Route]) -> None:
@@ -80,7 +84,10 @@ def copy_rows(src2d: np.ndarray, routes: Sequence[Route]) -> None:
     rows, row_bytes = src2d.shape
     src = src2d.ctypes.data
     for dest, dest_rows, chunk_rows in routes:
-        dest2d = _checked(dest, dest_rows, chunk_rows, rows, row_bytes)
+        dest2d = _rows2d(dest, row_bytes)
+        to, frm = _ints(dest_rows), _ints(chunk_rows)
+        if len(to) != len(frm) or not (_in_range(to, len(dest2d)) and _in_range(frm, rows)):
+            raise ValueError("route row index out of range")
         base = dest2d.ctypes.data
-        for d, c in zip(dest_rows.tolist(), chunk_rows.tolist(), strict=True):
+        for d, c in zip(to, frm, strict=True):
             ctypes.memmove(base + d * row_bytes, src + c * row_bytes, row_bytes)

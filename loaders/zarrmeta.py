@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -47,17 +48,17 @@ class ArrayMeta:
     fast: bool
     reason: str = ""
 
-    @property
+    @cached_property
     def chunks_per_shard(self) -> tuple[int, ...]:
         """Inner chunks per shard along each axis."""
         return tuple(s // c for s, c in zip(self.shard_shape, self.chunk_shape, strict=True))
 
-    @property
+    @cached_property
     def grid_shape(self) -> tuple[int, ...]:
         """Number of inner chunks along each axis of the whole array."""
         return tuple(math.ceil(n / c) for n, c in zip(self.shape, self.chunk_shape, strict=True))
 
-    @property
+    @cached_property
     def chunk_nbytes(self) -> int:
         """Bytes of one decoded inner chunk (without its crc32c)."""
         return math.prod(self.chunk_shape) * self.dtype.itemsize
