@@ -100,7 +100,7 @@ def _memmap_epoch(mm: np.ndarray, order: np.ndarray, batch: int) -> int:
 def _zarr_epoch(path: Path, order: np.ndarray, chunk: int, batch: int, windows: Any) -> int:
     import zarr
 
-    arr = zarr.open_array(path / "image", mode="r")
+    arr: Any = zarr.open_array(path / "image", mode="r")
     for w in windows:
         rows = {int(c): arr[c * chunk:(c + 1) * chunk] for c in w.chunks}
         idx = order[w.start:w.stop]
@@ -116,7 +116,7 @@ def _row(name: str, rate: float, cpu: float, ref: tuple[float, float] | None = N
 
 def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     store, npy = random_store(root / "rand", args.samples, args.size)
-    mm = np.load(npy, mmap_mode="r")
+    mm = np.load(str(npy), mmap_mode="r")
     loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     once = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, verify="first")
     pread = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="pread")

@@ -9,6 +9,7 @@ import math
 import platform
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ def environment_line() -> str:
         from benchmarks.environment import environment
 
         env = environment()
-        keep = {k: env[k] for k in ("cpu", "cores", "memory_gib") if k in env}
+        keep: dict[str, Any] = {k: env[k] for k in ("cpu", "cores", "memory_gib") if k in env}
         keep["cuda"] = torch.cuda.is_available()
         return " ".join(f"{k}={v}" for k, v in keep.items()) or str(env)
     except Exception:  # the shared harness is optional here; fall back to the basics
@@ -98,9 +99,10 @@ class PillowJpegDataset(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         rng = random.Random()
         img = self.decode(i)
-        img = img.resize((self.size, self.size), Image.BILINEAR, box=_rrc_box(*img.size, rng))
+        box = _rrc_box(*img.size, rng)
+        img = img.resize((self.size, self.size), Image.Resampling.BILINEAR, box=box)
         if rng.random() < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         x = (np.asarray(img, np.float32) - MEAN) / STD
         return torch.from_numpy(x.transpose(2, 0, 1).copy()), self.labels[i]
 
@@ -112,7 +114,7 @@ def decoded_store(root: Path, data: PillowJpegDataset, size: int) -> Path:
         img = data.decode(i)
         scale = size / min(img.size)
         w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
-        img = img.resize((w, h), Image.BILINEAR)
+        img = img.resize((w, h), Image.Resampling.BILINEAR)
         left, top = (w - size) // 2, (h - size) // 2
         images[i] = np.asarray(img.crop((left, top, left + size, top + size)))
     write_store_from_arrays(root, images, np.asarray(data.labels), _spec(size))
