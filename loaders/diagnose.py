@@ -83,12 +83,13 @@ class Diagnosis:
         sps = "n/a" if self.samples_per_s is None else f"{self.samples_per_s:.1f}"
         cpu = "n/a" if self.cpu_percent is None else f"{self.cpu_percent:.0f}%"
         if self.machine_cpu_percent is not None:
-            cpu += f" (machine: {self.machine_cpu_percent:.0f}%)"
+            cpu += f" (all processes: {self.machine_cpu_percent:.0f}%)"
         lines.append(f"  measured: {sps} samples/s, data wait {pct(self.data_wait_share)}, "
-                     f"step CV {pct(self.step_cv)}, CPU {cpu} of the machine")
+                     f"step CV {pct(self.step_cv)}, CPU use of the machine {cpu}")
         if self.wait_period_steps:
             lines.append(f"  data-wait spikes recur every {self.wait_period_steps:.0f} steps "
-                         "(workers finishing in lockstep: a deeper prefetch smooths them)")
+                         "(batches arrive in bursts, typical of worker processes finishing "
+                         "together; a deeper prefetch smooths them)")
         if self.note:
             lines.append(f"  {self.note}")
         lines += [f"  -> {r}" for r in self.recommendation]
@@ -130,8 +131,8 @@ def recommend(bound: str, share: float | None, cpu_percent: float | None, num_cp
         return [f"the data pipeline keeps up (data wait {share:.0%} < 30%): the model step is "
                 "the bottleneck; no data-loading change needed"]
     cpu = cpu_percent or 0.0
-    why = (f"data wait is {share:.0%} of step time and the CPU runs at {cpu:.0f}% of "
-           f"{num_cpus} cores")
+    why = (f"data wait is {share:.0%} of step time and the CPU is {cpu:.0f}% busy "
+           f"({num_cpus} cores)")
     workers = loader.get("num_workers")
     if cpu >= CPU_SATURATED:
         out = [f"precompute a store (`precompute build SRC --out STORE`, then StoreLoader): {why}, "
