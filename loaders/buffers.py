@@ -18,7 +18,6 @@ import numpy as np
 
 __all__ = ["BufferPool"]
 
-_FREE = 2  # references of an unused buffer: the pool's list and getrefcount's argument
 
 
 class BufferPool:
@@ -35,6 +34,7 @@ class BufferPool:
                  keep: int) -> None:
         self.row_shape, self.dtype, self.rows, self.keep = row_shape, np.dtype(dtype), rows, keep
         self._owned: list[np.ndarray] = []
+        self._free_refs = 0  # the reference count of a buffer only the pool holds, measured
         self._lock = threading.Lock()
         self.allocated = 0  # buffers created so far (for tests and benchmarks)
 
@@ -44,11 +44,13 @@ class BufferPool:
             raise ValueError(f"rows must be in [1, {self.rows}], got {rows}")
         with self._lock:
             for i in range(len(self._owned)):
-                if sys.getrefcount(self._owned[i]) <= _FREE:
+                if sys.getrefcount(self._owned[i]) <= self._free_refs:
                     return self._owned[i][:rows]
             self.allocated += 1
-            buf = np.empty((self.rows, *self.row_shape), self.dtype)
-            if len(self._owned) >= self.keep:
-                return buf[:rows]  # over the bound: not kept, freed with its last user
-            self._owned.append(buf)
-            return buf[:rows]
+            if len(self._owned) >= self.keep:  # over the bound: not kept, freed with its users
+                return np.empty((self.rows, *self.row_shape), self.dtype)[:rows]
+            self._owned.append(np.empty((self.rows, *self.row_shape), self.dtype))
+            # measured the same way as above, so interpreter details (borrowed argument
+            # references in newer CPythons) cancel out
+            self._free_refs = sys.getrefcount(self._owned[-1])
+            return self._owned[-1][:rows]

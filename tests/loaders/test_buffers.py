@@ -32,3 +32,14 @@ def test_pool_bound_and_bad_rows() -> None:
     assert pool.allocated == 3
     with pytest.raises(ValueError, match="rows must be"):
         pool.take(3)
+
+
+def test_a_numpy_sub_view_keeps_its_buffer_out_of_rotation() -> None:
+    pool = BufferPool((4,), np.uint8, rows=2, keep=4)
+    a = pool.take(2)
+    a[:] = 3
+    sub = a[1:][:, 1:]  # a view of a view
+    del a
+    b = pool.take(2)
+    b[:] = 9
+    assert (sub == 3).all() and pool.allocated == 2
