@@ -27,7 +27,8 @@ def bench() -> None:
 @click.option("--data", required=True, help="Raw dataset: class folders or a CSV/JSONL manifest.")
 @click.option("--store", default=None, help="Existing store (else one is built into OUT).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Report folder.")
-@click.option("--epochs", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--epochs", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Epochs per strategy; samples/s is the median of the epochs.")
 @click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1))
 @click.option("--workers", default=None, type=click.IntRange(min=0),
               help="Loader workers/threads [default: usable cores].")

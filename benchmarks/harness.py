@@ -2,8 +2,9 @@
 
 For each strategy: set up the loader (timed separately as ``setup_s``), then run ``epochs``
 epochs under a :class:`loaders.monitor.Monitor`, timing each step's data wait (blocked in
-``next``) and compute (the consumer). Throughput and CPU figures count only the steady part,
-after ``warmup_steps`` steps; CPU seconds per sample count the whole run (start-up included).
+``next``) and compute (the consumer). Throughput and step statistics count only the steady
+part, after ``warmup_steps`` steps; samples/s is the median of the per-epoch rates (each epoch
+is one run). CPU seconds per sample count the whole run (start-up included).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import gc
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,12 +56,16 @@ class _Timing:
     warm_samples: int = 0
     end_t: float = 0.0
     first_batch_s: float | None = None
+    epoch_rates: list[float] = field(default_factory=list)
 
 
 def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor) -> _Timing:
     tm = _Timing()
     t_start = time.perf_counter()
+    if opts.warmup_steps == 0:
+        tm.warm_t = t_start
     for epoch in range(opts.epochs):
+        e_t0, e_n = time.perf_counter(), 0  # measured part of this epoch: after the warm-up
         it: Iterator[Batch] = source.epoch(epoch)
         for _ in range(opts.max_steps or 1 << 62):
             t0 = time.perf_counter()
@@ -72,12 +77,17 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
             t2 = time.perf_counter()
             mon.record_step(t1 - t0, t2 - t1)
             tm.first_batch_s = tm.first_batch_s if tm.first_batch_s is not None else t1 - t_start
+            n = int(batch[1].shape[0])
             tm.steps += 1
-            tm.samples += int(batch[1].shape[0])
-            if tm.steps == opts.warmup_steps:
-                tm.warm_t, tm.warm_samples = t2, tm.samples
+            tm.samples += n
+            if tm.steps > opts.warmup_steps:
+                e_n += n
+            elif tm.steps == opts.warmup_steps:
+                tm.warm_t, tm.warm_samples, e_t0 = t2, tm.samples, t2
         if hasattr(it, "close"):
             it.close()  # a generator stopped at max_steps releases its resources
+        if e_n:
+            tm.epoch_rates.append(e_n / max(time.perf_counter() - e_t0, 1e-9))
     tm.end_t = time.perf_counter()
     return tm
 
@@ -95,12 +105,15 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
         tm.warm_t, tm.warm_samples = tm.end_t - res.wall_s, 0
     samples = tm.samples - tm.warm_samples
     secs = tm.end_t - tm.warm_t
-    sps = samples / secs if secs > 0 and samples > 0 else None
+    overall = samples / secs if secs > 0 and samples > 0 else None
+    sps = float(np.median(tm.epoch_rates)) if tm.epoch_rates else overall
     util = res.series("gpu_util") if res.has_gpu else res.series("cpu_percent")
     step_s = [w + c for w, c in steady]
     return {
         "name": name, "status": "ok", "samples": samples, "steps": len(steady),
-        "samples_per_s": sps,
+        "samples_per_s": sps,  # median over epochs (each epoch after the warm-up is a run)
+        "samples_per_s_epochs": tm.epoch_rates,
+        "samples_per_s_overall": overall,
         "epoch_s": num_samples / sps if sps else None,
         "first_batch_s": tm.first_batch_s,
         "data_wait_share": data_wait_share(steady),

@@ -36,7 +36,7 @@ def test_slow_loader_is_data_bound():
     res = diag.report()
     assert seen == list(range(20))  # batches pass through unchanged, in order
     assert res.bound == "data"
-    assert res.data_wait_share > 0.8
+    assert res.data_wait_share > 0.5
     assert res.steps == 18  # 20 steps minus 2 warm-up
     assert res.samples_per_s is not None and res.samples_per_s > 0
     text = res.text()
@@ -49,7 +49,7 @@ def test_fast_loader_is_compute_bound():
     train(diag, compute_s=0.03)
     res = diag.report()
     assert res.bound == "compute"
-    assert res.data_wait_share < 0.1
+    assert res.data_wait_share < 0.3
     assert "keeps up" in res.recommendation[0]
 
 

@@ -22,7 +22,7 @@ def test_monitor_degrades_without_gpu_and_reports_cpu_figures():
     assert res.gpu is None and not res.has_gpu
     assert res.note.startswith("no GPU: CPU metrics only")
     assert "NVML" in res.note or "pynvml" in res.note
-    assert len(res.samples) >= 5
+    assert len(res.samples) >= 2  # periodic samples plus the final one (timing-independent)
     assert all(s.gpu_util is None and s.gpu_mem_bytes is None and s.gpu_power_w is None
                for s in res.samples)
     assert res.peak_rss_bytes > 10 * 2**20
