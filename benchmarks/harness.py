@@ -42,7 +42,7 @@ class RunOptions:
         max_steps: Stop each epoch after this many steps (None: whole epochs).
     """
 
-    epochs: int = 2
+    epochs: int = 3
     warmup_steps: int = 2
     interval: float = 0.1
     max_steps: int | None = None

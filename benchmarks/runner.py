@@ -38,7 +38,7 @@ def _prepare_store(data: str, out: Path, store: str | None, size: int, seed: int
 
 def run_benchmark(data: str, out: str | Path, *, store: str | None = None,
                   strategies: list[str] | tuple[str, ...] = DEFAULT_STRATEGIES,
-                  epochs: int = 2, batch_size: int = 64, workers: int = 2, size: int = 64,
+                  epochs: int = 3, batch_size: int = 64, workers: int = 2, size: int = 64,
                   consumer: str = "none", device: str | None = None, seed: int = 0,
                   options: RunOptions | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run every strategy on ``data`` and write the report into ``out``.
