@@ -41,7 +41,8 @@ def _gradient(rng: np.random.Generator, h: int, w: int, label: int, num_classes:
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     angle = rng.uniform(0, 2 * np.pi)
     t = (np.cos(angle) * xx / w + np.sin(angle) * yy / h + 1) / 2
-    return base * (1 - t[..., None]) + other * t[..., None]
+    out: np.ndarray = base * (1 - t[..., None]) + other * t[..., None]
+    return out
 
 
 def _draw_shape(img: Image.Image, rng: np.random.Generator, label: int) -> None:
@@ -69,8 +70,8 @@ def _draw_shape(img: Image.Image, rng: np.random.Generator, label: int) -> None:
         draw.line([(cx - r, cy + r), (cx + r, cy - r)], fill=colour, width=max(2, int(r / 4)))
     elif kind == "dots":
         for _ in range(12):
-            x, y = rng.uniform(0, w), rng.uniform(0, h)
-            draw.ellipse((x - r / 5, y - r / 5, x + r / 5, y + r / 5), fill=colour)
+            dx, dy = rng.uniform(0, w), rng.uniform(0, h)
+            draw.ellipse((dx - r / 5, dy - r / 5, dx + r / 5, dy + r / 5), fill=colour)
     else:
         pts = [(x, cy + r * np.sin(x / max(r, 1) * 2)) for x in range(0, w, 2)]
         draw.line(pts, fill=colour, width=max(2, int(r / 5)))

@@ -49,10 +49,10 @@ def _check_marker(info: StoreInfo, shard: int, label: np.ndarray) -> list[str]:
 
 def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | None]:
     start, stop = info.layout.shard_range(shard)
-    data = {}
+    data: dict[str, np.ndarray] = {}
     for name in FIELDS:
         try:
-            data[name] = zarr.open_array(str(info.path / name), mode="r")[start:stop]
+            data[name] = np.asarray(zarr.open_array(str(info.path / name), mode="r")[start:stop])
         except Exception as exc:  # zarr raises ValueError on a checksum mismatch, and others
             return [f"shard {shard}: {name}: unreadable ({type(exc).__name__}: {exc})"], None
     label, key = data["label"], data["key"]
