@@ -1,7 +1,8 @@
 """Crop + flip + resize of a uint8 batch: the batched device path and the CPU fast path.
 
-Both functions take the same :class:`~loaders.augment.crop.CropParams` and return float32
-``[B, 3, H, W]`` pixels in ``[0, 255]``; they agree up to interpolation rounding. Both are
+Both functions take the same :class:`~loaders.augment.crop.CropParams` and return ``[B, 3,
+H, W]`` float32 pixels in ``[0, 255]`` (the fast path's ``convert`` may instead normalise into
+another dtype); they agree up to uint8 rounding of the fast path. Both are
 bilinear, without antialiasing, and map the output's first and last pixel centres onto the
 crop's first and last pixel centres (``align_corners=True`` inside the box), so no pixel
 outside the box, e.g. letterbox fill, is ever read.
