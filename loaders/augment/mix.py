@@ -1,8 +1,9 @@
 """Mixup and cutmix on a batch, with soft targets and label smoothing.
 
 One call draws, from the caller's generator and on the batch's device: whether to mix at all
-(``prob``), mixup or cutmix (``switch_prob``), ONE lambda ~ Beta(alpha, alpha) per batch, and
-for cutmix the box centre. Images and targets use the same lambda; for cutmix it is corrected
+(``prob``), mixup or cutmix (``switch_prob``), the box centre, and one Beta(alpha, alpha)
+candidate for each method (a fixed draw sequence, so no choice needs the host). The chosen
+lambda is used for both images and targets; for cutmix it is corrected
 to the box area actually pasted. Sample ``i`` is mixed with sample ``B - 1 - i`` (the batch
 flipped), as timm does. Every decision stays a tensor, so there is no host sync and the same
 kernels run for every batch size: images are blended with one per-pixel weight map that is
