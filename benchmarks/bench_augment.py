@@ -10,7 +10,8 @@ Timed, side by side in one run, each a median over ``--runs`` epochs after a war
   flip + normalise (``benchmarks.strategy_workers.PillowTrainDataset``).
 * ``store+fast`` / ``store+grid``: ``loaders.StoreLoader`` reading the store, with
   ``TrainAugment`` (crop + flip + normalise) on the CPU fast path / the batched grid path.
-* ``augment fast`` / ``augment grid``: the augment call alone on a batch already in memory.
+* ``augment fast`` / ``augment grid``: the augment call alone on a batch already in memory
+  (and the fast path with colour jitter on top, for its cost).
 
 Then the torch-profiler aten op count of one grid-path augment call at batch 32 and 256.
 Prints samples/s, CPU ms per sample (this process plus its children) and ratios. Results are
@@ -159,7 +160,7 @@ def _args() -> argparse.Namespace:
 def main() -> None:
     """Run the comparison and print the table and ratios."""
     from benchmarks.environment import environment
-    from loaders.augment import TrainAugment
+    from loaders.augment import ColorJitter, TrainAugment
 
     a = _args()
     env = environment()
@@ -167,6 +168,7 @@ def main() -> None:
           f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}")
     fast, grid = TrainAugment(size=a.size, path="fast"), TrainAugment(size=a.size, path="grid")
     fast_t = TrainAugment(size=a.size, path="fast", threads=a.threads)
+    fast_j = TrainAugment(size=a.size, path="fast", jitter=ColorJitter(0.4, 0.4, 0.4))
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         paths, labels, store = make_data(Path(tmp), a.images, a.store_size)
@@ -187,6 +189,7 @@ def main() -> None:
             "augment fast alone (batch in memory)": augment_only(fast, batch, extents, reps),
             f"augment fast alone, {a.threads} threads": augment_only(fast_t, batch, extents, reps),
             "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
+            "augment fast + colour jitter alone": augment_only(fast_j, batch, extents, reps),
         })
         results = {}
         try:
