@@ -60,4 +60,11 @@ def pool(threads: int) -> ThreadPoolExecutor:
         return _POOLS[threads]
 
 
-os.register_at_fork(after_in_child=_POOLS.clear)
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: forget the pools, renew the lock."""
+    global _LOCK
+    _POOLS.clear()
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -337,3 +337,17 @@ def test_extents_outside_the_image_raise_naming_the_sample(bad):
     for aug in (TrainAugment(size=8), EvalAugment(size=8), TrainAugment(size=8, path="fast")):
         with pytest.raises(AugmentError, match=r"sample 2: extent .* not inside the 32x32"):
             aug(_images(4), extents, _gen())
+
+
+def test_fast_path_works_in_a_forked_child():
+    import multiprocessing as mp
+
+    TrainAugment(size=8)(_images(4), _extents(4), _gen())  # the parent's pool exists
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as child:
+        shape = child.apply(_augment_shape, ())
+    assert shape == (4, 3, 8, 8)
+
+
+def _augment_shape() -> tuple[int, ...]:
+    return tuple(TrainAugment(size=8)(_images(4), _extents(4), _gen()).shape)
