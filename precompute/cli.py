@@ -82,6 +82,8 @@ def build(src: str, out: str, spec_file: str | None, ray_address: str | None,
     from precompute.job import build as run_build
 
     spec = spec_from_options(spec_file, options)
+    if "://" in out or (Path(out).exists() and not Path(out).is_dir()):
+        raise UsageFailure(f"--out {out}: must be a local folder (new, or a store to resume)")
     try:
         run_build(src, out, spec, ray_address=ray_address, progress=not quiet,
                   content_hash=content_hash)
@@ -157,6 +159,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"precompute: error: {exc}", err=True)
         sys.exit(2)
     except (PrecomputeError, StoreError) as exc:
+        click.echo(f"precompute: error: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:  # permissions, full disk, ...: one line, not a traceback
         click.echo(f"precompute: error: {exc}", err=True)
         sys.exit(1)
     except click.ClickException as exc:

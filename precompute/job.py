@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import BuildLockedError, DecodeError, StoreMismatchError
+from precompute.errors import BuildLockedError, DecodeError, StoreError, StoreMismatchError
 from precompute.format import MARKER_DIR, StoreLayout, _read_group_attrs
 from precompute.plan import ShardTask, plan_shards
 from precompute.shardwork import ShardJob, build_shard
@@ -129,6 +129,14 @@ def store_bytes(out: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
 
 
+def _check_out(out: str) -> None:
+    """Refuse outputs the writer cannot use: URLs and existing non-folders."""
+    if "://" in out:
+        raise StoreError(f"{out}: the output must be a local (or mounted shared) folder")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise StoreError(f"{out}: exists and is not a folder")
+
+
 def _existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
     """Return the attrs of an identical complete store at ``out`` (nothing to do), else None."""
     if not (out / "zarr.json").is_file():
@@ -191,11 +199,13 @@ def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None
         SourceError: The source cannot be listed.
         BuildLockedError: Another build holds the lock on ``out``.
         StoreMismatchError: ``out`` holds a store of another spec or source.
+        StoreError: ``out`` is a URL or a file, or a non-empty folder that is not a store.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
     """
     from tqdm import tqdm
 
     t0 = time.perf_counter()
+    _check_out(out)
     source = list_source(src)
     fp = fingerprint(source, content_hash=content_hash)
     root = Path(out).absolute()

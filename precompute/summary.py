@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from precompute.format import open_store_info
+from precompute.format import MARKER_DIR, open_store_info
 
 __all__ = ["store_summary"]
 
 
-def _status(attrs: dict[str, Any]) -> str:
-    return "complete" if attrs.get("complete") else "INCOMPLETE (build running or interrupted)"
+def _status(path: Path, attrs: dict[str, Any], num_shards: int) -> str:
+    if attrs.get("complete"):
+        return "complete"
+    done = len(list((path / MARKER_DIR / "shards").glob("*.json")))
+    return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
 
 
 def store_summary(path: str | Path, max_skipped: int = 50) -> str:
@@ -25,7 +28,7 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
     rep: dict[str, Any] = dict(info.report)
     lines = [
         f"store      {info.path}",
-        f"status     {_status(attrs)}",
+        f"status     {_status(info.path, attrs, lay.num_shards)}",
         f"samples    {lay.num_samples} slots, {info.num_valid} valid"
         + (f", {len(rep.get('skipped', []))} skipped" if rep else ""),
         f"image      {lay.size}x{lay.size}x3 uint8, mode {spec.mode}, variants {lay.variants}",

@@ -14,6 +14,7 @@ from PIL import Image
 from precompute import (
     BuildSpec,
     DecodeError,
+    StoreError,
     StoreIncompleteError,
     build,
     list_source,
@@ -150,6 +151,16 @@ def test_raise_names_the_file_and_leaves_store_resumable(ray_local: None, bad_da
     with pytest.raises(StoreIncompleteError):
         open_store_info(tmp_path / "s")
     assert "incomplete" in verify_store(tmp_path / "s")[0]
+    assert "status     INCOMPLETE (" in store_summary(tmp_path / "s")
     (bad_dataset / info.value.key).unlink()  # fixing one bad file changes the fingerprint
     with pytest.raises(Exception, match="differs in source_fingerprint"):
         build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
+
+
+def test_output_that_is_not_a_store_is_refused(ray_local: None, small_dataset: Path,
+                                               tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(StoreError, match="not a nostall store"):
+        build(str(small_dataset), str(tmp_path / "other"), BuildSpec(size=16), progress=False)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
