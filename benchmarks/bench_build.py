@@ -11,7 +11,8 @@ Run: ``.venv/bin/python -m benchmarks.bench_build [--images 480] [--rss-small 20
 2. Peak RSS: a fresh build process per dataset size (every 10th image via a manifest, then all
    images: 10x apart) is sampled every 50 ms with psutil; the value is the peak of the summed
    RSS of the whole process tree (driver, Ray GCS, raylet, agents and workers). RSS over-counts
-   shared pages, so this is an upper bound.
+   shared pages, so this is an upper bound. These builds use 32-sample shards so that even the
+   small one keeps every core's worker busy (otherwise it measures fewer workers, not size).
 """
 
 from __future__ import annotations
@@ -80,10 +81,11 @@ def time_build(src: Path, work: Path, spec: BuildSpec) -> float:
 
 def dataset(args: argparse.Namespace, work: Path) -> Path:
     """Generate (or reuse, with --workdir) the sample dataset of ``--images`` images."""
-    src = work / f"images{args.images}"
+    lo, hi = args.side
+    src = work / f"images{args.images}_{lo}_{hi}"
     if not (src / ".complete").is_file():
         shutil.rmtree(src, ignore_errors=True)
-        make_sample_dataset(src, args.images, seed=1)
+        make_sample_dataset(src, args.images, size_range=(lo, hi), seed=1)
         (src / ".complete").write_text("")
     return src
 
@@ -115,25 +117,27 @@ _CHILD = """
 import sys
 from precompute import BuildSpec
 from precompute.job import build
-build(sys.argv[1], sys.argv[2], BuildSpec(size=int(sys.argv[3])), progress=False)
+build(sys.argv[1], sys.argv[2], BuildSpec(size=int(sys.argv[3]), shard_samples=32,
+      chunk_samples=16), progress=False)
 """
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    total = count = 0
     for p in [proc, *proc.children(recursive=True)]:
         try:
             total += p.memory_info().rss
+            count += 1
         except psutil.Error:
             continue
-    return total
+    return total, count
 
 
-def peak_rss(src: Path, out: Path, size: int) -> tuple[int, float]:
-    """Run one build in a fresh process; return (peak tree RSS bytes, seconds)."""
+def peak_rss(src: Path, out: Path, size: int) -> tuple[int, int, float]:
+    """Run one build in a fresh process; return (peak tree RSS bytes, processes, seconds)."""
     t0 = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", _CHILD, str(src), str(out), str(size)])
-    proc, peak, done = psutil.Process(child.pid), 0, threading.Event()
+    proc, peak, done = psutil.Process(child.pid), (0, 0), threading.Event()
 
     def sample() -> None:
         nonlocal peak
@@ -148,7 +152,7 @@ def peak_rss(src: Path, out: Path, size: int) -> tuple[int, float]:
     thread.join()
     if code:
         raise RuntimeError(f"build of {src} failed with exit code {code}")
-    return peak, time.perf_counter() - t0
+    return peak[0], peak[1], time.perf_counter() - t0
 
 
 def bench_rss(args: argparse.Namespace, src: Path, work: Path) -> list[dict[str, Any]]:
@@ -161,8 +165,8 @@ def bench_rss(args: argparse.Namespace, src: Path, work: Path) -> list[dict[str,
     for n, source in ((len(items[::10]), small), (len(items), src)):
         out = work / f"rss{n}.store"
         shutil.rmtree(out, ignore_errors=True)
-        peak, secs = peak_rss(source, out, args.size)
-        rows.append({"images": n, "peak_rss_mb": peak / 2**20, "seconds": secs})
+        peak, procs, secs = peak_rss(source, out, args.size)
+        rows.append({"images": n, "peak_rss_mb": peak / 2**20, "procs": procs, "seconds": secs})
     return rows
 
 
@@ -177,7 +181,9 @@ def _environment() -> dict[str, Any]:
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", type=int, default=2000, help="dataset size (RSS: N/10 and N)")
+    ap.add_argument("--images", type=int, default=1200, help="dataset size (RSS: N/10 and N)")
+    ap.add_argument("--side", type=int, nargs=2, default=(200, 480), metavar=("MIN", "MAX"),
+                    help="range of the images' width and height (photo-like by default)")
     ap.add_argument("--size", type=int, default=128, help="stored side length")
     ap.add_argument("--shard-samples", type=int, default=256)
     ap.add_argument("--chunk-samples", type=int, default=32)
@@ -194,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     print("environment:", json.dumps(_environment(), default=str))
     src = dataset(args, work)
     tp = bench_throughput(args, src, work)
-    print(f"throughput ({tp['images']} images, S={args.size}, {tp['cores']} cores, "
+    print(f"throughput ({tp['images']} images of {args.side[0]}-{args.side[1]} px, "
+          f"S={args.size}, {tp['cores']} cores, "
           f"shard_samples={args.shard_samples}, median of {args.runs}):")
     for name, rate, runs in (("pillow pool     ", tp["pool_img_s"], tp["pool_s"]),
                              ("precompute build", tp["build_img_s"], tp["build_s"])):
@@ -204,7 +211,8 @@ def main(argv: list[str] | None = None) -> None:
         rows = bench_rss(args, src, work)
         print("peak RSS of a build (whole process tree, fresh local Ray):")
         for r in rows:
-            print(f"  {r['images']:6d} images  {r['peak_rss_mb']:8.0f} MiB  {r['seconds']:.1f} s")
+            print(f"  {r['images']:6d} images  {r['peak_rss_mb']:8.0f} MiB  "
+                  f"({r['procs']} processes at the peak)  {r['seconds']:.1f} s")
         print(f"  ratio large/small {rows[1]['peak_rss_mb'] / rows[0]['peak_rss_mb']:.2f}  "
               "(target: ~1, and < 2048 MiB)")
     if not args.workdir:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.errors import BuildLockedError, DecodeError, StoreError, StoreMismatchError
-from precompute.format import MARKER_DIR, StoreLayout, _read_group_attrs
+from precompute.format import FIELDS, MARKER_DIR, StoreLayout, _read_group_attrs
 from precompute.plan import ShardTask, plan_shards
 from precompute.shardwork import ShardJob, build_shard
 from precompute.sources import Source, fingerprint, list_source
@@ -129,6 +129,13 @@ def store_bytes(out: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
 
 
+def _remove_partials(root: Path) -> None:
+    """Delete temporary files a killed build left behind (we hold the lock: no other writer)."""
+    for name in FIELDS:
+        for tmp in (root / name).rglob("*.partial"):
+            tmp.unlink(missing_ok=True)
+
+
 def _check_out(out: str) -> None:
     """Refuse outputs the writer cannot use: URLs and existing non-folders."""
     if "://" in out:
@@ -215,6 +222,7 @@ def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None
         if done is not None:
             return done
         finished = create_or_resume(root, spec, layout, fp)
+        _remove_partials(root)
         todo = [s for s in range(layout.num_shards) if s not in finished]
         job = ShardJob(str(root), layout, spec, dataclasses.replace(source, items=(), skipped=()))
         with _ray_session(ray_address), tqdm(

@@ -85,4 +85,5 @@ def test_kill_9_then_resume_is_identical_and_second_build_refused(
     assert attrs["report"]["shards_built"] == num_shards - attrs["report"]["shards_resumed"]
     build(str(src), str(tmp_path / "clean"), BuildSpec(**SPEC), progress=False)
     assert _arrays(out) == _arrays(tmp_path / "clean")
+    assert not list(out.rglob("*.partial"))  # temporary files of the killed writers are gone
     assert verify_store(out) == []
