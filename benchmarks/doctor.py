@@ -19,7 +19,7 @@ from PIL import Image
 from benchmarks.environment import environment
 from benchmarks.sources import list_items
 
-__all__ = ["decode_rate", "doctor", "feed_rates", "format_doctor", "read_rate"]
+__all__ = ["decode_rate", "doctor", "feed_rates", "format_doctor", "loader_rate", "read_rate"]
 
 
 def _drop_cache(path: Path) -> bool:
@@ -71,8 +71,19 @@ def _store_files(store: str) -> list[Path]:
 
 
 def feed_rates(dec: dict[str, Any], read: dict[str, Any], cores: int, size: int, has_gpu: bool,
-               store_read: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Estimate samples/s each strategy could reach, with the arithmetic as text."""
+               store_read: dict[str, Any] | None = None,
+               store_loader: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Estimate samples/s each strategy could reach, with the arithmetic as text.
+
+    Args:
+        dec: :func:`decode_rate` figures.
+        read: :func:`read_rate` of the data folder.
+        cores: Usable cores.
+        size: Stored side length of the store's samples.
+        has_gpu: Whether a GPU is present.
+        store_read: :func:`read_rate` of the store's shard files, if a store was given.
+        store_loader: :func:`loader_rate` of the store, if a store was given.
+    """
     worker_cores = max(1, cores - 1)
     per = dec["pipeline_per_s"]
     sample_bytes = size * size * 3
@@ -86,6 +97,12 @@ def feed_rates(dec: dict[str, Any], read: dict[str, Any], cores: int, size: int,
                        "arithmetic": f"{src['mb_per_s']:.0f} MB/s {what} read / "
                                      f"{sample_bytes} B per {size}x{size}x3 sample; no decode"},
     }
+    if store_loader:
+        bound = out["precompute"]["samples_per_s"]
+        out["precompute"] = {
+            "samples_per_s": min(bound, store_loader["samples_per_s"]),
+            "arithmetic": f"min({bound:.0f} read bound, {store_loader['samples_per_s']:.0f} "
+                          f"measured StoreLoader samples/s without augmentation)"}
     if has_gpu:
         out["gpu-decode"] = {"samples_per_s": read["files_per_s"],
                              "arithmetic": f"bounded by reading {read['files_per_s']:.0f} "
@@ -107,10 +124,33 @@ def doctor(data: str, *, store: str | None = None, size: int = 64,
     read = read_rate(paths)
     dec = decode_rate(paths, size)
     store_read = read_rate(_store_files(store)) if store else None
+    store_loader = loader_rate(store) if store else None
+    stored = store_loader["size"] if store_loader else size
     has_gpu = bool(env["gpu"].get("name"))
+    rates = feed_rates(dec, read, env["cores_usable"], stored, has_gpu, store_read, store_loader)
     return {"environment": env, "data": data, "size": size, "read": read, "decode": dec,
-            "store_read": store_read,
-            "feed_rates": feed_rates(dec, read, env["cores_usable"], size, has_gpu, store_read)}
+            "store_read": store_read, "store_loader": store_loader, "feed_rates": rates}
+
+
+def loader_rate(store: str, batch_size: int = 64, max_batches: int = 50) -> dict[str, Any]:
+    """Measure StoreLoader without augmentation over up to ``max_batches`` batches."""
+    from loaders import StoreLoader
+    from precompute.format import open_store_info
+
+    info = open_store_info(store)
+    loader = StoreLoader(store, min(batch_size, max(1, info.num_valid)), augment=None,
+                         drop_last=False)
+    it = iter(loader)
+    t_first = time.perf_counter()
+    first = next(it, None)  # warm-up: threads start, first chunks read
+    n, t0 = 0, time.perf_counter()
+    for _, batch in zip(range(max_batches), it, strict=False):
+        n += int(batch["label"].shape[0])
+    if n == 0 and first is not None:  # a one-batch store: measure that batch
+        n, t0 = int(first["label"].shape[0]), t_first
+    secs = max(time.perf_counter() - t0, 1e-9)
+    return {"samples": n, "seconds": secs, "samples_per_s": n / secs,
+            "size": info.layout.size}
 
 
 def _cache_text(read: dict[str, Any]) -> str:
@@ -133,6 +173,10 @@ def format_doctor(res: dict[str, Any]) -> str:
     if res.get("store_read"):
         s = res["store_read"]
         lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")
+    if res.get("store_loader"):
+        s = res["store_loader"]
+        lines.append(f"StoreLoader without augmentation: {s['samples_per_s']:.0f} samples/s "
+                     f"({s['samples']} samples of {s['size']} px)")
     lines.append("feed rate each strategy could reach:")
     lines += [f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
               for name, v in res["feed_rates"].items()]

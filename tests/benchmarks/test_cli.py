@@ -17,6 +17,8 @@ def test_doctor_measures_and_shows_the_arithmetic(tiny_data, tiny_store):
     assert doc["decode"]["images"] == 48 and doc["decode"]["decode_per_s"] > 0
     assert doc["read"]["files"] == 48 and doc["read"]["bytes"] > 0
     assert doc["store_read"]["files"] >= 1
+    assert doc["store_loader"]["samples"] > 0 and doc["store_loader"]["size"] == 32
+    assert "measured StoreLoader" in doc["feed_rates"]["precompute"]["arithmetic"]
     assert set(doc["feed_rates"]) == {"workers", "precompute", "gpu-decode"}
     text = CliRunner().invoke(bench, ["doctor", "--data", str(tiny_data)]).output
     assert "feed rate each strategy could reach" in text
