@@ -124,7 +124,11 @@ build(sys.argv[1], sys.argv[2], BuildSpec(size=int(sys.argv[3]), shard_samples=3
 
 def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
     total = count = 0
-    for p in [proc, *proc.children(recursive=True)]:
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:  # the build process has exited
+        return 0, 0
+    for p in procs:
         try:
             total += p.memory_info().rss
             count += 1
@@ -187,7 +191,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--size", type=int, default=128, help="stored side length")
     ap.add_argument("--shard-samples", type=int, default=256)
     ap.add_argument("--chunk-samples", type=int, default=32)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--workdir", help="keep generated datasets here (default: a temp dir)")
     return ap.parse_args(argv)
