@@ -127,6 +127,10 @@ def _caveats(report: dict[str, Any]) -> list[str]:
     if report["config"]["consumer"] == "none":
         out.append("\nConsumer `none`: with no compute every loader is data-bound by construction; "
                    "use `--consumer fixed:<ms>` or `model` for meaningful verdicts.")
+    if report["config"]["consumer"] == "model" and report["config"]["device"] == "cpu":
+        out.append("\nConsumer `model` on CPU: the training step's own threads compete with the "
+                   "loader for the same cores, so throughput mixes loader cost and contention; "
+                   "on a GPU the step leaves the host cores to the loader.")
     for s in report["strategies"]:
         run, machine = s.get("cpu_percent_mean"), s.get("machine_cpu_percent_mean")
         if run is not None and machine is not None and machine - run > BUSY_MARGIN:
