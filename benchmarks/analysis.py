@@ -47,7 +47,7 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
 
 
 def dominant_period(
-    series: Sequence[float | None], dt: float, *, min_strength: float = 0.3
+    series: Sequence[float | None], dt: float, *, min_strength: float = 0.3, min_lag: int = 3
 ) -> float | None:
     """Return the dominant oscillation period of ``series`` in seconds, or None.
 
@@ -59,6 +59,8 @@ def dominant_period(
         series: Evenly spaced samples (None entries are dropped).
         dt: Seconds between samples.
         min_strength: Minimum autocorrelation at the peak, in (0, 1].
+        min_lag: Shortest period in samples that counts; a 2-sample "period" is usually the
+            quantisation of CPU-time counters aliasing at the sampling rate, not a real cycle.
     """
     x = np.asarray([v for v in series if v is not None], dtype=np.float64)
     if x.size < 8 or dt <= 0:
@@ -77,7 +79,7 @@ def dominant_period(
         return None
     start = int(below[0]) + 1
     lag = start + int(np.argmax(acf[start:max_lag]))
-    if acf[lag] < min_strength or lag >= max_lag - 1:
+    if acf[lag] < min_strength or lag >= max_lag - 1 or lag < min_lag:
         return None
     return float(lag * dt)
 

@@ -123,7 +123,7 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
         "util_source": "gpu_util" if res.has_gpu else "cpu_percent",
         "oscillation_period_s": dominant_period(util, opts.interval),
         # stalls that recur every N steps (e.g. N = num_workers finishing in lockstep)
-        "wait_period_steps": dominant_period([w for w, _ in steady], 1.0),
+        "wait_period_steps": dominant_period([w for w, _ in steady], 1.0, min_lag=2),
         # whole run incl. warm-up: work prefetched during warm-up is not lost from the count
         "cpu_s_per_sample": res.cpu_s / tm.samples if tm.samples > 0 else None,
         "peak_rss_bytes": res.peak_rss_bytes,

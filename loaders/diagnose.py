@@ -244,6 +244,6 @@ class Diagnose(Generic[T]):
         rec = recommend(v["bound"], share, busiest, num_cpus,
                         _loader_settings(self.iterable), bool(res and res.has_gpu))
         cv = coefficient_of_variation([w + c for w, c in steady])
-        period = dominant_period([w for w, _ in steady], 1.0)
+        period = dominant_period([w for w, _ in steady], 1.0, min_lag=2)
         return Diagnosis(len(steady), sps, share, cv, cpu_mean, machine, v, rec,
                          res.note if res else "", period)

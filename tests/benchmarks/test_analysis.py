@@ -68,3 +68,9 @@ def test_verdict_with_gpu_series_checks_range_and_steadiness():
     bursty = verdict(steps, list(on_off(1.0, seconds=4.0)))
     gpu = next(c for c in bursty["checks"] if c["name"] == "gpu_util")
     assert gpu["ok"] is False and "unsteady" in gpu["detail"]
+
+
+def test_two_sample_alternation_is_not_a_period_unless_allowed():
+    alternating = [90.0, 10.0] * 50
+    assert dominant_period(alternating, 0.1) is None  # aliasing at the sampling rate
+    assert dominant_period(alternating, 1.0, min_lag=2) == 2.0  # e.g. two workers taking turns
