@@ -108,6 +108,7 @@ def test_variants_are_seeded_and_reproducible(ray_local: None, small_dataset: Pa
             want = augment_variant(img, 16, info.spec.augment, 9, i, v)
             assert np.array_equal(data["image"][i, v], want)
     assert not np.array_equal(data["image"][:, 0], data["image"][:, 1])
+    assert verify_store(tmp_path / "a") == []
 
 
 @pytest.fixture()
