@@ -16,6 +16,7 @@ from precompute import (
     DecodeError,
     StoreError,
     StoreIncompleteError,
+    StoreMismatchError,
     build,
     list_source,
     open_store_info,
@@ -165,3 +166,16 @@ def test_output_that_is_not_a_store_is_refused(ray_local: None, small_dataset: P
     with pytest.raises(StoreError, match="not a nostall store"):
         build(str(small_dataset), str(tmp_path / "other"), BuildSpec(size=16), progress=False)
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_content_hash_fingerprint_survives_touch(ray_local: None, small_dataset: Path,
+                                                 tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(small_dataset, src)
+    spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4)
+    first = build(str(src), str(tmp_path / "s"), spec, progress=False, content_hash=True)
+    os.utime(next(src.rglob("*.jpg")), ns=(1, 1))  # new mtime, same bytes
+    again = build(str(src), str(tmp_path / "s"), spec, progress=False, content_hash=True)
+    assert again["report"] == first["report"]  # same identity: nothing rebuilt
+    with pytest.raises(StoreMismatchError):  # by size+mtime the source looks different
+        build(str(src), str(tmp_path / "s"), spec, progress=False)
