@@ -58,6 +58,14 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return rank, world_size
 
 
+def _is_cache_ref(store: object) -> bool:
+    """True for a cache key (64 hex digits, not an existing path), (source, spec) or a mapping."""
+    if isinstance(store, (tuple, Mapping)):
+        return True
+    return (isinstance(store, str) and len(store) == 64 and not Path(store).exists()
+            and all(c in "0123456789abcdef" for c in store))
+
+
 def _device(device: str | torch.device) -> torch.device:
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -75,7 +83,9 @@ class StoreLoader:
     """Stream a nostall store as batches of tensors on ``device``.
 
     Args:
-        store: Store path, or a :class:`precompute.format.StoreInfo`.
+        store: Store path, a :class:`precompute.format.StoreInfo`, or a cache reference: a
+            cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec": ...}``, resolved
+            (built at most once) through :func:`service.resolve` and leased while open.
         batch_size: Samples per batch (per rank).
         device: Where batches live: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a torch.device.
         shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
@@ -96,6 +106,9 @@ class StoreLoader:
             count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``always`` checks every image chunk's crc32c on every read; ``first`` only on
             its first read in this process (later epochs from a hot page cache skip it).
+        cache_root: Cache root for a cache reference (default ``$NOSTALL_CACHE`` or
+            ``~/.cache/nostall``).
+        cache: A :class:`service.Cache` to resolve a cache reference with, instead.
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -105,13 +118,20 @@ class StoreLoader:
         StoreOpenError: The store is incomplete, of another format version or lacks a field.
     """
 
-    def __init__(self, store: str | Path | StoreInfo, batch_size: int, *,
+    def __init__(self, store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any],
+                 batch_size: int, *,
                  device: str | torch.device = "cpu", shuffle: bool = True, seed: int = 0,
                  drop_last: bool = True, augment: Augment | None = None,
                  mixup: Mixup | None = None, rank: int | None = None,
                  world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
                  num_threads: int = 2, io: str = "mmap", map_bytes: int = 256 << 20,
-                 verify: str = "always") -> None:
+                 verify: str = "always", cache_root: str | Path | None = None,
+                 cache: Any = None) -> None:
+        self._lease = None
+        if _is_cache_ref(store):
+            from service import resolve  # lazy: the cache is optional for plain paths
+
+            store, self._lease = resolve(store, cache_root=cache_root, cache=cache)  # type: ignore[arg-type]
         self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
         self.batch_size = _positive("batch_size", batch_size)
         self.buffer_chunks = _positive("buffer_chunks", buffer_chunks)
@@ -227,6 +247,18 @@ class StoreLoader:
         if not 0 <= batch <= total:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
         self._epoch, self._batch, self._resume = epoch, batch, batch
+
+    def close(self) -> None:
+        """Release the cache lease, if the store came from the cache (idempotent)."""
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    def __enter__(self) -> StoreLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _identity(self) -> dict[str, Any]:
         return {"seed": self.seed, "world_size": self.world_size, "rank": self.rank,

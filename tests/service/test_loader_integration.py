@@ -26,3 +26,17 @@ def test_resolved_store_streams_and_is_leased_while_read(tmp_path: Path) -> None
         assert sorted(seen) == list(range(12))
     assert not lease.held
     assert cache.gc(budget_bytes=0).evicted == (cache.key_for(source, SPEC),)
+
+
+def test_store_loader_takes_a_cache_reference(tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src")
+    cache = Cache(tmp_path / "cache", builder=index_builder())
+    key = cache.key_for(source, SPEC)
+    with StoreLoader((str(source), SPEC), batch_size=4, shuffle=False, cache=cache) as loader:
+        indexes = [int(i) for batch in loader for i in batch["index"]]
+        assert sorted(indexes) == list(range(12))
+        assert cache.gc(budget_bytes=0).evicted == ()  # leased while the loader is open
+        by_key = StoreLoader(key, batch_size=4, shuffle=False, cache=cache)
+        assert by_key.source.info.spec_hash == loader.source.info.spec_hash
+        by_key.close()
+    assert cache.gc(budget_bytes=0).evicted == (key,)
