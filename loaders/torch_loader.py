@@ -132,6 +132,8 @@ class StoreLoader:
             from service import resolve  # lazy: the cache is optional for plain paths
 
             store, self._lease = resolve(store, cache_root=cache_root, cache=cache)  # type: ignore[arg-type]
+        if not isinstance(store, (str, Path, StoreInfo)):
+            raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
         self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
         self.batch_size = _positive("batch_size", batch_size)
         self.buffer_chunks = _positive("buffer_chunks", buffer_chunks)
