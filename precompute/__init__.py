@@ -5,6 +5,7 @@ from typing import Any
 
 from precompute.errors import (
     BuildLockedError,
+    ClusterError,
     DecodeError,
     PrecomputeError,
     SourceError,
@@ -42,6 +43,7 @@ __all__ = [
     "AugmentPolicy",
     "BuildLockedError",
     "BuildSpec",
+    "ClusterError",
     "DecodeError",
     "PrecomputeError",
     "Source",

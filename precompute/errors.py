@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "BuildLockedError",
+    "ClusterError",
     "DecodeError",
     "PrecomputeError",
     "SourceError",
@@ -53,3 +54,7 @@ class StoreMismatchError(StoreError):
 
 class BuildLockedError(PrecomputeError):
     """Another build holds the lock on this output."""
+
+
+class ClusterError(PrecomputeError):
+    """Ray could not be started locally or reached at ``--ray-address``."""

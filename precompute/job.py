@@ -20,7 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import BuildLockedError, DecodeError, StoreError, StoreMismatchError
+from precompute.errors import (
+    BuildLockedError,
+    ClusterError,
+    DecodeError,
+    StoreError,
+    StoreMismatchError,
+)
 from precompute.format import FIELDS, MARKER_DIR, StoreLayout, _read_group_attrs
 from precompute.plan import ShardTask, plan_shards
 from precompute.shardwork import ShardJob, build_shard
@@ -61,7 +67,11 @@ def _ray_session(address: str | None) -> Iterator[None]:
                                   "log_to_driver": False, "configure_logging": True}
         if address is None:
             kwargs["num_cpus"] = _available_cpus()
-        ray.init(address=address, **kwargs)
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            where = f"at {address}" if address else "locally"
+            raise ClusterError(f"cannot start or reach Ray {where}: {exc}") from exc
         started = True
     ctx = ray.data.DataContext.get_current()
     saved = {name: getattr(ctx, name) for name in _DATA_CONTEXT}
@@ -208,6 +218,7 @@ def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None
         StoreMismatchError: ``out`` holds a store of another spec or source.
         StoreError: ``out`` is a URL or a file, or a non-empty folder that is not a store.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
+        ClusterError: Ray cannot be started, or ``ray_address`` cannot be reached.
     """
     from tqdm import tqdm
 

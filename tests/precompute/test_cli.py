@@ -100,3 +100,13 @@ def test_demo(ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"],
                         capsys)
     assert code == 0 and "24 slots" in out  # re-running reuses the images and the store
+
+
+def test_unreachable_ray_address_is_one_line_exit_1(small_dataset: Path, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "precompute.cli", "build", str(small_dataset), "--out",
+         str(tmp_path / "s"), "--size", "16", "--ray-address", "ray://nowhere.invalid:10001"],
+        capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 1
+    assert "cannot start or reach Ray at ray://nowhere.invalid:10001" in proc.stderr
+    assert "Traceback" not in proc.stderr
