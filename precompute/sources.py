@@ -14,13 +14,13 @@ that stay inside the root are followed (each folder at most once).
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
+from precompute.digests import fingerprint
 from precompute.errors import SourceError
 
 __all__ = ["IMAGE_EXTENSIONS", "MANIFEST_EXTENSIONS", "Source", "fingerprint", "list_source"]
@@ -280,29 +280,3 @@ def _list_manifest(src: str) -> Source:
             continue
         items[key] = label
     return Source(root, tuple(sorted(items.items())), classes, tuple(sorted(skipped)))
-
-
-# -- fingerprints ----------------------------------------------------------------------------
-
-
-def fingerprint(source: Source, content_hash: bool = False) -> str:
-    """Return a sha256 hex digest identifying the source's files and labels.
-
-    By default it hashes ``(key, size, mtime_ns, label)`` of every item (cheap: one ``stat``
-    each); with ``content_hash=True`` it hashes ``(key, sha256(bytes), label)`` instead, so a
-    copy of the same files elsewhere, or a touched file, gives the same fingerprint.
-    """
-    h = hashlib.sha256(b"nostall.source.v1\0")
-    h.update(json.dumps(list(source.classes)).encode() + b"\0")
-    for key, label in source.items:
-        if content_hash:
-            digest = hashlib.sha256(source.read_bytes(key)).hexdigest()
-            record = f"{key}\0{digest}\0{label}\n"
-        else:
-            try:
-                size, mtime = source.stat(key)
-            except OSError as exc:
-                raise SourceError(f"{source.locate(key)}: cannot stat: {exc}") from exc
-            record = f"{key}\0{size}\0{mtime}\0{label}\n"
-        h.update(record.encode())
-    return h.hexdigest()
