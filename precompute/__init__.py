@@ -4,6 +4,7 @@ import importlib
 from typing import Any
 
 from precompute.errors import (
+    BuildError,
     BuildLockedError,
     ClusterError,
     DecodeError,
@@ -41,6 +42,7 @@ __all__ = [
     "FORMAT_VERSION",
     "TRANSFORM_VERSION",
     "AugmentPolicy",
+    "BuildError",
     "BuildLockedError",
     "BuildSpec",
     "ClusterError",

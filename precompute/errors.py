@@ -7,6 +7,7 @@ service) can turn them into one-line messages without catching unrelated bugs.
 from __future__ import annotations
 
 __all__ = [
+    "BuildError",
     "BuildLockedError",
     "ClusterError",
     "DecodeError",
@@ -58,3 +59,7 @@ class BuildLockedError(PrecomputeError):
 
 class ClusterError(PrecomputeError):
     """Ray could not be started locally or reached at ``--ray-address``."""
+
+
+class BuildError(PrecomputeError):
+    """A shard task failed for a reason other than a bad input (disk full, worker died)."""

@@ -15,15 +15,18 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from precompute.errors import (
+    BuildError,
     BuildLockedError,
     ClusterError,
     DecodeError,
+    PrecomputeError,
     StoreError,
     StoreMismatchError,
 )
@@ -36,15 +39,16 @@ from precompute.writer import create_or_resume, finalize
 
 __all__ = ["build", "store_bytes"]
 
-log = logging.getLogger(__name__)
-
-
 def _available_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
 
+
+# A worker that dies (e.g. killed for memory) is retried this often, then the build fails
+# (Ray Data's default is to retry forever, which would hang on an input that always kills it).
+_TASK_RETRIES = 2
 
 # Ray Data settings for the build's single map operator, restored afterwards.
 _DATA_CONTEXT: dict[str, Any] = {
@@ -110,27 +114,49 @@ def _build_lock(out: Path) -> Iterator[None]:
         lock.release()
 
 
-def _shard_fn(job: ShardJob):  # type: ignore[no-untyped-def]
+def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def run(row: dict[str, Any]) -> dict[str, Any]:
-        result = build_shard(job, ShardTask.from_row(row))
-        return {"result": json.dumps(result.to_dict())}
+        try:
+            result = build_shard(job, ShardTask.from_row(row)).to_dict()
+        except Exception as exc:  # carried back as a value, re-raised by the driver
+            result = {"shard": row["shard"], "failure": f"{type(exc).__name__}: {exc}"}
+        return {"result": json.dumps(result)}
     return run
 
 
 def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[str, Any]]:
-    """Run ``tasks`` on Ray Data; return their results, stopping at the first ``raise`` error."""
+    """Run ``tasks`` on Ray Data; return their results, stopping at the first ``raise`` error.
+
+    Raises:
+        DecodeError: A bad input under ``on_error: raise``.
+        BuildError: A shard task failed for another reason (e.g. the output disk is full, or
+            its worker died three times).
+    """
     import ray
 
     if not tasks:
         return []
     ds = ray.data.from_items([t.to_row() for t in tasks], override_num_blocks=len(tasks))
     results = []
-    for row in ds.map(_shard_fn(job), num_cpus=1).iter_rows():
-        result = json.loads(row["result"])
-        if result["error"]:
-            raise DecodeError(result["error"]["key"], result["error"]["reason"])
-        results.append(result)
-        bar.update(1)
+    try:
+        with warnings.catch_warnings():  # Ray 2.60 deprecates remote args given as kwargs,
+            warnings.simplefilter("ignore", DeprecationWarning)  # but names no max_retries
+            mapped = ds.map(_shard_fn(job), num_cpus=1, max_retries=_TASK_RETRIES)
+        for row in mapped.iter_rows():
+            result = json.loads(row["result"])
+            if "failure" in result:
+                raise BuildError(f"{job.out}: shard {result['shard']} failed "
+                                 f"({result['failure']}); the store stays incomplete and the "
+                                 "build can be re-run to resume it")
+            if result["error"]:
+                raise DecodeError(result["error"]["key"], result["error"]["reason"])
+            results.append(result)
+            bar.update(1)
+    except (PrecomputeError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a worker died, or Ray itself failed
+        raise BuildError(f"{job.out}: a shard task failed ({type(exc).__name__}); the store "
+                         "stays incomplete and the build can be re-run to resume it") from exc
     return results
 
 
@@ -219,6 +245,7 @@ def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None
         StoreError: ``out`` is a URL or a file, or a non-empty folder that is not a store.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
         ClusterError: Ray cannot be started, or ``ray_address`` cannot be reached.
+        BuildError: A shard task failed for a reason other than a bad input.
     """
     from tqdm import tqdm
 

@@ -12,18 +12,22 @@ import zarr
 from PIL import Image
 
 from precompute import (
+    BuildError,
     BuildSpec,
     DecodeError,
     StoreError,
     StoreIncompleteError,
     StoreMismatchError,
     build,
+    fingerprint,
     list_source,
     open_store_info,
 )
+from precompute.format import StoreLayout
 from precompute.stages.augment import augment_variant
 from precompute.summary import store_summary
 from precompute.verify import verify_store
+from precompute.writer import create_or_resume
 from tests.precompute.conftest import bad_inputs, reference_rgb
 
 pytestmark = pytest.mark.ray
@@ -179,3 +183,16 @@ def test_content_hash_fingerprint_survives_touch(ray_local: None, small_dataset:
     assert again["report"] == first["report"]  # same identity: nothing rebuilt
     with pytest.raises(StoreMismatchError):  # by size+mtime the source looks different
         build(str(src), str(tmp_path / "s"), spec, progress=False)
+
+
+def test_failed_shard_write_is_a_build_error(ray_local: None, small_dataset: Path,
+                                             tmp_path: Path) -> None:
+    spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4)
+    out = tmp_path / "s"
+    source = list_source(small_dataset)
+    create_or_resume(out, spec, StoreLayout.from_spec(spec, len(source)), fingerprint(source))
+    (out / "image" / "c").write_text("a file where the shard folder goes")  # writes must fail
+    with pytest.raises(BuildError, match=r"shard \d+ failed \(NotADirectoryError"):
+        build(str(small_dataset), str(out), spec, progress=False)
+    with pytest.raises(StoreIncompleteError):
+        open_store_info(out)
