@@ -94,8 +94,12 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
     import ray
 
     paths = [str(src / k) for k, _ in list_source(src).items]
-    spec = BuildSpec(size=args.size, mode="center-crop", shard_samples=args.shard_samples,
-                     chunk_samples=args.chunk_samples)
+    spec = BuildSpec(
+        size=args.size,
+        mode="center-crop",
+        shard_samples=args.shard_samples,
+        chunk_samples=args.chunk_samples,
+    )
     cores = _cores()
     ray.init(num_cpus=cores, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
@@ -108,9 +112,15 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
     finally:
         ray.shutdown()
     pool_m, build_m = statistics.median(pool_s), statistics.median(build_s)
-    return {"images": len(paths), "cores": cores, "pool_s": pool_s, "build_s": build_s,
-            "pool_img_s": len(paths) / pool_m, "build_img_s": len(paths) / build_m,
-            "ratio": pool_m / build_m}
+    return {
+        "images": len(paths),
+        "cores": cores,
+        "pool_s": pool_s,
+        "build_s": build_s,
+        "pool_img_s": len(paths) / pool_m,
+        "build_img_s": len(paths) / build_m,
+        "ratio": pool_m / build_m,
+    }
 
 
 _CHILD = """
@@ -163,8 +173,7 @@ def bench_rss(args: argparse.Namespace, src: Path, work: Path) -> list[dict[str,
     """Peak RSS of builds over the first N/10 images (a manifest) and all N images."""
     items = list_source(src).items
     small = work / "rss_small.csv"
-    small.write_text("path,label\n" + "".join(
-        f"{src / k},{lab}\n" for k, lab in items[:: 10]))
+    small.write_text("path,label\n" + "".join(f"{src / k},{lab}\n" for k, lab in items[::10]))
     rows = []
     for n, source in ((len(items[::10]), small), (len(items), src)):
         out = work / f"rss{n}.store"
@@ -186,8 +195,14 @@ def _environment() -> dict[str, Any]:
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=1200, help="dataset size (RSS: N/10 and N)")
-    ap.add_argument("--side", type=int, nargs=2, default=(200, 480), metavar=("MIN", "MAX"),
-                    help="range of the images' width and height (photo-like by default)")
+    ap.add_argument(
+        "--side",
+        type=int,
+        nargs=2,
+        default=(200, 480),
+        metavar=("MIN", "MAX"),
+        help="range of the images' width and height (photo-like by default)",
+    )
     ap.add_argument("--size", type=int, default=128, help="stored side length")
     ap.add_argument("--shard-samples", type=int, default=256)
     ap.add_argument("--chunk-samples", type=int, default=32)
@@ -204,21 +219,29 @@ def main(argv: list[str] | None = None) -> None:
     print("environment:", json.dumps(_environment(), default=str))
     src = dataset(args, work)
     tp = bench_throughput(args, src, work)
-    print(f"throughput ({tp['images']} images of {args.side[0]}-{args.side[1]} px, "
-          f"S={args.size}, {tp['cores']} cores, "
-          f"shard_samples={args.shard_samples}, median of {args.runs}):")
-    for name, rate, runs in (("pillow pool     ", tp["pool_img_s"], tp["pool_s"]),
-                             ("precompute build", tp["build_img_s"], tp["build_s"])):
+    print(
+        f"throughput ({tp['images']} images of {args.side[0]}-{args.side[1]} px, "
+        f"S={args.size}, {tp['cores']} cores, "
+        f"shard_samples={args.shard_samples}, median of {args.runs}):"
+    )
+    for name, rate, runs in (
+        ("pillow pool     ", tp["pool_img_s"], tp["pool_s"]),
+        ("precompute build", tp["build_img_s"], tp["build_s"]),
+    ):
         print(f"  {name} {rate:8.1f} img/s  runs (s) {[round(r, 2) for r in runs]}")
     print(f"  ratio build/pool {tp['ratio']:.2f}  (target >= 0.85)")
     if not args.skip_rss:
         rows = bench_rss(args, src, work)
         print("peak RSS of a build (whole process tree, fresh local Ray):")
         for r in rows:
-            print(f"  {r['images']:6d} images  {r['peak_rss_mb']:8.0f} MiB  "
-                  f"({r['procs']} processes at the peak)  {r['seconds']:.1f} s")
-        print(f"  ratio large/small {rows[1]['peak_rss_mb'] / rows[0]['peak_rss_mb']:.2f}  "
-              "(target: ~1, and < 2048 MiB)")
+            print(
+                f"  {r['images']:6d} images  {r['peak_rss_mb']:8.0f} MiB  "
+                f"({r['procs']} processes at the peak)  {r['seconds']:.1f} s"
+            )
+        print(
+            f"  ratio large/small {rows[1]['peak_rss_mb'] / rows[0]['peak_rss_mb']:.2f}  "
+            "(target: ~1, and < 2048 MiB)"
+        )
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -20,8 +20,16 @@ from precompute.spec import BuildSpec
 
 __all__ = ["cli", "main"]
 
-_SPEC_FLAGS = ("size", "mode", "seed", "shard_samples", "chunk_samples", "variants", "on_error",
-               "max_pixels")
+_SPEC_FLAGS = (
+    "size",
+    "mode",
+    "seed",
+    "shard_samples",
+    "chunk_samples",
+    "variants",
+    "on_error",
+    "max_pixels",
+)
 
 
 class UsageFailure(click.UsageError):
@@ -52,11 +60,14 @@ def spec_from_options(spec_file: str | None, options: dict[str, Any]) -> BuildSp
         raise UsageFailure(str(exc)) from exc
 
 
-@click.group(cls=LazyGroup, lazy_commands={
-    "cache": ("service.cli", "cache", "Manage the store cache (service)."),
-    "serve": ("service.cli", "serve", "Run the cache service's HTTP API."),
-    "bench": ("benchmarks.cli", "bench", "Run the benchmark suite."),
-})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands={
+        "cache": ("service.cli", "cache", "Manage the store cache (service)."),
+        "serve": ("service.cli", "serve", "Run the cache service's HTTP API."),
+        "bench": ("benchmarks.cli", "bench", "Run the benchmark suite."),
+    },
+)
 def cli() -> None:
     """Precompute a raw image dataset once into a sharded Zarr store, then stream it."""
 
@@ -76,8 +87,15 @@ def cli() -> None:
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def build(src: str, out: str, spec_file: str | None, ray_address: str | None,
-          content_hash: bool, quiet: bool, **options: Any) -> None:
+def build(
+    src: str,
+    out: str,
+    spec_file: str | None,
+    ray_address: str | None,
+    content_hash: bool,
+    quiet: bool,
+    **options: Any,
+) -> None:
     """Build (or resume) the store of SRC (class folders or a CSV/JSONL manifest) at --out."""
     from precompute.job import build as run_build
 
@@ -85,8 +103,9 @@ def build(src: str, out: str, spec_file: str | None, ray_address: str | None,
     if "://" in out or (Path(out).exists() and not Path(out).is_dir()):
         raise UsageFailure(f"--out {out}: must be a local folder (new, or a store to resume)")
     try:
-        run_build(src, out, spec, ray_address=ray_address, progress=not quiet,
-                  content_hash=content_hash)
+        run_build(
+            src, out, spec, ray_address=ray_address, progress=not quiet, content_hash=content_hash
+        )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
 
@@ -121,8 +140,13 @@ def verify(store: str) -> None:
 
 
 @cli.command()
-@click.option("--out", "out", default="nostall-demo", show_default=True,
-              help="Folder for the sample images and the store.")
+@click.option(
+    "--out",
+    "out",
+    default="nostall-demo",
+    show_default=True,
+    help="Folder for the sample images and the store.",
+)
 @click.option("--images", default=300, show_default=True, help="Number of sample images.")
 @click.option("--size", default=128, show_default=True, help="Stored side length.")
 def demo(out: str, images: int, size: int) -> None:

@@ -20,16 +20,23 @@ def _unavailable(name: str, module: str, exc: BaseException) -> click.Command:
     def run() -> None:
         raise click.ClickException(f"'{name}' is unavailable: cannot import {module} ({reason})")
 
-    return click.Command(name, callback=run, help=f"(unavailable: {reason})",
-                         context_settings={"ignore_unknown_options": True,
-                                           "allow_extra_args": True})
+    return click.Command(
+        name,
+        callback=run,
+        help=f"(unavailable: {reason})",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
 
 
 class LazyGroup(click.Group):
     """``click.Group`` plus ``lazy_commands={name: (module, attribute, short help)}``."""
 
-    def __init__(self, *args: Any, lazy_commands: dict[str, tuple[str, str, str]] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        lazy_commands: dict[str, tuple[str, str, str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
 

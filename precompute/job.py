@@ -23,21 +23,28 @@ from typing import Any
 
 from precompute.errors import (
     BuildError,
-    BuildLockedError,
     ClusterError,
     DecodeError,
     PrecomputeError,
-    StoreError,
-    StoreMismatchError,
 )
-from precompute.format import FIELDS, MARKER_DIR, StoreLayout, _read_group_attrs
+from precompute.format import StoreLayout
+from precompute.outputs import (
+    build_lock,
+    build_report,
+    check_output,
+    existing_complete,
+    remove_partials,
+    store_bytes,
+    summary_line,
+)
 from precompute.plan import ShardTask, plan_shards
 from precompute.shardwork import ShardJob, build_shard
-from precompute.sources import Source, fingerprint, list_source
+from precompute.sources import fingerprint, list_source
 from precompute.spec import BuildSpec
 from precompute.writer import create_or_resume, finalize
 
 __all__ = ["build", "store_bytes"]
+
 
 def _available_cpus() -> int:
     try:
@@ -67,8 +74,12 @@ def _ray_session(address: str | None) -> Iterator[None]:
 
     started = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR,
-                                  "log_to_driver": False, "configure_logging": True}
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "logging_level": logging.ERROR,
+            "log_to_driver": False,
+            "configure_logging": True,
+        }
         if address is None:
             kwargs["num_cpus"] = _available_cpus()
         try:
@@ -94,26 +105,6 @@ def _ray_session(address: str | None) -> Iterator[None]:
             ray.shutdown()
 
 
-@contextmanager
-def _build_lock(out: Path) -> Iterator[None]:
-    from filelock import FileLock, Timeout
-
-    lock_path = out / MARKER_DIR / "build.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_path), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout as exc:
-        raise BuildLockedError(
-            f"{out}: another build is writing this store (lock {lock_path} is held); wait for "
-            "it to finish or choose another --out"
-        ) from exc
-    try:
-        yield
-    finally:
-        lock.release()
-
-
 def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def run(row: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -121,6 +112,7 @@ def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
         except Exception as exc:  # carried back as a value, re-raised by the driver
             result = {"shard": row["shard"], "failure": f"{type(exc).__name__}: {exc}"}
         return {"result": json.dumps(result)}
+
     return run
 
 
@@ -145,9 +137,11 @@ def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[st
         for row in mapped.iter_rows():
             result = json.loads(row["result"])
             if "failure" in result:
-                raise BuildError(f"{job.out}: shard {result['shard']} failed "
-                                 f"({result['failure']}); the store stays incomplete and the "
-                                 "build can be re-run to resume it")
+                raise BuildError(
+                    f"{job.out}: shard {result['shard']} failed "
+                    f"({result['failure']}); the store stays incomplete and the "
+                    "build can be re-run to resume it"
+                )
             if result["error"]:
                 raise DecodeError(result["error"]["key"], result["error"]["reason"])
             results.append(result)
@@ -155,76 +149,22 @@ def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[st
     except (PrecomputeError, KeyboardInterrupt):
         raise
     except Exception as exc:  # a worker died, or Ray itself failed
-        raise BuildError(f"{job.out}: a shard task failed ({type(exc).__name__}); the store "
-                         "stays incomplete and the build can be re-run to resume it") from exc
+        raise BuildError(
+            f"{job.out}: a shard task failed ({type(exc).__name__}); the store "
+            "stays incomplete and the build can be re-run to resume it"
+        ) from exc
     return results
 
 
-def store_bytes(out: str | Path) -> int:
-    """Return the bytes of every file under ``out``."""
-    return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
-
-
-def _remove_partials(root: Path) -> None:
-    """Delete temporary files a killed build left behind (we hold the lock: no other writer)."""
-    for name in FIELDS:
-        for tmp in (root / name).rglob("*.partial"):
-            tmp.unlink(missing_ok=True)
-
-
-def _check_out(out: str) -> None:
-    """Refuse outputs the writer cannot use: URLs and existing non-folders."""
-    if "://" in out:
-        raise StoreError(f"{out}: the output must be a local (or mounted shared) folder")
-    if Path(out).exists() and not Path(out).is_dir():
-        raise StoreError(f"{out}: exists and is not a folder")
-
-
-def _existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
-    """Return the attrs of an identical complete store at ``out`` (nothing to do), else None."""
-    if not (out / "zarr.json").is_file():
-        return None
-    attrs = dict(_read_group_attrs(out))
-    if not attrs.get("complete"):
-        return None
-    if attrs.get("spec_hash") != spec.digest() or attrs.get("source_fingerprint") != fp:
-        raise StoreMismatchError(
-            f"{out}: holds a complete store of another spec or source; choose another --out "
-            "or remove it")
-    return attrs
-
-
-def _report(source: Source, results: list[dict[str, Any]], resumed: int, seconds: float,
-            shard_seconds: float, address: str | None) -> dict[str, Any]:
-    from precompute import TRANSFORM_VERSION
-
-    made = sum(r["num_valid"] + len(r["skipped"]) for r in results)
-    return {
-        "builder": "precompute.job",
-        "transform_version": TRANSFORM_VERSION,
-        "source": source.root,
-        "classes": list(source.classes),
-        "num_inputs": len(source.items) + len(source.skipped),
-        "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
-        "shards_built": len(results),
-        "shards_resumed": resumed,
-        "seconds": round(seconds, 3),
-        "shard_seconds": round(shard_seconds, 3),
-        "samples_per_s": round(made / shard_seconds, 2) if shard_seconds > 0 else 0.0,
-        "bytes_read": sum(r["bytes_read"] for r in results),
-        "ray_address": address or "local",
-    }
-
-
-def _summary(out: Path, attrs: dict[str, Any]) -> str:
-    rep = attrs["report"]
-    return (f"built {out}: {rep['num_samples']} samples, {rep['num_valid']} valid, "
-            f"{len(rep['skipped'])} skipped, {rep['samples_per_s']:.1f} samples/s, "
-            f"{rep['bytes_written'] / 1e6:.1f} MB")
-
-
-def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None,
-          progress: bool = True, content_hash: bool = False) -> dict[str, Any]:
+def build(
+    src: str,
+    out: str,
+    spec: BuildSpec,
+    *,
+    ray_address: str | None = None,
+    progress: bool = True,
+    content_hash: bool = False,
+) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
     Args:
@@ -250,29 +190,36 @@ def build(src: str, out: str, spec: BuildSpec, *, ray_address: str | None = None
     from tqdm import tqdm
 
     t0 = time.perf_counter()
-    _check_out(out)
+    check_output(out)
     source = list_source(src)
     fp = fingerprint(source, content_hash=content_hash)
     root = Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))
-    with _build_lock(root):
-        done = _existing_complete(root, spec, fp)
+    with build_lock(root):
+        done = existing_complete(root, spec, fp)
         if done is not None:
             return done
         finished = create_or_resume(root, spec, layout, fp)
-        _remove_partials(root)
+        remove_partials(root)
         todo = [s for s in range(layout.num_shards) if s not in finished]
         job = ShardJob(str(root), layout, spec, dataclasses.replace(source, items=(), skipped=()))
-        with _ray_session(ray_address), tqdm(
-            total=layout.num_shards, initial=len(finished), unit="shard", disable=not progress,
-            desc="precompute build", file=sys.stderr,
-        ) as bar:
+        with (
+            _ray_session(ray_address),
+            tqdm(
+                total=layout.num_shards,
+                initial=len(finished),
+                unit="shard",
+                disable=not progress,
+                desc="precompute build",
+                file=sys.stderr,
+            ) as bar,
+        ):
             t1 = time.perf_counter()
             results = _run_shards(job, plan_shards(source, layout, spec.seed, todo), bar)
             t2 = time.perf_counter()
-        report = _report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
+        report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
         report["bytes_written"] = store_bytes(root)
         attrs = finalize(root, report)
     if progress:
-        print(_summary(root, attrs), file=sys.stderr)
+        print(summary_line(root, attrs), file=sys.stderr)
     return dict(attrs)

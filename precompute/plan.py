@@ -30,8 +30,12 @@ class ShardTask:
 
     def to_row(self) -> dict[str, object]:
         """Return the task as a Ray Data row."""
-        return {"shard": self.shard, "start": self.start, "keys": list(self.keys),
-                "labels": list(self.labels)}
+        return {
+            "shard": self.shard,
+            "start": self.start,
+            "keys": list(self.keys),
+            "labels": list(self.labels),
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, object]) -> ShardTask:
@@ -46,14 +50,16 @@ def slot_permutation(seed: int, num_items: int) -> np.ndarray:
     return np.random.default_rng([seed, _PLAN_STREAM]).permutation(num_items)
 
 
-def plan_shards(source: Source, layout: StoreLayout, seed: int,
-                shards: list[int] | None = None) -> list[ShardTask]:
+def plan_shards(
+    source: Source, layout: StoreLayout, seed: int, shards: list[int] | None = None
+) -> list[ShardTask]:
     """Return the tasks of ``shards`` (default: all) in shard order."""
     perm = slot_permutation(seed, len(source.items))
     tasks = []
     for shard in range(layout.num_shards) if shards is None else sorted(shards):
         start, stop = layout.shard_range(shard)
         picked = [source.items[i] for i in perm[start:stop]]
-        tasks.append(ShardTask(shard, start, tuple(k for k, _ in picked),
-                               tuple(lab for _, lab in picked)))
+        tasks.append(
+            ShardTask(shard, start, tuple(k for k, _ in picked), tuple(lab for _, lab in picked))
+        )
     return tasks

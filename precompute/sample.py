@@ -77,8 +77,9 @@ def _draw_shape(img: Image.Image, rng: np.random.Generator, label: int) -> None:
         draw.line(pts, fill=colour, width=max(2, int(r / 5)))
 
 
-def make_image(seed: int, index: int, label: int, size: tuple[int, int], num_classes: int = 4
-               ) -> Image.Image:
+def make_image(
+    seed: int, index: int, label: int, size: tuple[int, int], num_classes: int = 4
+) -> Image.Image:
     """Return the RGB picture of sample ``index`` (a pure function of the arguments).
 
     Args:
@@ -160,8 +161,9 @@ def make_sample_dataset(
     """
     lo, hi = size_range
     if num_images < 1 or num_classes < 1:
-        raise ValueError(f"num_images and num_classes must be >= 1, got {num_images}, "
-                         f"{num_classes}")
+        raise ValueError(
+            f"num_images and num_classes must be >= 1, got {num_images}, {num_classes}"
+        )
     if not 1 <= lo <= hi:
         raise ValueError(f"size_range must satisfy 1 <= low <= high, got {size_range!r}")
     root = Path(root)

@@ -59,8 +59,9 @@ def _read(reader: Source, key: str) -> bytes:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
 
-def _run_samples(job: ShardJob, task: ShardTask, pipe: Pipeline, result: ShardResult
-                 ) -> dict[str, np.ndarray] | None:
+def _run_samples(
+    job: ShardJob, task: ShardTask, pipe: Pipeline, result: ShardResult
+) -> dict[str, np.ndarray] | None:
     layout, n = job.layout, len(task.keys)
     image = np.zeros((n, *layout.image_shape[1:]), dtype=np.uint8)
     extent = np.zeros((n, *layout.extent_shape[1:]), dtype=np.int32)
@@ -92,7 +93,15 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     result.num_valid = int(np.count_nonzero(arrays["label"] != HOLE_LABEL))
     result.seconds = time.perf_counter() - t0
     stats = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
-    write_shard(Path(job.out), job.layout, task.shard, image=arrays["image"],
-                label=arrays["label"], extent=arrays["extent"], key=list(arrays["key"]),
-                skipped=result.skipped, stats=stats)
+    write_shard(
+        Path(job.out),
+        job.layout,
+        task.shard,
+        image=arrays["image"],
+        label=arrays["label"],
+        extent=arrays["extent"],
+        key=list(arrays["key"]),
+        skipped=result.skipped,
+        stats=stats,
+    )
     return result

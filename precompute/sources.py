@@ -37,7 +37,7 @@ def _is_url(path: str) -> bool:
 
 
 def _strip_file_scheme(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
+    return path[len("file://") :] if path.startswith("file://") else path
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,14 @@ def _inside(path: str, root_real: str) -> bool:
     return os.path.commonpath([os.path.realpath(path), root_real]) == root_real
 
 
-def _walk_class(root: str, folder: str, root_real: str, seen: set[str],
-                files: list[str], skipped: list[tuple[str, str]]) -> None:
+def _walk_class(
+    root: str,
+    folder: str,
+    root_real: str,
+    seen: set[str],
+    files: list[str],
+    skipped: list[tuple[str, str]],
+) -> None:
     """Collect image files below ``folder`` (keys relative to ``root``), not leaving the root."""
     real = os.path.realpath(folder)
     if real in seen:
@@ -184,7 +190,7 @@ def _list_remote_folder(src: str) -> Source:
     path = path.rstrip("/")
     by_class: dict[str, list[str]] = {}
     for name in found:
-        rel = name[len(path):].lstrip("/")
+        rel = name[len(path) :].lstrip("/")
         parts = rel.split("/")
         if len(parts) < 2 or any(p.startswith(".") for p in parts):
             continue

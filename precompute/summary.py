@@ -32,8 +32,7 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
         f"samples    {lay.num_samples} slots, {info.num_valid} valid"
         + (f", {len(rep.get('skipped', []))} skipped" if rep else ""),
         f"image      {lay.size}x{lay.size}x3 uint8, mode {spec.mode}, variants {lay.variants}",
-        f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of "
-        f"{lay.chunk_samples}",
+        f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
         f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
         f"hash {info.spec_hash[:16]}",
         f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",
@@ -43,8 +42,10 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
         shown = ", ".join(classes[:10]) + (", ..." if len(classes) > 10 else "")
         lines.append(f"classes    {len(classes)}: {shown}")
     if "seconds" in rep:
-        lines.append(f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "
-                     f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written")
+        lines.append(
+            f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "
+            f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written"
+        )
     skipped = rep.get("skipped", [])
     for item in skipped[:max_skipped]:
         lines.append(f"skipped    {item['key']}: {item['reason']}")

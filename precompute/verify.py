@@ -38,12 +38,16 @@ def _check_marker(info: StoreInfo, shard: int, label: np.ndarray) -> list[str]:
         return [f"shard {shard}: marker missing or unreadable ({exc})"]
     problems = []
     if (marker.get("start"), marker.get("stop")) != (start, stop):
-        problems.append(f"shard {shard}: marker range {marker.get('start')}..{marker.get('stop')}"
-                        f" != layout range {start}..{stop}")
+        problems.append(
+            f"shard {shard}: marker range {marker.get('start')}..{marker.get('stop')}"
+            f" != layout range {start}..{stop}"
+        )
     valid = int(np.count_nonzero(label != HOLE_LABEL))
     if marker.get("num_valid") != valid:
-        problems.append(f"shard {shard}: marker says {marker.get('num_valid')} valid samples, "
-                        f"the label array has {valid}")
+        problems.append(
+            f"shard {shard}: marker says {marker.get('num_valid')} valid samples, "
+            f"the label array has {valid}"
+        )
     return problems
 
 

@@ -58,8 +58,9 @@ def random_resized_box(
     return (left, top, left + cw, top + ch)
 
 
-def colour_jitter(pixels: np.ndarray, rng: np.random.Generator, policy: AugmentPolicy
-                  ) -> np.ndarray:
+def colour_jitter(
+    pixels: np.ndarray, rng: np.random.Generator, policy: AugmentPolicy
+) -> np.ndarray:
     """Apply brightness, contrast and saturation jitter to (S, S, 3) uint8 pixels."""
     b = rng.uniform(1 - policy.brightness, 1 + policy.brightness)
     c = rng.uniform(1 - policy.contrast, 1 + policy.contrast)
@@ -72,8 +73,9 @@ def colour_jitter(pixels: np.ndarray, rng: np.random.Generator, policy: AugmentP
     return np.clip(np.rint(x), 0, 255).astype(np.uint8)
 
 
-def augment_variant(img: Image.Image, size: int, policy: AugmentPolicy, seed: int, slot: int,
-                    variant: int) -> np.ndarray:
+def augment_variant(
+    img: Image.Image, size: int, policy: AugmentPolicy, seed: int, slot: int, variant: int
+) -> np.ndarray:
     """Return variant ``variant`` of store slot ``slot``: (S, S, 3) uint8."""
     rng = np.random.default_rng([seed, slot, variant])
     box = random_resized_box(rng, img.width, img.height, policy)
@@ -96,10 +98,11 @@ class Augment(Stage):
 
     def __call__(self, value: Any, ctx: SampleContext) -> tuple[np.ndarray, np.ndarray]:
         """Make the K variants of one image."""
-        out = np.stack([
-            augment_variant(value, self.size, self.policy, ctx.seed, ctx.slot, v)
-            for v in range(self.variants)
-        ])
-        extent = np.tile(np.array([0, 0, self.size, self.size], dtype=np.int32),
-                         (self.variants, 1))
+        out = np.stack(
+            [
+                augment_variant(value, self.size, self.policy, ctx.seed, ctx.slot, v)
+                for v in range(self.variants)
+            ]
+        )
+        extent = np.tile(np.array([0, 0, self.size, self.size], dtype=np.int32), (self.variants, 1))
         return out, extent

@@ -80,8 +80,10 @@ def _open_checked(data: bytes, key: str, max_pixels: int) -> Image.Image:
         raise DecodeError(key, f"header claims an empty image ({w}x{h})")
     if w * h > max_pixels:
         raise DecodeError(
-            key, f"header claims {w}x{h} = {w * h} pixels > max_pixels {max_pixels} "
-            "(decompression bomb guard)")
+            key,
+            f"header claims {w}x{h} = {w * h} pixels > max_pixels {max_pixels} "
+            "(decompression bomb guard)",
+        )
     return img
 
 

@@ -20,8 +20,7 @@ def ray_local() -> Iterator[None]:
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR",
-                 log_to_driver=False)
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield
     if started:
         ray.shutdown()
@@ -41,19 +40,29 @@ def jpeg_bytes(w: int = 40, h: int = 30, seed: int = 0) -> bytes:
 
 def png_bomb_header(w: int, h: int) -> bytes:
     """A PNG whose IHDR claims w x h pixels, followed by a tiny IDAT and IEND."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(
-            ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
+    )
 
 
 def jpeg_bomb_header(w: int, h: int) -> bytes:
     """A real JPEG whose SOF0 frame header is patched to claim w x h pixels."""
     data = bytearray(jpeg_bytes())
     sof = data.index(b"\xff\xc0")
-    data[sof + 5:sof + 9] = struct.pack(">HH", h, w)
+    data[sof + 5 : sof + 9] = struct.pack(">HH", h, w)
     return bytes(data)
 
 

@@ -48,23 +48,28 @@ def _reference(img: Image.Image, s: int, mode: str) -> tuple[np.ndarray, tuple[i
     nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
     canvas = np.zeros((s, s, 3), np.uint8)
     top, left = (s - nh) // 2, (s - nw) // 2
-    canvas[top:top + nh, left:left + nw] = np.asarray(img.resize((nw, nh), BILINEAR))
+    canvas[top : top + nh, left : left + nw] = np.asarray(img.resize((nw, nh), BILINEAR))
     return canvas, (top, left, nh, nw)
 
 
 def _read(store: Path) -> dict[str, np.ndarray]:
-    return {n: zarr.open_array(str(store / n), mode="r")[:] for n in ("image", "label",
-                                                                      "extent", "key")}
+    return {
+        n: zarr.open_array(str(store / n), mode="r")[:] for n in ("image", "label", "extent", "key")
+    }
 
 
 def _array_files(store: Path) -> dict[str, bytes]:
-    return {p.relative_to(store).as_posix(): p.read_bytes() for p in sorted(store.rglob("*"))
-            if p.is_file() and p.parts[len(store.parts)] in ("image", "label", "extent", "key")}
+    return {
+        p.relative_to(store).as_posix(): p.read_bytes()
+        for p in sorted(store.rglob("*"))
+        if p.is_file() and p.parts[len(store.parts)] in ("image", "label", "extent", "key")
+    }
 
 
 @pytest.mark.parametrize("mode", ["letterbox", "center-crop", "squash"])
-def test_round_trip_pixel_exact(ray_local: None, small_dataset: Path, tmp_path: Path,
-                                mode: str) -> None:
+def test_round_trip_pixel_exact(
+    ray_local: None, small_dataset: Path, tmp_path: Path, mode: str
+) -> None:
     spec = BuildSpec(size=24, mode=mode, shard_samples=8, chunk_samples=4, seed=1)
     attrs = build(str(small_dataset), str(tmp_path / "s"), spec, progress=False)
     assert attrs["complete"] and attrs["num_valid"] == 40
@@ -78,27 +83,33 @@ def test_round_trip_pixel_exact(ray_local: None, small_dataset: Path, tmp_path: 
         assert np.array_equal(data["image"][i], want), (mode, key)
         assert tuple(data["extent"][i]) == extent
     for shard in range(5):  # the seeded pre-shuffle spreads classes over shards
-        assert len(set(data["label"][shard * 8:(shard + 1) * 8])) > 1
+        assert len(set(data["label"][shard * 8 : (shard + 1) * 8])) > 1
     assert verify_store(tmp_path / "s") == []
 
 
-def test_same_spec_and_seed_give_identical_store(ray_local: None, small_dataset: Path,
-                                                 tmp_path: Path) -> None:
+def test_same_spec_and_seed_give_identical_store(
+    ray_local: None, small_dataset: Path, tmp_path: Path
+) -> None:
     spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4, seed=3)
     a = build(str(small_dataset), str(tmp_path / "a"), spec, progress=False)
     b = build(str(small_dataset), str(tmp_path / "b"), spec, progress=False)
     assert _array_files(tmp_path / "a") == _array_files(tmp_path / "b")
     assert a["spec_hash"] == b["spec_hash"] and a["source_fingerprint"] == b["source_fingerprint"]
-    c = build(str(small_dataset), str(tmp_path / "c"), BuildSpec(
-        size=16, shard_samples=8, chunk_samples=4, seed=4), progress=False)
+    c = build(
+        str(small_dataset),
+        str(tmp_path / "c"),
+        BuildSpec(size=16, shard_samples=8, chunk_samples=4, seed=4),
+        progress=False,
+    )
     assert not np.array_equal(_read(tmp_path / "a")["key"], _read(tmp_path / "c")["key"])
     assert c["num_valid"] == 40
     again = build(str(small_dataset), str(tmp_path / "a"), spec, progress=False)
     assert again["report"] == a["report"]  # a complete identical store is not rebuilt
 
 
-def test_variants_are_seeded_and_reproducible(ray_local: None, small_dataset: Path,
-                                              tmp_path: Path) -> None:
+def test_variants_are_seeded_and_reproducible(
+    ray_local: None, small_dataset: Path, tmp_path: Path
+) -> None:
     spec = BuildSpec(size=16, variants=2, shard_samples=8, chunk_samples=4, seed=9)
     build(str(small_dataset), str(tmp_path / "a"), spec, progress=False)
     build(str(small_dataset), str(tmp_path / "b"), spec, progress=False)
@@ -127,17 +138,16 @@ def bad_dataset(small_dataset: Path, tmp_path: Path) -> Path:
     return root
 
 
-def test_skip_records_every_bad_input(ray_local: None, bad_dataset: Path, tmp_path: Path
-                                      ) -> None:
+def test_skip_records_every_bad_input(ray_local: None, bad_dataset: Path, tmp_path: Path) -> None:
     spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4, on_error="skip")
     attrs = build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
     skipped = {s["key"]: s["reason"] for s in attrs["report"]["skipped"]}
     expected = {f"circles/zz_{n}" for n in bad_inputs() if n != "bitflip_body.jpg"}
-    assert expected <= set(skipped) <= expected | {"circles/zz_bitflip_body.jpg",
-                                                     "dots/escape.jpg"}
+    assert expected <= set(skipped) <= expected | {"circles/zz_bitflip_body.jpg", "dots/escape.jpg"}
     assert "symlink" in skipped["dots/escape.jpg"]
-    assert "max_pixels" in skipped["circles/zz_bomb.png"] or "bomb" in skipped[
-        "circles/zz_bomb.png"]
+    assert (
+        "max_pixels" in skipped["circles/zz_bomb.png"] or "bomb" in skipped["circles/zz_bomb.png"]
+    )
     data = _read(tmp_path / "s")
     holes = data["label"] == -1
     assert holes.sum() == len(skipped) - 1  # the escaping symlink never got a slot
@@ -148,8 +158,9 @@ def test_skip_records_every_bad_input(ray_local: None, bad_dataset: Path, tmp_pa
     assert verify_store(tmp_path / "s") == []
 
 
-def test_raise_names_the_file_and_leaves_store_resumable(ray_local: None, bad_dataset: Path,
-                                                         tmp_path: Path) -> None:
+def test_raise_names_the_file_and_leaves_store_resumable(
+    ray_local: None, bad_dataset: Path, tmp_path: Path
+) -> None:
     spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4, on_error="raise")
     with pytest.raises(DecodeError) as info:
         build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
@@ -163,8 +174,9 @@ def test_raise_names_the_file_and_leaves_store_resumable(ray_local: None, bad_da
         build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
 
 
-def test_output_that_is_not_a_store_is_refused(ray_local: None, small_dataset: Path,
-                                               tmp_path: Path) -> None:
+def test_output_that_is_not_a_store_is_refused(
+    ray_local: None, small_dataset: Path, tmp_path: Path
+) -> None:
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(StoreError, match="not a nostall store"):
@@ -172,8 +184,9 @@ def test_output_that_is_not_a_store_is_refused(ray_local: None, small_dataset: P
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
 
 
-def test_content_hash_fingerprint_survives_touch(ray_local: None, small_dataset: Path,
-                                                 tmp_path: Path) -> None:
+def test_content_hash_fingerprint_survives_touch(
+    ray_local: None, small_dataset: Path, tmp_path: Path
+) -> None:
     src = tmp_path / "src"
     shutil.copytree(small_dataset, src)
     spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4)
@@ -185,8 +198,9 @@ def test_content_hash_fingerprint_survives_touch(ray_local: None, small_dataset:
         build(str(src), str(tmp_path / "s"), spec, progress=False)
 
 
-def test_failed_shard_write_is_a_build_error(ray_local: None, small_dataset: Path,
-                                             tmp_path: Path) -> None:
+def test_failed_shard_write_is_a_build_error(
+    ray_local: None, small_dataset: Path, tmp_path: Path
+) -> None:
     spec = BuildSpec(size=16, shard_samples=8, chunk_samples=4)
     out = tmp_path / "s"
     source = list_source(small_dataset)

@@ -19,17 +19,24 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return int(info.value.code or 0), out, err
 
 
-@pytest.mark.parametrize("extra, needle", [
-    (["--size", "abc"], "'--size'"),
-    (["--size", "3"], "size must be an integer"),
-    (["--mode", "stretch"], "mode must be one of"),
-    (["--on-error", "ignore"], "on_error must be one of"),
-    (["--shard-samples", "10", "--chunk-samples", "4"], "multiple of"),
-])
-def test_bad_flags_exit_2_with_one_line(small_dataset: Path, tmp_path: Path, extra: list[str],
-                                        needle: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(["build", str(small_dataset), "--out", str(tmp_path / "s"), *extra],
-                        capsys)
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--size", "abc"], "'--size'"),
+        (["--size", "3"], "size must be an integer"),
+        (["--mode", "stretch"], "mode must be one of"),
+        (["--on-error", "ignore"], "on_error must be one of"),
+        (["--shard-samples", "10", "--chunk-samples", "4"], "multiple of"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    small_dataset: Path,
+    tmp_path: Path,
+    extra: list[str],
+    needle: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = _run(["build", str(small_dataset), "--out", str(tmp_path / "s"), *extra], capsys)
     assert code == 2 and needle in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "s").exists()
@@ -40,8 +47,17 @@ def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 2 and "nope: source folder does not exist" in err
     assert len(err.strip().splitlines()) == 1
     (tmp_path / "spec.yaml").write_text("size: [1, 2\n")
-    code, _, err = _run(["build", str(tmp_path), "--out", str(tmp_path / "s"), "--spec",
-                         str(tmp_path / "spec.yaml")], capsys)
+    code, _, err = _run(
+        [
+            "build",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "s"),
+            "--spec",
+            str(tmp_path / "spec.yaml"),
+        ],
+        capsys,
+    )
     assert code == 2 and "cannot read spec file" in err
     code, _, err = _run(["inspect", str(tmp_path)], capsys)
     assert code == 1 and "not a Zarr v3 group" in err
@@ -52,27 +68,33 @@ def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_help_works_with_lazy_subcommands() -> None:
-    proc = subprocess.run([sys.executable, "-m", "precompute.cli", "--help"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "precompute.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0
     for name in ("build", "inspect", "verify", "demo", "cache", "serve", "bench"):
         assert f"  {name}" in proc.stdout
     probe = "import sys, precompute, precompute.cli; print('ray' in sys.modules)"
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"  # Ray is imported only by a build
 
 
 @pytest.mark.ray
 def test_build_spec_file_inspect_verify_and_flipped_byte(
-        ray_local: None, small_dataset: Path, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "spec.yaml").write_text("size: 16\nmode: letterbox\nshard_samples: 8\n"
-                                        "chunk_samples: 4\n")
+    ray_local: None, small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "spec.yaml").write_text(
+        "size: 16\nmode: letterbox\nshard_samples: 8\nchunk_samples: 4\n"
+    )
     store = tmp_path / "s"
     src = "local://" + str(small_dataset)  # an fsspec URL source
-    code, _, err = _run(["build", src, "--out", str(store), "--spec", str(tmp_path / "spec.yaml"),
-                         "--seed", "5"], capsys)
+    code, _, err = _run(
+        ["build", src, "--out", str(store), "--spec", str(tmp_path / "spec.yaml"), "--seed", "5"],
+        capsys,
+    )
     assert code == 0 and "40 samples, 40 valid, 0 skipped" in err
     code, out, _ = _run(["inspect", str(store)], capsys)
     assert code == 0 and "status     complete" in out and "16x16x3 uint8, mode letterbox" in out
@@ -93,20 +115,33 @@ def test_build_spec_file_inspect_verify_and_flipped_byte(
 
 @pytest.mark.ray
 def test_demo(ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"],
-                        capsys)
+    code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"], capsys)
     assert code == 0 and "status     complete" in out and "24 slots, 24 valid" in out
     assert len(list((tmp_path / "images").rglob("*.*"))) == 24
-    code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"],
-                        capsys)
+    code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"], capsys)
     assert code == 0 and "24 slots" in out  # re-running reuses the images and the store
 
 
 def test_unreachable_ray_address_is_one_line_exit_1(small_dataset: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "precompute.cli", "build", str(small_dataset), "--out",
-         str(tmp_path / "s"), "--size", "16", "--ray-address", "ray://nowhere.invalid:10001"],
-        capture_output=True, text=True, check=False, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "precompute.cli",
+            "build",
+            str(small_dataset),
+            "--out",
+            str(tmp_path / "s"),
+            "--size",
+            "16",
+            "--ray-address",
+            "ray://nowhere.invalid:10001",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "cannot start or reach Ray at ray://nowhere.invalid:10001" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -41,8 +41,10 @@ def _markers(out: Path) -> int:
 
 
 def _arrays(out: Path) -> dict[str, object]:
-    data: dict[str, object] = {name: zarr.open_array(str(out / name), mode="r")[:].tobytes()
-                               for name in ("image", "label", "extent")}
+    data: dict[str, object] = {
+        name: zarr.open_array(str(out / name), mode="r")[:].tobytes()
+        for name in ("image", "label", "extent")
+    }
     data["key"] = zarr.open_array(str(out / "key"), mode="r")[:].tolist()
     return data
 
@@ -57,17 +59,21 @@ def _wait(child: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
 
 def _start_child(src: Path, out: Path) -> subprocess.Popen[bytes]:
     code = CHILD.format(spec=SPEC)
-    return subprocess.Popen([sys.executable, "-c", code, str(src), str(out)],
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(src), str(out)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _kill(child: subprocess.Popen[bytes], whole_group: bool) -> None:
     """SIGKILL the build (its process group, or the driver alone), wait for all of it to die."""
     # Writers: the driver, raylet, GCS and workers. Ray's dashboard and runtime-env agents
     # outlive a killed driver by about a minute; they never touch the store.
-    family = [p for p in psutil.Process(child.pid).children(recursive=True)
-              if "Agent" not in p.name()]
+    family = [
+        p for p in psutil.Process(child.pid).children(recursive=True) if "Agent" not in p.name()
+    ]
     if whole_group:
         os.killpg(child.pid, signal.SIGKILL)
     else:
@@ -87,7 +93,8 @@ def _status(proc: psutil.Process) -> str:
 
 @pytest.mark.parametrize("whole_group", [True, False], ids=["killpg", "kill-driver"])
 def test_kill_9_then_resume_is_identical_and_second_build_refused(
-        ray_local: None, tmp_path: Path, whole_group: bool) -> None:
+    ray_local: None, tmp_path: Path, whole_group: bool
+) -> None:
     src = make_sample_dataset(tmp_path / "src", 200, size_range=(96, 256), seed=2)
     out = tmp_path / "killed"
     num_shards = 200 // SPEC["shard_samples"]

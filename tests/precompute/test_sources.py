@@ -14,8 +14,9 @@ from precompute.sample import make_sample_dataset
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_sample_dataset(tmp_path_factory.mktemp("src"), 24, num_classes=3,
-                               size_range=(16, 24), manifest=True)
+    return make_sample_dataset(
+        tmp_path_factory.mktemp("src"), 24, num_classes=3, size_range=(16, 24), manifest=True
+    )
 
 
 def test_folder_source(dataset: Path) -> None:
@@ -34,8 +35,10 @@ def test_csv_and_jsonl_manifests_match_folder(dataset: Path, tmp_path: Path) -> 
     csv_src = list_source(str(dataset / "manifest.csv"))
     assert csv_src.items == folder.items
     assert csv_src.root == str(dataset)
-    lines = [json.dumps({"path": str(dataset / k), "label": folder.classes[lab]})
-             for k, lab in folder.items]
+    lines = [
+        json.dumps({"path": str(dataset / k), "label": folder.classes[lab]})
+        for k, lab in folder.items
+    ]
     (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
     js = list_source(str(tmp_path / "m.jsonl"))
     assert js.classes == folder.classes  # string labels -> sorted class names
@@ -74,16 +77,19 @@ def test_fingerprint(dataset: Path, tmp_path: Path) -> None:
     assert fingerprint(list_source(copy)) != before
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda p: p / "missing", "does not exist"),
-    (lambda p: p, "no class sub-folders"),
-    (lambda p: (p / "c").mkdir() or p, "no image files"),
-    (lambda p: p / "none.csv", "manifest does not exist"),
-    (lambda p: (p / "e.csv").write_text("path,label\n") and p / "e.csv", "lists no images"),
-    (lambda p: (p / "b.jsonl").write_text("{oops\n") and p / "b.jsonl", "line 1"),
-    (lambda p: (p / "d.csv").write_text("a.jpg,0\na.jpg,1\n") and p / "d.csv", "duplicate"),
-    (lambda p: (p / "n.csv").write_text("a.jpg,-1\n") and p / "n.csv", "negative label"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda p: p / "missing", "does not exist"),
+        (lambda p: p, "no class sub-folders"),
+        (lambda p: (p / "c").mkdir() or p, "no image files"),
+        (lambda p: p / "none.csv", "manifest does not exist"),
+        (lambda p: (p / "e.csv").write_text("path,label\n") and p / "e.csv", "lists no images"),
+        (lambda p: (p / "b.jsonl").write_text("{oops\n") and p / "b.jsonl", "line 1"),
+        (lambda p: (p / "d.csv").write_text("a.jpg,0\na.jpg,1\n") and p / "d.csv", "duplicate"),
+        (lambda p: (p / "n.csv").write_text("a.jpg,-1\n") and p / "n.csv", "negative label"),
+    ],
+)
 def test_bad_sources(tmp_path: Path, make, match: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SourceError, match=match):
         list_source(make(tmp_path))

@@ -88,10 +88,10 @@ def test_resize_modes(w: int, h: int) -> None:
         assert px.shape == (16, 16, 3) and px.dtype == np.uint8 and ext == (0, 0, 16, 16)
     px, (top, left, eh, ew) = resize_image(img, 16, "letterbox", fill=7)
     assert max(eh, ew) == 16 and top == (16 - eh) // 2 and left == (16 - ew) // 2
-    inner = px[top:top + eh, left:left + ew]
+    inner = px[top : top + eh, left : left + ew]
     assert np.array_equal(inner, np.asarray(img.resize((ew, eh), Image.Resampling.BILINEAR)))
     mask = np.ones((16, 16), bool)
-    mask[top:top + eh, left:left + ew] = False
+    mask[top : top + eh, left : left + ew] = False
     assert np.all(px[mask] == 7)
 
 
