@@ -138,7 +138,7 @@ class BuildSpec:
                 f"chunk_samples ({self.chunk_samples})"
             )
         if self.augment is not None and not isinstance(self.augment, AugmentPolicy):
-            raise SpecError(f"augment must be a mapping of policy fields, got {self.augment!r}")
+            raise SpecError(f"spec field augment must be a mapping, got {self.augment!r}")
         if self.variants > 1 and self.augment is None:
             object.__setattr__(self, "augment", AugmentPolicy())
         if self.variants == 1 and self.augment is not None:

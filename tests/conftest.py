@@ -18,3 +18,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_gpu)
         if "dali" in item.keywords and not has_dali:
             item.add_marker(no_dali)
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray for the whole test session (2 CPUs, no dashboard), shut down at the end."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()

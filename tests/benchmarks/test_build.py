@@ -5,12 +5,9 @@ import pytest
 from benchmarks.runner import run_benchmark
 
 
-@pytest.fixture(scope="session")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
+@pytest.fixture
+def local_ray(ray_local):
+    return ray_local
 
 
 @pytest.mark.ray

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,13 +21,9 @@ from tests.service.server_util import serving
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
+@pytest.fixture
+def ray_session(ray_local: object) -> None:
+    """The session's shared local Ray (tests/conftest.py)."""
 
 
 def test_get_or_build_runs_the_real_build_once(ray_session: None, tmp_path: Path) -> None:
