@@ -6,8 +6,9 @@ Run: ``.venv/bin/python -m benchmarks.bench_build [--images 480] [--rss-small 20
    transpose, convert to RGB, bilinear centre-crop resize to S). The baseline is a
    ``multiprocessing.Pool`` returning the pixels to the parent; the build is ``precompute.build``
    on local Ray (already started: Ray start-up is outside the timed part), writing a store.
-   Warm-up first, then ``--runs`` alternating runs of each; medians; ratio = build / pool
-   throughput (target >= 0.85).
+   Warm-up first, then ``--runs`` alternating runs of each; ratio = build / pool throughput
+   (target >= 0.85) of the medians and of the best runs, plus CPU seconds per image of each
+   (process trees), which other load on a shared machine disturbs much less than wall time.
 2. Peak RSS: a fresh build process per dataset size (every 10th image via a manifest, then all
    images: 10x apart) is sampled every 50 ms with psutil; the value is the peak of the summed
    RSS of the whole process tree (driver, Ray GCS, raylet, agents and workers). RSS over-counts
@@ -57,26 +58,43 @@ def _pillow_job(args: tuple[str, int]) -> np.ndarray:
     return np.asarray(img.resize((size, size), BILINEAR, box=box))
 
 
-def time_pool(paths: list[str], size: int, cores: int) -> float:
-    """Seconds for a bare Pillow pool to decode+resize ``paths`` (pool start-up excluded)."""
+def _tree_cpu() -> float:
+    """CPU seconds of this process, its reaped children and its live descendants (Ray)."""
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:4])  # user, system, children_user, children_system
+    for p in me.children(recursive=True):
+        try:
+            total += sum(p.cpu_times()[:2])
+        except psutil.Error:
+            continue
+    return total
+
+
+def time_pool(paths: list[str], size: int, cores: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) of a bare Pillow pool decoding+resizing ``paths``.
+
+    Pool start-up is excluded from the seconds; CPU seconds count the parent and workers.
+    """
     with mp.get_context("fork").Pool(cores) as pool:
         pool.map(_pillow_job, [(paths[0], size)] * cores)  # workers up
-        t0 = time.perf_counter()
+        c0, t0 = _tree_cpu(), time.perf_counter()
         out = pool.map(_pillow_job, [(p, size) for p in paths], chunksize=8)
         elapsed = time.perf_counter() - t0
+    pool.join()
+    cpu = _tree_cpu() - c0  # the workers are reaped now: their CPU is in children_*
     assert len(out) == len(paths)
-    return elapsed
+    return elapsed, cpu
 
 
-def time_build(src: Path, work: Path, spec: BuildSpec) -> float:
-    """Seconds for ``precompute.build`` of ``src`` into a fresh output (Ray already up)."""
+def time_build(src: Path, work: Path, spec: BuildSpec) -> tuple[float, float]:
+    """(seconds, CPU seconds of driver + Ray) of a build into a fresh output (Ray already up)."""
     from precompute.job import build
 
     out = work / "store"
     shutil.rmtree(out, ignore_errors=True)
-    t0 = time.perf_counter()
+    c0, t0 = _tree_cpu(), time.perf_counter()
     build(str(src), str(out), spec, progress=False)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _tree_cpu() - c0
 
 
 def dataset(args: argparse.Namespace, work: Path) -> Path:
@@ -105,21 +123,30 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
     try:
         time_build(src, work, spec)  # warm-up: Ray Data, worker imports
         time_pool(paths[:32], args.size, cores)
-        pool_s, build_s = [], []
+        pool, built = [], []
         for _ in range(args.runs):
-            pool_s.append(time_pool(paths, args.size, cores))
-            build_s.append(time_build(src, work, spec))
+            pool.append(time_pool(paths, args.size, cores))
+            built.append(time_build(src, work, spec))
     finally:
         ray.shutdown()
+    n = len(paths)
+    pool_s, build_s = [r[0] for r in pool], [r[0] for r in built]
     pool_m, build_m = statistics.median(pool_s), statistics.median(build_s)
+    pool_cpu, build_cpu = (
+        statistics.median(r[1] for r in pool),
+        statistics.median(r[1] for r in built),
+    )
     return {
-        "images": len(paths),
+        "images": n,
         "cores": cores,
         "pool_s": pool_s,
         "build_s": build_s,
-        "pool_img_s": len(paths) / pool_m,
-        "build_img_s": len(paths) / build_m,
+        "pool_img_s": n / pool_m,
+        "build_img_s": n / build_m,
         "ratio": pool_m / build_m,
+        "ratio_best": min(pool_s) / min(build_s),
+        "pool_cpu_ms": 1000 * pool_cpu / n,
+        "build_cpu_ms": 1000 * build_cpu / n,
     }
 
 
@@ -194,7 +221,12 @@ def _environment() -> dict[str, Any]:
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", type=int, default=1200, help="dataset size (RSS: N/10 and N)")
+    ap.add_argument(
+        "--images",
+        type=int,
+        help="dataset size (RSS: N/10 and N); default 2 x cores x shard_samples, so that the "
+        "last round of shard tasks is full, as it nearly is in a large build",
+    )
     ap.add_argument(
         "--side",
         type=int,
@@ -209,7 +241,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-rss", action="store_true")
     ap.add_argument("--workdir", help="keep generated datasets here (default: a temp dir)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.images is None:
+        args.images = 2 * _cores() * args.shard_samples
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -229,7 +264,15 @@ def main(argv: list[str] | None = None) -> None:
         ("precompute build", tp["build_img_s"], tp["build_s"]),
     ):
         print(f"  {name} {rate:8.1f} img/s  runs (s) {[round(r, 2) for r in runs]}")
-    print(f"  ratio build/pool {tp['ratio']:.2f}  (target >= 0.85)")
+    print(
+        f"  ratio build/pool {tp['ratio']:.2f} of medians, {tp['ratio_best']:.2f} of best runs "
+        "(target >= 0.85)"
+    )
+    print(
+        f"  CPU per image: pool {tp['pool_cpu_ms']:.2f} ms, build {tp['build_cpu_ms']:.2f} ms "
+        f"(driver + all Ray processes); CPU ratio pool/build "
+        f"{tp['pool_cpu_ms'] / tp['build_cpu_ms']:.2f}"
+    )
     if not args.skip_rss:
         rows = bench_rss(args, src, work)
         print("peak RSS of a build (whole process tree, fresh local Ray):")
