@@ -145,3 +145,28 @@ def test_unreachable_ray_address_is_one_line_exit_1(small_dataset: Path, tmp_pat
     assert proc.returncode == 1
     assert "cannot start or reach Ray at ray://nowhere.invalid:10001" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_lazy_subcommand_import_failure_only_disables_that_command() -> None:
+    import click
+    from click.testing import CliRunner
+
+    from precompute.clilazy import LazyGroup
+
+    @click.group(
+        cls=LazyGroup,
+        lazy_commands={"gone": ("no_such_module_xyz", "cmd", "A missing command.")},
+    )
+    def group() -> None:
+        """Test group."""
+
+    @group.command()
+    def ok() -> None:
+        click.echo("fine")
+
+    runner = CliRunner()
+    helped = runner.invoke(group, ["--help"])
+    assert helped.exit_code == 0 and "A missing command." in helped.output
+    assert runner.invoke(group, ["ok"]).output == "fine\n"
+    broken = runner.invoke(group, ["gone", "--flag"])
+    assert broken.exit_code == 1 and "cannot import no_such_module_xyz" in broken.output
