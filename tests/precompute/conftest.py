@@ -1,11 +1,10 @@
-"""Fixtures of the precompute tests: one local Ray per session, tiny real datasets."""
+"""Fixtures of the precompute tests: tiny real datasets and bad inputs (Ray: tests/conftest.py)."""
 
 from __future__ import annotations
 
 import io
 import struct
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,17 +12,6 @@ import pytest
 from PIL import Image
 
 from precompute.sample import make_image, make_sample_dataset
-
-
-@pytest.fixture(scope="session")
-def ray_local() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="session")
