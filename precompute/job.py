@@ -57,7 +57,7 @@ def _available_cpus() -> int:
 # (Ray Data's default is to retry forever, which would hang on an input that always kills it).
 _TASK_RETRIES = 2
 
-# Ray Data settings for the build's single map operator, restored afterwards.
+# Ray Data settings for the build's dataset (set on its own context copy, not globally).
 _DATA_CONTEXT: dict[str, Any] = {
     "enable_progress_bars": False,  # ours counts shards
     "print_on_execution_start": False,
@@ -88,10 +88,6 @@ def _ray_session(address: str | None) -> Iterator[None]:
             where = f"at {address}" if address else "locally"
             raise ClusterError(f"cannot start or reach Ray {where}: {exc}") from exc
         started = True
-    ctx = ray.data.DataContext.get_current()
-    saved = {name: getattr(ctx, name) for name in _DATA_CONTEXT}
-    for name, value in _DATA_CONTEXT.items():
-        setattr(ctx, name, value)
     data_log = logging.getLogger("ray.data")
     level = data_log.level
     data_log.setLevel(logging.ERROR)
@@ -99,8 +95,6 @@ def _ray_session(address: str | None) -> Iterator[None]:
         yield
     finally:
         data_log.setLevel(level)
-        for name, value in saved.items():
-            setattr(ctx, name, value)
         if started:
             ray.shutdown()
 
@@ -134,6 +128,8 @@ def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[st
         with warnings.catch_warnings():  # Ray 2.60 deprecates remote args given as kwargs,
             warnings.simplefilter("ignore", DeprecationWarning)  # but names no max_retries
             mapped = ds.map(_shard_fn(job), num_cpus=1, max_retries=_TASK_RETRIES)
+        for name, value in _DATA_CONTEXT.items():  # this dataset's own copy of the context
+            setattr(mapped.context, name, value)
         for row in mapped.iter_rows():
             result = json.loads(row["result"])
             if "failure" in result:
