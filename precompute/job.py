@@ -71,6 +71,7 @@ _DATA_CONTEXT: dict[str, Any] = {
 def _ray_session(address: str | None) -> Iterator[None]:
     """Use the running Ray, or start local Ray (or join ``address``) and stop it afterwards."""
     import ray
+    import ray.data  # configures Ray Data's loggers on import: before we quieten them
 
     started = False
     if not ray.is_initialized():
