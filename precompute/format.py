@@ -18,9 +18,9 @@ from precompute.spec import BuildSpec
 
 __all__ = [
     "ATTR_KEY",
+    "FIELDS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
-    "FIELDS",
     "StoreInfo",
     "StoreLayout",
     "open_store_info",
