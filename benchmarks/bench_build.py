@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing as mp
 import os
 import shutil
@@ -61,10 +62,10 @@ def _pillow_job(args: tuple[str, int]) -> np.ndarray:
 def _tree_cpu() -> float:
     """CPU seconds of this process, its reaped children and its live descendants (Ray)."""
     me = psutil.Process()
-    total = sum(me.cpu_times()[:4])  # user, system, children_user, children_system
+    total = float(sum(me.cpu_times()[:4]))  # user, system, children_user, children_system
     for p in me.children(recursive=True):
         try:
-            total += sum(p.cpu_times()[:2])
+            total += float(sum(p.cpu_times()[:2]))
         except psutil.Error:
             continue
     return total
@@ -119,7 +120,8 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
         chunk_samples=args.chunk_samples,
     )
     cores = _cores()
-    ray.init(num_cpus=cores, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(num_cpus=cores, include_dashboard=False, logging_level=logging.ERROR,
+             log_to_driver=False)
     try:
         time_build(src, work, spec)  # warm-up: Ray Data, worker imports
         time_pool(paths[:32], args.size, cores)

@@ -67,7 +67,7 @@ def _center_crop(path: str, size: int) -> np.ndarray:
 
 def _cpu_seconds() -> float:
     me = psutil.Process()
-    total = sum(me.cpu_times()[:2])
+    total = float(sum(me.cpu_times()[:2]))
     for child in me.children(recursive=True):
         try:
             total += sum(child.cpu_times()[:2])

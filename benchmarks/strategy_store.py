@@ -77,6 +77,8 @@ class DaliStoreStrategy(Strategy):
         from loaders.dali import DaliAugment, DaliStoreLoader
 
         augment = DaliAugment(size=cfg.size, mean=MEAN, std=STD)
+        if cfg.store is None:
+            raise ValueError("precompute-dali needs a store (--store or a build)")
         loader = DaliStoreLoader(cfg.store, cfg.batch_size, augment=augment, device=cfg.device,
                                  shuffle=True, seed=cfg.seed, drop_last=True,
                                  num_threads=max(1, cfg.workers))

@@ -28,7 +28,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.buffers: dict[str, torch.Tensor] = {}
-        self.copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        self.copied = torch.cuda.Event()
 
     def pinned(self, key: str, value: np.ndarray) -> torch.Tensor:
         buf = self.buffers.get(key)
@@ -52,7 +52,7 @@ class ToDevice(Node[DeviceBatch]):
                  slots: int = 3) -> None:
         self.source, self.device = source, torch.device(device)
         self._cuda = self.device.type == "cuda"
-        self._stream = (torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]
+        self._stream = (torch.cuda.Stream(self.device)
                         if self._cuda else None)
         self._slots = [_Slot() for _ in range(slots)] if self._cuda else []
         self._launched = 0
