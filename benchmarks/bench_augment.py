@@ -21,7 +21,6 @@ not committed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import tempfile
@@ -30,9 +29,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-import psutil
 import torch
-from PIL import Image
+
+from benchmarks.common import center_crop, tree_cpu_seconds
 
 __all__ = ["main"]
 
@@ -51,39 +50,20 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int
     classes = sorted(p.name for p in data.iterdir() if p.is_dir())
     items = sorted((p, classes.index(p.parent.name)) for c in classes for p in (data / c).iterdir())
     paths, labels = [p for p, _ in items], [label for _, label in items]
-    images = np.stack([_center_crop(p, store_size) for p in paths])
+    images = np.stack([center_crop(p, store_size) for p in paths])
     spec = BuildSpec(size=store_size, mode="center-crop", shard_samples=256, chunk_samples=32)
     write_store_from_arrays(root / "store", images, np.asarray(labels), spec)
     return paths, labels, root / "store"
-
-
-def _center_crop(path: Path, size: int) -> np.ndarray:
-    with Image.open(path) as im:
-        img = im.convert("RGB")
-    scale = size / min(img.size)
-    w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
-    img = img.resize((w, h), Image.Resampling.BILINEAR)
-    left, top = (w - size) // 2, (h - size) // 2
-    return np.asarray(img.crop((left, top, left + size, top + size)))
-
-
-def _cpu_seconds() -> float:
-    me = psutil.Process()
-    total = sum(me.cpu_times()[:2])
-    for child in me.children(recursive=True):
-        with contextlib.suppress(psutil.Error):  # a worker may exit meanwhile
-            total += sum(child.cpu_times()[:2])
-    return float(total)
 
 
 def time_epochs(epoch: Callable[[int], Iterable[int]], runs: int) -> tuple[float, float]:
     """Return median samples/s and CPU ms/sample over ``runs`` epochs after one warm-up."""
     rates, cpu = [], []
     for e in range(runs + 1):
-        c0, t0, n = _cpu_seconds(), time.perf_counter(), 0
+        c0, t0, n = tree_cpu_seconds(), time.perf_counter(), 0
         for size in epoch(e):
             n += size
-        dt, dc = time.perf_counter() - t0, _cpu_seconds() - c0
+        dt, dc = time.perf_counter() - t0, tree_cpu_seconds() - c0
         if e > 0:
             rates.append(n / dt)
             cpu.append(1e3 * dc / n)
@@ -175,7 +155,7 @@ def main() -> None:
         print(f"setup: {a.images} images (300-500 px JPEG/PNG) + store of {a.store_size}px "
               f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px, "
               f"median of {a.runs} epochs after 1 warm-up")
-        batch = torch.from_numpy(np.stack([_center_crop(p, a.store_size)
+        batch = torch.from_numpy(np.stack([center_crop(p, a.store_size)
                                            for p in paths[:a.batch]]))
         extents = torch.tensor([[0, 0, a.store_size, a.store_size]] * a.batch, dtype=torch.int32)
         reps = max(1, a.images // a.batch)

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import torch
-from PIL import Image
+
+from benchmarks.common import center_crop, tree_cpu_seconds
 
 __all__ = ["main"]
 
@@ -48,32 +48,11 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[Path, Path]:
     data = make_sample_dataset(root / "raw", num_images=n, num_classes=8,
                                size_range=(256, 400), seed=0)
     source = list_source(data)
-    images = np.stack([_center_crop(source.locate(k), store_size) for k, _ in source.items])
+    images = np.stack([center_crop(source.locate(k), store_size) for k, _ in source.items])
     labels = np.asarray([label for _, label in source.items])
     spec = BuildSpec(size=store_size, mode="center-crop", shard_samples=128, chunk_samples=32)
     write_store_from_arrays(root / "store", images, labels, spec)
     return data, root / "store"
-
-
-def _center_crop(path: str, size: int) -> np.ndarray:
-    with Image.open(path) as im:
-        img = im.convert("RGB")
-    scale = size / min(img.size)
-    w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
-    img = img.resize((w, h), Image.Resampling.BILINEAR)
-    left, top = (w - size) // 2, (h - size) // 2
-    return np.asarray(img.crop((left, top, left + size, top + size)))
-
-
-def _cpu_seconds() -> float:
-    me = psutil.Process()
-    total = float(sum(me.cpu_times()[:2]))
-    for child in me.children(recursive=True):
-        try:
-            total += sum(child.cpu_times()[:2])
-        except psutil.Error:
-            continue  # a worker that exited between listing and reading
-    return total
 
 
 def _epoch(source: Any, epoch: int) -> int:
@@ -98,9 +77,9 @@ def measure(name: str, cfg: Any, runs: int) -> dict[str, Any]:
         _epoch(source, 0)  # warm-up: worker start, page cache, pipeline build
         rates, cpu = [], []
         for e in range(1, runs + 1):
-            c0, t0 = _cpu_seconds(), time.perf_counter()
+            c0, t0 = tree_cpu_seconds(), time.perf_counter()
             n = _epoch(source, e)
-            dt, dc = time.perf_counter() - t0, _cpu_seconds() - c0
+            dt, dc = time.perf_counter() - t0, tree_cpu_seconds() - c0
             rates.append(n / dt)
             cpu.append(dc / n)
     finally:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from precompute.writer import atomic_write_bytes
 from service.errors import ServiceError
 
 __all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
@@ -82,17 +82,7 @@ class Entry:
 
 def atomic_write_json(path: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` as JSON to ``path`` via a temp file, fsync and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, json.dumps(doc, sort_keys=True).encode())
 
 
 def dir_size(path: Path) -> int:

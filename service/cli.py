@@ -109,16 +109,17 @@ def _emit(as_json: bool, doc: Any, human: str) -> None:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
-
-@click.group(name="cache")
-@click.option(
+root_option = click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
     envvar=CACHE_ENV,
     default=None,
     help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).",
 )
+
+
+@click.group(name="cache")
+@root_option
 @click.pass_context
 def cache(ctx: click.Context, root: Path | None) -> None:
     """Inspect and maintain the cache of built stores."""
@@ -197,13 +198,7 @@ def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
 
 
 @click.command(name="serve")
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar=CACHE_ENV,
-    default=None,
-    help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).",
-)
+@root_option
 @click.option(
     "--source-root",
     "source_roots",

@@ -1,0 +1,33 @@
+"""Helpers shared by the benchmark scripts: a reference centre crop and process-tree CPU time."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import numpy as np
+import psutil
+from PIL import Image
+
+__all__ = ["center_crop", "tree_cpu_seconds"]
+
+
+def center_crop(path: str | Path, size: int) -> np.ndarray:
+    """Decode ``path`` (Pillow), resize the short side to ``size`` (bilinear), crop the centre."""
+    with Image.open(path) as im:
+        img = im.convert("RGB")
+    scale = size / min(img.size)
+    w, h = max(size, round(img.width * scale)), max(size, round(img.height * scale))
+    img = img.resize((w, h), Image.Resampling.BILINEAR)
+    left, top = (w - size) // 2, (h - size) // 2
+    return np.asarray(img.crop((left, top, left + size, top + size)))
+
+
+def tree_cpu_seconds() -> float:
+    """Return user+system CPU seconds of this process and its live descendants (workers, Ray)."""
+    me = psutil.Process()
+    total = float(sum(me.cpu_times()[:2]))
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # a worker may exit meanwhile
+            total += float(sum(child.cpu_times()[:2]))
+    return total
