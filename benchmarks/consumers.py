@@ -59,22 +59,24 @@ class FixedCost:
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         """Spend the fixed cost."""
         if self.device.type == "cuda":
-            torch.cuda._sleep(int(self._cycles))
-            torch.cuda.synchronize(self.device)
+            with torch.cuda.device(self.device):
+                torch.cuda._sleep(int(self._cycles))
+                torch.cuda.synchronize(self.device)
         else:
             time.sleep(self.seconds)
 
 
 def _cycles_per_second(device: torch.device) -> float:
     """Calibrate ``torch.cuda._sleep`` cycles per second on ``device``."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cycles = 10_000_000
-    torch.cuda._sleep(cycles)  # warm-up
-    start.record()
-    torch.cuda._sleep(cycles)
-    end.record()
-    torch.cuda.synchronize(device)
-    return float(cycles / (start.elapsed_time(end) / 1000.0))
+    with torch.cuda.device(device):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 10_000_000
+        torch.cuda._sleep(cycles)  # warm-up
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize(device)
+        return float(cycles / (start.elapsed_time(end) / 1000.0))
 
 
 class TinyCNN(nn.Module):

@@ -28,7 +28,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.buffers: dict[str, torch.Tensor] = {}
-        self.copied = torch.cuda.Event()
+        self.copied = torch.cuda.Event(blocking=True)  # synchronize() sleeps, not spins
 
     def pinned(self, key: str, value: np.ndarray) -> torch.Tensor:
         buf = self.buffers.get(key)
@@ -50,6 +50,8 @@ class ToDevice(Node[DeviceBatch]):
 
     def __init__(self, source: Node[dict[str, np.ndarray]], device: torch.device,
                  slots: int = 3) -> None:
+        if slots < 2:
+            raise ValueError(f"slots must be >= 2 (one batch in flight, one served), got {slots}")
         self.source, self.device = source, torch.device(device)
         self._cuda = self.device.type == "cuda"
         self._stream = (torch.cuda.Stream(self.device)

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ChunkReadError",
     "CorruptChunkError",
+    "DeviceUnavailableError",
     "LoaderError",
     "StoreOpenError",
     "UnsupportedArrayError",
@@ -51,6 +52,10 @@ class CorruptChunkError(ChunkReadError):
 
 class UnsupportedArrayError(LoaderError):
     """An array's metadata is not something the reader understands at all."""
+
+
+class DeviceUnavailableError(LoaderError, ValueError):
+    """The requested device does not exist here (e.g. ``cuda`` on a machine without CUDA)."""
 
 
 class WorkerError(LoaderError):

@@ -20,7 +20,8 @@ class GpuProbe:
     """Reads one GPU through pynvml; ``reason`` says why it is unavailable.
 
     Args:
-        index: NVML device index.
+        index: The GPU as torch numbers it (``cuda:index``); it is looked up in NVML by UUID,
+            because NVML numbers GPUs in PCI order and ignores ``CUDA_VISIBLE_DEVICES``.
     """
 
     def __init__(self, index: int = 0) -> None:
@@ -32,7 +33,7 @@ class GpuProbe:
             import pynvml
 
             pynvml.nvmlInit()
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.handle = _handle(pynvml, index)
             self.name = _text(pynvml.nvmlDeviceGetName(self.handle))
             self.driver = _text(pynvml.nvmlSystemGetDriverVersion())
             self._nvml = pynvml
@@ -54,6 +55,19 @@ class GpuProbe:
         mem = _try(lambda: int(nv.nvmlDeviceGetMemoryInfo(self.handle).used))
         power = _try(lambda: nv.nvmlDeviceGetPowerUsage(self.handle) / 1000.0)
         return util, mem, power
+
+
+def _handle(nv: Any, index: int) -> Any:
+    """Return the NVML handle of torch's ``cuda:index`` (by UUID), else NVML's ``index``."""
+    import torch
+
+    if torch.cuda.is_available():
+        try:
+            uuid = str(torch.cuda.get_device_properties(index).uuid)
+            return nv.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        except Exception:  # an older torch without .uuid, or MIG: fall back to the index
+            pass
+    return nv.nvmlDeviceGetHandleByIndex(index)
 
 
 def _text(value: Any) -> str:

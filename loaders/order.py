@@ -92,8 +92,13 @@ def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, 
         valid: Optional mask of real samples; holes (skipped inputs) are left out.
 
     Returns:
-        int64 sample indices; all ranks return the same length, the remainder
-        (at most one chunk per rank) is left out for this epoch.
+        int64 sample indices; all ranks return the same length: the length of the rank
+        with the fewest samples this epoch, so the others leave a remainder out (up to one
+        chunk each, more when holes or a partial last chunk fall unevenly).
+
+    Raises:
+        ValueError: There are more ranks than chunks holding samples, so every rank would
+            get none (use a smaller ``chunk_samples`` or fewer ranks).
     """
     if buffer_chunks < 1:
         raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
@@ -101,6 +106,11 @@ def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, 
                         world_size=world_size, shuffle=shuffle)
     keep = samples_per_rank(num_samples, chunk_samples, seed=seed, epoch=epoch,
                             world_size=world_size, shuffle=shuffle, valid=valid)
+    if keep == 0 and num_samples > 0:
+        raise ValueError(
+            f"{world_size} ranks share {-(-num_samples // chunk_samples)} chunks of "
+            f"{chunk_samples} samples: some rank gets no sample, so every rank would get none; "
+            "build the store with a smaller chunk_samples or use fewer ranks")
     mask = None if valid is None else np.asarray(valid, bool)
     parts = []
     for w, start in enumerate(range(0, len(chunks), buffer_chunks)):

@@ -22,7 +22,7 @@ import torch
 
 from loaders.buffers import BufferPool
 from loaders.device import ToDevice
-from loaders.errors import LoaderError
+from loaders.errors import DeviceUnavailableError, LoaderError
 from loaders.nodes import Node
 from loaders.order import batch_seed, variant_for_epoch
 from loaders.plan import EpochPlan, epoch_plan
@@ -31,7 +31,7 @@ from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
 
-__all__ = ["StoreLoader", "resolve_rank"]
+__all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -66,10 +66,17 @@ def _is_cache_ref(store: object) -> bool:
             and all(c in "0123456789abcdef" for c in store))
 
 
-def _device(device: str | torch.device) -> torch.device:
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Return ``device`` with a CUDA index pinned now (``"cuda"`` -> the current GPU).
+
+    Pinning at construction keeps every later allocation, copy and generator on the GPU that
+    was current when the loader was built, even if the caller switches devices afterwards.
+    """
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise LoaderError(f"device {device!r} requested but CUDA is not available")
+        raise DeviceUnavailableError(f"device {device!r} requested but CUDA is not available")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
     return dev
 
 
@@ -141,7 +148,7 @@ class StoreLoader:
         self.num_threads = _positive("num_threads", num_threads)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.device, self.seed = _device(device), seed
+        self.device, self.seed = resolve_device(device), seed
         self.shuffle, self.drop_last = shuffle, drop_last
         self.augment, self.mixup = augment, mixup
         self.rank, self.world_size = resolve_rank(rank, world_size)
@@ -150,6 +157,7 @@ class StoreLoader:
         size, window = self.source.layout.size, buffer_chunks * self.source.layout.chunk_samples
         self._buffers = BufferPool((size, size, 3), np.uint8, batch_size,
                                    keep=prefetch + 3 + -(-window // batch_size))
+        self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
 
     @property
     def epoch(self) -> int:

@@ -26,6 +26,7 @@ from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
 from loaders.order import batch_seed, epoch_order, num_batches
+from loaders.torch_loader import resolve_device, resolve_rank
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
 
@@ -117,7 +118,6 @@ class DaliLoaderBase:
                  buffer_chunks: int = 8, mixup: Any = None, num_threads: int = 2,
                  prefetch: int = 2) -> None:
         require_dali()
-        from loaders.torch_loader import resolve_rank
 
         for name, value in (("batch_size", batch_size), ("buffer_chunks", buffer_chunks),
                             ("num_threads", num_threads), ("prefetch", prefetch)):
@@ -132,7 +132,7 @@ class DaliLoaderBase:
         self.augment = as_dali_augment(augment)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self._device_id = dali_device_id(self.device)
         self._threads, self._prefetch = num_threads, prefetch
         self.epoch, self._served = 0, 0
@@ -210,11 +210,17 @@ class DaliLoaderBase:
         """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""
         yield from self._run_from(epoch, start)
 
+    def _stream(self) -> int | None:
+        """Torch's current CUDA stream, so DALI's outputs are ordered on it (no host sync)."""
+        if self.device.type != "cuda":
+            return None
+        return int(torch.cuda.current_stream(self.device).cuda_stream)
+
     def _run_from(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         pipe = self._pipeline(epoch, start)
         for b in range(start, self.num_batches(epoch)):
             try:
-                outs = pipe.run()
+                outs = pipe.run(self._stream())
             except RuntimeError as exc:  # DALI reports operator failures as RuntimeError
                 raise PipelineRunError(epoch, b, str(exc)) from exc
             self._police(epoch, b)

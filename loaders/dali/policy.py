@@ -6,8 +6,11 @@ So one policy object configures ``StoreLoader`` and the DALI loaders alike::
     StoreLoader(store, 256, augment=policy)
     DaliStoreLoader(store, 256, augment=policy)   # translated by from_policy
 
-The same parameters give the same distributions; the random numbers themselves differ (each
-loader draws from its own generator), and DALI's resampling and colour kernels are its own.
+The same parameters give the same crop, flip and jitter-factor distributions; the random
+numbers themselves differ (each loader draws from its own generator), and DALI's kernels are its
+own, so pixels differ in two known ways: DALI antialiases when it downscales (the torch path does
+not), and ``fn.brightness_contrast`` pivots contrast on mid-grey (128) where the torch path
+pivots on each image's mean grey.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_ranks_disjoint_and_equal_length(n, world):
     assert len(lengths) == 1
     flat = np.concatenate(orders)
     assert len(np.unique(flat)) == len(flat)
-    assert len(flat) >= n - world * 8  # at most one chunk per rank is left out
+    assert len(flat) >= n - world * 8 - 8  # the fewest-samples rank sets the length
     assert samples_per_rank(n, 8, seed=0, epoch=2, world_size=world) == len(orders[0])
 
 
@@ -78,3 +78,15 @@ def test_bad_arguments():
         epoch_order(10, 2, seed=-1, epoch=0)
     assert num_batches(10, 3, True) == 3
     assert num_batches(10, 3, False) == 4
+
+
+def test_more_ranks_than_chunks_is_an_error_not_an_empty_epoch():
+    with pytest.raises(ValueError, match="8 ranks share 4 chunks"):
+        epoch_order(100, 32, seed=1, epoch=0, rank=0, world_size=8)
+
+
+def test_uneven_partial_chunk_sets_the_common_length():
+    orders = [epoch_order(250, 32, seed=1, epoch=0, rank=r, world_size=3) for r in range(3)]
+    counts = [samples_per_rank(250, 32, seed=1, epoch=0, world_size=3)] * 3
+    assert [len(o) for o in orders] == counts
+    assert len(np.unique(np.concatenate(orders))) == sum(counts)

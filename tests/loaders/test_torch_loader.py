@@ -205,9 +205,7 @@ def test_real_augment_and_mixup_policies_resume_exactly(store: Path) -> None:
         np.testing.assert_array_equal(g["target"], w["target"])
 
 
-def test_more_ranks_than_chunks_gives_every_rank_nothing(tmp_path: Path) -> None:
+def test_more_ranks_than_chunks_is_refused_before_the_first_batch(tmp_path: Path) -> None:
     path = make_index_store(tmp_path / "tiny", 10)  # 3 chunks of 4 samples
-    loaders = [StoreLoader(path, 2, rank=r, world_size=4, drop_last=False) for r in range(4)]
-    assert [len(loader) for loader in loaders] == [0, 0, 0, 0]  # no rank waits on another
-    assert all(collect(loader) == [] for loader in loaders)
-    assert all(loader.epoch == 1 for loader in loaders)
+    with pytest.raises(ValueError, match="4 ranks share 3 chunks"):
+        StoreLoader(path, 2, rank=0, world_size=4, drop_last=False)
