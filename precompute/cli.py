@@ -162,6 +162,29 @@ def demo(out: str, images: int, size: int) -> None:
         make_sample_dataset(src, num_images=images)
     run_build(str(src), str(Path(out) / "store"), spec)
     click.echo(store_summary(Path(out) / "store"))
+    click.echo(_stream_once(Path(out) / "store", size))
+
+
+def _stream_once(store: Path, size: int) -> str:
+    """Stream one epoch of ``store`` through StoreLoader with augmentation; describe it."""
+    import time
+
+    import torch
+
+    from loaders import StoreLoader
+    from loaders.augment import TrainAugment
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    crop = size * 7 // 8
+    loader = StoreLoader(store, 64, device=device, drop_last=False,
+                         augment=TrainAugment(size=(crop, crop)))
+    start, n, shape = time.perf_counter(), 0, "no batch"
+    for batch in loader:
+        n += len(batch["index"])
+        shape = f"{tuple(batch['image'].shape)} {batch['image'].dtype}"
+    rate = n / max(time.perf_counter() - start, 1e-9)
+    return (f"loader     1 epoch on {device}: {n} samples, batches of {shape}, "
+            f"{rate:,.0f} samples/s (StoreLoader + TrainAugment)")
 
 
 def main(argv: list[str] | None = None) -> None:

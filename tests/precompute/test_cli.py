@@ -118,6 +118,8 @@ def test_demo(ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str
     code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"], capsys)
     assert code == 0 and "status     complete" in out and "24 slots, 24 valid" in out
     assert len(list((tmp_path / "images").rglob("*.*"))) == 24
+    assert "loader     1 epoch on cpu: 24 samples, batches of (" in out  # streamed, augmented
+    assert "3, 14, 14) torch.float32" in out
     code, out, _ = _run(["demo", "--out", str(tmp_path), "--images", "24", "--size", "16"], capsys)
     assert code == 0 and "24 slots" in out  # re-running reuses the images and the store
 
