@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import center_crop, tree_cpu_seconds
+from benchmarks.common import aten_op_counts, center_crop, tree_cpu_seconds
 
 __all__ = ["main"]
 
@@ -121,9 +121,8 @@ def op_count(aug: Augment, batch: int, store_size: int) -> int:
     images = torch.randint(0, 256, (batch, store_size, store_size, 3), dtype=torch.uint8)
     extents = torch.tensor([[0, 0, store_size, store_size]] * batch, dtype=torch.int32)
     aug(images, extents, torch.Generator().manual_seed(0))
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        aug(images, extents, torch.Generator().manual_seed(0))
-    return sum(1 for ev in prof.events() if ev.name.startswith("aten::"))
+    counts = aten_op_counts(lambda: aug(images, extents, torch.Generator().manual_seed(0)))
+    return sum(counts.values())
 
 
 def _args() -> argparse.Namespace:

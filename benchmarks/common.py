@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
+import torch
 from PIL import Image
 
-__all__ = ["center_crop", "tree_cpu_seconds"]
+__all__ = ["aten_op_counts", "center_crop", "tree_cpu_seconds"]
 
 
 def center_crop(path: str | Path, size: int) -> np.ndarray:
@@ -31,3 +34,14 @@ def tree_cpu_seconds() -> float:
         with contextlib.suppress(psutil.Error):  # a worker may exit meanwhile
             total += float(sum(child.cpu_times()[:2]))
     return total
+
+
+def aten_op_counts(fn: Callable[[], Any]) -> dict[str, int]:
+    """Run ``fn`` under the torch profiler (CPU) and count the aten ops it dispatched, by name."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    counts: dict[str, int] = {}
+    for event in prof.events():
+        if event.name.startswith("aten::"):
+            counts[event.name] = counts.get(event.name, 0) + 1
+    return counts

@@ -10,6 +10,7 @@ import pytest
 import torch
 import zarr
 
+from benchmarks.common import aten_op_counts
 from loaders.augment import (
     AugmentError,
     ColorJitter,
@@ -205,16 +206,6 @@ def test_output_dtype_and_memory_format(dtype, channels_last, path):
     torch.testing.assert_close(out.float(), ref, atol=0.02, rtol=0.01)
 
 
-def _aten_ops(fn) -> dict[str, int]:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        fn()
-    counts: dict[str, int] = {}
-    for event in prof.events():
-        if event.name.startswith("aten::"):
-            counts[event.name] = counts.get(event.name, 0) + 1
-    return counts
-
-
 @pytest.mark.parametrize("aug", [
     TrainAugment(size=16, path="grid", jitter=ColorJitter(), dtype="bfloat16"),
     TrainAugment(size=16, path="grid", channels_last=True),
@@ -225,7 +216,8 @@ def test_device_path_op_count_is_independent_of_batch_size(aug):
     for b in (32, 256):
         images, extents = _images(b), _extents(b)
         aug(images, extents, _gen())  # warm-up
-        counts[b] = _aten_ops(lambda images=images, extents=extents: aug(images, extents, _gen()))
+        counts[b] = aten_op_counts(
+            lambda images=images, extents=extents: aug(images, extents, _gen()))
     assert counts[32] == counts[256]
     assert "aten::grid_sample" in str(counts[32])
     assert "aten::_local_scalar_dense" not in counts[32]  # no .item(): no host sync

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.common import aten_op_counts
 from loaders.augment import AugmentError, Mixup, smooth_targets
 
 CPU = torch.device("cpu")
@@ -122,23 +123,13 @@ def test_same_seed_same_result_and_dtypes():
         assert abs(float(out[0, 0, 0, 0]) - float(want)) <= abs(float(want)) * 2**-7
 
 
-def _aten_ops(fn) -> dict[str, int]:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        fn()
-    counts: dict[str, int] = {}
-    for event in prof.events():
-        if event.name.startswith("aten::"):
-            counts[event.name] = counts.get(event.name, 0) + 1
-    return counts
-
-
 def test_op_count_is_independent_of_batch_size_and_no_sync():
     mix = Mixup(num_classes=10)
     counts = []
     for b in (32, 256):
         x, y = torch.randn(b, 3, 16, 16), torch.arange(b) % 10
         # apply: the device work, without the host-side label check of __call__
-        counts.append(_aten_ops(lambda x=x, y=y: mix.apply(x, y, _gen())))
+        counts.append(aten_op_counts(lambda x=x, y=y: mix.apply(x, y, _gen())))
     assert counts[0] == counts[1]
     assert "aten::_standard_gamma" in counts[0]
     assert "aten::_local_scalar_dense" not in counts[0]
