@@ -309,7 +309,9 @@ def test_colour_matrix_matches_the_step_by_step_definition():
     grey_only = apply_color(x, torch.tensor([[1.0, 1.0, 0.0]] * 6), None)  # saturation 0
     assert torch.allclose(grey_only[:, 0], grey_only[:, 1], atol=1e-5)
     bright = apply_color(x, torch.tensor([[2.0, 1.0, 1.0]] * 6), None)
-    assert bright.max() == 1.0 and bright.min() >= 0  # clamped once, to [0, 255] / 255
+    assert bright.max() == 1.0  # clamped once, to [0, 255] / 255
+    contrast = apply_color(x, torch.tensor([[1.0, 3.0, 1.0]] * 6), None)  # darks pushed < 0
+    assert contrast.min() == 0.0 and contrast.max() == 1.0
 
 
 def test_from_dict_classmethods_check_the_kind():

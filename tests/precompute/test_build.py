@@ -170,7 +170,7 @@ def test_raise_names_the_file_and_leaves_store_resumable(
     assert "incomplete" in verify_store(tmp_path / "s")[0]
     assert "status     INCOMPLETE (" in store_summary(tmp_path / "s")
     (bad_dataset / info.value.key).unlink()  # fixing one bad file changes the fingerprint
-    with pytest.raises(Exception, match="differs in source_fingerprint"):
+    with pytest.raises(StoreMismatchError, match="differs in source_fingerprint"):
         build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
 
 
