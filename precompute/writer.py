@@ -15,9 +15,7 @@ A store whose attributes lack ``complete: true`` is never opened for reading.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec
 
+from precompute.atomic import atomic_write_bytes
 from precompute.errors import StoreError, StoreMismatchError
 from precompute.format import (
     ATTR_KEY,
@@ -48,22 +47,6 @@ __all__ = [
     "write_shard",
     "write_store_from_arrays",
 ]
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file, fsync and rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str, Any]:
