@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import torch
 
@@ -142,16 +142,3 @@ def get_strategy(name: str) -> Strategy:
     if name not in STRATEGIES:
         raise BenchConfigError(f"unknown strategy {name!r}; known: {sorted(STRATEGIES)}")
     return STRATEGIES[name]()
-
-
-def to_training_batch(images: torch.Tensor, labels: torch.Tensor, device: torch.device,
-                      normalize: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Batch:
-    """Move a batch to ``device`` (non-blocking) and optionally normalise it there."""
-    images = images.to(device, non_blocking=True)
-    labels = labels.to(device, non_blocking=True)
-    return (normalize(images) if normalize else images), labels
-
-
-def as_dict_batch(batch: Any) -> Batch:
-    """Return ``(image, label)`` from a loader's dict batch (``image`` and ``label``)."""
-    return batch["image"], batch["label"]

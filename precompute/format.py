@@ -87,11 +87,6 @@ class StoreLayout:
         """Number of shard files per array."""
         return max(1, math.ceil(self.num_samples / self.shard_samples))
 
-    @property
-    def num_chunks(self) -> int:
-        """Number of sample chunks (per variant)."""
-        return max(1, math.ceil(self.num_samples / self.chunk_samples))
-
     def shard_range(self, shard: int) -> tuple[int, int]:
         """Return the half-open sample range ``[start, stop)`` of ``shard``."""
         if not 0 <= shard < self.num_shards:
