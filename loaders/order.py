@@ -6,6 +6,9 @@ every restart, which is what makes exact mid-epoch resume and disjoint DDP shard
 The order reads the store chunk by chunk: chunks are permuted, dealt round-robin to ranks, and
 the samples of each rank are shuffled inside windows of ``buffer_chunks`` consecutive chunks,
 so a reader only ever holds ``buffer_chunks`` chunks while still mixing classes across them.
+Given a batch size, the samples of each batch are then served in store order (within the part
+of the batch each window serves): a batch holds the same samples, and its rows from one chunk
+form one run the reader copies with a single gather.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ __all__ = [
     "epoch_order",
     "num_batches",
     "samples_per_rank",
+    "sort_within_batches",
     "variant_for_epoch",
 ]
 
@@ -77,7 +81,8 @@ def samples_per_rank(num_samples: int, chunk_samples: int, *, seed: int, epoch: 
 
 def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
                 world_size: int = 1, shuffle: bool = True, buffer_chunks: int = 8,
-                valid: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
+                valid: npt.NDArray[np.bool_] | None = None,
+                batch_size: int | None = None) -> npt.NDArray[np.int64]:
     """Return the sample indices ``rank`` visits in ``epoch``, in order.
 
     Args:
@@ -90,6 +95,8 @@ def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, 
         shuffle: False gives chunk order and sample order unchanged (evaluation).
         buffer_chunks: Samples are shuffled within windows of this many consecutive chunks.
         valid: Optional mask of real samples; holes (skipped inputs) are left out.
+        batch_size: When given, sort each batch's samples by store index within each window
+            it spans (see :func:`sort_within_batches`); ``None`` keeps the shuffled positions.
 
     Returns:
         int64 sample indices; all ranks return the same length: the length of the rank
@@ -123,8 +130,32 @@ def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, 
         if shuffle:
             idx = _rng(seed, _WINDOW, epoch, rank, w).permutation(idx)
         parts.append(idx)
-    out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return out[:keep].astype(np.int64)
+    out = (np.concatenate(parts) if parts else np.zeros(0, np.int64))[:keep].astype(np.int64)
+    if batch_size is None:
+        return out
+    starts = np.cumsum([0, *(len(p) for p in parts)])[:-1]
+    return sort_within_batches(out, batch_size, starts)
+
+
+def sort_within_batches(order: npt.NDArray[np.int64], batch_size: int,
+                        window_starts: npt.NDArray[np.int64] | list[int]
+                        ) -> npt.NDArray[np.int64]:
+    """Return ``order`` with each (batch, window) segment sorted by sample index.
+
+    Segments are cut at every multiple of ``batch_size`` and at every window start, so each
+    batch keeps exactly its samples and each window keeps exactly its positions; only the
+    places of samples inside a segment change. Since a store's samples sit in it in a seeded
+    random order (``precompute`` shuffles slots), store order carries no information.
+
+    Raises:
+        ValueError: ``batch_size`` < 1.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    positions = np.arange(len(order))
+    window = np.searchsorted(np.asarray(window_starts, np.int64), positions, side="right")
+    segment = (positions // batch_size) * (len(window_starts) + 1) + window
+    return order[np.lexsort((order, segment))].astype(np.int64)
 
 
 def num_batches(num_samples_rank: int, batch_size: int, drop_last: bool) -> int:

@@ -65,11 +65,15 @@ class EpochPlan:
 
 def epoch_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int,
                world_size: int, shuffle: bool, buffer_chunks: int,
-               valid: npt.NDArray[np.bool_] | None) -> EpochPlan:
-    """Return the :class:`EpochPlan` of ``rank`` in ``epoch`` (pure)."""
+               valid: npt.NDArray[np.bool_] | None, batch_size: int | None = None) -> EpochPlan:
+    """Return the :class:`EpochPlan` of ``rank`` in ``epoch`` (pure).
+
+    With ``batch_size``, each batch's samples are served in store order within each window
+    (:func:`loaders.order.sort_within_batches`), so the reader copies runs, not rows.
+    """
     order = epoch_order(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
                         world_size=world_size, shuffle=shuffle, buffer_chunks=buffer_chunks,
-                        valid=valid)
+                        valid=valid, batch_size=batch_size)
     chunks = chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
                         world_size=world_size, shuffle=shuffle)
     mask = np.ones(num_samples, bool) if valid is None else np.asarray(valid, bool)

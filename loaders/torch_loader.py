@@ -111,8 +111,10 @@ class StoreLoader:
             cache is read at memcpy speed) or ``pread`` (through the kernel; no mapped pages).
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
             count in RSS, so RSS stays below about this plus the batch buffers.
-        verify: ``always`` checks every image chunk's crc32c on every read; ``first`` only on
-            its first read in this process (later epochs from a hot page cache skip it).
+        verify: ``first`` checks each image chunk's crc32c on its first read in this process
+            and again whenever its shard file changed (inode, size, mtime), so no byte is
+            served unchecked while later epochs from a hot page cache skip the re-check;
+            ``always`` checks every chunk on every read.
         cache_root: Cache root for a cache reference (default ``$NOSTALL_CACHE`` or
             ``~/.cache/nostall``).
         cache: A :class:`service.Cache` to resolve a cache reference with, instead.
@@ -132,7 +134,7 @@ class StoreLoader:
                  mixup: Mixup | None = None, rank: int | None = None,
                  world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
                  num_threads: int = 2, io: str = "mmap", map_bytes: int = 256 << 20,
-                 verify: str = "always", cache_root: str | Path | None = None,
+                 verify: str = "first", cache_root: str | Path | None = None,
                  cache: Any = None) -> None:
         self._lease = None
         if _is_cache_ref(store):
@@ -178,7 +180,8 @@ class StoreLoader:
             self._plans = {epoch: epoch_plan(
                 layout.num_samples, layout.chunk_samples, seed=self.seed, epoch=epoch,
                 rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
-                buffer_chunks=self.buffer_chunks, valid=self.source.valid)}
+                buffer_chunks=self.buffer_chunks, valid=self.source.valid,
+                batch_size=self.batch_size)}
         return self._plans[epoch]
 
     def __len__(self) -> int:

@@ -159,7 +159,8 @@ class DaliLoaderBase:
             self._orders = {epoch: epoch_order(
                 self.num_samples, self.chunk_samples, seed=self.seed, epoch=epoch,
                 rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
-                buffer_chunks=self.buffer_chunks, valid=self._valid())}
+                buffer_chunks=self.buffer_chunks, valid=self._valid(),
+                batch_size=self.batch_size)}
         return self._orders[epoch]
 
     def num_batches(self, epoch: int) -> int:

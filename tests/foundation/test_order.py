@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,30 @@ def test_uneven_partial_chunk_sets_the_common_length():
     counts = [samples_per_rank(250, 32, seed=1, epoch=0, world_size=3)] * 3
     assert [len(o) for o in orders] == counts
     assert len(np.unique(np.concatenate(orders))) == sum(counts)
+
+
+@pytest.mark.parametrize(("n", "batch", "buffer_chunks"), [(257, 10, 3), (256, 64, 8), (100, 7, 1)])
+def test_batch_sorting_keeps_every_batch_and_window_and_sorts_inside(n, batch, buffer_chunks):
+    kw = dict(seed=3, epoch=2, rank=1, world_size=2, buffer_chunks=buffer_chunks)
+    valid = np.arange(n) % 11 != 0  # holes shift the window boundaries off the batch grid
+    plain = epoch_order(n, 8, valid=valid, **kw)
+    batched = epoch_order(n, 8, valid=valid, batch_size=batch, **kw)
+    assert len(batched) == len(plain)
+    chunks = chunk_plan(n, 8, seed=3, epoch=2, rank=1, world_size=2)
+    counts = [int(valid[c * 8:(c + 1) * 8].sum()) for c in chunks]
+    starts = np.cumsum([0] + [sum(counts[i:i + buffer_chunks])
+                              for i in range(0, len(chunks), buffer_chunks)])
+    cuts = sorted({0, len(plain), *range(0, len(plain), batch),
+                   *(int(s) for s in starts if s < len(plain))})
+    for lo, hi in itertools.pairwise(cuts):  # every (batch, window) segment: same set, sorted
+        assert sorted(plain[lo:hi].tolist()) == batched[lo:hi].tolist()
+    assert not np.array_equal(plain, batched)
+    for lo in range(0, len(plain), batch):  # each batch holds exactly its samples
+        assert set(plain[lo:lo + batch].tolist()) == set(batched[lo:lo + batch].tolist())
+
+
+def test_batch_sorting_leaves_store_order_alone():
+    assert epoch_order(50, 8, seed=9, epoch=4, shuffle=False, batch_size=6).tolist() == list(
+        range(50))
+    with pytest.raises(ValueError, match="batch_size"):
+        epoch_order(50, 8, seed=0, epoch=0, batch_size=0)
