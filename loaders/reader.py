@@ -101,38 +101,41 @@ class BatchReader(Node[HostBatch]):
         return self._filling[batch]
 
     def _read(self, window: Window) -> None:
-        cs = self.plan.chunk_samples
+        cs, bs = self.plan.chunk_samples, self.batch_size
         first, stop = self._limits()
-        served = self.plan.order[window.start:window.stop]
-        positions = np.arange(window.start, window.stop)
-        keep = (positions >= first) & (positions < stop)
-        served, positions = served[keep], positions[keep]
+        lo, hi = max(window.start, first), min(window.stop, stop)
+        if hi <= lo:
+            self._complete(window.stop)
+            return
+        served = self.plan.order[lo:hi]
+        positions = np.arange(lo, hi)
         chunks = window.chunks[np.isin(window.chunks, served // cs)]
-        where = np.full((len(chunks), cs), -1, np.int64)  # order position of each chunk row
         sorter = np.argsort(chunks)
         slot = sorter[np.searchsorted(chunks, served // cs, sorter=sorter)]
-        where[slot, served % cs] = positions
-        jobs = [(int(c), self._routes(w)) for c, w in zip(chunks.tolist(), where.tolist(),
-                                                           strict=True)]
+        # group the served positions by (chunk slot, batch); positions ascend inside a group
+        by = np.lexsort((positions, slot))
+        slot, positions, rows = slot[by], positions[by], (served % cs)[by]
+        cut = np.flatnonzero((np.diff(slot) != 0) | (np.diff(positions // bs) != 0)) + 1
+        bounds = [0, *cut.tolist(), len(slot)]
+        jobs: list[tuple[int, list[Route]]] = [(int(c), []) for c in chunks.tolist()]
+        starts, at = slot[bounds[:-1]].tolist(), positions.tolist()
+        flat: dict[int, np.ndarray] = {}  # batch -> (rows, bytes) view, dropped after the read
+        for s, a, b in zip(starts, bounds[:-1], bounds[1:], strict=True):
+            batch_no, row0 = divmod(at[a], bs)
+            if batch_no not in flat:
+                buf = self._rows(batch_no)
+                flat[batch_no] = buf.reshape(len(buf), -1)
+            # a run of positions (a batch-sorted plan gives only runs) is copied in one go
+            dest: range | np.ndarray = (range(row0, row0 + b - a)
+                                        if at[b - 1] - at[a] == b - a - 1
+                                        else positions[a:b] - batch_no * bs)
+            jobs[s][1].append((flat[batch_no], dest, rows[a:b]))
         if self._pool is None:
             for job in jobs:
                 self._read_chunk(job)
         else:
             list(self._pool.map(self._read_chunk, jobs))
         self._complete(window.stop)
-
-    def _routes(self, where: list[int]) -> list[Route]:
-        """Return where a chunk's rows go: ``(batch buffer, batch rows, chunk rows)`` per batch.
-
-        ``where`` holds each chunk row's position in the epoch order, or -1 (not served).
-        """
-        groups: dict[int, tuple[list[int], list[int]]] = {}
-        for row, pos in enumerate(where):
-            if pos >= 0:
-                batch_rows, chunk_rows = groups.setdefault(pos // self.batch_size, ([], []))
-                batch_rows.append(pos % self.batch_size)
-                chunk_rows.append(row)
-        return [(self._rows(batch), b, c) for batch, (b, c) in groups.items()]
 
     def _read_chunk(self, job: tuple[int, list[Route]]) -> None:
         chunk, routes = job

@@ -143,19 +143,23 @@ def test_map_cache_keeps_its_budget(store: Path) -> None:
         ShardedArrayReader(store / "image", io="bogus")
 
 
-def test_verify_first_checks_a_chunk_once(tmp_path: Path) -> None:
+def test_verify_first_checks_a_chunk_once_per_file_version(tmp_path: Path) -> None:
     root = make_index_store(tmp_path / "s", 16)
     reader = ShardedArrayReader(root / "image", io="mmap", verify="first")
     assert reader.read_chunk((1, 0, 0, 0))[0, 0, 0, 0] == 4
     shard = root / "image" / "c" / "0" / "0" / "0" / "0"
+    st = shard.stat()
     with open(shard, "r+b") as f:  # in place: the mapping sees the change
-        f.seek(768 * 4 + 5)
-        byte = f.read(1)
-        f.seek(768 * 4 + 5)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    reader.read_chunk((1, 0, 0, 0))  # verified before: not checked again
+        f.seek(768 * 4 + 4)  # chunk 0 (4 samples of 768 bytes, its crc32c), then chunk 1
+        f.write(bytes([99]))
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))  # same inode, size and mtime
+    # verified before and the file looks unchanged: not checked again (the flipped byte shows)
+    assert reader.read_chunk((1, 0, 0, 0))[0, 0, 0, 0] == 99
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # the file changed: check again
+    with pytest.raises(CorruptChunkError, match="checksum mismatch"):
+        reader.read_chunk((1, 0, 0, 0))
     with pytest.raises(CorruptChunkError):
-        ShardedArrayReader(root / "image", io="mmap").read_chunk((1, 0, 0, 0))
+        ShardedArrayReader(root / "image", io="mmap", verify="always").read_chunk((1, 0, 0, 0))
     with pytest.raises(ValueError, match="verify must be one of"):
         ShardedArrayReader(root / "image", verify="never")
 
@@ -177,6 +181,10 @@ def test_read_chunk_rows_routes_rows_to_batches(tmp_path: Path, store: Path, fas
                                    (b, np.array([1]), np.array([2]))])
     assert a[:, 0, 0, 0].tolist() == [expect[3], 0, expect[0]]
     assert b[:, 0, 0, 0].tolist() == [0, expect[2]]
+    # a run of destination rows (what a batch-sorted plan gives) is one gather
+    c = np.zeros((4, 16, 16, 3), np.uint8)
+    reader.read_chunk_rows(chunk, [(c, range(1, 4), np.array([0, 2, 3]))])
+    assert c[:, 0, 0, 0].tolist() == [0, expect[0], expect[2], expect[3]]
 
 
 def test_copy_rows_refuses_out_of_range_routes() -> None:
@@ -184,7 +192,11 @@ def test_copy_rows_refuses_out_of_range_routes() -> None:
     dest = np.zeros((2, 4), np.uint8)
     copy_rows(src, [(dest, np.array([1]), np.array([2]))])
     assert dest[1].tolist() == [8, 9, 10, 11]
+    copy_rows(src, [(dest, range(0, 2), np.array([1, 0]))])
+    assert dest.tolist() == [[4, 5, 6, 7], [0, 1, 2, 3]]
     for bad in ([(dest, np.array([2]), np.array([0]))], [(dest, np.array([0]), np.array([3])),],
+                [(dest, range(1, 3), np.array([0, 1]))], [(dest, range(0, 2), np.array([0]))],
+                [(dest, range(0, 1), np.array([-1]))],
                 [(np.zeros((2, 3), np.uint8), np.array([0]), np.array([0]))]):
         with pytest.raises(ValueError, match="route"):
             copy_rows(src, bad)
