@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,19 +57,20 @@ class ShardedArrayReader:
         name: Name used in error messages (defaults to the folder name).
         io: ``pread`` (copy through the kernel) or ``mmap`` (copy out of cached mappings).
         maps: The mapping cache for ``io="mmap"`` (share one per store); default a 256 MiB one.
-        verify: ``always`` check every chunk's crc32c on every read, or ``first`` only on a
-            chunk's first read by this reader (the store is immutable once complete; later
-            reads of a page-cache-hot chunk then cost only the copy).
+        verify: ``first`` (default) checks a chunk's crc32c on its first read by this reader,
+            and again whenever its shard file changed since (inode, size or mtime): a store is
+            immutable once complete, so later reads of a page-cache-hot chunk cost only the
+            copy. ``always`` checks on every read.
     """
 
     def __init__(self, path: str | Path, name: str | None = None, *, io: str = "pread",
-                 maps: MapCache | None = None, verify: str = "always") -> None:
+                 maps: MapCache | None = None, verify: str = "first") -> None:
         if io not in IO_MODES:
             raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
         if verify not in VERIFY_MODES:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
         self.path, self.io, self.verify = str(path), io, verify
-        self._verified: set[tuple[int, ...]] = set()
+        self._verified: dict[tuple[int, ...], tuple[int, int, int]] = {}  # chunk -> file stamp
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
         self._remote = "://" in self.path
         self.meta = self._load_meta()
@@ -155,7 +157,8 @@ class ShardedArrayReader:
         a batch). With ``io="mmap"`` each row is copied once, straight out of the mapped
         shard file, and rows no route asks for are never copied; with
         ``io="pread"`` one ``preadv`` lands each routed row in place (the rest in scratch).
-        The checksum covers the whole chunk either way.
+        The checksum covers the whole chunk either way (with ``io="mmap"`` it is checked
+        before any row is copied).
 
         Raises:
             CorruptChunkError: Checksum mismatch or truncated data.
@@ -166,20 +169,23 @@ class ShardedArrayReader:
             self.read_chunk_into(chunk, row_parts(routes, self.meta.chunk_shape, self.meta.dtype))
             return
         self._check_chunk(chunk)
+        path = self.shard_file(chunk)
         try:
-            src = self._mapped_chunk(chunk)
+            src = self._mapped_chunk(chunk, path)
         except ChunkReadError:
             raise
         except Exception as exc:
-            raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
+            raise ChunkReadError(self.name, path, chunk, repr(exc)) from exc
         rows = self.meta.chunk_shape[0]
         if src is None:
             fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
                            self.meta.dtype).view(np.uint8).reshape(rows, -1)
             copy_rows(fill, routes)
             return
+        # check first, then copy: the checksum pass pulls the chunk into the cache, so the
+        # copy reads it from there (cheaper than copying first and checking after)
+        self._verify_mapped(chunk, src, path)
         copy_rows(src[:-_CRC].reshape(rows, -1), routes)
-        self._verify_mapped(chunk, src)  # after the copy: the chunk is likely still cached
 
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels)."""
@@ -210,37 +216,47 @@ class ShardedArrayReader:
                              f"{out.dtype} {out.shape}")
         return out
 
-    def _check(self, chunk: tuple[int, ...]) -> bool:
+    @staticmethod
+    def _stamp(path: str) -> tuple[int, int, int]:
+        """Return what identifies one version of a file: (inode, size, mtime in ns)."""
+        st = os.stat(path)
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def _check(self, chunk: tuple[int, ...], path: str) -> bool:
         """Return whether ``chunk``'s checksum must be checked on this read."""
-        return self.verify == "always" or chunk not in self._verified
+        if self.verify == "always":
+            return True
+        stamp = self._verified.get(chunk)
+        return stamp is None or stamp != self._stamp(path)
 
     def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray],
                 stored: int, crc: int = 0) -> None:
         """Check ``crc`` continued over ``data`` against ``stored`` (when due)."""
-        if not self._check(chunk):
+        if not self._check(chunk, path):
             return
         for part in data:
             crc = crc32c.crc32c(part, crc)  # type: ignore[arg-type]
         if crc != stored:
             raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
         if self.verify == "first":
+            stamp = self._stamp(path)
             with self._lock:
-                self._verified.add(chunk)
+                self._verified[chunk] = stamp
 
     def _fill(self, flats: list[np.ndarray]) -> None:
         fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
         scatter(fill, flats)
 
     def _read_fast(self, chunk: tuple[int, ...], flats: list[np.ndarray]) -> None:
+        path = self.shard_file(chunk)
         if self._maps is not None:
-            src = self._mapped_chunk(chunk)
+            src = self._mapped_chunk(chunk, path)
             if src is None:
                 self._fill(flats)
             else:
                 scatter(src[:-_CRC], flats)
-                self._verify_mapped(chunk, src)
+                self._verify_mapped(chunk, src, path)
             return
-        path = self.shard_file(chunk)
         offset, nbytes = self._index.locate(chunk, path)
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
@@ -251,9 +267,8 @@ class ShardedArrayReader:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
         self._verify(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"))
 
-    def _mapped_chunk(self, chunk: tuple[int, ...]) -> np.ndarray | None:
+    def _mapped_chunk(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
         """Return the chunk's bytes + crc32c inside the mapped shard file; None if missing."""
-        path = self.shard_file(chunk)
         offset, nbytes = self._index.locate(chunk, path)
         if offset == MISSING and nbytes == MISSING:
             return None
@@ -265,10 +280,11 @@ class ShardedArrayReader:
                                     f"truncated: file ends before byte {offset + want}")
         return mapped[offset:offset + want]
 
-    def _verify_mapped(self, chunk: tuple[int, ...], src: np.ndarray) -> None:
-        """Check a mapped chunk (bytes + crc32c), after its rows were copied (cache-hot)."""
-        stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
-        self._verify(chunk, self.shard_file(chunk), [src[:-_CRC]], stored)
+    def _verify_mapped(self, chunk: tuple[int, ...], src: np.ndarray, path: str) -> None:
+        """Check a mapped chunk (bytes + crc32c) of shard file ``path``."""
+        if self._check(chunk, path):
+            stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
+            self._verify(chunk, path, [src[:-_CRC]], stored)
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:

@@ -77,7 +77,7 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
 
 
 def open_source(store: str | Path | StoreInfo, *, io: str = "mmap", map_bytes: int = 256 << 20,
-                verify: str = "always") -> StoreSource:
+                verify: str = "first") -> StoreSource:
     """Validate ``store`` and return a :class:`StoreSource`.
 
     Args:
@@ -85,7 +85,8 @@ def open_source(store: str | Path | StoreInfo, *, io: str = "mmap", map_bytes: i
         io: How ``image`` chunks are read: ``mmap`` (cached mappings of at most ``map_bytes``
             of shard files; fastest from the page cache) or ``pread`` (through the kernel).
         map_bytes: Mapping budget for ``io="mmap"``.
-        verify: ``always`` (check each image chunk's crc32c on every read) or ``first``.
+        verify: ``first`` (check each image chunk's crc32c on its first read, and again if
+            its shard file changed) or ``always`` (on every read).
 
     Raises:
         StoreOpenError: Incomplete store, another format version, a missing or malformed field.
