@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from loaders.augment.color import Converter
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
+from loaders.augment.outbuf import output_batch
 from loaders.augment.workers import pool
 
 __all__ = ["crop_resample", "grid_resample"]
@@ -100,7 +101,8 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
         channels_last: Allocate the output channels-last (no later transpose).
 
     Returns:
-        ``[B, 3, height, width]`` of ``dtype``, as written by ``convert``.
+        ``[B, 3, height, width]`` of ``dtype``, as written by ``convert``, in a reused buffer
+        (see :mod:`loaders.augment.outbuf`: never one the caller still refers to).
 
     Raises:
         AugmentError: ``images`` is not on the CPU, or ``threads < 1``.
@@ -110,8 +112,7 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
     if threads < 1:
         raise AugmentError(f"threads must be >= 1, got {threads}")
     b = images.shape[0]
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    out = torch.empty((b, 3, *size), dtype=dtype, memory_format=fmt)
+    out = output_batch(b, size, dtype, channels_last)
     rows = torch.stack([crops.top, crops.left, crops.height, crops.width,
                         crops.flip.long()], 1).tolist()
     parts = [range(k, b, threads) for k in range(min(threads, b))]
