@@ -55,7 +55,8 @@ class BatchReader(Node[HostBatch]):
         self.num_batches = plan.batches(batch_size, drop_last)
         extents = source.extents
         self.extents = extents[:, variant] if extents.ndim == 3 else extents
-        self._pool = (ThreadPoolExecutor(num_threads, thread_name_prefix="nostall-read")
+        self.num_threads = num_threads
+        self._pool = (ThreadPoolExecutor(num_threads - 1, thread_name_prefix="nostall-read")
                       if num_threads > 1 else None)
         self._filling: dict[int, np.ndarray] = {}
         self._ready: dict[int, np.ndarray] = {}
@@ -130,16 +131,22 @@ class BatchReader(Node[HostBatch]):
                                         if at[b - 1] - at[a] == b - a - 1
                                         else positions[a:b] - batch_no * bs)
             jobs[s][1].append((flat[batch_no], dest, rows[a:b]))
-        if self._pool is None:
-            for job in jobs:
-                self._read_chunk(job)
-        else:
-            list(self._pool.map(self._read_chunk, jobs))
+        # one share of the chunks per thread, the calling thread reading one share itself:
+        # one hand-off per helper thread and window, not one per chunk
+        shares = [jobs[k::self.num_threads] for k in range(1, self.num_threads)]
+        helpers = ([] if self._pool is None else
+                   [self._pool.submit(self._read_chunks, share) for share in shares if share])
+        try:
+            self._read_chunks(jobs[::self.num_threads])
+        finally:
+            for helper in helpers:
+                helper.result()
         self._complete(window.stop)
 
-    def _read_chunk(self, job: tuple[int, list[Route]]) -> None:
-        chunk, routes = job
-        self.source.image.read_chunk_rows(self.source.chunk_coords(chunk, self.variant), routes)
+    def _read_chunks(self, jobs: list[tuple[int, list[Route]]]) -> None:
+        image, coords = self.source.image, self.source.chunk_coords
+        for chunk, routes in jobs:
+            image.read_chunk_rows(coords(chunk, self.variant), routes)
 
     def _complete(self, stop: int) -> None:
         """Move every batch whose last position is below ``stop`` to the ready set."""
