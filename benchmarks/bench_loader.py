@@ -138,7 +138,7 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     always = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads,
                          verify="always")
-    pread = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="pread")
+    mapped = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="mmap")
     inline = StoreLoader(store, args.batch, device="cpu", num_threads=1, prefetch=0)
     plan = loader.plan(0)
     fns: dict[str, tuple[Timed, bool]] = {
@@ -146,7 +146,7 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
             lambda: _memmap_epoch(mm, plan.order, args.batch), False),
         "StoreLoader (no augment, device=cpu)": (lambda: _drain(loader), False),
         "StoreLoader verify='always'": (lambda: _drain(always), False),
-        "StoreLoader io='pread'": (lambda: _drain(pread), False),
+        "StoreLoader io='mmap'": (lambda: _drain(mapped), False),
         "StoreLoader prefetch=0 num_threads=1 (inline)": (lambda: _drain(inline), False),
     }
     res = _interleaved(fns, args.runs)

@@ -13,6 +13,7 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,8 +22,8 @@ __all__ = ["MapCache", "preadv_all"]
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 
 
-def preadv_all(path: str, buffers: list[np.ndarray], offset: int) -> int:
-    """``preadv`` flat uint8 ``buffers`` from ``path`` at ``offset``; return bytes read.
+def preadv_all(path: str, buffers: Sequence[np.ndarray | memoryview], offset: int) -> int:
+    """``preadv`` flat byte ``buffers`` from ``path`` at ``offset``; return bytes read.
 
     At most IOV_MAX buffers go to one call; a short read stops early (the caller reports it).
     """

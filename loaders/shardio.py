@@ -121,12 +121,13 @@ class ShardedArrayReader:
         self.read_chunk_into(chunk, [out])
         return out
 
-    def read_chunk_into(self, chunk: Sequence[int], parts: Sequence[np.ndarray]) -> None:
+    def read_chunk_into(self, chunk: Sequence[int],
+                        parts: Sequence[np.ndarray | memoryview]) -> None:
         """Read inner chunk ``chunk`` whole, scattering its bytes over ``parts`` in order.
 
-        ``parts`` are writeable C-contiguous arrays whose sizes add up to the chunk's bytes
-        (e.g. one destination row per sample), so samples land directly where they are
-        needed, with the checksum still covering the whole chunk.
+        ``parts`` are writeable C-contiguous arrays or buffers whose sizes add up to the
+        chunk's bytes (e.g. one destination row per sample), so samples land directly where
+        they are needed, with the checksum still covering the whole chunk.
 
         Raises:
             ValueError: The parts do not add up to one chunk.
@@ -229,7 +230,7 @@ class ShardedArrayReader:
         stamp = self._verified.get(chunk)
         return stamp is None or stamp != self._stamp(path)
 
-    def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray],
+    def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray] | list[memoryview],
                 stored: int, crc: int = 0) -> None:
         """Check ``crc`` continued over ``data`` against ``stored`` (when due)."""
         if not self._check(chunk, path):
@@ -243,11 +244,11 @@ class ShardedArrayReader:
             with self._lock:
                 self._verified[chunk] = stamp
 
-    def _fill(self, flats: list[np.ndarray]) -> None:
+    def _fill(self, flats: list[memoryview]) -> None:
         fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
         scatter(fill, flats)
 
-    def _read_fast(self, chunk: tuple[int, ...], flats: list[np.ndarray]) -> None:
+    def _read_fast(self, chunk: tuple[int, ...], flats: list[memoryview]) -> None:
         path = self.shard_file(chunk)
         if self._maps is not None:
             src = self._mapped_chunk(chunk, path)

@@ -76,14 +76,14 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
     return reader
 
 
-def open_source(store: str | Path | StoreInfo, *, io: str = "mmap", map_bytes: int = 256 << 20,
+def open_source(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: int = 256 << 20,
                 verify: str = "first") -> StoreSource:
     """Validate ``store`` and return a :class:`StoreSource`.
 
     Args:
         store: Store path or its metadata.
-        io: How ``image`` chunks are read: ``mmap`` (cached mappings of at most ``map_bytes``
-            of shard files; fastest from the page cache) or ``pread`` (through the kernel).
+        io: How ``image`` chunks are read: ``pread`` (through the kernel, straight into the
+            batch rows) or ``mmap`` (cached mappings of at most ``map_bytes`` of shard files).
         map_bytes: Mapping budget for ``io="mmap"``.
         verify: ``first`` (check each image chunk's crc32c on its first read, and again if
             its shard file changed) or ``always`` (on every read).

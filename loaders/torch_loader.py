@@ -107,8 +107,9 @@ class StoreLoader:
         prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
-        io: ``mmap`` (default: shard files stay mapped, up to ``map_bytes``, so a hot page
-            cache is read at memcpy speed) or ``pread`` (through the kernel; no mapped pages).
+        io: ``pread`` (default: one ``preadv`` per chunk straight into the batch rows; no
+            mapped pages, scales with ``num_threads``) or ``mmap`` (shard files stay mapped,
+            up to ``map_bytes``; a little cheaper for small samples, single-threaded).
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
             count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
@@ -133,7 +134,7 @@ class StoreLoader:
                  drop_last: bool = True, augment: Augment | None = None,
                  mixup: Mixup | None = None, rank: int | None = None,
                  world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
-                 num_threads: int = 2, io: str = "mmap", map_bytes: int = 256 << 20,
+                 num_threads: int = 2, io: str = "pread", map_bytes: int = 256 << 20,
                  verify: str = "first", cache_root: str | Path | None = None,
                  cache: Any = None) -> None:
         self._lease = None
