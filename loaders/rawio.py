@@ -85,6 +85,12 @@ class MapCache:
             os.close(fd)
         return np.frombuffer(mapped, np.uint8)
 
+    def clear(self) -> None:
+        """Drop every mapping (each is unmapped once no array still views it)."""
+        with self._lock:
+            self._maps.clear()
+            self._bytes = 0
+
     @property
     def mapped_bytes(self) -> int:
         """Bytes currently kept mapped."""

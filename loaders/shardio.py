@@ -188,6 +188,11 @@ class ShardedArrayReader:
         self._verify_mapped(chunk, src, path)
         copy_rows(src[:-_CRC].reshape(rows, -1), routes)
 
+    def close(self) -> None:
+        """Drop the cached shard mappings (a later read maps again); idempotent."""
+        if self._maps is not None:
+            self._maps.clear()
+
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels)."""
         out = np.empty(self.meta.shape, self.meta.dtype)

@@ -263,7 +263,8 @@ class StoreLoader:
         self._epoch, self._batch, self._resume = epoch, batch, batch
 
     def close(self) -> None:
-        """Release the cache lease, if the store came from the cache (idempotent)."""
+        """Drop shard mappings and release the cache lease, if any (idempotent)."""
+        self.source.image.close()
         if self._lease is not None:
             self._lease.release()
             self._lease = None

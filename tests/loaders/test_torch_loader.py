@@ -211,3 +211,14 @@ def test_more_ranks_than_chunks_is_refused_before_the_first_batch(tmp_path: Path
     path = make_index_store(tmp_path / "tiny", 10)  # 3 chunks of 4 samples
     with pytest.raises(ValueError, match="4 ranks share 3 chunks"):
         StoreLoader(path, 2, rank=0, world_size=4, drop_last=False)
+
+
+def test_close_drops_shard_mappings_and_the_loader_still_reads(store: Path) -> None:
+    with StoreLoader(store, 8, io="mmap") as loader:
+        first = [b["index"].clone() for b in loader]
+        maps = loader.source.image._maps
+        assert maps is not None and maps.mapped_bytes > 0
+    assert maps.mapped_bytes == 0  # closed: nothing kept mapped
+    loader.set_epoch(0)
+    again = [b["index"] for b in loader]  # maps lazily again
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
