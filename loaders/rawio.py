@@ -17,7 +17,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["MapCache", "preadv_all"]
+__all__ = ["MapCache", "Stamp", "file_stamp", "preadv_all"]
+
+Stamp = tuple[int, int, int]  # (inode, size, mtime in ns): one version of a file
+
+
+def file_stamp(st: os.stat_result) -> Stamp:
+    """Return the :data:`Stamp` of a ``stat`` result."""
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 
@@ -46,44 +53,57 @@ class MapCache:
     """Read-only mappings of whole files, least recently used dropped beyond ``budget`` bytes.
 
     A dropped mapping is unmapped once no numpy view of it is left (never under a reader).
+    Each mapping remembers the :data:`Stamp` of the file it maps.
     """
 
     def __init__(self, budget: int = 256 << 20) -> None:
         if budget < 0:
             raise ValueError(f"map budget must be >= 0 bytes, got {budget}")
         self.budget = budget
-        self._maps: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._maps: OrderedDict[str, tuple[np.ndarray, Stamp]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, path: str) -> np.ndarray:
-        """Return the whole file ``path`` as a read-only uint8 array backed by a mapping."""
+    def get(self, path: str, current: Stamp | None = None) -> tuple[np.ndarray, Stamp]:
+        """Return the whole file ``path`` as a read-only uint8 array backed by a mapping.
+
+        Args:
+            path: The file.
+            current: The file's stamp now, if known: a mapping of another version of the
+                file (replaced or rewritten since it was mapped) is dropped and the file
+                mapped again.
+
+        Returns:
+            The array and the stamp of the file version it maps.
+        """
         with self._lock:
-            arr = self._maps.get(path)
-            if arr is not None:
+            entry = self._maps.get(path)
+            if entry is not None and (current is None or entry[1] == current):
                 self._maps.move_to_end(path)
-                return arr
-        arr = self._map(path)
+                return entry
+        entry = self._map(path)
         with self._lock:
-            if path not in self._maps:
-                self._maps[path] = arr
-                self._bytes += arr.nbytes
+            old = self._maps.pop(path, None)
+            if old is not None:
+                self._bytes -= old[0].nbytes
+            self._maps[path] = entry
+            self._bytes += entry[0].nbytes
             while self._bytes > self.budget and len(self._maps) > 1:
-                _, old = self._maps.popitem(last=False)
-                self._bytes -= old.nbytes
-            return self._maps.get(path, arr)
+                _, (dropped, _) = self._maps.popitem(last=False)
+                self._bytes -= dropped.nbytes
+            return entry
 
     @staticmethod
-    def _map(path: str) -> np.ndarray:
+    def _map(path: str) -> tuple[np.ndarray, Stamp]:
         fd = os.open(path, os.O_RDONLY)
         try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                return np.zeros(0, np.uint8)
-            mapped = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            st = os.fstat(fd)
+            if st.st_size == 0:
+                return np.zeros(0, np.uint8), file_stamp(st)
+            mapped = mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ)
         finally:
             os.close(fd)
-        return np.frombuffer(mapped, np.uint8)
+        return np.frombuffer(mapped, np.uint8), file_stamp(st)
 
     def clear(self) -> None:
         """Drop every mapping (each is unmapped once no array still views it)."""

@@ -28,7 +28,7 @@ import crc32c
 import numpy as np
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
-from loaders.rawio import MapCache, preadv_all
+from loaders.rawio import MapCache, Stamp, file_stamp, preadv_all
 from loaders.rows import Route, copy_rows, flat_parts, row_parts, scatter
 from loaders.shardindex import CRC_BYTES as _CRC
 from loaders.shardindex import MISSING, ShardIndexCache
@@ -70,7 +70,7 @@ class ShardedArrayReader:
         if verify not in VERIFY_MODES:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
         self.path, self.io, self.verify = str(path), io, verify
-        self._verified: dict[tuple[int, ...], tuple[int, int, int]] = {}  # chunk -> file stamp
+        self._verified: dict[tuple[int, ...], Stamp | None] = {}  # chunk -> its file's stamp
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
         self._remote = "://" in self.path
         self.meta = self._load_meta()
@@ -172,21 +172,21 @@ class ShardedArrayReader:
         self._check_chunk(chunk)
         path = self.shard_file(chunk)
         try:
-            src = self._mapped_chunk(chunk, path)
-        except ChunkReadError:
+            found = self._mapped_chunk(chunk, path)
+            rows = self.meta.chunk_shape[0]
+            if found is None:
+                fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
+                               self.meta.dtype).view(np.uint8).reshape(rows, -1)
+                copy_rows(fill, routes)
+                return
+            # check first, then copy: the checksum pass pulls the chunk into the cache, so
+            # the copy reads it from there (cheaper than copying first and checking after)
+            self._verify_mapped(chunk, path, *found)
+            copy_rows(found[0][:-_CRC].reshape(rows, -1), routes)
+        except (ChunkReadError, ValueError):
             raise
         except Exception as exc:
             raise ChunkReadError(self.name, path, chunk, repr(exc)) from exc
-        rows = self.meta.chunk_shape[0]
-        if src is None:
-            fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
-                           self.meta.dtype).view(np.uint8).reshape(rows, -1)
-            copy_rows(fill, routes)
-            return
-        # check first, then copy: the checksum pass pulls the chunk into the cache, so the
-        # copy reads it from there (cheaper than copying first and checking after)
-        self._verify_mapped(chunk, src, path)
-        copy_rows(src[:-_CRC].reshape(rows, -1), routes)
 
     def close(self) -> None:
         """Drop the cached shard mappings (a later read maps again); idempotent."""
@@ -222,30 +222,30 @@ class ShardedArrayReader:
                              f"{out.dtype} {out.shape}")
         return out
 
-    @staticmethod
-    def _stamp(path: str) -> tuple[int, int, int]:
-        """Return what identifies one version of a file: (inode, size, mtime in ns)."""
-        st = os.stat(path)
-        return st.st_ino, st.st_size, st.st_mtime_ns
-
-    def _check(self, chunk: tuple[int, ...], path: str) -> bool:
-        """Return whether ``chunk``'s checksum must be checked on this read."""
+    def _current(self, path: str) -> Stamp | None:
+        """Return the stamp of ``path`` now (``verify="first"`` only; None if missing)."""
         if self.verify == "always":
-            return True
-        stamp = self._verified.get(chunk)
-        return stamp is None or stamp != self._stamp(path)
+            return None
+        try:
+            return file_stamp(os.stat(path))
+        except FileNotFoundError:
+            return None
 
     def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray] | list[memoryview],
-                stored: int, crc: int = 0) -> None:
-        """Check ``crc`` continued over ``data`` against ``stored`` (when due)."""
-        if not self._check(chunk, path):
+                stored: int, stamp: Stamp | None) -> None:
+        """Check the crc32c of ``data`` against ``stored``, if due for this file version.
+
+        ``stamp`` is the version the data was read from (taken before the read): with
+        ``verify="first"`` a chunk is checked once per version of its shard file.
+        """
+        if self.verify == "first" and chunk in self._verified and self._verified[chunk] == stamp:
             return
+        crc = 0
         for part in data:
             crc = crc32c.crc32c(part, crc)  # type: ignore[arg-type]
         if crc != stored:
             raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
         if self.verify == "first":
-            stamp = self._stamp(path)
             with self._lock:
                 self._verified[chunk] = stamp
 
@@ -256,13 +256,14 @@ class ShardedArrayReader:
     def _read_fast(self, chunk: tuple[int, ...], flats: list[memoryview]) -> None:
         path = self.shard_file(chunk)
         if self._maps is not None:
-            src = self._mapped_chunk(chunk, path)
-            if src is None:
+            found = self._mapped_chunk(chunk, path)
+            if found is None:
                 self._fill(flats)
             else:
-                scatter(src[:-_CRC], flats)
-                self._verify_mapped(chunk, src, path)
+                scatter(found[0][:-_CRC], flats)
+                self._verify_mapped(chunk, path, *found)
             return
+        stamp = self._current(path)  # before the read: a later change is caught next time
         offset, nbytes = self._index.locate(chunk, path)
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
@@ -271,26 +272,32 @@ class ShardedArrayReader:
         got = preadv_all(path, [*flats, tail], offset)
         if got != nbytes:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
-        self._verify(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"))
+        self._verify(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
 
-    def _mapped_chunk(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
-        """Return the chunk's bytes + crc32c inside the mapped shard file; None if missing."""
+    def _mapped_chunk(self, chunk: tuple[int, ...], path: str
+                      ) -> tuple[np.ndarray, Stamp] | None:
+        """Return the chunk's bytes + crc32c in its mapped shard file, and the file's stamp.
+
+        None if the chunk is missing. With ``verify="first"`` a mapping of an older version
+        of the file is replaced first.
+        """
+        current = self._current(path)
         offset, nbytes = self._index.locate(chunk, path)
         if offset == MISSING and nbytes == MISSING:
             return None
         assert self._maps is not None
-        mapped = self._maps.get(path)
+        mapped, stamp = self._maps.get(path, current)
         want = self.meta.chunk_nbytes + _CRC
         if offset + want > mapped.nbytes:
             raise CorruptChunkError(self.name, path, chunk,
                                     f"truncated: file ends before byte {offset + want}")
-        return mapped[offset:offset + want]
+        return mapped[offset:offset + want], stamp
 
-    def _verify_mapped(self, chunk: tuple[int, ...], src: np.ndarray, path: str) -> None:
-        """Check a mapped chunk (bytes + crc32c) of shard file ``path``."""
-        if self._check(chunk, path):
-            stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
-            self._verify(chunk, path, [src[:-_CRC]], stored)
+    def _verify_mapped(self, chunk: tuple[int, ...], path: str, src: np.ndarray,
+                       stamp: Stamp) -> None:
+        """Check a mapped chunk (bytes + crc32c) of version ``stamp`` of shard file ``path``."""
+        stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
+        self._verify(chunk, path, [src[:-_CRC]], stored, stamp)
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:

@@ -164,6 +164,21 @@ def test_verify_first_checks_a_chunk_once_per_file_version(tmp_path: Path) -> No
         ShardedArrayReader(root / "image", verify="never")
 
 
+@pytest.mark.parametrize("io", IO_MODES)
+def test_verify_first_checks_a_replaced_shard_file_again(tmp_path: Path, io: str) -> None:
+    root = make_index_store(tmp_path / "s", 16)
+    reader = ShardedArrayReader(root / "image", io=io, verify="first")
+    assert reader.read_chunk((1, 0, 0, 0))[0, 0, 0, 0] == 4  # verified (and mapped, for mmap)
+    shard = root / "image" / "c" / "0" / "0" / "0" / "0"
+    data = bytearray(shard.read_bytes())
+    data[768 * 4 + 4] ^= 0xFF  # first pixel of chunk 1
+    new = shard.with_name("replacement")
+    new.write_bytes(bytes(data))
+    os.replace(new, shard)  # a new inode: the old mapping still shows the old bytes
+    with pytest.raises(CorruptChunkError, match="checksum mismatch"):
+        reader.read_chunk((1, 0, 0, 0))
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_read_chunk_rows_routes_rows_to_batches(tmp_path: Path, store: Path, fast: bool) -> None:
     chunk, expect = (6, 0, 0, 0), [24, 25, 26, 27]
