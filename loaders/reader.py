@@ -13,7 +13,7 @@ serving it was read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -139,8 +139,9 @@ class BatchReader(Node[HostBatch]):
         try:
             self._read_chunks(jobs[::self.num_threads])
         finally:
-            for helper in helpers:
-                helper.result()
+            wait(helpers)  # every share finished (or failed) before anything moves on
+        for helper in helpers:
+            helper.result()  # re-raise a helper's error here
         self._complete(window.stop)
 
     def _read_chunks(self, jobs: list[tuple[int, list[Route]]]) -> None:

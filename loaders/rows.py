@@ -114,7 +114,7 @@ def copy_rows(src2d: np.ndarray, routes: Sequence[Route]) -> None:
         dest2d = _rows2d(dest, row_bytes)
         frm = _indices(chunk_rows, rows)
         first = _run(dest_rows, len(frm), len(dest2d))
-        if first is not None:
+        if first is not None:  # "clip" writes straight into out; the indices were checked above
             src2d.take(frm, 0, dest2d[first:first + len(frm)], "clip")
             continue
         to = _indices(dest_rows, len(dest2d))
