@@ -7,14 +7,19 @@ holds the only reference to it (CPython reference count: every numpy view, sub-v
 ``torch.from_numpy`` tensor of it keeps it referenced), i.e. after every tensor or array made
 from that batch was dropped by the consumer. A batch the user keeps is therefore never overwritten;
 it just leaves its buffer out of the rotation, and the pool allocates another.
+
+With ``pin=True`` (CUDA only: page-locking needs the driver) the buffers are pinned host
+memory, so the reader writes each batch where the device copy can DMA it from directly.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import warnings
 
 import numpy as np
+import torch
 
 __all__ = ["BufferPool"]
 
@@ -28,11 +33,13 @@ class BufferPool:
         dtype: Element type.
         rows: Rows per buffer (the batch size); smaller requests get a leading slice.
         keep: At most this many buffers are kept for reuse.
+        pin: Allocate pinned (page-locked) host memory; needs CUDA.
     """
 
     def __init__(self, row_shape: tuple[int, ...], dtype: np.dtype | type, rows: int,
-                 keep: int) -> None:
+                 keep: int, pin: bool = False) -> None:
         self.row_shape, self.dtype, self.rows, self.keep = row_shape, np.dtype(dtype), rows, keep
+        self.pin, self._pin_failed = pin, False
         self._owned: list[np.ndarray] = []
         self._free_refs = 0  # the reference count of a buffer only the pool holds, measured
         self._lock = threading.Lock()
@@ -48,9 +55,24 @@ class BufferPool:
                     return self._owned[i][:rows]
             self.allocated += 1
             if len(self._owned) >= self.keep:  # over the bound: not kept, freed with its users
-                return np.empty((self.rows, *self.row_shape), self.dtype)[:rows]
-            self._owned.append(np.empty((self.rows, *self.row_shape), self.dtype))
+                return self._new()[:rows]
+            self._owned.append(self._new())
             # measured the same way as above, so interpreter details (borrowed argument
             # references in newer CPythons) cancel out
             self._free_refs = sys.getrefcount(self._owned[-1])
             return self._owned[-1][:rows]
+
+    def _new(self) -> np.ndarray:
+        shape = (self.rows, *self.row_shape)
+        if not self.pin:
+            return np.empty(shape, self.dtype)
+        dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype
+        try:
+            return torch.empty(shape, dtype=dtype, pin_memory=True).numpy()
+        except RuntimeError as exc:  # e.g. the locked-memory limit: pageable memory still works
+            if not self._pin_failed:
+                self._pin_failed = True
+                warnings.warn(f"pinned host memory unavailable ({exc}); batches are staged "
+                              "through pinned copy buffers instead", RuntimeWarning,
+                              stacklevel=2)
+            return np.empty(shape, self.dtype)

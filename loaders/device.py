@@ -1,11 +1,13 @@
 """Host batches (numpy) -> tensors on the device.
 
-On the CPU this is ``torch.from_numpy``: no copy. On CUDA each batch is copied into pinned host
-buffers that are reused (one set per slot, a slot is refilled only after the event of its last
-copy fired), then copied to the device with ``non_blocking=True`` on a side stream, one batch
-ahead of the consumer; the consumer's stream waits on that batch's event and the tensors are
-``record_stream``-ed so the caching allocator does not reuse them early. No host sync besides
-waiting for a slot's previous copy.
+On the CPU this is ``torch.from_numpy``: no copy. On CUDA each array already in pinned memory
+(the image batch: the loader's reader writes it into pinned buffers) is copied to the device as
+is; the others (labels, indices: a few bytes) are first staged into pinned buffers of the slot.
+Copies are ``non_blocking=True`` on a side stream, one batch ahead of the consumer. A slot keeps
+its batch's host arrays referenced until the slot is reused, after the event of its copy
+fired, so no host buffer is rewritten while its copy may still be running. The consumer's
+stream waits on that batch's event and the tensors are ``record_stream``-ed so the caching
+allocator does not reuse them early. No host sync besides waiting for a slot's previous copy.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ DeviceBatch = dict[str, torch.Tensor]
 
 
 class _Slot:
-    """Pinned host buffers for one batch in flight, and the event of their last copy."""
+    """One batch in flight: staging buffers, its host arrays, the event of its last copy."""
 
     def __init__(self) -> None:
         self.buffers: dict[str, torch.Tensor] = {}
+        self.held: dict[str, np.ndarray] = {}  # the source arrays, until this copy is done
         self.copied = torch.cuda.Event(blocking=True)  # synchronize() sleeps, not spins
 
     def pinned(self, key: str, value: np.ndarray) -> torch.Tensor:
@@ -45,11 +48,13 @@ class ToDevice(Node[DeviceBatch]):
     Args:
         source: Node yielding dicts of numpy arrays.
         device: Target device.
-        slots: Pinned buffer sets on CUDA (batches in flight + 1).
+        slots: Batches in flight on CUDA + 1 (each holds its host arrays until reused).
     """
 
+    SLOTS = 3
+
     def __init__(self, source: Node[dict[str, np.ndarray]], device: torch.device,
-                 slots: int = 3) -> None:
+                 slots: int = SLOTS) -> None:
         if slots < 2:
             raise ValueError(f"slots must be >= 2 (one batch in flight, one served), got {slots}")
         self.source, self.device = source, torch.device(device)
@@ -103,17 +108,23 @@ class ToDevice(Node[DeviceBatch]):
         state = self.source.get_state()
         slot = self._slots[self._launched % len(self._slots)]
         self._launched += 1
-        slot.copied.synchronize()  # this slot's pinned buffers are free again
+        slot.copied.synchronize()  # this slot's last copy is done: its buffers are free again
+        slot.held = batch  # keep this batch's host arrays unreused until its copy is done
         out = {}
         with torch.cuda.stream(self._stream):
             for key, value in batch.items():
-                pinned = slot.pinned(key, value)
-                pinned.numpy()[...] = value
-                out[key] = pinned.to(self.device, non_blocking=True)
+                host = torch.from_numpy(value)
+                if not host.is_pinned():  # small arrays: stage them
+                    host = slot.pinned(key, value)
+                    host.numpy()[...] = value
+                out[key] = host.to(self.device, non_blocking=True)
             slot.copied.record(self._stream)
         return out, state, slot.copied
 
     def close(self) -> None:
-        """Close the source."""
+        """Wait for copies still in flight (their host buffers go back to the pool), close."""
         self._ahead = None
+        for slot in self._slots:
+            slot.copied.synchronize()
+            slot.held = {}
         self.source.close()

@@ -158,8 +158,10 @@ class StoreLoader:
         self._epoch, self._batch, self._resume = 0, 0, 0
         self._plans: dict[int, EpochPlan] = {}
         size, window = self.source.layout.size, buffer_chunks * self.source.layout.chunk_samples
+        cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
         self._buffers = BufferPool((size, size, 3), np.uint8, batch_size,
-                                   keep=prefetch + 3 + -(-window // batch_size))
+                                   keep=prefetch + 3 + -(-window // batch_size)
+                                   + (ToDevice.SLOTS if cuda else 0), pin=cuda)
         self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
 
     @property
