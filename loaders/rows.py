@@ -45,7 +45,7 @@ def row_parts(routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.d
               ) -> list[memoryview]:
     """Return one byte view per chunk row, in order: its routed row, or a row of scratch.
 
-    Byte views cost a tenth of numpy row views to make, which matters at one per row; the
+    Byte views are cheaper to make than numpy row views, which matters at one per row; the
     scratch rows are distinct, so the whole chunk still lands somewhere (for the checksum).
     """
     rows = chunk_shape[0]

@@ -112,9 +112,9 @@ def apply_color(x: torch.Tensor, factors: torch.Tensor, norm: Normalize | None) 
 def normalize_converter(norm: Normalize | None) -> Converter:
     """Per-sample uint8 -> normalised float, for the fast path.
 
-    Into float32: a plain cast copy, then per-channel ``mul_`` and ``add_`` in place (three
-    vectorised passes cost a third less than one mixed-dtype ``addcmul``); into half types:
-    one ``addcmul`` (computed in float32, rounded once).
+    Into float32: a plain cast copy, then per-channel ``mul_`` and ``add_`` in place, all in
+    one dtype (no mixed uint8/float arithmetic); into half types: one ``addcmul`` (computed
+    in float32, rounded once).
     """
     scale, shift = channel_affine(norm)
     mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)

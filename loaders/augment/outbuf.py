@@ -1,8 +1,8 @@
 """Reused output batches for the CPU fast path: no page faults per batch.
 
 A fresh ``[B, 3, H, W]`` float32 batch is tens of MiB; the allocator returns such blocks to the
-OS when they are freed, so every new batch page-faults and zeroes all of it again (measured:
-as much CPU as the resize itself). Outputs therefore come from a :class:`~loaders.buffers.
+OS when they are freed, so every new batch page-faults and zeroes all of it again (12,288 page
+faults for 64 x 3 x 256 x 256 float32). Outputs therefore come from a :class:`~loaders.buffers.
 BufferPool`, which hands a buffer out again only once nothing refers to it any more (the
 tensor is made with ``torch.from_numpy``, so every view of it keeps the buffer referenced):
 a batch the caller keeps is never overwritten. Pools are a small process-wide cache keyed by
