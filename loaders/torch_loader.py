@@ -108,8 +108,9 @@ class StoreLoader:
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
         io: ``pread`` (default: one ``preadv`` per chunk straight into the batch rows; no
-            mapped pages, scales with ``num_threads``) or ``mmap`` (shard files stay mapped,
-            up to ``map_bytes``; a little cheaper for small samples, single-threaded).
+            mapped pages, so RSS is bounded by ``prefetch`` alone) or ``mmap`` (shard files
+            stay mapped, up to ``map_bytes`` of them, which count in RSS; faster for small
+            samples: see ``bench_loader --size 128``).
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
             count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
