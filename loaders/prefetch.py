@@ -5,11 +5,15 @@ the state after the last item the *consumer* received, not after what the thread
 Exceptions on the thread are carried back as values and re-raised on the consumer thread:
 :class:`~loaders.errors.LoaderError` as is (it names the shard), anything else wrapped in
 :class:`~loaders.errors.WorkerError`.
+
+The bound is a second queue of free slots: the thread takes a slot before it hands an item
+over and the consumer returns it. Both are ``queue.SimpleQueue`` (C, one lock hand-off per
+call): ``queue.Queue``'s Python-level conditions cost several GIL hand-offs per item, which
+a reader that keeps dropping the GIL for its copies pays on every batch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 from collections.abc import Mapping
@@ -40,7 +44,8 @@ class Prefetcher(Node[T]):
         self.source, self.depth, self.name = source, depth, name
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue(depth)
+        self._items: queue.SimpleQueue[tuple[str, Any, Any]] = queue.SimpleQueue()
+        self._free: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._state: dict[str, Any] = {}
         self._done = False
 
@@ -50,32 +55,40 @@ class Prefetcher(Node[T]):
         self.source.reset(state)
         self._state = self.source.get_state()
         self._stop, self._done = threading.Event(), False
-        self._queue = queue.Queue(self.depth)
-        self._thread = threading.Thread(target=self._run, args=(self._queue, self._stop),
+        self._items, self._free = queue.SimpleQueue(), queue.SimpleQueue()
+        for _ in range(self.depth):
+            self._free.put(None)
+        self._thread = threading.Thread(target=self._run,
+                                        args=(self._items, self._free, self._stop),
                                         name=self.name, daemon=True)
         self._thread.start()
 
-    def _run(self, out: queue.Queue[tuple[str, Any, Any]], stop: threading.Event) -> None:
+    def _run(self, items: queue.SimpleQueue[tuple[str, Any, Any]],
+             free: queue.SimpleQueue[None], stop: threading.Event) -> None:
         try:
             while not stop.is_set():
                 try:
                     item = self.source.next()
                 except StopIteration:
-                    self._put(out, stop, (_END, None, None))
+                    items.put((_END, None, None))
                     return
-                self._put(out, stop, (_ITEM, item, self.source.get_state()))
+                state = self.source.get_state()
+                if not self._slot(free, stop):
+                    return
+                items.put((_ITEM, item, state))
         except BaseException as exc:  # carried to the consumer, re-raised there
-            self._put(out, stop, (_ERROR, exc, None))
+            items.put((_ERROR, exc, None))
 
     @staticmethod
-    def _put(out: queue.Queue[tuple[str, Any, Any]], stop: threading.Event,
-             msg: tuple[str, Any, Any]) -> None:
+    def _slot(free: queue.SimpleQueue[None], stop: threading.Event) -> bool:
+        """Wait for a free slot; False once ``stop`` is set."""
         while not stop.is_set():
             try:
-                out.put(msg, timeout=_POLL_S)
-                return
-            except queue.Full:
+                free.get(timeout=_POLL_S)
+                return not stop.is_set()
+            except queue.Empty:
                 continue
+        return False
 
     def next(self) -> T:
         """Return the next item produced in the background; re-raise its errors here."""
@@ -85,6 +98,7 @@ class Prefetcher(Node[T]):
             raise StopIteration
         kind, value, state = self._get()
         if kind == _ITEM:
+            self._free.put(None)
             self._state = state
             return value  # type: ignore[no-any-return]
         self._done = True
@@ -97,10 +111,10 @@ class Prefetcher(Node[T]):
     def _get(self) -> tuple[str, Any, Any]:
         while True:
             try:
-                return self._queue.get(timeout=_POLL_S)
+                return self._items.get(timeout=_POLL_S)
             except queue.Empty:
                 dead = self._thread is None or not self._thread.is_alive()
-                if dead and self._queue.empty():
+                if dead and self._items.empty():
                     raise WorkerError(f"{self.name} thread died without a result") from None
 
     def get_state(self) -> dict[str, Any]:
@@ -111,11 +125,10 @@ class Prefetcher(Node[T]):
         if self._thread is None:
             return
         self._stop.set()
-        while self._thread.is_alive():
-            with contextlib.suppress(queue.Empty):
-                self._queue.get(timeout=_POLL_S)  # unblock a producer waiting on a full queue
+        self._free.put(None)  # wake a thread waiting for a slot: it sees the stop and ends
         self._thread.join()
         self._thread = None
+        self._items = queue.SimpleQueue()  # drop undelivered items (their buffers go back)
 
     def close(self) -> None:
         """Stop the background thread and close the source."""
