@@ -109,8 +109,8 @@ class StoreLoader:
         num_threads: Parallel chunk reads.
         io: ``pread`` (default: one ``preadv`` per chunk straight into the batch rows; no
             mapped pages, so RSS is bounded by ``prefetch`` alone) or ``mmap`` (shard files
-            stay mapped, up to ``map_bytes`` of them, which count in RSS; faster for small
-            samples: see ``bench_loader --size 128``).
+            stay mapped, up to ``map_bytes`` of them, which count in RSS; ``bench_loader``
+            prints both).
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
             count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
