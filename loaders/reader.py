@@ -1,10 +1,12 @@
 """The host-side read node: whole chunks in, batches in epoch order out, one copy.
 
-For each window of the epoch plan, :class:`BatchReader` reads every chunk the window serves
-whole (in parallel on a small pool: the copies and crc32c release the GIL) and routes each of
-its rows straight to its row in its batch buffer: out of the mapped shard file with one
-vectorised copy per (chunk, batch), or with one ``preadv`` whose buffers are those rows. The
-bytes go from the page cache to the batch exactly once, checksum over the whole chunk. Rows
+For each window of the epoch plan, :class:`BatchReader` groups the positions the window serves
+by (chunk, batch) with a few numpy calls, then reads every chunk whole, one share of the chunks
+per thread (the copies and crc32c release the GIL), routing its rows straight to their rows in
+their batch buffers: with one ``preadv`` whose buffers are those rows, or out of the mapped
+shard file with one gather per (chunk, batch) run (a batch-sorted plan makes every group a
+run). The bytes go from the page cache to the batch exactly once, checksum over the whole
+chunk. Rows
 the epoch does not serve (holes, the cut remainder, rows before a resume point, edge padding)
 are not copied (mmap) or land in scratch (pread). A batch is handed out once every window
 serving it was read.
