@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.analysis import (
+from benchmarks.consumers import Consumer
+from benchmarks.strategies import Batch, RunConfig, get_strategy
+from loaders.diagnostics.analysis import (
     coefficient_of_variation,
     data_wait_share,
     dominant_period,
     verdict,
 )
-from benchmarks.consumers import Consumer
-from benchmarks.strategies import Batch, RunConfig, get_strategy
 from loaders.monitor import Monitor, MonitorResult
 
 __all__ = ["RunOptions", "run_all", "run_strategy", "summarize"]
@@ -97,10 +97,11 @@ def _mean(values: list[float | None]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
-              num_samples: int) -> dict[str, Any]:
+def summarize(
+    name: str, tm: _Timing, res: MonitorResult, opts: RunOptions, num_samples: int
+) -> dict[str, Any]:
     """Turn one strategy's timings and monitor result into the report's figures."""
-    steady = res.steps[opts.warmup_steps:] or res.steps
+    steady = res.steps[opts.warmup_steps :] or res.steps
     if tm.warm_t is None:  # fewer steps than the warm-up: measure everything
         tm.warm_t, tm.warm_samples = tm.end_t - res.wall_s, 0
     samples = tm.samples - tm.warm_samples
@@ -110,7 +111,10 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
     util = res.series("gpu_util") if res.has_gpu else res.series("cpu_percent")
     step_s = [w + c for w, c in steady]
     return {
-        "name": name, "status": "ok", "samples": samples, "steps": len(steady),
+        "name": name,
+        "status": "ok",
+        "samples": samples,
+        "steps": len(steady),
         "samples_per_s": sps,  # median over epochs (each epoch after the warm-up is a run)
         "samples_per_s_epochs": tm.epoch_rates,
         "samples_per_s_overall": overall,
@@ -135,8 +139,7 @@ def summarize(name: str, tm: _Timing, res: MonitorResult, opts: RunOptions,
     }
 
 
-def run_strategy(name: str, cfg: RunConfig, consumer: Consumer,
-                 opts: RunOptions) -> dict[str, Any]:
+def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions) -> dict[str, Any]:
     """Run one strategy and return its figures, or ``status: unavailable|failed`` and why."""
     strategy = get_strategy(name)
     reason = strategy.unavailable(cfg)
@@ -163,12 +166,16 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer,
 
 
 def _failed(name: str, stage: str, exc: BaseException) -> dict[str, Any]:
-    return {"name": name, "status": "failed",
-            "reason": f"{stage}: {type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc(limit=6)}
+    return {
+        "name": name,
+        "status": "failed",
+        "reason": f"{stage}: {type(exc).__name__}: {exc}",
+        "traceback": traceback.format_exc(limit=6),
+    }
 
 
-def run_all(names: list[str], cfg: RunConfig, consumer: Consumer,
-            opts: RunOptions) -> list[dict[str, Any]]:
+def run_all(
+    names: list[str], cfg: RunConfig, consumer: Consumer, opts: RunOptions
+) -> list[dict[str, Any]]:
     """Run ``names`` one after another; never stops at a failing strategy."""
     return [run_strategy(name, cfg, consumer, opts) for name in names]

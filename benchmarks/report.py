@@ -3,20 +3,44 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.analysis import break_even_epochs, fmt
+from loaders.diagnostics.analysis import break_even_epochs
 
-__all__ = ["REPORT_KEYS", "STRATEGY_KEYS", "add_break_even", "markdown_table", "write_report"]
+__all__ = [
+    "REPORT_KEYS",
+    "STRATEGY_KEYS",
+    "add_break_even",
+    "fmt",
+    "markdown_table",
+    "write_report",
+]
 
 REPORT_KEYS = ("environment", "config", "build", "strategies", "break_even", "plots")
-STRATEGY_KEYS = ("name", "status", "samples_per_s", "data_wait_share", "step_cv",
-                 "oscillation_period_s", "cpu_s_per_sample", "peak_rss_bytes", "monitor_cpu_share",
-                 "verdict")
+STRATEGY_KEYS = (
+    "name",
+    "status",
+    "samples_per_s",
+    "data_wait_share",
+    "step_cv",
+    "oscillation_period_s",
+    "cpu_s_per_sample",
+    "peak_rss_bytes",
+    "monitor_cpu_share",
+    "verdict",
+)
 BASELINE = "workers"
 BUSY_MARGIN = 25.0  # machine CPU % above this run's that flags a shared, busy machine
 STORE_STRATEGIES = ("precompute", "precompute-dali")
+
+
+def fmt(value: float | None, spec: str = ".3g", none: str = "-") -> str:
+    """Format a number, or ``none`` for None/NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return none
+    return format(value, spec)
 
 
 def add_break_even(report: dict[str, Any]) -> None:
@@ -33,21 +57,29 @@ def add_break_even(report: dict[str, Any]) -> None:
             continue
         store, base_s = by_name[name].get("epoch_s"), base.get("epoch_s")
         epochs = break_even_epochs(build_s, base_s, store)
-        out[name] = {"epochs": epochs, "build_s": build_s, "epoch_s": store,
-                     "baseline_epoch_s": base_s,
-                     "detail": _break_even_text(build_s, base_s, store, epochs)}
+        out[name] = {
+            "epochs": epochs,
+            "build_s": build_s,
+            "epoch_s": store,
+            "baseline_epoch_s": base_s,
+            "detail": _break_even_text(build_s, base_s, store, epochs),
+        }
     report["break_even"] = out
 
 
-def _break_even_text(build_s: float | None, base: float | None, store: float | None,
-                     epochs: float | None) -> str:
+def _break_even_text(
+    build_s: float | None, base: float | None, store: float | None, epochs: float | None
+) -> str:
     if build_s is None:
         return "build time unknown"
     if epochs is None:
-        return (f"never: an epoch takes {fmt(store)} s from the store vs {fmt(base)} s with "
-                f"{BASELINE}")
-    return (f"{fmt(build_s)} s build / ({fmt(base)} - {fmt(store)}) s saved per epoch = "
-            f"{epochs:.2f} epochs")
+        return (
+            f"never: an epoch takes {fmt(store)} s from the store vs {fmt(base)} s with {BASELINE}"
+        )
+    return (
+        f"{fmt(build_s)} s build / ({fmt(base)} - {fmt(store)}) s saved per epoch = "
+        f"{epochs:.2f} epochs"
+    )
 
 
 def _mib(n: int | None) -> str:
@@ -65,21 +97,25 @@ def _row(s: dict[str, Any], base_sps: float | None) -> str:
     ratio = f"{sps / base_sps:.2f}x" if sps and base_sps else "-"
     share = s.get("data_wait_share")
     cv = s.get("step_cv")
-    return (f"| {s['name']} | {fmt(sps, '.1f')} | {ratio} | "
-            f"{'-' if share is None else f'{share:.0%}'} | {'-' if cv is None else f'{cv:.0%}'} | "
-            f"{fmt(s.get('oscillation_period_s'), '.2f', 'none')} | "
-            f"{fmt(_scaled(s.get('cpu_s_per_sample'), 1e3), '.2f')} | "
-            f"{_mib(s.get('peak_rss_bytes'))} | {fmt(s.get('first_batch_s'), '.2f')} | "
-            f"{s['verdict']['summary']} |")
+    return (
+        f"| {s['name']} | {fmt(sps, '.1f')} | {ratio} | "
+        f"{'-' if share is None else f'{share:.0%}'} | {'-' if cv is None else f'{cv:.0%}'} | "
+        f"{fmt(s.get('oscillation_period_s'), '.2f', 'none')} | "
+        f"{fmt(_scaled(s.get('cpu_s_per_sample'), 1e3), '.2f')} | "
+        f"{_mib(s.get('peak_rss_bytes'))} | {fmt(s.get('first_batch_s'), '.2f')} | "
+        f"{s['verdict']['summary']} |"
+    )
 
 
 def markdown_table(strategies: list[dict[str, Any]]) -> str:
     """Return the per-strategy table in Markdown."""
     base = next((s for s in strategies if s["name"] == BASELINE and s.get("status") == "ok"), None)
     base_sps = base.get("samples_per_s") if base else None
-    head = ("| strategy | samples/s | vs workers | data wait | step CV | util period (s) | "
-            "CPU ms/sample | peak RSS MiB | first batch (s) | verdict |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    head = (
+        "| strategy | samples/s | vs workers | data wait | step CV | util period (s) | "
+        "CPU ms/sample | peak RSS MiB | first batch (s) | verdict |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    )
     return "\n".join([head, *(_row(s, base_sps) for s in strategies)])
 
 
@@ -100,9 +136,11 @@ def _build_lines(build: dict[str, Any] | None, break_even: dict[str, Any]) -> li
         return ["- no store used"]
     if build.get("status") in ("unavailable", "failed"):
         return [f"- store build {build['status']}: {build['reason']}"]
-    lines = [f"- store `{build['store']}` ({build['status']}): build time "
-             f"{fmt(build.get('build_s'), '.2f')} s" + (f" ({build['note']})"
-                                                       if build.get("note") else "")]
+    lines = [
+        f"- store `{build['store']}` ({build['status']}): build time "
+        f"{fmt(build.get('build_s'), '.2f')} s"
+        + (f" ({build['note']})" if build.get("note") else "")
+    ]
     lines += [f"- {name} pays for itself after: {v['detail']}" for name, v in break_even.items()]
     return lines
 
@@ -112,10 +150,13 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
     for s in strategies:
         if s.get("status") != "ok":
             continue
-        checks = "; ".join(f"{c['name']}: {_ok(c['ok'])} ({c['detail']})"
-                           for c in s["verdict"]["checks"])
-        cpu = (f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
-               f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine")
+        checks = "; ".join(
+            f"{c['name']}: {_ok(c['ok'])} ({c['detail']})" for c in s["verdict"]["checks"]
+        )
+        cpu = (
+            f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
+            f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine"
+        )
         period = s.get("wait_period_steps")
         stalls = f"; data-wait spikes recur every {period:.0f} steps" if period else ""
         lines.append(f"- **{s['name']}**: {checks}; {cpu}{stalls}")
@@ -125,17 +166,23 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
 def _caveats(report: dict[str, Any]) -> list[str]:
     out = []
     if report["config"]["consumer"] == "none":
-        out.append("\nConsumer `none`: with no compute every loader is data-bound by construction; "
-                   "use `--consumer fixed:<ms>` or `model` for meaningful verdicts.")
+        out.append(
+            "\nConsumer `none`: with no compute every loader is data-bound by construction; "
+            "use `--consumer fixed:<ms>` or `model` for meaningful verdicts."
+        )
     if report["config"]["consumer"] == "model" and report["config"]["device"] == "cpu":
-        out.append("\nConsumer `model` on CPU: the training step's own threads compete with the "
-                   "loader for the same cores, so throughput mixes loader cost and contention; "
-                   "on a GPU the step leaves the host cores to the loader.")
+        out.append(
+            "\nConsumer `model` on CPU: the training step's own threads compete with the "
+            "loader for the same cores, so throughput mixes loader cost and contention; "
+            "on a GPU the step leaves the host cores to the loader."
+        )
     for s in report["strategies"]:
         run, machine = s.get("cpu_percent_mean"), s.get("machine_cpu_percent_mean")
         if run is not None and machine is not None and machine - run > BUSY_MARGIN:
-            out.append(f"\nWarning: during `{s['name']}` other processes used about "
-                       f"{machine - run:.0f}% of the machine; its throughput is understated.")
+            out.append(
+                f"\nWarning: during `{s['name']}` other processes used about "
+                f"{machine - run:.0f}% of the machine; its throughput is understated."
+            )
     return out
 
 
@@ -143,8 +190,10 @@ def _overhead_line(strategies: list[dict[str, Any]]) -> str:
     shares = [s["monitor_cpu_share"] for s in strategies if s.get("monitor_cpu_share") is not None]
     if not shares:
         return "Monitor overhead: n/a"
-    return (f"Monitor overhead (its sampling thread's CPU / wall time): at most "
-            f"{100 * max(shares):.2f}% of one core.")
+    return (
+        f"Monitor overhead (its sampling thread's CPU / wall time): at most "
+        f"{100 * max(shares):.2f}% of one core."
+    )
 
 
 def _ok(ok: bool | None) -> str:
@@ -155,18 +204,30 @@ def render_markdown(report: dict[str, Any]) -> str:
     """Return ``report.md``'s text."""
     cfg = report["config"]
     parts = [
-        "# nostall benchmark report", "",
+        "# nostall benchmark report",
+        "",
         f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
         f"`{cfg['consumer']}`, device `{cfg['device']}`; the first {cfg['warmup_steps']} steps "
-        "are warm-up. Utilisation: " + report["util_note"], "",
-        markdown_table(report["strategies"]), "", _overhead_line(report["strategies"]),
-        *_caveats(report), "",
+        "are warm-up. Utilisation: " + report["util_note"],
+        "",
+        markdown_table(report["strategies"]),
+        "",
+        _overhead_line(report["strategies"]),
+        *_caveats(report),
+        "",
         "## Verdicts (targets: GPU util 70-90% and steady, data wait < 30%, step CV < 20%)",
-        *_verdict_lines(report["strategies"]), "",
-        "## Store build", *_build_lines(report.get("build"), report["break_even"]), "",
-        "## Environment", *_env_lines(report["environment"]), "",
-        "## Plots", *(f"![{k}]({v})" for k, v in report["plots"].items()), "",
+        *_verdict_lines(report["strategies"]),
+        "",
+        "## Store build",
+        *_build_lines(report.get("build"), report["break_even"]),
+        "",
+        "## Environment",
+        *_env_lines(report["environment"]),
+        "",
+        "## Plots",
+        *(f"![{k}]({v})" for k, v in report["plots"].items()),
+        "",
     ]
     return "\n".join(parts)
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.analysis import (
+from loaders.diagnostics.analysis import (
     break_even_epochs,
     coefficient_of_variation,
     data_wait_share,

@@ -1,55 +1,60 @@
-import time
-
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from loaders.diagnose import Diagnose, recommend
+from loaders.diagnose import Diagnose
+from tests.benchmarks.scripted import ScriptedTime
 
 
 class SlowLoader:
-    """A loader that takes `delay` seconds to produce each batch; batches encode their index."""
+    """A loader whose batches take ``delay`` scripted seconds; batches encode their index."""
 
-    def __init__(self, n, delay):
-        self.n, self.delay = n, delay
+    def __init__(self, n, delay, clock):
+        self.n, self.delay, self.clock = n, delay, clock
 
     def __len__(self):
         return self.n
 
     def __iter__(self):
         for i in range(self.n):
-            time.sleep(self.delay)
+            self.clock.advance(self.delay)
             yield torch.full((4, 3), i), torch.arange(4)
 
 
-def train(loader, compute_s, epochs=1):
+def train(loader, compute_s, clock, epochs=1):
     seen = []
     for _ in range(epochs):
         for images, _labels in loader:
             seen.append(int(images[0, 0]))
-            time.sleep(compute_s)
+            clock.advance(compute_s, compute_s)
     return seen
 
 
+def diagnose(loader, clock, **kw):
+    return Diagnose(loader, clock=clock.wall, thread_clock=clock.cpu, cores=2, **kw)
+
+
 def test_slow_loader_is_data_bound():
-    diag = Diagnose(SlowLoader(20, delay=0.03))
-    seen = train(diag, compute_s=0.002)
+    clock = ScriptedTime()
+    diag = diagnose(SlowLoader(20, 0.03, clock), clock)
+    seen = train(diag, 0.002, clock)
     res = diag.report()
     assert seen == list(range(20))  # batches pass through unchanged, in order
     assert res.bound == "data"
-    assert res.data_wait_share > 0.5
+    assert res.data_wait_share == pytest.approx(0.03 / 0.032)
     assert res.steps == 18  # 20 steps minus 2 warm-up
-    assert res.samples_per_s is not None and res.samples_per_s > 0
+    assert res.samples_per_s == pytest.approx(4 / 0.032)
     text = res.text()
     assert "data-bound" in text and "->" in text
-    assert res.recommendation
+    assert "settings of SlowLoader cannot be read" in res.recommendation[0]
 
 
 def test_fast_loader_is_compute_bound():
-    diag = Diagnose(SlowLoader(20, delay=0.0))
-    train(diag, compute_s=0.03)
+    clock = ScriptedTime()
+    diag = diagnose(SlowLoader(20, 0.0, clock), clock)
+    train(diag, 0.03, clock)
     res = diag.report()
-    assert res.bound == "compute"
-    assert res.data_wait_share < 0.3
+    assert res.bound == "compute" and res.data_wait_share == 0.0
     assert "keeps up" in res.recommendation[0]
 
 
@@ -63,42 +68,52 @@ def test_wraps_a_real_dataloader_over_several_epochs_and_reads_its_settings(caps
                 assert torch.equal(x[:, 0].long(), y)
     res = diag.report()
     assert res.steps == 15
+    assert res.loader.kind == "dataloader" and res.loader.get("num_workers") == 0
+    assert diag.passes == 2
     res.print()
-    assert "nostall diagnosis over 15 steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "nostall diagnosis over 15 steps" in out and "loader: DataLoader" in out
     assert diag.num_workers == 0  # attribute access passes through to the DataLoader
+    assert res.to_dict()["loader"]["settings"]["num_workers"] == 0
 
 
-def test_recommendations_follow_the_measured_reason():
-    base = dict(num_cpus=8, has_gpu=False)
-    saturated = recommend("data", 0.6, 97.0, loader={"num_workers": 7}, **base)
-    assert "precompute a store" in saturated[0] and "97%" in saturated[0]
-    idle = recommend("data", 0.6, 20.0, loader={"num_workers": 2, "prefetch_factor": 2}, **base)
-    assert "raise num_workers from 2 to 7" in idle[0]
-    matched = recommend("data", 0.5, 40.0, loader={"num_workers": 7, "prefetch_factor": 2},
-                        **base)
-    assert "prefetch_factor" in matched[0]
-    gpu = recommend("data", 0.6, 97.0, loader={}, num_cpus=8, has_gpu=True)
-    assert any("decode on the GPU" in r for r in gpu)
-    assert "keeps up" in recommend("compute", 0.05, 50.0, loader={}, **base)[0]
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="warmup_steps must be an integer >= 0, got -1"):
+        Diagnose([], warmup_steps=-1)
+    with pytest.raises(ValueError, match="cores must be an integer >= 1, got 0"):
+        Diagnose([], cores=0)
 
 
 class LockstepLoader:
-    """Every 4th batch stalls, like 4 workers that finish their batches together."""
+    """Every 4th batch stalls for 20 scripted ms, like 4 workers finishing together."""
+
+    def __init__(self, clock):
+        self.clock = clock
 
     def __iter__(self):
         for i in range(64):
-            time.sleep(0.02 if i % 4 == 0 else 0.0)
-            yield torch.full((2, 3), i)
+            self.clock.advance(0.02 if i % 4 == 0 else 0.0)
+            yield torch.full((2, 3), i), torch.arange(2)
 
 
 def test_recurring_stalls_are_reported_with_their_period():
-    diag = Diagnose(LockstepLoader(), warmup_steps=0)
-    train(_pairs(diag), compute_s=0.002)
+    clock = ScriptedTime()
+    diag = diagnose(LockstepLoader(clock), clock, warmup_steps=0)
+    train(diag, 0.002, clock)
     res = diag.report()
     assert res.wait_period_steps == 4
     assert "every 4 steps" in res.text()
+    assert "LockstepLoader stalls every 4 batches" in res.text()  # not "worker processes"
+    assert "finish their batches together" not in res.text()
 
 
-def _pairs(loader):
-    for x in loader:
-        yield x, x
+def test_a_loop_left_early_still_measures_its_steps():
+    clock = ScriptedTime()
+    diag = diagnose(SlowLoader(50, 0.01, clock), clock)
+    for i, _batch in enumerate(diag):
+        clock.advance(0.01)
+        if i == 9:
+            break
+    res = diag.report()
+    assert res.steps == 7  # 9 recorded steps (the 10th is cut off at the break) minus warm-up
+    assert res.evidence is not None and res.evidence.passes == 1

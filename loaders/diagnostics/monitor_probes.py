@@ -123,3 +123,7 @@ class ProcessTree:
             self.seen[p.pid] = ct.user + ct.system
             rss += mem.rss
         return sum(self.seen.values()), rss
+
+    def children_seconds(self) -> float:
+        """Return the CPU seconds of the descendants seen so far (those that exited included)."""
+        return sum(self.seen.values()) - self.seen.get(self.root.pid, 0.0)

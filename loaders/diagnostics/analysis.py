@@ -6,7 +6,6 @@ data wait under 30% of step time, step-time coefficient of variation under 20%.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,8 +83,9 @@ def dominant_period(
     return float(lag * dt)
 
 
-def break_even_epochs(build_s: float | None, epoch_s_baseline: float | None,
-                      epoch_s_store: float | None) -> float | None:
+def break_even_epochs(
+    build_s: float | None, epoch_s_baseline: float | None, epoch_s_store: float | None
+) -> float | None:
     """Return after how many epochs a store's build time is paid back, or None if never.
 
     The store saves ``epoch_s_baseline - epoch_s_store`` seconds per epoch; the build costs
@@ -122,12 +122,17 @@ def _check_gpu(gpu_util: Sequence[float | None] | None) -> Verdict:
     steady = cv is not None and cv < GPU_STEADY_CV
     ok = lo <= mean <= hi and steady
     cv_txt = f"{cv:.0%}" if cv is not None else "n/a"
-    return Verdict("gpu_util", ok, f"mean {mean:.0f}% (target {lo:.0f}-{hi:.0f}%), "
-                   f"variation {cv_txt} ({'steady' if steady else 'unsteady'})")
+    return Verdict(
+        "gpu_util",
+        ok,
+        f"mean {mean:.0f}% (target {lo:.0f}-{hi:.0f}%), "
+        f"variation {cv_txt} ({'steady' if steady else 'unsteady'})",
+    )
 
 
-def verdict(steps: Sequence[tuple[float, float]],
-            gpu_util: Sequence[float | None] | None = None) -> dict[str, Any]:
+def verdict(
+    steps: Sequence[tuple[float, float]], gpu_util: Sequence[float | None] | None = None
+) -> dict[str, Any]:
     """Judge a run against the targets.
 
     Returns:
@@ -137,22 +142,22 @@ def verdict(steps: Sequence[tuple[float, float]],
     cv = coefficient_of_variation([w + c for w, c in steps])
     checks = [
         _check_gpu(gpu_util),
-        Verdict("data_wait", None if share is None else share < DATA_WAIT_MAX,
-                "n/a" if share is None else
-                f"{share:.0%} of step time waiting for data (target < {DATA_WAIT_MAX:.0%})"),
-        Verdict("step_cv", None if cv is None else cv < STEP_CV_MAX,
-                "n/a" if cv is None else
-                f"step-time variation {cv:.0%} (target < {STEP_CV_MAX:.0%})"),
+        Verdict(
+            "data_wait",
+            None if share is None else share < DATA_WAIT_MAX,
+            "n/a"
+            if share is None
+            else f"{share:.0%} of step time waiting for data (target < {DATA_WAIT_MAX:.0%})",
+        ),
+        Verdict(
+            "step_cv",
+            None if cv is None else cv < STEP_CV_MAX,
+            "n/a" if cv is None else f"step-time variation {cv:.0%} (target < {STEP_CV_MAX:.0%})",
+        ),
     ]
     bound = "unknown" if share is None else ("data" if share >= DATA_WAIT_MAX else "compute")
     failed = [c.name for c in checks if c.ok is False]
-    summary = f"{bound}-bound; " + ("all available targets met" if not failed
-                                    else "missed: " + ", ".join(failed))
+    summary = f"{bound}-bound; " + (
+        "all available targets met" if not failed else "missed: " + ", ".join(failed)
+    )
     return {"bound": bound, "checks": [c.to_dict() for c in checks], "summary": summary}
-
-
-def fmt(value: float | None, spec: str = ".3g", none: str = "-") -> str:
-    """Format a number, or ``none`` for None/NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return none
-    return format(value, spec)

@@ -1,0 +1,23 @@
+"""Diagnosis of a training loop's data loading: monitor, figures, evidence and advice.
+
+A product feature, usable from training code without the benchmark harness (which imports it):
+
+| module | what |
+| --- | --- |
+| ``monitor.py``, ``monitor_probes.py`` | CPU/RSS (psutil), GPU (pynvml), step timings |
+| ``analysis.py`` | pure figures: data-wait share, CV, oscillation period, verdicts, break-even |
+| ``loader_info.py`` | what the wrapped loader is and how it is set |
+| ``evidence.py`` | step timings and the CPU of the loading work, per place it runs |
+| ``advice.py`` | evidence -> what to change in this loader, with the measured reason |
+| ``diagnose.py``, ``report.py`` | the ``Diagnose`` wrapper and its ``Diagnosis`` |
+
+``from loaders.diagnose import Diagnose`` and ``from loaders.monitor import Monitor`` stay the
+stable import paths.
+"""
+
+from __future__ import annotations
+
+from loaders.diagnostics.diagnose import Diagnose, Diagnosis
+from loaders.diagnostics.monitor import Monitor, MonitorResult
+
+__all__ = ["Diagnose", "Diagnosis", "Monitor", "MonitorResult"]

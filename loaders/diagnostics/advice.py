@@ -1,0 +1,267 @@
+"""Advice from evidence: what to change in *this* loader, and the measured reason.
+
+Pure functions of :class:`~loaders.diagnostics.evidence.Evidence` and
+:class:`~loaders.diagnostics.loader_info.LoaderInfo`. The rules:
+
+* data-bound: say where the loading runs and whether it computes or waits, then the change that
+  adds what is missing: parallel workers/threads up to the cores when they compute, more of
+  them than cores when they wait on I/O, a store (or GPU decoding) when the cores are full;
+* recurring stalls that make the step time vary: explain them by what the loader has and
+  prefetch deep enough to absorb them, whatever the bound;
+* only changes: a setting already at the advised value is never advised.
+"""
+
+from __future__ import annotations
+
+import math
+
+from loaders.diagnostics.analysis import DATA_WAIT_MAX, STEP_CV_MAX
+from loaders.diagnostics.evidence import Evidence
+from loaders.diagnostics.loader_info import DALI, DATALOADER, STORELOADER, LoaderInfo
+
+__all__ = ["BUSY_CPU", "FULL_CORES", "OTHERS_BUSY", "advise", "explain_stalls"]
+
+BUSY_CPU = 0.5  # a loader thread/worker on CPU less than this share of its time waits on I/O
+FULL_CORES = 0.8  # helpers using this share of the cores leave no core for more of them
+OTHERS_BUSY = 25.0  # % of the machine other processes use above which they explain slow helpers
+STORE = "precompute a store (`precompute build SRC --out STORE`, then StoreLoader)"
+
+
+def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
+    """Return the recommendations for a measured run, most useful first."""
+    if ev.share is None or ev.steps < 2:
+        return ["not enough steps measured to judge; iterate for longer"]
+    out = _data_bound(ev, info) if ev.data_bound else []
+    stalls = _stall_advice(ev, info)
+    if stalls:
+        out.append(stalls)
+    if not out and ev.unsteady and ev.wait_varies:
+        out.append(
+            f"data waits vary irregularly and make the step time vary {ev.step_cv:.0%} "
+            f"(target < {STEP_CV_MAX:.0%}): prefetch deeper so single slow batches are "
+            "absorbed, and look for slow files or a busy disk"
+        )
+    if not out:
+        out.append(
+            f"the data pipeline keeps up (data wait {ev.share:.0%} < "
+            f"{DATA_WAIT_MAX:.0%}"
+            + (
+                ")"
+                if not ev.unsteady
+                else f"; the step-time variation of {ev.step_cv:.0%} "
+                "comes from the step itself, not from data waits)"
+            )
+            + ": the model step is the bottleneck; no data-loading change needed"
+        )
+    return out
+
+
+def _gain(ev: Evidence) -> str:
+    share = min(ev.share or 0.0, 0.99)
+    return (
+        f"data wait is {share:.0%} of step time (steps up to {1 / (1 - share):.1f}x faster "
+        "without it)"
+    )
+
+
+def _data_bound(ev: Evidence, info: LoaderInfo) -> list[str]:
+    if info.kind == DATALOADER:
+        return _dataloader(ev, info)
+    if info.kind == STORELOADER:
+        return _storeloader(ev, info)
+    if info.kind == DALI:
+        return _dali(ev, info)
+    return [
+        f"{_gain(ev)}, and the settings of {info.name} cannot be read: load in parallel "
+        "(DataLoader num_workers, StoreLoader prefetch), or " + STORE
+    ]
+
+
+def _worker_extras(ev: Evidence, info: LoaderInfo) -> str:
+    extras = []
+    if not info.get("persistent_workers") and ev.passes > 1:
+        extras.append("persistent_workers=True")
+    if ev.has_gpu and not info.get("pin_memory"):
+        extras.append("pin_memory=True")
+    return "".join(f", {e}" for e in extras)
+
+
+def _dataloader(ev: Evidence, info: LoaderInfo) -> list[str]:
+    n, cores = info.helpers, ev.cores
+    if n == 0:
+        return _in_thread_workers(ev, info)
+    helpers = ev.helper_cores
+    per = None if helpers is None else helpers / n
+    used = (
+        ""
+        if helpers is None
+        else (f"{n} worker(s) keep {helpers:.1f} of {cores} cores busy ({per:.0%} each)")
+    )
+    if n < cores:  # idle cores: more workers help whether the workers compute or wait
+        waits = per is not None and per < BUSY_CPU
+        why = used or f"{n} worker(s) run on {cores} cores"
+        return [
+            f"raise num_workers from {n} to {max(cores, 2 * n) if waits else cores}"
+            f"{_worker_extras(ev, info)}: {_gain(ev)}; {why}, and {cores - n} more core(s) "
+            "can load in parallel",
+            "if that is not enough, " + STORE + " so epochs skip decoding",
+        ]
+    if (
+        helpers is not None
+        and per is not None
+        and (per < BUSY_CPU or helpers < FULL_CORES * min(n, cores))
+    ):
+        if (ev.other_cpu_percent or 0.0) > OTHERS_BUSY:
+            return [
+                f"{_gain(ev)} and {used}, while other processes use about "
+                f"{ev.other_cpu_percent:.0f}% of the machine: the workers get less CPU than "
+                "the cores suggest; measure on an idle machine before changing settings"
+            ]
+        pf = info.get("prefetch_factor") or 2
+        return [
+            f"raise num_workers from {n} to {max(cores, 2 * n)} and prefetch_factor from {pf} "
+            f"to {2 * pf}{_worker_extras(ev, info)}: {_gain(ev)} and {used}: they wait on "
+            "I/O, and more of them overlap the reads (more workers than cores is fine here)"
+        ]
+    out = [
+        f"{STORE}: {_gain(ev)} and {used or f'{n} workers run on {cores} cores'}: decoding "
+        "fills the cores, so more workers cannot help"
+    ]
+    if ev.has_gpu:
+        out.append("or decode on the GPU (gpu-decode: loaders.dali.JpegLoader)")
+    return out
+
+
+def _in_thread_workers(ev: Evidence, info: LoaderInfo) -> list[str]:
+    cores, busy = ev.cores, ev.wait_busy
+    extras = _worker_extras(ev, info)
+    if busy is not None and busy < BUSY_CPU:
+        return [
+            f"raise num_workers from 0 to {2 * cores}{extras}: {_gain(ev)}; the training "
+            f"thread loads each batch itself and is off the CPU for {1 - busy:.0%} of the "
+            "wait (I/O latency): worker processes overlap the reads with each other and "
+            "with the step"
+        ]
+    cpu = "" if busy is None else f" ({busy:.0%} of the wait is CPU work)"
+    if cores < 2:
+        return [
+            f"{STORE}: {_gain(ev)}; the training thread decodes each batch itself{cpu} on "
+            "the only core, so workers cannot add CPU"
+        ]
+    return [
+        f"raise num_workers from 0 to {cores}{extras}: {_gain(ev)}; the training thread "
+        f"decodes each batch itself{cpu} while {cores - 1} of {cores} cores have no loading "
+        "work",
+        "if that is not enough, " + STORE + " so epochs skip decoding",
+    ]
+
+
+def _storeloader(ev: Evidence, info: LoaderInfo) -> list[str]:
+    threads, prefetch = info.get("num_threads") or 1, info.get("prefetch")
+    if prefetch == 0:
+        return [
+            f"set prefetch=2 (now 0): {_gain(ev)}; StoreLoader reads every batch on the "
+            "training thread, and a background thread would overlap the reads with the step"
+        ]
+    busy = ev.wait_busy
+    if busy is not None and busy >= BUSY_CPU and info.get("augment"):
+        where = (
+            "on the CPU: give device='cuda' so it runs on the GPU"
+            if ev.has_gpu and info.get("device") == "cpu"
+            else "on the training thread: a smaller stored size leaves it fewer pixels"
+        )
+        return [
+            f"{_gain(ev)}; {busy:.0%} of it the training thread spends on CPU work, the "
+            f"augmentation, which runs {where}"
+        ]
+    per = None if ev.helper_cores is None else ev.helper_cores / threads
+    if per is not None and per < BUSY_CPU:
+        return [
+            f"raise num_threads from {threads} to {2 * threads} and prefetch from {prefetch} "
+            f"to {2 * prefetch}: {_gain(ev)}; the reader threads are on the CPU {per:.0%} of "
+            "the time: they wait on storage, and more parallel reads overlap the waits"
+        ]
+    if threads < ev.cores:
+        return [
+            f"raise num_threads from {threads} to {ev.cores}: {_gain(ev)}; the readers are "
+            "busy and cores are left"
+        ]
+    return [
+        f"{_gain(ev)} with {threads} reader threads on {ev.cores} cores: the host cannot read "
+        "faster; a smaller stored size or a faster disk reads fewer bytes per sample"
+    ]
+
+
+def _dali(ev: Evidence, info: LoaderInfo) -> list[str]:
+    threads, prefetch = info.get("num_threads") or 1, info.get("prefetch") or 1
+    if threads < ev.cores:
+        return [
+            f"raise num_threads from {threads} to {ev.cores}: {_gain(ev)}; DALI's CPU "
+            "stage has cores left"
+        ]
+    return [
+        f"raise prefetch from {prefetch} to {2 * prefetch}: {_gain(ev)}; the pipeline's "
+        "threads already match the cores"
+        + ("" if ev.has_gpu else ", and without a GPU DALI decodes on them")
+    ]
+
+
+def explain_stalls(period: float, info: LoaderInfo) -> str:
+    """Say what can stall every ``period`` steps, given what the loader has."""
+    p = round(period)
+    n = info.helpers
+    if info.kind == DATALOADER and n > 1 and p % n == 0:
+        return (
+            f"with num_workers={n} each worker delivers every {n}th batch, so the workers "
+            "finish their batches together"
+        )
+    if info.kind == DATALOADER:
+        where = "on the training thread" if n == 0 else f"in one of the {n} workers"
+        return (
+            f"the dataset stalls {where} every {p} batches (a file or shard boundary, a "
+            "cache refill, logging)"
+        )
+    if info.kind == STORELOADER:
+        window = (info.get("buffer_chunks") or 1) * (info.get("chunk_samples") or 1)
+        batches = window / (info.get("batch_size") or 1)
+        if abs(batches - p) <= 1:
+            return (
+                f"StoreLoader reads a shuffle window of {info.get('buffer_chunks')} chunks "
+                f"({batches:.0f} batches) at a time"
+            )
+        return f"StoreLoader's chunk reads stall every {p} batches (a slow shard file?)"
+    if info.kind == DALI:
+        return f"the DALI pipeline's feed stalls every {p} batches"
+    return f"{info.name} stalls every {p} batches (a file boundary, logging, a checkpoint)"
+
+
+def _stall_advice(ev: Evidence, info: LoaderInfo) -> str | None:
+    if not (ev.unsteady and ev.wait_period_steps and ev.stall_s and ev.median_step_s):
+        return None
+    need = math.ceil(ev.stall_s / ev.median_step_s) + 1  # batches queued to cover one stall
+    head = (
+        f"data-wait stalls of about {ev.stall_s * 1e3:.0f} ms recur every "
+        f"{ev.wait_period_steps:.0f} steps and make the step time vary {ev.step_cv:.0%} "
+        f"(target < {STEP_CV_MAX:.0%}): {explain_stalls(ev.wait_period_steps, info)}"
+    )
+    return f"{head}; {_absorb(need, info)}"
+
+
+def _absorb(need: int, info: LoaderInfo) -> str:
+    ahead = f"{need} batches ahead absorbs each stall"
+    if info.kind == DATALOADER and info.helpers == 0:
+        return f"loading on the training thread cannot hide it: set num_workers >= 1; {ahead}"
+    if info.kind == DATALOADER:
+        n, pf = info.helpers, info.get("prefetch_factor") or 2
+        want = math.ceil(need / n)
+        if want > pf:
+            return (
+                f"raise prefetch_factor from {pf} to {want}: {n} x {want} = {n * want} >= {ahead}"
+            )
+        return f"the queue ({n} x {pf} batches) is deep enough: remove what stalls"
+    if info.kind in (STORELOADER, DALI):
+        prefetch = info.get("prefetch") or 0
+        if need > prefetch:
+            return f"raise prefetch from {prefetch} to {need}: {ahead}"
+        return f"prefetch={prefetch} is deep enough: remove what stalls"
+    return f"prefetching {ahead}, or remove what stalls"

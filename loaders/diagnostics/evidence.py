@@ -1,0 +1,173 @@
+"""The evidence advice is based on: step timings, and the CPU of the work that loads.
+
+The CPU figures measure the loader's own work, per place it runs, never the machine's busy
+percentage (which counts other processes and idle-spinning intra-op threads of the training step):
+
+* ``wait_busy``: the training thread's CPU time inside ``next()`` / the wall time of the wait.
+  High: the thread decodes the batch itself; low: it waits (I/O latency, or a helper).
+* ``helper_cores``: cores kept busy by the loader's helpers over the measured window: the
+  DataLoader's worker processes (CPU of the child processes), or, for loaders that load on
+  threads of this process (StoreLoader, DALI), every thread but the training thread and the
+  monitor's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from loaders.diagnostics.analysis import (
+    DATA_WAIT_MAX,
+    STEP_CV_MAX,
+    coefficient_of_variation,
+    data_wait_share,
+    dominant_period,
+)
+from loaders.diagnostics.loader_info import DALI, DATALOADER, STORELOADER, LoaderInfo
+
+__all__ = ["CpuReading", "Evidence", "gather", "stall_size"]
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """Cumulative CPU seconds at one moment.
+
+    Attributes:
+        t: The diagnosis clock, seconds.
+        thread_s: CPU of the training thread.
+        process_s: CPU of this process (every thread).
+        children_s: CPU of the descendant processes (DataLoader workers).
+        monitor_s: CPU of the monitor's sampling thread.
+    """
+
+    t: float
+    thread_s: float
+    process_s: float
+    children_s: float
+    monitor_s: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What advice needs, measured over the steady steps (after warm-up).
+
+    Attributes:
+        steps: Steady steps.
+        share: Data-wait share of step time.
+        step_cv: Coefficient of variation of step times.
+        median_step_s: Median step time.
+        wait_period_steps: Period in steps of recurring data-wait spikes, or None.
+        stall_s: How much longer than the median wait a spike step waits, on average.
+        wait_busy: Training-thread CPU share of the data wait (None if not measured).
+        helper_cores: Cores used by the loader's workers or threads (None if not measured).
+        cores: Cores the loader may use.
+        has_gpu: Whether a GPU was seen.
+        other_cpu_percent: Machine CPU % used by other processes (None if not measured).
+        passes: Passes (epochs) over the loader started.
+        wait_varies: Whether the data waits vary more than the compute times (std).
+    """
+
+    steps: int
+    share: float | None
+    step_cv: float | None
+    median_step_s: float | None
+    wait_period_steps: float | None
+    stall_s: float | None
+    wait_busy: float | None
+    helper_cores: float | None
+    cores: int
+    has_gpu: bool
+    other_cpu_percent: float | None = None
+    passes: int = 1
+    wait_varies: bool = False
+
+    @property
+    def data_bound(self) -> bool:
+        """Whether the data wait reaches the target's limit."""
+        return self.share is not None and self.share >= DATA_WAIT_MAX
+
+    @property
+    def unsteady(self) -> bool:
+        """Whether the step-time variation misses its target."""
+        return self.step_cv is not None and self.step_cv >= STEP_CV_MAX
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return asdict(self)
+
+
+def stall_size(waits: Sequence[float]) -> float | None:
+    """Return the mean excess wait of spike steps over the median wait (None without spikes).
+
+    A spike step waits more than halfway from the median to the longest wait.
+    """
+    arr = np.asarray(waits, dtype=np.float64)
+    if arr.size < 2:
+        return None
+    med = float(np.median(arr))
+    top = float(arr.max())
+    if top <= med:
+        return None
+    spikes = arr[arr > med + (top - med) / 2]
+    return float(spikes.mean() - med)
+
+
+def _helper_cores(info: LoaderInfo, a: CpuReading, b: CpuReading) -> float | None:
+    wall = b.t - a.t
+    if wall <= 0:
+        return None
+    if info.kind == DATALOADER:
+        return max(0.0, b.children_s - a.children_s) / wall
+    if info.kind in (STORELOADER, DALI):
+        process = b.process_s - a.process_s
+        others = process - (b.thread_s - a.thread_s) - (b.monitor_s - a.monitor_s)
+        return max(0.0, others) / wall
+    return None
+
+
+def gather(
+    steps: Sequence[tuple[float, float]],
+    wait_cpu: Sequence[float],
+    info: LoaderInfo,
+    window: tuple[CpuReading, CpuReading] | None,
+    *,
+    cores: int,
+    has_gpu: bool,
+    other_cpu_percent: float | None = None,
+    passes: int = 1,
+) -> Evidence:
+    """Turn the steady steps and CPU readings into :class:`Evidence`.
+
+    Args:
+        steps: Steady ``(data_wait_s, compute_s)`` per step.
+        wait_cpu: Training-thread CPU seconds inside ``next()``, per steady step.
+        info: The wrapped loader.
+        window: CPU readings at the start and end of the steady steps, if taken.
+        cores: Cores the loader may use.
+        has_gpu: Whether a GPU was seen.
+        other_cpu_percent: Machine CPU % used by other processes.
+        passes: Passes over the loader started.
+    """
+    waits = [w for w, _ in steps]
+    step_s = [w + c for w, c in steps]
+    wait_total = sum(waits)
+    busy = min(1.0, sum(wait_cpu) / wait_total) if wait_total > 0 and wait_cpu else None
+    helpers = _helper_cores(info, *window) if window else None
+    return Evidence(
+        steps=len(steps),
+        share=data_wait_share(steps),
+        step_cv=coefficient_of_variation(step_s),
+        median_step_s=float(np.median(step_s)) if step_s else None,
+        wait_period_steps=dominant_period(waits, 1.0, min_lag=2),
+        stall_s=stall_size(waits),
+        wait_busy=busy,
+        helper_cores=helpers,
+        cores=cores,
+        has_gpu=has_gpu,
+        other_cpu_percent=other_cpu_percent,
+        passes=passes,
+        wait_varies=bool(steps) and float(np.std(waits)) > float(np.std([c for _, c in steps])),
+    )

@@ -1,0 +1,132 @@
+"""Advice as a pure function of the evidence and the loader's settings (exact figures)."""
+
+import pytest
+
+from loaders.diagnostics.advice import advise, explain_stalls
+from loaders.diagnostics.evidence import Evidence, stall_size
+from loaders.diagnostics.loader_info import LoaderInfo, describe_loader
+
+
+def ev(**kw):
+    base = dict(
+        steps=50,
+        share=0.6,
+        step_cv=0.05,
+        median_step_s=0.1,
+        wait_period_steps=None,
+        stall_s=None,
+        wait_busy=0.1,
+        helper_cores=None,
+        cores=2,
+        has_gpu=False,
+    )
+    return Evidence(**{**base, **kw})
+
+
+def dataloader(workers, **kw):
+    settings = dict(
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        prefetch_factor=2 if workers else None,
+        pin_memory=False,
+        batch_size=8,
+    )
+    return LoaderInfo("dataloader", "DataLoader", {**settings, **kw})
+
+
+def test_workers_that_fill_the_cores_lead_to_a_store_not_more_workers():
+    out = advise(ev(helper_cores=1.9), dataloader(2))
+    assert out[0].startswith("precompute a store")
+    assert "2 worker(s) keep 1.9 of 2 cores busy (95% each)" in out[0]
+    assert "more workers cannot help" in out[0]
+    gpu = advise(ev(helper_cores=1.9, has_gpu=True), dataloader(2, pin_memory=True))
+    assert any("decode on the GPU" in r for r in gpu)
+
+
+def test_workers_waiting_on_io_at_the_cores_get_more_workers_than_cores():
+    out = advise(ev(helper_cores=0.4), dataloader(2))
+    assert out[0].startswith("raise num_workers from 2 to 4 and prefetch_factor from 2 to 4:")
+    assert "they wait on I/O" in out[0]
+
+
+def test_busy_machine_is_named_instead_of_a_settings_change():
+    out = advise(ev(helper_cores=0.9, other_cpu_percent=60.0), dataloader(2))
+    assert "other processes use about 60% of the machine" in out[0]
+    assert "raise" not in out[0]
+
+
+def test_only_changes_are_advised():
+    multi = ev(helper_cores=0.5, passes=3, has_gpu=True)
+    set_already = advise(multi, dataloader(1, persistent_workers=True, pin_memory=True))
+    assert set_already[0].startswith("raise num_workers from 1 to 2:")
+    assert "persistent_workers" not in " ".join(set_already)
+    assert "pin_memory" not in " ".join(set_already)
+    unset = advise(multi, dataloader(1, persistent_workers=False, pin_memory=False))
+    assert unset[0].startswith(
+        "raise num_workers from 1 to 2, persistent_workers=True, pin_memory=True:"
+    )
+    one_epoch = advise(ev(helper_cores=0.5), dataloader(1, persistent_workers=False))
+    assert "persistent_workers" not in one_epoch[0]  # a single pass: nothing to keep alive
+
+
+def test_one_core_decoding_in_the_main_process_leads_to_a_store():
+    out = advise(ev(wait_busy=0.9, cores=1), dataloader(0))
+    assert out[0].startswith("precompute a store") and "only core" in out[0]
+
+
+def test_stall_explanations_follow_what_the_loader_has():
+    assert "each worker delivers every 4th batch" in explain_stalls(4, dataloader(4))
+    assert "in one of the 4 workers every 10 batches" in explain_stalls(10, dataloader(4))
+    assert "on the training thread every 3 batches" in explain_stalls(3, dataloader(0))
+    dali = LoaderInfo("dali", "JpegLoader", {"prefetch": 2, "num_threads": 2})
+    assert "DALI pipeline's feed" in explain_stalls(5, dali)
+    for text in (explain_stalls(3, dataloader(0)), explain_stalls(5, dali)):
+        assert "worker" not in text
+
+
+def test_storeloader_stalls_at_its_shuffle_window(tiny_store):
+    from loaders import StoreLoader
+
+    with StoreLoader(tiny_store, 8, buffer_chunks=4) as loader:  # 4 chunks of 8 = 4 batches
+        info = describe_loader(loader)
+    assert info.kind == "storeloader" and info.settings["buffer_chunks"] == 4
+    assert "reads a shuffle window of 4 chunks (4 batches) at a time" in explain_stalls(4, info)
+    stalls = ev(share=0.15, step_cv=0.5, wait_period_steps=4.0, stall_s=0.3, median_step_s=0.1)
+    out = advise(stalls, info)
+    assert out[0].endswith("raise prefetch from 2 to 4: 4 batches ahead absorbs each stall")
+
+
+def test_workers_in_lockstep_get_a_deeper_prefetch_factor():
+    stalls = ev(share=0.1, step_cv=0.4, wait_period_steps=4.0, stall_s=0.25, median_step_s=0.1)
+    out = advise(stalls, dataloader(4))
+    assert "finish their batches together" in out[0]
+    assert "raise prefetch_factor from 2 to 1" not in out[0]
+    deep = advise(
+        ev(share=0.1, step_cv=0.4, wait_period_steps=4.0, stall_s=1.0, median_step_s=0.1),
+        dataloader(4),
+    )
+    assert "raise prefetch_factor from 2 to 3: 4 x 3 = 12 >= 11 batches ahead" in deep[0]
+    assert "no data-loading change needed" not in " ".join(out + deep)
+
+
+def test_storeloader_reader_threads_waiting_on_storage_get_more_threads():
+    info = LoaderInfo(
+        "storeloader", "StoreLoader", {"prefetch": 2, "num_threads": 2, "augment": False}
+    )
+    out = advise(ev(helper_cores=0.3, wait_busy=0.05), info)
+    assert out[0].startswith("raise num_threads from 2 to 4 and prefetch from 2 to 4:")
+
+
+def test_irregular_waits_and_compute_variation_are_told_apart():
+    waits = advise(ev(share=0.1, step_cv=0.5, wait_varies=True), dataloader(2))
+    assert "data waits vary irregularly" in waits[0]
+    compute = advise(ev(share=0.1, step_cv=0.5), dataloader(2))
+    assert "comes from the step itself" in compute[0]
+
+
+def test_stall_size_and_too_few_steps():
+    assert stall_size([0.0] * 9 + [0.5]) == pytest.approx(0.5)
+    assert stall_size([0.1] * 10) is None
+    assert advise(ev(share=None, steps=0), dataloader(0)) == [
+        "not enough steps measured to judge; iterate for longer"
+    ]
