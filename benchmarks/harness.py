@@ -57,6 +57,7 @@ class _Timing:
     end_t: float = 0.0
     first_batch_s: float | None = None
     epoch_rates: list[float] = field(default_factory=list)
+    full_epoch_samples: list[int] = field(default_factory=list)  # epochs run to their end
 
 
 def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor) -> _Timing:
@@ -66,18 +67,21 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
         tm.warm_t = t_start
     for epoch in range(opts.epochs):
         e_t0, e_n = time.perf_counter(), 0  # measured part of this epoch: after the warm-up
+        served = 0  # every sample of this epoch, warm-up included
         it: Iterator[Batch] = source.epoch(epoch)
         for _ in range(opts.max_steps or 1 << 62):
             t0 = time.perf_counter()
             batch = next(it, None)
             t1 = time.perf_counter()
             if batch is None:
+                tm.full_epoch_samples.append(served)
                 break
             consumer(*batch)
             t2 = time.perf_counter()
             mon.record_step(t1 - t0, t2 - t1)
             tm.first_batch_s = tm.first_batch_s if tm.first_batch_s is not None else t1 - t_start
             n = int(batch[1].shape[0])
+            served += n
             tm.steps += 1
             tm.samples += n
             if tm.steps > opts.warmup_steps:
@@ -100,7 +104,11 @@ def _mean(values: list[float | None]) -> float | None:
 def summarize(
     name: str, tm: _Timing, res: MonitorResult, opts: RunOptions, num_samples: int
 ) -> dict[str, Any]:
-    """Turn one strategy's timings and monitor result into the report's figures."""
+    """Turn one strategy's timings and monitor result into the report's figures.
+
+    ``epoch_s`` is the samples one whole epoch served (measured; ``num_samples`` when
+    ``max_steps`` cut every epoch short) over the steady samples/s.
+    """
     steady = res.steps[opts.warmup_steps :] or res.steps
     if tm.warm_t is None:  # fewer steps than the warm-up: measure everything
         tm.warm_t, tm.warm_samples = tm.end_t - res.wall_s, 0
@@ -110,6 +118,8 @@ def summarize(
     sps = float(np.median(tm.epoch_rates)) if tm.epoch_rates else overall
     util = res.series("gpu_util") if res.has_gpu else res.series("cpu_percent")
     step_s = [w + c for w, c in steady]
+    # what an epoch serves (drop_last leaves out the last partial batch), not the dataset size
+    served = tm.full_epoch_samples[0] if tm.full_epoch_samples else num_samples
     return {
         "name": name,
         "status": "ok",
@@ -118,7 +128,8 @@ def summarize(
         "samples_per_s": sps,  # median over epochs (each epoch after the warm-up is a run)
         "samples_per_s_epochs": tm.epoch_rates,
         "samples_per_s_overall": overall,
-        "epoch_s": num_samples / sps if sps else None,
+        "epoch_samples": served,
+        "epoch_s": served / sps if sps else None,
         "first_batch_s": tm.first_batch_s,
         "data_wait_share": data_wait_share(steady),
         "step_cv": coefficient_of_variation(step_s),

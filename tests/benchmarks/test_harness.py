@@ -120,3 +120,11 @@ def test_a_failing_strategy_is_reported_and_the_run_goes_on(tiny_data, tmp_path)
     assert broken["status"] == "failed" and "disk on fire" in broken["reason"]
     assert workers["status"] == "ok" and workers["samples"] == (48 // 8 - 2) * 8
     assert "failed: setup: OSError" in (tmp_path / "report.md").read_text()
+
+
+def test_epoch_time_counts_the_samples_an_epoch_serves(tiny_data, tmp_path):
+    report, _ = run_benchmark(str(tiny_data), tmp_path, strategies=["workers"], epochs=1,
+                              batch_size=10, workers=0, size=16)
+    s = report["strategies"][0]
+    assert s["epoch_samples"] == 40  # 48 samples, drop_last: 4 batches of 10
+    assert s["epoch_s"] == pytest.approx(40 / s["samples_per_s"])
