@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.errors import BenchConfigError
 from loaders.monitor import Monitor
 
-__all__ = ["build_store", "store_build_info"]
+__all__ = ["build_store", "check_store_source", "store_build_info"]
 
 
 def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
@@ -92,4 +93,42 @@ def _find_seconds(report: dict[str, Any]) -> float | None:
         for key in ("total_s", "wall_s", "build_s", "total"):
             if isinstance(timings.get(key), (int, float)):
                 return float(timings[key])
+    return None
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def check_store_source(data: str, store: str | Path) -> str | None:
+    """Check that ``store`` was built from ``data``; return a warning when it cannot tell.
+
+    The store's recorded source fingerprint is compared with ``data``'s (by file stats, then,
+    if they differ, by file contents: a copy of the same files elsewhere matches).
+
+    Returns:
+        None when the fingerprints match, else why the check could not be made.
+
+    Raises:
+        BenchConfigError: The store was built from another dataset: its figures and break-even
+            would compare different data.
+    """
+    from precompute.format import open_store_info
+    from precompute.sources import fingerprint, list_source
+
+    info = open_store_info(store)
+    source = list_source(data)
+    stored, count = info.source_fingerprint, info.layout.num_samples
+    if len(source.items) != count or (
+            _is_digest(stored) and fingerprint(source) != stored
+            and fingerprint(source, content_hash=True) != stored):
+        raise BenchConfigError(
+            f"--store {store} was built from another dataset than --data {data} ({count} vs "
+            f"{len(source.items)} samples, source fingerprint {stored[:12] or 'none'} vs "
+            f"{fingerprint(source)[:12]}): build a store from --data, or leave --store out "
+            "and let the harness build one")
+    if not _is_digest(stored):
+        return (f"--store {store} records no source fingerprint ({stored or 'none'!r}): it has "
+                f"as many samples as --data {data}, but whether it holds the same images is "
+                "not known")
     return None

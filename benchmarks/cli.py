@@ -63,6 +63,8 @@ def run(data: str, store: str | None, out: str, epochs: int, batch_size: int,
     except (BenchmarkError, PrecomputeError) as exc:
         _fail(exc)
     click.echo(markdown_table(report["strategies"]))
+    if (report.get("build") or {}).get("warning"):
+        click.echo(f"Warning: {report['build']['warning']}")
     for name, v in report["break_even"].items():
         click.echo(f"{name} pays for itself after: {v['detail']}")
     click.echo(f"report: {paths['md']}")

@@ -141,6 +141,8 @@ def _build_lines(build: dict[str, Any] | None, break_even: dict[str, Any]) -> li
         f"{fmt(build.get('build_s'), '.2f')} s"
         + (f" ({build['note']})" if build.get("note") else "")
     ]
+    if build.get("warning"):
+        lines.append(f"- Warning: {build['warning']}")
     lines += [f"- {name} pays for itself after: {v['detail']}" for name, v in break_even.items()]
     return lines
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.build import build_store, store_build_info
+from benchmarks.build import build_store, check_store_source, store_build_info
 from benchmarks.consumers import parse_consumer
 from benchmarks.environment import environment
 from benchmarks.errors import BenchConfigError
@@ -31,7 +31,8 @@ def _prepare_store(data: str, out: Path, store: str | None, size: int, seed: int
     if not any(get_strategy(n).needs_store for n in names):
         return store, None
     if store:
-        return store, store_build_info(store)
+        warning = check_store_source(data, store)
+        return store, {**store_build_info(store), "warning": warning}
     build = build_store(data, out / "store.zarr", size=size, seed=seed)
     return (build["store"] if build["status"] == "built" else None), build
 
@@ -47,7 +48,8 @@ def run_benchmark(data: str, out: str | Path, *, store: str | None = None,
         The report dict and the paths written (``json``, ``md``).
 
     Raises:
-        BenchConfigError: A bad option (unknown strategy or consumer, epochs < 1, ...).
+        BenchConfigError: A bad option (unknown strategy or consumer, epochs < 1, a ``store``
+            built from another dataset than ``data``, ...).
     """
     names = list(strategies)
     if not names:

@@ -1,12 +1,31 @@
 import json
+import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.build import check_store_source
 from benchmarks.cli import bench
 from benchmarks.doctor import feed_rates
+from benchmarks.errors import BenchConfigError
+from precompute.sample import make_sample_dataset
+from precompute.sources import fingerprint, list_source
+from precompute.spec import BuildSpec
+from precompute.writer import write_store_from_arrays
+
+
+def store_of(data, out):
+    """A store whose recorded source fingerprint is ``data``'s, as a build of it records."""
+    src = list_source(str(data))
+    images = np.zeros((len(src.items), 16, 16, 3), np.uint8)
+    labels = np.array([label for _, label in src.items])
+    write_store_from_arrays(out, images, labels, BuildSpec(size=16, shard_samples=16,
+                                                           chunk_samples=8),
+                            fingerprint=fingerprint(src))
+    return out
 
 
 def test_doctor_measures_and_shows_the_arithmetic(tiny_data, tiny_store):
@@ -58,3 +77,25 @@ def test_python_m_benchmarks_help():
     out = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True,
                          text=True, timeout=120, check=True).stdout
     assert "run" in out and "doctor" in out
+
+
+def test_a_store_from_another_dataset_is_refused(tiny_data, tmp_path):
+    store = store_of(tiny_data, tmp_path / "store.zarr")
+    other = make_sample_dataset(tmp_path / "other", num_images=20, num_classes=3,
+                                size_range=(32, 40), seed=9)
+    res = CliRunner().invoke(bench, ["run", "--data", str(other), "--store", str(store),
+                                     "--out", str(tmp_path / "o"), "--strategies", "precompute"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert f"--store {store} was built from another dataset than --data {other}" in res.output
+    assert "(48 vs 20 samples" in res.output
+    same_count = make_sample_dataset(tmp_path / "same", num_images=48, num_classes=3,
+                                     size_range=(32, 56), seed=4)
+    with pytest.raises(BenchConfigError, match="48 vs 48 samples, source fingerprint"):
+        check_store_source(str(same_count), store)
+
+
+def test_a_store_of_the_same_files_is_accepted_also_from_a_copy(tiny_data, tmp_path):
+    store = store_of(tiny_data, tmp_path / "store.zarr")
+    assert check_store_source(str(tiny_data), store) is None
+    copy = shutil.copytree(tiny_data, tmp_path / "copy")  # new mtimes, same bytes
+    assert check_store_source(str(copy), store) is None

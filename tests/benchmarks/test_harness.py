@@ -54,10 +54,12 @@ def test_end_to_end_run_writes_every_report_file(tiny_data, tiny_store, tmp_path
     assert missing["status"] == "unavailable"
     assert "no_such_backend_for_nostall" in missing["reason"]
     assert doc["build"]["status"] == "given"
+    assert "records no source fingerprint" in doc["build"]["warning"]  # written from arrays
     assert "precompute" in doc["break_even"]
     assert doc["environment"]["cores_usable"] >= 1
     md = paths["md"].read_text()
     assert "| workers |" in md and "| precompute |" in md
+    assert "- Warning: --store" in md
     assert "unavailable: no_such_backend_for_nostall" in md.replace("`", "")
     if not torch.cuda.is_available():
         assert "not available: no GPU" in md
