@@ -75,14 +75,19 @@ def run(data: str, store: str | None, out: str, epochs: int, batch_size: int,
 @click.option("--store", default=None, help="A store to measure read speed on.")
 @click.option("--size", default=64, show_default=True, type=click.IntRange(min=8))
 @click.option("--max-files", default=200, show_default=True, type=click.IntRange(min=1))
+@click.option("--workers", default=None, type=click.IntRange(min=0),
+              help="Workers/threads the strategies get, as for run [default: usable cores].")
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def doctor_cmd(data: str, store: str | None, size: int, max_files: int, as_json: bool) -> None:
+def doctor_cmd(data: str, store: str | None, size: int, max_files: int, workers: int | None,
+               batch_size: int, as_json: bool) -> None:
     """Check cores, GPU, decode and read speed, and the feed rate each strategy could reach."""
     from benchmarks.doctor import doctor, format_doctor
     from precompute.errors import PrecomputeError
 
     try:
-        res = doctor(data, store=store, size=size, max_files=max_files)
+        res = doctor(data, store=store, size=size, max_files=max_files, workers=workers,
+                     batch_size=batch_size)
     except (BenchmarkError, PrecomputeError, OSError) as exc:
         _fail(exc)
     click.echo(json.dumps(res, indent=1, default=str) if as_json else format_doctor(res))

@@ -37,7 +37,10 @@ def test_doctor_measures_and_shows_the_arithmetic(tiny_data, tiny_store):
     assert doc["read"]["files"] == 48 and doc["read"]["bytes"] > 0
     assert doc["store_read"]["files"] >= 1
     assert doc["store_loader"]["samples"] > 0 and doc["store_loader"]["size"] == 32
-    assert "measured StoreLoader" in doc["feed_rates"]["precompute"]["arithmetic"]
+    assert doc["store_loader"]["augment"] == "TrainAugment(32 px)"
+    precompute = doc["feed_rates"]["precompute"]["arithmetic"]
+    assert "measured StoreLoader samples/s with TrainAugment" in precompute
+    assert all("left out:" in v["arithmetic"] for v in doc["feed_rates"].values())
     assert set(doc["feed_rates"]) == {"workers", "precompute", "gpu-decode"}
     text = CliRunner().invoke(bench, ["doctor", "--data", str(tiny_data)]).output
     assert "feed rate each strategy could reach" in text
@@ -48,7 +51,13 @@ def test_feed_rate_arithmetic():
     dec = {"decode_per_s": 100.0, "pipeline_per_s": 50.0}
     read = {"mb_per_s": 120.0, "files_per_s": 1000.0}
     rates = feed_rates(dec, read, cores=9, size=100, has_gpu=False)
-    assert rates["workers"]["samples_per_s"] == pytest.approx(400.0)  # 50/s x 8 worker cores
+    assert rates["workers"]["samples_per_s"] == pytest.approx(450.0)  # 50/s x 9 workers
+    assert "x 9 cores (9 workers on 9 cores)" in rates["workers"]["arithmetic"]
+    few = feed_rates(dec, read, cores=9, size=100, has_gpu=False, workers=4)
+    assert few["workers"]["samples_per_s"] == pytest.approx(200.0)  # as `run --workers 4`
+    assert few["gpu-decode"]["samples_per_s"] == pytest.approx(400.0)  # 100/s x 4 threads
+    many = feed_rates(dec, read, cores=9, size=100, has_gpu=False, workers=16)
+    assert many["workers"]["samples_per_s"] == pytest.approx(450.0)  # no more than the cores
     assert rates["precompute"]["samples_per_s"] == pytest.approx(120e6 / 30000)
     assert rates["gpu-decode"]["samples_per_s"] == pytest.approx(900.0)
     assert "no GPU" in rates["gpu-decode"]["arithmetic"]
