@@ -22,15 +22,21 @@ def store_of(data, out):
     src = list_source(str(data))
     images = np.zeros((len(src.items), 16, 16, 3), np.uint8)
     labels = np.array([label for _, label in src.items])
-    write_store_from_arrays(out, images, labels, BuildSpec(size=16, shard_samples=16,
-                                                           chunk_samples=8),
-                            fingerprint=fingerprint(src))
+    write_store_from_arrays(
+        out,
+        images,
+        labels,
+        BuildSpec(size=16, shard_samples=16, chunk_samples=8),
+        fingerprint=fingerprint(src),
+    )
     return out
 
 
 def test_doctor_measures_and_shows_the_arithmetic(tiny_data, tiny_store):
-    res = CliRunner().invoke(bench, ["doctor", "--data", str(tiny_data), "--store",
-                                     str(tiny_store), "--size", "32", "--json"])
+    res = CliRunner().invoke(
+        bench,
+        ["doctor", "--data", str(tiny_data), "--store", str(tiny_store), "--size", "32", "--json"],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["decode"]["images"] == 48 and doc["decode"]["decode_per_s"] > 0
@@ -64,8 +70,18 @@ def test_feed_rate_arithmetic():
 
 
 def test_run_cli_reports_bad_input_without_traceback(tmp_path):
-    res = CliRunner().invoke(bench, ["run", "--data", str(tmp_path / "missing"),
-                                     "--out", str(tmp_path / "o"), "--strategies", "workers"])
+    res = CliRunner().invoke(
+        bench,
+        [
+            "run",
+            "--data",
+            str(tmp_path / "missing"),
+            "--out",
+            str(tmp_path / "o"),
+            "--strategies",
+            "workers",
+        ],
+    )
     assert res.exit_code == 1
     assert "missing" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(bench, ["run", "--data", "x", "--out", "o", "--epochs", "0"])
@@ -73,9 +89,28 @@ def test_run_cli_reports_bad_input_without_traceback(tmp_path):
 
 
 def test_run_cli_prints_the_table(tiny_data, tmp_path):
-    res = CliRunner().invoke(bench, ["run", "--data", str(tiny_data), "--out", str(tmp_path),
-                                     "--strategies", "workers", "--epochs", "1", "--batch-size",
-                                     "8", "--workers", "0", "--size", "16", "--consumer", "none"])
+    res = CliRunner().invoke(
+        bench,
+        [
+            "run",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path),
+            "--strategies",
+            "workers",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--workers",
+            "0",
+            "--size",
+            "16",
+            "--consumer",
+            "none",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "| workers |" in res.output and "report:" in res.output
     md = (tmp_path / "report.md").read_text()
@@ -83,22 +118,41 @@ def test_run_cli_prints_the_table(tiny_data, tmp_path):
 
 
 def test_python_m_benchmarks_help():
-    out = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert "run" in out and "doctor" in out
 
 
 def test_a_store_from_another_dataset_is_refused(tiny_data, tmp_path):
     store = store_of(tiny_data, tmp_path / "store.zarr")
-    other = make_sample_dataset(tmp_path / "other", num_images=20, num_classes=3,
-                                size_range=(32, 40), seed=9)
-    res = CliRunner().invoke(bench, ["run", "--data", str(other), "--store", str(store),
-                                     "--out", str(tmp_path / "o"), "--strategies", "precompute"])
+    other = make_sample_dataset(
+        tmp_path / "other", num_images=20, num_classes=3, size_range=(32, 40), seed=9
+    )
+    res = CliRunner().invoke(
+        bench,
+        [
+            "run",
+            "--data",
+            str(other),
+            "--store",
+            str(store),
+            "--out",
+            str(tmp_path / "o"),
+            "--strategies",
+            "precompute",
+        ],
+    )
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert f"--store {store} was built from another dataset than --data {other}" in res.output
     assert "(48 vs 20 samples" in res.output
-    same_count = make_sample_dataset(tmp_path / "same", num_images=48, num_classes=3,
-                                     size_range=(32, 56), seed=4)
+    same_count = make_sample_dataset(
+        tmp_path / "same", num_images=48, num_classes=3, size_range=(32, 56), seed=4
+    )
     with pytest.raises(BenchConfigError, match="48 vs 48 samples, source fingerprint"):
         check_store_source(str(same_count), store)
 

@@ -6,6 +6,9 @@ would make the answer depend on this machine's load, the decode cost, the I/O la
 and the step are injected through scripted clocks instead of sleeps.
 """
 
+import contextlib
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -52,10 +55,29 @@ def checks(res):
     return {c["name"]: c["ok"] for c in res.verdict["checks"]}
 
 
+@contextlib.contextmanager
+def spinning_thread():
+    """A thread that keeps a core busy, like the training step's idle-spinning intra-op threads."""
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def test_decoding_in_the_main_process_advises_workers_up_to_the_cores(paths):
     clock = ScriptedTime()
     ds = JpegDataset(paths, on_item=lambda i: clock.advance(0.005, 0.005))  # 5 ms decode each
-    res = scripted_loop(DataLoader(ds, batch_size=4), clock, 0.001, epochs=2)
+    with spinning_thread():  # a busy machine must not hide the idle core from the advice
+        res = scripted_loop(DataLoader(ds, batch_size=4), clock, 0.001, epochs=2)
     assert res.bound == "data" and checks(res)["data_wait"] is False
     first = res.recommendation[0]
     assert first.startswith("raise num_workers from 0 to 2, persistent_workers=True:")

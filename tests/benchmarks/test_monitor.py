@@ -22,8 +22,10 @@ def test_monitor_degrades_without_gpu_and_reports_cpu_figures():
     assert res.note.startswith("no GPU: CPU metrics only")
     assert "NVML" in res.note or "pynvml" in res.note
     assert len(res.samples) >= 2  # periodic samples plus the final one (timing-independent)
-    assert all(s.gpu_util is None and s.gpu_mem_bytes is None and s.gpu_power_w is None
-               for s in res.samples)
+    assert all(
+        s.gpu_util is None and s.gpu_mem_bytes is None and s.gpu_power_w is None
+        for s in res.samples
+    )
     assert res.peak_rss_bytes > 10 * 2**20
     assert res.cpu_s > 0.1  # the busy loop
     assert res.steps == [(0.01, 0.02)]
@@ -49,14 +51,17 @@ def test_monitor_without_pynvml_installed(tmp_path):
         "assert r.gpu is None, r.gpu\n"
         "print(r.note)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert "no GPU: CPU metrics only (ModuleNotFoundError: import of pynvml" in out.stdout
 
 
 def test_monitor_counts_cpu_of_child_processes():
-    burn = ("import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\n"
-            "time.sleep(0.5)\n")
+    burn = (
+        "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\n"
+        "time.sleep(0.5)\n"
+    )
     with Monitor(interval=0.05, refresh_s=0.05) as mon:
         child = subprocess.Popen([sys.executable, "-c", burn])
         child.wait(timeout=60)
@@ -85,3 +90,14 @@ def test_monitor_samples_the_gpu():
     assert res.has_gpu and res.note == ""
     assert any(s.gpu_util is not None for s in res.samples)
     assert any((s.gpu_mem_bytes or 0) > 0 for s in res.samples)
+
+
+def test_cpu_split_tells_child_processes_from_this_process():
+    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass\n"
+    with Monitor(interval=0.02, refresh_s=0.02) as mon:
+        own0, children0, _ = mon.cpu_split()
+        subprocess.run([sys.executable, "-c", burn], timeout=60, check=True)
+        own1, children1, monitor_s = mon.cpu_split()
+    assert children1 - children0 >= 0.25  # the child's busy loop (it exited: last value seen)
+    assert own1 - own0 < children1 - children0  # this process only waited for it
+    assert monitor_s >= 0.0
