@@ -2,9 +2,11 @@
 
 For each strategy: set up the loader (timed separately as ``setup_s``), then run ``epochs``
 epochs under a :class:`loaders.monitor.Monitor`, timing each step's data wait (blocked in
-``next``) and compute (the consumer). Throughput and step statistics count only the steady
-part, after ``warmup_steps`` steps; samples/s is the median of the per-epoch rates (each epoch
-is one run). CPU seconds per sample count the whole run (start-up included).
+``next``, with the training thread's CPU time there) and compute (the consumer). Throughput
+and step statistics count only the steady part, after ``warmup_steps`` steps; samples/s is the
+median of the per-epoch rates (each epoch is one run). CPU seconds per sample count the whole
+run (start-up included). Each strategy also gets :mod:`loaders.diagnostics`' advice for its own
+loader's settings.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ import numpy as np
 
 from benchmarks.consumers import Consumer
 from benchmarks.strategies import Batch, RunConfig, get_strategy
+from loaders.diagnostics.advice import advise
 from loaders.diagnostics.analysis import (
     coefficient_of_variation,
     data_wait_share,
     dominant_period,
     verdict,
 )
-from loaders.monitor import Monitor, MonitorResult
+from loaders.diagnostics.diagnose import usable_cores
+from loaders.diagnostics.evidence import CpuReading, gather
+from loaders.diagnostics.loader_info import describe_loader
+from loaders.diagnostics.monitor import Monitor, MonitorResult
 
 __all__ = ["RunOptions", "run_all", "run_strategy", "summarize"]
 
@@ -58,6 +64,13 @@ class _Timing:
     first_batch_s: float | None = None
     epoch_rates: list[float] = field(default_factory=list)
     full_epoch_samples: list[int] = field(default_factory=list)  # epochs run to their end
+    wait_cpu: list[float] = field(default_factory=list)  # training-thread CPU inside next()
+    window: list[CpuReading] = field(default_factory=list)  # CPU at warm-up's end and the end
+
+
+def _reading(mon: Monitor, t: float) -> CpuReading:
+    own, children, monitor_s = mon.cpu_split()
+    return CpuReading(t, time.thread_time(), own, children, monitor_s)
 
 
 def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor) -> _Timing:
@@ -65,20 +78,22 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
     t_start = time.perf_counter()
     if opts.warmup_steps == 0:
         tm.warm_t = t_start
+        tm.window.append(_reading(mon, t_start))
     for epoch in range(opts.epochs):
         e_t0, e_n = time.perf_counter(), 0  # measured part of this epoch: after the warm-up
         served = 0  # every sample of this epoch, warm-up included
         it: Iterator[Batch] = source.epoch(epoch)
         for _ in range(opts.max_steps or 1 << 62):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             batch = next(it, None)
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.thread_time()
             if batch is None:
                 tm.full_epoch_samples.append(served)
                 break
             consumer(*batch)
             t2 = time.perf_counter()
             mon.record_step(t1 - t0, t2 - t1)
+            tm.wait_cpu.append(c1 - c0)
             tm.first_batch_s = tm.first_batch_s if tm.first_batch_s is not None else t1 - t_start
             n = int(batch[1].shape[0])
             served += n
@@ -88,12 +103,35 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
                 e_n += n
             elif tm.steps == opts.warmup_steps:
                 tm.warm_t, tm.warm_samples, e_t0 = t2, tm.samples, t2
+                tm.window.append(_reading(mon, t2))
         if hasattr(it, "close"):
             it.close()  # a generator stopped at max_steps releases its resources
         if e_n:
             tm.epoch_rates.append(e_n / max(time.perf_counter() - e_t0, 1e-9))
     tm.end_t = time.perf_counter()
+    if tm.window:
+        tm.window.append(_reading(mon, tm.end_t))
     return tm
+
+
+def _advice(tm: _Timing, res: MonitorResult, opts: RunOptions, loader: Any) -> dict[str, Any]:
+    """Return what :mod:`loaders.diagnostics` advises for this strategy's loader."""
+    info = describe_loader(loader)
+    steady = res.steps[opts.warmup_steps :]
+    window = (tm.window[0], tm.window[-1]) if len(tm.window) == 2 else None
+    run, machine = _mean(res.series("cpu_percent")), _mean(res.series("machine_cpu_percent"))
+    other = None if run is None or machine is None else max(0.0, machine - run)
+    ev = gather(
+        steady,
+        tm.wait_cpu[opts.warmup_steps :],
+        info,
+        window,
+        cores=usable_cores(),
+        has_gpu=res.has_gpu,
+        other_cpu_percent=other,
+        passes=opts.epochs,
+    )
+    return {"loader": info.to_dict(), "evidence": ev.to_dict(), "advice": advise(ev, info)}
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -102,12 +140,18 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def summarize(
-    name: str, tm: _Timing, res: MonitorResult, opts: RunOptions, num_samples: int
+    name: str,
+    tm: _Timing,
+    res: MonitorResult,
+    opts: RunOptions,
+    num_samples: int,
+    loader: Any = None,
 ) -> dict[str, Any]:
     """Turn one strategy's timings and monitor result into the report's figures.
 
     ``epoch_s`` is the samples one whole epoch served (measured; ``num_samples`` when
-    ``max_steps`` cut every epoch short) over the steady samples/s.
+    ``max_steps`` cut every epoch short) over the steady samples/s. ``advice`` is what
+    :mod:`loaders.diagnostics` advises for ``loader`` (the strategy's own loader).
     """
     steady = res.steps[opts.warmup_steps :] or res.steps
     if tm.warm_t is None:  # fewer steps than the warm-up: measure everything
@@ -146,6 +190,7 @@ def summarize(
         "machine_cpu_percent_mean": _mean(res.series("machine_cpu_percent")),
         "monitor_cpu_share": res.self_cpu_s / res.wall_s if res.wall_s > 0 else None,
         "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
+        **_advice(tm, res, opts, loader),
         "monitor": res.to_dict(),
     }
 
@@ -165,7 +210,9 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
     try:
         with Monitor(opts.interval) as mon:
             tm = _run_epochs(source, consumer, opts, mon)
-        out = summarize(name, tm, mon.result(), opts, source.num_samples)
+        out = summarize(
+            name, tm, mon.result(), opts, source.num_samples, getattr(source, "loader", source)
+        )
     except Exception as exc:
         return _failed(name, "run", exc)
     finally:

@@ -165,6 +165,16 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _advice_lines(report: dict[str, Any]) -> list[str]:
+    if report["config"]["consumer"] == "none":
+        return ["- none with consumer `none`: every loader is data-bound by construction"]
+    lines = []
+    for s in report["strategies"]:
+        if s.get("status") == "ok":
+            lines += [f"- **{s['name']}**: {advice}" for advice in s.get("advice", [])]
+    return lines
+
+
 def _caveats(report: dict[str, Any]) -> list[str]:
     out = []
     if report["config"]["consumer"] == "none":
@@ -220,6 +230,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Verdicts (targets: GPU util 70-90% and steady, data wait < 30%, step CV < 20%)",
         *_verdict_lines(report["strategies"]),
+        "",
+        "## Advice for each loader's own settings (loaders.diagnostics)",
+        *_advice_lines(report),
         "",
         "## Store build",
         *_build_lines(report.get("build"), report["break_even"]),

@@ -27,13 +27,21 @@ def missing_backend_strategy():
     del STRATEGIES[Missing.name]
 
 
-def test_end_to_end_run_writes_every_report_file(tiny_data, tiny_store, tmp_path,
-                                                 missing_backend_strategy):
+def test_end_to_end_run_writes_every_report_file(
+    tiny_data, tiny_store, tmp_path, missing_backend_strategy
+):
     out = tmp_path / "report"
     _, paths = run_benchmark(
-        str(tiny_data), out, store=str(tiny_store),
+        str(tiny_data),
+        out,
+        store=str(tiny_store),
         strategies=["workers", "precompute", missing_backend_strategy],
-        epochs=2, batch_size=8, workers=1, size=32, consumer="fixed:2")
+        epochs=2,
+        batch_size=8,
+        workers=1,
+        size=32,
+        consumer="fixed:2",
+    )
     for name in ("report.md", "report.json", *PLOTS):
         assert (out / name).stat().st_size > 0, name
     for plot in PLOTS:
@@ -60,6 +68,10 @@ def test_end_to_end_run_writes_every_report_file(tiny_data, tiny_store, tmp_path
     md = paths["md"].read_text()
     assert "| workers |" in md and "| precompute |" in md
     assert "- Warning: --store" in md
+    assert by_name["workers"]["loader"]["settings"]["num_workers"] == 1
+    assert by_name["precompute"]["loader"]["kind"] == "storeloader"
+    assert all(by_name[n]["advice"] for n in ("workers", "precompute"))
+    assert "## Advice for each loader's own settings" in md and "- **workers**: " in md
     assert "unavailable: no_such_backend_for_nostall" in md.replace("`", "")
     if not torch.cuda.is_available():
         assert "not available: no GPU" in md
@@ -114,8 +126,15 @@ def test_a_failing_strategy_is_reported_and_the_run_goes_on(tiny_data, tmp_path)
             raise OSError(f"{cfg.data}: disk on fire")
 
     try:
-        report, _ = run_benchmark(str(tiny_data), tmp_path, strategies=["test-broken", "workers"],
-                                  epochs=1, batch_size=8, workers=0, size=16)
+        report, _ = run_benchmark(
+            str(tiny_data),
+            tmp_path,
+            strategies=["test-broken", "workers"],
+            epochs=1,
+            batch_size=8,
+            workers=0,
+            size=16,
+        )
     finally:
         del STRATEGIES["test-broken"]
     broken, workers = report["strategies"]
@@ -125,8 +144,15 @@ def test_a_failing_strategy_is_reported_and_the_run_goes_on(tiny_data, tmp_path)
 
 
 def test_epoch_time_counts_the_samples_an_epoch_serves(tiny_data, tmp_path):
-    report, _ = run_benchmark(str(tiny_data), tmp_path, strategies=["workers"], epochs=1,
-                              batch_size=10, workers=0, size=16)
+    report, _ = run_benchmark(
+        str(tiny_data),
+        tmp_path,
+        strategies=["workers"],
+        epochs=1,
+        batch_size=10,
+        workers=0,
+        size=16,
+    )
     s = report["strategies"][0]
     assert s["epoch_samples"] == 40  # 48 samples, drop_last: 4 batches of 10
     assert s["epoch_s"] == pytest.approx(40 / s["samples_per_s"])
