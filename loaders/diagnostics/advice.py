@@ -71,8 +71,15 @@ def _data_bound(ev: Evidence, info: LoaderInfo) -> list[str]:
         return _storeloader(ev, info)
     if info.kind == DALI:
         return _dali(ev, info)
+    busy = ev.wait_busy
+    where = (
+        ""
+        if busy is None
+        else f"; the training thread spends {busy:.0%} of the wait on the CPU, "
+        + ("so the batches are made on it" if busy >= BUSY_CPU else "the rest waiting")
+    )
     return [
-        f"{_gain(ev)}, and the settings of {info.name} cannot be read: load in parallel "
+        f"{_gain(ev)}{where}, and the settings of {info.name} cannot be read: load in parallel "
         "(DataLoader num_workers, StoreLoader prefetch), or " + STORE
     ]
 

@@ -89,7 +89,7 @@ class Diagnosis:
         work = [f"{ev.cores} usable cores"]
         if ev.wait_busy is not None:
             work.append(f"training thread on the CPU for {ev.wait_busy:.0%} of the data wait")
-        if ev.helper_cores is not None:
+        if ev.helper_cores is not None and self.loader.helpers > 0:
             work.append(f"loader workers/threads use {ev.helper_cores:.2f} cores")
         lines.append("  loading work: " + ", ".join(work))
         if ev.other_cpu_percent is not None and ev.other_cpu_percent > OTHERS_BUSY:

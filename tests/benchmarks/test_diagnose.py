@@ -47,6 +47,7 @@ def test_slow_loader_is_data_bound():
     text = res.text()
     assert "data-bound" in text and "->" in text
     assert "settings of SlowLoader cannot be read" in res.recommendation[0]
+    assert "spends 0% of the wait on the CPU, the rest waiting" in res.recommendation[0]
 
 
 def test_fast_loader_is_compute_bound():
