@@ -41,19 +41,20 @@ def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
             f"(target < {STEP_CV_MAX:.0%}): prefetch deeper so single slow batches are "
             "absorbed, and look for slow files or a busy disk"
         )
-    if not out:
-        out.append(
-            f"the data pipeline keeps up (data wait {ev.share:.0%} < "
-            f"{DATA_WAIT_MAX:.0%}"
-            + (
-                ")"
-                if not ev.unsteady
-                else f"; the step-time variation of {ev.step_cv:.0%} "
-                "comes from the step itself, not from data waits)"
-            )
-            + ": the model step is the bottleneck; no data-loading change needed"
-        )
-    return out
+    return out or [_keeps_up(ev)]
+
+
+def _keeps_up(ev: Evidence) -> str:
+    varies = (
+        f"; the step-time variation of {ev.step_cv:.0%} comes from the step itself, not from "
+        "data waits"
+        if ev.unsteady
+        else ""
+    )
+    return (
+        f"the data pipeline keeps up (data wait {ev.share or 0.0:.0%} < {DATA_WAIT_MAX:.0%}"
+        f"{varies}): the model step is the bottleneck; no data-loading change needed"
+    )
 
 
 def _gain(ev: Evidence) -> str:
@@ -113,11 +114,12 @@ def _dataloader(ev: Evidence, info: LoaderInfo) -> list[str]:
             "can load in parallel",
             "if that is not enough, " + STORE + " so epochs skip decoding",
         ]
-    if (
-        helpers is not None
-        and per is not None
-        and (per < BUSY_CPU or helpers < FULL_CORES * min(n, cores))
-    ):
+    if helpers is None or per is None:
+        return [
+            f"{_gain(ev)} with {n} workers on {cores} cores, whose CPU was not measured "
+            "(iterate past the warm-up steps to measure it)"
+        ]
+    if per < BUSY_CPU or helpers < FULL_CORES * min(n, cores):
         if (ev.other_cpu_percent or 0.0) > OTHERS_BUSY:
             return [
                 f"{_gain(ev)} and {used}, while other processes use about "
@@ -131,8 +133,7 @@ def _dataloader(ev: Evidence, info: LoaderInfo) -> list[str]:
             "I/O, and more of them overlap the reads (more workers than cores is fine here)"
         ]
     out = [
-        f"{STORE}: {_gain(ev)} and {used or f'{n} workers run on {cores} cores'}: decoding "
-        "fills the cores, so more workers cannot help"
+        f"{STORE}: {_gain(ev)} and {used}: decoding fills the cores, so more workers cannot help"
     ]
     if ev.has_gpu:
         out.append("or decode on the GPU (gpu-decode: loaders.dali.JpegLoader)")
@@ -257,7 +258,10 @@ def _stall_advice(ev: Evidence, info: LoaderInfo) -> str | None:
 def _absorb(need: int, info: LoaderInfo) -> str:
     ahead = f"{need} batches ahead absorbs each stall"
     if info.kind == DATALOADER and info.helpers == 0:
-        return f"loading on the training thread cannot hide it: set num_workers >= 1; {ahead}"
+        return (
+            "loading on the training thread cannot hide it: set num_workers >= 1 with "
+            f"num_workers x prefetch_factor >= {need}: {ahead}"
+        )
     if info.kind == DATALOADER:
         n, pf = info.helpers, info.get("prefetch_factor") or 2
         want = math.ceil(need / n)

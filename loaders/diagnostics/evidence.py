@@ -8,7 +8,7 @@ percentage (which counts other processes and idle-spinning intra-op threads of t
 * ``helper_cores``: cores kept busy by the loader's helpers over the measured window: the
   DataLoader's worker processes (CPU of the child processes), or, for loaders that load on
   threads of this process (StoreLoader, DALI), every thread but the training thread and the
-  monitor's.
+  monitor's (which includes the training step's own intra-op threads, if it has any).
 """
 
 from __future__ import annotations
