@@ -12,6 +12,7 @@ __all__ = [
     "CorruptChunkError",
     "DeviceUnavailableError",
     "LoaderError",
+    "StoreMetadataError",
     "StoreOpenError",
     "UnsupportedArrayError",
     "WorkerError",
@@ -33,6 +34,13 @@ class StoreOpenError(LoaderError):
         super().__init__(f"cannot open store {store}: {reason}")
         self.store = store
         self.reason = reason
+
+
+class StoreMetadataError(StoreOpenError):
+    """The store's metadata is invalid; the message names the file and the key.
+
+    A ``zarr.json`` that does not parse, or a key that is missing or has a wrong type or value.
+    """
 
 
 class ChunkReadError(LoaderError):

@@ -2,7 +2,10 @@
 
 The index is the last ``N * 16 + 4`` bytes of a shard file: ``N x (offset u64, nbytes u64)``
 little endian in C order over the shard's chunk grid, then their crc32c. A chunk that was never
-written has offset = nbytes = 2^64-1; a shard file that does not exist holds only such chunks.
+written has offset = nbytes = 2^64-1; for a generic array a shard file that does not exist holds
+only such chunks. In a complete nostall store (``complete=True``) every shard file and every
+inner chunk inside the array exists at its exact size (``docs/FORMAT.md``), so a missing file,
+a missing chunk or a file of another size is corruption, never the fill value.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import crc32c
 import numpy as np
 
 from loaders.errors import CorruptChunkError
+from loaders.rawio import Stamp, file_stamp
 from loaders.zarrmeta import ArrayMeta
+from precompute.storecheck import sharded_file_size
 
 __all__ = ["CRC_BYTES", "MISSING", "ShardIndexCache"]
 
@@ -24,56 +29,100 @@ CRC_BYTES = 4
 
 
 class ShardIndexCache:
-    """Thread-safe cache of the parsed indexes of one array's shard files."""
+    """Thread-safe cache of the parsed indexes of one array's shard files.
 
-    def __init__(self, meta: ArrayMeta, name: str) -> None:
-        self.meta, self.name = meta, name
-        self._indexes: dict[tuple[int, ...], np.ndarray | None] = {}
+    Args:
+        meta: The array's metadata.
+        name: Name used in error messages.
+        complete: The array belongs to a complete store: a missing shard file or inner chunk,
+            or a shard file of another size than its index and chunks give, is corruption.
+    """
+
+    def __init__(self, meta: ArrayMeta, name: str, complete: bool = False) -> None:
+        self.meta, self.name, self.complete = meta, name, complete
+        self._indexes: dict[tuple[int, ...], tuple[Stamp | None, np.ndarray | None]] = {}
         self._lock = threading.Lock()
 
-    def locate(self, chunk: tuple[int, ...], path: str) -> tuple[int, int]:
+    def locate(self, chunk: tuple[int, ...], path: str, stamp: Stamp | None = None
+               ) -> tuple[int, int]:
         """Return ``(offset, nbytes)`` of ``chunk`` in ``path``; MISSING twice if never written.
 
+        Args:
+            chunk: Inner chunk coordinates.
+            path: Its shard file.
+            stamp: The file's stamp now, if known: an index cached for another version of the
+                file is read again.
+
         Raises:
-            CorruptChunkError: The index fails its checksum, or the chunk's size is wrong.
+            CorruptChunkError: The index fails its checksum, points outside the file, the
+                chunk's size is wrong, or (``complete``) the file or the chunk is missing.
         """
-        index = self._index(chunk, path)
+        index = self._index(chunk, path, stamp)
         if index is None:
             return MISSING, MISSING
         local = tuple(c % n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
         offset, nbytes = (int(v) for v in index[local])
+        if (offset, nbytes) == (MISSING, MISSING):
+            if self.complete:
+                raise CorruptChunkError(self.name, path, chunk, "chunk is missing from the shard "
+                                        "index (a complete store has every chunk)")
+            return offset, nbytes
         want = self.meta.chunk_nbytes + CRC_BYTES
-        if (offset, nbytes) != (MISSING, MISSING) and nbytes != want:
+        if nbytes != want:
             raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
         return offset, nbytes
 
-    def _index(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
+    def _index(self, chunk: tuple[int, ...], path: str, stamp: Stamp | None
+               ) -> np.ndarray | None:
         key = tuple(c // n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
         with self._lock:
-            if key in self._indexes:
-                return self._indexes[key]
-        index = self._read(chunk, path)
+            cached = self._indexes.get(key)
+        if cached is not None and (stamp is None or cached[0] is None or cached[0] == stamp):
+            return cached[1]
+        entry = self._read(chunk, path, key)
         with self._lock:
-            self._indexes[key] = index
-        return index
+            self._indexes[key] = entry
+        return entry[1]
 
-    def _read(self, chunk: tuple[int, ...], path: str) -> np.ndarray | None:
+    def _read(self, chunk: tuple[int, ...], path: str, key: tuple[int, ...]
+              ) -> tuple[Stamp | None, np.ndarray | None]:
         per_shard = self.meta.chunks_per_shard
         size = math.prod(per_shard) * 16 + CRC_BYTES
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            return None  # never-written shard: every chunk is the fill value
+            if self.complete:
+                raise CorruptChunkError(self.name, path, chunk, "shard file is missing (a "
+                                        "complete store has every shard)") from None
+            return None, None  # never-written shard: every chunk is the fill value
         try:
-            file_size = os.fstat(fd).st_size
-            if file_size < size:
-                raise CorruptChunkError(self.name, path, chunk,
-                                        f"shard file of {file_size} bytes is shorter than its "
-                                        f"index ({size} bytes)")
-            raw = os.pread(fd, size, file_size - size)
+            st = os.fstat(fd)
+            if st.st_size < size:
+                raise CorruptChunkError(self.name, path, chunk, f"shard file of {st.st_size} "
+                                        f"bytes is shorter than its index ({size} bytes)")
+            raw = os.pread(fd, size, st.st_size - size)
         finally:
             os.close(fd)
+        self._check_size(chunk, path, key, st.st_size)
         body, tail = raw[:-CRC_BYTES], raw[-CRC_BYTES:]
         if len(raw) != size or crc32c.crc32c(body) != int.from_bytes(tail, "little"):
             raise CorruptChunkError(self.name, path, chunk, "shard index crc32c checksum mismatch")
-        return np.frombuffer(body, "<u8").reshape(*per_shard, 2)
+        index = np.frombuffer(body, "<u8").reshape(*per_shard, 2)
+        written = index[..., 0] != MISSING
+        ends = index[..., 0][written] + index[..., 1][written]  # u8: no overflow of real values
+        if written.any() and (int(ends.max()) > st.st_size - size
+                              or bool((ends < index[..., 0][written]).any())):
+            raise CorruptChunkError(self.name, path, chunk, "shard index points past the data "
+                                    f"of a {st.st_size}-byte file")
+        return file_stamp(st), index
+
+    def _check_size(self, chunk: tuple[int, ...], path: str, key: tuple[int, ...],
+                    file_size: int) -> None:
+        """Complete fast-path arrays: the file must have the size its chunks and index give."""
+        m = self.meta
+        if not (self.complete and m.fast):
+            return
+        want = sharded_file_size(m.shape, m.shard_shape, m.chunk_shape, m.dtype.itemsize, key)
+        if file_size != want:
+            raise CorruptChunkError(self.name, path, chunk, f"shard file has {file_size} bytes, "
+                                    f"a complete shard has {want} (cut or replaced)")

@@ -5,8 +5,12 @@ The fast path (see ``docs/FORMAT.md``): the shard index sits at the end of each 
 little-endian bytes followed by their crc32c. So a chunk is one read of ``nbytes`` at ``offset``
 straight into the caller's buffers (one ``preadv``, or a copy out of a cached ``mmap`` of the
 shard file, see :mod:`loaders.rawio`), one hardware crc32c over it, and a numpy view: no
-decompression, no intermediate copy. A missing chunk (offset = nbytes = 2^64-1) or a missing
-shard file reads as the fill value.
+decompression, no intermediate copy. In a generic array a missing chunk (offset = nbytes =
+2^64-1) or a missing shard file reads as the fill value; in a complete nostall store
+(``complete=True``) it is corruption, and so is a shard file of another size (see
+:mod:`loaders.shardindex`). With ``io="mmap"`` the file is ``stat``-ed before its mapping is
+touched: a shard cut or replaced since it was mapped is mapped again (or reported), never read
+past its end (which would raise SIGBUS).
 
 Arrays whose codecs are not exactly what the fast path understands (compression, big endian,
 another index location), and remote (fsspec URL) arrays, are read through zarr-python one whole
@@ -19,14 +23,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
+from loaders.chunkcheck import ChunkChecker
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import MapCache, Stamp, file_stamp, preadv_all
 from loaders.rows import Route, copy_rows, flat_parts, row_parts, scatter
@@ -61,23 +64,26 @@ class ShardedArrayReader:
             and again whenever its shard file changed since (inode, size or mtime): a store is
             immutable once complete, so later reads of a page-cache-hot chunk cost only the
             copy. ``always`` checks on every read.
+        complete: The array is part of a complete nostall store: a missing shard file or
+            chunk, or a shard file of the wrong size, raises :class:`CorruptChunkError`
+            instead of reading as the fill value.
     """
 
     def __init__(self, path: str | Path, name: str | None = None, *, io: str = "pread",
-                 maps: MapCache | None = None, verify: str = "first") -> None:
+                 maps: MapCache | None = None, verify: str = "first",
+                 complete: bool = False) -> None:
         if io not in IO_MODES:
             raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
         if verify not in VERIFY_MODES:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
-        self.path, self.io, self.verify = str(path), io, verify
-        self._verified: dict[tuple[int, ...], Stamp | None] = {}  # chunk -> its file's stamp
+        self.path, self.io, self.verify, self.complete = str(path), io, verify, complete
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
         self._remote = "://" in self.path
         self.meta = self._load_meta()
         self._maps = maps if maps is not None else (MapCache() if io == "mmap" else None)
         self._zarr: Any = None
-        self._index = ShardIndexCache(self.meta, self.name)
-        self._lock = threading.Lock()
+        self._index = ShardIndexCache(self.meta, self.name, complete)
+        self._check = ChunkChecker(self.name, verify)
 
     @property
     def fast(self) -> bool:
@@ -93,8 +99,9 @@ class ShardedArrayReader:
             meta = Path(self.path) / "zarr.json"
             try:
                 doc = json.loads(meta.read_text())
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, RecursionError) as exc:
                 raise UnsupportedArrayError(f"{meta}: unreadable array metadata: {exc}") from exc
+            return parse_array_meta(doc, str(meta))
         return parse_array_meta(doc, self.path)
 
     def shard_file(self, chunk: Sequence[int]) -> str:
@@ -144,6 +151,7 @@ class ShardedArrayReader:
             if self.fast:
                 self._read_fast(chunk, flats)
             else:
+                self._current(chunk, self.shard_file(chunk))  # complete: a missing file raises
                 scatter(self._read_zarr(chunk), flats)
         except ChunkReadError:
             raise
@@ -181,7 +189,7 @@ class ShardedArrayReader:
                 return
             # check first, then copy: the checksum pass pulls the chunk into the cache, so
             # the copy reads it from there (cheaper than copying first and checking after)
-            self._verify_mapped(chunk, path, *found)
+            self._check.check_mapped(chunk, path, *found)
             copy_rows(found[0][:-_CRC].reshape(rows, -1), routes)
         except (ChunkReadError, ValueError):
             raise
@@ -222,32 +230,25 @@ class ShardedArrayReader:
                              f"{out.dtype} {out.shape}")
         return out
 
-    def _current(self, path: str) -> Stamp | None:
-        """Return the stamp of ``path`` now (``verify="first"`` only; None if missing)."""
-        if self.verify == "always":
+    def _current(self, chunk: tuple[int, ...], path: str) -> Stamp | None:
+        """Return the stamp of ``path`` now (None: remote, or missing in a generic array).
+
+        One ``stat`` per chunk read: ``verify="first"`` re-checks a changed file, a cached
+        index or mapping of another version of the file is dropped, and a mapping is only
+        touched after its file's size was checked.
+
+        Raises:
+            CorruptChunkError: ``complete`` and the shard file is missing.
+        """
+        if self._remote:
             return None
         try:
             return file_stamp(os.stat(path))
         except FileNotFoundError:
+            if self.complete:
+                raise CorruptChunkError(self.name, path, chunk, "shard file is missing (a "
+                                        "complete store has every shard)") from None
             return None
-
-    def _verify(self, chunk: tuple[int, ...], path: str, data: list[np.ndarray] | list[memoryview],
-                stored: int, stamp: Stamp | None) -> None:
-        """Check the crc32c of ``data`` against ``stored``, if due for this file version.
-
-        ``stamp`` is the version the data was read from (taken before the read): with
-        ``verify="first"`` a chunk is checked once per version of its shard file.
-        """
-        if self.verify == "first" and chunk in self._verified and self._verified[chunk] == stamp:
-            return
-        crc = 0
-        for part in data:
-            crc = crc32c.crc32c(part, crc)  # type: ignore[arg-type]
-        if crc != stored:
-            raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
-        if self.verify == "first":
-            with self._lock:
-                self._verified[chunk] = stamp
 
     def _fill(self, flats: list[memoryview]) -> None:
         fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
@@ -261,10 +262,10 @@ class ShardedArrayReader:
                 self._fill(flats)
             else:
                 scatter(found[0][:-_CRC], flats)
-                self._verify_mapped(chunk, path, *found)
+                self._check.check_mapped(chunk, path, *found)
             return
-        stamp = self._current(path)  # before the read: a later change is caught next time
-        offset, nbytes = self._index.locate(chunk, path)
+        stamp = self._current(chunk, path)  # before the read: a change is caught next time
+        offset, nbytes = self._index.locate(chunk, path, stamp)
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
             return
@@ -272,7 +273,7 @@ class ShardedArrayReader:
         got = preadv_all(path, [*flats, tail], offset)
         if got != nbytes:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
-        self._verify(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
+        self._check.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
 
     def _mapped_chunk(self, chunk: tuple[int, ...], path: str
                       ) -> tuple[np.ndarray, Stamp] | None:
@@ -281,23 +282,21 @@ class ShardedArrayReader:
         None if the chunk is missing. With ``verify="first"`` a mapping of an older version
         of the file is replaced first.
         """
-        current = self._current(path)
-        offset, nbytes = self._index.locate(chunk, path)
+        current = self._current(chunk, path)
+        offset, nbytes = self._index.locate(chunk, path, current)
         if offset == MISSING and nbytes == MISSING:
             return None
-        assert self._maps is not None
-        mapped, stamp = self._maps.get(path, current)
-        want = self.meta.chunk_nbytes + _CRC
-        if offset + want > mapped.nbytes:
+        if self._maps is None:
+            raise RuntimeError("a mapped read without a map cache")
+        end = offset + self.meta.chunk_nbytes + _CRC
+        if current is not None and end > current[1]:  # cut since its index was read
+            raise CorruptChunkError(self.name, path, chunk, f"truncated: the file has "
+                                    f"{current[1]} bytes, the chunk ends at byte {end}")
+        mapped, stamp = self._maps.get(path, current)  # mapped again if the file changed
+        if end > mapped.nbytes:
             raise CorruptChunkError(self.name, path, chunk,
-                                    f"truncated: file ends before byte {offset + want}")
-        return mapped[offset:offset + want], stamp
-
-    def _verify_mapped(self, chunk: tuple[int, ...], path: str, src: np.ndarray,
-                       stamp: Stamp) -> None:
-        """Check a mapped chunk (bytes + crc32c) of version ``stamp`` of shard file ``path``."""
-        stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
-        self._verify(chunk, path, [src[:-_CRC]], stored, stamp)
+                                    f"truncated: file ends before byte {end}")
+        return mapped[offset:end], stamp
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:

@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from loaders.errors import StoreOpenError, UnsupportedArrayError
+from loaders.errors import StoreMetadataError, StoreOpenError, UnsupportedArrayError
 from loaders.rawio import MapCache
 from loaders.shardio import ShardedArrayReader
-from precompute.errors import StoreError
-from precompute.format import StoreInfo, StoreLayout, open_store_info
+from precompute import errors as pre
+from precompute.format import FIELDS, StoreInfo, StoreLayout, open_store_info
+from precompute.storecheck import SHARDED, check_array_meta, shard_file_problems
 
 __all__ = ["StoreSource", "open_source"]
 
@@ -56,20 +57,31 @@ def _strip(path: str, message: str) -> str:
 
 
 def _info(store: str | Path | StoreInfo) -> StoreInfo:
-    if isinstance(store, StoreInfo):
-        return store
+    where = str(store.path if isinstance(store, StoreInfo) else store)
     try:
-        return open_store_info(store)
-    except StoreError as exc:
-        raise StoreOpenError(str(store), _strip(str(store), str(exc))) from exc
+        info = store if isinstance(store, StoreInfo) else open_store_info(store)
+        for name in FIELDS:
+            check_array_meta(info.path, info.layout, name)
+    except pre.StoreMetadataError as exc:
+        raise StoreMetadataError(where, _strip(where, str(exc))) from exc
+    except pre.StoreError as exc:
+        raise StoreOpenError(where, _strip(where, str(exc))) from exc
+    return info
+
+
+def _check_shard_files(info: StoreInfo) -> None:
+    """Refuse a store with a shard file missing or of the wrong size (one stat per file)."""
+    for shard in range(info.layout.num_shards):
+        for problem in shard_file_problems(info.path, info.layout, shard, SHARDED):
+            raise StoreOpenError(str(info.path), problem)
 
 
 def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
             ) -> ShardedArrayReader:
     try:
-        reader = ShardedArrayReader(info.path / name, name, **kw)
+        reader = ShardedArrayReader(info.path / name, name, complete=True, **kw)
     except UnsupportedArrayError as exc:
-        raise StoreOpenError(str(info.path), f"field '{name}': {exc}") from exc
+        raise StoreMetadataError(str(info.path), f"field '{name}': {exc}") from exc
     if reader.meta.shape != shape:
         raise StoreOpenError(str(info.path),
                              f"field '{name}' has shape {reader.meta.shape}, layout says {shape}")
@@ -89,10 +101,14 @@ def open_source(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: 
             its shard file changed) or ``always`` (on every read).
 
     Raises:
-        StoreOpenError: Incomplete store, another format version, a missing or malformed field.
+        StoreOpenError: Incomplete store, another format version, a missing or malformed field,
+            a shard file missing or of the wrong size (naming the file).
+        StoreMetadataError: A ``zarr.json`` is cut or holds a key of a wrong type or value
+            (naming the file and the key).
         CorruptChunkError: A label or extent chunk fails its checksum.
     """
     info = _info(store)
+    _check_shard_files(info)
     layout = info.layout
     maps = MapCache(map_bytes) if io == "mmap" else None
     image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify)

@@ -64,10 +64,24 @@ class ArrayMeta:
         return math.prod(self.chunk_shape) * self.dtype.itemsize
 
 
+def _bad(where: str, reason: str) -> UnsupportedArrayError:
+    """Return the error for array ``where`` (one line, a long value shortened)."""
+    return UnsupportedArrayError(f"{where}: {reason}"[:300])
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    """Return ``value`` if it is a mapping, else an empty one (a wrong type reads as absent)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _codecs(value: Any) -> list[Mapping[str, Any]]:
+    return [_map(c) for c in value] if isinstance(value, list) else []
+
+
 def _is_bytes(codec: Mapping[str, Any], itemsize: int) -> bool:
     if codec.get("name") != "bytes":
         return False
-    endian = (codec.get("configuration") or {}).get("endian")
+    endian = _map(codec.get("configuration")).get("endian")
     return endian == "little" or (endian is None and itemsize == 1)
 
 
@@ -79,11 +93,11 @@ def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype) -> str:
     """Return why ``doc`` is not readable by the fast path, or '' when it is."""
     if doc.get("storage_transformers"):
         return "storage transformers are not supported"
-    codecs = doc.get("codecs", [])
+    codecs = _codecs(doc.get("codecs"))
     if len(codecs) != 1 or codecs[0].get("name") != "sharding_indexed":
         return f"codecs {[c.get('name') for c in codecs]} are not a single sharding_indexed"
-    conf = codecs[0].get("configuration", {})
-    inner, index = conf.get("codecs", []), conf.get("index_codecs", [])
+    conf = _map(codecs[0].get("configuration"))
+    inner, index = _codecs(conf.get("codecs")), _codecs(conf.get("index_codecs"))
     if conf.get("index_location", "end") != "end":
         return "shard index is not at the end"
     if len(inner) != 2 or not (_is_bytes(inner[0], dtype.itemsize) and _is_crc(inner[1])):
@@ -93,35 +107,58 @@ def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype) -> str:
     return ""
 
 
+def _dims(where: str, key: str, value: Any, ndim: int | None, least: int) -> tuple[int, ...]:
+    """Return ``value`` as a shape: a list of ``ndim`` integers >= ``least``."""
+    ok = (isinstance(value, list) and (ndim is None or len(value) == ndim)
+          and all(isinstance(v, int) and not isinstance(v, bool) and least <= v < 2**62
+                  for v in value))
+    if not ok:
+        want = f"{ndim if ndim is not None else 'a list of'} integers >= {least}"
+        raise _bad(where, f"key '{key}' must be {want}, got {value!r}")
+    return tuple(value)
+
+
 def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
     """Parse a Zarr v3 array ``zarr.json`` document.
 
+    Any document gives an :class:`ArrayMeta` or this error, naming ``where`` and the key.
+
     Raises:
-        UnsupportedArrayError: Not a Zarr v3 array with a regular chunk grid and numeric dtype.
+        UnsupportedArrayError: Not a Zarr v3 array with a regular chunk grid and numeric dtype,
+            or a key of a wrong type or value (a shape that is not a list of integers, chunks
+            that do not divide their shard).
     """
-    if doc.get("zarr_format") != 3 or doc.get("node_type") != "array":
+    if (not isinstance(doc, Mapping) or doc.get("zarr_format") != 3
+            or doc.get("node_type") != "array"):
         raise UnsupportedArrayError(f"{where}: not a Zarr v3 array")
-    grid = doc.get("chunk_grid", {})
+    grid = _map(doc.get("chunk_grid"))
     if grid.get("name") != "regular":
-        raise UnsupportedArrayError(f"{where}: chunk grid {grid.get('name')!r} is not regular")
-    if doc.get("data_type") not in _NUMERIC:
-        raise UnsupportedArrayError(f"{where}: data type {doc.get('data_type')!r} not supported")
+        raise _bad(where, f"chunk grid {grid.get('name')!r} is not regular")
+    if not isinstance(doc.get("data_type"), str) or doc["data_type"] not in _NUMERIC:
+        raise _bad(where, f"data type {doc.get('data_type')!r} not supported")
     dtype = np.dtype(doc["data_type"]).newbyteorder("<")
-    shape = tuple(int(n) for n in doc["shape"])
-    shard_shape = tuple(int(n) for n in grid["configuration"]["chunk_shape"])
-    codecs = doc.get("codecs", [])
+    shape = _dims(where, "shape", doc.get("shape"), None, 0)
+    shard_shape = _dims(where, "chunk_grid.configuration.chunk_shape",
+                        _map(grid.get("configuration")).get("chunk_shape"), len(shape), 1)
+    codecs = _codecs(doc.get("codecs"))
     sharded = len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed"
-    chunk_shape = (tuple(int(n) for n in codecs[0]["configuration"]["chunk_shape"])
+    chunk_shape = (_dims(where, "codecs.0.configuration.chunk_shape",
+                         _map(codecs[0].get("configuration")).get("chunk_shape"), len(shape), 1)
                    if sharded else shard_shape)
-    key = doc.get("chunk_key_encoding", {})
-    sep = (key.get("configuration") or {}).get("separator", "/")
+    if any(s % c for s, c in zip(shard_shape, chunk_shape, strict=True)):
+        raise _bad(where, f"inner chunks {chunk_shape} do not divide the shard shape "
+                          f"{shard_shape}")
+    key = _map(doc.get("chunk_key_encoding"))
+    sep = _map(key.get("configuration")).get("separator", "/")
+    if sep not in ("/", "."):
+        raise _bad(where, f"chunk key separator {sep!r} is not '/' or '.'")
     problem = _fast_path_problem(doc, dtype)
     if not problem and key.get("name") != "default":
         problem = f"chunk key encoding {key.get('name')!r} is not 'default'"
     try:
         fill = dtype.type(doc.get("fill_value", 0))
-    except (TypeError, ValueError) as exc:
-        raise UnsupportedArrayError(f"{where}: fill value {doc.get('fill_value')!r}") from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _bad(where, f"fill value {doc.get('fill_value')!r}") from exc
+    if np.ndim(fill) != 0:
+        raise _bad(where, f"fill value {doc.get('fill_value')!r} is not a scalar")
     return ArrayMeta(shape, dtype, fill, shard_shape, chunk_shape, sep, not problem, problem)
-
-

@@ -16,6 +16,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "StoreIncompleteError",
+    "StoreMetadataError",
     "StoreMismatchError",
 ]
 
@@ -47,6 +48,13 @@ class StoreError(PrecomputeError):
 
 class StoreIncompleteError(StoreError):
     """The store's completion marker is missing: a build is running or was interrupted."""
+
+
+class StoreMetadataError(StoreError):
+    """A store's metadata is invalid; the message names the file and the key.
+
+    A ``zarr.json`` that does not parse, or a key that is missing or has a wrong type or value.
+    """
 
 
 class StoreMismatchError(StoreError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import StoreError, StoreIncompleteError
+from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
 from precompute.spec import BuildSpec
 
 __all__ = [
@@ -124,20 +124,106 @@ class StoreInfo:
     attrs: Mapping[str, Any]
 
 
+def metadata_error(meta: Path, key: str, reason: str) -> StoreMetadataError:
+    """Return the error for key ``key`` of metadata file ``meta`` (one line, value shortened)."""
+    return StoreMetadataError(f"{meta}: invalid store metadata: key '{key}': {reason}"[:400])
+
+
+def read_json(meta: Path) -> Mapping[str, Any]:
+    """Return the JSON object in ``meta``.
+
+    Raises:
+        StoreMetadataError: The file cannot be read, is not JSON, or holds no JSON object.
+    """
+    try:
+        doc = json.loads(meta.read_text())
+    except (OSError, ValueError, RecursionError) as exc:  # a cut file, bad UTF-8, deep nesting
+        raise StoreMetadataError(f"{meta}: unreadable store metadata: {exc}") from exc
+    if not isinstance(doc, Mapping):
+        raise StoreMetadataError(f"{meta}: store metadata must be a JSON object, got "
+                                 f"{type(doc).__name__}")
+    return doc
+
+
 def _read_group_attrs(root: Path) -> Mapping[str, Any]:
     meta = root / "zarr.json"
     if not meta.is_file():
         raise StoreError(f"{root}: not a Zarr v3 group (no zarr.json)")
-    try:
-        doc = json.loads(meta.read_text())
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"{meta}: unreadable group metadata: {exc}") from exc
+    doc = read_json(meta)
     if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
         raise StoreError(f"{root}: not a Zarr v3 group")
-    attrs = doc.get("attributes", {}).get(ATTR_KEY)
+    attributes = doc.get("attributes", {})
+    attrs = attributes.get(ATTR_KEY) if isinstance(attributes, Mapping) else None
     if not isinstance(attrs, Mapping):
         raise StoreError(f"{root}: not a nostall store (no '{ATTR_KEY}' group attribute)")
     return attrs
+
+
+_LAYOUT_RANGE = {"num_samples": (0, 2**40), "size": (1, 2**16), "variants": (1, 2**16),
+                 "shard_samples": (1, 2**31), "chunk_samples": (1, 2**31)}
+
+
+def _int(meta: Path, key: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise metadata_error(meta, key, f"must be an integer in [{lo}, {hi}], got {value!r}")
+    return value
+
+
+def parse_layout(meta: Path, attrs: Mapping[str, Any]) -> StoreLayout:
+    """Return the :class:`StoreLayout` in group attributes ``attrs`` of file ``meta``.
+
+    Raises:
+        StoreMetadataError: A layout key is missing, unknown, of a wrong type or out of range.
+    """
+    value = attrs.get("layout")
+    if not isinstance(value, Mapping) or set(value) != set(_LAYOUT_RANGE):
+        raise metadata_error(meta, f"{ATTR_KEY}.layout",
+                             f"must map exactly {sorted(_LAYOUT_RANGE)} to integers, got {value!r}")
+    layout = StoreLayout(**{k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r)
+                            for k, r in _LAYOUT_RANGE.items()})
+    if layout.shard_samples % layout.chunk_samples:
+        raise metadata_error(meta, f"{ATTR_KEY}.layout.chunk_samples",
+                             f"{layout.chunk_samples} does not divide shard_samples "
+                             f"{layout.shard_samples}")
+    return layout
+
+
+def _spec(meta: Path, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpec:
+    try:
+        spec = BuildSpec.from_dict(attrs.get("spec"))  # type: ignore[arg-type]
+    except SpecError as exc:
+        raise metadata_error(meta, f"{ATTR_KEY}.spec", str(exc)) from exc
+    if StoreLayout.from_spec(spec, layout.num_samples) != layout:
+        raise metadata_error(meta, f"{ATTR_KEY}.layout", f"{layout.to_dict()} disagrees with "
+                             "the spec's size, variants, shard_samples or chunk_samples")
+    return spec
+
+
+def _text(meta: Path, attrs: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    value = attrs.get(key, default)
+    if not isinstance(value, str):
+        raise metadata_error(meta, f"{ATTR_KEY}.{key}", f"must be a string, got {value!r}")
+    return value
+
+
+def _check_header(root: Path, attrs: Mapping[str, Any], require_complete: bool) -> None:
+    version = attrs.get("version")
+    if attrs.get("format") != FORMAT_NAME:
+        raise StoreError(f"{root}: format {attrs.get('format')!r} is not {FORMAT_NAME!r}")
+    if isinstance(version, bool) or version != FORMAT_VERSION:
+        raise StoreError(
+            f"{root}: store format version {version!r}; this nostall reads "
+            f"version {FORMAT_VERSION}. Rebuild the store with this version."
+        )
+    complete = attrs.get("complete", False)
+    if not isinstance(complete, bool):
+        raise metadata_error(root / "zarr.json", f"{ATTR_KEY}.complete",
+                             f"must be true or false, got {complete!r}")
+    if require_complete and not complete:
+        raise StoreIncompleteError(
+            f"{root}: store is incomplete (no completion marker); its build is running or was "
+            "interrupted. Re-run the same build to resume it."
+        )
 
 
 def open_store_info(path: str | Path, *, require_complete: bool = True) -> StoreInfo:
@@ -145,33 +231,30 @@ def open_store_info(path: str | Path, *, require_complete: bool = True) -> Store
 
     Raises:
         StoreError: Not a store, another format or version, or a field is missing.
+        StoreMetadataError: A ``zarr.json`` is cut or a key has a wrong type or value (the
+            message names the file and the key).
         StoreIncompleteError: The completion marker is missing (and ``require_complete``).
     """
     root = Path(path)
+    meta = root / "zarr.json"
     attrs = _read_group_attrs(root)
-    if attrs.get("format") != FORMAT_NAME:
-        raise StoreError(f"{root}: format {attrs.get('format')!r} is not {FORMAT_NAME!r}")
-    if attrs.get("version") != FORMAT_VERSION:
-        raise StoreError(
-            f"{root}: store format version {attrs.get('version')!r}; this nostall reads "
-            f"version {FORMAT_VERSION}. Rebuild the store with this version."
-        )
-    if require_complete and not attrs.get("complete"):
-        raise StoreIncompleteError(
-            f"{root}: store is incomplete (no completion marker); its build is running or was "
-            "interrupted. Re-run the same build to resume it."
-        )
+    _check_header(root, attrs, require_complete)
     for name in FIELDS:
         if not (root / name / "zarr.json").is_file():
             raise StoreError(f"{root}: field '{name}' is missing")
-    layout = StoreLayout(**attrs["layout"])
+    layout = parse_layout(meta, attrs)
+    num_valid = _int(meta, f"{ATTR_KEY}.num_valid", attrs.get("num_valid", layout.num_samples),
+                     0, layout.num_samples)
+    report = attrs.get("report", {})
+    if not isinstance(report, Mapping):
+        raise metadata_error(meta, f"{ATTR_KEY}.report", f"must be a mapping, got {report!r}")
     return StoreInfo(
         path=root,
         layout=layout,
-        spec=BuildSpec.from_dict(attrs["spec"]),
-        spec_hash=attrs["spec_hash"],
-        source_fingerprint=attrs.get("source_fingerprint", ""),
-        num_valid=int(attrs.get("num_valid", layout.num_samples)),
-        report=attrs.get("report", {}),
+        spec=_spec(meta, attrs, layout),
+        spec_hash=_text(meta, attrs, "spec_hash"),
+        source_fingerprint=_text(meta, attrs, "source_fingerprint", ""),
+        num_valid=num_valid,
+        report=report,
         attrs=attrs,
     )

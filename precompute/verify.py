@@ -1,41 +1,78 @@
-"""Check a store end to end: completeness, markers, every chunk's crc32c, label/key consistency.
+"""Check a store end to end: metadata, every shard file, markers, every chunk, labels and keys.
 
-:func:`verify_store` reads every shard of every array through Zarr (so each inner chunk's and
-each shard index's crc32c is checked), one shard at a time, and returns a list of problems, each
-naming the shard. An empty list means the store is sound.
+:func:`verify_store` first validates the group and array metadata against the layout (a cut
+``zarr.json`` or a key of a wrong type is one problem naming the file and the key). Then, one
+shard at a time, it checks that every shard file exists at its exact size and matches the size
+and crc32c its shard marker recorded at build time (a whole shard swapped for another one is
+self-consistent chunk by chunk; only this catches it), and reads the shard through Zarr (so
+each inner chunk's and each shard index's crc32c is checked). It returns a list of problems,
+each one line naming the file or shard. An empty list means the store is sound.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
 
 from precompute.errors import StoreError
 from precompute.format import FIELDS, HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
+from precompute.storecheck import check_array_meta, file_digest, shard_file, shard_file_problems
 
 __all__ = ["verify_store"]
 
 
-def _check_files(info: StoreInfo, shard: int) -> list[str]:
+def _read_marker(info: StoreInfo, shard: int) -> tuple[Mapping[str, Any] | None, list[str]]:
+    path = shard_marker_path(info.path, shard)
+    try:
+        marker = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as exc:
+        return None, [f"shard {shard}: marker {path} missing or unreadable ({exc})"]
+    if not isinstance(marker, Mapping):
+        return None, [f"shard {shard}: marker {path} is not a JSON object"]
+    return marker, []
+
+
+def _differs(recorded: Any, now: Mapping[str, Any]) -> str:
+    if isinstance(recorded, Mapping) and recorded.get("size") != now["size"]:
+        return f"{now['size']} bytes, not the {recorded.get('size')} of"
+    return "its sha256 differs from"
+
+
+def _check_digests(info: StoreInfo, shard: int, marker: Mapping[str, Any]) -> list[str]:
+    """Compare each shard file with the size and sha256 its marker recorded (if it did)."""
+    files = marker.get("files")
+    if files is None:  # a store written before markers recorded digests: nothing to compare
+        return []
+    if not isinstance(files, Mapping):
+        return [
+            f"shard {shard}: marker {shard_marker_path(info.path, shard)}: key 'files' is "
+            "not a mapping"
+        ]
     problems = []
     for name in FIELDS:
-        arr = zarr.open_array(str(info.path / name), mode="r")
-        coords = (shard,) + (0,) * (arr.ndim - 1)
-        if not (info.path / name / arr.metadata.encode_chunk_key(coords)).is_file():
-            problems.append(f"shard {shard}: {name}: shard file is missing")
+        path = shard_file(info.path, info.layout, name, shard)
+        try:
+            digest = file_digest(path)
+        except OSError as exc:  # vanished since it was checked
+            problems.append(f"shard {shard}: {name}: shard file {path} unreadable ({exc})")
+            continue
+        if files.get(name) != digest:
+            problems.append(
+                f"shard {shard}: {name}: shard file {path} is not the file its build wrote "
+                f"({_differs(files.get(name), digest)} its marker's; replaced or edited)"
+            )
     return problems
 
 
-def _check_marker(info: StoreInfo, shard: int, label: np.ndarray) -> list[str]:
+def _check_marker(
+    info: StoreInfo, shard: int, marker: Mapping[str, Any], label: np.ndarray
+) -> list[str]:
     start, stop = info.layout.shard_range(shard)
-    try:
-        marker = json.loads(shard_marker_path(info.path, shard).read_text())
-    except (OSError, ValueError) as exc:
-        return [f"shard {shard}: marker missing or unreadable ({exc})"]
     problems = []
     if (marker.get("start"), marker.get("stop")) != (start, stop):
         problems.append(
@@ -58,7 +95,10 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
         try:
             data[name] = np.asarray(zarr.open_array(str(info.path / name), mode="r")[start:stop])
         except Exception as exc:  # zarr raises ValueError on a checksum mismatch, and others
-            return [f"shard {shard}: {name}: unreadable ({type(exc).__name__}: {exc})"], None
+            path = shard_file(info.path, info.layout, name, shard)
+            return [
+                f"shard {shard}: {name}: unreadable ({path}: {type(exc).__name__}: {exc})"
+            ], None
     label, key = data["label"], data["key"]
     problems = []
     holes = label == HOLE_LABEL
@@ -67,6 +107,23 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
     if np.any(holes) and np.any(data["image"][holes]):
         problems.append(f"shard {shard}: a hole has non-zero pixels")
     return problems, label
+
+
+def _check_shard(info: StoreInfo, shard: int) -> tuple[list[str], int]:
+    """Return the problems of ``shard`` and its number of valid samples."""
+    problems = list(shard_file_problems(info.path, info.layout, shard))
+    marker, found = _read_marker(info, shard)
+    problems += found
+    if problems or marker is None:
+        return problems, 0
+    problems, label = _check_arrays(info, shard)
+    if label is None:
+        return problems, 0
+    if not problems:  # every chunk sound: is each file still the one its build wrote?
+        problems = _check_digests(info, shard, marker)
+    return problems + _check_marker(info, shard, marker, label), int(
+        np.count_nonzero(label != HOLE_LABEL)
+    )
 
 
 def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None) -> list[str]:
@@ -78,18 +135,16 @@ def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None
     """
     try:
         info = open_store_info(path)
+        for name in FIELDS:
+            check_array_meta(info.path, info.layout, name)
     except StoreError as exc:
         return [str(exc)]
     problems: list[str] = []
     valid = 0
     for shard in range(info.layout.num_shards):
-        found = _check_files(info, shard)
-        if not found:
-            found, label = _check_arrays(info, shard)
-            if label is not None:
-                found += _check_marker(info, shard, label)
-                valid += int(np.count_nonzero(label != HOLE_LABEL))
+        found, shard_valid = _check_shard(info, shard)
         problems += found
+        valid += shard_valid
         if on_shard is not None:
             on_shard(shard)
     if not problems and valid != info.num_valid:

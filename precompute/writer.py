@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec
+from zarr.core.array_spec import ArrayConfig
 
 from precompute.atomic import atomic_write_bytes
 from precompute.errors import StoreError, StoreMismatchError
@@ -38,6 +39,7 @@ from precompute.format import (
     shard_marker_path,
 )
 from precompute.spec import BuildSpec
+from precompute.storecheck import file_digest, shard_file
 
 __all__ = [
     "atomic_write_bytes",
@@ -47,6 +49,8 @@ __all__ = [
     "write_shard",
     "write_store_from_arrays",
 ]
+
+_DENSE = ArrayConfig(order="C", write_empty_chunks=True)  # every shard file exists (FORMAT.md)
 
 
 def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str, Any]:
@@ -142,7 +146,9 @@ def write_shard(
 ) -> None:
     """Write every array's slice of ``shard``, then its marker (atomically, last).
 
-    Holes (skipped inputs) must already carry label ``-1`` and zero pixels.
+    Every inner chunk is written, also one that holds only fill values, so every shard file
+    exists; the marker records each file's size and sha256 (``files``). Holes (skipped inputs)
+    must already carry label ``-1`` and zero pixels.
     """
     root = Path(root)
     start, stop = layout.shard_range(shard)
@@ -157,8 +163,8 @@ def write_shard(
     for name, arr in arrays.items():
         if tuple(arr.shape) != expected[name]:
             raise StoreError(f"shard {shard}: {name} has shape {arr.shape}, want {expected[name]}")
-    for name, arr in arrays.items():
-        zarr.open_array(str(root / name), mode="r+")[start:stop] = arr
+    for name, arr in arrays.items():  # every chunk written, fill values too: no file is optional
+        zarr.open_array(str(root / name), mode="r+").with_config(_DENSE)[start:stop] = arr
     marker = {
         "shard": shard,
         "start": start,
@@ -166,6 +172,7 @@ def write_shard(
         "num_valid": int(np.count_nonzero(label != HOLE_LABEL)),
         "skipped": list(skipped),
         "stats": dict(stats or {}),
+        "files": {name: file_digest(shard_file(root, layout, name, shard)) for name in FIELDS},
     }
     atomic_write_bytes(shard_marker_path(root, shard), json.dumps(marker).encode())
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from zarr.codecs import Crc32cCodec
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import MapCache
@@ -49,11 +50,18 @@ def test_chunk_into_reused_buffer_and_edge_padding(store: Path, io: str) -> None
     assert reader.read_chunk((5, 0, 0, 0), buf)[:, 3, 3, 0].tolist() == [20, 21, 22, 23]
 
 
-def test_missing_chunk_reads_fill_value(store: Path, io: str) -> None:
-    # samples 0-3 are holes: label chunk is all -1 (fill) and zarr does not write it
-    labels = ShardedArrayReader(store / "label", io=io)
+def test_missing_chunk_reads_fill_value(tmp_path: Path, store: Path, io: str) -> None:
+    # a generic array: zarr does not write a chunk of fill values, which reads as the fill
+    z = zarr.create_array(tmp_path / "z", shape=(32,), chunks=(4,), shards=(16,), dtype="int64",
+                          compressors=[Crc32cCodec()], filters=None, fill_value=-1)
+    z[:] = np.r_[[-1] * 4, np.arange(28)]
+    labels = ShardedArrayReader(tmp_path / "z", io=io)
+    assert labels.fast, labels.meta.reason
     assert labels.read_chunk((0,)).tolist() == [-1, -1, -1, -1]
     assert labels._index.locate((0,), labels.shard_file((0,))) == (MISSING, MISSING)
+    # a nostall store's writer writes every chunk, holes (samples 0-3 here) too
+    written = ShardedArrayReader(store / "label", io=io, complete=True)
+    assert written._index.locate((0,), written.shard_file((0,))) == (0, 36)
 
 
 def test_variant_chunks(vstore: Path, io: str) -> None:

@@ -116,10 +116,10 @@ def test_breaking_restarts_the_epoch_and_stops_threads(store: Path) -> None:
 
 def test_worker_io_error_reaches_the_training_thread(tmp_path: Path) -> None:
     path = make_index_store(tmp_path / "w", 64)
+    loader = StoreLoader(path, 8, shuffle=False)  # opened sound: the open-time checks pass
     shard = path / "image" / "c" / "3" / "0" / "0" / "0"
     shard.unlink()
     shard.mkdir()  # reading it fails with EISDIR on the reader thread
-    loader = StoreLoader(path, 8, shuffle=False)
     got = []
     with pytest.raises(ChunkReadError, match="image/c/3/0/0/0") as info:
         for batch in loader:

@@ -1,0 +1,152 @@
+"""Property tests: any store metadata gives a value or the package's own error, nothing else.
+
+Inputs are arbitrary JSON documents, and real ``zarr.json`` documents of a real store with one
+key deleted or replaced by an arbitrary JSON value, or their bytes cut anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loaders.errors import LoaderError, UnsupportedArrayError
+from loaders.source import open_source
+from loaders.zarrmeta import ArrayMeta, parse_array_meta
+from precompute.errors import StoreError
+from precompute.format import StoreInfo, open_store_info
+from precompute.storecheck import check_array_meta
+from precompute.verify import verify_store
+from tests.contracts.loader_contract import make_index_store
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+ARRAYS = ("image", "label", "extent", "key")
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_index_store(tmp_path_factory.mktemp("props") / "s", 20, shard_samples=8)
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Yield the path of every value inside ``doc`` (dict keys and list indexes)."""
+    items = (
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    )
+    for key, value in items:
+        yield (*prefix, key)
+        yield from _paths(value, (*prefix, key))
+
+
+@st.composite
+def mutated(draw: st.DrawFn, doc: dict[str, Any]) -> Any:
+    """``doc`` with one value deleted or replaced by arbitrary JSON (or ``doc`` replaced)."""
+    doc = json.loads(json.dumps(doc))
+    paths = list(_paths(doc))
+    path = draw(st.sampled_from(paths)) if paths and draw(st.booleans()) else ()
+    value = draw(JSON)
+    if not path:
+        return value
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if draw(st.booleans()) and isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return doc
+
+
+@contextmanager
+def written(path: Path, data: bytes) -> Iterator[None]:
+    """Put ``data`` in ``path`` for the duration, then restore the original bytes."""
+    original = path.read_bytes()
+    path.write_bytes(data)
+    try:
+        yield
+    finally:
+        path.write_bytes(original)
+
+
+def _doc(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_parse_array_meta_gives_meta_or_unsupported_array_error(store: Path, data: Any) -> None:
+    name = data.draw(st.sampled_from(ARRAYS))
+    doc = data.draw(mutated(_doc(store / name / "zarr.json")) | JSON)
+    try:
+        meta = parse_array_meta(doc, name)
+    except UnsupportedArrayError as exc:
+        assert name in str(exc) and "\n" not in str(exc)
+    else:
+        assert isinstance(meta, ArrayMeta) and meta.chunk_nbytes >= 0
+
+
+@SETTINGS
+@given(data=st.data())
+def test_array_metadata_gives_doc_or_store_metadata_error(store: Path, data: Any) -> None:
+    info = open_store_info(store)
+    name = data.draw(st.sampled_from(ARRAYS))
+    meta = store / name / "zarr.json"
+    raw = meta.read_bytes()
+    doc = data.draw(mutated(_doc(meta)))
+    text = data.draw(st.sampled_from([json.dumps(doc).encode(), raw[: len(raw) // 3]]))
+    with written(meta, text):
+        try:
+            check_array_meta(store, info.layout, name)
+        except StoreError as exc:
+            assert str(meta) in str(exc) and "\n" not in str(exc)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_group_metadata_gives_info_or_store_error(store: Path, data: Any) -> None:
+    meta = store / "zarr.json"
+    raw = meta.read_bytes()
+    choice = data.draw(st.integers(0, 2))
+    if choice == 0:
+        text = json.dumps(data.draw(mutated(_doc(meta)))).encode()
+    elif choice == 1:
+        text = raw[: data.draw(st.integers(0, len(raw)))]
+    else:
+        text = data.draw(st.binary(max_size=64))
+    with written(meta, text):
+        try:
+            info = open_store_info(store, require_complete=data.draw(st.booleans()))
+        except StoreError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert isinstance(info, StoreInfo) and info.layout.num_samples >= 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_loader_and_verify_on_any_metadata_give_their_own_errors(store: Path, data: Any) -> None:
+    meta = store / data.draw(st.sampled_from(["zarr.json", *(f"{a}/zarr.json" for a in ARRAYS)]))
+    with written(meta, json.dumps(data.draw(mutated(_doc(meta)))).encode()):
+        try:
+            open_source(store)
+        except LoaderError as exc:
+            assert "\n" not in str(exc)
+        problems = verify_store(store)
+        assert all(isinstance(p, str) and "\n" not in p for p in problems)
