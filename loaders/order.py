@@ -19,6 +19,7 @@ import numpy.typing as npt
 __all__ = [
     "batch_seed",
     "chunk_plan",
+    "epoch_after",
     "epoch_order",
     "num_batches",
     "samples_per_rank",
@@ -163,6 +164,16 @@ def num_batches(num_samples_rank: int, batch_size: int, drop_last: bool) -> int:
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     return num_samples_rank // batch_size if drop_last else -(-num_samples_rank // batch_size)
+
+
+def epoch_after(epoch: int, served: int, total: int) -> tuple[int, int]:
+    """Return the ``(epoch, batch)`` the next iteration starts at, ``served`` of ``total`` in.
+
+    A pass that delivered all ``total`` batches is complete, whether or not its iterator was
+    run to its end (a training loop that takes ``len(loader)`` batches never asks for more),
+    so the next iteration starts the next epoch from its first batch.
+    """
+    return (epoch + 1, 0) if served >= total else (epoch, served)
 
 
 def variant_for_epoch(seed: int, epoch: int, variants: int) -> int:

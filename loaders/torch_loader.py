@@ -24,7 +24,7 @@ from loaders.buffers import BufferPool
 from loaders.device import ToDevice
 from loaders.errors import DeviceUnavailableError, LoaderError
 from loaders.nodes import Node
-from loaders.order import batch_seed, variant_for_epoch
+from loaders.order import batch_seed, epoch_after, variant_for_epoch
 from loaders.plan import EpochPlan, epoch_plan
 from loaders.prefetch import Prefetcher
 from loaders.reader import BatchReader
@@ -209,21 +209,26 @@ class StoreLoader:
         """Yield the batches of the current epoch, then advance the epoch.
 
         A new iteration starts the epoch from its first batch, except right after
-        :meth:`load_state_dict`, which resumes at the saved batch once. After a complete pass
-        the epoch advances by one, so calling :meth:`set_epoch` each epoch is optional.
+        :meth:`load_state_dict`, which resumes at the saved batch once. Handing out the last
+        batch completes the pass and advances the epoch by one (the iterator need not be run
+        to its end), so calling :meth:`set_epoch` each epoch is optional.
         """
         epoch, start = self._epoch, self._resume
         self._batch, self._resume = start, 0
         plan = self.plan(epoch)
         total = plan.batches(self.batch_size, self.drop_last)
+        if start >= total:  # an empty epoch is a complete pass at once
+            self._epoch, self._batch = epoch_after(epoch, start, total)
+            return
         pipeline = self._pipeline(plan, self.variant(epoch))
         try:
             pipeline.reset({"batch": start})
             for number in range(start, total):
                 batch = self._finish(pipeline.next(), epoch, number)
-                self._batch = number + 1
+                # the last batch completes the pass before it is handed out: a loop that
+                # takes len() batches and then calls iter() again gets the next epoch
+                self._epoch, self._batch = epoch_after(epoch, number + 1, total)
                 yield batch
-            self._epoch, self._batch = epoch + 1, 0
         finally:
             pipeline.close()
 
@@ -244,7 +249,8 @@ class StoreLoader:
         """Return ``{epoch, batch, ...}``: the epoch and the batches served of it so far.
 
         Taken mid-iteration (e.g. in a checkpoint after batch ``b``), a loader that loads it
-        serves the rest of that epoch exactly as this one would.
+        serves the rest of that epoch exactly as this one would; after the last batch of an
+        epoch it is ``{epoch + 1, 0}``.
         """
         return {"epoch": self._epoch, "batch": self._batch, **self._identity()}
 
@@ -263,7 +269,8 @@ class StoreLoader:
         total = self.plan(epoch).batches(self.batch_size, self.drop_last)
         if not 0 <= batch <= total:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
-        self._epoch, self._batch, self._resume = epoch, batch, batch
+        self._epoch, self._batch = epoch_after(epoch, batch, total) if total else (epoch, 0)
+        self._resume = self._batch
 
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""

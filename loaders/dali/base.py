@@ -25,7 +25,7 @@ from loaders.dali.graph import GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
-from loaders.order import batch_seed, epoch_order, num_batches
+from loaders.order import batch_seed, epoch_after, epoch_order, num_batches
 from loaders.torch_loader import resolve_device, resolve_rank
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
@@ -196,16 +196,23 @@ class DaliLoaderBase:
         if diff:
             raise LoaderError(f"state does not match this loader (saved, current): {diff}")
         epoch, batch = int(state["epoch"]), int(state["batch"])
-        if not 0 <= batch <= self.num_batches(epoch):
-            raise LoaderError(f"state batch {batch} outside [0, {self.num_batches(epoch)}] "
-                              f"of epoch {epoch}")
-        self.epoch, self._served = epoch, batch
+        total = self.num_batches(epoch)
+        if not 0 <= batch <= total:
+            raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
+        self.epoch, self._served = epoch_after(epoch, batch, total) if total else (epoch, 0)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """Serve the rest of the current epoch; after a full pass the next epoch is selected."""
-        epoch = self.epoch
-        yield from self._run(epoch, self._served)
-        self.epoch, self._served = epoch + 1, 0
+        """Serve the rest of the current epoch.
+
+        Handing out the last batch completes the pass and selects the next epoch (the
+        iterator need not be run to its end: a loop that takes ``len()`` batches and calls
+        ``iter()`` again gets the next epoch).
+        """
+        epoch, start = self.epoch, self._served
+        if start >= self.num_batches(epoch):  # an empty epoch is a complete pass at once
+            self.epoch, self._served = epoch + 1, 0
+            return
+        yield from self._run(epoch, start)
 
     def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""
@@ -226,7 +233,7 @@ class DaliLoaderBase:
                 raise PipelineRunError(epoch, b, str(exc)) from exc
             self._police(epoch, b)
             batch = self._to_batch(outs, epoch, b)
-            self._served = b + 1
+            self.epoch, self._served = epoch_after(epoch, b + 1, self.num_batches(epoch))
             if len(batch["index"]):  # empty only when every sample of the batch was skipped
                 yield batch
 

@@ -201,6 +201,21 @@ class LoaderContract:
         np.testing.assert_array_equal(first, _cat(self._epoch(store, 0), "index"))
         np.testing.assert_array_equal(second, _cat(self._epoch(store, 1), "index"))
 
+    def test_a_pass_that_took_len_batches_ends_the_epoch(self, store: Path) -> None:
+        # a training loop (Lightning's fetcher) takes len() batches and never sees the end
+        loader = self.make_loader(store, batch_size=8, seed=0)
+        for epoch in range(3):
+            it = iter(loader)
+            got = np.concatenate([to_numpy(next(it)["index"]) for _ in range(len(loader))])
+            np.testing.assert_array_equal(got, _cat(self._epoch(store, epoch), "index"))
+            assert loader.epoch == epoch + 1
+            saved = loader.state_dict()
+            assert (saved["epoch"], saved["batch"]) == (epoch + 1, 0)
+        resumed = self.make_loader(store, batch_size=8, seed=0)
+        resumed.load_state_dict({**saved, "epoch": 1, "batch": len(resumed)})  # an older save
+        np.testing.assert_array_equal(_cat(collect(resumed), "index"),
+                                      _cat(self._epoch(store, 2), "index"))
+
     @pytest.mark.parametrize("stop_after", [1, 4, 9])
     def test_resume_mid_epoch_gives_identical_remainder(self, holey: Path,
                                                         stop_after: int) -> None:
