@@ -31,7 +31,7 @@ from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
 
-__all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
+__all__ = ["StoreLoader", "pad_flags", "resolve_device", "resolve_rank"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -56,6 +56,17 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return rank, world_size
+
+
+def pad_flags(index: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
+    """Return a batch's ``is_pad``: True where ``index`` is one of the rank's padding repeats.
+
+    A rank serves each sample at most once in an epoch, real or repeat, so a repeat is known
+    by its index (``repeats``: :attr:`loaders.plan.EpochPlan.repeats`, on ``index``'s device).
+    """
+    if len(repeats) == 0:
+        return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
+    return torch.isin(index, repeats)
 
 
 def _is_cache_ref(store: object) -> bool:
@@ -97,7 +108,10 @@ class StoreLoader:
         device: Where batches live: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a torch.device.
         shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
         seed: Seed of the order, the variant choice and the augmentation randomness.
-        drop_last: Leave out the last, smaller batch of an epoch.
+        drop_last: Leave out the last, smaller batch of an epoch, and even out the ranks by
+            leaving out the last ``total % world_size`` samples of the epoch's sequence.
+            False serves every sample: ranks are evened out with fewer than ``world_size``
+            repeats, marked ``is_pad`` (evaluation: drop them from metrics).
         augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device.
         mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
         rank: This process's rank; default from torch.distributed or ``RANK``.
@@ -123,7 +137,8 @@ class StoreLoader:
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
-        ``label`` (int64; ``target`` with mixup instead) and ``index`` (int64), on ``device``.
+        ``label`` (int64; ``target`` with mixup instead), ``index`` (int64) and ``is_pad``
+        (bool: True on a repeat that only evens out the ranks), on ``device``.
 
     Raises:
         StoreOpenError: The store is incomplete, of another format version or lacks a field.
@@ -185,7 +200,7 @@ class StoreLoader:
                 layout.num_samples, layout.chunk_samples, seed=self.seed, epoch=epoch,
                 rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
                 buffer_chunks=self.buffer_chunks, valid=self.source.valid,
-                batch_size=self.batch_size)}
+                batch_size=self.batch_size, pad=not self.drop_last)}
         return self._plans[epoch]
 
     def __len__(self) -> int:
@@ -221,10 +236,11 @@ class StoreLoader:
             self._epoch, self._batch = epoch_after(epoch, start, total)
             return
         pipeline = self._pipeline(plan, self.variant(epoch))
+        repeats = torch.as_tensor(plan.repeats, device=self.device)
         try:
             pipeline.reset({"batch": start})
             for number in range(start, total):
-                batch = self._finish(pipeline.next(), epoch, number)
+                batch = self._finish(pipeline.next(), epoch, number, repeats)
                 # the last batch completes the pass before it is handed out: a loop that
                 # takes len() batches and then calls iter() again gets the next epoch
                 self._epoch, self._batch = epoch_after(epoch, number + 1, total)
@@ -232,9 +248,10 @@ class StoreLoader:
         finally:
             pipeline.close()
 
-    def _finish(self, batch: dict[str, torch.Tensor], epoch: int,
-                number: int) -> dict[str, torch.Tensor]:
-        out = {"image": batch["image"], "label": batch["label"], "index": batch["index"]}
+    def _finish(self, batch: dict[str, torch.Tensor], epoch: int, number: int,
+                repeats: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = {"image": batch["image"], "label": batch["label"], "index": batch["index"],
+               "is_pad": pad_flags(batch["index"], repeats)}
         if self.augment is None and self.mixup is None:
             return out
         gen = torch.Generator(device=self.device)
