@@ -12,7 +12,6 @@ augmentation randomness are all pure functions of those numbers, so the state of
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ import numpy as np
 import torch
 
 from loaders.buffers import BufferPool
+from loaders.contract import check_state, pad_flags, resolve_device, resolve_rank
 from loaders.device import ToDevice
-from loaders.errors import DeviceUnavailableError, LoaderError
+from loaders.errors import LoaderError
 from loaders.nodes import Node
 from loaders.order import batch_seed, epoch_after, variant_for_epoch
 from loaders.plan import EpochPlan, epoch_plan
@@ -31,42 +31,12 @@ from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
 
-__all__ = ["StoreLoader", "pad_flags", "resolve_device", "resolve_rank"]
+__all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
-_STATE_KEYS = ("seed", "world_size", "rank", "batch_size", "shuffle", "drop_last",
-               "buffer_chunks", "spec_hash")
-
-
-def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Return (rank, world_size): from the arguments, else torch.distributed, else torchrun env.
-
-    Raises:
-        ValueError: Only one of the two given, or rank outside ``[0, world_size)``.
-    """
-    if (rank is None) != (world_size is None):
-        raise ValueError(f"give both rank and world_size or neither, got {rank=} {world_size=}")
-    if rank is None or world_size is None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        else:
-            rank = int(os.environ.get("RANK", 0))
-            world_size = int(os.environ.get("WORLD_SIZE", 1))
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
-    return rank, world_size
-
-
-def pad_flags(index: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
-    """Return a batch's ``is_pad``: True where ``index`` is one of the rank's padding repeats.
-
-    A rank serves each sample at most once in an epoch, real or repeat, so a repeat is known
-    by its index (``repeats``: :attr:`loaders.plan.EpochPlan.repeats`, on ``index``'s device).
-    """
-    if len(repeats) == 0:
-        return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
-    return torch.isin(index, repeats)
+_STATE_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks",
+               "spec_hash")
 
 
 def _is_cache_ref(store: object) -> bool:
@@ -75,20 +45,6 @@ def _is_cache_ref(store: object) -> bool:
         return True
     return (isinstance(store, str) and len(store) == 64 and not Path(store).exists()
             and all(c in "0123456789abcdef" for c in store))
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """Return ``device`` with a CUDA index pinned now (``"cuda"`` -> the current GPU).
-
-    Pinning at construction keeps every later allocation, copy and generator on the GPU that
-    was current when the loader was built, even if the caller switches devices afterwards.
-    """
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailableError(f"device {device!r} requested but CUDA is not available")
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    return dev
 
 
 def _positive(name: str, value: int, least: int = 1) -> int:
@@ -275,13 +231,12 @@ class StoreLoader:
         """Resume at ``state``'s epoch and batch on the next iteration.
 
         Raises:
-            LoaderError: ``state`` came from a loader with another seed, rank, batch size,
-                order settings or store.
+            LoaderError: ``state`` came from a loader with another seed, world size, batch
+                size, order settings or store (another rank's state is fine: see
+                :func:`check_state`).
         """
         mine = self._identity()
-        diff = {k: (state.get(k), mine[k]) for k in _STATE_KEYS if state.get(k) != mine[k]}
-        if diff:
-            raise LoaderError(f"state does not match this loader (saved, current): {diff}")
+        check_state(state, {k: mine[k] for k in _STATE_KEYS})
         epoch, batch = int(state["epoch"]), int(state["batch"])
         total = self.plan(epoch).batches(self.batch_size, self.drop_last)
         if not 0 <= batch <= total:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.contract import check_state, pad_flags, resolve_device, resolve_rank
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
@@ -28,12 +29,10 @@ from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
 from loaders.order import batch_seed, epoch_after, num_batches
 from loaders.plan import EpochPlan, epoch_plan
-from loaders.torch_loader import pad_flags, resolve_device, resolve_rank
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
 
-_STATE_KEYS = ("seed", "world_size", "rank", "batch_size", "shuffle", "drop_last",
-               "buffer_chunks")
+_STATE_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
 
 
 class PipelineRunError(LoaderError):
@@ -190,19 +189,18 @@ class DaliLoaderBase:
 
     def state_dict(self) -> dict[str, Any]:
         """Return ``{epoch, batch, ...}``: where the next iteration resumes, plus identity."""
-        return {"epoch": self.epoch, "batch": self._served, **self._identity()}
+        return {"epoch": self.epoch, "batch": self._served, "rank": self.rank,
+                **self._identity()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves the exact remainder.
 
         Raises:
-            LoaderError: The state was saved by a loader with another seed, rank, batch size,
-                order settings or data.
+            LoaderError: The state was saved by a loader with another seed, world size, batch
+                size, order settings or data (another rank's state is fine: see
+                :func:`loaders.contract.check_state`).
         """
-        mine = self._identity()
-        diff = {k: (state.get(k), v) for k, v in mine.items() if state.get(k) != v}
-        if diff:
-            raise LoaderError(f"state does not match this loader (saved, current): {diff}")
+        check_state(state, self._identity())
         epoch, batch = int(state["epoch"]), int(state["batch"])
         total = self.num_batches(epoch)
         if not 0 <= batch <= total:

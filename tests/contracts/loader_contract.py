@@ -285,6 +285,24 @@ class LoaderContract:
             np.testing.assert_array_equal(g["index"], w["index"])
             np.testing.assert_array_equal(g["image"], w["image"])
 
+    def test_another_ranks_state_resumes_and_another_world_size_is_refused(
+            self, holey: Path) -> None:
+        # ranks step together: a checkpoint written by rank 0 alone resumes every rank
+        kw = {"batch_size": 4, "seed": 3, "world_size": 2}
+        first = self.make_loader(holey, rank=0, **kw)
+        first.set_epoch(1)
+        collect(first, limit=3)
+        state = first.state_dict()
+        whole = self.make_loader(holey, rank=1, **kw)
+        whole.set_epoch(1)
+        resumed = self.make_loader(holey, rank=1, **kw)
+        resumed.load_state_dict(state)
+        np.testing.assert_array_equal(_cat(collect(resumed), "index"),
+                                      _cat(collect(whole)[3:], "index"))
+        other = self.make_loader(holey, rank=0, batch_size=4, seed=3, world_size=3)
+        with pytest.raises(LoaderError, match=r"'world_size': \(2, 3\).*another world size"):
+            other.load_state_dict(state)
+
     def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
         path = make_index_store(tmp_path / "v", 40, variants=3)
         for epoch in range(4):
