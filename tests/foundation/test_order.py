@@ -2,6 +2,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loaders.order import (
     epoch_after,
@@ -168,3 +170,35 @@ def test_batch_sorting_leaves_store_order_alone():
         range(50))
     with pytest.raises(ValueError, match="batch_size"):
         epoch_order(50, 8, seed=0, epoch=0, batch_size=0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(0, 300), chunk=st.integers(1, 40), world=st.integers(1, 9),
+       buffer_chunks=st.integers(1, 4), pad=st.booleans(), shuffle=st.booleans(),
+       holes=st.integers(0, 2**30), epoch=st.integers(0, 5))
+def test_rank_shares_hold_for_any_geometry(n, chunk, world, buffer_chunks, pad, shuffle, holes,
+                                           epoch):
+    valid = np.random.default_rng(holes).random(n) < 0.8
+    total = int(valid.sum())
+    kw = dict(seed=holes, epoch=epoch, world_size=world, shuffle=shuffle,
+              buffer_chunks=buffer_chunks, valid=valid, pad=pad)
+    if total and total < world and not pad:
+        with pytest.raises(ValueError, match=f"{world} ranks share {total} samples"):
+            rank_windows(n, chunk, rank=0, **kw)
+        return
+    shares = [rank_windows(n, chunk, rank=r, **kw) for r in range(world)]
+    orders = [epoch_order(n, chunk, rank=r, batch_size=5, **kw) for r in range(world)]
+    assert {len(o) for o in orders} == {samples_per_rank(total, world, pad=pad)}
+    real = np.concatenate([o[:k] for o, (_, k) in zip(orders, shares, strict=True)] or [[]])
+    assert len(np.unique(real)) == len(real) and set(real.tolist()) <= set(np.flatnonzero(valid))
+    if pad:  # every sample exactly once, fewer than world repeats
+        assert len(real) == total and sum(len(o) for o in orders) - total < world
+    else:  # fewer than world samples left out, no repeats
+        assert total - len(real) < world and all(k == len(o) for o, (_, k) in
+                                                 zip(orders, shares, strict=True))
+    for o, (windows, _) in zip(orders, shares, strict=True):
+        assert len(np.unique(o)) == len(o)
+        assert sorted(o.tolist()) == sorted(np.concatenate([s for _, s in windows] or [[]]))
+        for chunks, samples in windows:
+            assert len(chunks) <= buffer_chunks
+            assert set((samples // chunk).tolist()) == set(chunks.tolist())
