@@ -233,7 +233,7 @@ class StoreLoader:
         Raises:
             LoaderError: ``state`` came from a loader with another seed, world size, batch
                 size, order settings or store (another rank's state is fine: see
-                :func:`check_state`).
+                :func:`loaders.contract.check_state`).
         """
         mine = self._identity()
         check_state(state, {k: mine[k] for k in _STATE_KEYS})
