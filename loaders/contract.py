@@ -52,8 +52,10 @@ def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
         return
     hint = ""
     if "world_size" in diff:
-        hint = ("; saved with another world size, whose rank shards hold other samples: "
-                "start the epoch afresh with set_epoch() instead")
+        hint = (
+            "; saved with another world size, whose rank shards hold other samples: "
+            "start the epoch afresh with set_epoch() instead"
+        )
     raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
 
 

@@ -32,8 +32,9 @@ def guess(images: torch.Tensor) -> torch.Tensor:
     return torch.where(index % 3 == 0, 0, index % CLASSES)
 
 
-def train_epoch(loader: StoreLoader, model: torch.nn.Module, opt: torch.optim.Optimizer,
-                stop: int | None = None) -> list[list[int]]:
+def train_epoch(
+    loader: StoreLoader, model: torch.nn.Module, opt: torch.optim.Optimizer, stop: int | None = None
+) -> list[list[int]]:
     """Serve (up to ``stop`` batches of) the loader's epoch with one DDP step per batch."""
     seen = []
     for batch in loader:

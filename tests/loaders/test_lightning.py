@@ -54,8 +54,9 @@ class Data(L.LightningDataModule):
         self.store = store
 
     def train_dataloader(self) -> StoreLoader:
-        return StoreLoader(self.store, BATCH, device=self.trainer.strategy.root_device,
-                           seed=3, prefetch=0)
+        return StoreLoader(
+            self.store, BATCH, device=self.trainer.strategy.root_device, seed=3, prefetch=0
+        )
 
 
 class SaveAt(L.Callback):
@@ -70,10 +71,18 @@ class SaveAt(L.Callback):
 
 
 def _trainer(max_epochs: int, callbacks: list[Any] | None = None, **kw: Any) -> Any:
-    return L.Trainer(max_epochs=max_epochs, accelerator="cpu", logger=False,
-                     enable_progress_bar=False, enable_checkpointing=False,
-                     enable_model_summary=False, use_distributed_sampler=False,
-                     callbacks=callbacks or [], num_sanity_val_steps=0, **{"devices": 1, **kw})
+    return L.Trainer(
+        max_epochs=max_epochs,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+        callbacks=callbacks or [],
+        num_sanity_val_steps=0,
+        **{"devices": 1, **kw},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +107,9 @@ def test_each_epoch_is_a_new_permutation(store: Path) -> None:
 
 
 @pytest.mark.parametrize("step", [9, 6, 2])  # mid-epoch 1, the end of epoch 0, mid-epoch 0
-def test_resume_from_a_checkpoint_serves_the_same_remainder(store: Path, tmp_path: Path,
-                                                            step: int) -> None:
+def test_resume_from_a_checkpoint_serves_the_same_remainder(
+    store: Path, tmp_path: Path, step: int
+) -> None:
     ckpt = tmp_path / "saved.ckpt"
     first = Recorder()
     _trainer(2, [SaveAt(step, ckpt)]).fit(first, Data(store))
@@ -119,8 +129,9 @@ def test_ddp_resume_from_rank_zeros_checkpoint(store: Path, tmp_path: Path) -> N
     resumed.mkdir()
     _trainer(2, [SaveAt(4, ckpt)], **ddp).fit(Recorder(first), Data(store))  # epoch 1, batch 1
     _trainer(2, **ddp).fit(Recorder(resumed), Data(store), ckpt_path=ckpt)
-    seen = [[json.loads((d / f"rank{r}.json").read_text()) for r in range(2)]
-            for d in (first, resumed)]
+    seen = [
+        [json.loads((d / f"rank{r}.json").read_text()) for r in range(2)] for d in (first, resumed)
+    ]
     for rank in range(2):
         assert len(seen[0][rank]) == 6  # 48 samples, 2 ranks, batches of 8: 3 an epoch
         assert seen[1][rank] == seen[0][rank][4:]

@@ -40,9 +40,19 @@ def _free_port() -> int:
 
 def _torchrun(store: Path, out: Path, mode: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={WORLD}",
-           "--master-addr=127.0.0.1", f"--master-port={_free_port()}", str(SCRIPT),
-           str(store), str(out), mode, str(STOP)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={WORLD}",
+        "--master-addr=127.0.0.1",
+        f"--master-port={_free_port()}",
+        str(SCRIPT),
+        str(store),
+        str(out),
+        mode,
+        str(STOP),
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240, check=False)
 
 
@@ -51,8 +61,7 @@ def _seen(out: Path, mode: str) -> list[dict[str, Any]]:
 
 
 def _epoch(store: Path, rank: int, epoch: int) -> list[list[int]]:
-    loader = StoreLoader(store, ddp_train.BATCH, seed=ddp_train.SEED, rank=rank,
-                         world_size=WORLD)
+    loader = StoreLoader(store, ddp_train.BATCH, seed=ddp_train.SEED, rank=rank, world_size=WORLD)
     loader.set_epoch(epoch)
     return [b["index"].tolist() for b in collect(loader)]
 
@@ -78,8 +87,13 @@ def test_torchrun_training_validation_and_resume(tmp_path: Path) -> None:
     assert val_pad.sum() == 2  # 4 x 50 - 198
     single = StoreLoader(store, 8, shuffle=False, drop_last=False)
     batches = collect(single)
-    want = [sum(int((ddp_train.guess(torch.from_numpy(b["image"])).numpy() == b["label"]).sum())
-                for b in batches), sum(len(b["index"]) for b in batches)]
+    want = [
+        sum(
+            int((ddp_train.guess(torch.from_numpy(b["image"])).numpy() == b["label"]).sum())
+            for b in batches
+        ),
+        sum(len(b["index"]) for b in batches),
+    ]
     assert all(s["val"]["counts"] == want for s in train)
 
     resumed = _torchrun(store, tmp_path, "resume")
