@@ -3,12 +3,20 @@
 No global RNG, no state: the same arguments always give the same order, on every rank and after
 every restart, which is what makes exact mid-epoch resume and disjoint DDP shards cheap.
 
-The order reads the store chunk by chunk: chunks are permuted, dealt round-robin to ranks, and
-the samples of each rank are shuffled inside windows of ``buffer_chunks`` consecutive chunks,
-so a reader only ever holds ``buffer_chunks`` chunks while still mixing classes across them.
-Given a batch size, the samples of each batch are then served in store order (within the part
-of the batch each window serves): a batch holds the same samples, and its rows from one chunk
-form one run the reader copies with a single gather.
+The order reads the store chunk by chunk. Each epoch permutes the chunks; the epoch's
+*sequence* is every valid sample once, chunk by chunk in that order (store order inside a
+chunk). Rank ``r`` serves positions ``[r * share, (r + 1) * share)`` of the sequence, so ranks
+are disjoint, equally long, and share at most the chunk on each boundary. ``share`` is
+``total // world_size`` (the last ``total % world_size < world_size`` samples of the sequence
+are left out this epoch) or, with ``pad=True``, ``ceil(total / world_size)``: then positions
+past the end wrap around to the start of the sequence, fewer than ``world_size`` repeats in
+all, always the last positions of a rank's order (:func:`rank_windows` says how many), so a
+loader can mark them and every sample is served exactly once otherwise. The samples of each
+rank are shuffled inside windows of ``buffer_chunks`` consecutive chunks, so a reader only
+ever holds ``buffer_chunks`` chunks while still mixing classes across them. Given a batch
+size, the samples of each batch are then served in store order (within the part of the batch
+each window serves): a batch holds the same samples, and its rows from one chunk form one run
+the reader copies with a single gather.
 """
 
 from __future__ import annotations
@@ -17,16 +25,22 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "RankWindow",
     "batch_seed",
-    "chunk_plan",
+    "epoch_after",
     "epoch_order",
+    "epoch_sequence",
+    "join_windows",
     "num_batches",
+    "rank_windows",
     "samples_per_rank",
     "sort_within_batches",
     "variant_for_epoch",
 ]
 
 _ORDER, _WINDOW, _VARIANT, _BATCH = 0x0D, 0x1E, 0x7A, 0xB5
+Indices = npt.NDArray[np.int64]
+RankWindow = tuple[Indices, Indices]  # (chunks read, samples served in serving order)
 
 
 def _rng(*key: int) -> np.random.Generator:
@@ -45,44 +59,104 @@ def _check(num_samples: int, chunk_samples: int, rank: int, world_size: int) -> 
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
 
 
-def _chunk_counts(num_samples: int, chunk_samples: int, valid: npt.NDArray[np.bool_] | None
-                  ) -> npt.NDArray[np.int64]:
-    n_chunks = -(-num_samples // chunk_samples)
-    mask = np.ones(num_samples, bool) if valid is None else np.asarray(valid, bool)
-    if mask.shape != (num_samples,):
-        raise ValueError(f"valid mask has shape {mask.shape}, want ({num_samples},)")
-    padded = np.zeros(n_chunks * chunk_samples, bool)
-    padded[:num_samples] = mask
-    counts: npt.NDArray[np.int64] = padded.reshape(n_chunks, chunk_samples).sum(1).astype(np.int64)
-    return counts
+def epoch_sequence(num_samples: int, chunk_samples: int, *, seed: int, epoch: int,
+                   shuffle: bool = True, valid: npt.NDArray[np.bool_] | None = None) -> Indices:
+    """Return every valid sample once: chunk by chunk in ``epoch``'s chunk order.
 
-
-def chunk_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
-               world_size: int = 1, shuffle: bool = True) -> npt.NDArray[np.int64]:
-    """Return the chunk indices ``rank`` reads in ``epoch``, in reading order."""
-    _check(num_samples, chunk_samples, rank, world_size)
+    Args:
+        num_samples: Number of sample slots N in the store (holes included).
+        chunk_samples: Samples per inner chunk of the store.
+        seed: Order seed.
+        epoch: Epoch number; each epoch permutes the chunks differently.
+        shuffle: False keeps the chunks in store order (evaluation).
+        valid: Optional mask of real samples; holes (skipped inputs) are left out.
+    """
+    _check(num_samples, chunk_samples, 0, 1)
     n_chunks = -(-num_samples // chunk_samples)
     perm = _rng(seed, _ORDER, epoch).permutation(n_chunks) if shuffle else np.arange(n_chunks)
-    return perm[rank::world_size].astype(np.int64)
+    if valid is not None and np.shape(valid) != (num_samples,):
+        raise ValueError(f"valid mask has shape {np.shape(valid)}, want ({num_samples},)")
+    mask = np.zeros(n_chunks * chunk_samples, bool)
+    mask[:num_samples] = True if valid is None else np.asarray(valid, bool)
+    slots = (perm[:, None] * chunk_samples + np.arange(chunk_samples)).ravel()
+    seq: Indices = slots[mask[slots]].astype(np.int64)
+    return seq
 
 
-def samples_per_rank(num_samples: int, chunk_samples: int, *, seed: int, epoch: int,
-                     world_size: int = 1, shuffle: bool = True,
-                     valid: npt.NDArray[np.bool_] | None = None) -> int:
-    """Return how many samples every rank gets in ``epoch`` (the same on all ranks)."""
-    counts = _chunk_counts(num_samples, chunk_samples, valid)
-    per_rank = [
-        int(counts[chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=r,
-                              world_size=world_size, shuffle=shuffle)].sum())
-        for r in range(world_size)
-    ]
-    return min(per_rank)
+def samples_per_rank(total: int, world_size: int = 1, *, pad: bool = False) -> int:
+    """Return how many positions every rank serves of a sequence of ``total`` samples.
+
+    ``total // world_size``, or with ``pad`` ``ceil(total / world_size)`` (the positions past
+    ``total`` repeat samples and are marked as such).
+    """
+    if total < 0 or world_size < 1:
+        raise ValueError(f"need total >= 0 and world_size >= 1, got {total=} {world_size=}")
+    return -(-total // world_size) if pad else total // world_size
+
+
+def _split(samples: Indices, chunk_samples: int, buffer_chunks: int) -> list[RankWindow]:
+    """Cut a run of the sequence into windows of ``buffer_chunks`` consecutive chunks."""
+    if len(samples) == 0:
+        return []
+    chunk = samples // chunk_samples
+    first = np.r_[True, chunk[1:] != chunk[:-1]]  # where a new chunk starts
+    window = (np.cumsum(first) - 1) // buffer_chunks
+    cuts = np.flatnonzero(np.diff(window)) + 1
+    return [(c[f], part) for c, f, part in zip(np.split(chunk, cuts), np.split(first, cuts),
+                                                np.split(samples, cuts), strict=True)]
+
+
+def rank_windows(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
+                 world_size: int = 1, shuffle: bool = True, buffer_chunks: int = 8,
+                 valid: npt.NDArray[np.bool_] | None = None,
+                 pad: bool = False) -> tuple[list[RankWindow], int]:
+    """Return the windows ``rank`` serves in ``epoch`` and how many leading positions are real.
+
+    Arguments as for :func:`epoch_order`. Each window is ``(chunks, samples)``: the chunks it
+    reads and the samples it serves, shuffled when ``shuffle``. The real samples come first;
+    with ``pad``, the positions from the returned count on are repeats (their own windows).
+
+    Raises:
+        ValueError: Without ``pad``, there are fewer samples than ranks, so every rank would
+            get none.
+    """
+    _check(num_samples, chunk_samples, rank, world_size)
+    if buffer_chunks < 1:
+        raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
+    seq = epoch_sequence(num_samples, chunk_samples, seed=seed, epoch=epoch, shuffle=shuffle,
+                         valid=valid)
+    total, share = len(seq), samples_per_rank(len(seq), world_size, pad=pad)
+    if share == 0 and total > 0:
+        raise ValueError(
+            f"{world_size} ranks share {total} samples: every rank would get none; use fewer "
+            "ranks, or pad the last ranks with marked repeats (the loaders' drop_last=False)")
+    lo, hi = rank * share, (rank + 1) * share
+    real = seq[lo:min(hi, total)]
+    repeats = seq[np.arange(max(lo, total), hi) % max(total, 1)]
+    windows = (_split(real, chunk_samples, buffer_chunks)
+               + _split(repeats, chunk_samples, buffer_chunks))
+    if shuffle:
+        windows = [(c, _rng(seed, _WINDOW, epoch, rank, w).permutation(s))
+                   for w, (c, s) in enumerate(windows)]
+    return windows, len(real)
+
+
+def join_windows(windows: list[RankWindow], batch_size: int | None = None) -> Indices:
+    """Return the order the windows serve; with ``batch_size``, sorted inside each batch.
+
+    See :func:`sort_within_batches`: each (batch, window) segment is sorted by sample index.
+    """
+    parts = [s for _, s in windows]
+    out = (np.concatenate(parts) if parts else np.zeros(0, np.int64)).astype(np.int64)
+    if batch_size is None:
+        return out
+    return sort_within_batches(out, batch_size, np.cumsum([0, *map(len, parts)])[:-1])
 
 
 def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
                 world_size: int = 1, shuffle: bool = True, buffer_chunks: int = 8,
                 valid: npt.NDArray[np.bool_] | None = None,
-                batch_size: int | None = None) -> npt.NDArray[np.int64]:
+                batch_size: int | None = None, pad: bool = False) -> Indices:
     """Return the sample indices ``rank`` visits in ``epoch``, in order.
 
     Args:
@@ -97,44 +171,22 @@ def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, 
         valid: Optional mask of real samples; holes (skipped inputs) are left out.
         batch_size: When given, sort each batch's samples by store index within each window
             it spans (see :func:`sort_within_batches`); ``None`` keeps the shuffled positions.
+        pad: False: every rank gets ``total // world_size`` samples and the epoch leaves the
+            last ``total % world_size`` samples of its sequence out. True: every rank gets
+            ``ceil(total / world_size)``; the last ranks end with repeats of the first samples
+            of the sequence (fewer than ``world_size`` in all; :func:`rank_windows` counts
+            them), so the ranks together serve every sample.
 
     Returns:
-        int64 sample indices; all ranks return the same length: the length of the rank
-        with the fewest samples this epoch, so the others leave a remainder out (up to one
-        chunk each, more when holes or a partial last chunk fall unevenly).
+        int64 sample indices, the same length on every rank.
 
     Raises:
-        ValueError: There are more ranks than chunks holding samples, so every rank would
-            get none (use a smaller ``chunk_samples`` or fewer ranks).
+        ValueError: Without ``pad``, fewer samples than ranks (every rank would get none).
     """
-    if buffer_chunks < 1:
-        raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
-    chunks = chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
-                        world_size=world_size, shuffle=shuffle)
-    keep = samples_per_rank(num_samples, chunk_samples, seed=seed, epoch=epoch,
-                            world_size=world_size, shuffle=shuffle, valid=valid)
-    if keep == 0 and num_samples > 0:
-        raise ValueError(
-            f"{world_size} ranks share {-(-num_samples // chunk_samples)} chunks of "
-            f"{chunk_samples} samples: some rank gets no sample, so every rank would get none; "
-            "build the store with a smaller chunk_samples or use fewer ranks")
-    mask = None if valid is None else np.asarray(valid, bool)
-    parts = []
-    for w, start in enumerate(range(0, len(chunks), buffer_chunks)):
-        idx = np.concatenate([
-            np.arange(c * chunk_samples, min((c + 1) * chunk_samples, num_samples))
-            for c in chunks[start:start + buffer_chunks]
-        ])
-        if mask is not None:
-            idx = idx[mask[idx]]
-        if shuffle:
-            idx = _rng(seed, _WINDOW, epoch, rank, w).permutation(idx)
-        parts.append(idx)
-    out = (np.concatenate(parts) if parts else np.zeros(0, np.int64))[:keep].astype(np.int64)
-    if batch_size is None:
-        return out
-    starts = np.cumsum([0, *(len(p) for p in parts)])[:-1]
-    return sort_within_batches(out, batch_size, starts)
+    windows, _ = rank_windows(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
+                              world_size=world_size, shuffle=shuffle,
+                              buffer_chunks=buffer_chunks, valid=valid, pad=pad)
+    return join_windows(windows, batch_size)
 
 
 def sort_within_batches(order: npt.NDArray[np.int64], batch_size: int,
@@ -163,6 +215,16 @@ def num_batches(num_samples_rank: int, batch_size: int, drop_last: bool) -> int:
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     return num_samples_rank // batch_size if drop_last else -(-num_samples_rank // batch_size)
+
+
+def epoch_after(epoch: int, served: int, total: int) -> tuple[int, int]:
+    """Return the ``(epoch, batch)`` the next iteration starts at, ``served`` of ``total`` in.
+
+    A pass that delivered all ``total`` batches is complete, whether or not its iterator was
+    run to its end (a training loop that takes ``len(loader)`` batches never asks for more),
+    so the next iteration starts the next epoch from its first batch.
+    """
+    return (epoch + 1, 0) if served >= total else (epoch, served)
 
 
 def variant_for_epoch(seed: int, epoch: int, variants: int) -> int:

@@ -3,7 +3,9 @@
 A pure function of the store geometry, the valid mask and (seed, epoch, rank, world_size), built
 on :mod:`loaders.order`: the sample order is exactly :func:`loaders.order.epoch_order`, cut into
 the windows of ``buffer_chunks`` chunks it was shuffled in, so a reader holds one window at a
-time and a resumed run can start at any batch.
+time and a resumed run can start at any batch. With ``pad``, the positions from
+:attr:`EpochPlan.real` on repeat samples served elsewhere (see :mod:`loaders.order`); a loader
+marks them ``is_pad`` in its batches.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from loaders.order import chunk_plan, epoch_order, num_batches
+from loaders.order import join_windows, num_batches, rank_windows
 
 __all__ = ["EpochPlan", "Window", "epoch_plan"]
 
@@ -41,15 +43,22 @@ class EpochPlan:
 
     Attributes:
         order: Sample indices in serving order (same length on every rank).
-        windows: Windows in reading order; empty windows (all holes or cut) are left out.
+        windows: Windows in reading order.
         chunk_samples: Samples per chunk.
         epoch: The epoch this plan is for.
+        real: Positions before this one are real; the rest repeat samples (padding).
     """
 
     order: npt.NDArray[np.int64]
     windows: tuple[Window, ...]
     chunk_samples: int
     epoch: int
+    real: int
+
+    @property
+    def repeats(self) -> npt.NDArray[np.int64]:
+        """The samples served as padding repeats (none without ``pad``)."""
+        return self.order[self.real:]
 
     def batches(self, batch_size: int, drop_last: bool) -> int:
         """Return the number of batches of this epoch."""
@@ -65,26 +74,20 @@ class EpochPlan:
 
 def epoch_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int,
                world_size: int, shuffle: bool, buffer_chunks: int,
-               valid: npt.NDArray[np.bool_] | None, batch_size: int | None = None) -> EpochPlan:
+               valid: npt.NDArray[np.bool_] | None, batch_size: int | None = None,
+               pad: bool = False) -> EpochPlan:
     """Return the :class:`EpochPlan` of ``rank`` in ``epoch`` (pure).
 
     With ``batch_size``, each batch's samples are served in store order within each window
-    (:func:`loaders.order.sort_within_batches`), so the reader copies runs, not rows.
+    (:func:`loaders.order.sort_within_batches`), so the reader copies runs, not rows. With
+    ``pad``, ranks are evened out by marked repeats instead of leaving samples out.
     """
-    order = epoch_order(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
-                        world_size=world_size, shuffle=shuffle, buffer_chunks=buffer_chunks,
-                        valid=valid, batch_size=batch_size)
-    chunks = chunk_plan(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
-                        world_size=world_size, shuffle=shuffle)
-    mask = np.ones(num_samples, bool) if valid is None else np.asarray(valid, bool)
-    padded = np.zeros(-(-num_samples // chunk_samples) * chunk_samples, bool)
-    padded[:num_samples] = mask
-    counts = padded.reshape(-1, chunk_samples).sum(1)
-    windows, pos = [], 0
-    for number, first in enumerate(range(0, len(chunks), buffer_chunks)):
-        group = chunks[first:first + buffer_chunks]
-        stop = min(pos + int(counts[group].sum()), len(order))
-        if stop > pos:
-            windows.append(Window(number, group.astype(np.int64), pos, stop))
-        pos = stop
-    return EpochPlan(order, tuple(windows), chunk_samples, epoch)
+    windows, real = rank_windows(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
+                                 world_size=world_size, shuffle=shuffle,
+                                 buffer_chunks=buffer_chunks, valid=valid, pad=pad)
+    order = join_windows(windows, batch_size)
+    cut, pos = [], 0
+    for number, (chunks, samples) in enumerate(windows):
+        cut.append(Window(number, chunks.astype(np.int64), pos, pos + len(samples)))
+        pos += len(samples)
+    return EpochPlan(order, tuple(cut), chunk_samples, epoch, real)

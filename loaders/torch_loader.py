@@ -12,7 +12,6 @@ augmentation randomness are all pure functions of those numbers, so the state of
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,11 @@ import numpy as np
 import torch
 
 from loaders.buffers import BufferPool
+from loaders.contract import check_state, pad_flags, resolve_device, resolve_rank
 from loaders.device import ToDevice
-from loaders.errors import DeviceUnavailableError, LoaderError
+from loaders.errors import LoaderError
 from loaders.nodes import Node
-from loaders.order import batch_seed, variant_for_epoch
+from loaders.order import batch_seed, epoch_after, variant_for_epoch
 from loaders.plan import EpochPlan, epoch_plan
 from loaders.prefetch import Prefetcher
 from loaders.reader import BatchReader
@@ -35,27 +35,8 @@ __all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
-_STATE_KEYS = ("seed", "world_size", "rank", "batch_size", "shuffle", "drop_last",
-               "buffer_chunks", "spec_hash")
-
-
-def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Return (rank, world_size): from the arguments, else torch.distributed, else torchrun env.
-
-    Raises:
-        ValueError: Only one of the two given, or rank outside ``[0, world_size)``.
-    """
-    if (rank is None) != (world_size is None):
-        raise ValueError(f"give both rank and world_size or neither, got {rank=} {world_size=}")
-    if rank is None or world_size is None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        else:
-            rank = int(os.environ.get("RANK", 0))
-            world_size = int(os.environ.get("WORLD_SIZE", 1))
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
-    return rank, world_size
+_STATE_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks",
+               "spec_hash")
 
 
 def _is_cache_ref(store: object) -> bool:
@@ -64,20 +45,6 @@ def _is_cache_ref(store: object) -> bool:
         return True
     return (isinstance(store, str) and len(store) == 64 and not Path(store).exists()
             and all(c in "0123456789abcdef" for c in store))
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """Return ``device`` with a CUDA index pinned now (``"cuda"`` -> the current GPU).
-
-    Pinning at construction keeps every later allocation, copy and generator on the GPU that
-    was current when the loader was built, even if the caller switches devices afterwards.
-    """
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailableError(f"device {device!r} requested but CUDA is not available")
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    return dev
 
 
 def _positive(name: str, value: int, least: int = 1) -> int:
@@ -97,7 +64,10 @@ class StoreLoader:
         device: Where batches live: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a torch.device.
         shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
         seed: Seed of the order, the variant choice and the augmentation randomness.
-        drop_last: Leave out the last, smaller batch of an epoch.
+        drop_last: Leave out the last, smaller batch of an epoch, and even out the ranks by
+            leaving out the last ``total % world_size`` samples of the epoch's sequence.
+            False serves every sample: ranks are evened out with fewer than ``world_size``
+            repeats, marked ``is_pad`` (evaluation: drop them from metrics).
         augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device.
         mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
         rank: This process's rank; default from torch.distributed or ``RANK``.
@@ -123,7 +93,8 @@ class StoreLoader:
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
-        ``label`` (int64; ``target`` with mixup instead) and ``index`` (int64), on ``device``.
+        ``label`` (int64; ``target`` with mixup instead), ``index`` (int64) and ``is_pad``
+        (bool: True on a repeat that only evens out the ranks), on ``device``.
 
     Raises:
         StoreOpenError: The store is incomplete, of another format version or lacks a field.
@@ -185,7 +156,7 @@ class StoreLoader:
                 layout.num_samples, layout.chunk_samples, seed=self.seed, epoch=epoch,
                 rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
                 buffer_chunks=self.buffer_chunks, valid=self.source.valid,
-                batch_size=self.batch_size)}
+                batch_size=self.batch_size, pad=not self.drop_last)}
         return self._plans[epoch]
 
     def __len__(self) -> int:
@@ -209,27 +180,34 @@ class StoreLoader:
         """Yield the batches of the current epoch, then advance the epoch.
 
         A new iteration starts the epoch from its first batch, except right after
-        :meth:`load_state_dict`, which resumes at the saved batch once. After a complete pass
-        the epoch advances by one, so calling :meth:`set_epoch` each epoch is optional.
+        :meth:`load_state_dict`, which resumes at the saved batch once. Handing out the last
+        batch completes the pass and advances the epoch by one (the iterator need not be run
+        to its end), so calling :meth:`set_epoch` each epoch is optional.
         """
         epoch, start = self._epoch, self._resume
         self._batch, self._resume = start, 0
         plan = self.plan(epoch)
         total = plan.batches(self.batch_size, self.drop_last)
+        if start >= total:  # an empty epoch is a complete pass at once
+            self._epoch, self._batch = epoch_after(epoch, start, total)
+            return
         pipeline = self._pipeline(plan, self.variant(epoch))
+        repeats = torch.as_tensor(plan.repeats, device=self.device)
         try:
             pipeline.reset({"batch": start})
             for number in range(start, total):
-                batch = self._finish(pipeline.next(), epoch, number)
-                self._batch = number + 1
+                batch = self._finish(pipeline.next(), epoch, number, repeats)
+                # the last batch completes the pass before it is handed out: a loop that
+                # takes len() batches and then calls iter() again gets the next epoch
+                self._epoch, self._batch = epoch_after(epoch, number + 1, total)
                 yield batch
-            self._epoch, self._batch = epoch + 1, 0
         finally:
             pipeline.close()
 
-    def _finish(self, batch: dict[str, torch.Tensor], epoch: int,
-                number: int) -> dict[str, torch.Tensor]:
-        out = {"image": batch["image"], "label": batch["label"], "index": batch["index"]}
+    def _finish(self, batch: dict[str, torch.Tensor], epoch: int, number: int,
+                repeats: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = {"image": batch["image"], "label": batch["label"], "index": batch["index"],
+               "is_pad": pad_flags(batch["index"], repeats)}
         if self.augment is None and self.mixup is None:
             return out
         gen = torch.Generator(device=self.device)
@@ -244,7 +222,8 @@ class StoreLoader:
         """Return ``{epoch, batch, ...}``: the epoch and the batches served of it so far.
 
         Taken mid-iteration (e.g. in a checkpoint after batch ``b``), a loader that loads it
-        serves the rest of that epoch exactly as this one would.
+        serves the rest of that epoch exactly as this one would; after the last batch of an
+        epoch it is ``{epoch + 1, 0}``.
         """
         return {"epoch": self._epoch, "batch": self._batch, **self._identity()}
 
@@ -252,18 +231,18 @@ class StoreLoader:
         """Resume at ``state``'s epoch and batch on the next iteration.
 
         Raises:
-            LoaderError: ``state`` came from a loader with another seed, rank, batch size,
-                order settings or store.
+            LoaderError: ``state`` came from a loader with another seed, world size, batch
+                size, order settings or store (another rank's state is fine: see
+                :func:`loaders.contract.check_state`).
         """
         mine = self._identity()
-        diff = {k: (state.get(k), mine[k]) for k in _STATE_KEYS if state.get(k) != mine[k]}
-        if diff:
-            raise LoaderError(f"state does not match this loader (saved, current): {diff}")
+        check_state(state, {k: mine[k] for k in _STATE_KEYS})
         epoch, batch = int(state["epoch"]), int(state["batch"])
         total = self.plan(epoch).batches(self.batch_size, self.drop_last)
         if not 0 <= batch <= total:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
-        self._epoch, self._batch, self._resume = epoch, batch, batch
+        self._epoch, self._batch = epoch_after(epoch, batch, total) if total else (epoch, 0)
+        self._resume = self._batch
 
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""

@@ -3,8 +3,9 @@
 A subclass says how many sample slots it has, how they group into chunks, which are valid, and
 how to fetch a batch of samples (:meth:`DaliLoaderBase._fetch`). Everything else lives here:
 
-* order: :func:`loaders.order.epoch_order` over ``(seed, epoch, rank, world_size)``, the same
-  order as ``StoreLoader`` for the same arguments;
+* order: :func:`loaders.plan.epoch_plan` over ``(seed, epoch, rank, world_size)``, the same
+  order as ``StoreLoader`` for the same arguments; with ``drop_last=False`` the ranks are
+  evened out by repeats, marked ``is_pad`` in the batches;
 * randomness: :func:`loaders.dali.params.draw_batch_params`, keyed by the batch position;
 * resume: the state is ``(epoch, batches served)``; a new iteration builds a pipeline whose
   feeder starts at that batch, so the remainder is identical to an uninterrupted run.
@@ -20,18 +21,18 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.contract import check_state, pad_flags, resolve_device, resolve_rank
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
-from loaders.order import batch_seed, epoch_order, num_batches
-from loaders.torch_loader import resolve_device, resolve_rank
+from loaders.order import batch_seed, epoch_after, num_batches
+from loaders.plan import EpochPlan, epoch_plan
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
 
-_STATE_KEYS = ("seed", "world_size", "rank", "batch_size", "shuffle", "drop_last",
-               "buffer_chunks")
+_STATE_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
 
 
 class PipelineRunError(LoaderError):
@@ -100,7 +101,9 @@ class DaliLoaderBase:
         device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; None picks CUDA when available.
         shuffle: Shuffle chunks and samples (False: storage order, for evaluation).
         seed: Order and augmentation seed.
-        drop_last: Drop the last incomplete batch.
+        drop_last: Drop the last incomplete batch and the last ``total % world_size``
+            samples of the epoch's sequence; False serves every sample, evening out the ranks
+            with repeats marked ``is_pad`` (as ``StoreLoader``).
         rank: This process's rank; default from torch.distributed or ``RANK``.
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
         buffer_chunks: Shuffle window in chunks (as ``StoreLoader``).
@@ -136,7 +139,7 @@ class DaliLoaderBase:
         self._device_id = dali_device_id(self.device)
         self._threads, self._prefetch = num_threads, prefetch
         self.epoch, self._served = 0, 0
-        self._orders: dict[int, npt.NDArray[np.int64]] = {}
+        self._plans: dict[int, EpochPlan] = {}
 
     # -- what a subclass provides -------------------------------------------------------------
     num_samples: int
@@ -153,15 +156,19 @@ class DaliLoaderBase:
         raise NotImplementedError
 
     # -- the contract ---------------------------------------------------------------------------
-    def epoch_indices(self, epoch: int) -> npt.NDArray[np.int64]:
-        """Return the sample indices this rank visits in ``epoch``, in order."""
-        if epoch not in self._orders:
-            self._orders = {epoch: epoch_order(
+    def plan(self, epoch: int) -> EpochPlan:
+        """Return the order of ``epoch`` on this rank (``StoreLoader``'s plan)."""
+        if epoch not in self._plans:
+            self._plans = {epoch: epoch_plan(
                 self.num_samples, self.chunk_samples, seed=self.seed, epoch=epoch,
                 rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
                 buffer_chunks=self.buffer_chunks, valid=self._valid(),
-                batch_size=self.batch_size)}
-        return self._orders[epoch]
+                batch_size=self.batch_size, pad=not self.drop_last)}
+        return self._plans[epoch]
+
+    def epoch_indices(self, epoch: int) -> npt.NDArray[np.int64]:
+        """Return the sample indices this rank visits in ``epoch``, in order."""
+        return self.plan(epoch).order
 
     def num_batches(self, epoch: int) -> int:
         """Return the number of batches of ``epoch`` on this rank."""
@@ -182,30 +189,36 @@ class DaliLoaderBase:
 
     def state_dict(self) -> dict[str, Any]:
         """Return ``{epoch, batch, ...}``: where the next iteration resumes, plus identity."""
-        return {"epoch": self.epoch, "batch": self._served, **self._identity()}
+        return {"epoch": self.epoch, "batch": self._served, "rank": self.rank,
+                **self._identity()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`: the next iteration serves the exact remainder.
 
         Raises:
-            LoaderError: The state was saved by a loader with another seed, rank, batch size,
-                order settings or data.
+            LoaderError: The state was saved by a loader with another seed, world size, batch
+                size, order settings or data (another rank's state is fine: see
+                :func:`loaders.contract.check_state`).
         """
-        mine = self._identity()
-        diff = {k: (state.get(k), v) for k, v in mine.items() if state.get(k) != v}
-        if diff:
-            raise LoaderError(f"state does not match this loader (saved, current): {diff}")
+        check_state(state, self._identity())
         epoch, batch = int(state["epoch"]), int(state["batch"])
-        if not 0 <= batch <= self.num_batches(epoch):
-            raise LoaderError(f"state batch {batch} outside [0, {self.num_batches(epoch)}] "
-                              f"of epoch {epoch}")
-        self.epoch, self._served = epoch, batch
+        total = self.num_batches(epoch)
+        if not 0 <= batch <= total:
+            raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
+        self.epoch, self._served = epoch_after(epoch, batch, total) if total else (epoch, 0)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """Serve the rest of the current epoch; after a full pass the next epoch is selected."""
-        epoch = self.epoch
-        yield from self._run(epoch, self._served)
-        self.epoch, self._served = epoch + 1, 0
+        """Serve the rest of the current epoch.
+
+        Handing out the last batch completes the pass and selects the next epoch (the
+        iterator need not be run to its end: a loop that takes ``len()`` batches and calls
+        ``iter()`` again gets the next epoch).
+        """
+        epoch, start = self.epoch, self._served
+        if start >= self.num_batches(epoch):  # an empty epoch is a complete pass at once
+            self.epoch, self._served = epoch + 1, 0
+            return
+        yield from self._run(epoch, start)
 
     def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""
@@ -226,7 +239,7 @@ class DaliLoaderBase:
                 raise PipelineRunError(epoch, b, str(exc)) from exc
             self._police(epoch, b)
             batch = self._to_batch(outs, epoch, b)
-            self._served = b + 1
+            self.epoch, self._served = epoch_after(epoch, b + 1, self.num_batches(epoch))
             if len(batch["index"]):  # empty only when every sample of the batch was skipped
                 yield batch
 
@@ -238,9 +251,11 @@ class DaliLoaderBase:
 
     def _to_batch(self, outs: Any, epoch: int, batch: int) -> dict[str, torch.Tensor]:
         image, label, index = outs
+        host_index = torch.from_numpy(np.array(index.as_tensor())).reshape(-1)
         out = {"image": to_torch(image, self.device),
                "label": torch.from_numpy(np.array(label.as_tensor())).reshape(-1),
-               "index": torch.from_numpy(np.array(index.as_tensor())).reshape(-1)}
+               "index": host_index,
+               "is_pad": pad_flags(host_index, torch.from_numpy(self.plan(epoch).repeats))}
         if self.augment.channels_last and self.augment.layout == "CHW":
             out["image"] = out["image"].permute(0, 3, 1, 2)  # NCHW view, channels_last memory
         if self.augment.dtype == "bfloat16":
@@ -248,7 +263,8 @@ class DaliLoaderBase:
         keep = out["index"] >= 0  # a placeholder fed for a batch whose inputs were all skipped
         if not bool(keep.all()):
             out = {k: v[keep.to(v.device)] for k, v in out.items()}
-        out["label"], out["index"] = out["label"].to(self.device), out["index"].to(self.device)
+        for key in ("label", "index", "is_pad"):
+            out[key] = out[key].to(self.device)
         if self.mixup is not None:
             gen = torch.Generator(device=self.device)
             gen.manual_seed(batch_seed(self.seed, epoch, self.rank, batch))

@@ -10,10 +10,14 @@ A loader backend subclasses :class:`LoaderContract` in its own test file and pro
 
 The keyword arguments the suite passes are ``batch_size``, ``seed``, ``shuffle``, ``drop_last``,
 ``rank`` and ``world_size``. The loader must yield dicts with ``image`` (uint8 NHWC), ``label``
-(int64) and ``index`` (int64) as torch tensors or numpy arrays, and provide ``set_epoch(e)``,
-``len()``, ``state_dict()`` and ``load_state_dict(state)``; bad stores raise a
-``loaders.errors.LoaderError`` when the loader is made, and a corrupted chunk raises one naming
-the shard file.
+(int64), ``index`` (int64) and ``is_pad`` (bool) as torch tensors or numpy arrays, and provide
+``set_epoch(e)``, ``len()``, ``epoch``, ``state_dict()`` and ``load_state_dict(state)``; bad
+stores raise a ``loaders.errors.LoaderError`` when the loader is made, and a corrupted chunk
+raises one naming the shard file.
+
+Multi-rank rules: ranks are disjoint and serve equally many batches; with ``drop_last=False``
+they serve every sample exactly once plus fewer than ``world_size`` repeats marked ``is_pad``;
+with ``drop_last=True`` an epoch leaves out fewer than ``world_size * batch_size`` samples.
 
 Fixture stores encode each sample's index in its pixels (channel 0: ``i % 256``, channel 1:
 ``i // 256``, channel 2: the variant), so every check is made on the data actually served.
@@ -160,27 +164,71 @@ class LoaderContract:
         want = sorted(set(range(self.N)) - set(self.HOLES))
         assert sorted(got.tolist()) == want
 
-    @pytest.mark.parametrize("world_size", [2, 3, 4])
-    @pytest.mark.parametrize("fixture", ["store", "holey"])
-    def test_ranks_disjoint_and_equal_length(self, world_size: int, fixture: str,
-                                             request: pytest.FixtureRequest) -> None:
-        path = request.getfixturevalue(fixture)
-        per_rank = [_cat(self._epoch(path, 2, drop_last=False, rank=r, world_size=world_size),
-                         "index") for r in range(world_size)]
-        lengths = {len(p) for p in per_rank}
+    def _valid(self, fixture: str) -> np.ndarray:
         valid = np.ones(self.N, bool)
         if fixture == "holey":
             valid[list(self.HOLES)] = False
-        # every rank serves its full share: the order function's per-rank count (chunks of 4)
-        assert lengths == {samples_per_rank(self.N, 4, seed=0, epoch=2, world_size=world_size,
-                                            valid=valid)}
-        seen = np.concatenate(per_rank)
+        return valid
+
+    @pytest.mark.parametrize("world_size", [2, 3, 4, 8])
+    @pytest.mark.parametrize("fixture", ["store", "holey"])
+    @pytest.mark.parametrize("shuffle", [False, True])
+    def test_ranks_cover_every_sample_once_without_drop_last(
+            self, world_size: int, fixture: str, shuffle: bool,
+            request: pytest.FixtureRequest) -> None:
+        # a validation pass: every sample exactly once across ranks, repeats marked is_pad
+        path = request.getfixturevalue(fixture)
+        kw = {"drop_last": False, "shuffle": shuffle, "world_size": world_size}
+        ranks = [self._epoch(path, 2, rank=r, **kw) for r in range(world_size)]
+        valid = self._valid(fixture)
+        share = samples_per_rank(int(valid.sum()), world_size, pad=True)
+        assert {len(_cat(batches, "index")) for batches in ranks} == {share}
+        assert len({len(batches) for batches in ranks}) == 1  # no rank waits in a collective
+        real = [_cat(b, "index")[~_cat(b, "is_pad").astype(bool)] for b in ranks]
+        pads = [_cat(b, "index")[_cat(b, "is_pad").astype(bool)] for b in ranks]
+        assert sorted(np.concatenate(real).tolist()) == np.flatnonzero(valid).tolist()
+        assert sum(map(len, pads)) == world_size * share - valid.sum() < world_size
+        for batches, rep in zip(ranks, pads, strict=True):
+            served = _cat(batches, "index")
+            assert len(np.unique(served)) == len(served)  # a rank never serves a sample twice
+            assert set(rep.tolist()) <= set(np.flatnonzero(valid).tolist())
+            for b in batches:
+                assert b["is_pad"].dtype == np.bool_
+                np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
+
+    @pytest.mark.parametrize("world_size", [3, 8])
+    def test_metric_over_ranks_equals_the_single_rank_metric(self, holey: Path,
+                                                             world_size: int) -> None:
+        def totals(batches: list[dict[str, Any]]) -> tuple[int, int]:
+            correct = count = 0
+            for b in batches:  # a fixed "model" guessing the label from the served pixels
+                guess = np.where(decode_index(b["image"]) % 3 == 0, 0,
+                                 decode_index(b["image"]) % NUM_CLASSES)
+                keep = ~b["is_pad"].astype(bool)
+                correct += int((guess == b["label"])[keep].sum())
+                count += int(keep.sum())
+            return correct, count
+
+        kw = {"batch_size": 5, "shuffle": False, "drop_last": False}
+        single = totals(self._epoch(holey, **kw))
+        parts = [totals(self._epoch(holey, rank=r, world_size=world_size, **kw))
+                 for r in range(world_size)]
+        assert tuple(map(sum, zip(*parts, strict=True))) == single
+        assert single[1] == self.N - len(self.HOLES)
+
+    @pytest.mark.parametrize("world_size", [2, 3, 4])
+    @pytest.mark.parametrize("fixture", ["store", "holey"])
+    def test_training_ranks_disjoint_and_drop_less_than_a_batch_each(
+            self, world_size: int, fixture: str, request: pytest.FixtureRequest) -> None:
+        path = request.getfixturevalue(fixture)
+        ranks = [self._epoch(path, 1, rank=r, world_size=world_size)  # drop_last=True
+                 for r in range(world_size)]
+        assert len({len(batches) for batches in ranks}) == 1
+        seen = np.concatenate([_cat(batches, "index") for batches in ranks])
         assert len(np.unique(seen)) == len(seen)
-        if fixture == "holey":
-            assert not set(seen.tolist()) & set(self.HOLES)
-        batches = {len(self.make_loader(path, batch_size=8, seed=0, rank=r,
-                                        world_size=world_size)) for r in range(world_size)}
-        assert len(batches) == 1
+        assert not np.concatenate([_cat(batches, "is_pad") for batches in ranks]).any()
+        assert self._valid(fixture).sum() - len(seen) < world_size * 8
+        assert not set(seen.tolist()) - set(np.flatnonzero(self._valid(fixture)).tolist())
 
     def test_epochs_differ_and_seed_repeats(self, store: Path) -> None:
         e0 = _cat(self._epoch(store, 0), "index")
@@ -200,6 +248,21 @@ class LoaderContract:
         first, second = _cat(collect(loader), "index"), _cat(collect(loader), "index")
         np.testing.assert_array_equal(first, _cat(self._epoch(store, 0), "index"))
         np.testing.assert_array_equal(second, _cat(self._epoch(store, 1), "index"))
+
+    def test_a_pass_that_took_len_batches_ends_the_epoch(self, store: Path) -> None:
+        # a training loop (Lightning's fetcher) takes len() batches and never sees the end
+        loader = self.make_loader(store, batch_size=8, seed=0)
+        for epoch in range(3):
+            it = iter(loader)
+            got = np.concatenate([to_numpy(next(it)["index"]) for _ in range(len(loader))])
+            np.testing.assert_array_equal(got, _cat(self._epoch(store, epoch), "index"))
+            assert loader.epoch == epoch + 1
+            saved = loader.state_dict()
+            assert (saved["epoch"], saved["batch"]) == (epoch + 1, 0)
+        resumed = self.make_loader(store, batch_size=8, seed=0)
+        resumed.load_state_dict({**saved, "epoch": 1, "batch": len(resumed)})  # an older save
+        np.testing.assert_array_equal(_cat(collect(resumed), "index"),
+                                      _cat(self._epoch(store, 2), "index"))
 
     @pytest.mark.parametrize("stop_after", [1, 4, 9])
     def test_resume_mid_epoch_gives_identical_remainder(self, holey: Path,
@@ -221,6 +284,24 @@ class LoaderContract:
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g["index"], w["index"])
             np.testing.assert_array_equal(g["image"], w["image"])
+
+    def test_another_ranks_state_resumes_and_another_world_size_is_refused(
+            self, holey: Path) -> None:
+        # ranks step together: a checkpoint written by rank 0 alone resumes every rank
+        kw = {"batch_size": 4, "seed": 3, "world_size": 2}
+        first = self.make_loader(holey, rank=0, **kw)
+        first.set_epoch(1)
+        collect(first, limit=3)
+        state = first.state_dict()
+        whole = self.make_loader(holey, rank=1, **kw)
+        whole.set_epoch(1)
+        resumed = self.make_loader(holey, rank=1, **kw)
+        resumed.load_state_dict(state)
+        np.testing.assert_array_equal(_cat(collect(resumed), "index"),
+                                      _cat(collect(whole)[3:], "index"))
+        other = self.make_loader(holey, rank=0, batch_size=4, seed=3, world_size=3)
+        with pytest.raises(LoaderError, match=r"'world_size': \(2, 3\).*another world size"):
+            other.load_state_dict(state)
 
     def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
         path = make_index_store(tmp_path / "v", 40, variants=3)

@@ -74,7 +74,7 @@ def test_augmentation_randomness_resumes_exactly(store: Path) -> None:
 
 def test_mixup_replaces_label_with_target(store: Path) -> None:
     batch = next(iter(StoreLoader(store, 8, mixup=soft_mix)))
-    assert set(batch) == {"image", "target", "index"}
+    assert set(batch) == {"image", "target", "index", "is_pad"}
     assert batch["target"].shape == (8, 7)
     torch.testing.assert_close(batch["target"].sum(1), torch.ones(8))
 
@@ -207,10 +207,14 @@ def test_real_augment_and_mixup_policies_resume_exactly(store: Path) -> None:
         np.testing.assert_array_equal(g["target"], w["target"])
 
 
-def test_more_ranks_than_chunks_is_refused_before_the_first_batch(tmp_path: Path) -> None:
+def test_more_ranks_than_samples_is_refused_before_the_first_batch(tmp_path: Path) -> None:
     path = make_index_store(tmp_path / "tiny", 10)  # 3 chunks of 4 samples
-    with pytest.raises(ValueError, match="4 ranks share 3 chunks"):
-        StoreLoader(path, 2, rank=0, world_size=4, drop_last=False)
+    with pytest.raises(ValueError, match="12 ranks share 10 samples"):
+        StoreLoader(path, 2, rank=0, world_size=12)
+    padded = [collect(StoreLoader(path, 2, rank=r, world_size=12, drop_last=False))
+              for r in range(12)]  # evaluation: one sample a rank, the last two repeats
+    assert [b["is_pad"].tolist() for [b] in padded] == [[False]] * 10 + [[True]] * 2
+    assert sorted(int(b["index"][0]) for [b] in padded[:10]) == list(range(10))
 
 
 def test_close_drops_shard_mappings_and_the_loader_still_reads(store: Path) -> None:
