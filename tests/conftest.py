@@ -26,7 +26,14 @@ def ray_local():
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        # address="local": a new local Ray of our own, never a cluster `ray start` left running here.
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            logging_level="ERROR",
+            log_to_driver=False,
+        )
     yield ray
     if started:
         ray.shutdown()
