@@ -10,8 +10,8 @@ Both loaders draw from the one box sampler (:mod:`precompute.boxes`) keyed by
 :func:`loaders.order.batch_seed` of the batch's (seed, epoch, rank, batch), so the same policy
 gives the same crop boxes, flips and jitter factors for the same batch. Only the pixel kernels
 are DALI's own, so pixels differ in two known ways: DALI antialiases when it downscales (the
-torch path does not), and ``fn.brightness_contrast`` pivots contrast on mid-grey (128) where the torch path
-pivots on each image's mean grey.
+torch path does not), and ``fn.brightness_contrast`` pivots contrast on mid-grey (128) where the
+torch path pivots on each image's mean grey.
 """
 
 from __future__ import annotations
