@@ -77,8 +77,23 @@ class DaliAugment:
     channels_last: bool = False
 
     def __post_init__(self) -> None:
+        if self.size is not None and not (isinstance(self.size, int) and self.size >= 1):
+            raise AugmentError(f"size must be a positive int or None, got {self.size!r}")
+        self._check_crop()
         flip = 0.5 if self.flip is True else 0.0 if self.flip is False else self.flip
         object.__setattr__(self, "flip", float(_check(check_number, "flip", flip)))
+        for name in ("brightness", "contrast", "saturation"):
+            value = _check(check_number, name, getattr(self, name), "jitter")
+            object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "mean", _check(check_rgb, "mean", self.mean))
+        object.__setattr__(self, "std", _check(check_rgb, "std", self.std))
+        if self.dtype not in DTYPES:
+            raise AugmentError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.layout not in LAYOUTS:
+            raise AugmentError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+
+    def _check_crop(self) -> None:
+        """Check (and normalise) the random resized crop or the centre crop."""
         _check(check_number, "attempts", self.attempts)
         if not isinstance(self.attempts, int):
             raise AugmentError(f"attempts must be an integer, got {self.attempts!r}")
@@ -86,24 +101,12 @@ class DaliAugment:
             _check(check_number, "center", self.center)
             if self.scale is not None:
                 raise AugmentError(
-                    f"center needs scale=None (a centre crop replaces the random "
-                    f"one), got center={self.center!r} scale={self.scale!r}"
+                    "center needs scale=None (a centre crop replaces the random one), got "
+                    f"center={self.center!r} scale={self.scale!r}"
                 )
-        if self.size is not None and not (isinstance(self.size, int) and self.size >= 1):
-            raise AugmentError(f"size must be a positive int or None, got {self.size!r}")
         if self.scale is not None:
             object.__setattr__(self, "scale", _check(check_pair, "scale", self.scale))
         object.__setattr__(self, "ratio", _check(check_pair, "ratio", self.ratio))
-        for name in ("brightness", "contrast", "saturation"):
-            object.__setattr__(
-                self, name, float(_check(check_number, name, getattr(self, name), "jitter"))
-            )
-        object.__setattr__(self, "mean", _check(check_rgb, "mean", self.mean))
-        object.__setattr__(self, "std", _check(check_rgb, "std", self.std))
-        if self.dtype not in DTYPES:
-            raise AugmentError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.layout not in LAYOUTS:
-            raise AugmentError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
 
     @classmethod
     def identity(cls, size: int | None = None) -> DaliAugment:
