@@ -42,7 +42,7 @@ __all__ = [
     "random_boxes",
 ]
 
-KEY_MAX = 2**63 - 1  # keys fit a signed 64-bit integer (torch.Generator.manual_seed)
+KEY_MAX = 2**63 - 1  # derived keys fit a signed 64-bit integer (any torch seed API takes them)
 
 
 class Draw(NamedTuple):
@@ -64,9 +64,12 @@ class Draw(NamedTuple):
 
 
 def generator(key: int) -> np.random.Generator:
-    """Return the numpy generator of one draw (PCG64 seeded by ``key``)."""
-    if not 0 <= key <= KEY_MAX:
-        raise ValueError(f"a draw key must lie in [0, 2**63 - 1], got {key}")
+    """Return the numpy generator of one draw (PCG64 seeded by ``key``).
+
+    Any ``torch.Generator`` seed is a valid key: an integer in ``[0, 2**64 - 1]``.
+    """
+    if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < 2**64:
+        raise ValueError(f"a draw key must be an integer in [0, 2**64 - 1], got {key!r}")
     return np.random.default_rng(key)
 
 

@@ -32,11 +32,12 @@ from precompute.stages.resize import FILTER
 __all__ = ["Augment", "augment_variant", "colour_jitter", "variant_key", "variant_params"]
 
 _LUMA = np.array(GREY, dtype=np.float32)
+_VARIANT_KEY = 0x7A2  # keeps variant keys apart from other keys derived from the build seed
 
 
 def variant_key(seed: int, slot: int, variant: int) -> int:
     """Return the sampler key of one stored variant (a pure function of its arguments)."""
-    return boxes.draw_key(seed, slot, variant)
+    return boxes.draw_key(seed, _VARIANT_KEY, slot, variant)
 
 
 def variant_params(

@@ -93,3 +93,12 @@ def test_the_policy_modules_import_no_heavy_backend():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_draw_key_is_any_torch_seed_and_nothing_else():
+    from precompute import boxes
+
+    assert boxes.generator(2**64 - 1).random() == boxes.generator(2**64 - 1).random()
+    for bad in (-1, 2**64, 1.5, True):
+        with pytest.raises(ValueError, match=r"draw key must be an integer in \[0, 2\*\*64 - 1\]"):
+            boxes.generator(bad)
