@@ -12,9 +12,10 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from precompute.errors import SpecError
+from precompute.policy import POLICIES, Policy, check_number, check_pair
 
 __all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
 
@@ -22,31 +23,17 @@ MODES = ("letterbox", "center-crop", "squash")
 ON_ERROR = ("raise", "skip")
 # Pillow's own default decompression-bomb limit; a header claiming more pixels is refused.
 DEFAULT_MAX_PIXELS = 89_478_485
-
-
-def _range(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
-    try:
-        a, b = (float(v) for v in value)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{name} must be a pair of numbers, got {value!r}") from exc
-    if not (lo <= a <= b <= hi):
-        raise SpecError(f"{name} must satisfy {lo} <= low <= high <= {hi}, got {value!r}")
-    return (a, b)
-
-
-def _nonneg(name: str, value: Any, hi: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{name} must be a number, got {value!r}") from exc
-    if not 0.0 <= v <= hi:
-        raise SpecError(f"{name} must lie in [0, {hi}], got {value!r}")
-    return v
+_OFFLINE = POLICIES["offline"]
 
 
 @dataclass(frozen=True)
 class AugmentPolicy:
     """Offline augmentation applied to each stored variant, as data.
+
+    Defaults are the ``offline`` entry of :data:`precompute.policy.POLICIES`; the valid
+    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.boxes`, version
+    :data:`SAMPLER` of its draw, recorded as ``sampler`` in :meth:`to_dict` (so in the spec
+    hash: a store drawn by another sampler is another store).
 
     Attributes:
         scale: Random resized crop area fraction range of the source image.
@@ -56,26 +43,53 @@ class AugmentPolicy:
         saturation: Saturation jitter strength; the factor is drawn from [1-s, 1+s].
     """
 
-    scale: tuple[float, float] = (0.25, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    brightness: float = 0.3
-    contrast: float = 0.3
-    saturation: float = 0.3
+    SAMPLER: ClassVar[int] = 2  # 1: the per-attempt draw of stores built before it was named
+
+    scale: tuple[float, float] = _OFFLINE.scale
+    ratio: tuple[float, float] = _OFFLINE.ratio
+    brightness: float = _OFFLINE.jitter[0]
+    contrast: float = _OFFLINE.jitter[1]
+    saturation: float = _OFFLINE.jitter[2]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", _range("augment.scale", self.scale, 1e-4, 1.0))
-        object.__setattr__(self, "ratio", _range("augment.ratio", self.ratio, 1e-2, 1e2))
+        for name, bound in (("scale", "scale"), ("ratio", "ratio")):
+            object.__setattr__(
+                self, name, check_pair(f"augment.{name}", getattr(self, name), bound)
+            )
         for name in ("brightness", "contrast", "saturation"):
-            object.__setattr__(self, name, _nonneg(f"augment.{name}", getattr(self, name), 1.0))
+            value = check_number(f"augment.{name}", getattr(self, name), "jitter")
+            object.__setattr__(self, name, float(value))
+
+    @property
+    def policy(self) -> Policy:
+        """The crop and jitter ranges, as the box sampler takes them (no flip)."""
+        return Policy(
+            scale=self.scale,
+            ratio=self.ratio,
+            attempts=_OFFLINE.attempts,
+            flip=_OFFLINE.flip,
+            jitter=(self.brightness, self.contrast, self.saturation),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict."""
+        """Return a JSON-ready dict, with the sampler version under ``sampler``."""
         items = dataclasses.asdict(self).items()
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+        return {**out, "sampler": self.SAMPLER}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AugmentPolicy:
-        """Parse a dict produced by :meth:`to_dict` (unknown keys are an error)."""
+        """Parse a dict produced by :meth:`to_dict` (unknown keys are an error).
+
+        ``sampler`` may be left out (a hand-written spec); if given it must be :data:`SAMPLER`.
+        """
+        data = dict(data)
+        sampler = data.pop("sampler", cls.SAMPLER)
+        if sampler != cls.SAMPLER:
+            raise SpecError(
+                f"augment.sampler {sampler!r} is not built by this nostall (it draws sampler "
+                f"{cls.SAMPLER}); drop the key or rebuild the store with this version"
+            )
         _check_keys("augment", data, cls)
         kwargs: dict[str, Any] = {
             k: tuple(v) if isinstance(v, list) else v for k, v in data.items()

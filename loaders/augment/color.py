@@ -22,7 +22,8 @@ from collections.abc import Callable
 import torch
 
 from loaders.augment.errors import AugmentError
-from loaders.augment.ops import ColorJitter, Normalize
+from loaders.augment.ops import Normalize
+from precompute.policy import GREY
 
 __all__ = [
     "DTYPES",
@@ -33,22 +34,13 @@ __all__ = [
     "color_affine",
     "color_converter",
     "finish",
-    "jitter_factors",
     "normalize_",
     "normalize_converter",
 ]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-GREY = (0.299, 0.587, 0.114)
 # writes sample i's float result into out[3, H, W] from its resized uint8 [3, H, W] pixels
 Converter = Callable[[torch.Tensor, int, torch.Tensor], None]
-
-
-def jitter_factors(u: torch.Tensor, jitter: ColorJitter) -> torch.Tensor:
-    """Map ``[B, 3]`` uniforms to brightness, contrast, saturation factors ``1 +- strength``."""
-    strength = (jitter.brightness, jitter.contrast, jitter.saturation)
-    cols = [1.0 + s * (2.0 * u[:, k] - 1.0) for k, s in enumerate(strength)]
-    return torch.stack(cols, 1)
 
 
 def channel_affine(norm: Normalize | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -67,8 +59,9 @@ def _vec(values: tuple[float, ...], like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def color_affine(factors: torch.Tensor, channel_mean: torch.Tensor, norm: Normalize | None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def color_affine(
+    factors: torch.Tensor, channel_mean: torch.Tensor, norm: Normalize | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Return the per-sample map ``(M [B, 3, 3], v [B, 3])`` of jitter + normalisation.
 
     Args:
@@ -135,7 +128,7 @@ def color_converter(factors: torch.Tensor, norm: Normalize | None) -> Converter:
 
     def convert(x: torch.Tensor, i: int, out: torch.Tensor) -> None:
         mean = torch.mean(x, dim=(1, 2), dtype=torch.float32).view(1, 3)
-        m, v = color_affine(factors[i:i + 1].to(torch.float32), mean, norm)
+        m, v = color_affine(factors[i : i + 1].to(torch.float32), mean, norm)
         pixels = x.to(torch.float32).view(3, -1)  # keeps the HWC strides: no transpose
         res = torch.addmm(v.view(3, 1), m[0], pixels).clamp_(lo, hi)
         out.copy_(res.view(out.shape))

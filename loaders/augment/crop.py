@@ -1,21 +1,29 @@
-"""Crop parameter samplers, shared by the device (grid) path and the CPU fast path.
+"""Crop parameters of the torch path, from the one box sampler of :mod:`precompute.boxes`.
 
-Both resampling paths call the same function to draw ``(top, left, height, width, flip)``
-from the caller's generator, so they serve the same crop distribution by construction. All
-draws are batched tensor ops on the images' device: no ``.item()``, no host sync, a fixed
-number of kernels whatever the batch size, and exactly one ``torch.rand`` call per batch.
+Both resampling paths (grid and fast) call :func:`random_crops`, so they serve the same crops
+by construction, and so do the DALI loaders and the offline variants for the same key:
+
+* the random numbers are drawn on the host by :func:`precompute.boxes.draw`, from a numpy
+  generator keyed by ``generator.initial_seed()`` (the loader seeds the generator per batch
+  from (seed, epoch, rank, batch)); the generator is then reseeded from that draw, so it moves
+  on and later consumers (mixup) or a second call get fresh numbers;
+* the draw (a few numbers per sample) is copied to the extents' device and the boxes are
+  placed there by :func:`precompute.boxes.random_boxes` in float64: no ``.item()``, no host
+  sync, a fixed number of kernels whatever the batch size.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from loaders.augment.ops import CenterCrop, HorizontalFlip, RandomResizedCrop
+from loaders.augment.ops import CenterCrop
+from precompute import boxes
+from precompute.policy import Policy
 
-__all__ = ["CropParams", "center_crops", "num_uniforms", "random_crops"]
+__all__ = ["CropParams", "center_crops", "random_crops"]
 
 
 class CropParams(NamedTuple):
@@ -31,74 +39,45 @@ class CropParams(NamedTuple):
     flip: torch.Tensor
 
 
-def num_uniforms(crop: RandomResizedCrop) -> int:
-    """Return the uniforms :func:`random_crops` consumes per sample."""
-    return 2 * crop.attempts + 3
+def _params(box: torch.Tensor, flip: torch.Tensor) -> CropParams:
+    top, left, h, w = box.long().unbind(1)
+    return CropParams(top, left, h, w, flip)
 
 
-def _extent(extents: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    e = extents.to(torch.float32)
-    top, left = e[:, 0], e[:, 1]
-    return top, left, e[:, 2].clamp_min(1.0), e[:, 3].clamp_min(1.0)
+def _to(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    # a pageable host copy with non_blocking=True is staged at once and never syncs the device
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device, non_blocking=True)
 
 
-def _fallback(eh: torch.Tensor, ew: torch.Tensor, crop: RandomResizedCrop
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Whole extent with its aspect ratio clamped into ``crop.ratio`` (torchvision's rule)."""
-    lo, hi = crop.ratio
-    ratio = ew / eh
-    h = torch.where(ratio < lo, torch.round(ew / lo), eh)
-    w = torch.where(ratio > hi, torch.round(eh * hi), ew)
-    return h.clamp(1.0, None).minimum(eh), w.clamp(1.0, None).minimum(ew)
-
-
-def random_crops(extents: torch.Tensor, u: torch.Tensor, crop: RandomResizedCrop,
-                 flip: HorizontalFlip | None) -> CropParams:
-    """Draw random resized crops inside each sample's valid extent.
+def random_crops(
+    extents: torch.Tensor, generator: torch.Generator, policy: Policy
+) -> tuple[CropParams, torch.Tensor]:
+    """Draw random resized crops inside each sample's valid extent, flips and colour factors.
 
     Args:
         extents: ``[B, 4]`` int ``(top, left, height, width)`` of the valid pixels.
-        u: ``[B, num_uniforms(crop)]`` uniforms in ``[0, 1)`` from the caller's generator.
-        crop: The crop spec (scale and ratio ranges, attempts).
-        flip: The flip spec, or None for no flipping.
+        generator: The batch's generator: its ``initial_seed()`` keys the draw, then it is
+            reseeded from the draw.
+        policy: Crop, flip and jitter ranges.
 
     Returns:
-        Integer boxes lying inside the extents, plus the flip flags.
+        Integer boxes lying inside the extents with the flip flags, and the ``[B, 3]`` float32
+        brightness, contrast, saturation factors, all on the extents' device.
     """
-    t = crop.attempts
-    etop, eleft, eh, ew = _extent(extents)
-    area = (eh * ew)[:, None]
-    target = area * (crop.scale[0] + (crop.scale[1] - crop.scale[0]) * u[:, :t])
-    log_lo, log_hi = math.log(crop.ratio[0]), math.log(crop.ratio[1])
-    ratio = torch.exp(log_lo + (log_hi - log_lo) * u[:, t:2 * t])
-    w = torch.round(torch.sqrt(target * ratio))
-    h = torch.round(torch.sqrt(target / ratio))
-    ok = (w >= 1) & (h >= 1) & (w <= ew[:, None]) & (h <= eh[:, None])
-    first = torch.argmax(ok.to(torch.uint8), dim=1, keepdim=True)  # first fitting attempt
-    found = ok.any(dim=1)
-    fh, fw = _fallback(eh, ew, crop)
-    h = torch.where(found, h.gather(1, first)[:, 0], fh)
-    w = torch.where(found, w.gather(1, first)[:, 0], fw)
-    off = u[:, 2 * t:2 * t + 2]
-    dy = torch.where(found, torch.floor(off[:, 0] * (eh - h + 1)), torch.floor((eh - h) / 2))
-    dx = torch.where(found, torch.floor(off[:, 1] * (ew - w + 1)), torch.floor((ew - w) / 2))
-    p = 0.0 if flip is None else flip.p
-    flips = (u[:, 2 * t + 2] < p).to(torch.float32)
-    return CropParams((etop + dy).long(), (eleft + dx).long(), h.long(), w.long(), flips)
+    rng = boxes.generator(generator.initial_seed())
+    d = boxes.draw(rng, extents.shape[0], policy)
+    generator.manual_seed(int(rng.integers(0, boxes.KEY_MAX)))
+    t = boxes.Draw(*(_to(a, extents.device) for a in d))
+    box = boxes.random_boxes(extents.to(torch.float64), t, policy.ratio, xp=torch)
+    return _params(box, t.flip.to(torch.float32)), t.factors
 
 
 def center_crops(extents: torch.Tensor, size: tuple[int, int], crop: CenterCrop) -> CropParams:
     """Deterministic eval boxes: the centred ``size``-shaped box of the resized extent.
 
     The extent's short side is (virtually) resized to ``min(size) / crop.fraction`` and the
-    centre ``size`` box is taken; the box is returned in stored-image pixels, clamped to the
-    extent.
+    centre ``size`` box is taken (:func:`precompute.boxes.center_boxes`); the box is returned
+    in stored-image pixels, clamped to the extent.
     """
-    etop, eleft, eh, ew = _extent(extents)
-    oh, ow = size
-    pixels_per_out = crop.fraction * torch.minimum(eh, ew) / min(oh, ow)
-    h = torch.round(oh * pixels_per_out).clamp(1.0, None).minimum(eh)
-    w = torch.round(ow * pixels_per_out).clamp(1.0, None).minimum(ew)
-    top = etop + torch.floor((eh - h) / 2)
-    left = eleft + torch.floor((ew - w) / 2)
-    return CropParams(top.long(), left.long(), h.long(), w.long(), torch.zeros_like(h))
+    box = boxes.center_boxes(extents.to(torch.float64), size, crop.fraction, xp=torch)
+    return _params(box, torch.zeros_like(box[:, 0], dtype=torch.float32))

@@ -1,9 +1,11 @@
 """Augmentation ops as data: frozen specs with declared parameter ranges and a name registry.
 
-Each op is a small frozen dataclass. Its ``RANGES`` declare the valid interval of every numeric
-field (a pair field must also be ordered low <= high), so a policy is plain data: it is
-validated once when built, round-trips through ``to_dict`` / :func:`op_from_dict`, and can live
-in a config file or in store metadata. The tensor code that executes the ops lives in
+Each op is a small frozen dataclass. Its ``RANGES`` name the valid interval of every numeric
+field in :data:`precompute.policy.BOUNDS` (a pair field must also be ordered low <= high), and
+its defaults are the ``online`` entry of :data:`precompute.policy.POLICIES`, so a policy is
+plain data with one table of ranges for every backend: it is validated once when built,
+round-trips through ``to_dict`` / :func:`op_from_dict`, and can live in a config file or in
+store metadata. The tensor code that executes the ops lives in
 :mod:`loaders.augment.crop`, :mod:`loaders.augment.resample` and :mod:`loaders.augment.color`.
 """
 
@@ -15,6 +17,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from loaders.augment.errors import AugmentError
+from precompute.policy import (
+    EVAL_CENTER,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    POLICIES,
+    check_number,
+    check_pair,
+    check_rgb,
+)
 
 __all__ = [
     "OPS",
@@ -28,11 +39,12 @@ __all__ = [
     "register_op",
 ]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+_ONLINE = POLICIES["online"]
 
 OPS: dict[str, type[Op]] = {}
 _T = TypeVar("_T", bound="type[Op]")
+_CHECKS = {"scalar": check_number, "range": check_pair, "rgb": check_rgb}
+
 
 def register_op(cls: _T) -> _T:
     """Class decorator: make ``cls`` buildable from a dict by its ``name``."""
@@ -41,40 +53,24 @@ def register_op(cls: _T) -> _T:
     OPS[cls.name] = cls
     return cls
 
-def _check_value(where: str, value: Any, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise AugmentError(f"{where} must be a number, got {value!r}")
-    if not lo <= value <= hi:
-        raise AugmentError(f"{where} must lie in [{lo}, {hi}], got {value!r}")
-    return value
-
-def _check_field(where: str, value: Any, lo: float, hi: float, kind: str) -> Any:
-    if kind == "scalar":
-        return _check_value(where, value, lo, hi)
-    if not isinstance(value, list | tuple):
-        raise AugmentError(f"{where} must be a sequence of numbers, got {value!r}")
-    out = tuple(_check_value(f"{where}[{i}]", v, lo, hi) for i, v in enumerate(value))
-    if kind == "range" and (len(out) != 2 or out[0] > out[1]):
-        raise AugmentError(f"{where} must be a pair (low, high) with low <= high, got {value!r}")
-    if kind == "rgb" and len(out) != 3:
-        raise AugmentError(f"{where} must have 3 values (R, G, B), got {value!r}")
-    return out
 
 @dataclass(frozen=True)
 class Op:
     """Base of all op specs.
 
-    Subclasses set ``name`` (the registry key) and ``RANGES``: field name -> ``(low, high,
-    kind)`` with kind ``scalar``, ``range`` (an ordered pair) or ``rgb`` (three values).
+    Subclasses set ``name`` (the registry key) and ``RANGES``: field name -> ``(bound,
+    kind)``, where ``bound`` names the valid interval in :data:`precompute.policy.BOUNDS` and
+    kind is ``scalar``, ``range`` (an ordered pair) or ``rgb`` (three values).
     """
 
     name: ClassVar[str] = ""
-    RANGES: ClassVar[Mapping[str, tuple[float, float, str]]] = {}
+    RANGES: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     def __post_init__(self) -> None:
-        for field, (lo, hi, kind) in self.RANGES.items():
-            where = f"{self.name}.{field}"
-            object.__setattr__(self, field, _check_field(where, getattr(self, field), lo, hi, kind))
+        for field, (bound, kind) in self.RANGES.items():
+            check = _CHECKS[kind]
+            value = check(f"{self.name}.{field}", getattr(self, field), bound, AugmentError)
+            object.__setattr__(self, field, value)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Op:
@@ -92,6 +88,7 @@ class Op:
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
+
 def op_from_dict(data: Mapping[str, Any]) -> Op:
     """Build an op from a dict made by :meth:`Op.to_dict` (unknown names or keys raise)."""
     if not isinstance(data, Mapping) or "op" not in data:
@@ -106,6 +103,7 @@ def op_from_dict(data: Mapping[str, Any]) -> Op:
         raise AugmentError(f"op {cls.name!r}: unknown field(s) {unknown}; known: {sorted(known)}")
     return cls(**kwargs)
 
+
 @register_op
 @dataclass(frozen=True)
 class RandomResizedCrop(Op):
@@ -119,16 +117,20 @@ class RandomResizedCrop(Op):
     """
 
     name: ClassVar[str] = "random_resized_crop"
-    RANGES: ClassVar[Mapping[str, tuple[float, float, str]]] = {
-        "scale": (1e-4, 1.0, "range"), "ratio": (1e-2, 1e2, "range"), "attempts": (1, 64, "scalar")}
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    attempts: int = 10
+    RANGES: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "scale": ("scale", "range"),
+        "ratio": ("ratio", "range"),
+        "attempts": ("attempts", "scalar"),
+    }
+    scale: tuple[float, float] = _ONLINE.scale
+    ratio: tuple[float, float] = _ONLINE.ratio
+    attempts: int = _ONLINE.attempts
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.attempts, int):
             raise AugmentError(f"{self.name}.attempts must be an integer, got {self.attempts!r}")
+
 
 @register_op
 @dataclass(frozen=True)
@@ -136,8 +138,9 @@ class HorizontalFlip(Op):
     """Mirror left-right with probability ``p`` (fused into the crop's resampling)."""
 
     name: ClassVar[str] = "horizontal_flip"
-    RANGES: ClassVar[Mapping[str, tuple[float, float, str]]] = {"p": (0.0, 1.0, "scalar")}
-    p: float = 0.5
+    RANGES: ClassVar[Mapping[str, tuple[str, str]]] = {"p": ("flip", "scalar")}
+    p: float = _ONLINE.flip
+
 
 @register_op
 @dataclass(frozen=True)
@@ -149,8 +152,9 @@ class CenterCrop(Op):
     """
 
     name: ClassVar[str] = "center_crop"
-    RANGES: ClassVar[Mapping[str, tuple[float, float, str]]] = {"fraction": (0.05, 1.0, "scalar")}
-    fraction: float = 0.875
+    RANGES: ClassVar[Mapping[str, tuple[str, str]]] = {"fraction": ("center", "scalar")}
+    fraction: float = EVAL_CENTER
+
 
 @register_op
 @dataclass(frozen=True)
@@ -161,12 +165,15 @@ class ColorJitter(Op):
     """
 
     name: ClassVar[str] = "color_jitter"
-    RANGES: ClassVar[Mapping[str, tuple[float, float, str]]] = {
-        "brightness": (0.0, 1.0, "scalar"), "contrast": (0.0, 1.0, "scalar"),
-        "saturation": (0.0, 1.0, "scalar")}
-    brightness: float = 0.4
-    contrast: float = 0.4
-    saturation: float = 0.4
+    RANGES: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "brightness": ("jitter", "scalar"),
+        "contrast": ("jitter", "scalar"),
+        "saturation": ("jitter", "scalar"),
+    }
+    brightness: float = _ONLINE.jitter[0]
+    contrast: float = _ONLINE.jitter[1]
+    saturation: float = _ONLINE.jitter[2]
+
 
 @register_op
 @dataclass(frozen=True)
@@ -174,7 +181,9 @@ class Normalize(Op):
     """``(pixel / 255 - mean) / std`` per channel (RGB), fused with the output dtype cast."""
 
     name: ClassVar[str] = "normalize"
-    RANGES: ClassVar[Mapping[str, tuple[float, float, str]]] = {
-        "mean": (-10.0, 10.0, "rgb"), "std": (1e-6, 1e3, "rgb")}
+    RANGES: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "mean": ("mean", "rgb"),
+        "std": ("std", "rgb"),
+    }
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD

@@ -2,8 +2,10 @@
 
 The contract: ``augment(images, extents, generator) -> Tensor`` where ``images`` is ``[B, S, S,
 3]`` uint8, ``extents`` is ``[B, 4]`` int ``(top, left, height, width)`` of the valid region,
-and every random number comes from ``generator`` (on the images' device). The result is
-``[B, 3, H, W]`` in the requested dtype and memory format.
+and every random number comes from ``generator`` (on the images' device): ``TrainAugment``
+keys the one box sampler (:mod:`precompute.boxes`) with ``generator.initial_seed()``, then
+reseeds the generator from that draw. The result is ``[B, 3, H, W]`` in the requested dtype
+and memory format.
 
 A policy is data: frozen specs that round-trip through ``to_dict`` / :func:`augment_from_dict`.
 """
@@ -23,11 +25,10 @@ from loaders.augment.color import (
     apply_color,
     color_converter,
     finish,
-    jitter_factors,
     normalize_,
     normalize_converter,
 )
-from loaders.augment.crop import CropParams, center_crops, num_uniforms, random_crops
+from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
 from loaders.augment.ops import (
     CenterCrop,
@@ -39,6 +40,7 @@ from loaders.augment.ops import (
     op_from_dict,
 )
 from loaders.augment.resample import crop_resample, grid_resample
+from precompute.policy import Policy
 
 __all__ = [
     "AUGMENTS",
@@ -60,15 +62,19 @@ def _size(value: Any) -> tuple[int, int]:
     return (int(pair[0]), int(pair[1]))
 
 
-def check_inputs(images: torch.Tensor, extents: torch.Tensor,
-                 generator: torch.Generator | None) -> None:
+def check_inputs(
+    images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator | None
+) -> None:
     """Check shapes, dtypes and devices (metadata only: no host sync)."""
     if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[-1] != 3:
-        raise AugmentError(f"images must be [B, H, W, 3] uint8, got {tuple(images.shape)} "
-                           f"{images.dtype}")
+        raise AugmentError(
+            f"images must be [B, H, W, 3] uint8, got {tuple(images.shape)} {images.dtype}"
+        )
     if tuple(extents.shape) != (images.shape[0], 4) or extents.is_floating_point():
-        raise AugmentError(f"extents must be [{images.shape[0]}, 4] integer (top, left, h, w), "
-                           f"got {tuple(extents.shape)} {extents.dtype}")
+        raise AugmentError(
+            f"extents must be [{images.shape[0]}, 4] integer (top, left, h, w), "
+            f"got {tuple(extents.shape)} {extents.dtype}"
+        )
     if extents.device != images.device:
         raise AugmentError(f"extents are on {extents.device}, images on {images.device}")
     if generator is not None and generator.device.type != images.device.type:
@@ -81,8 +87,10 @@ def check_extent_values(extents: torch.Tensor, height: int, width: int) -> None:
     bad = (top < 0) | (left < 0) | (h < 1) | (w < 1) | (top + h > height) | (left + w > width)
     if bool(bad.any()):
         i = int(bad.nonzero()[0, 0])
-        raise AugmentError(f"sample {i}: extent (top, left, h, w) = {extents[i].tolist()} is "
-                           f"empty or not inside the {height}x{width} image")
+        raise AugmentError(
+            f"sample {i}: extent (top, left, h, w) = {extents[i].tolist()} is "
+            f"empty or not inside the {height}x{width} image"
+        )
 
 
 @dataclass(frozen=True)
@@ -104,8 +112,11 @@ class _Augment:
             raise AugmentError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.path not in PATHS:
             raise AugmentError(f"path must be one of {PATHS}, got {self.path!r}")
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not (
-                1 <= self.threads <= 64):
+        if (
+            isinstance(self.threads, bool)
+            or not isinstance(self.threads, int)
+            or not (1 <= self.threads <= 64)
+        ):
             raise AugmentError(f"threads must be an integer in [1, 64], got {self.threads!r}")
         for name, types in self.OP_FIELDS.items():
             value = getattr(self, name)
@@ -119,15 +130,17 @@ class _Augment:
     def _fast(self, images: torch.Tensor) -> bool:
         return self.path == "fast" or (self.path == "auto" and images.device.type == "cpu")
 
-    def _check(self, images: torch.Tensor, extents: torch.Tensor,
-               generator: torch.Generator | None) -> None:
+    def _check(
+        self, images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator | None
+    ) -> None:
         """Check the inputs; on the fast path (host data anyway) the extent values too."""
         check_inputs(images, extents, generator)
         if self._fast(images):
             check_extent_values(extents, images.shape[1], images.shape[2])
 
-    def _resample(self, images: torch.Tensor, crops: CropParams,
-                  factors: torch.Tensor | None = None) -> torch.Tensor:
+    def _resample(
+        self, images: torch.Tensor, crops: CropParams, factors: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Resample, jitter (if ``factors``) and normalise to ``[B, 3, H, W]``.
 
         The grid path runs each step once on the whole batch in float32; the fast path
@@ -139,10 +152,20 @@ class _Augment:
             if factors is None:
                 return normalize_(x, self.normalize)
             return apply_color(x, factors, self.normalize)
-        convert = (normalize_converter(self.normalize) if factors is None
-                   else color_converter(factors, self.normalize))
-        return crop_resample(images, crops, self.size, convert=convert, threads=self.threads,
-                             dtype=DTYPES[self.dtype], channels_last=self.channels_last)
+        convert = (
+            normalize_converter(self.normalize)
+            if factors is None
+            else color_converter(factors, self.normalize)
+        )
+        return crop_resample(
+            images,
+            crops,
+            self.size,
+            convert=convert,
+            threads=self.threads,
+            dtype=DTYPES[self.dtype],
+            channels_last=self.channels_last,
+        )
 
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return finish(x, self.dtype, self.channels_last)
@@ -160,8 +183,13 @@ class _Augment:
         out: dict[str, Any] = {"kind": self.kind}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.name] = (value.to_dict() if isinstance(value, Op)
-                           else list(value) if isinstance(value, tuple) else value)
+            out[f.name] = (
+                value.to_dict()
+                if isinstance(value, Op)
+                else list(value)
+                if isinstance(value, tuple)
+                else value
+            )
         return out
 
 
@@ -186,23 +214,39 @@ class TrainAugment(_Augment):
 
     kind: ClassVar[str] = "train"
     OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
-        "normalize": (Normalize, NoneType), "crop": (RandomResizedCrop,),
-        "flip": (HorizontalFlip, NoneType), "jitter": (ColorJitter, NoneType)}
+        "normalize": (Normalize, NoneType),
+        "crop": (RandomResizedCrop,),
+        "flip": (HorizontalFlip, NoneType),
+        "jitter": (ColorJitter, NoneType),
+    }
     crop: RandomResizedCrop = field(default_factory=RandomResizedCrop)
     flip: HorizontalFlip | None = field(default_factory=HorizontalFlip)
     jitter: ColorJitter | None = None
 
-    def params(self, extents: torch.Tensor, generator: torch.Generator
-               ) -> tuple[CropParams, torch.Tensor | None]:
-        """Draw this batch's crops and jitter factors (one ``torch.rand`` call)."""
-        n = num_uniforms(self.crop)
-        u = torch.rand((extents.shape[0], n + 3), generator=generator, device=extents.device)
-        crops = random_crops(extents, u[:, :n], self.crop, self.flip)
-        factors = None if self.jitter is None else jitter_factors(u[:, n:], self.jitter)
-        return crops, factors
+    @property
+    def policy(self) -> Policy:
+        """The crop, flip and jitter ranges, as the box sampler takes them."""
+        jitter = self.jitter
+        return Policy(
+            scale=self.crop.scale,
+            ratio=self.crop.ratio,
+            attempts=self.crop.attempts,
+            flip=0.0 if self.flip is None else self.flip.p,
+            jitter=(0.0, 0.0, 0.0)
+            if jitter is None
+            else (jitter.brightness, jitter.contrast, jitter.saturation),
+        )
 
-    def __call__(self, images: torch.Tensor, extents: torch.Tensor,
-                 generator: torch.Generator) -> torch.Tensor:
+    def params(
+        self, extents: torch.Tensor, generator: torch.Generator
+    ) -> tuple[CropParams, torch.Tensor | None]:
+        """Draw this batch's crops and jitter factors (see :func:`.crop.random_crops`)."""
+        crops, factors = random_crops(extents, generator, self.policy)
+        return crops, None if self.jitter is None else factors
+
+    def __call__(
+        self, images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
         """Augment a batch; see the module docstring for the contract."""
         self._check(images, extents, generator)
         crops, factors = self.params(extents, generator)
@@ -219,11 +263,14 @@ class EvalAugment(_Augment):
 
     kind: ClassVar[str] = "eval"
     OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
-        "normalize": (Normalize, NoneType), "crop": (CenterCrop,)}
+        "normalize": (Normalize, NoneType),
+        "crop": (CenterCrop,),
+    }
     crop: CenterCrop = field(default_factory=CenterCrop)
 
-    def __call__(self, images: torch.Tensor, extents: torch.Tensor,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+    def __call__(
+        self, images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Transform a batch; ``generator`` is accepted for the contract and not used."""
         self._check(images, extents, generator)
         crops = center_crops(extents, self.size, self.crop)

@@ -1,75 +1,65 @@
 """Offline augmentation stage: an RGB image -> K augmented S x S x 3 variants.
 
-Each variant ``v`` of store slot ``i`` draws its parameters from
-``numpy.random.default_rng([build_seed, i, v])``, so a rebuild is byte-identical and no global
-RNG is touched. The parameters are, in order:
+Variant ``v`` of store slot ``i`` is drawn by the one box sampler (:mod:`precompute.boxes`,
+sampler version :attr:`~precompute.spec.AugmentPolicy.SAMPLER`) from the key
+:func:`variant_key` ``(build_seed, i, v)``, so a rebuild is byte-identical, no global RNG is
+touched, and the loaders would draw the same box and factors from the same key. Then:
 
-1. Random resized crop at storage size (torchvision's algorithm): up to 10 tries of an area
-   fraction in ``policy.scale`` and a log-uniform aspect ratio in ``policy.ratio``; the first
-   box that fits is resized to S x S with :data:`~precompute.stages.resize.FILTER`; if none
-   fits, the centred box with the ratio clamped into range.
+1. Random resized crop at storage size: the sampler's box (torchvision's rule: the first of
+   ``attempts`` candidates that fits in the image, else the centred box with the ratio clamped)
+   is resized to S x S with :data:`~precompute.stages.resize.FILTER`.
 2. Colour jitter, in float32 then rounded and clipped: brightness ``x * b``, contrast
    ``(x - mean(gray)) * c + mean(gray)``, saturation ``(x - gray) * s + gray`` with the
-   factors drawn from ``[1 - strength, 1 + strength]`` and gray = ITU-R 601 luma.
+   sampler's factors and gray = ITU-R 601 luma.
 
 The extent of every variant is the full image ``(0, 0, S, S)``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 from PIL import Image
 
+from precompute import boxes
+from precompute.policy import GREY
 from precompute.spec import AugmentPolicy
 from precompute.stages.base import Port, SampleContext, Stage
 from precompute.stages.resize import FILTER
 
-__all__ = ["Augment", "augment_variant", "colour_jitter", "random_resized_box"]
+__all__ = ["Augment", "augment_variant", "colour_jitter", "variant_key", "variant_params"]
 
-_LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
-
-
-def random_resized_box(
-    rng: np.random.Generator, w: int, h: int, policy: AugmentPolicy
-) -> tuple[int, int, int, int]:
-    """Return a crop box ``(left, top, right, bottom)`` drawn by the RRC algorithm."""
-    area = w * h
-    log_lo, log_hi = math.log(policy.ratio[0]), math.log(policy.ratio[1])
-    for _ in range(10):
-        target = area * rng.uniform(*policy.scale)
-        ratio = math.exp(rng.uniform(log_lo, log_hi))
-        cw = round(math.sqrt(target * ratio))
-        ch = round(math.sqrt(target / ratio))
-        if 0 < cw <= w and 0 < ch <= h:
-            left = int(rng.integers(0, w - cw + 1))
-            top = int(rng.integers(0, h - ch + 1))
-            return (left, top, left + cw, top + ch)
-    in_ratio = w / h
-    if in_ratio < policy.ratio[0]:
-        cw, ch = w, max(1, round(w / policy.ratio[0]))
-    elif in_ratio > policy.ratio[1]:
-        cw, ch = max(1, round(h * policy.ratio[1])), h
-    else:
-        cw, ch = w, h
-    left, top = (w - cw) // 2, (h - ch) // 2
-    return (left, top, left + cw, top + ch)
+_LUMA = np.array(GREY, dtype=np.float32)
+_VARIANT_KEY = 0x7A2  # keeps variant keys apart from other keys derived from the build seed
 
 
-def colour_jitter(
-    pixels: np.ndarray, rng: np.random.Generator, policy: AugmentPolicy
-) -> np.ndarray:
-    """Apply brightness, contrast and saturation jitter to (S, S, 3) uint8 pixels."""
-    b = rng.uniform(1 - policy.brightness, 1 + policy.brightness)
-    c = rng.uniform(1 - policy.contrast, 1 + policy.contrast)
-    s = rng.uniform(1 - policy.saturation, 1 + policy.saturation)
-    x = pixels.astype(np.float32) * np.float32(b)
+def variant_key(seed: int, slot: int, variant: int) -> int:
+    """Return the sampler key of one stored variant (a pure function of its arguments)."""
+    return boxes.draw_key(seed, _VARIANT_KEY, slot, variant)
+
+
+def variant_params(
+    key: int, w: int, h: int, policy: AugmentPolicy
+) -> tuple[tuple[int, int, int, int], npt.NDArray[np.float32]]:
+    """Return the crop box ``(left, top, right, bottom)`` and the 3 colour factors of a key."""
+    p = policy.policy
+    d = boxes.draw(boxes.generator(key), 1, p)
+    top, left, ch, cw = (
+        int(v) for v in boxes.random_boxes(boxes.as_extents([[h, w]]), d, p.ratio)[0]
+    )
+    return (left, top, left + cw, top + ch), d.factors[0]
+
+
+def colour_jitter(pixels: np.ndarray, factors: npt.NDArray[np.float32]) -> np.ndarray:
+    """Apply brightness, contrast and saturation ``factors`` to (S, S, 3) uint8 pixels."""
+    b, c, s = (np.float32(f) for f in factors)
+    x = pixels.astype(np.float32) * b
     mean = np.float32((x @ _LUMA).mean())
-    x = (x - mean) * np.float32(c) + mean
+    x = (x - mean) * c + mean
     gray = (x @ _LUMA)[..., None]
-    x = (x - gray) * np.float32(s) + gray
+    x = (x - gray) * s + gray
     return np.clip(np.rint(x), 0, 255).astype(np.uint8)
 
 
@@ -77,10 +67,9 @@ def augment_variant(
     img: Image.Image, size: int, policy: AugmentPolicy, seed: int, slot: int, variant: int
 ) -> np.ndarray:
     """Return variant ``variant`` of store slot ``slot``: (S, S, 3) uint8."""
-    rng = np.random.default_rng([seed, slot, variant])
-    box = random_resized_box(rng, img.width, img.height, policy)
+    box, factors = variant_params(variant_key(seed, slot, variant), img.width, img.height, policy)
     crop = np.asarray(img.resize((size, size), FILTER, box=box), dtype=np.uint8)
-    return colour_jitter(crop, rng, policy)
+    return colour_jitter(crop, factors)
 
 
 class Augment(Stage):
