@@ -1,11 +1,11 @@
 """The watchdog of a local Ray: when its driver goes, every process of that Ray goes too.
 
 Ray fate-shares its head processes (GCS, raylet, monitors) with the driver, but not the
-raylet's own children: the dashboard and runtime-env agents outlive a killed driver by a
-minute or more, and a worker blocked in a system call (say, opening a FIFO) can outlive it for
-good. This module runs as a separate process (by file path, so it needs only the standard
-library and psutil) started by :mod:`precompute.raylocal` in its own session, so a signal to
-the driver's process group does not reach it:
+raylet's own children (the dashboard and runtime-env agents, the workers): the agents outlive
+a killed driver by a minute or more, waiting for a GCS that is gone. This module runs as a
+separate process (by file path, so it needs only the standard library and psutil) started by
+:mod:`precompute.raylocal` in its own session, so a signal to the driver's process group does
+not reach it:
 
 1. Its stdin is a pipe from the driver. The kernel closes the pipe when the driver exits,
    however it exits (SIGKILL and the OOM killer included); the driver also closes it after a
