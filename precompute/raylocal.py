@@ -22,7 +22,15 @@ import psutil
 from precompute import raywatch
 from precompute.errors import ClusterError
 
-__all__ = ["LocalRay", "available_cpus", "init_options", "start_local_ray"]
+__all__ = [
+    "LocalRay",
+    "available_cpus",
+    "children",
+    "init_options",
+    "name_roots",
+    "start_local_ray",
+    "start_watchdog",
+]
 
 log = logging.getLogger("precompute.raylocal")
 
@@ -65,7 +73,7 @@ class LocalRay:
         try:
             ray.shutdown()
         finally:
-            _close(self.watchdog.stdin)
+            _stop(self.watchdog.stdin)
             try:
                 self.watchdog.wait(_STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -74,24 +82,32 @@ class LocalRay:
                 )
 
 
-def _close(pipe: IO[bytes] | None) -> None:
+def _stop(pipe: IO[bytes] | None) -> None:
     if pipe is not None:
         with contextlib.suppress(BrokenPipeError):  # the watchdog is gone already
+            pipe.write(raywatch.STOP + b"\n")  # a forked child may hold the pipe open
             pipe.close()
 
 
-def _children() -> list[int]:
+def children() -> list[int]:
+    """Return the PIDs of this process's children."""
     return [p.pid for p in psutil.Process().children()]
 
 
-def _start_watchdog(before: list[int]) -> subprocess.Popen[bytes]:
+def start_watchdog(before: list[int]) -> subprocess.Popen[bytes]:
+    """Start the watchdog of this process's Ray; ``before``: children that are not Ray's."""
     command = [sys.executable, "-I", raywatch.__file__, str(os.getpid()), *map(str, before)]
     return subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True
     )
 
 
-def _name_roots(watchdog: subprocess.Popen[bytes], roots: list[int]) -> None:
+def name_roots(watchdog: subprocess.Popen[bytes], roots: list[int]) -> None:
+    """Tell ``watchdog`` which children are Ray's (it then watches only their families).
+
+    Raises:
+        ClusterError: The watchdog is not running.
+    """
     if watchdog.stdin is None or watchdog.poll() is not None:
         raise ClusterError(f"the Ray watchdog exited early (status {watchdog.returncode})")
     watchdog.stdin.write(" ".join(map(str, roots)).encode() + b"\n")
@@ -109,11 +125,11 @@ def start_local_ray(num_cpus: int | None = None) -> LocalRay:
     """
     import ray
 
-    before = _children()
-    watchdog = _start_watchdog(before)  # first: it must see every process ray.init starts
+    before = children()
+    watchdog = start_watchdog(before)  # first: it must see every process ray.init starts
     try:
         ray.init(num_cpus=num_cpus or available_cpus(), **init_options())
-        _name_roots(watchdog, [p for p in _children() if p not in before and p != watchdog.pid])
+        name_roots(watchdog, [p for p in children() if p not in before and p != watchdog.pid])
     except BaseException as exc:
         LocalRay(watchdog).stop()
         if isinstance(exc, (ConnectionError, RuntimeError, ValueError, TimeoutError)):

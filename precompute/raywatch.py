@@ -8,15 +8,17 @@ separate process (by file path, so it needs only the standard library and psutil
 not reach it:
 
 1. Its stdin is a pipe from the driver. The kernel closes the pipe when the driver exits,
-   however it exits (SIGKILL and the OOM killer included); the driver also closes it after a
-   clean ``ray.shutdown()``.
+   however it exits (SIGKILL and the OOM killer included); after a clean ``ray.shutdown()``
+   the driver writes a line ``stop``. As a child the driver forked (and never exec'd) holds
+   the pipe open too, the watchdog also checks every :data:`INTERVAL_S` seconds that the
+   driver still runs.
 2. Until then it keeps a set of the Ray processes and all their descendants, refreshed every
    :data:`INTERVAL_S` seconds: while ``ray.init`` runs, every child of the driver that is
    not named on the command line; once the driver writes a line ``PID PID ...`` on the pipe,
    the children ``ray.init`` started. Raylet's children are reparented when the raylet dies,
    so they must be known before that happens.
-3. On end of file it SIGKILLs every known process that is still running (psutil checks the
-   creation time, so a reused PID is never hit) and exits.
+3. On ``stop``, end of file or the driver's exit it SIGKILLs every known process that is
+   still running (psutil checks the creation time, so a reused PID is never hit) and exits.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import sys
 
 import psutil
 
-__all__ = ["INTERVAL_S", "Family", "main"]
+__all__ = ["INTERVAL_S", "STOP", "Family", "main"]
 
 INTERVAL_S = 0.5
+STOP = b"stop"
 
 
 class Family:
@@ -45,6 +48,10 @@ class Family:
 
     def __init__(self, driver: int, before: list[int]) -> None:
         self.driver = driver
+        try:
+            self._driver_proc: psutil.Process | None = psutil.Process(driver)
+        except psutil.NoSuchProcess:  # died before we started: its Ray died with it
+            self._driver_proc = None
         self.roots: set[int] | None = None
         self.known: dict[int, psutil.Process] = {}
         self.before = {*before, os.getpid()}
@@ -59,6 +66,16 @@ class Family:
             except psutil.NoSuchProcess:
                 continue
         self.refresh()
+
+    def driver_gone(self) -> bool:
+        """Whether the driver has exited (a child it forked may still hold the pipe open)."""
+        if self._driver_proc is None:
+            return True
+        try:
+            running = self._driver_proc.is_running()  # False for a reused PID too
+            return not running or self._driver_proc.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
 
     def refresh(self) -> None:
         """Add the running descendants of the known processes (and new children, see above)."""
@@ -91,9 +108,9 @@ class Family:
 
 
 def _watch(fd: int, family: Family) -> None:
-    """Read ``roots PID...`` lines from ``fd`` until end of file, refreshing ``family``."""
+    """Follow the driver's lines on ``fd`` (roots, or ``stop``) until it stops or goes."""
     buffer = b""
-    while True:
+    while not family.driver_gone():
         ready, _, _ = select.select([fd], [], [], INTERVAL_S)
         if ready:
             data = os.read(fd, 4096)
@@ -102,6 +119,8 @@ def _watch(fd: int, family: Family) -> None:
             buffer += data
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
+                if line == STOP:
+                    return
                 family.set_roots([int(pid) for pid in line.split()])
         family.refresh()
 
