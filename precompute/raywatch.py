@@ -99,6 +99,8 @@ class Family:
         killed = []
         for proc in self.known.values():
             try:
+                if proc.status() == psutil.STATUS_ZOMBIE:  # dead; its parent will reap it
+                    continue
                 proc.kill()  # checks pid and creation time: a reused PID is left alone
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
