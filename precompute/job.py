@@ -74,7 +74,7 @@ def _ray_session(address: str | None) -> Iterator[None]:
             try:
                 ray.init(address=address, **init_options())
             except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-                raise ClusterError(f"cannot reach Ray at {address}: {exc}") from exc
+                raise ClusterError(f"cannot start or reach Ray at {address}: {exc}") from exc
             joined = True
     data_log = logging.getLogger("ray.data")
     level = data_log.level

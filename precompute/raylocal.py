@@ -133,6 +133,6 @@ def start_local_ray(num_cpus: int | None = None) -> LocalRay:
     except BaseException as exc:
         LocalRay(watchdog).stop()
         if isinstance(exc, (ConnectionError, RuntimeError, ValueError, TimeoutError)):
-            raise ClusterError(f"cannot start Ray locally: {exc}") from exc
+            raise ClusterError(f"cannot start or reach Ray locally: {exc}") from exc
         raise
     return LocalRay(watchdog)
