@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import sys
 import time
 import warnings
@@ -38,19 +37,13 @@ from precompute.outputs import (
     summary_line,
 )
 from precompute.plan import ShardTask, plan_shards
+from precompute.raylocal import init_options, start_local_ray
 from precompute.shardwork import ShardJob, build_shard
 from precompute.sources import fingerprint, list_source
 from precompute.spec import BuildSpec
 from precompute.writer import create_or_resume, finalize
 
 __all__ = ["build", "store_bytes"]
-
-
-def _available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 # A worker that dies (e.g. killed for memory) is retried this often, then the build fails
@@ -73,22 +66,16 @@ def _ray_session(address: str | None) -> Iterator[None]:
     import ray
     import ray.data  # configures Ray Data's loggers on import: before we quieten them
 
-    started = False
+    local, joined = None, False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {
-            "include_dashboard": False,
-            "logging_level": logging.ERROR,
-            "log_to_driver": False,
-            "configure_logging": True,
-        }
         if address is None:
-            kwargs["num_cpus"] = _available_cpus()
-        try:
-            ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-            where = f"at {address}" if address else "locally"
-            raise ClusterError(f"cannot start or reach Ray {where}: {exc}") from exc
-        started = True
+            local = start_local_ray()
+        else:
+            try:
+                ray.init(address=address, **init_options())
+            except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+                raise ClusterError(f"cannot start or reach Ray at {address}: {exc}") from exc
+            joined = True
     data_log = logging.getLogger("ray.data")
     level = data_log.level
     data_log.setLevel(logging.ERROR)
@@ -96,7 +83,9 @@ def _ray_session(address: str | None) -> Iterator[None]:
         yield
     finally:
         data_log.setLevel(level)
-        if started:
+        if local is not None:
+            local.stop()
+        elif joined:
             ray.shutdown()
 
 
@@ -215,6 +204,7 @@ def build(
             results = _run_shards(job, plan_shards(source, layout, spec.seed, todo), bar)
             t2 = time.perf_counter()
         report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
+        remove_partials(root)  # a killed build's writers may have outlived its driver briefly
         report["bytes_written"] = store_bytes(root)
         attrs = finalize(root, report)
     if progress:

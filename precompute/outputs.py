@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
-from precompute.format import FIELDS, MARKER_DIR, _read_group_attrs
+from precompute.format import MARKER_DIR, _read_group_attrs
 from precompute.sources import Source
 from precompute.spec import BuildSpec
 
@@ -54,10 +54,16 @@ def store_bytes(out: str | Path) -> int:
 
 
 def remove_partials(root: Path) -> None:
-    """Delete temporary files a killed build left behind (we hold the lock: no other writer)."""
-    for name in FIELDS:
-        for tmp in (root / name).rglob("*.partial"):
-            tmp.unlink(missing_ok=True)
+    """Delete the temporary files of writers killed mid-write (we hold the lock).
+
+    Zarr's local store writes every file as ``<name>.<uuid>.partial`` and renames it, so a
+    killed writer can leave one anywhere in the store (``zarr.<uuid>.partial`` next to a
+    ``zarr.json``, ``0.<uuid>.partial`` next to a chunk); shard markers leave ``.*.tmp``.
+    """
+    for tmp in root.rglob("*.partial"):
+        tmp.unlink(missing_ok=True)
+    for tmp in (root / MARKER_DIR / "shards").glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def check_output(out: str) -> None:

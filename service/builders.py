@@ -7,6 +7,7 @@ or mismatched store. Tests inject small real builders; production uses :func:`pr
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,12 +45,22 @@ _RAY_INIT = threading.Lock()
 
 
 def _ensure_ray(address: str | None) -> None:
-    """Start (or join) Ray once per process, so concurrent builds share it."""
+    """Start (or join) Ray once per process, so concurrent builds share it.
+
+    A local Ray is bound to this process (``precompute.raylocal``): it is stopped at exit, and
+    its watchdog kills what is left of it if the process dies without exiting cleanly.
+    """
     import ray  # lazy: only the real builder needs Ray
 
+    from precompute.raylocal import init_options, start_local_ray
+
     with _RAY_INIT:
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        if ray.is_initialized():
+            return
+        if address is None:
+            atexit.register(start_local_ray().stop)  # runs before Ray's own atexit shutdown
+        else:
+            ray.init(address=address, **init_options())
 
 
 def precompute_builder(

@@ -6,10 +6,11 @@ per process (a Prometheus server scrapes each process and sums).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 
-__all__ = ["COUNTERS", "CacheStats", "render_prometheus"]
+__all__ = ["COUNTERS", "CacheStats", "format_value", "render_prometheus"]
 
 # name -> help text; every counter is exported as nostall_cache_<name>_total.
 COUNTERS: dict[str, str] = {
@@ -42,8 +43,25 @@ class CacheStats:
             return dict(self._values)
 
 
+def format_value(value: float) -> str:
+    """Return a sample value as exposition text: integers exactly, floats round-tripping.
+
+    ``%g`` would print a byte count of 91558123 as ``9.15581e+07``; Prometheus parses any
+    Go float syntax, so integers are written in full and other floats with ``repr``.
+    """
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
 def _line(name: str, kind: str, help_text: str, value: float) -> str:
-    return f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n{name} {value:g}\n"
+    return f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n{name} {format_value(value)}\n"
 
 
 def render_prometheus(counters: Mapping[str, int], gauges: Mapping[str, tuple[float, str]]) -> str:
@@ -54,11 +72,11 @@ def render_prometheus(counters: Mapping[str, int], gauges: Mapping[str, tuple[fl
         gauges: ``name -> (value, help)``; exported as ``nostall_cache_<name>``.
     """
     parts = [
-        _line(f"nostall_cache_{name}_total", "counter", COUNTERS.get(name, name), float(value))
+        _line(f"nostall_cache_{name}_total", "counter", COUNTERS.get(name, name), value)
         for name, value in counters.items()
     ]
     parts += [
-        _line(f"nostall_cache_{name}", "gauge", help_text, float(value))
+        _line(f"nostall_cache_{name}", "gauge", help_text, value)
         for name, (value, help_text) in gauges.items()
     ]
     return "".join(parts)

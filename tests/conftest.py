@@ -22,18 +22,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray for the whole test session (2 CPUs, no dashboard), shut down at the end."""
+    """One local Ray for the whole test session (2 CPUs, no dashboard), shut down at the end.
+
+    Started by ``precompute.raylocal``, so it dies with the test process even when that is
+    killed (a timeout): no Ray process outlives the session.
+    """
     ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        # address="local": a new local Ray of our own, never a cluster `ray start` left running here.
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            logging_level="ERROR",
-            log_to_driver=False,
-        )
+    from precompute.raylocal import start_local_ray
+
+    local = None if ray.is_initialized() else start_local_ray(num_cpus=2)
     yield ray
-    if started:
-        ray.shutdown()
+    if local is not None:
+        local.stop()

@@ -114,9 +114,11 @@ BAD_REQUESTS = [
     ({"source": "ds", "spec": {"variants": 2, "augment": [1, 2]}}, "spec"),
     ({"source": "ds", "spec": {"size": 16, "shard_samples": 10, "chunk_samples": 4}}, "multiple"),
     ({"source": "ds", "spec": "big"}, "mapping"),
-    ({"spec": SPEC}, "body must be"),
-    ({"source": "ds", "spec": SPEC, "extra": 1}, "body must be"),
-    ([1, 2], "body must be"),
+    ({"spec": SPEC}, 'body lacks "source"'),
+    ({"source": "ds"}, 'body lacks "spec"'),  # was a silent 224 px build
+    ({}, 'body lacks "source", "spec"'),
+    ({"source": "ds", "spec": SPEC, "extra": 1}, "unknown body field(s) ['extra']"),
+    ([1, 2], "body must be a JSON object"),
 ]
 
 
@@ -127,6 +129,16 @@ def test_bad_requests_get_400_naming_the_problem(
     r = httpx.post(f"{server[0]}/stores", json=body, timeout=30)
     assert r.status_code == 400, r.text
     assert message in r.json()["error"]
+
+
+def test_metrics_print_integers_exactly(roots: dict[str, Path]) -> None:
+    budget = 91_558_123  # %g printed 9.15581e+07
+    cache = Cache(roots["base"] / "cache-metrics", budget, builder=index_builder())
+    with serving(create_app(cache, SourcePolicy([roots["data"]]))) as url:
+        text = httpx.get(f"{url}/metrics", timeout=30).text
+    lines = dict(ln.rsplit(" ", 1) for ln in text.splitlines() if ln[0] != "#")
+    assert lines["nostall_cache_budget_bytes"] == str(budget)
+    assert all(value.isdigit() for value in lines.values()), text
 
 
 def test_malformed_bodies_and_keys(server: tuple[str, Cache]) -> None:

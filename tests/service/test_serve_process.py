@@ -1,0 +1,121 @@
+"""``python -m service`` as a real process: what its log says, and what is left when it stops."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tests.service.helpers import SPEC, make_source
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """Run the server in its own session (as a shell job is); yield it, its URL and its log."""
+    make_source(tmp_path / "data" / "ds")
+    port, log = _free_port(), tmp_path / "server.log"
+    args = ["--root", str(tmp_path / "cache"), "--source-root", str(tmp_path / "data")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service", *args, "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _until(lambda: _answers(url) or proc.poll() is not None, 60, "the server did not start")
+        assert proc.poll() is None, log.read_text()
+        yield proc, url, log
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _until(ready: object, seconds: float, message: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():  # type: ignore[operator]
+        assert time.monotonic() < deadline, message
+        time.sleep(0.05)
+
+
+def test_client_disconnecting_mid_request_costs_one_log_line(tmp_path: Path) -> None:
+    with _serve(tmp_path) as (proc, url, log):
+        port = int(url.rsplit(":", 1)[1])
+        head = b"POST /stores HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(head + b'{"source": "ds", ')  # then hang up mid-body
+        _until(lambda: b"disconnect" in log.read_bytes().lower(), 30, "nothing logged")
+        assert _answers(url)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    lines = [ln for ln in text.splitlines() if "disconnect" in ln.lower()]
+    assert len(lines) == 1 and "POST /stores" in lines[0], text
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for proc in procs:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ctrl_c_after_a_build_leaves_no_ray_process(tmp_path: Path) -> None:
+    with _serve(tmp_path) as (proc, url, log):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            key = client.post("/stores", json={"source": "ds", "spec": SPEC}).json()["key"]
+            deadline = time.monotonic() + 240
+            while (doc := client.get(f"/stores/{key}").json())["status"] not in ("ready", "failed"):
+                assert time.monotonic() < deadline, doc
+                time.sleep(0.2)
+            assert doc["status"] == "ready", doc
+        family = psutil.Process(proc.pid).children(recursive=True)
+        assert any("Agent" in _name(p) for p in family), family
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        proc.wait(timeout=120)
+    _gone, alive = psutil.wait_procs(family, timeout=20)
+    assert not _running(alive), f"outlived the server: {_running(alive)}\n{log.read_text()}"
