@@ -98,10 +98,13 @@ def build(
 ) -> None:
     """Build (or resume) the store of SRC (class folders or a CSV/JSONL manifest) at --out."""
     from precompute.job import build as run_build
+    from precompute.outputs import check_output
 
     spec = spec_from_options(spec_file, options)
-    if "://" in out or (Path(out).exists() and not Path(out).is_dir()):
-        raise UsageFailure(f"--out {out}: must be a local folder (new, or a store to resume)")
+    try:
+        check_output(out, src)
+    except StoreError as exc:
+        raise UsageFailure(str(exc)) from exc
     try:
         run_build(
             src, out, spec, ray_address=ray_address, progress=not quiet, content_hash=content_hash

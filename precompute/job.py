@@ -187,7 +187,7 @@ def build(
     from tqdm import tqdm
 
     t0 = time.perf_counter()
-    check_output(out)
+    check_output(out, src)
     source = list_source(src)
     fp = fingerprint(source, content_hash=content_hash)
     root = Path(out).absolute()
