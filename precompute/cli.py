@@ -29,6 +29,7 @@ _SPEC_FLAGS = (
     "variants",
     "on_error",
     "max_pixels",
+    "max_bytes",
 )
 
 
@@ -83,6 +84,7 @@ def cli() -> None:
 @click.option("--variants", type=int, help="K offline-augmented copies per sample.")
 @click.option("--on-error", help="raise (default) | skip: what to do with a bad input.")
 @click.option("--max-pixels", type=int, help="Refuse inputs whose header claims more pixels.")
+@click.option("--max-bytes", type=int, help="Refuse inputs larger than this (default 256 MiB).")
 @click.option("--ray-address", help="Ray cluster address (default: start local Ray).")
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
@@ -179,15 +181,18 @@ def _stream_once(store: Path, size: int) -> str:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     crop = size * 7 // 8
-    loader = StoreLoader(store, 64, device=device, drop_last=False,
-                         augment=TrainAugment(size=(crop, crop)))
+    loader = StoreLoader(
+        store, 64, device=device, drop_last=False, augment=TrainAugment(size=(crop, crop))
+    )
     start, n, shape = time.perf_counter(), 0, "no batch"
     for batch in loader:
         n += len(batch["index"])
         shape = f"{tuple(batch['image'].shape)} {batch['image'].dtype}"
     rate = n / max(time.perf_counter() - start, 1e-9)
-    return (f"loader     1 epoch on {device}: {n} samples, batches of {shape}, "
-            f"{rate:,.0f} samples/s (StoreLoader + TrainAugment)")
+    return (
+        f"loader     1 epoch on {device}: {n} samples, batches of {shape}, "
+        f"{rate:,.0f} samples/s (StoreLoader + TrainAugment)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

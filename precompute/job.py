@@ -188,7 +188,7 @@ def build(
 
     t0 = time.perf_counter()
     check_output(out, src)
-    source = list_source(src)
+    source = list_source(src, spec.on_error)
     fp = fingerprint(source, content_hash=content_hash)
     root = Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))

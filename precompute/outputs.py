@@ -136,6 +136,7 @@ def build_report(
         "transform_version": TRANSFORM_VERSION,
         "source": source.root,
         "classes": list(source.classes),
+        "num_classes": source.num_classes,
         "num_inputs": len(source.items) + len(source.skipped),
         "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
         "shards_built": len(results),

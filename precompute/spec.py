@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precompute.errors import SpecError
+from precompute.inputs import DEFAULT_MAX_BYTES
 
 __all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
 
@@ -22,6 +23,9 @@ MODES = ("letterbox", "center-crop", "squash")
 ON_ERROR = ("raise", "skip")
 # Pillow's own default decompression-bomb limit; a header claiming more pixels is refused.
 DEFAULT_MAX_PIXELS = 89_478_485
+# Fields added after stores were first built: left out of the digest while at their default,
+# so a store built before keeps its identity (and its cache key).
+_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES}
 
 
 def _range(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
@@ -105,6 +109,7 @@ class BuildSpec:
         augment: Offline augmentation policy; required iff ``variants > 1``.
         on_error: ``raise`` on the first bad input, or ``skip`` it and record why.
         max_pixels: Inputs whose header claims more pixels are refused (decompression bombs).
+        max_bytes: Inputs of more bytes are refused without being read (default 256 MiB).
         fill: Letterbox padding value.
     """
 
@@ -117,6 +122,7 @@ class BuildSpec:
     augment: AugmentPolicy | None = None
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_bytes: int = DEFAULT_MAX_BYTES
     fill: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -127,6 +133,7 @@ class BuildSpec:
         self._check_int("chunk_samples", 1, 1 << 20)
         self._check_int("variants", 1, 64)
         self._check_int("max_pixels", 1, 1 << 40)
+        self._check_int("max_bytes", 1, 1 << 40)
         self._check_int("fill", 0, 255)
         if self.mode not in MODES:
             raise SpecError(f"mode must be one of {MODES}, got {self.mode!r}")
@@ -173,8 +180,12 @@ class BuildSpec:
             raise SpecError(f"invalid build spec: {exc}") from exc
 
     def canonical_json(self) -> str:
-        """Return the spec as sorted, compact JSON: the input of :meth:`digest`."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Return the spec as sorted, compact JSON: the input of :meth:`digest`.
+
+        Fields added later (``max_bytes``) are left out while at their default.
+        """
+        data = {k: v for k, v in self.to_dict().items() if _LATE_DEFAULTS.get(k, self) != v}
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
         """Return the sha256 hex digest of the canonical JSON."""
