@@ -37,15 +37,27 @@ class UsageFailure(click.UsageError):
     """A usage error (exit 2) reported on one line."""
 
 
+def _yaml_reason(exc: Exception) -> str:
+    """One line: where in the file, and the problem (PyYAML's own text spans lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())
+
+
 def _load_spec_file(path: str | None) -> dict[str, Any]:
     if path is None:
         return {}
     import yaml  # a dependency of ray
 
+    from precompute.inputs import read_input
+
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(read_input(path, max_bytes=1 << 20).decode("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageFailure(f"--spec {path}: cannot read spec file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageFailure(f"--spec {path}: cannot read spec file: {_yaml_reason(exc)}") from exc
     if not isinstance(data, dict):
         raise UsageFailure(f"--spec {path}: a spec file must hold a mapping")
     return data
@@ -58,7 +70,8 @@ def spec_from_options(spec_file: str | None, options: dict[str, Any]) -> BuildSp
     try:
         return BuildSpec.from_dict(data)
     except SpecError as exc:
-        raise UsageFailure(str(exc)) from exc
+        where = f"--spec {spec_file} (and flags): " if spec_file else ""
+        raise UsageFailure(f"{where}{exc}") from exc
 
 
 @click.group(

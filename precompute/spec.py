@@ -28,23 +28,37 @@ DEFAULT_MAX_PIXELS = 89_478_485
 _LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES}
 
 
-def _range(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
+def _show(value: Any) -> str:
+    """A short repr of a user value for a one-line error (huge ints have no repr)."""
     try:
-        a, b = (float(v) for v in value)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{name} must be a pair of numbers, got {value!r}") from exc
+        text = repr(value)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        text = f"<an integer of {value.bit_length()} bits>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{name} must be a number, got {_show(value)}")
+    try:
+        return float(value)
+    except OverflowError as exc:
+        raise SpecError(f"{name} must be a finite number, got {_show(value)}") from exc
+
+
+def _range(name: str, value: Any, lo: float, hi: float) -> tuple[float, float]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise SpecError(f"{name} must be a pair of numbers, got {_show(value)}")
+    a, b = (_number(name, v) for v in value)
     if not (lo <= a <= b <= hi):
-        raise SpecError(f"{name} must satisfy {lo} <= low <= high <= {hi}, got {value!r}")
+        raise SpecError(f"{name} must satisfy {lo} <= low <= high <= {hi}, got {_show(value)}")
     return (a, b)
 
 
 def _nonneg(name: str, value: Any, hi: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{name} must be a number, got {value!r}") from exc
+    v = _number(name, value)
     if not 0.0 <= v <= hi:
-        raise SpecError(f"{name} must lie in [0, {hi}], got {value!r}")
+        raise SpecError(f"{name} must lie in [0, {hi}], got {_show(value)}")
     return v
 
 
@@ -89,7 +103,7 @@ class AugmentPolicy:
 
 def _check_keys(where: str, data: Mapping[str, Any], cls: type) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(str(k) for k in set(data) - known)
     if unknown:
         raise SpecError(f"unknown {where} field(s) {unknown}; known: {sorted(known)}")
 
@@ -136,27 +150,27 @@ class BuildSpec:
         self._check_int("max_bytes", 1, 1 << 40)
         self._check_int("fill", 0, 255)
         if self.mode not in MODES:
-            raise SpecError(f"mode must be one of {MODES}, got {self.mode!r}")
+            raise SpecError(f"mode must be one of {MODES}, got {_show(self.mode)}")
         if self.on_error not in ON_ERROR:
-            raise SpecError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
+            raise SpecError(f"on_error must be one of {ON_ERROR}, got {_show(self.on_error)}")
         if self.shard_samples % self.chunk_samples:
             raise SpecError(
                 f"shard_samples ({self.shard_samples}) must be a multiple of "
                 f"chunk_samples ({self.chunk_samples})"
             )
         if self.augment is not None and not isinstance(self.augment, AugmentPolicy):
-            raise SpecError(f"spec field augment must be a mapping, got {self.augment!r}")
+            raise SpecError(f"spec field augment must be a mapping, got {_show(self.augment)}")
         if self.variants > 1 and self.augment is None:
             object.__setattr__(self, "augment", AugmentPolicy())
         if self.variants == 1 and self.augment is not None:
             raise SpecError("augment is only used with variants > 1; set variants or drop augment")
         if self.extra:
-            raise SpecError(f"unknown build spec field(s) {sorted(self.extra)}")
+            raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
 
     def _check_int(self, name: str, lo: int, hi: int) -> None:
         value = getattr(self, name)
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise SpecError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+            raise SpecError(f"{name} must be an integer in [{lo}, {hi}], got {_show(value)}")
 
     def to_dict(self) -> dict[str, Any]:
         """Return the canonical JSON-ready dict (every field, defaults included)."""
