@@ -8,9 +8,9 @@ input (an image, a manifest, a content hash) goes through here:
   ``fstat``-ed after (opened with ``O_NONBLOCK``, so a FIFO cannot block the ``open``);
   anything else is refused with its kind (``FIFO``, ``character device``, ...).
 - **A byte bound**: at most ``max_bytes`` are read; a larger input is refused, never loaded.
-- **A deadline**: the bytes are pumped by a daemon thread; if no chunk arrives for
-  ``deadline_s`` seconds the read is abandoned (the stuck thread is left behind, blocked in
-  the kernel or the network client) and refused.
+- **A deadline**: the bytes are pumped by a daemon thread (idle ones are reused); if no chunk
+  arrives for ``deadline_s`` seconds the read is abandoned (the stuck thread is left behind,
+  blocked in the kernel or the network client) and refused.
 
 Refusals raise :class:`~precompute.errors.InputError` (an ``OSError``) with a stable reason.
 """
@@ -108,12 +108,34 @@ def _pump(
         _put(q, exc, stop)
 
 
+_idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+_idle_lock = threading.Lock()
+os.register_at_fork(after_in_child=_idle.clear)  # a forked child has none of these threads
+
+
+def _serve(inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        inbox.get()()
+        with _idle_lock:
+            _idle.append(inbox)  # only a thread that finished is reused; a stuck one never is
+
+
+def _submit(job: Callable[[], None]) -> None:
+    """Run ``job`` on an idle daemon thread, or on a new one."""
+    with _idle_lock:
+        inbox = _idle.pop() if _idle else None
+    if inbox is None:
+        inbox = queue.SimpleQueue()
+        threading.Thread(target=_serve, args=(inbox,), daemon=True, name="nostall-input").start()
+    inbox.put(job)
+
+
 def _chunks(where: str, limit: int | None, deadline_s: float) -> Iterator[bytes]:
     """Yield the chunks of ``where`` (at most ``limit`` bytes) read by a daemon thread."""
     q: queue.Queue[Any] = queue.Queue(maxsize=4)
     stop = threading.Event()
-    args = (_opener(where), limit, q, stop)
-    threading.Thread(target=_pump, args=args, daemon=True, name="nostall-input").start()
+    open_fn = _opener(where)
+    _submit(lambda: _pump(open_fn, limit, q, stop))
     try:
         while True:
             try:

@@ -16,6 +16,7 @@ import pytest
 
 from precompute import InputError, SourceError, fingerprint, list_source
 from precompute.errors import DecodeError
+from precompute.inputs import read_input
 from precompute.stages.decode import decode_bytes
 from tests.precompute.conftest import jpeg_bytes
 
@@ -145,6 +146,8 @@ def test_stuck_read_has_a_deadline(stalling_url: str, tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"/a\.jpg: read stuck: no data for 1 s"):
         src.read_bytes(f"{stalling_url}/a.jpg", deadline_s=1.0)
     assert time.monotonic() - t0 < 10
+    (tmp_path / "ok.jpg").write_bytes(b"after")  # the stuck reader is not reused
+    assert read_input(str(tmp_path / "ok.jpg"), deadline_s=5.0) == b"after"
 
 
 def test_decode_reasons_carry_no_memory_address() -> None:
