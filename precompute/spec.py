@@ -23,8 +23,8 @@ MODES = ("letterbox", "center-crop", "squash")
 ON_ERROR = ("raise", "skip")
 # Pillow's own default decompression-bomb limit; a header claiming more pixels is refused.
 DEFAULT_MAX_PIXELS = 89_478_485
-# Fields added after stores were first built: left out of the digest while at their default,
-# so a store built before keeps its identity (and its cache key).
+# Fields added after stores were first built: left out of to_dict() while at their default,
+# so a store built before keeps its spec hash and its cache key.
 _LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES}
 
 
@@ -173,10 +173,14 @@ class BuildSpec:
             raise SpecError(f"{name} must be an integer in [{lo}, {hi}], got {_show(value)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the canonical JSON-ready dict (every field, defaults included)."""
+        """Return the canonical JSON-ready dict (every field, defaults included).
+
+        Fields added after stores were first built (``max_bytes``) are left out while at their
+        default, so the spec hash and the cache key of an existing store stay the same.
+        """
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out["augment"] = self.augment.to_dict() if self.augment else None
-        return out
+        return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BuildSpec:
@@ -194,12 +198,8 @@ class BuildSpec:
             raise SpecError(f"invalid build spec: {exc}") from exc
 
     def canonical_json(self) -> str:
-        """Return the spec as sorted, compact JSON: the input of :meth:`digest`.
-
-        Fields added later (``max_bytes``) are left out while at their default.
-        """
-        data = {k: v for k, v in self.to_dict().items() if _LATE_DEFAULTS.get(k, self) != v}
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+        """Return the spec as sorted, compact JSON: the input of :meth:`digest`."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
         """Return the sha256 hex digest of the canonical JSON."""
