@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from precompute.errors import InputError, SourceError
+from precompute.errors import InputError
 from precompute.inputs import hash_input
 
 if TYPE_CHECKING:
@@ -26,6 +26,15 @@ def _content_record(source: Source, key: str, label: int) -> str:
     return f"{key}\0{digest}\0{label}\n"
 
 
+def _stat_record(source: Source, key: str, label: int) -> str:
+    """``key, size, mtime_ns, label``; an input that cannot be stat-ed records its reason."""
+    try:
+        size, mtime = source.stat(key)
+    except OSError as exc:  # missing, a symlink loop, ...: the build skips or names it
+        return f"{key}\0!{exc.strerror or type(exc).__name__}\0{label}\n"
+    return f"{key}\0{size}\0{mtime}\0{label}\n"
+
+
 def fingerprint(source: Source, content_hash: bool = False) -> str:
     """Return a sha256 hex digest identifying the source's files and labels.
 
@@ -33,11 +42,8 @@ def fingerprint(source: Source, content_hash: bool = False) -> str:
     each); with ``content_hash=True`` it hashes ``(key, sha256(bytes), label)`` instead, so a
     copy of the same files elsewhere, or a touched file, gives the same fingerprint. Contents
     are streamed from regular files only, with the read deadline of :mod:`precompute.inputs`;
-    an input that cannot be read (a FIFO, a device, a missing file) is hashed as its reason,
-    and the build itself then skips it or names it.
-
-    Raises:
-        SourceError: An item cannot be ``stat``-ed (size and mtime fingerprint).
+    an input that cannot be read or ``stat``-ed (a FIFO, a device, a missing file, a symlink
+    loop) is hashed as its reason, and the build itself then skips it or names it.
     """
     h = hashlib.sha256(b"nostall.source.v1\0")
     h.update(json.dumps(list(source.classes)).encode() + b"\0")
@@ -45,10 +51,6 @@ def fingerprint(source: Source, content_hash: bool = False) -> str:
         if content_hash:
             record = _content_record(source, key, label)
         else:
-            try:
-                size, mtime = source.stat(key)
-            except OSError as exc:
-                raise SourceError(f"{source.locate(key)}: cannot stat: {exc}") from exc
-            record = f"{key}\0{size}\0{mtime}\0{label}\n"
+            record = _stat_record(source, key, label)
         h.update(record.encode())
     return h.hexdigest()

@@ -121,3 +121,18 @@ def test_label_holes_keep_their_slots_empty(ray_local: None, tmp_path: Path) -> 
             "reason": "line 2: label must be an integer or a class name, got a list",
         }
     ]
+
+
+def test_manifest_with_symlink_loop_and_missing_file(ray_local: None, tmp_path: Path) -> None:
+    """Neither the fingerprint nor the read aborts: the policy decides, naming the file."""
+    _images(tmp_path / "img", 2)
+    os.symlink("loop2", tmp_path / "loop1.jpg")
+    os.symlink("loop1.jpg", tmp_path / "loop2")
+    (tmp_path / "m.csv").write_text("img/0.jpg,0\nimg/1.jpg,1\nloop1.jpg,1\ngone.jpg,0\n")
+    attrs = build(str(tmp_path / "m.csv"), str(tmp_path / "s"), SKIP, progress=False)
+    skipped = {s["key"]: s["reason"] for s in attrs["report"]["skipped"]}
+    assert skipped.keys() == {"loop1.jpg", "gone.jpg"} and attrs["num_valid"] == 2
+    assert "Too many levels of symbolic links" in skipped["loop1.jpg"]
+    assert "No such file or directory" in skipped["gone.jpg"]
+    with pytest.raises(DecodeError, match=r"(loop1|gone)\.jpg: cannot read: "):
+        build(str(tmp_path / "m.csv"), str(tmp_path / "r"), BuildSpec(size=16), progress=False)
