@@ -100,3 +100,17 @@ def test_huge_label_is_refused_quickly_with_little_memory(tmp_path: Path) -> Non
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "line 1: label 10000000000 is larger than MAX_LABEL" in run.stdout
+
+
+def test_cli_names_the_manifest_line_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precompute.cli import main
+
+    path = _csv(tmp_path, "a.jpg,2\nb.jpg,10\nc.jpg,cat\n")
+    with pytest.raises(SystemExit) as info:
+        main(["build", path, "--out", str(tmp_path / "out" / "s")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert f'{path}: line 3: label "cat" is a class name' in err
+    assert not (tmp_path / "out").exists()
