@@ -110,7 +110,16 @@ def _pump(
 
 _idle: list[queue.SimpleQueue[Callable[[], None]]] = []
 _idle_lock = threading.Lock()
-os.register_at_fork(after_in_child=_idle.clear)  # a forked child has none of these threads
+
+
+def _after_fork() -> None:
+    """A forked child has none of the reader threads, and maybe a lock held by one."""
+    global _idle_lock
+    _idle.clear()
+    _idle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _serve(inbox: queue.SimpleQueue[Callable[[], None]]) -> None:

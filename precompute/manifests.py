@@ -59,7 +59,7 @@ def _csv_rows(src: str, text: str) -> list[Row]:
     try:
         rows = [(reader.line_num, r) for r in reader if any(c.strip() for c in r)]
     except csv.Error as exc:
-        raise SourceError(f"{src}: line {reader.line_num + 1}: not CSV ({exc})") from exc
+        raise SourceError(f"{src}: line {max(reader.line_num, 1)}: not CSV ({exc})") from exc
     ip, il = 0, 1
     head = [c.strip().lower() for c in rows[0][1]] if rows else []
     if "path" in head and "label" in head:

@@ -157,3 +157,19 @@ def test_decode_reasons_carry_no_memory_address() -> None:
     assert info.value.reason == (
         "not a readable image (UnidentifiedImageError: cannot identify image file)"
     )
+
+
+@pytest.mark.timeout(60)
+def test_reads_work_in_a_forked_child(tmp_path: Path) -> None:
+    """Idle reader threads do not survive a fork; the child starts its own."""
+    (tmp_path / "x.jpg").write_bytes(b"data")
+    assert read_input(str(tmp_path / "x.jpg")) == b"data"  # leaves an idle reader behind
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: never back into pytest
+        code = 1
+        try:
+            code = 0 if read_input(str(tmp_path / "x.jpg"), deadline_s=5.0) == b"data" else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
