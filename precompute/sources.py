@@ -131,8 +131,11 @@ def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
             (a :class:`SourceError` naming the line) or ``skip`` (recorded in ``skipped``).
 
     Raises:
-        SourceError: The path is missing, holds no images, or the manifest is malformed.
+        SourceError: The path is missing, holds no images, the manifest is malformed, or
+            ``on_error`` is neither ``raise`` nor ``skip``.
     """
+    if on_error not in ("raise", "skip"):
+        raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     src = _strip_file_scheme(os.fspath(src))
     if src.lower().endswith(MANIFEST_EXTENSIONS):
         return _list_manifest(src, on_error)

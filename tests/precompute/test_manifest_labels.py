@@ -114,3 +114,8 @@ def test_cli_names_the_manifest_line_in_one_line(
     assert info.value.code == 2 and len(err.strip().splitlines()) == 1
     assert f'{path}: line 3: label "cat" is a class name' in err
     assert not (tmp_path / "out").exists()
+
+
+def test_unknown_policy_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="on_error must be 'raise' or 'skip', got 'ignore'"):
+        list_source(_csv(tmp_path, "a.jpg,1\n"), on_error="ignore")
