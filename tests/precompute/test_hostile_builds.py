@@ -11,6 +11,7 @@ import pytest
 import zarr
 
 from precompute import BuildSpec, DecodeError, build
+from precompute.cli import main
 from precompute.summary import store_summary
 from tests.precompute.conftest import bad_inputs, jpeg_bytes
 
@@ -84,7 +85,9 @@ def test_integer_labels_build_without_a_class_list(ray_local: None, tmp_path: Pa
     assert "classes    integer labels as given, largest 3000000" in store_summary(tmp_path / "s")
 
 
-def test_two_builds_of_one_source_record_identical_reasons(ray_local: None, tmp_path: Path) -> None:
+def test_two_builds_of_one_source_record_identical_reasons(
+    ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "src"
     _images(src / "a", 4)
     for name, data in bad_inputs().items():
@@ -94,11 +97,16 @@ def test_two_builds_of_one_source_record_identical_reasons(ray_local: None, tmp_
     for _ in range(2):
         shutil.rmtree(out, ignore_errors=True)
         attrs = build(str(src), str(out), SKIP, progress=False)
-        summary = [ln for ln in store_summary(out).splitlines() if not ln.startswith("build ")]
-        runs.append((json.dumps(attrs["report"]["skipped"]), summary))
+        capsys.readouterr()
+        main(["inspect", str(out)])  # returns on success (exits only on an error)
+        shown = [ln for ln in capsys.readouterr().out.splitlines() if not ln.startswith("build ")]
+        runs.append((json.dumps(attrs["report"]["skipped"]), shown))
     assert runs[0] == runs[1]
     assert "0x" not in runs[0][0]
-    assert any("cannot identify image file)" in line for line in runs[0][1])
+    assert (
+        "skipped    a/zz_text.jpg: not a readable image (UnidentifiedImageError: cannot "
+        "identify image file)" in runs[0][1]
+    )
 
 
 def test_label_holes_keep_their_slots_empty(ray_local: None, tmp_path: Path) -> None:
