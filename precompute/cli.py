@@ -29,6 +29,7 @@ _SPEC_FLAGS = (
     "variants",
     "on_error",
     "max_pixels",
+    "max_bytes",
 )
 
 
@@ -36,15 +37,27 @@ class UsageFailure(click.UsageError):
     """A usage error (exit 2) reported on one line."""
 
 
+def _yaml_reason(exc: Exception) -> str:
+    """One line: where in the file, and the problem (PyYAML's own text spans lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())
+
+
 def _load_spec_file(path: str | None) -> dict[str, Any]:
     if path is None:
         return {}
     import yaml  # a dependency of ray
 
+    from precompute.inputs import read_input
+
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(read_input(path, max_bytes=1 << 20).decode("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageFailure(f"--spec {path}: cannot read spec file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageFailure(f"--spec {path}: cannot read spec file: {_yaml_reason(exc)}") from exc
     if not isinstance(data, dict):
         raise UsageFailure(f"--spec {path}: a spec file must hold a mapping")
     return data
@@ -57,7 +70,8 @@ def spec_from_options(spec_file: str | None, options: dict[str, Any]) -> BuildSp
     try:
         return BuildSpec.from_dict(data)
     except SpecError as exc:
-        raise UsageFailure(str(exc)) from exc
+        where = f"--spec {spec_file} (and flags): " if spec_file else ""
+        raise UsageFailure(f"{where}{exc}") from exc
 
 
 @click.group(
@@ -83,6 +97,7 @@ def cli() -> None:
 @click.option("--variants", type=int, help="K offline-augmented copies per sample.")
 @click.option("--on-error", help="raise (default) | skip: what to do with a bad input.")
 @click.option("--max-pixels", type=int, help="Refuse inputs whose header claims more pixels.")
+@click.option("--max-bytes", type=int, help="Refuse inputs larger than this (default 256 MiB).")
 @click.option("--ray-address", help="Ray cluster address (default: start local Ray).")
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
@@ -98,10 +113,13 @@ def build(
 ) -> None:
     """Build (or resume) the store of SRC (class folders or a CSV/JSONL manifest) at --out."""
     from precompute.job import build as run_build
+    from precompute.outputs import check_output
 
     spec = spec_from_options(spec_file, options)
-    if "://" in out or (Path(out).exists() and not Path(out).is_dir()):
-        raise UsageFailure(f"--out {out}: must be a local folder (new, or a store to resume)")
+    try:
+        check_output(out, src)
+    except StoreError as exc:
+        raise UsageFailure(str(exc)) from exc
     try:
         run_build(
             src, out, spec, ray_address=ray_address, progress=not quiet, content_hash=content_hash
@@ -176,15 +194,18 @@ def _stream_once(store: Path, size: int) -> str:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     crop = size * 7 // 8
-    loader = StoreLoader(store, 64, device=device, drop_last=False,
-                         augment=TrainAugment(size=(crop, crop)))
+    loader = StoreLoader(
+        store, 64, device=device, drop_last=False, augment=TrainAugment(size=(crop, crop))
+    )
     start, n, shape = time.perf_counter(), 0, "no batch"
     for batch in loader:
         n += len(batch["index"])
         shape = f"{tuple(batch['image'].shape)} {batch['image'].dtype}"
     rate = n / max(time.perf_counter() - start, 1e-9)
-    return (f"loader     1 epoch on {device}: {n} samples, batches of {shape}, "
-            f"{rate:,.0f} samples/s (StoreLoader + TrainAugment)")
+    return (
+        f"loader     1 epoch on {device}: {n} samples, batches of {shape}, "
+        f"{rate:,.0f} samples/s (StoreLoader + TrainAugment)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from precompute.errors import SourceError
+from precompute.errors import InputError
+from precompute.inputs import hash_input
 
 if TYPE_CHECKING:
     from precompute.sources import Source
@@ -14,24 +15,42 @@ if TYPE_CHECKING:
 __all__ = ["fingerprint"]
 
 
+def _content_record(source: Source, key: str, label: int) -> str:
+    """``key, sha256, label``; an unreadable input records its stable reason instead."""
+    try:
+        digest = hash_input(source.locate(key))
+    except InputError as exc:  # a FIFO, a device, a stuck read: the build skips or names it
+        digest = f"!{exc.reason}"
+    except OSError as exc:
+        digest = f"!{exc.strerror or type(exc).__name__}"
+    return f"{key}\0{digest}\0{label}\n"
+
+
+def _stat_record(source: Source, key: str, label: int) -> str:
+    """``key, size, mtime_ns, label``; an input that cannot be stat-ed records its reason."""
+    try:
+        size, mtime = source.stat(key)
+    except OSError as exc:  # missing, a symlink loop, ...: the build skips or names it
+        return f"{key}\0!{exc.strerror or type(exc).__name__}\0{label}\n"
+    return f"{key}\0{size}\0{mtime}\0{label}\n"
+
+
 def fingerprint(source: Source, content_hash: bool = False) -> str:
     """Return a sha256 hex digest identifying the source's files and labels.
 
     By default it hashes ``(key, size, mtime_ns, label)`` of every item (cheap: one ``stat``
     each); with ``content_hash=True`` it hashes ``(key, sha256(bytes), label)`` instead, so a
-    copy of the same files elsewhere, or a touched file, gives the same fingerprint.
+    copy of the same files elsewhere, or a touched file, gives the same fingerprint. Contents
+    are streamed from regular files only, with the read deadline of :mod:`precompute.inputs`;
+    an input that cannot be read or ``stat``-ed (a FIFO, a device, a missing file, a symlink
+    loop) is hashed as its reason, and the build itself then skips it or names it.
     """
     h = hashlib.sha256(b"nostall.source.v1\0")
     h.update(json.dumps(list(source.classes)).encode() + b"\0")
     for key, label in source.items:
         if content_hash:
-            digest = hashlib.sha256(source.read_bytes(key)).hexdigest()
-            record = f"{key}\0{digest}\0{label}\n"
+            record = _content_record(source, key, label)
         else:
-            try:
-                size, mtime = source.stat(key)
-            except OSError as exc:
-                raise SourceError(f"{source.locate(key)}: cannot stat: {exc}") from exc
-            record = f"{key}\0{size}\0{mtime}\0{label}\n"
+            record = _stat_record(source, key, label)
         h.update(record.encode())
     return h.hexdigest()

@@ -6,11 +6,23 @@ service) can turn them into one-line messages without catching unrelated bugs.
 
 from __future__ import annotations
 
+import re
+
+# ``<_io.BytesIO object at 0x7f...>`` and the like: a memory address differs on every run.
+_ADDRESS = re.compile(r"\s*<[^<>]*\bat 0x[0-9a-fA-F]+>|\s+at 0x[0-9a-fA-F]+")
+
+
+def stable_reason(text: str) -> str:
+    """Return ``text`` without object reprs that carry memory addresses (stable across runs)."""
+    return _ADDRESS.sub("", text)
+
+
 __all__ = [
     "BuildError",
     "BuildLockedError",
     "ClusterError",
     "DecodeError",
+    "InputError",
     "PrecomputeError",
     "SourceError",
     "SpecError",
@@ -18,6 +30,7 @@ __all__ = [
     "StoreIncompleteError",
     "StoreMetadataError",
     "StoreMismatchError",
+    "stable_reason",
 ]
 
 
@@ -34,12 +47,36 @@ class SourceError(PrecomputeError):
 
 
 class DecodeError(PrecomputeError):
-    """One input file could not be decoded; ``key`` names it relative to the source root."""
+    """One input file could not be decoded; ``key`` names it relative to the source root.
+
+    The ``reason`` is stable text (:func:`stable_reason`): two builds of the same source
+    record the same reasons.
+    """
 
     def __init__(self, key: str, reason: str) -> None:
+        reason = stable_reason(reason)
         super().__init__(f"{key}: {reason}")
         self.key = key
         self.reason = reason
+
+
+class InputError(PrecomputeError, OSError):
+    """One input cannot be read safely: not a regular file, over ``max_bytes``, or stuck.
+
+    An :class:`OSError` too, so code that handles unreadable files handles these. ``where``
+    is the path or URL, ``reason`` the stable text without it.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str]]:
+        return (type(self), (self.where, self.reason))
 
 
 class StoreError(PrecomputeError):

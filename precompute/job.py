@@ -176,8 +176,8 @@ def build(
     from tqdm import tqdm
 
     t0 = time.perf_counter()
-    check_output(out)
-    source = list_source(src)
+    check_output(out, src)
+    source = list_source(src, spec.on_error)
     fp = fingerprint(source, content_hash=content_hash)
     root = Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))

@@ -9,7 +9,7 @@ from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
 from precompute.format import MARKER_DIR, _read_group_attrs
-from precompute.sources import Source
+from precompute.sources import MANIFEST_EXTENSIONS, Source
 from precompute.spec import BuildSpec
 
 __all__ = [
@@ -66,12 +66,48 @@ def remove_partials(root: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def check_output(out: str) -> None:
-    """Refuse outputs the writer cannot use: URLs and existing non-folders."""
+def check_output(out: str, src: str | None = None) -> None:
+    """Refuse outputs the writer cannot use, before anything is written.
+
+    Refused: URLs, existing non-folders, and (with ``src``) an output that overlaps the local
+    source: the output inside a source folder (it would become a class of the next build) or
+    the source (folder or manifest file) inside the output. Paths are compared after resolving
+    symlinks. A manifest's own folder may hold the output: only the manifest file is the source.
+
+    Raises:
+        StoreError: The output is unusable; the message names it.
+    """
     if "://" in out:
-        raise StoreError(f"{out}: the output must be a local (or mounted shared) folder")
+        raise StoreError(f"--out {out}: must be a local folder (or a mounted shared one)")
     if Path(out).exists() and not Path(out).is_dir():
-        raise StoreError(f"{out}: exists and is not a folder")
+        raise StoreError(f"--out {out}: exists and is not a folder (must be a local folder)")
+    if src is not None:
+        _check_apart(out, src)
+
+
+def _resolved(path: str) -> Path:
+    try:
+        return Path(path).resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # a symlink loop on the way
+        raise StoreError(f"{path}: cannot resolve the path ({exc})") from exc
+
+
+def _check_apart(out: str, src: str) -> None:
+    src = src[len("file://") :] if src.startswith("file://") else src
+    if "://" in src:
+        return  # a remote source cannot overlap a local output
+    o, s = _resolved(out), _resolved(src)
+    is_manifest = src.lower().endswith(MANIFEST_EXTENSIONS)
+    if not is_manifest and (o == s or s in o.parents):
+        raise StoreError(
+            f"--out {out}: lies inside the source {src}; the store would become part of the "
+            "dataset: choose an output folder outside the source"
+        )
+    if o in s.parents:
+        raise StoreError(
+            f"--out {out}: holds the source {src}; choose an output folder that does not "
+            "contain the source"
+        )
 
 
 def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
@@ -106,6 +142,7 @@ def build_report(
         "transform_version": TRANSFORM_VERSION,
         "source": source.root,
         "classes": list(source.classes),
+        "num_classes": source.num_classes,
         "num_inputs": len(source.items) + len(source.skipped),
         "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
         "shards_built": len(results),

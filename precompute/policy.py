@@ -63,19 +63,28 @@ BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
 )
 
 
+def show(value: Any) -> str:
+    """A short repr of a user value for a one-line error (huge ints have no repr)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        text = f"<an integer of {value.bit_length()} bits>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_number(where: str, value: Any, bound: str, error: type[Exception] = SpecError) -> Any:
     """Return ``value`` if it is a number inside ``BOUNDS[bound]``, else raise ``error``."""
     lo, hi = BOUNDS[bound]
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise error(f"{where} must be a number, got {value!r}")
+        raise error(f"{where} must be a number, got {show(value)}")
     if not lo <= value <= hi:
-        raise error(f"{where} must lie in [{lo}, {hi}], got {value!r}")
+        raise error(f"{where} must lie in [{lo}, {hi}], got {show(value)}")
     return value
 
 
 def _floats(where: str, value: Any, bound: str, error: type[Exception]) -> tuple[float, ...]:
     if not isinstance(value, list | tuple):
-        raise error(f"{where} must be a sequence of numbers, got {value!r}")
+        raise error(f"{where} must be a sequence of numbers, got {show(value)}")
     return tuple(float(check_number(f"{where}[{i}]", v, bound, error)) for i, v in enumerate(value))
 
 
@@ -85,7 +94,7 @@ def check_pair(
     """Return ``value`` as an ordered ``(low, high)`` pair of floats inside ``BOUNDS[bound]``."""
     out = _floats(where, value, bound, error)
     if len(out) != 2 or out[0] > out[1]:
-        raise error(f"{where} must be a pair (low, high) with low <= high, got {value!r}")
+        raise error(f"{where} must be a pair (low, high) with low <= high, got {show(value)}")
     return (out[0], out[1])
 
 
@@ -99,7 +108,7 @@ def check_rgb(
     """Return ``value`` as three floats (``names``) inside ``BOUNDS[bound]``."""
     out = _floats(where, value, bound, error)
     if len(out) != 3:
-        raise error(f"{where} must have 3 values ({names}), got {value!r}")
+        raise error(f"{where} must have 3 values ({names}), got {show(value)}")
     return (out[0], out[1], out[2])
 
 

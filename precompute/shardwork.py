@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from precompute.errors import DecodeError
+from precompute.errors import DecodeError, InputError
 from precompute.format import HOLE_LABEL, StoreLayout
 from precompute.plan import ShardTask
 from precompute.sources import Source
@@ -52,9 +52,11 @@ class ShardResult:
         return dict(self.__dict__)
 
 
-def _read(reader: Source, key: str) -> bytes:
+def _read(reader: Source, key: str, max_bytes: int) -> bytes:
     try:
-        return reader.read_bytes(key)
+        return reader.read_bytes(key, max_bytes)
+    except InputError as exc:
+        raise DecodeError(key, exc.reason) from exc
     except OSError as exc:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
@@ -70,7 +72,7 @@ def _run_samples(
     for j, (key, lab) in enumerate(zip(task.keys, task.labels, strict=True)):
         ctx = SampleContext(key=key, slot=task.start + j, seed=job.spec.seed)
         try:
-            data = _read(job.reader, key)
+            data = _read(job.reader, key, job.spec.max_bytes)
             result.bytes_read += len(data)
             image[j], extent[j] = pipe(data, ctx)
         except DecodeError as exc:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from precompute.errors import SpecError
+from precompute.inputs import DEFAULT_MAX_BYTES
 from precompute.policy import POLICIES, Policy, check_number, check_pair
+from precompute.policy import show as _show
 
 __all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
 
@@ -24,6 +26,9 @@ ON_ERROR = ("raise", "skip")
 # Pillow's own default decompression-bomb limit; a header claiming more pixels is refused.
 DEFAULT_MAX_PIXELS = 89_478_485
 _OFFLINE = POLICIES["offline"]
+# Fields added after stores were first built: left out of to_dict() while at their default,
+# so a store built before keeps its spec hash and its cache key.
+_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES}
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ class AugmentPolicy:
 
 def _check_keys(where: str, data: Mapping[str, Any], cls: type) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(str(k) for k in set(data) - known)
     if unknown:
         raise SpecError(f"unknown {where} field(s) {unknown}; known: {sorted(known)}")
 
@@ -119,6 +124,7 @@ class BuildSpec:
         augment: Offline augmentation policy; required iff ``variants > 1``.
         on_error: ``raise`` on the first bad input, or ``skip`` it and record why.
         max_pixels: Inputs whose header claims more pixels are refused (decompression bombs).
+        max_bytes: Inputs of more bytes are refused without being read (default 256 MiB).
         fill: Letterbox padding value.
     """
 
@@ -131,6 +137,7 @@ class BuildSpec:
     augment: AugmentPolicy | None = None
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_bytes: int = DEFAULT_MAX_BYTES
     fill: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -141,35 +148,40 @@ class BuildSpec:
         self._check_int("chunk_samples", 1, 1 << 20)
         self._check_int("variants", 1, 64)
         self._check_int("max_pixels", 1, 1 << 40)
+        self._check_int("max_bytes", 1, 1 << 40)
         self._check_int("fill", 0, 255)
         if self.mode not in MODES:
-            raise SpecError(f"mode must be one of {MODES}, got {self.mode!r}")
+            raise SpecError(f"mode must be one of {MODES}, got {_show(self.mode)}")
         if self.on_error not in ON_ERROR:
-            raise SpecError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
+            raise SpecError(f"on_error must be one of {ON_ERROR}, got {_show(self.on_error)}")
         if self.shard_samples % self.chunk_samples:
             raise SpecError(
                 f"shard_samples ({self.shard_samples}) must be a multiple of "
                 f"chunk_samples ({self.chunk_samples})"
             )
         if self.augment is not None and not isinstance(self.augment, AugmentPolicy):
-            raise SpecError(f"spec field augment must be a mapping, got {self.augment!r}")
+            raise SpecError(f"spec field augment must be a mapping, got {_show(self.augment)}")
         if self.variants > 1 and self.augment is None:
             object.__setattr__(self, "augment", AugmentPolicy())
         if self.variants == 1 and self.augment is not None:
             raise SpecError("augment is only used with variants > 1; set variants or drop augment")
         if self.extra:
-            raise SpecError(f"unknown build spec field(s) {sorted(self.extra)}")
+            raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
 
     def _check_int(self, name: str, lo: int, hi: int) -> None:
         value = getattr(self, name)
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise SpecError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+            raise SpecError(f"{name} must be an integer in [{lo}, {hi}], got {_show(value)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the canonical JSON-ready dict (every field, defaults included)."""
+        """Return the canonical JSON-ready dict (every field, defaults included).
+
+        Fields added after stores were first built (``max_bytes``) are left out while at their
+        default, so the spec hash and the cache key of an existing store stay the same.
+        """
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out["augment"] = self.augment.to_dict() if self.augment else None
-        return out
+        return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BuildSpec:

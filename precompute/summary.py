@@ -37,7 +37,9 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
         f"hash {info.spec_hash[:16]}",
         f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",
     ]
-    if rep.get("classes") is not None:
+    if rep.get("classes") == [] and rep.get("num_classes"):
+        lines.append(f"classes    integer labels as given, largest {rep['num_classes'] - 1}")
+    elif rep.get("classes") is not None:
         classes = rep["classes"]
         shown = ", ".join(classes[:10]) + (", ..." if len(classes) > 10 else "")
         lines.append(f"classes    {len(classes)}: {shown}")

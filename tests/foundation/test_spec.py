@@ -55,3 +55,34 @@ def test_augment_ranges_validated():
         AugmentPolicy(scale=(0.9, 0.1))
     with pytest.raises(SpecError, match=r"augment\.brightness"):
         AugmentPolicy(brightness=2.0)
+
+
+def test_max_bytes_keeps_old_digests_at_its_default():
+    # digests of specs as stores built before max_bytes existed recorded them
+    assert (
+        BuildSpec().digest() == "001f46fd816f222d59b340cad2702e929bf9daec8d4b06be9cbe05488f4503d7"
+    )
+    old = BuildSpec(size=64, mode="letterbox", variants=2)
+    assert old.digest() == "b97368d6d8d1f8c9ed082eb93f162109a8bc92de42de2947aeb4911f0af2326c"
+    assert "max_bytes" not in BuildSpec().to_dict()
+    small = BuildSpec(max_bytes=1000)
+    assert small.to_dict()["max_bytes"] == 1000 and small.digest() != BuildSpec().digest()
+    assert BuildSpec.from_dict(small.to_dict()) == small
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ({"max_bytes": 0}, "max_bytes must be an integer"),
+        ({"max_bytes": "1MB"}, "max_bytes must be an integer"),
+        ({"variants": 2, "augment": {"scale": "01"}}, r"augment\.scale must be a pair"),
+        ({"variants": 2, "augment": {"brightness": True}}, r"augment\.brightness must be a number"),
+        ({"variants": 2, "augment": {"contrast": 10**400}}, "must be a finite number"),
+        ({"size": 10**5000}, "an integer of 16610 bits"),
+        ({1: 2, "a": 3}, r"unknown build spec field\(s\) \['1', 'a'\]"),
+    ],
+)
+def test_hostile_values_are_one_line_spec_errors(data, needle):
+    with pytest.raises(SpecError, match=needle) as info:
+        BuildSpec.from_dict(data)
+    assert len(str(info.value)) < 200

@@ -1,0 +1,116 @@
+r"""List a local class-folder tree: ``SRC/<class>/**/<image>``, deterministic and hostile-proof.
+
+Entries are visited in name order; hidden entries (``.name``) are ignored, and so are files
+without an image extension. Entries that would be used but cannot be are **recorded** as
+``(key, reason)`` instead of aborting the listing:
+
+- a symlink whose target lies outside the root (``symlink leaves the source root``);
+- a name that is not valid UTF-8 (the key shows its bytes as ``\xNN``);
+- an entry that cannot be examined, e.g. a symlink loop or an unreadable folder;
+- an image name that is not a regular file (a FIFO, a device, a socket).
+
+Symlinks that stay inside the root are followed, each folder at most once.
+"""
+
+from __future__ import annotations
+
+import os
+
+from precompute.inputs import file_kind
+
+__all__ = ["ESCAPES", "IMAGE_EXTENSIONS", "inside", "walk_classes"]
+
+IMAGE_EXTENSIONS = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
+)
+ESCAPES = "symlink leaves the source root; not followed"
+Skipped = list[tuple[str, str]]
+
+
+class _Skip(Exception):
+    """An entry to record with a reason and leave out."""
+
+
+def inside(path: str, root_real: str) -> bool:
+    """Whether ``path``, symlinks resolved, lies in the resolved folder ``root_real``."""
+    return os.path.commonpath([os.path.realpath(path), root_real]) == root_real
+
+
+def shown(key: str) -> str:
+    r"""``key`` as valid text: bytes of a non-UTF-8 file name written as ``\xNN``."""
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _classify(entry: os.DirEntry[str], root_real: str, want_files: bool) -> str | None:
+    """Return ``"dir"``, ``"file"`` or None (ignored); raise ``_Skip`` for an entry to record."""
+    try:
+        escapes = entry.is_symlink() and not inside(entry.path, root_real)
+        image = os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS and want_files
+        if not escapes and not image and not entry.is_dir():
+            return None
+        mode = None if escapes else entry.stat().st_mode
+    except OSError as exc:  # ELOOP, EACCES, ...: stable text, no address, no path
+        raise _Skip(f"cannot list: {exc.strerror or type(exc).__name__}") from exc
+    if shown(entry.name) != entry.name:
+        raise _Skip("file name is not valid UTF-8; rename it")
+    if mode is None:
+        raise _Skip(ESCAPES)
+    kind = file_kind(mode)
+    if kind == "a folder":
+        return "dir"
+    if kind is not None:
+        raise _Skip(f"not a regular file ({kind})")
+    return "file"
+
+
+def _entries(folder: str, root: str, skipped: Skipped) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+    except OSError as exc:
+        key = shown(os.path.relpath(folder, root).replace(os.sep, "/"))
+        skipped.append((key, f"cannot list: {exc.strerror or type(exc).__name__}"))
+        return []
+
+
+def _walk(
+    root: str, folder: str, root_real: str, seen: set[str], files: list[str], skipped: Skipped
+) -> None:
+    """Collect image files below ``folder`` (keys relative to ``root``), not leaving the root."""
+    real = os.path.realpath(folder)
+    if real in seen:
+        return
+    seen.add(real)
+    for entry in _entries(folder, root, skipped):
+        key = os.path.relpath(entry.path, root).replace(os.sep, "/")
+        try:
+            kind = _classify(entry, root_real, want_files=True)
+        except _Skip as exc:
+            skipped.append((shown(key), str(exc)))
+            continue
+        if kind == "dir":
+            _walk(root, entry.path, root_real, seen, files, skipped)
+        elif kind == "file":
+            files.append(key)
+
+
+def walk_classes(root: str) -> tuple[list[tuple[str, int]], list[str], Skipped]:
+    """List the folder ``root`` (absolute): ``(items, classes, skipped)``, items unsorted."""
+    root_real = os.path.realpath(root)
+    items: list[tuple[str, int]] = []
+    skipped: Skipped = []
+    classes: list[str] = []
+    seen: set[str] = {root_real}
+    for entry in _entries(root, root, skipped):
+        try:
+            kind = _classify(entry, root_real, want_files=False)
+        except _Skip as exc:
+            skipped.append((shown(entry.name), str(exc)))
+            continue
+        if kind != "dir":
+            continue
+        files: list[str] = []
+        _walk(root, entry.path, root_real, seen, files, skipped)
+        items.extend((key, len(classes)) for key in files)
+        classes.append(entry.name)
+    return items, classes, skipped

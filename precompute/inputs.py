@@ -1,0 +1,192 @@
+"""Read one input safely: regular files only, a byte bound, and a deadline on a stuck read.
+
+A build reads whatever a source lists, and a manifest can list anything: a FIFO blocks the
+first ``open``, ``/dev/zero`` never ends, a dead network mount never answers. Every read of an
+input (an image, a manifest, a content hash) goes through here:
+
+- **Regular files only** (local paths): the file is ``stat``-ed before it is opened and
+  ``fstat``-ed after (opened with ``O_NONBLOCK``, so a FIFO cannot block the ``open``);
+  anything else is refused with its kind (``FIFO``, ``character device``, ...).
+- **A byte bound**: at most ``max_bytes`` are read; a larger input is refused, never loaded.
+- **A deadline**: the bytes are pumped by a daemon thread (idle ones are reused); if no chunk
+  arrives for ``deadline_s`` seconds the read is abandoned (the stuck thread is left behind,
+  blocked in the kernel or the network client) and refused.
+
+Refusals raise :class:`~precompute.errors.InputError` (an ``OSError``) with a stable reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from precompute.errors import InputError
+
+__all__ = ["DEFAULT_MAX_BYTES", "READ_DEADLINE_S", "file_kind", "hash_input", "read_input"]
+
+# The spec's default bound on the bytes of one input (``max_bytes``): 256 MiB.
+DEFAULT_MAX_BYTES = 256 * 2**20
+# Seconds without a single chunk arriving after which a read is abandoned as stuck.
+READ_DEADLINE_S = 60.0
+_CHUNK = 1 << 20
+_END = object()
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _is_url(where: str) -> bool:
+    return "://" in where and not where.startswith("file://")
+
+
+def file_kind(mode: int) -> str | None:
+    """Return None for a regular file, else what ``mode`` is (``"a FIFO"``, ``"a folder"``)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
+
+
+def _require_regular(where: str, mode: int) -> None:
+    kind = file_kind(mode)
+    if kind is not None:
+        raise InputError(where, f"not a regular file ({kind})")
+
+
+def _open_local(path: str) -> IO[bytes]:
+    _require_regular(path, os.stat(path).st_mode)  # before open: a FIFO blocks in open()
+    flags = getattr(os, "O_NONBLOCK", 0)
+    f = open(path, "rb", opener=lambda p, fl: os.open(p, fl | flags))  # noqa: SIM115
+    try:
+        _require_regular(path, os.fstat(f.fileno()).st_mode)  # replaced since the stat
+    except InputError:
+        f.close()
+        raise
+    return f
+
+
+def _opener(where: str) -> Callable[[], Any]:
+    if not _is_url(where):
+        path = where[len("file://") :] if where.startswith("file://") else where
+        return lambda: _open_local(path)
+    import fsspec  # lazy: only URL sources need it
+
+    return lambda: fsspec.open(where, "rb").open()
+
+
+def _put(q: queue.Queue[Any], item: object, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.5)
+            return
+        except queue.Full:
+            continue
+
+
+def _pump(
+    open_fn: Callable[[], Any], limit: int | None, q: queue.Queue[Any], stop: threading.Event
+) -> None:
+    try:
+        with open_fn() as f:
+            left = limit
+            while not stop.is_set() and (left is None or left > 0):
+                chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+                if not chunk:
+                    break
+                _put(q, bytes(chunk), stop)
+                left = None if left is None else left - len(chunk)
+        _put(q, _END, stop)
+    except Exception as exc:  # carried to the reading thread as a value
+        _put(q, exc, stop)
+
+
+_idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+_idle_lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child has none of the reader threads, and maybe a lock held by one."""
+    global _idle_lock
+    _idle.clear()
+    _idle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def _serve(inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        inbox.get()()
+        with _idle_lock:
+            _idle.append(inbox)  # only a thread that finished is reused; a stuck one never is
+
+
+def _submit(job: Callable[[], None]) -> None:
+    """Run ``job`` on an idle daemon thread, or on a new one."""
+    with _idle_lock:
+        inbox = _idle.pop() if _idle else None
+    if inbox is None:
+        inbox = queue.SimpleQueue()
+        threading.Thread(target=_serve, args=(inbox,), daemon=True, name="nostall-input").start()
+    inbox.put(job)
+
+
+def _chunks(where: str, limit: int | None, deadline_s: float) -> Iterator[bytes]:
+    """Yield the chunks of ``where`` (at most ``limit`` bytes) read by a daemon thread."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=4)
+    stop = threading.Event()
+    open_fn = _opener(where)
+    _submit(lambda: _pump(open_fn, limit, q, stop))
+    try:
+        while True:
+            try:
+                item = q.get(timeout=deadline_s)
+            except queue.Empty:
+                raise InputError(where, f"read stuck: no data for {deadline_s:g} s") from None
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
+def read_input(
+    where: str, max_bytes: int = DEFAULT_MAX_BYTES, deadline_s: float = READ_DEADLINE_S
+) -> bytes:
+    """Return the bytes of the local path or URL ``where``, read safely.
+
+    Raises:
+        InputError: Not a regular file, more than ``max_bytes`` bytes, or stuck.
+        OSError: The file cannot be opened or read (missing, permissions, ...).
+    """
+    parts: list[bytes] = []
+    size = 0
+    for chunk in _chunks(where, max_bytes + 1, deadline_s):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            raise InputError(where, f"larger than max_bytes = {max_bytes} bytes")
+    return b"".join(parts)
+
+
+def hash_input(where: str, deadline_s: float = READ_DEADLINE_S) -> str:
+    """Return the sha256 hex digest of ``where``'s bytes, streamed (no size bound, no copy).
+
+    Raises:
+        InputError: Not a regular file, or stuck.
+        OSError: The file cannot be opened or read.
+    """
+    h = hashlib.sha256()
+    for chunk in _chunks(where, None, deadline_s):
+        h.update(chunk)
+    return h.hexdigest()

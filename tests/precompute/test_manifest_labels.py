@@ -1,0 +1,121 @@
+"""Manifest labels (issue 11, items 6 and 7): one kind per manifest, bounded integers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from precompute import SourceError, list_source
+from precompute.manifests import MAX_LABEL
+
+
+def _csv(tmp_path: Path, text: str) -> str:
+    (tmp_path / "m.csv").write_text(text)
+    return str(tmp_path / "m.csv")
+
+
+def _jsonl(tmp_path: Path, docs: list[object]) -> str:
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    return str(tmp_path / "m.jsonl")
+
+
+def test_integer_labels_are_kept_as_given_without_a_class_list(tmp_path: Path) -> None:
+    src = list_source(_csv(tmp_path, "path,label\na.jpg,2\nb.jpg,10\nc.jpg,007\n"))
+    assert src.items == (("a.jpg", 2), ("b.jpg", 10), ("c.jpg", 7))
+    assert src.classes == () and src.num_classes == 11
+
+
+def test_one_name_among_integers_is_refused_naming_its_line(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"m\.csv: line 4: label \"cat\" is a class name but "):
+        list_source(_csv(tmp_path, "path,label\na.jpg,2\nb.jpg,10\nc.jpg,cat\nd.jpg,1\n"))
+    with pytest.raises(SourceError, match=r"line 2: label 3 is an integer but line 1's"):
+        list_source(_jsonl(tmp_path, [{"path": "a", "label": "dog"}, {"path": "b", "label": 3}]))
+    with pytest.raises(SourceError, match="all integers or all class names"):
+        list_source(_csv(tmp_path, "a.jpg,2\nb.jpg,x\n"), on_error="skip")  # not a line error
+
+
+@pytest.mark.parametrize(
+    ("label", "reason"),
+    [
+        ("", "empty label"),
+        ("   ", "empty label"),
+        (None, "got null"),
+        ([1], "got a list"),
+        ({"name": "cat"}, "got an object"),
+        (True, "got true"),
+        (2.5, "got 2.5"),
+    ],
+)
+def test_unusable_labels_are_line_errors_under_the_policy(
+    tmp_path: Path, label: object, reason: str
+) -> None:
+    docs = [{"path": "a.jpg", "label": "cat"}, {"path": "b.jpg", "label": label}]
+    with pytest.raises(SourceError, match=f"m.jsonl: line 2: .*{reason}"):
+        list_source(_jsonl(tmp_path, docs))
+    src = list_source(_jsonl(tmp_path, docs), on_error="skip")
+    assert src.items == (("a.jpg", 0),) and src.classes == ("cat",)
+    assert len(src.skipped) == 1 and src.skipped[0][0] == "b.jpg"
+    assert src.skipped[0][1].startswith("line 2: ") and reason in src.skipped[0][1]
+
+
+def test_empty_csv_label_is_a_line_error(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="line 3: empty label"):
+        list_source(_csv(tmp_path, "path,label\na.jpg,0\nb.jpg,\n"))
+    src = list_source(_csv(tmp_path, "path,label\na.jpg,0\nb.jpg,\n"), on_error="skip")
+    assert src.items == (("a.jpg", 0),) and src.skipped == (("b.jpg", "line 3: empty label"),)
+
+
+def test_large_integer_label_needs_no_class_list(tmp_path: Path) -> None:
+    src = list_source(_csv(tmp_path, "a.jpg,3000000\nb.jpg,0\n"))
+    assert src.classes == () and src.num_classes == 3_000_001
+    assert dict(src.items) == {"a.jpg": 3_000_000, "b.jpg": 0}
+
+
+@pytest.mark.parametrize("label", [str(MAX_LABEL + 1), "10000000000", "9" * 5000])
+def test_label_over_the_limit_is_refused(tmp_path: Path, label: str) -> None:
+    with pytest.raises(SourceError, match=f"line 2: label .* is larger than MAX_LABEL {MAX_LABEL}"):
+        list_source(_csv(tmp_path, f"a.jpg,1\nb.jpg,{label}\n"))
+
+
+def test_label_at_the_limit_is_kept(tmp_path: Path) -> None:
+    src = list_source(_jsonl(tmp_path, [{"path": "a.jpg", "label": MAX_LABEL}]))
+    assert src.items == (("a.jpg", MAX_LABEL),) and src.classes == ()
+
+
+def test_huge_label_is_refused_quickly_with_little_memory(tmp_path: Path) -> None:
+    """Label 10**10 once built a class list of every integer (killed for memory)."""
+    path = _csv(tmp_path, "a.jpg,10000000000\n")
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from precompute.sources import list_source\n"
+        "from precompute.errors import SourceError\n"
+        f"try:\n    list_source({path!r})\nexcept SourceError as exc:\n    print(exc)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "line 1: label 10000000000 is larger than MAX_LABEL" in run.stdout
+
+
+def test_cli_names_the_manifest_line_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precompute.cli import main
+
+    path = _csv(tmp_path, "a.jpg,2\nb.jpg,10\nc.jpg,cat\n")
+    with pytest.raises(SystemExit) as info:
+        main(["build", path, "--out", str(tmp_path / "out" / "s")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert f'{path}: line 3: label "cat" is a class name' in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_policy_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="on_error must be 'raise' or 'skip', got 'ignore'"):
+        list_source(_csv(tmp_path, "a.jpg,1\n"), on_error="ignore")
