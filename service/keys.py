@@ -120,5 +120,7 @@ def source_fingerprint(source: str | Path, *, content_hash: bool = False) -> str
     """Fingerprint a source with ``precompute.sources`` (file list, sizes, mtimes or hashes)."""
     from precompute import sources  # lazy: listing pulls in the image stack
 
-    listing = sources.list_source(str(resolve_source(source)))
+    # "skip": a manifest line with an unusable label is recorded, not raised, so a spec with
+    # on_error="skip" gets the key its build computes (a "raise" build of such a source fails).
+    listing = sources.list_source(str(resolve_source(source)), "skip")
     return str(sources.fingerprint(listing, content_hash=content_hash))

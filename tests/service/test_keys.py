@@ -115,3 +115,19 @@ def test_bad_inputs_raise_named_errors(cache: Cache, source: Path, tmp_path: Pat
         check_key("../etc")
     with pytest.raises(ValueError, match="fingerprint"):
         store_key(spec(), "")
+
+
+def test_manifest_with_a_bad_label_line_keys_like_its_skip_build(tmp_path: Path) -> None:
+    from precompute.sample import make_sample_dataset
+    from precompute.sources import fingerprint, list_source
+    from service.keys import source_fingerprint
+    from service.paths import SourcePolicy
+
+    images = make_sample_dataset(tmp_path / "img", num_images=4, num_classes=2, size_range=(16, 24))
+    files = sorted(p for p in images.rglob("*") if p.is_file())
+    manifest = tmp_path / "m.csv"
+    rows = [f"{files[0]},0", f"{files[1]},", f"{files[2]},1"]  # line 3: an empty label
+    manifest.write_text("path,label\n" + "\n".join(rows) + "\n")
+    expected = fingerprint(list_source(str(manifest), "skip"))
+    assert source_fingerprint(manifest) == expected
+    assert SourcePolicy([tmp_path]).check(str(manifest)) == manifest.resolve()
