@@ -92,6 +92,8 @@ def check_pair(
     where: str, value: Any, bound: str, error: type[Exception] = SpecError
 ) -> tuple[float, float]:
     """Return ``value`` as an ordered ``(low, high)`` pair of floats inside ``BOUNDS[bound]``."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise error(f"{where} must be a pair of numbers (low, high), got {show(value)}")
     out = _floats(where, value, bound, error)
     if len(out) != 2 or out[0] > out[1]:
         raise error(f"{where} must be a pair (low, high) with low <= high, got {show(value)}")
