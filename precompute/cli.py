@@ -1,4 +1,7 @@
-"""The ``precompute`` command line: build, inspect, verify, demo (+ lazily loaded cache/bench).
+"""The ``precompute`` command line: build, inspect, verify; other packages add their own.
+
+``demo`` (loaders), ``cache``/``serve`` (service) and ``bench`` (benchmarks) are the
+``nostall.commands`` entry points of the distribution, imported only when used.
 
 Usage errors (bad ``--size``/``--mode``, a missing source path, a malformed spec file) print one
 line and exit 2; a failed build or a bad store prints one line and exits 1. No tracebacks for
@@ -9,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -76,11 +78,7 @@ def spec_from_options(spec_file: str | None, options: dict[str, Any]) -> BuildSp
 
 @click.group(
     cls=LazyGroup,
-    lazy_commands={
-        "cache": ("service.cli", "cache", "Manage the store cache (service)."),
-        "serve": ("service.cli", "serve", "Run the cache service's HTTP API."),
-        "bench": ("benchmarks.cli", "bench", "Run the benchmark suite."),
-    },
+    entry_point_group="nostall.commands",  # cache, serve (service), bench (benchmarks), demo
 )
 def cli() -> None:
     """Precompute a raw image dataset once into a sharded Zarr store, then stream it."""
@@ -155,57 +153,6 @@ def verify(store: str) -> None:
     if problems:
         raise click.exceptions.Exit(1)
     click.echo(f"OK {store}")
-
-
-@cli.command()
-@click.option(
-    "--out",
-    "out",
-    default="nostall-demo",
-    show_default=True,
-    help="Folder for the sample images and the store.",
-)
-@click.option("--images", default=300, show_default=True, help="Number of sample images.")
-@click.option("--size", default=128, show_default=True, help="Stored side length.")
-def demo(out: str, images: int, size: int) -> None:
-    """Generate a sample dataset, build a store from it on local Ray, print its summary."""
-    from precompute.job import build as run_build
-    from precompute.sample import make_sample_dataset
-    from precompute.summary import store_summary
-
-    spec = spec_from_options(None, {"size": size, "mode": "letterbox", "on_error": "skip"})
-    src = Path(out) / "images"
-    if not src.is_dir():
-        click.echo(f"writing {images} sample images to {src}", err=True)
-        make_sample_dataset(src, num_images=images)
-    run_build(str(src), str(Path(out) / "store"), spec)
-    click.echo(store_summary(Path(out) / "store"))
-    click.echo(_stream_once(Path(out) / "store", size))
-
-
-def _stream_once(store: Path, size: int) -> str:
-    """Stream one epoch of ``store`` through StoreLoader with augmentation; describe it."""
-    import time
-
-    import torch
-
-    from loaders import StoreLoader
-    from loaders.augment import TrainAugment
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    crop = size * 7 // 8
-    loader = StoreLoader(
-        store, 64, device=device, drop_last=False, augment=TrainAugment(size=(crop, crop))
-    )
-    start, n, shape = time.perf_counter(), 0, "no batch"
-    for batch in loader:
-        n += len(batch["index"])
-        shape = f"{tuple(batch['image'].shape)} {batch['image'].dtype}"
-    rate = n / max(time.perf_counter() - start, 1e-9)
-    return (
-        f"loader     1 epoch on {device}: {n} samples, batches of {shape}, "
-        f"{rate:,.0f} samples/s (StoreLoader + TrainAugment)"
-    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,17 +1,20 @@
 """A click group whose sub-commands from other packages are imported only when used.
 
-A missing module or an import error affects only that sub-command: ``precompute --help`` and
-the other commands keep working, and the broken one explains what failed.
+Packages add their own sub-commands through the ``nostall.commands`` entry-point group of their
+distribution (``name = "module:attribute"``), so the entry point names none of them. A missing
+module or an import error affects only that sub-command: ``precompute --help`` and the other
+commands keep working, and the broken one explains what failed.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 from typing import Any
 
 import click
 
-__all__ = ["LazyGroup"]
+__all__ = ["LazyGroup", "plugin_commands"]
 
 
 def _unavailable(name: str, module: str, exc: BaseException) -> click.Command:
@@ -28,17 +31,33 @@ def _unavailable(name: str, module: str, exc: BaseException) -> click.Command:
     )
 
 
+def plugin_commands(group: str) -> dict[str, tuple[str, str, str | None]]:
+    """Return ``{name: (module, attribute, None)}`` for the installed entry points of ``group``."""
+    found: dict[str, tuple[str, str, str | None]] = {}
+    for ep in entry_points(group=group):
+        module, _, attr = ep.value.partition(":")
+        found[ep.name] = (module.strip(), attr.strip(), None)
+    return found
+
+
 class LazyGroup(click.Group):
-    """``click.Group`` plus ``lazy_commands={name: (module, attribute, short help)}``."""
+    """``click.Group`` plus lazily imported sub-commands.
+
+    Sub-commands come from ``lazy_commands={name: (module, attribute, short help)}`` and from
+    the entry points of ``entry_point_group``; a short help of ``None`` is read from the
+    command itself when ``--help`` lists it.
+    """
 
     def __init__(
         self,
         *args: Any,
-        lazy_commands: dict[str, tuple[str, str, str]] | None = None,
+        lazy_commands: dict[str, tuple[str, str, str | None]] | None = None,
+        entry_point_group: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy_commands = dict(lazy_commands or {})
+        found = plugin_commands(entry_point_group) if entry_point_group else {}
+        self.lazy_commands = {**found, **(lazy_commands or {})}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Eager and lazy command names, sorted."""
@@ -58,15 +77,16 @@ class LazyGroup(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """List commands without importing the lazy ones (their help is static)."""
+        """List commands; a lazy one without a static help is imported for its own."""
         rows = []
         for name in self.list_commands(ctx):
-            if name in self.lazy_commands:
-                rows.append((name, self.lazy_commands[name][2]))
-            else:
-                cmd = super().get_command(ctx, name)
-                if cmd is not None and not cmd.hidden:
-                    rows.append((name, cmd.get_short_help_str(formatter.width - 20)))
+            static = self.lazy_commands.get(name, (None, None, None))[2]
+            if static is not None:
+                rows.append((name, static))
+                continue
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(formatter.width - 20)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
