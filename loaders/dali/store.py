@@ -75,8 +75,8 @@ class DaliStoreLoader(DaliLoaderBase):
         self.chunk_samples = self.info.layout.chunk_samples
         self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2)
 
-    def _identity(self) -> dict[str, Any]:
-        return {**super()._identity(), "spec_hash": self.info.spec_hash}
+    def _data_identity(self) -> dict[str, Any]:
+        return {"spec_hash": self.info.spec_hash}
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return None if self.source.valid.all() else self.source.valid
@@ -97,6 +97,10 @@ class DaliStoreLoader(DaliLoaderBase):
             images[sel] = self._chunks.get(int(c), variant)[row[sel]]
         extent = self.source.extents[indices]
         extent = extent if extent.ndim == 2 else extent[:, variant]
-        return Fetched(data=images, hw=extent[:, 2:].astype(np.int64),
-                       offset=extent[:, :2].astype(np.int64),
-                       label=self.source.labels[indices], index=indices.astype(np.int64))
+        return Fetched(
+            data=images,
+            hw=extent[:, 2:].astype(np.int64),
+            offset=extent[:, :2].astype(np.int64),
+            label=self.source.labels[indices],
+            index=indices.astype(np.int64),
+        )
