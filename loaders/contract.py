@@ -11,8 +11,8 @@ it reads and delivers the batches of a plan.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,12 +25,18 @@ from loaders.plan import EpochPlan, epoch_plan
 __all__ = [
     "SETTINGS_KEYS",
     "ContractLoader",
+    "Mixup",
     "check_int",
     "check_state",
     "pad_flags",
     "resolve_device",
     "resolve_rank",
 ]
+
+# ``mixup(images, labels_int64, generator) -> (images, soft_targets)``, on the device.
+Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+_Loader = TypeVar("_Loader", bound="ContractLoader")
 
 # The settings a saved state must match (besides the data identity a loader adds).
 SETTINGS_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
@@ -271,3 +277,12 @@ class ContractLoader:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
         self._epoch, self._batch = epoch_after(epoch, batch, total) if total else (epoch, 0)
         self._resume = self._batch
+
+    def close(self) -> None:
+        """Release what the loader holds open (idempotent; it can still be iterated after)."""
+
+    def __enter__(self: _Loader) -> _Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

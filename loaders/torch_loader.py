@@ -23,7 +23,14 @@ import numpy.typing as npt
 import torch
 
 from loaders.buffers import BufferPool
-from loaders.contract import ContractLoader, check_int, pad_flags, resolve_device, resolve_rank
+from loaders.contract import (
+    ContractLoader,
+    Mixup,
+    check_int,
+    pad_flags,
+    resolve_device,
+    resolve_rank,
+)
 from loaders.device import ToDevice
 from loaders.nodes import Node
 from loaders.order import variant_for_epoch
@@ -36,7 +43,6 @@ from precompute.format import StoreInfo
 __all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
-Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _is_cache_ref(store: object) -> bool:
@@ -233,9 +239,3 @@ class StoreLoader(ContractLoader):
         if self._lease is not None:
             self._lease.release()
             self._lease = None
-
-    def __enter__(self) -> StoreLoader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -28,7 +28,7 @@ class _ChunkCache:
     """Whole ``image`` chunks by (chunk, variant), least recently used first out."""
 
     def __init__(self, source: StoreSource, capacity: int) -> None:
-        self._source, self._capacity = source, capacity
+        self._source, self.capacity = source, capacity
         self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
     def get(self, chunk: int, variant: int) -> np.ndarray:
@@ -40,7 +40,7 @@ class _ChunkCache:
         img = self._source.image.read_chunk(self._source.chunk_coords(chunk, variant))
         img = img if self._source.layout.variants == 1 else img[:, 0]
         self._cache[key] = img
-        while len(self._cache) > self._capacity:
+        while len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
         return img
 
@@ -74,6 +74,11 @@ class DaliStoreLoader(DaliLoaderBase):
         self.num_samples = self.info.layout.num_samples
         self.chunk_samples = self.info.layout.chunk_samples
         self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2)
+
+    def close(self) -> None:
+        """Drop shard mappings and cached chunks (idempotent; the loader still reads after)."""
+        self.source.image.close()
+        self._chunks = _ChunkCache(self.source, self._chunks.capacity)
 
     def _data_identity(self) -> dict[str, Any]:
         return {"spec_hash": self.info.spec_hash}

@@ -139,3 +139,11 @@ class LoaderStateContract:
         resumed.load_state_dict(first.state_dict())
         tail = collect(resumed)
         np.testing.assert_array_equal(cat(tail, "target"), cat(batches[2:], "target"))
+
+    def test_close_is_idempotent_and_the_loader_a_context_manager(self, store: Path) -> None:
+        with self.make_loader(store, batch_size=8, seed=0) as loader:
+            head = collect(loader, limit=2)
+        loader.close()  # again: nothing left to release
+        want = self._epoch(store, 0)
+        np.testing.assert_array_equal(cat(head, "index"), cat(want[:2], "index"))
+        np.testing.assert_array_equal(cat(collect(loader), "index"), cat(want, "index"))
