@@ -76,15 +76,17 @@ class StoreLoader(ContractLoader):
         mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
         rank: This process's rank; default from torch.distributed or ``RANK``.
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
-        buffer_chunks: Chunks per shuffle window; host memory holds about one window of
-            batches being filled plus ``prefetch`` finished batches.
+        buffer_chunks: Chunks per shuffle window. Host batch buffers are reused: at most
+            ``prefetch + 3 + ceil(buffer_chunks * chunk_samples / batch_size)`` are kept (3
+            more on CUDA, pinned), i.e. one window of batches being filled plus the finished
+            ones waiting; a batch the caller keeps is never overwritten.
         prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
         io: ``pread`` (default: one ``preadv`` per chunk straight into the batch rows; no
-            mapped pages, so RSS is bounded by ``prefetch`` alone) or ``mmap`` (shard files
-            stay mapped, up to ``map_bytes`` of them, which count in RSS; ``bench_loader``
-            prints both).
+            mapped pages, so RSS holds the batch buffers alone, see ``buffer_chunks``) or
+            ``mmap`` (shard files stay mapped, up to ``map_bytes`` of them, which count in
+            RSS; ``bench_loader`` prints both).
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
             count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
