@@ -31,6 +31,7 @@ __all__ = [
     "pad_flags",
     "resolve_device",
     "resolve_rank",
+    "store_identity",
 ]
 
 # ``mixup(images, labels_int64, generator) -> (images, soft_targets)``, on the device.
@@ -106,6 +107,15 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     return dev
+
+
+def store_identity(spec_hash: str) -> dict[str, Any]:
+    """Return the data identity of a store: its spec hash.
+
+    Every loader of a store states it the same way, so a state saved by ``StoreLoader``
+    resumes a ``DaliStoreLoader`` with the same settings, and the other way round.
+    """
+    return {"spec_hash": spec_hash}
 
 
 def check_int(name: str, value: object, least: int) -> int:

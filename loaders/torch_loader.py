@@ -30,6 +30,7 @@ from loaders.contract import (
     pad_flags,
     resolve_device,
     resolve_rank,
+    store_identity,
 )
 from loaders.device import ToDevice
 from loaders.nodes import Node
@@ -172,7 +173,7 @@ class StoreLoader(ContractLoader):
         return self.source.valid
 
     def _data_identity(self) -> dict[str, Any]:
-        return {"spec_hash": self.source.info.spec_hash}
+        return store_identity(self.source.info.spec_hash)
 
     def variant(self, epoch: int | None = None) -> int:
         """Return the stored variant served in ``epoch`` (0 without variants)."""

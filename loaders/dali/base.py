@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.contract import ContractLoader, check_int, pad_flags
+from loaders.contract import ContractLoader, Mixup, check_int, pad_flags
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
@@ -139,7 +139,7 @@ class DaliLoaderBase(ContractLoader):
         rank: int | None = None,
         world_size: int | None = None,
         buffer_chunks: int = 8,
-        mixup: Any = None,
+        mixup: Mixup | None = None,
         num_threads: int = 2,
         prefetch: int = 2,
     ) -> None:

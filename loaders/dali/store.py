@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loaders.contract import store_identity
 from loaders.dali.base import DaliLoaderBase, Fetched
 from loaders.dali.graph import GraphSpec
 from loaders.order import variant_for_epoch
@@ -81,7 +82,7 @@ class DaliStoreLoader(DaliLoaderBase):
         self._chunks = _ChunkCache(self.source, self._chunks.capacity)
 
     def _data_identity(self) -> dict[str, Any]:
-        return {"spec_hash": self.info.spec_hash}
+        return store_identity(self.info.spec_hash)
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return None if self.source.valid.all() else self.source.valid
