@@ -28,8 +28,6 @@ from loaders.contract import (
     Mixup,
     check_int,
     pad_flags,
-    resolve_device,
-    resolve_rank,
     store_identity,
 )
 from loaders.device import ToDevice
@@ -41,7 +39,7 @@ from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
 
-__all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
+__all__ = ["StoreLoader"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
