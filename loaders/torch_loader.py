@@ -151,18 +151,26 @@ class StoreLoader(ContractLoader):
             from service import resolve  # lazy: the cache is optional for plain paths
 
             store, self._lease = resolve(store, cache_root=cache_root, cache=cache)  # type: ignore[arg-type]
+        try:
+            self._open(store, io=io, map_bytes=map_bytes, verify=verify)
+        except BaseException:
+            self._release()  # a loader that was never made holds no lease
+            raise
+
+    def _open(self, store: object, *, io: str, map_bytes: int, verify: str) -> None:
+        """Open and check the store, allocate the batch buffers and plan the first epoch."""
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
         self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
-        self.num_samples = self.source.layout.num_samples
-        self.chunk_samples = self.source.layout.chunk_samples
-        size, window = self.source.layout.size, buffer_chunks * self.source.layout.chunk_samples
+        layout = self.source.layout
+        self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
+        window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
         self._buffers = BufferPool(
-            (size, size, 3),
+            (layout.size, layout.size, 3),
             np.uint8,
-            batch_size,
-            keep=prefetch + 3 + -(-window // batch_size) + (ToDevice.SLOTS if cuda else 0),
+            bs,
+            keep=self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0),
             pin=cuda,
         )
         self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
@@ -237,6 +245,9 @@ class StoreLoader(ContractLoader):
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""
         self.source.image.close()
+        self._release()
+
+    def _release(self) -> None:
         if self._lease is not None:
             self._lease.release()
             self._lease = None
