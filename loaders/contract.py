@@ -1,21 +1,46 @@
-"""What every loader of the contract shares: ranks, device, the resume check, ``is_pad``.
+"""What every loader of the contract shares: settings, epochs, plans, state, ranks, ``is_pad``.
 
-``StoreLoader`` and the DALI loaders (``loaders.dali``) call these, so the rules are written
-once: where rank and world size come from, which device a loader pins, which saved states
-it resumes, and how a batch marks the repeats that even out the ranks.
+``StoreLoader`` and the DALI loaders (``loaders.dali``) derive from :class:`ContractLoader`, so
+the contract is written once: which settings a loader checks, which epoch and batch an
+iteration serves, the plan of an epoch, what a saved state holds and which states it resumes,
+how each batch's generator is seeded, where rank and world size come from, which device a
+loader pins, and how a batch marks the repeats that even out the ranks. A loader adds only how
+it reads and delivers the batches of a plan.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 from loaders.errors import DeviceUnavailableError, LoaderError
+from loaders.order import batch_seed, epoch_after
+from loaders.plan import EpochPlan, epoch_plan
 
-__all__ = ["check_state", "pad_flags", "resolve_device", "resolve_rank"]
+__all__ = [
+    "SETTINGS_KEYS",
+    "ContractLoader",
+    "Mixup",
+    "check_int",
+    "check_state",
+    "pad_flags",
+    "resolve_device",
+    "resolve_rank",
+    "store_identity",
+]
+
+# ``mixup(images, labels_int64, generator) -> (images, soft_targets)``, on the device.
+Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+_Loader = TypeVar("_Loader", bound="ContractLoader")
+
+# The settings a saved state must match (besides the data identity a loader adds).
+SETTINGS_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -82,3 +107,192 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     return dev
+
+
+def store_identity(spec_hash: str) -> dict[str, Any]:
+    """Return the data identity of a store: its spec hash.
+
+    Every loader of a store states it the same way, so a state saved by ``StoreLoader``
+    resumes a ``DaliStoreLoader`` with the same settings, and the other way round.
+    """
+    return {"spec_hash": spec_hash}
+
+
+def check_int(name: str, value: object, least: int) -> int:
+    """Return ``value`` if it is an integer (not a bool) >= ``least``.
+
+    Raises:
+        ValueError: Naming ``name`` and the value otherwise.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+class ContractLoader:
+    """The settings, epoch bookkeeping and resume state every loader of the contract shares.
+
+    A subclass provides its sample space (:attr:`num_samples`, :attr:`chunk_samples`,
+    :meth:`_valid`) and the identity of its data (:meth:`_data_identity`), and serves the
+    batches of :meth:`plan` its own way: an iteration starts with :meth:`_begin_pass`, reports
+    each batch handed out with :meth:`_mark_served` and draws its randomness from
+    :meth:`batch_generator`. The state of a run is then ``(epoch, batch)`` plus the identity
+    a resuming loader must match.
+
+    Args:
+        batch_size: Samples per batch (per rank).
+        device: Where batches live (pinned by :func:`resolve_device`).
+        shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
+        seed: Seed of the order, the variant choice and the augmentation randomness.
+        drop_last: Leave out the last, smaller batch and ``total % world_size`` samples.
+        rank: This process's rank (see :func:`resolve_rank`).
+        world_size: Number of ranks.
+        buffer_chunks: Chunks per shuffle window.
+
+    Raises:
+        ValueError: A setting is not an integer in range; the message names it and its value.
+    """
+
+    num_samples: int
+    chunk_samples: int
+
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        device: str | torch.device,
+        shuffle: bool,
+        seed: int,
+        drop_last: bool,
+        rank: int | None,
+        world_size: int | None,
+        buffer_chunks: int,
+    ) -> None:
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.buffer_chunks = check_int("buffer_chunks", buffer_chunks, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.device = resolve_device(device)
+        self._epoch, self._batch, self._resume = 0, 0, 0
+        self._plans: dict[int, EpochPlan] = {}
+
+    def _valid(self) -> npt.NDArray[np.bool_] | None:
+        """Return the mask of real samples (None: all are)."""
+        return None
+
+    def _data_identity(self) -> dict[str, Any]:
+        """Return what identifies the served data (a store's spec hash, a source fingerprint)."""
+        raise NotImplementedError
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration serves."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Serve ``epoch`` from its first batch on the next iteration."""
+        self._epoch, self._batch, self._resume = check_int("epoch", epoch, 0), 0, 0
+
+    def plan(self, epoch: int | None = None) -> EpochPlan:
+        """Return the reading plan of ``epoch`` (default: the current one) on this rank."""
+        epoch = self._epoch if epoch is None else epoch
+        if epoch not in self._plans:  # one epoch kept: every rank reads its epochs in turn
+            self._plans = {
+                epoch: epoch_plan(
+                    self.num_samples,
+                    self.chunk_samples,
+                    seed=self.seed,
+                    epoch=epoch,
+                    rank=self.rank,
+                    world_size=self.world_size,
+                    shuffle=self.shuffle,
+                    buffer_chunks=self.buffer_chunks,
+                    valid=self._valid(),
+                    batch_size=self.batch_size,
+                    pad=not self.drop_last,
+                )
+            }
+        return self._plans[epoch]
+
+    def num_batches(self, epoch: int | None = None) -> int:
+        """Return the number of batches of ``epoch`` (default: the current one) on this rank."""
+        return self.plan(epoch).batches(self.batch_size, self.drop_last)
+
+    def __len__(self) -> int:
+        """Number of batches of the current epoch (the same on every rank)."""
+        return self.num_batches()
+
+    def batch_generator(self, epoch: int, batch: int) -> torch.Generator:
+        """Return the generator of ``batch`` of ``epoch``: augment and mixup draw from it.
+
+        Seeded by :func:`loaders.order.batch_seed` of (seed, epoch, rank, batch), so a
+        resumed run draws exactly what an uninterrupted one would.
+        """
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(batch_seed(self.seed, epoch, self.rank, batch))
+        return gen
+
+    def _begin_pass(self) -> tuple[int, int, int]:
+        """Start an iteration; return (epoch, first batch, batches in the epoch).
+
+        The first batch is 0, or the saved one right after :meth:`load_state_dict` (once):
+        an iteration broken off and started again serves its epoch from the beginning. An
+        epoch with nothing left to serve is a complete pass at once (the epoch advances).
+        """
+        epoch, start = self._epoch, self._resume
+        self._batch, self._resume = start, 0
+        total = self.num_batches(epoch)
+        if start >= total:
+            self._mark_served(epoch, start, total)
+        return epoch, start, total
+
+    def _mark_served(self, epoch: int, served: int, total: int) -> None:
+        """Record that ``served`` of the ``total`` batches of ``epoch`` were handed out.
+
+        The last batch completes the pass before it is handed out: a loop that takes
+        ``len()`` batches and then calls ``iter()`` again gets the next epoch.
+        """
+        self._epoch, self._batch = epoch_after(epoch, served, total)
+
+    def _identity(self) -> dict[str, Any]:
+        """What a saved state must match to be resumed by this loader."""
+        return {**{k: getattr(self, k) for k in SETTINGS_KEYS}, **self._data_identity()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return ``{epoch, batch, rank, ...}``: the epoch, the batches served of it, identity.
+
+        Taken mid-iteration (e.g. in a checkpoint after batch ``b``), a loader that loads it
+        serves the rest of that epoch exactly as this one would; after the last batch of an
+        epoch it is ``{epoch + 1, 0}``.
+        """
+        return {"epoch": self._epoch, "batch": self._batch, "rank": self.rank, **self._identity()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume at ``state``'s epoch and batch on the next iteration.
+
+        Raises:
+            LoaderError: ``state`` came from a loader with other settings (seed, world size,
+                batch size, order) or other data (another rank's state is fine: see
+                :func:`check_state`), lacks its epoch or batch, or its batch is outside
+                its epoch.
+        """
+        missing = [k for k in ("epoch", "batch") if k not in state]
+        if missing:
+            raise LoaderError(f"state lacks {missing}: not a loader state_dict(): {dict(state)}")
+        check_state(state, self._identity())
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        total = self.num_batches(epoch)
+        if not 0 <= batch <= total:
+            raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
+        self._epoch, self._batch = epoch_after(epoch, batch, total) if total else (epoch, 0)
+        self._resume = self._batch
+
+    def close(self) -> None:
+        """Release what the loader holds open (idempotent; it can still be iterated after)."""
+
+    def __enter__(self: _Loader) -> _Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

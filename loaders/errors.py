@@ -26,8 +26,8 @@ class LoaderError(Exception):
 class StoreOpenError(LoaderError):
     """The store cannot be streamed: incomplete, another format version, or a field missing.
 
-    Raised by loader constructors, before the first batch. ``cause`` is the underlying
-    :mod:`precompute` error when there is one.
+    Raised by loader constructors, before the first batch. The underlying :mod:`precompute`
+    error, when there is one, is chained as ``__cause__``.
     """
 
     def __init__(self, store: str, reason: str) -> None:

@@ -3,6 +3,9 @@
 In the style of ``torchdata.nodes`` (without the dependency): a loader is a chain of nodes, each
 owning a source node; ``reset(state)`` restores a node (and, through it, its sources) to a
 state previously returned by ``get_state``, which is what makes exact mid-epoch resume cheap.
+Nodes that run ahead of their consumer (a background thread, a device copy one batch early)
+report the state after the last item *returned*, so ``StoreLoader`` takes the batch position
+of its ``state_dict`` from the chain's ``get_state`` after each batch it hands out.
 """
 
 from __future__ import annotations

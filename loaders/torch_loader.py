@@ -4,10 +4,12 @@ The chain (each a node with next/reset/state)::
 
     BatchReader (whole chunks, routed into batches) -> Prefetcher(prefetch) -> ToDevice
 
-then, on the training thread, ``augment`` and ``mixup`` with a ``torch.Generator`` seeded by
-:func:`loaders.order.batch_seed` of (seed, epoch, rank, batch). The order, the variant and the
-augmentation randomness are all pure functions of those numbers, so the state of a run is just
-``(epoch, batch)`` and resuming from it replays the rest of the epoch exactly.
+then, on the training thread, ``augment`` and ``mixup`` with the batch's generator
+(:meth:`loaders.contract.ContractLoader.batch_generator`). The order, the variant and the
+augmentation randomness are all pure functions of (seed, epoch, rank, batch), so the state of
+a run is just ``(epoch, batch)``: the batch is the chain's own state (``get_state``) after the
+last batch handed out, and resuming from it replays the rest of the epoch exactly. Settings,
+epochs, plans and the resume state are the contract's (:class:`loaders.contract.ContractLoader`).
 """
 
 from __future__ import annotations
@@ -17,43 +19,44 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from loaders.buffers import BufferPool
-from loaders.contract import check_state, pad_flags, resolve_device, resolve_rank
+from loaders.contract import (
+    ContractLoader,
+    Mixup,
+    check_int,
+    pad_flags,
+    store_identity,
+)
 from loaders.device import ToDevice
-from loaders.errors import LoaderError
 from loaders.nodes import Node
-from loaders.order import batch_seed, epoch_after, variant_for_epoch
-from loaders.plan import EpochPlan, epoch_plan
+from loaders.order import variant_for_epoch
+from loaders.plan import EpochPlan
 from loaders.prefetch import Prefetcher
 from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
 
-__all__ = ["StoreLoader", "resolve_device", "resolve_rank"]
+__all__ = ["StoreLoader"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
-Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
-_STATE_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks",
-               "spec_hash")
 
 
 def _is_cache_ref(store: object) -> bool:
     """True for a cache key (64 hex digits, not an existing path), (source, spec) or a mapping."""
     if isinstance(store, (tuple, Mapping)):
         return True
-    return (isinstance(store, str) and len(store) == 64 and not Path(store).exists()
-            and all(c in "0123456789abcdef" for c in store))
+    return (
+        isinstance(store, str)
+        and len(store) == 64
+        and not Path(store).exists()
+        and all(c in "0123456789abcdef" for c in store)
+    )
 
 
-def _positive(name: str, value: int, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return value
-
-
-class StoreLoader:
+class StoreLoader(ContractLoader):
     """Stream a nostall store as batches of tensors on ``device``.
 
     Args:
@@ -72,15 +75,17 @@ class StoreLoader:
         mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
         rank: This process's rank; default from torch.distributed or ``RANK``.
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
-        buffer_chunks: Chunks per shuffle window; host memory holds about one window of
-            batches being filled plus ``prefetch`` finished batches.
+        buffer_chunks: Chunks per shuffle window. Host batch buffers are reused: at most
+            ``prefetch + 3 + ceil(buffer_chunks * chunk_samples / batch_size)`` are kept (3
+            more on CUDA, pinned), i.e. one window of batches being filled plus the finished
+            ones waiting; a batch the caller keeps is never overwritten.
         prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
         io: ``pread`` (default: one ``preadv`` per chunk straight into the batch rows; no
-            mapped pages, so RSS is bounded by ``prefetch`` alone) or ``mmap`` (shard files
-            stay mapped, up to ``map_bytes`` of them, which count in RSS; ``bench_loader``
-            prints both).
+            mapped pages, so RSS holds the batch buffers alone, see ``buffer_chunks``) or
+            ``mmap`` (shard files stay mapped, up to ``map_bytes`` of them, which count in
+            RSS; ``bench_loader`` prints both).
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
             count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
@@ -98,70 +103,83 @@ class StoreLoader:
 
     Raises:
         StoreOpenError: The store is incomplete, of another format version or lacks a field.
+        StoreMetadataError: A ``zarr.json`` of the store does not parse or has a missing or
+            invalid key (the message names the file and the key).
+        CorruptChunkError: While iterating: a chunk fails its crc32c check, or a shard file
+            of the complete store is missing, cut short or of the wrong size (the message
+            names the shard file; never served as fill values).
+        ValueError: A setting is out of range (the message names it and its value).
     """
 
-    def __init__(self, store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any],
-                 batch_size: int, *,
-                 device: str | torch.device = "cpu", shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = True, augment: Augment | None = None,
-                 mixup: Mixup | None = None, rank: int | None = None,
-                 world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
-                 num_threads: int = 2, io: str = "pread", map_bytes: int = 256 << 20,
-                 verify: str = "first", cache_root: str | Path | None = None,
-                 cache: Any = None) -> None:
+    def __init__(
+        self,
+        store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any],
+        batch_size: int,
+        *,
+        device: str | torch.device = "cpu",
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+        augment: Augment | None = None,
+        mixup: Mixup | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        buffer_chunks: int = 8,
+        prefetch: int = 2,
+        num_threads: int = 2,
+        io: str = "pread",
+        map_bytes: int = 256 << 20,
+        verify: str = "first",
+        cache_root: str | Path | None = None,
+        cache: Any = None,
+    ) -> None:
+        super().__init__(
+            batch_size,
+            device=device,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            buffer_chunks=buffer_chunks,
+        )
+        self.prefetch = check_int("prefetch", prefetch, 0)
+        self.num_threads = check_int("num_threads", num_threads, 1)
+        self.augment, self.mixup = augment, mixup
         self._lease = None
         if _is_cache_ref(store):
             from service import resolve  # lazy: the cache is optional for plain paths
 
             store, self._lease = resolve(store, cache_root=cache_root, cache=cache)  # type: ignore[arg-type]
+        try:
+            self._open(store, io=io, map_bytes=map_bytes, verify=verify)
+        except BaseException:
+            self._release()  # a loader that was never made holds no lease
+            raise
+
+    def _open(self, store: object, *, io: str, map_bytes: int, verify: str) -> None:
+        """Open and check the store, allocate the batch buffers and plan the first epoch."""
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
         self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
-        self.batch_size = _positive("batch_size", batch_size)
-        self.buffer_chunks = _positive("buffer_chunks", buffer_chunks)
-        self.prefetch = _positive("prefetch", prefetch, least=0)
-        self.num_threads = _positive("num_threads", num_threads)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.device, self.seed = resolve_device(device), seed
-        self.shuffle, self.drop_last = shuffle, drop_last
-        self.augment, self.mixup = augment, mixup
-        self.rank, self.world_size = resolve_rank(rank, world_size)
-        self._epoch, self._batch, self._resume = 0, 0, 0
-        self._plans: dict[int, EpochPlan] = {}
-        size, window = self.source.layout.size, buffer_chunks * self.source.layout.chunk_samples
+        layout = self.source.layout
+        self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
+        window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
-        self._buffers = BufferPool((size, size, 3), np.uint8, batch_size,
-                                   keep=prefetch + 3 + -(-window // batch_size)
-                                   + (ToDevice.SLOTS if cuda else 0), pin=cuda)
+        self._buffers = BufferPool(
+            (layout.size, layout.size, 3),
+            np.uint8,
+            bs,
+            keep=self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0),
+            pin=cuda,
+        )
         self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
 
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration serves."""
-        return self._epoch
+    def _valid(self) -> npt.NDArray[np.bool_]:
+        return self.source.valid
 
-    def set_epoch(self, epoch: int) -> None:
-        """Serve ``epoch`` from its first batch on the next iteration."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch must be a non-negative integer, got {epoch!r}")
-        self._epoch, self._batch, self._resume = epoch, 0, 0
-
-    def plan(self, epoch: int | None = None) -> EpochPlan:
-        """Return the reading plan of ``epoch`` (default: the current one) on this rank."""
-        epoch = self._epoch if epoch is None else epoch
-        if epoch not in self._plans:
-            layout = self.source.layout
-            self._plans = {epoch: epoch_plan(
-                layout.num_samples, layout.chunk_samples, seed=self.seed, epoch=epoch,
-                rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
-                buffer_chunks=self.buffer_chunks, valid=self.source.valid,
-                batch_size=self.batch_size, pad=not self.drop_last)}
-        return self._plans[epoch]
-
-    def __len__(self) -> int:
-        """Number of batches of the current epoch (the same on every rank)."""
-        return self.plan().batches(self.batch_size, self.drop_last)
+    def _data_identity(self) -> dict[str, Any]:
+        return store_identity(self.source.info.spec_hash)
 
     def variant(self, epoch: int | None = None) -> int:
         """Return the stored variant served in ``epoch`` (0 without variants)."""
@@ -169,12 +187,18 @@ class StoreLoader:
         return variant_for_epoch(self.seed, epoch, self.source.layout.variants)
 
     def _pipeline(self, plan: EpochPlan, variant: int) -> Node[dict[str, torch.Tensor]]:
-        reader = BatchReader(self.source, plan, self.batch_size, self.drop_last, variant,
-                             self.num_threads, self._buffers)
+        reader = BatchReader(
+            self.source,
+            plan,
+            self.batch_size,
+            self.drop_last,
+            variant,
+            self.num_threads,
+            self._buffers,
+        )
         if self.prefetch == 0:
             return ToDevice(reader, self.device)
-        return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"),
-                        self.device)
+        return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"), self.device)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """Yield the batches of the current epoch, then advance the epoch.
@@ -184,81 +208,46 @@ class StoreLoader:
         batch completes the pass and advances the epoch by one (the iterator need not be run
         to its end), so calling :meth:`set_epoch` each epoch is optional.
         """
-        epoch, start = self._epoch, self._resume
-        self._batch, self._resume = start, 0
-        plan = self.plan(epoch)
-        total = plan.batches(self.batch_size, self.drop_last)
-        if start >= total:  # an empty epoch is a complete pass at once
-            self._epoch, self._batch = epoch_after(epoch, start, total)
+        epoch, start, total = self._begin_pass()
+        if start >= total:
             return
+        plan = self.plan(epoch)
         pipeline = self._pipeline(plan, self.variant(epoch))
         repeats = torch.as_tensor(plan.repeats, device=self.device)
         try:
             pipeline.reset({"batch": start})
-            for number in range(start, total):
-                batch = self._finish(pipeline.next(), epoch, number, repeats)
-                # the last batch completes the pass before it is handed out: a loop that
-                # takes len() batches and then calls iter() again gets the next epoch
-                self._epoch, self._batch = epoch_after(epoch, number + 1, total)
+            for host in pipeline:
+                served = int(pipeline.get_state()["batch"])  # batches handed out so far
+                batch = self._finish(host, epoch, served - 1, repeats)
+                self._mark_served(epoch, served, total)
                 yield batch
         finally:
             pipeline.close()
 
-    def _finish(self, batch: dict[str, torch.Tensor], epoch: int, number: int,
-                repeats: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = {"image": batch["image"], "label": batch["label"], "index": batch["index"],
-               "is_pad": pad_flags(batch["index"], repeats)}
+    def _finish(
+        self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        out = {
+            "image": batch["image"],
+            "label": batch["label"],
+            "index": batch["index"],
+            "is_pad": pad_flags(batch["index"], repeats),
+        }
         if self.augment is None and self.mixup is None:
             return out
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(batch_seed(self.seed, epoch, self.rank, number))
+        gen = self.batch_generator(epoch, number)
         if self.augment is not None:
             out["image"] = self.augment(out["image"], batch["extent"], gen)
         if self.mixup is not None:
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
         return out
 
-    def state_dict(self) -> dict[str, Any]:
-        """Return ``{epoch, batch, ...}``: the epoch and the batches served of it so far.
-
-        Taken mid-iteration (e.g. in a checkpoint after batch ``b``), a loader that loads it
-        serves the rest of that epoch exactly as this one would; after the last batch of an
-        epoch it is ``{epoch + 1, 0}``.
-        """
-        return {"epoch": self._epoch, "batch": self._batch, **self._identity()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume at ``state``'s epoch and batch on the next iteration.
-
-        Raises:
-            LoaderError: ``state`` came from a loader with another seed, world size, batch
-                size, order settings or store (another rank's state is fine: see
-                :func:`loaders.contract.check_state`).
-        """
-        mine = self._identity()
-        check_state(state, {k: mine[k] for k in _STATE_KEYS})
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        total = self.plan(epoch).batches(self.batch_size, self.drop_last)
-        if not 0 <= batch <= total:
-            raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
-        self._epoch, self._batch = epoch_after(epoch, batch, total) if total else (epoch, 0)
-        self._resume = self._batch
-
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""
         self.source.image.close()
+        self._release()
+
+    def _release(self) -> None:
         if self._lease is not None:
             self._lease.release()
             self._lease = None
-
-    def __enter__(self) -> StoreLoader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _identity(self) -> dict[str, Any]:
-        return {"seed": self.seed, "world_size": self.world_size, "rank": self.rank,
-                "batch_size": self.batch_size, "shuffle": self.shuffle,
-                "drop_last": self.drop_last, "buffer_chunks": self.buffer_chunks,
-                "spec_hash": self.source.info.spec_hash}

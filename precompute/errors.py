@@ -1,7 +1,11 @@
 """The error hierarchy of the precompute package.
 
-Every error a user can cause derives from :class:`PrecomputeError`, so callers (the CLI, the
-service) can turn them into one-line messages without catching unrelated bugs.
+Every error :mod:`precompute` raises on purpose derives from :class:`PrecomputeError`: bad input
+(a spec, a source, an input file, a store on disk) and a build its environment stopped (a
+lock held, Ray unreachable, a shard task that died), so callers (the CLI, the service) can
+turn them into one-line messages without catching unrelated bugs. An underlying exception
+raised in the same process is chained as ``__cause__``; a shard task's failure comes back from
+its Ray worker as a value, so :class:`BuildError` names its cause in the message instead.
 """
 
 from __future__ import annotations

@@ -56,6 +56,8 @@ class Cache:
         fingerprinter: ``source path -> fingerprint``; defaults to ``precompute.sources``.
         content_hash: Fingerprint sources by content hash instead of size and mtime.
         lock_timeout: Seconds to wait for another process's build of the same key (-1: forever).
+        clock: Unix time now, for the LRU clock (a store's last use) and ``created``; default
+            ``time.time`` (tests pass a clock of their own instead of sleeping).
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class Cache:
         fingerprinter: Callable[[Path], str] | None = None,
         content_hash: bool = False,
         lock_timeout: float = -1.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if budget_bytes is not None and (isinstance(budget_bytes, bool) or budget_bytes < 0):
             raise ValueError(f"budget_bytes must be a non-negative int or None: {budget_bytes!r}")
@@ -75,6 +78,7 @@ class Cache:
         self.budget_bytes = budget_bytes
         self.content_hash = content_hash
         self.lock_timeout = lock_timeout
+        self.clock = clock
         self.stats = CacheStats()
         self._builder = builder or precompute_builder()
         self._fingerprint = fingerprinter or functools.partial(
@@ -102,7 +106,7 @@ class Cache:
 
     def _lookup(self, key: str) -> Path | None:
         store = self.layout.store(key)
-        if self.layout.touch(key) and store.is_dir():
+        if self.layout.touch(key, self.clock()) and store.is_dir():
             return store
         return None
 
@@ -180,7 +184,7 @@ class Cache:
         if store.exists():  # published by a builder that died before cataloguing it:
             maintenance.discard(self.layout, request.out)  # examine it like a partial build,
             os.replace(store, request.out)  # so a complete, matching one is adopted
-        started = time.time()
+        started = time.monotonic()
         state = maintenance.inspect_partial(self.layout, request.out, request)
         if state != "complete":
             self._run_builder(request)
@@ -197,10 +201,11 @@ class Cache:
             size_bytes=dir_size(store),
             num_samples=info.layout.num_samples,
             num_valid=info.num_valid,
-            created=time.time(),
-            build_seconds=round(time.time() - started, 3),
+            created=self.clock(),
+            build_seconds=round(time.monotonic() - started, 3),
         )
         self.layout.write_entry(entry)  # published: an entry means a complete store
+        self.layout.touch(key, entry.created)  # its first use, on this cache's clock
         self.stats.inc("builds")
         return store
 

@@ -156,10 +156,10 @@ class CacheLayout:
         """Publish ``entry`` atomically."""
         atomic_write_json(self.entry_file(entry.key), entry.to_dict())
 
-    def touch(self, key: str) -> bool:
-        """Mark ``key`` as used now (LRU clock); return False if it has no entry."""
+    def touch(self, key: str, when: float | None = None) -> bool:
+        """Mark ``key`` as used at ``when`` (Unix time; None: now); False if it has no entry."""
         try:
-            os.utime(self.entry_file(key))
+            os.utime(self.entry_file(key), None if when is None else (when, when))
         except FileNotFoundError:
             return False
         return True

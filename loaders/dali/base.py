@@ -1,14 +1,15 @@
 """The loader contract shared by both DALI loaders: order, length, epochs, state and resume.
 
-A subclass says how many sample slots it has, how they group into chunks, which are valid, and
-how to fetch a batch of samples (:meth:`DaliLoaderBase._fetch`). Everything else lives here:
+A subclass says how many sample slots it has, how they group into chunks, which are valid, what
+identifies its data, and how to fetch a batch of samples (:meth:`DaliLoaderBase._fetch`).
+Settings, epochs, the plan of an epoch, the state and mixup's generator are the contract's
+(:class:`loaders.contract.ContractLoader`, shared with ``StoreLoader``). What lives here:
 
-* order: :func:`loaders.plan.epoch_plan` over ``(seed, epoch, rank, world_size)``, the same
-  order as ``StoreLoader`` for the same arguments; with ``drop_last=False`` the ranks are
-  evened out by repeats, marked ``is_pad`` in the batches;
+* order: the contract's plan, so the same order as ``StoreLoader`` for the same arguments;
+  with ``drop_last=False`` the ranks are evened out by repeats, marked ``is_pad``;
 * randomness: :func:`loaders.dali.params.draw_batch_params`, keyed by the batch position;
-* resume: the state is ``(epoch, batches served)``; a new iteration builds a pipeline whose
-  feeder starts at that batch, so the remainder is identical to an uninterrupted run.
+* resume: an iteration builds a pipeline whose feeder starts at the contract's first batch,
+  so the remainder after :meth:`load_state_dict` is identical to an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -21,18 +22,14 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.contract import check_state, pad_flags, resolve_device, resolve_rank
+from loaders.contract import ContractLoader, Mixup, check_int, pad_flags
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
-from loaders.order import batch_seed, epoch_after, num_batches
-from loaders.plan import EpochPlan, epoch_plan
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
-
-_STATE_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
 
 
 class PipelineRunError(LoaderError):
@@ -81,15 +78,26 @@ class _Feeder:
             raise StopIteration
         b, bs, ld = self._next, self._loader.batch_size, self._loader
         self._next += 1
-        got = ld._fetch(self._epoch, b, self._order[b * bs:(b + 1) * bs])
-        p = draw_batch_params(ld.augment, got.hw, seed=ld.seed, epoch=self._epoch, rank=ld.rank,
-                              batch=b, offset=got.offset)
-        feeds = {"data": got.data, "label": got.label, "index": got.index,
-                 **{k: getattr(p, k) for k in self._names[1:-2]}}
+        got = ld._fetch(self._epoch, b, self._order[b * bs : (b + 1) * bs])
+        p = draw_batch_params(
+            ld.augment,
+            got.hw,
+            seed=ld.seed,
+            epoch=self._epoch,
+            rank=ld.rank,
+            batch=b,
+            offset=got.offset,
+        )
+        feeds = {
+            "data": got.data,
+            "label": got.label,
+            "index": got.index,
+            **{k: getattr(p, k) for k in self._names[1:-2]},
+        }
         return tuple(feeds[k] for k in self._names)
 
 
-class DaliLoaderBase:
+class DaliLoaderBase(ContractLoader):
     """Batches from a DALI pipeline behind the ``StoreLoader`` contract (see module docstring).
 
     Args:
@@ -109,116 +117,83 @@ class DaliLoaderBase:
         buffer_chunks: Shuffle window in chunks (as ``StoreLoader``).
         mixup: ``mixup(images, labels, generator) -> (images, soft_targets)`` (e.g. the
             mixup/cutmix ops of :mod:`loaders.augment`), applied to every batch on the device
-            with a generator seeded by :func:`loaders.order.batch_seed`, as ``StoreLoader``
-            does; batches then carry ``target`` instead of ``label``.
+            with the batch's generator (:meth:`ContractLoader.batch_generator`), as
+            ``StoreLoader`` does; batches then carry ``target`` instead of ``label``.
         num_threads: DALI CPU threads.
         prefetch: DALI prefetch queue depth.
+
+    Raises:
+        ValueError: A setting is out of range (the message names it and its value).
+        ImportError: DALI is not installed (the message names the extra to install).
     """
 
-    def __init__(self, batch_size: int, *, augment: Any = None,
-                 device: str | torch.device | None = None, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = True, rank: int | None = None, world_size: int | None = None,
-                 buffer_chunks: int = 8, mixup: Any = None, num_threads: int = 2,
-                 prefetch: int = 2) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        *,
+        augment: Any = None,
+        device: str | torch.device | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+        rank: int | None = None,
+        world_size: int | None = None,
+        buffer_chunks: int = 8,
+        mixup: Mixup | None = None,
+        num_threads: int = 2,
+        prefetch: int = 2,
+    ) -> None:
         require_dali()
-
-        for name, value in (("batch_size", batch_size), ("buffer_chunks", buffer_chunks),
-                            ("num_threads", num_threads), ("prefetch", prefetch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        rank, world_size = resolve_rank(rank, world_size)
-        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-        self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
-        self.buffer_chunks, self.mixup = buffer_chunks, mixup
-        self.augment = as_dali_augment(augment)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = resolve_device(device)
+        super().__init__(
+            batch_size,
+            device=device,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            buffer_chunks=buffer_chunks,
+        )
+        self._threads = check_int("num_threads", num_threads, 1)
+        self._prefetch = check_int("prefetch", prefetch, 1)
+        self.mixup = mixup
+        self.augment = as_dali_augment(augment)
         self._device_id = dali_device_id(self.device)
-        self._threads, self._prefetch = num_threads, prefetch
-        self.epoch, self._served = 0, 0
-        self._plans: dict[int, EpochPlan] = {}
+
+    @property
+    def num_threads(self) -> int:
+        """DALI CPU threads (fixed when the loader is made)."""
+        return self._threads
+
+    @property
+    def prefetch(self) -> int:
+        """DALI prefetch queue depth (fixed when the loader is made)."""
+        return self._prefetch
 
     # -- what a subclass provides -------------------------------------------------------------
-    num_samples: int
-    chunk_samples: int
-
-    def _valid(self) -> npt.NDArray[np.bool_] | None:
-        """Return the mask of real samples (None: all are)."""
-        return None
-
     def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
         raise NotImplementedError
 
     def _graph(self) -> GraphSpec:
         raise NotImplementedError
 
-    # -- the contract ---------------------------------------------------------------------------
-    def plan(self, epoch: int) -> EpochPlan:
-        """Return the order of ``epoch`` on this rank (``StoreLoader``'s plan)."""
-        if epoch not in self._plans:
-            self._plans = {epoch: epoch_plan(
-                self.num_samples, self.chunk_samples, seed=self.seed, epoch=epoch,
-                rank=self.rank, world_size=self.world_size, shuffle=self.shuffle,
-                buffer_chunks=self.buffer_chunks, valid=self._valid(),
-                batch_size=self.batch_size, pad=not self.drop_last)}
-        return self._plans[epoch]
-
+    # -- serving the contract's plan ----------------------------------------------------------
     def epoch_indices(self, epoch: int) -> npt.NDArray[np.int64]:
         """Return the sample indices this rank visits in ``epoch``, in order."""
         return self.plan(epoch).order
 
-    def num_batches(self, epoch: int) -> int:
-        """Return the number of batches of ``epoch`` on this rank."""
-        return num_batches(len(self.epoch_indices(epoch)), self.batch_size, self.drop_last)
-
-    def __len__(self) -> int:
-        return self.num_batches(self.epoch)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch the next iteration serves (from its first batch)."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch, self._served = int(epoch), 0
-
-    def _identity(self) -> dict[str, Any]:
-        """What a saved state must match to be resumed by this loader."""
-        return {k: getattr(self, k) for k in _STATE_KEYS}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Return ``{epoch, batch, ...}``: where the next iteration resumes, plus identity."""
-        return {"epoch": self.epoch, "batch": self._served, "rank": self.rank,
-                **self._identity()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict`: the next iteration serves the exact remainder.
-
-        Raises:
-            LoaderError: The state was saved by a loader with another seed, world size, batch
-                size, order settings or data (another rank's state is fine: see
-                :func:`loaders.contract.check_state`).
-        """
-        check_state(state, self._identity())
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        total = self.num_batches(epoch)
-        if not 0 <= batch <= total:
-            raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
-        self.epoch, self._served = epoch_after(epoch, batch, total) if total else (epoch, 0)
-
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        """Serve the rest of the current epoch.
+        """Serve the current epoch from its first batch (or the resumed one).
 
         Handing out the last batch completes the pass and selects the next epoch (the
         iterator need not be run to its end: a loop that takes ``len()`` batches and calls
         ``iter()`` again gets the next epoch).
         """
-        epoch, start = self.epoch, self._served
-        if start >= self.num_batches(epoch):  # an empty epoch is a complete pass at once
-            self.epoch, self._served = epoch + 1, 0
-            return
-        yield from self._run(epoch, start)
+        epoch, start, total = self._begin_pass()
+        if start < total:
+            yield from self._run(epoch, start)
 
     def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""
@@ -239,7 +214,7 @@ class DaliLoaderBase:
                 raise PipelineRunError(epoch, b, str(exc)) from exc
             self._police(epoch, b)
             batch = self._to_batch(outs, epoch, b)
-            self.epoch, self._served = epoch_after(epoch, b + 1, self.num_batches(epoch))
+            self._mark_served(epoch, b + 1, self.num_batches(epoch))
             if len(batch["index"]):  # empty only when every sample of the batch was skipped
                 yield batch
 
@@ -252,10 +227,12 @@ class DaliLoaderBase:
     def _to_batch(self, outs: Any, epoch: int, batch: int) -> dict[str, torch.Tensor]:
         image, label, index = outs
         host_index = torch.from_numpy(np.array(index.as_tensor())).reshape(-1)
-        out = {"image": to_torch(image, self.device),
-               "label": torch.from_numpy(np.array(label.as_tensor())).reshape(-1),
-               "index": host_index,
-               "is_pad": pad_flags(host_index, torch.from_numpy(self.plan(epoch).repeats))}
+        out = {
+            "image": to_torch(image, self.device),
+            "label": torch.from_numpy(np.array(label.as_tensor())).reshape(-1),
+            "index": host_index,
+            "is_pad": pad_flags(host_index, torch.from_numpy(self.plan(epoch).repeats)),
+        }
         if self.augment.channels_last and self.augment.layout == "CHW":
             out["image"] = out["image"].permute(0, 3, 1, 2)  # NCHW view, channels_last memory
         if self.augment.dtype == "bfloat16":
@@ -266,12 +243,17 @@ class DaliLoaderBase:
         for key in ("label", "index", "is_pad"):
             out[key] = out[key].to(self.device)
         if self.mixup is not None:
-            gen = torch.Generator(device=self.device)
-            gen.manual_seed(batch_seed(self.seed, epoch, self.rank, batch))
+            gen = self.batch_generator(epoch, batch)
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
         return out
 
     def _graph_spec(self, out_size: int | None, decode: bool) -> GraphSpec:
-        return GraphSpec(aug=self.augment, out_size=out_size, decode=decode,
-                         batch_size=self.batch_size, device_id=self._device_id,
-                         num_threads=self._threads, prefetch=self._prefetch)
+        return GraphSpec(
+            aug=self.augment,
+            out_size=out_size,
+            decode=decode,
+            batch_size=self.batch_size,
+            device_id=self._device_id,
+            num_threads=self._threads,
+            prefetch=self._prefetch,
+        )

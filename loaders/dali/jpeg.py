@@ -33,6 +33,7 @@ import numpy.typing as npt
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from loaders.contract import check_int
 from loaders.dali.base import DaliLoaderBase, Fetched, PipelineRunError
 from loaders.dali.graph import GraphSpec
 from loaders.errors import LoaderError
@@ -70,8 +71,11 @@ def header_info(raw: bytes, max_pixels: int) -> tuple[int, int, bool]:
             # JPEG keeps EXIF in a header segment; other formats (PNG) would decode to find it
             exif = im.getexif() if im.format in _EXIF_IN_HEADER else {}
             rotated = exif.get(_ORIENTATION, 1) in (5, 6, 7, 8)
-            host = (im.mode in _ALPHA_MODES or im.format in _HOST_FORMATS
-                    or (im.mode == "P" and "transparency" in im.info))
+            host = (
+                im.mode in _ALPHA_MODES
+                or im.format in _HOST_FORMATS
+                or (im.mode == "P" and "transparency" in im.info)
+            )
     except UnidentifiedImageError as exc:
         raise ValueError("not an image format Pillow recognises") from exc
     except Exception as exc:  # Pillow raises many types for garbage
@@ -125,20 +129,27 @@ class JpegLoader(DaliLoaderBase):
         **kwargs: See :class:`loaders.dali.base.DaliLoaderBase`.
     """
 
-    def __init__(self, src: str | os.PathLike[str], batch_size: int, size: int = 224, *,
-                 chunk_samples: int = 32, on_error: str = "raise",
-                 max_pixels: int = _DEFAULT_MAX_PIXELS, prescan: bool = False,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        src: str | os.PathLike[str],
+        batch_size: int,
+        size: int = 224,
+        *,
+        chunk_samples: int = 32,
+        on_error: str = "raise",
+        max_pixels: int = _DEFAULT_MAX_PIXELS,
+        prescan: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(batch_size, **kwargs)
         from precompute.sources import list_source
 
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-        if chunk_samples < 1:
-            raise ValueError(f"chunk_samples must be >= 1, got {chunk_samples}")
         self.augment = replace(self.augment, size=size)
         self.source = list_source(src)
-        self.num_samples, self.chunk_samples = len(self.source), chunk_samples
+        self.num_samples = len(self.source)
+        self.chunk_samples = check_int("chunk_samples", chunk_samples, 1)
         self.on_error, self.max_pixels = on_error, max_pixels
         # key -> reason, for every file left out so far (listing skips included, as the build)
         self.skipped: dict[str, str] = dict(self.source.skipped)
@@ -158,13 +169,12 @@ class JpegLoader(DaliLoaderBase):
         mask[list(self._bad)] = False
         return mask
 
-    def _identity(self) -> dict[str, Any]:
+    def _data_identity(self) -> dict[str, Any]:
         from precompute.sources import fingerprint
 
         if not hasattr(self, "_fingerprint"):
             self._fingerprint = fingerprint(self.source)
-        return {**super()._identity(), "chunk_samples": self.chunk_samples,
-                "source_fingerprint": self._fingerprint}
+        return {"chunk_samples": self.chunk_samples, "source_fingerprint": self._fingerprint}
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return self._holes
@@ -197,8 +207,7 @@ class JpegLoader(DaliLoaderBase):
             data, hw, keep = [_placeholder()], [(1, 1)], [-1]
         idx = np.asarray(keep, np.int64)
         labels = np.asarray([self.source.items[i][1] if i >= 0 else -1 for i in keep], np.int64)
-        return Fetched(data=data, hw=np.asarray(hw, np.int64), offset=None, label=labels,
-                       index=idx)
+        return Fetched(data=data, hw=np.asarray(hw, np.int64), offset=None, label=labels, index=idx)
 
     def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         b = start
@@ -207,7 +216,7 @@ class JpegLoader(DaliLoaderBase):
                 yield from self._run_from(epoch, b)
                 return
             except PipelineRunError as exc:  # DALI aborts the whole batch on one bad file
-                b = self._served
+                b = self._batch  # the batches served so far: the failed one is next
                 self._identify_bad(epoch, b, exc)
 
     def _pipeline(self, epoch: int, start: int) -> Any:
@@ -237,15 +246,17 @@ class JpegLoader(DaliLoaderBase):
                 names the batch's files and carries DALI's error).
         """
         order, bs = self.epoch_indices(epoch), self.batch_size
-        stop = min(len(order), (batch + self._prefetch + 1) * bs)
+        stop = min(len(order), (batch + self.prefetch + 1) * bs)
         found = False
-        for i in (int(i) for i in order[batch * bs:stop]):
+        for i in (int(i) for i in order[batch * bs : stop]):
             if i in self._bad:
                 continue
             reason = full_decode_error(self.source.read_bytes(self.source.items[i][0]))
             if reason is not None:
                 self._bad[i], found = reason, True
         if not found:
-            keys = [self.source.items[int(i)][0] for i in order[batch * bs:(batch + 1) * bs]]
-            raise LoaderError(f"DALI failed on batch {batch} of epoch {epoch} (files {keys}), "
-                              f"but Pillow decodes each of them: {exc.reason}") from exc
+            keys = [self.source.items[int(i)][0] for i in order[batch * bs : (batch + 1) * bs]]
+            raise LoaderError(
+                f"DALI failed on batch {batch} of epoch {epoch} (files {keys}), "
+                f"but Pillow decodes each of them: {exc.reason}"
+            ) from exc

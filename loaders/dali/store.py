@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loaders.contract import store_identity
 from loaders.dali.base import DaliLoaderBase, Fetched
 from loaders.dali.graph import GraphSpec
 from loaders.order import variant_for_epoch
@@ -28,7 +29,7 @@ class _ChunkCache:
     """Whole ``image`` chunks by (chunk, variant), least recently used first out."""
 
     def __init__(self, source: StoreSource, capacity: int) -> None:
-        self._source, self._capacity = source, capacity
+        self._source, self.capacity = source, capacity
         self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
     def get(self, chunk: int, variant: int) -> np.ndarray:
@@ -40,7 +41,7 @@ class _ChunkCache:
         img = self._source.image.read_chunk(self._source.chunk_coords(chunk, variant))
         img = img if self._source.layout.variants == 1 else img[:, 0]
         self._cache[key] = img
-        while len(self._cache) > self._capacity:
+        while len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
         return img
 
@@ -75,8 +76,13 @@ class DaliStoreLoader(DaliLoaderBase):
         self.chunk_samples = self.info.layout.chunk_samples
         self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2)
 
-    def _identity(self) -> dict[str, Any]:
-        return {**super()._identity(), "spec_hash": self.info.spec_hash}
+    def close(self) -> None:
+        """Drop shard mappings and cached chunks (idempotent; the loader still reads after)."""
+        self.source.image.close()
+        self._chunks = _ChunkCache(self.source, self._chunks.capacity)
+
+    def _data_identity(self) -> dict[str, Any]:
+        return store_identity(self.info.spec_hash)
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return None if self.source.valid.all() else self.source.valid
@@ -97,6 +103,10 @@ class DaliStoreLoader(DaliLoaderBase):
             images[sel] = self._chunks.get(int(c), variant)[row[sel]]
         extent = self.source.extents[indices]
         extent = extent if extent.ndim == 2 else extent[:, variant]
-        return Fetched(data=images, hw=extent[:, 2:].astype(np.int64),
-                       offset=extent[:, :2].astype(np.int64),
-                       label=self.source.labels[indices], index=indices.astype(np.int64))
+        return Fetched(
+            data=images,
+            hw=extent[:, 2:].astype(np.int64),
+            offset=extent[:, :2].astype(np.int64),
+            label=self.source.labels[indices],
+            index=indices.astype(np.int64),
+        )

@@ -80,10 +80,9 @@ def _storeloader(it: Any) -> dict[str, Any]:
 
 
 def _dali(it: Any) -> dict[str, Any]:
-    # DaliLoaderBase keeps its pipeline settings private; read them without changing them
     return {
-        "prefetch": getattr(it, "_prefetch", None),
-        "num_threads": getattr(it, "_threads", None),
+        "prefetch": it.prefetch,
+        "num_threads": it.num_threads,
         "batch_size": it.batch_size,
         "device": str(it.device),
     }

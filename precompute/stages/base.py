@@ -1,8 +1,9 @@
 """The stage contract: each stage declares what it consumes and produces before data flows.
 
 A build's per-sample pipeline is a short chain of stages (decode -> resize, or decode ->
-augment). :func:`check_chain` validates the chain against the store layout once, in the
-driver, so a mis-ordered or mis-sized pipeline fails before Ray schedules anything.
+augment). :func:`check_chain` validates the chain against the store layout when
+:func:`precompute.stages.make_pipeline` builds it, which each shard task does before its first
+sample, so a mis-ordered or mis-sized pipeline fails before any sample is decoded.
 """
 
 from __future__ import annotations

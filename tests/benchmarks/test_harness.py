@@ -1,8 +1,11 @@
 import json
+import os
+import statistics
 
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from benchmarks.consumers import ModelStep, parse_consumer
 from benchmarks.errors import BenchConfigError
@@ -11,6 +14,15 @@ from benchmarks.runner import run_benchmark
 from benchmarks.strategies import STRATEGIES, RunConfig, Strategy, get_strategy, register
 
 PLOTS = ("throughput.png", "utilisation.png", "step_times.png")
+TAB_BLUE, TAB_ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's first two colours
+
+
+def _pixels_near(path, rgb, tol=40):
+    """Return the size of a PNG and how many of its pixels are within ``tol`` of ``rgb``."""
+    with Image.open(path) as im:
+        assert im.format == "PNG"
+        pixels = np.asarray(im.convert("RGB")).astype(int)
+        return im.size, int((np.abs(pixels - rgb).max(-1) <= tol).sum())
 
 
 @pytest.fixture
@@ -42,10 +54,15 @@ def test_end_to_end_run_writes_every_report_file(
         size=32,
         consumer="fixed:2",
     )
-    for name in ("report.md", "report.json", *PLOTS):
-        assert (out / name).stat().st_size > 0, name
-    for plot in PLOTS:
-        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the plots show the two strategies that ran: their bars, one utilisation panel each
+    # (180 px high; how much line a panel holds depends on how many samples a run this short
+    # got, so only the panels are checked), their step-time boxes with medians
+    size, bars = _pixels_near(out / "throughput.png", TAB_BLUE)
+    assert size == (600, 350) and bars > 1000
+    size, _ = _pixels_near(out / "utilisation.png", TAB_BLUE)
+    assert size == (700, 2 * 180)
+    size, medians = _pixels_near(out / "step_times.png", TAB_ORANGE)
+    assert size == (600, 350) and medians > 10
     doc = json.loads((out / "report.json").read_text())
     assert set(REPORT_KEYS) <= set(doc)
     by_name = {s["name"]: s for s in doc["strategies"]}
@@ -54,24 +71,32 @@ def test_end_to_end_run_writes_every_report_file(
         assert s["status"] == "ok", s.get("reason")
         assert set(STRATEGY_KEYS) <= set(s)
         assert s["samples"] == (2 * (48 // 8) - 2) * 8  # 2 epochs minus 2 warm-up steps
-        assert s["samples_per_s"] > 0 and s["cpu_s_per_sample"] > 0
+        assert s["samples_per_s"] == statistics.median(s["samples_per_s_epochs"]) > 0
+        assert len(s["samples_per_s_epochs"]) == 2 and s["epoch_samples"] == 48
+        assert s["cpu_s_per_sample"] > 0
         assert 0 <= s["data_wait_share"] <= 1
-        assert s["peak_rss_bytes"] > 0
+        assert s["peak_rss_bytes"] > 50 * 2**20  # a process that imported torch
         assert s["util_source"] == ("gpu_util" if torch.cuda.is_available() else "cpu_percent")
     missing = by_name[missing_backend_strategy]
     assert missing["status"] == "unavailable"
     assert "no_such_backend_for_nostall" in missing["reason"]
     assert doc["build"]["status"] == "given"
     assert "records no source fingerprint" in doc["build"]["warning"]  # written from arrays
-    assert "precompute" in doc["break_even"]
-    assert doc["environment"]["cores_usable"] >= 1
+    assert doc["break_even"]["precompute"]["detail"] == "build time unknown"
+    assert doc["environment"]["cores_usable"] == len(os.sched_getaffinity(0))
     md = paths["md"].read_text()
-    assert "| workers |" in md and "| precompute |" in md
+    base = by_name["workers"]["samples_per_s"]
+    for name in ("workers", "precompute"):
+        sps = by_name[name]["samples_per_s"]
+        assert f"| {name} | {sps:.1f} | {sps / base:.2f}x |" in md  # the table shows the JSON
+        for line in by_name[name]["advice"]:
+            assert f"- **{name}**: {line}\n" in md
+    assert "- precompute pays for itself after: build time unknown" in md
     assert "- Warning: --store" in md
     assert by_name["workers"]["loader"]["settings"]["num_workers"] == 1
     assert by_name["precompute"]["loader"]["kind"] == "storeloader"
     assert all(by_name[n]["advice"] for n in ("workers", "precompute"))
-    assert "## Advice for each loader's own settings" in md and "- **workers**: " in md
+    assert "## Advice for each loader's own settings" in md
     assert "unavailable: no_such_backend_for_nostall" in md.replace("`", "")
     if not torch.cuda.is_available():
         assert "not available: no GPU" in md

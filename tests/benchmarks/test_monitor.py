@@ -13,8 +13,8 @@ def test_monitor_degrades_without_gpu_and_reports_cpu_figures():
         pytest.skip("this machine has a GPU")
     with Monitor(interval=0.02) as mon:
         x = 0
-        end = time.perf_counter() + 0.3
-        while time.perf_counter() < end:
+        end = time.process_time() + 0.3  # 0.3 s of CPU however busy the machine is
+        while time.process_time() < end:
             x += 1
         mon.record_step(0.01, 0.02)
     res = mon.result()
@@ -27,7 +27,7 @@ def test_monitor_degrades_without_gpu_and_reports_cpu_figures():
         for s in res.samples
     )
     assert res.peak_rss_bytes > 10 * 2**20
-    assert res.cpu_s > 0.1  # the busy loop
+    assert res.cpu_s >= 0.28  # the busy loop's 0.3 s of CPU (to the tick)
     assert res.steps == [(0.01, 0.02)]
     d = res.to_dict()
     assert set(d["series"]) == set(Sample.__dataclass_fields__)

@@ -13,20 +13,27 @@ The keyword arguments the suite passes are ``batch_size``, ``seed``, ``shuffle``
 (int64), ``index`` (int64) and ``is_pad`` (bool) as torch tensors or numpy arrays, and provide
 ``set_epoch(e)``, ``len()``, ``epoch``, ``state_dict()`` and ``load_state_dict(state)``; bad
 stores raise a ``loaders.errors.LoaderError`` when the loader is made, and a corrupted chunk
-raises one naming the shard file.
+raises one naming the shard file. A ``mixup`` keyword is passed through too: the loader calls
+``mixup(images, labels, generator)`` with the batch's generator.
+
+Epochs and state (the rules of :class:`loaders.contract.ContractLoader`): ``epoch`` is read-only
+and ``set_epoch`` takes a non-negative integer; an iteration broken off and started again serves
+its epoch from the first batch, only ``load_state_dict`` resumes mid-epoch; a state is plain JSON
+holding ``epoch``, ``batch``, ``rank``, the settings and the data identity, and a state that
+differs in any setting or in the data is refused naming it (:mod:`tests.contracts.state_contract`).
 
 Multi-rank rules: ranks are disjoint and serve equally many batches; with ``drop_last=False``
 they serve every sample exactly once plus fewer than ``world_size`` repeats marked ``is_pad``;
 with ``drop_last=True`` an epoch leaves out fewer than ``world_size * batch_size`` samples.
 
-Fixture stores encode each sample's index in its pixels (channel 0: ``i % 256``, channel 1:
-``i // 256``, channel 2: the variant), so every check is made on the data actually served.
+Fixture stores (:mod:`tests.contracts.index_store`) encode each sample's index in its pixels
+(channel 0: ``i % 256``, channel 1: ``i // 256``, channel 2: the variant), so every check is
+made on the data actually served.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,8 +42,16 @@ import pytest
 
 from loaders.errors import LoaderError
 from loaders.order import samples_per_rank, variant_for_epoch
-from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
+from tests.contracts.index_store import (
+    NUM_CLASSES,
+    LoaderFactory,
+    cat,
+    collect,
+    decode_index,
+    make_index_store,
+    to_numpy,
+)
+from tests.contracts.state_contract import LoaderStateContract
 
 __all__ = [
     "LoaderContract",
@@ -46,61 +61,6 @@ __all__ = [
     "make_index_store",
     "to_numpy",
 ]
-
-LoaderFactory = Callable[..., Any]
-NUM_CLASSES = 7
-
-
-def make_index_store(root: str | Path, num_samples: int = 100, *, size: int = 16,
-                     chunk_samples: int = 4, shard_samples: int = 16, variants: int = 1,
-                     holes: Sequence[int] = ()) -> Path:
-    """Write a store whose pixels encode each sample's index (and variant); return its path.
-
-    Labels are ``index % 7``; ``holes`` get label -1 and zero pixels, as a skipped input would.
-    """
-    n, k = num_samples, variants
-    idx = np.arange(n)
-    shape = (n, size, size, 3) if k == 1 else (n, k, size, size, 3)
-    images = np.zeros(shape, np.uint8)
-    images[..., 0] = (idx % 256).reshape(-1, *[1] * (len(shape) - 2))
-    images[..., 1] = (idx // 256).reshape(-1, *[1] * (len(shape) - 2))
-    if k > 1:
-        images[..., 2] = np.arange(k).reshape(1, k, 1, 1)
-    labels = (idx % NUM_CLASSES).astype(np.int64)
-    holes = list(holes)
-    labels[holes] = -1
-    images[holes] = 0
-    spec = BuildSpec(size=size, chunk_samples=chunk_samples, shard_samples=shard_samples,
-                     variants=k)
-    write_store_from_arrays(root, images, labels, spec)
-    return Path(root)
-
-
-def to_numpy(x: Any) -> np.ndarray:
-    """Return a tensor (any device) or array as a numpy array."""
-    if hasattr(x, "detach"):
-        return np.asarray(x.detach().cpu().numpy())
-    return np.asarray(x)
-
-
-def decode_index(images: Any) -> np.ndarray:
-    """Return the sample index encoded in each image of an NHWC uint8 batch."""
-    arr = to_numpy(images).astype(np.int64)
-    return arr[:, 0, 0, 0] + 256 * arr[:, 0, 0, 1]
-
-
-def collect(loader: Iterable[dict[str, Any]], limit: int | None = None) -> list[dict[str, Any]]:
-    """Return up to ``limit`` batches of ``loader`` as dicts of numpy arrays."""
-    out = []
-    for batch in loader:
-        out.append({k: to_numpy(v) for k, v in batch.items()})
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
-def _cat(batches: list[dict[str, Any]], key: str) -> np.ndarray:
-    return np.concatenate([b[key] for b in batches]) if batches else np.zeros(0, np.int64)
 
 
 def _flip_byte(path: Path, offset: int) -> None:
@@ -116,7 +76,7 @@ def _rewrite_attrs(root: Path, **changes: Any) -> None:
     meta.write_text(json.dumps(doc))
 
 
-class LoaderContract:
+class LoaderContract(LoaderStateContract):
     """Invariant tests every store loader must pass; subclass and define ``make_loader``."""
 
     make_loader: ClassVar[LoaderFactory]
@@ -133,11 +93,6 @@ class LoaderContract:
     def holey(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
         return make_index_store(tmp_path_factory.mktemp("holey") / "s", cls.N, holes=cls.HOLES)
 
-    def _epoch(self, path: Path, epoch: int = 0, **kw: Any) -> list[dict[str, Any]]:
-        loader = self.make_loader(path, **{"batch_size": 8, "seed": 0, **kw})
-        loader.set_epoch(epoch)
-        return collect(loader)
-
     def test_batches_carry_their_own_index_and_label(self, store: Path) -> None:
         batches = self._epoch(store, shuffle=True)
         for b in batches:
@@ -148,7 +103,7 @@ class LoaderContract:
 
     @pytest.mark.parametrize("epoch", [0, 1, 5])
     def test_every_epoch_is_a_permutation(self, store: Path, epoch: int) -> None:
-        got = _cat(self._epoch(store, epoch, drop_last=False), "index")
+        got = cat(self._epoch(store, epoch, drop_last=False), "index")
         assert sorted(got.tolist()) == list(range(self.N))
 
     def test_len_matches_batches(self, store: Path) -> None:
@@ -160,7 +115,7 @@ class LoaderContract:
         assert len(batches[-1]["index"]) == self.N % 8
 
     def test_holes_are_left_out(self, holey: Path) -> None:
-        got = _cat(self._epoch(holey, drop_last=False), "index")
+        got = cat(self._epoch(holey, drop_last=False), "index")
         want = sorted(set(range(self.N)) - set(self.HOLES))
         assert sorted(got.tolist()) == want
 
@@ -174,22 +129,22 @@ class LoaderContract:
     @pytest.mark.parametrize("fixture", ["store", "holey"])
     @pytest.mark.parametrize("shuffle", [False, True])
     def test_ranks_cover_every_sample_once_without_drop_last(
-            self, world_size: int, fixture: str, shuffle: bool,
-            request: pytest.FixtureRequest) -> None:
+        self, world_size: int, fixture: str, shuffle: bool, request: pytest.FixtureRequest
+    ) -> None:
         # a validation pass: every sample exactly once across ranks, repeats marked is_pad
         path = request.getfixturevalue(fixture)
         kw = {"drop_last": False, "shuffle": shuffle, "world_size": world_size}
         ranks = [self._epoch(path, 2, rank=r, **kw) for r in range(world_size)]
         valid = self._valid(fixture)
         share = samples_per_rank(int(valid.sum()), world_size, pad=True)
-        assert {len(_cat(batches, "index")) for batches in ranks} == {share}
+        assert {len(cat(batches, "index")) for batches in ranks} == {share}
         assert len({len(batches) for batches in ranks}) == 1  # no rank waits in a collective
-        real = [_cat(b, "index")[~_cat(b, "is_pad").astype(bool)] for b in ranks]
-        pads = [_cat(b, "index")[_cat(b, "is_pad").astype(bool)] for b in ranks]
+        real = [cat(b, "index")[~cat(b, "is_pad").astype(bool)] for b in ranks]
+        pads = [cat(b, "index")[cat(b, "is_pad").astype(bool)] for b in ranks]
         assert sorted(np.concatenate(real).tolist()) == np.flatnonzero(valid).tolist()
         assert sum(map(len, pads)) == world_size * share - valid.sum() < world_size
         for batches, rep in zip(ranks, pads, strict=True):
-            served = _cat(batches, "index")
+            served = cat(batches, "index")
             assert len(np.unique(served)) == len(served)  # a rank never serves a sample twice
             assert set(rep.tolist()) <= set(np.flatnonzero(valid).tolist())
             for b in batches:
@@ -197,13 +152,15 @@ class LoaderContract:
                 np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
 
     @pytest.mark.parametrize("world_size", [3, 8])
-    def test_metric_over_ranks_equals_the_single_rank_metric(self, holey: Path,
-                                                             world_size: int) -> None:
+    def test_metric_over_ranks_equals_the_single_rank_metric(
+        self, holey: Path, world_size: int
+    ) -> None:
         def totals(batches: list[dict[str, Any]]) -> tuple[int, int]:
             correct = count = 0
             for b in batches:  # a fixed "model" guessing the label from the served pixels
-                guess = np.where(decode_index(b["image"]) % 3 == 0, 0,
-                                 decode_index(b["image"]) % NUM_CLASSES)
+                guess = np.where(
+                    decode_index(b["image"]) % 3 == 0, 0, decode_index(b["image"]) % NUM_CLASSES
+                )
                 keep = ~b["is_pad"].astype(bool)
                 correct += int((guess == b["label"])[keep].sum())
                 count += int(keep.sum())
@@ -211,43 +168,48 @@ class LoaderContract:
 
         kw = {"batch_size": 5, "shuffle": False, "drop_last": False}
         single = totals(self._epoch(holey, **kw))
-        parts = [totals(self._epoch(holey, rank=r, world_size=world_size, **kw))
-                 for r in range(world_size)]
+        parts = [
+            totals(self._epoch(holey, rank=r, world_size=world_size, **kw))
+            for r in range(world_size)
+        ]
         assert tuple(map(sum, zip(*parts, strict=True))) == single
         assert single[1] == self.N - len(self.HOLES)
 
     @pytest.mark.parametrize("world_size", [2, 3, 4])
     @pytest.mark.parametrize("fixture", ["store", "holey"])
     def test_training_ranks_disjoint_and_drop_less_than_a_batch_each(
-            self, world_size: int, fixture: str, request: pytest.FixtureRequest) -> None:
+        self, world_size: int, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
         path = request.getfixturevalue(fixture)
-        ranks = [self._epoch(path, 1, rank=r, world_size=world_size)  # drop_last=True
-                 for r in range(world_size)]
+        ranks = [
+            self._epoch(path, 1, rank=r, world_size=world_size)  # drop_last=True
+            for r in range(world_size)
+        ]
         assert len({len(batches) for batches in ranks}) == 1
-        seen = np.concatenate([_cat(batches, "index") for batches in ranks])
+        seen = np.concatenate([cat(batches, "index") for batches in ranks])
         assert len(np.unique(seen)) == len(seen)
-        assert not np.concatenate([_cat(batches, "is_pad") for batches in ranks]).any()
+        assert not np.concatenate([cat(batches, "is_pad") for batches in ranks]).any()
         assert self._valid(fixture).sum() - len(seen) < world_size * 8
         assert not set(seen.tolist()) - set(np.flatnonzero(self._valid(fixture)).tolist())
 
     def test_epochs_differ_and_seed_repeats(self, store: Path) -> None:
-        e0 = _cat(self._epoch(store, 0), "index")
-        e1 = _cat(self._epoch(store, 1), "index")
-        again = _cat(self._epoch(store, 0), "index")
-        other_seed = _cat(self._epoch(store, 0, seed=1), "index")
+        e0 = cat(self._epoch(store, 0), "index")
+        e1 = cat(self._epoch(store, 1), "index")
+        again = cat(self._epoch(store, 0), "index")
+        other_seed = cat(self._epoch(store, 0, seed=1), "index")
         np.testing.assert_array_equal(e0, again)
         assert not np.array_equal(e0, e1)
         assert not np.array_equal(e0, other_seed)
 
     def test_no_shuffle_is_store_order(self, store: Path) -> None:
-        got = _cat(self._epoch(store, 3, shuffle=False, drop_last=False), "index")
+        got = cat(self._epoch(store, 3, shuffle=False, drop_last=False), "index")
         np.testing.assert_array_equal(got, np.arange(self.N))
 
     def test_epoch_advances_after_a_full_pass(self, store: Path) -> None:
         loader = self.make_loader(store, batch_size=8, seed=0)
-        first, second = _cat(collect(loader), "index"), _cat(collect(loader), "index")
-        np.testing.assert_array_equal(first, _cat(self._epoch(store, 0), "index"))
-        np.testing.assert_array_equal(second, _cat(self._epoch(store, 1), "index"))
+        first, second = cat(collect(loader), "index"), cat(collect(loader), "index")
+        np.testing.assert_array_equal(first, cat(self._epoch(store, 0), "index"))
+        np.testing.assert_array_equal(second, cat(self._epoch(store, 1), "index"))
 
     def test_a_pass_that_took_len_batches_ends_the_epoch(self, store: Path) -> None:
         # a training loop (Lightning's fetcher) takes len() batches and never sees the end
@@ -255,18 +217,18 @@ class LoaderContract:
         for epoch in range(3):
             it = iter(loader)
             got = np.concatenate([to_numpy(next(it)["index"]) for _ in range(len(loader))])
-            np.testing.assert_array_equal(got, _cat(self._epoch(store, epoch), "index"))
+            np.testing.assert_array_equal(got, cat(self._epoch(store, epoch), "index"))
             assert loader.epoch == epoch + 1
             saved = loader.state_dict()
             assert (saved["epoch"], saved["batch"]) == (epoch + 1, 0)
         resumed = self.make_loader(store, batch_size=8, seed=0)
         resumed.load_state_dict({**saved, "epoch": 1, "batch": len(resumed)})  # an older save
-        np.testing.assert_array_equal(_cat(collect(resumed), "index"),
-                                      _cat(self._epoch(store, 2), "index"))
+        np.testing.assert_array_equal(
+            cat(collect(resumed), "index"), cat(self._epoch(store, 2), "index")
+        )
 
     @pytest.mark.parametrize("stop_after", [1, 4, 9])
-    def test_resume_mid_epoch_gives_identical_remainder(self, holey: Path,
-                                                        stop_after: int) -> None:
+    def test_resume_mid_epoch_gives_identical_remainder(self, holey: Path, stop_after: int) -> None:
         kw = {"batch_size": 4, "seed": 3, "rank": 1, "world_size": 2}
         full = self.make_loader(holey, **kw)
         full.set_epoch(2)
@@ -286,7 +248,8 @@ class LoaderContract:
             np.testing.assert_array_equal(g["image"], w["image"])
 
     def test_another_ranks_state_resumes_and_another_world_size_is_refused(
-            self, holey: Path) -> None:
+        self, holey: Path
+    ) -> None:
         # ranks step together: a checkpoint written by rank 0 alone resumes every rank
         kw = {"batch_size": 4, "seed": 3, "world_size": 2}
         first = self.make_loader(holey, rank=0, **kw)
@@ -297,8 +260,9 @@ class LoaderContract:
         whole.set_epoch(1)
         resumed = self.make_loader(holey, rank=1, **kw)
         resumed.load_state_dict(state)
-        np.testing.assert_array_equal(_cat(collect(resumed), "index"),
-                                      _cat(collect(whole)[3:], "index"))
+        np.testing.assert_array_equal(
+            cat(collect(resumed), "index"), cat(collect(whole)[3:], "index")
+        )
         other = self.make_loader(holey, rank=0, batch_size=4, seed=3, world_size=3)
         with pytest.raises(LoaderError, match=r"'world_size': \(2, 3\).*another world size"):
             other.load_state_dict(state)

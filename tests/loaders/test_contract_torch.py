@@ -19,8 +19,9 @@ class TestStoreLoaderContractSmallWindows(LoaderContract):
 
     @staticmethod
     def make_loader(store_path: Any, **kw: Any) -> StoreLoader:
-        return StoreLoader(store_path, device="cpu", buffer_chunks=1, num_threads=1,
-                           prefetch=1, io="pread", **kw)
+        return StoreLoader(
+            store_path, device="cpu", buffer_chunks=1, num_threads=1, prefetch=1, io="pread", **kw
+        )
 
 
 class TestStoreLoaderContractInline(LoaderContract):

@@ -69,9 +69,15 @@ class TestJpegLoaderContract(LoaderContract):
         from precompute.format import open_store_info
 
         layout = open_store_info(store_path).layout
-        return JpegLoader(store_to_manifest(Path(store_path)), size=layout.size,
-                          chunk_samples=layout.chunk_samples, on_error="skip", prescan=True,
-                          device="cpu", **kw)
+        return JpegLoader(
+            store_to_manifest(Path(store_path)),
+            size=layout.size,
+            chunk_samples=layout.chunk_samples,
+            on_error="skip",
+            prescan=True,
+            device="cpu",
+            **kw,
+        )
 
     def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
         # A raw source has one version of each image: every epoch serves variant 0's pixels.
@@ -126,6 +132,34 @@ class TestJpegLoaderContractGpu(TestJpegLoaderContract):
         from precompute.format import open_store_info
 
         layout = open_store_info(store_path).layout
-        return JpegLoader(store_to_manifest(Path(store_path)), size=layout.size,
-                          chunk_samples=layout.chunk_samples, on_error="skip", prescan=True,
-                          device="cuda", **kw)
+        return JpegLoader(
+            store_to_manifest(Path(store_path)),
+            size=layout.size,
+            chunk_samples=layout.chunk_samples,
+            on_error="skip",
+            prescan=True,
+            device="cuda",
+            **kw,
+        )
+
+
+def test_a_store_loaders_state_resumes_the_other_store_loader(tmp_path: Path) -> None:
+    # both state the store's identity the same way (loaders.contract.store_identity)
+    from loaders import StoreLoader
+    from loaders.dali import DaliStoreLoader
+
+    path = make_index_store(tmp_path / "s", 64)
+    kw = {"batch_size": 4, "seed": 2, "rank": 1, "world_size": 2, "device": "cpu"}
+    for first_cls, then_cls in ((StoreLoader, DaliStoreLoader), (DaliStoreLoader, StoreLoader)):
+        first = first_cls(path, **kw)
+        first.set_epoch(1)
+        head = collect(first, limit=3)
+        resumed = then_cls(path, **kw)
+        resumed.load_state_dict(first.state_dict())
+        whole = then_cls(path, **kw)
+        whole.set_epoch(1)
+        want, tail = collect(whole), collect(resumed)
+        assert len(head + tail) == len(want)
+        for got, w in zip(head + tail, want, strict=True):
+            np.testing.assert_array_equal(got["index"], w["index"])
+            np.testing.assert_array_equal(got["image"], w["image"])

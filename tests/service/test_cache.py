@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,8 +19,20 @@ def source(tmp_path: Path) -> Path:
     return make_source(tmp_path / "src")
 
 
+class Ticks:
+    """A cache clock that moves on one second per reading: each use is later than the last."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
 def _cache(tmp_path: Path, **kw: object) -> tuple[Cache, Path]:
     log = tmp_path / "builds.log"
+    kw.setdefault("clock", Ticks())
     return Cache(tmp_path / "cache", builder=index_builder(log), **kw), log  # type: ignore[arg-type]
 
 
@@ -47,15 +58,18 @@ def test_build_once_then_hit(tmp_path: Path, source: Path) -> None:
 
 
 def test_catalog_get_info_list_remove(tmp_path: Path, source: Path) -> None:
-    cache, _ = _cache(tmp_path)
+    clock = Ticks()
+    cache, _ = _cache(tmp_path, clock=clock)
     path = cache.get_or_build(source, SPEC)
     key = cache.key_for(source, SPEC)
     entry = cache.info(key)
+    assert entry.created == entry.last_access == clock.now  # published: its first use
     assert entry.path == path and entry.source == str(source.resolve())
     assert entry.spec["size"] == 16 and entry.num_samples == 12
     assert entry.size_bytes > 12 * 16 * 16 * 3
     assert [e.key for e in cache.list()] == [key]
     assert cache.get(key) == path
+    assert cache.info(key).last_access == clock.now == entry.created + 1  # a hit is a use
     assert cache.status(key)["status"] == "ready"
     assert cache.remove(key).key == key
     assert cache.get(key) is None and not path.exists() and cache.list() == []
@@ -71,7 +85,6 @@ def _three_stores(cache: Cache, source: Path) -> list[str]:
     for seed in range(3):
         cache.get_or_build(source, {**SPEC, "seed": seed})
         keys.append(cache.key_for(source, {**SPEC, "seed": seed}))
-        time.sleep(0.02)
     return keys
 
 
@@ -80,7 +93,7 @@ def test_lru_eviction_order(tmp_path: Path, source: Path) -> None:
     a, b, c = _three_stores(cache, source)
     for key in (b, a, c):  # b is now the least recently used
         assert cache.get(key) is not None
-        time.sleep(0.02)
+    assert [e.key for e in cache.list()] == [c, a, b]  # most recently used first
     size = cache.info(a).size_bytes
     report = cache.gc(budget_bytes=2 * size + size // 2)
     assert report.evicted == (b,) and report.freed_bytes == size
@@ -94,7 +107,9 @@ def test_budget_is_enforced_after_each_build(tmp_path: Path, source: Path) -> No
     cache, _ = _cache(tmp_path)
     cache.get_or_build(source, SPEC)
     size = cache.list()[0].size_bytes
-    budgeted = Cache(cache.root, budget_bytes=size + size // 2, builder=index_builder())
+    budgeted = Cache(
+        cache.root, budget_bytes=size + size // 2, builder=index_builder(), clock=cache.clock
+    )
     budgeted.get_or_build(source, {**SPEC, "seed": 5})
     assert [e.spec["seed"] for e in budgeted.list()] == [5]
 

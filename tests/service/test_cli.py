@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import subprocess
@@ -24,13 +25,18 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture()
 def filled(tmp_path: Path) -> tuple[Path, list[str]]:
     source = make_source(tmp_path / "src")
-    cache = Cache(tmp_path / "cache", builder=index_builder())
+    ticks = itertools.count(1_700_000_000.0)  # each use of the cache one second after the last
+    cache = Cache(tmp_path / "cache", builder=index_builder(), clock=lambda: next(ticks))
     keys = []
     for seed in (0, 1):
         cache.get_or_build(source, {**SPEC, "seed": seed})
         keys.append(cache.key_for(source, {**SPEC, "seed": seed}))
-        time.sleep(0.02)
     return cache.root, keys
+
+
+def _fields(out: str) -> dict[str, str]:
+    """Return the ``name: value`` lines of ``cache info`` as a dict."""
+    return dict(line.strip().split(": ", 1) for line in out.splitlines())
 
 
 def _run(root: Path, *args: str) -> tuple[int, str]:
@@ -48,11 +54,16 @@ def test_ls_info_rm_gc(filled: tuple[Path, list[str]]) -> None:
     code, out = _run(root, "info", k0[:8], "--json")
     assert code == 0 and json.loads(out)["status"] == "ready" and json.loads(out)["key"] == k0
     code, out = _run(root, "info", k0[:8])
-    assert code == 0 and "ready" in out and k0 in out
+    info = _fields(out)
+    assert code == 0 and (info["key"], info["status"]) == (k0, "ready")
+    assert info["path"] == str(root / "stores" / k0) and info["num_samples"] == "12"
+    assert float(info["last_access"]) == float(info["created"])  # published: its first use
+    assert 1_700_000_000 < float(info["created"]) < 1_700_000_010  # on the cache's clock
     code, out = _run(root, "rm", k0[:6], "--json")
     assert code == 0 and json.loads(out)[0]["key"] == k0
     code, out = _run(root, "info", k0[:8])
-    assert code == 1 and "no store" in out
+    assert code == 1
+    assert out == f"Error: no store match key '{k0[:8]}' in {root} (give >= 4 hex digits)\n"
     code, out = _run(root, "gc", "--budget", "0", "--json")
     assert code == 0 and json.loads(out)["evicted"] == [k1]
     code, out = _run(root, "gc")
@@ -62,9 +73,12 @@ def test_ls_info_rm_gc(filled: tuple[Path, list[str]]) -> None:
 def test_cli_errors_are_one_line(filled: tuple[Path, list[str]]) -> None:
     root, _ = filled
     code, out = _run(root, "rm", "ab")
-    assert code == 1 and "Error:" in out and "Traceback" not in out
+    assert code == 1 and out == f"Error: no store match key 'ab' in {root} (give >= 4 hex digits)\n"
     code, out = _run(root, "gc", "--budget", "lots")
-    assert code == 2 and "byte size" in out
+    assert code == 2
+    assert out.splitlines()[-1] == (
+        "Error: Invalid value: not a byte size: 'lots' (e.g. 500M, 20GiB, 1048576)"
+    )
 
 
 def test_byte_units() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 from loaders.torch_loader import StoreLoader
@@ -40,3 +42,24 @@ def test_store_loader_takes_a_cache_reference(tmp_path: Path) -> None:
         assert by_key.source.info.spec_hash == loader.source.info.spec_hash
         by_key.close()
     assert cache.gc(budget_bytes=0).evicted == (key,)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"io": "bogus"}, "io must be one of ('pread', 'mmap'), got 'bogus'"),
+        ({"rank": 0, "world_size": 13}, "13 ranks share 12 samples: every rank would get none"),
+    ],
+)
+def test_a_loader_refused_after_resolving_releases_its_lease(
+    tmp_path: Path, kw: dict[str, Any], message: str
+) -> None:
+    source = make_source(tmp_path / "src")
+    cache = Cache(tmp_path / "cache", builder=index_builder())
+    key = cache.key_for(source, SPEC)
+    with pytest.raises(ValueError) as info:
+        StoreLoader((str(source), SPEC), batch_size=4, cache=cache, **kw)
+    # ``info`` keeps the error referenced (as a log or a framework's traceback would), and its
+    # frames the half-made loader: the lease must have been released on the way out regardless
+    assert cache.gc(budget_bytes=0).evicted == (key,)
+    assert str(info.value).startswith(message)

@@ -60,9 +60,11 @@ def test_racing_processes_build_once(
     tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
 ) -> None:
     root, log, go = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "go"
-    procs += [_spawn("race", root, source, log, go) for _ in range(3)]
-    time.sleep(1.0)  # let them import; the barrier file releases them together
-    go.write_text("go")
+    ready = [tmp_path / f"ready{i}" for i in range(3)]
+    procs += [_spawn("race", root, source, log, go, r) for r in ready]
+    for r, proc in zip(ready, procs, strict=True):  # each imported and set up ...
+        _wait_for(r, proc)
+    go.write_text("go")  # ... then the barrier file releases them together
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     paths = {json.loads(out)["path"] for out, _ in outs}

@@ -1,8 +1,9 @@
 """Subprocess entry points for multi-process service tests.
 
-python -m tests.service.worker race ROOT SRC LOG GO      # wait for GO, get_or_build, print path
-python -m tests.service.worker hang ROOT SRC LOG STARTED # build that hangs after one shard
-python -m tests.service.worker lease ROOT KEY READY      # hold a lease until killed
+python -m tests.service.worker race ROOT SRC LOG GO READY  # write READY, wait for GO,
+                                                           # get_or_build, print the path
+python -m tests.service.worker hang ROOT SRC LOG STARTED   # build that hangs after one shard
+python -m tests.service.worker lease ROOT KEY READY        # hold a lease until killed
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def _wait_for(path: Path, timeout: float = 120.0) -> None:
 def main(argv: list[str]) -> None:
     cmd, root = argv[0], Path(argv[1])
     if cmd == "race":
-        src, log, go = argv[2], Path(argv[3]), Path(argv[4])
+        src, log, go, ready = argv[2], Path(argv[3]), Path(argv[4]), Path(argv[5])
         cache = Cache(root, builder=index_builder(log, delay=1.0))
+        ready.write_text("ready")  # imported and set up: only the race itself is left
         _wait_for(go)
         print(json.dumps({"path": str(cache.get_or_build(src, SPEC))}), flush=True)
     elif cmd == "hang":
