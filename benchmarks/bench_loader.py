@@ -44,7 +44,7 @@ from benchmarks.bench_loader_setup import (
     random_store,
 )
 from loaders import StoreLoader
-from loaders.plan import epoch_plan
+from loaders.batching.plan import epoch_plan
 
 __all__ = ["main"]
 

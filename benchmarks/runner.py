@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from benchmarks.build import build_store, check_store_source, store_build_info
 from benchmarks.consumers import parse_consumer
 from benchmarks.environment import environment
 from benchmarks.errors import BenchConfigError
 from benchmarks.harness import RunOptions, run_all
+from benchmarks.prepare_store import build_store, check_store_source, store_build_info
 from benchmarks.report import write_report
 from benchmarks.sources import num_classes
 from benchmarks.strategies import RunConfig, get_strategy

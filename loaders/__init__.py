@@ -1,7 +1,7 @@
 """loaders: stream a nostall store to the device, with on-device augmentation.
 
 ``from loaders import StoreLoader`` is the entry point; it is imported lazily so that
-``import loaders.order`` stays free of torch.
+``import loaders.batching.order`` stays free of torch.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.batching.order import batch_seed, epoch_after
+from loaders.batching.plan import EpochPlan, epoch_plan
 from loaders.errors import DeviceUnavailableError, LoaderError
-from loaders.order import batch_seed, epoch_after
-from loaders.plan import EpochPlan, epoch_plan
 
 __all__ = [
     "SETTINGS_KEYS",
@@ -88,7 +88,8 @@ def pad_flags(index: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
     """Return a batch's ``is_pad``: True where ``index`` is one of the rank's padding repeats.
 
     A rank serves each sample at most once in an epoch, real or repeat, so a repeat is known
-    by its index (``repeats``: :attr:`loaders.plan.EpochPlan.repeats`, on ``index``'s device).
+    by its index (``repeats``: :attr:`loaders.batching.plan.EpochPlan.repeats`, on ``index``'s
+    device).
     """
     if len(repeats) == 0:
         return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
@@ -226,7 +227,7 @@ class ContractLoader:
     def batch_generator(self, epoch: int, batch: int) -> torch.Generator:
         """Return the generator of ``batch`` of ``epoch``: augment and mixup draw from it.
 
-        Seeded by :func:`loaders.order.batch_seed` of (seed, epoch, rank, batch), so a
+        Seeded by :func:`loaders.batching.order.batch_seed` of (seed, epoch, rank, batch), so a
         resumed run draws exactly what an uninterrupted one would.
         """
         gen = torch.Generator(device=self.device)

@@ -22,7 +22,11 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.buffers import BufferPool
+from loaders.batching.nodes import Node
+from loaders.batching.order import variant_for_epoch
+from loaders.batching.plan import EpochPlan
+from loaders.batching.prefetch import Prefetcher
+from loaders.batching.reader import BatchReader
 from loaders.contract import (
     ContractLoader,
     Mixup,
@@ -30,13 +34,9 @@ from loaders.contract import (
     pad_flags,
     store_identity,
 )
-from loaders.device import ToDevice
-from loaders.nodes import Node
-from loaders.order import variant_for_epoch
-from loaders.plan import EpochPlan
-from loaders.prefetch import Prefetcher
-from loaders.reader import BatchReader
-from loaders.source import open_source
+from loaders.store.open_store import open_store
+from loaders.transfer.buffers import BufferPool
+from loaders.transfer.device import ToDevice
 from precompute.format import StoreInfo
 
 __all__ = ["StoreLoader"]
@@ -161,7 +161,7 @@ class StoreLoader(ContractLoader):
         """Open and check the store, allocate the batch buffers and plan the first epoch."""
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
-        self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
+        self.source = open_store(store, io=io, map_bytes=map_bytes, verify=verify)
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size

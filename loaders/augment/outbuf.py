@@ -2,8 +2,9 @@
 
 A fresh ``[B, 3, H, W]`` float32 batch is tens of MiB; the allocator returns such blocks to the
 OS when they are freed, so every new batch page-faults and zeroes all of it again (12,288 page
-faults for 64 x 3 x 256 x 256 float32). Outputs therefore come from a :class:`~loaders.buffers.
-BufferPool`, which hands a buffer out again only once nothing refers to it any more (the
+faults for 64 x 3 x 256 x 256 float32). Outputs therefore come from a
+:class:`~loaders.transfer.buffers.BufferPool`, which hands a buffer out again only once nothing
+refers to it any more (the
 tensor is made with ``torch.from_numpy``, so every view of it keeps the buffer referenced):
 a batch the caller keeps is never overwritten. Pools are a small process-wide cache keyed by
 shape, dtype and memory format (least recently used dropped beyond a few).
@@ -17,7 +18,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from loaders.buffers import BufferPool
+from loaders.transfer.buffers import BufferPool
 
 __all__ = ["output_batch"]
 

@@ -23,7 +23,7 @@ from loaders.augment.color import Converter
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.outbuf import output_batch
-from loaders.augment.workers import pool
+from loaders.augment.threads import pool
 
 __all__ = ["crop_resample", "grid_resample"]
 
@@ -96,7 +96,7 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
             from its resized uint8 pixels while they are in cache (e.g. normalise, see
             :mod:`loaders.augment.color`); default: copy the ``[0, 255]`` values.
         threads: Worker threads sharing the samples (the kernels release the GIL); each
-            runs with one OpenMP thread (see :mod:`loaders.augment.workers`).
+            runs with one OpenMP thread (see :mod:`loaders.augment.threads`).
         dtype: Output dtype; written directly by ``convert`` (no later cast).
         channels_last: Allocate the output channels-last (no later transpose).
 

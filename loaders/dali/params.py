@@ -2,8 +2,9 @@
 
 DALI's own operator RNG cannot be saved and restored, so the loaders never use it: every random
 number (crop window, flip, colour factors) is drawn here by the one box sampler
-(:mod:`precompute.boxes`) from the key :func:`loaders.order.batch_seed` ``(seed, epoch, rank,
-batch)``, and fed to DALI as per-sample argument inputs. That makes the augmentation a pure
+(:mod:`precompute.boxes`) from the key :func:`loaders.batching.order.batch_seed`
+``(seed, epoch, rank, batch)``, and fed to DALI as per-sample argument inputs. That makes the
+augmentation a pure
 function of the position in the stream, mid-epoch resume exact, and the crops, flips and
 colour factors the same as ``StoreLoader`` with the same policy draws for the same batch
 (its generator is seeded with that key). Defaults are the ``dali`` entry of
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loaders.augment.errors import AugmentError
-from loaders.order import batch_seed
+from loaders.batching.order import batch_seed
 from precompute import boxes
 from precompute.policy import (
     IMAGENET_MEAN,
@@ -165,7 +166,7 @@ def batch_params(
     Args:
         aug: The policy.
         hw: (n, 2) height and width of each input image (or of its valid region).
-        key: Sampler key (:func:`draw_batch_params` uses :func:`loaders.order.batch_seed`).
+        key: Sampler key (:func:`draw_batch_params` uses :func:`loaders.batching.order.batch_seed`).
         offset: Optional (n, 2) top-left of the valid region inside each image.
     """
     extents = boxes.as_extents(hw, offset)

@@ -7,8 +7,9 @@ So one policy object configures ``StoreLoader`` and the DALI loaders alike::
     DaliStoreLoader(store, 256, augment=policy)   # translated by from_policy
 
 Both loaders draw from the one box sampler (:mod:`precompute.boxes`) keyed by
-:func:`loaders.order.batch_seed` of the batch's (seed, epoch, rank, batch), so the same policy
-gives the same crop boxes, flips and jitter factors for the same batch. Only the pixel kernels
+:func:`loaders.batching.order.batch_seed` of the batch's (seed, epoch, rank, batch), so the same
+policy gives the same crop boxes, flips and jitter factors for the same batch. Only the pixel
+kernels
 are DALI's own, so pixels differ in two known ways: DALI antialiases when it downscales (the
 torch path does not), and ``fn.brightness_contrast`` pivots contrast on mid-grey (128) where the
 torch path pivots on each image's mean grey.

@@ -1,6 +1,6 @@
 """``DaliStoreLoader``: a nostall store streamed through a DALI augmentation pipeline.
 
-The store is opened and validated by :func:`loaders.source.open_source`, as ``StoreLoader``
+The store is opened and validated by :func:`loaders.store.open_store.open_store`, as ``StoreLoader``
 does (labels and extents read whole; image chunks read whole, crc-checked). Image chunks are
 kept in a small LRU cache sized to the shuffle window, so every chunk is read about once per
 epoch; each batch's samples are gathered from the cached chunks and given to
@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loaders.batching.order import variant_for_epoch
 from loaders.contract import store_identity
 from loaders.dali.base import DaliLoaderBase, Fetched
 from loaders.dali.graph import GraphSpec
-from loaders.order import variant_for_epoch
-from loaders.source import StoreSource, open_source
+from loaders.store.open_store import OpenedStore, open_store
 
 __all__ = ["DaliStoreLoader"]
 
@@ -28,7 +28,7 @@ __all__ = ["DaliStoreLoader"]
 class _ChunkCache:
     """Whole ``image`` chunks by (chunk, variant), least recently used first out."""
 
-    def __init__(self, source: StoreSource, capacity: int) -> None:
+    def __init__(self, source: OpenedStore, capacity: int) -> None:
         self._source, self.capacity = source, capacity
         self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
@@ -51,9 +51,10 @@ class DaliStoreLoader(DaliLoaderBase):
 
     Same contract as ``loaders.StoreLoader``: batches are dicts of torch tensors ``image``,
     ``label`` (``target`` with mixup) and ``index`` (store slot); the order is
-    :func:`loaders.order.epoch_order`; ``set_epoch``, ``len``, ``state_dict`` and
+    :func:`loaders.batching.order.epoch_order`; ``set_epoch``, ``len``, ``state_dict`` and
     ``load_state_dict`` (exact mid-epoch resume). Holes (skipped inputs) are never served.
-    Stores with K variants serve variant :func:`loaders.order.variant_for_epoch` each epoch.
+    Stores with K variants serve variant :func:`loaders.batching.order.variant_for_epoch` each
+    epoch.
     Crops are drawn inside each sample's valid extent (letterbox stores).
 
     Args:
@@ -70,7 +71,7 @@ class DaliStoreLoader(DaliLoaderBase):
 
     def __init__(self, store: str | Path, batch_size: int, **kwargs: Any) -> None:
         super().__init__(batch_size, **kwargs)
-        self.source = open_source(store)
+        self.source = open_store(store)
         self.info = self.source.info
         self.num_samples = self.info.layout.num_samples
         self.chunk_samples = self.info.layout.chunk_samples

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.build import check_store_source
 from benchmarks.cli import bench
 from benchmarks.doctor import feed_rates
 from benchmarks.errors import BenchConfigError
+from benchmarks.prepare_store import check_store_source
 from precompute.sample import make_sample_dataset
 from precompute.sources import fingerprint, list_source
 from precompute.spec import BuildSpec

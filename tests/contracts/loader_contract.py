@@ -40,8 +40,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from loaders.batching.order import samples_per_rank, variant_for_epoch
 from loaders.errors import LoaderError
-from loaders.order import samples_per_rank, variant_for_epoch
 from tests.contracts.index_store import (
     NUM_CLASSES,
     LoaderFactory,

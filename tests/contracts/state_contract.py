@@ -10,7 +10,8 @@
 * A state is plain JSON: ``epoch``, ``batch``, ``rank``, the settings and the data identity; a
   state differing in any setting or in the data, or lacking its position, is refused naming it.
 * ``mixup(images, labels, generator)`` draws from a generator seeded by
-  :func:`loaders.order.batch_seed` of (seed, epoch, rank, batch), so resumed runs draw the same.
+  :func:`loaders.batching.order.batch_seed` of (seed, epoch, rank, batch), so resumed runs draw
+  the same.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import numpy as np
 import pytest
 import torch
 
+from loaders.batching.order import batch_seed
 from loaders.errors import LoaderError
-from loaders.order import batch_seed
 from tests.contracts.index_store import NUM_CLASSES, LoaderFactory, cat, collect
 
 __all__ = ["LoaderStateContract"]

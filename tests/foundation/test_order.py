@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loaders.order import (
+from loaders.batching.order import (
     epoch_after,
     epoch_order,
     epoch_sequence,

@@ -276,7 +276,7 @@ def test_bad_policies_and_inputs_raise():
 def test_fast_path_workers_use_one_omp_thread_without_touching_the_caller():
     import threading
 
-    from loaders.augment.workers import omp_runtime, pool
+    from loaders.augment.threads import omp_runtime, pool
 
     before = torch.get_num_threads()
     assert omp_runtime() is not None  # Linux + torch's bundled OpenMP runtime

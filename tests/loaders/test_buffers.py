@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from loaders.buffers import BufferPool
+from loaders.transfer.buffers import BufferPool
 
 
 def test_buffer_is_reused_only_when_released() -> None:

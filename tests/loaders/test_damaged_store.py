@@ -25,8 +25,8 @@ from loaders.errors import (
     StoreMetadataError,
     StoreOpenError,
 )
-from loaders.shardio import IO_MODES, VERIFY_MODES, ShardedArrayReader
-from loaders.source import open_source
+from loaders.store.open_store import open_store
+from loaders.store.shardio import IO_MODES, VERIFY_MODES, ShardedArrayReader
 from tests.contracts.damage import (
     META_DAMAGE,
     SHARD_DAMAGE,
@@ -152,7 +152,7 @@ def test_dali_store_loader_raises_for_a_shard_lost_while_streaming(root: Path) -
 
 
 def test_reader_of_a_complete_store_never_reads_fill_values(root: Path) -> None:
-    source = open_source(root)
+    source = open_store(root)
     image_shard(root, 2).unlink()
     with pytest.raises(CorruptChunkError, match="shard file is missing"):
         source.image.read_chunk((8, 0, 0, 0))

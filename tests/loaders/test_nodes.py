@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from loaders.batching.nodes import Node
+from loaders.batching.order import epoch_order
+from loaders.batching.plan import epoch_plan
+from loaders.batching.prefetch import Prefetcher
+from loaders.batching.reader import BatchReader
 from loaders.errors import CorruptChunkError, WorkerError
-from loaders.nodes import Node
-from loaders.order import epoch_order
-from loaders.plan import epoch_plan
-from loaders.prefetch import Prefetcher
-from loaders.reader import BatchReader
-from loaders.source import open_source
+from loaders.store.open_store import open_store
 from tests.contracts.loader_contract import decode_index, make_index_store
 
 
@@ -102,7 +102,7 @@ def test_plan_windows_cover_the_order(world_size: int, buffer_chunks: int) -> No
 
 
 def test_reader_and_batcher_resume_at_any_batch(tmp_path: Path) -> None:
-    source = open_source(make_index_store(tmp_path / "s", 70, holes=(10, 11)))
+    source = open_store(make_index_store(tmp_path / "s", 70, holes=(10, 11)))
     plan = epoch_plan(70, 4, seed=0, epoch=1, rank=0, world_size=1, shuffle=True,
                       buffer_chunks=3, valid=source.valid)
 

@@ -15,9 +15,9 @@ import torch
 from PIL import Image
 
 from loaders.augment import ColorJitter, HorizontalFlip, RandomResizedCrop, TrainAugment
+from loaders.batching.order import batch_seed
 from loaders.dali.params import DaliAugment, batch_params, draw_batch_params
 from loaders.dali.policy import from_policy
-from loaders.order import batch_seed
 from precompute.spec import AugmentPolicy, BuildSpec
 from precompute.stages.augment import augment_variant, variant_key, variant_params
 from precompute.writer import write_store_from_arrays

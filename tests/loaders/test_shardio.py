@@ -11,9 +11,9 @@ import zarr
 from zarr.codecs import Crc32cCodec
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
-from loaders.rawio import MapCache
-from loaders.rows import copy_rows
-from loaders.shardio import IO_MODES, MISSING, ShardedArrayReader, parse_array_meta
+from loaders.store.rawio import MapCache
+from loaders.store.rows import copy_rows
+from loaders.store.shardio import IO_MODES, MISSING, ShardedArrayReader, parse_array_meta
 from tests.contracts.loader_contract import make_index_store
 
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from loaders import StoreLoader
+from loaders.batching.order import batch_seed
 from loaders.errors import ChunkReadError, LoaderError, StoreOpenError
-from loaders.order import batch_seed
 from precompute.format import open_store_info
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loaders.errors import LoaderError, UnsupportedArrayError
-from loaders.source import open_source
-from loaders.zarrmeta import ArrayMeta, parse_array_meta
+from loaders.store.open_store import open_store
+from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
 from precompute.errors import StoreError
 from precompute.format import StoreInfo, open_store_info
 from precompute.storecheck import check_array_meta
@@ -145,7 +145,7 @@ def test_loader_and_verify_on_any_metadata_give_their_own_errors(store: Path, da
     meta = store / data.draw(st.sampled_from(["zarr.json", *(f"{a}/zarr.json" for a in ARRAYS)]))
     with written(meta, json.dumps(data.draw(mutated(_doc(meta)))).encode()):
         try:
-            open_source(store)
+            open_store(store)
         except LoaderError as exc:
             assert "\n" not in str(exc)
         problems = verify_store(store)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from loaders.nodes import Node
+from loaders.batching.nodes import Node
 
 __all__ = ["ToDevice"]
 

@@ -18,8 +18,8 @@ import crc32c
 import numpy as np
 
 from loaders.errors import CorruptChunkError
-from loaders.rawio import Stamp, file_stamp
-from loaders.zarrmeta import ArrayMeta
+from loaders.store.rawio import Stamp, file_stamp
+from loaders.store.zarrmeta import ArrayMeta
 from precompute.storecheck import sharded_file_size
 
 __all__ = ["CRC_BYTES", "MISSING", "ShardIndexCache"]

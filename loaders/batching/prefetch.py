@@ -19,8 +19,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from loaders.batching.nodes import Node
 from loaders.errors import LoaderError, WorkerError
-from loaders.nodes import Node
 
 __all__ = ["Prefetcher"]
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from loaders.buffers import BufferPool
+from loaders.batching.nodes import Node
+from loaders.batching.plan import EpochPlan, Window
 from loaders.errors import LoaderError
-from loaders.nodes import Node
-from loaders.plan import EpochPlan, Window
-from loaders.shardio import Route
-from loaders.source import StoreSource
+from loaders.store.open_store import OpenedStore
+from loaders.store.shardio import Route
+from loaders.transfer.buffers import BufferPool
 
 __all__ = ["BatchReader", "HostBatch"]
 
@@ -49,7 +49,7 @@ class BatchReader(Node[HostBatch]):
             pool of its own.
     """
 
-    def __init__(self, source: StoreSource, plan: EpochPlan, batch_size: int, drop_last: bool,
+    def __init__(self, source: OpenedStore, plan: EpochPlan, batch_size: int, drop_last: bool,
                  variant: int = 0, num_threads: int = 2, pool: BufferPool | None = None) -> None:
         self.source, self.plan, self.batch_size, self.variant = source, plan, batch_size, variant
         size = source.layout.size

@@ -4,11 +4,11 @@ The fast path (see ``docs/FORMAT.md``): the shard index sits at the end of each 
 ``N x (offset u64, nbytes u64)`` little endian plus a crc32c; an inner chunk is stored as its raw
 little-endian bytes followed by their crc32c. So a chunk is one read of ``nbytes`` at ``offset``
 straight into the caller's buffers (one ``preadv``, or a copy out of a cached ``mmap`` of the
-shard file, see :mod:`loaders.rawio`), one hardware crc32c over it, and a numpy view: no
+shard file, see :mod:`loaders.store.rawio`), one hardware crc32c over it, and a numpy view: no
 decompression, no intermediate copy. In a generic array a missing chunk (offset = nbytes =
 2^64-1) or a missing shard file reads as the fill value; in a complete nostall store
 (``complete=True``) it is corruption, and so is a shard file of another size (see
-:mod:`loaders.shardindex`). With ``io="mmap"`` the file is ``stat``-ed before its mapping is
+:mod:`loaders.store.shardindex`). With ``io="mmap"`` the file is ``stat``-ed before its mapping is
 touched: a shard cut or replaced since it was mapped is mapped again (or reported), never read
 past its end (which would raise SIGBUS).
 
@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from loaders.chunkcheck import ChunkChecker
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
-from loaders.rawio import MapCache, Stamp, file_stamp, preadv_all
-from loaders.rows import Route, copy_rows, flat_parts, row_parts, scatter
-from loaders.shardindex import CRC_BYTES as _CRC
-from loaders.shardindex import MISSING, ShardIndexCache
-from loaders.zarrmeta import ArrayMeta, parse_array_meta
+from loaders.store.chunkcheck import ChunkChecker
+from loaders.store.rawio import MapCache, Stamp, file_stamp, preadv_all
+from loaders.store.rows import Route, copy_rows, flat_parts, row_parts, scatter
+from loaders.store.shardindex import CRC_BYTES as _CRC
+from loaders.store.shardindex import MISSING, ShardIndexCache
+from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
 
 __all__ = [
     "IO_MODES",

@@ -13,17 +13,17 @@ from typing import Any
 import numpy as np
 
 from loaders.errors import StoreMetadataError, StoreOpenError, UnsupportedArrayError
-from loaders.rawio import MapCache
-from loaders.shardio import ShardedArrayReader
+from loaders.store.rawio import MapCache
+from loaders.store.shardio import ShardedArrayReader
 from precompute import errors as pre
 from precompute.format import FIELDS, StoreInfo, StoreLayout, open_store_info
 from precompute.storecheck import SHARDED, check_array_meta, shard_file_problems
 
-__all__ = ["StoreSource", "open_source"]
+__all__ = ["OpenedStore", "open_store"]
 
 
 @dataclass(frozen=True)
-class StoreSource:
+class OpenedStore:
     """A validated store, ready to stream.
 
     Attributes:
@@ -88,9 +88,9 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
     return reader
 
 
-def open_source(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: int = 256 << 20,
-                verify: str = "first") -> StoreSource:
-    """Validate ``store`` and return a :class:`StoreSource`.
+def open_store(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: int = 256 << 20,
+                verify: str = "first") -> OpenedStore:
+    """Validate ``store`` and return a :class:`OpenedStore`.
 
     Args:
         store: Store path or its metadata.
@@ -117,4 +117,4 @@ def open_source(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: 
                              f"not whole samples {layout.image_chunk}")
     labels = _reader(info, "label", (layout.num_samples,)).read_all().astype(np.int64)
     extents = _reader(info, "extent", layout.extent_shape).read_all().astype(np.int32)
-    return StoreSource(info, image, labels, extents, labels >= 0)
+    return OpenedStore(info, image, labels, extents, labels >= 0)

@@ -1,7 +1,7 @@
 """The crc32c check of whole inner chunks, once per version of their shard file or always.
 
 Each inner chunk of the fast path is its raw bytes followed by their crc32c (little endian).
-:class:`ChunkChecker` checks it, remembering per chunk the :data:`~loaders.rawio.Stamp` of the
+:class:`ChunkChecker` checks it, remembering per chunk the :data:`~loaders.store.rawio.Stamp` of the
 file version it checked, so ``verify="first"`` costs one checksum per chunk per file version.
 """
 
@@ -13,7 +13,7 @@ import crc32c
 import numpy as np
 
 from loaders.errors import CorruptChunkError
-from loaders.rawio import Stamp
+from loaders.store.rawio import Stamp
 
 __all__ = ["ChunkChecker"]
 

@@ -1,11 +1,12 @@
 """The reading plan of one epoch on one rank: which chunks, in which windows, serving which samples.
 
 A pure function of the store geometry, the valid mask and (seed, epoch, rank, world_size), built
-on :mod:`loaders.order`: the sample order is exactly :func:`loaders.order.epoch_order`, cut into
+on :mod:`loaders.batching.order`: the sample order is exactly
+:func:`loaders.batching.order.epoch_order`, cut into
 the windows of ``buffer_chunks`` chunks it was shuffled in, so a reader holds one window at a
 time and a resumed run can start at any batch. With ``pad``, the positions from
-:attr:`EpochPlan.real` on repeat samples served elsewhere (see :mod:`loaders.order`); a loader
-marks them ``is_pad`` in its batches.
+:attr:`EpochPlan.real` on repeat samples served elsewhere (see :mod:`loaders.batching.order`);
+a loader marks them ``is_pad`` in its batches.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from loaders.order import join_windows, num_batches, rank_windows
+from loaders.batching.order import join_windows, num_batches, rank_windows
 
 __all__ = ["EpochPlan", "Window", "epoch_plan"]
 
@@ -79,7 +80,7 @@ def epoch_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, r
     """Return the :class:`EpochPlan` of ``rank`` in ``epoch`` (pure).
 
     With ``batch_size``, each batch's samples are served in store order within each window
-    (:func:`loaders.order.sort_within_batches`), so the reader copies runs, not rows. With
+    (:func:`loaders.batching.order.sort_within_batches`), so the reader copies runs, not rows. With
     ``pad``, ranks are evened out by marked repeats instead of leaving samples out.
     """
     windows, real = rank_windows(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,

@@ -1,0 +1,1 @@
+"""Host batch buffers and the copy to the device (pinned memory and a side stream on CUDA)."""
