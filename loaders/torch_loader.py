@@ -34,6 +34,7 @@ from loaders.contract import (
     pad_flags,
     store_identity,
 )
+from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.store.open_store import open_store
 from loaders.transfer.buffers import BufferPool
 from loaders.transfer.device import ToDevice
@@ -42,18 +43,6 @@ from precompute.format import StoreInfo
 __all__ = ["StoreLoader"]
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
-
-
-def _is_cache_ref(store: object) -> bool:
-    """True for a cache key (64 hex digits, not an existing path), (source, spec) or a mapping."""
-    if isinstance(store, (tuple, Mapping)):
-        return True
-    return (
-        isinstance(store, str)
-        and len(store) == 64
-        and not Path(store).exists()
-        and all(c in "0123456789abcdef" for c in store)
-    )
 
 
 class StoreLoader(ContractLoader):
@@ -146,11 +135,9 @@ class StoreLoader(ContractLoader):
         self.prefetch = check_int("prefetch", prefetch, 0)
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.augment, self.mixup = augment, mixup
-        self._lease = None
-        if _is_cache_ref(store):
-            from service import resolve  # lazy: the cache is optional for plain paths
-
-            store, self._lease = resolve(store, cache_root=cache_root, cache=cache)  # type: ignore[arg-type]
+        self._lease: Held | None = None
+        if is_cache_ref(store):
+            store, self._lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
         try:
             self._open(store, io=io, map_bytes=map_bytes, verify=verify)
         except BaseException:

@@ -1,0 +1,63 @@
+"""Arrows point one way: precompute <- loaders <- benchmarks, precompute <- service.
+
+Lower packages never import upper ones (not even lazily inside a function); upper packages add
+their commands and cache-reference resolvers through entry points instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# package -> packages of this project it must never import
+FORBIDDEN = {
+    "precompute": {"loaders", "service", "benchmarks"},
+    "loaders": {"service", "benchmarks"},
+    "service": {"loaders", "benchmarks"},
+}
+
+
+def _imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_lower_packages_import_no_upper_one(package: str) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(_imported_packages(path) & FORBIDDEN[package])
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_entry_points_name_the_upper_packages() -> None:
+    commands = {ep.name: ep.value for ep in entry_points(group="nostall.commands")}
+    assert commands == {
+        "demo": "loaders.demo:demo",
+        "cache": "service.cli:cache",
+        "serve": "service.cli:serve",
+        "bench": "benchmarks.cli:bench",
+    }
+    resolvers = [ep.value for ep in entry_points(group="nostall.store_resolvers")]
+    assert resolvers == ["service.resolve:resolve"]
+
+
+def test_a_cache_reference_without_a_resolver_is_a_clear_error(monkeypatch) -> None:
+    from loaders.errors import StoreOpenError
+    from loaders.store import cacheref
+
+    # the distribution is installed with its resolver; take it away as a bare install would
+    monkeypatch.setattr(cacheref, "entry_points", lambda group: [])
+    with pytest.raises(StoreOpenError, match="no store resolver is installed"):
+        cacheref.resolve_cache_ref(("/data/train", {"size": 64}))
