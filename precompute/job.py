@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
     ClusterError,
@@ -104,6 +105,7 @@ def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def run(row: dict[str, Any]) -> dict[str, Any]:
         try:
             result = build_shard(job, ShardTask.from_row(row)).to_dict()
+            result["node"] = current_node()
         except Exception as exc:  # carried back as a value, re-raised by the driver
             result = {"shard": row["shard"], "failure": f"{type(exc).__name__}: {exc}"}
         return {"result": json.dumps(result)}
@@ -211,11 +213,14 @@ def build(
                 file=sys.stderr,
             ) as bar,
         ):
+            if ray_address is not None:  # every node writes --out and reads a local SRC
+                check_shared_paths([str(root), source.root])
             t1 = time.perf_counter()
             results = _run_shards(job, plan_shards(source, layout, spec.seed, todo), bar)
             t2 = time.perf_counter()
         report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
         report["bytes_written"] = store_bytes(root)
+        report["ray_nodes"] = len({r["node"] for r in results})  # nodes that built shards
         attrs = finalize(root, report)
     if progress:
         print(summary_line(root, attrs), file=sys.stderr)
