@@ -27,15 +27,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import numpy as np
 
 from loaders.chunkcheck import ChunkChecker
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import MapCache, Stamp, file_stamp, preadv_all
+from loaders.readcache import ReadCache
 from loaders.rows import Route, copy_rows, flat_parts, row_parts, scatter
+from loaders.s3io import RemoteShards
 from loaders.shardindex import CRC_BYTES as _CRC
 from loaders.shardindex import MISSING, ShardIndexCache
 from loaders.zarrmeta import ArrayMeta, parse_array_meta
+from precompute.objstore import get_range, is_object_url
 
 __all__ = [
     "IO_MODES",
@@ -49,6 +53,12 @@ __all__ = [
 
 IO_MODES = ("pread", "mmap")
 VERIFY_MODES = ("always", "first")
+
+
+def _sound(data: bytes, nbytes: int) -> bool:
+    """Whether ``data`` is ``nbytes`` of chunk bytes followed by their crc32c."""
+    body = memoryview(data)[:-_CRC]
+    return len(data) == nbytes and crc32c.crc32c(body) == int.from_bytes(data[-_CRC:], "little")
 
 
 class ShardedArrayReader:
@@ -71,18 +81,21 @@ class ShardedArrayReader:
 
     def __init__(self, path: str | Path, name: str | None = None, *, io: str = "pread",
                  maps: MapCache | None = None, verify: str = "first",
-                 complete: bool = False) -> None:
+                 complete: bool = False, cache: ReadCache | None = None) -> None:
         if io not in IO_MODES:
             raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
         if verify not in VERIFY_MODES:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
         self.path, self.io, self.verify, self.complete = str(path), io, verify, complete
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
-        self._remote = "://" in self.path
+        self._s3 = RemoteShards(self.name, cache) if is_object_url(self.path) else None
+        self._remote = "://" in self.path and self._s3 is None  # read through zarr-python
         self.meta = self._load_meta()
-        self._maps = maps if maps is not None else (MapCache() if io == "mmap" else None)
+        self._maps = (None if self._s3 is not None else
+                      maps if maps is not None else (MapCache() if io == "mmap" else None))
         self._zarr: Any = None
-        self._index = ShardIndexCache(self.meta, self.name, complete)
+        self._index = ShardIndexCache(self.meta, self.name, complete,
+                                      self._s3.tail if self._s3 is not None else None)
         self._check = ChunkChecker(self.name, verify)
 
     @property
@@ -91,6 +104,13 @@ class ShardedArrayReader:
         return self.meta.fast and not self._remote
 
     def _load_meta(self) -> ArrayMeta:
+        if self._s3 is not None:
+            url = f"{self.path}/zarr.json"
+            try:
+                doc = json.loads(get_range(url).data)
+            except (OSError, ValueError, RecursionError) as exc:
+                raise UnsupportedArrayError(f"{url}: unreadable array metadata: {exc}") from exc
+            return parse_array_meta(doc, url)
         if self._remote:
             import zarr  # lazy: only the fallback needs zarr-python
 
@@ -240,8 +260,8 @@ class ShardedArrayReader:
         Raises:
             CorruptChunkError: ``complete`` and the shard file is missing.
         """
-        if self._remote:
-            return None
+        if self._remote or self._s3 is not None:
+            return None  # an object's version: its ETag, checked per GET (loaders.s3io)
         try:
             return file_stamp(os.stat(path))
         except FileNotFoundError:
@@ -269,11 +289,30 @@ class ShardedArrayReader:
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
             return
+        if self._s3 is not None:
+            self._read_remote(chunk, path, offset, nbytes, flats)
+            return
         tail = np.zeros(_CRC, np.uint8)
         got = preadv_all(path, [*flats, tail], offset)
         if got != nbytes:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
         self._check.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
+
+    def _read_remote(self, chunk: tuple[int, ...], path: str, offset: int, nbytes: int,
+                     flats: list[memoryview]) -> None:
+        """One ranged GET (or a local cache hit), crc32c checked on every read."""
+        if self._s3 is None:
+            raise RuntimeError("a remote read of a local array")
+        data, entry = self._s3.chunk(path, chunk, offset, nbytes)
+        if entry is not None and not _sound(data, nbytes):  # a damaged cache entry: GET again
+            self._s3.forget(entry)
+            data, entry = self._s3.chunk(path, chunk, offset, nbytes)
+        if len(data) != nbytes:
+            raise CorruptChunkError(self.name, path, chunk,
+                                    f"truncated: {len(data)} of {nbytes} bytes")
+        if not _sound(data, nbytes):
+            raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
+        scatter(np.frombuffer(data, np.uint8, nbytes - _CRC), flats)
 
     def _mapped_chunk(self, chunk: tuple[int, ...], path: str
                       ) -> tuple[np.ndarray, Stamp] | None:
@@ -300,9 +339,9 @@ class ShardedArrayReader:
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:
-            import zarr  # lazy: the fallback path only
+            from precompute.zarrs3 import open_array  # lazy: the fallback path only
 
-            self._zarr = zarr.open_array(self.path, mode="r")
+            self._zarr = open_array(self.path)
         region = self._region(chunk)
         out = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
         out[tuple(slice(0, r.stop - r.start) for r in region)] = self._zarr[region]

@@ -27,6 +27,7 @@ from loaders.nodes import Node
 from loaders.order import batch_seed, variant_for_epoch
 from loaders.plan import EpochPlan, epoch_plan
 from loaders.prefetch import Prefetcher
+from loaders.readcache import ReadCache
 from loaders.reader import BatchReader
 from loaders.source import open_source
 from precompute.format import StoreInfo
@@ -90,9 +91,10 @@ class StoreLoader:
     """Stream a nostall store as batches of tensors on ``device``.
 
     Args:
-        store: Store path, a :class:`precompute.format.StoreInfo`, or a cache reference: a
-            cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec": ...}``, resolved
-            (built at most once) through :func:`service.resolve` and leased while open.
+        store: Store path, ``s3://`` URL, a :class:`precompute.format.StoreInfo`, or a cache
+            reference: a cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec":
+            ...}``, resolved (built at most once) through :func:`service.resolve` and leased
+            while open.
         batch_size: Samples per batch (per rank).
         device: Where batches live: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a torch.device.
         shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
@@ -120,6 +122,8 @@ class StoreLoader:
         cache_root: Cache root for a cache reference (default ``$NOSTALL_CACHE`` or
             ``~/.cache/nostall``).
         cache: A :class:`service.Cache` to resolve a cache reference with, instead.
+        read_cache: For an ``s3://`` store: a :class:`~loaders.readcache.ReadCache` on local
+            disk that image chunks are read through (``docs/scale.md``).
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -137,7 +141,7 @@ class StoreLoader:
                  world_size: int | None = None, buffer_chunks: int = 8, prefetch: int = 2,
                  num_threads: int = 2, io: str = "pread", map_bytes: int = 256 << 20,
                  verify: str = "first", cache_root: str | Path | None = None,
-                 cache: Any = None) -> None:
+                 cache: Any = None, read_cache: ReadCache | None = None) -> None:
         self._lease = None
         if _is_cache_ref(store):
             from service import resolve  # lazy: the cache is optional for plain paths
@@ -145,7 +149,8 @@ class StoreLoader:
             store, self._lease = resolve(store, cache_root=cache_root, cache=cache)  # type: ignore[arg-type]
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
-        self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify)
+        self.source = open_source(store, io=io, map_bytes=map_bytes, verify=verify,
+                                  cache=read_cache)
         self.batch_size = _positive("batch_size", batch_size)
         self.buffer_chunks = _positive("buffer_chunks", buffer_chunks)
         self.prefetch = _positive("prefetch", prefetch, least=0)

@@ -48,7 +48,7 @@ def check_shared_paths(paths: Sequence[str]) -> int:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     local = [p for p in paths if "://" not in p]
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
     probe = ray.remote(num_cpus=0, max_retries=0)(_missing)
     refs = {
         n["NodeManagerAddress"] + " (node " + n["NodeID"][:8] + ")": probe.options(

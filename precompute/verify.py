@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
 
 from precompute.errors import StoreError
 from precompute.format import FIELDS, HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
 from precompute.storecheck import check_array_meta, file_digest, shard_file, shard_file_problems
+from precompute.zarrs3 import open_array
 
 __all__ = ["verify_store"]
 
@@ -93,7 +93,7 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
     data: dict[str, np.ndarray] = {}
     for name in FIELDS:
         try:
-            data[name] = np.asarray(zarr.open_array(str(info.path / name), mode="r")[start:stop])
+            data[name] = np.asarray(open_array(info.path / name)[start:stop])
         except Exception as exc:  # zarr raises ValueError on a checksum mismatch, and others
             path = shard_file(info.path, info.layout, name, shard)
             return [
@@ -130,7 +130,7 @@ def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None
     """Return the problems found in the store at ``path`` (empty: the store is sound).
 
     Args:
-        path: The store folder.
+        path: The store folder or ``s3://`` URL.
         on_shard: Called with each shard index after it is checked (for progress bars).
     """
     try:
