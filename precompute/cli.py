@@ -74,7 +74,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("src")
-@click.option("--out", "out", required=True, help="Output store folder.")
+@click.option("--out", "out", required=True, help="Output store folder or s3:// URL.")
 @click.option("--size", type=int, help="Stored side length S (default 224).")
 @click.option("--mode", help="letterbox | center-crop | squash (default center-crop).")
 @click.option("--seed", type=int, help="Seed of the sample order and augmentation.")
@@ -100,8 +100,12 @@ def build(
     from precompute.job import build as run_build
 
     spec = spec_from_options(spec_file, options)
-    if "://" in out or (Path(out).exists() and not Path(out).is_dir()):
-        raise UsageFailure(f"--out {out}: must be a local folder (new, or a store to resume)")
+    if not out.startswith("s3://") and (
+        "://" in out or (Path(out).exists() and not Path(out).is_dir())
+    ):
+        raise UsageFailure(
+            f"--out {out}: must be a local folder or an s3:// URL (new, or a store to resume)"
+        )
     try:
         run_build(
             src, out, spec, ray_address=ray_address, progress=not quiet, content_hash=content_hash

@@ -29,6 +29,7 @@ from precompute.errors import (
     PrecomputeError,
 )
 from precompute.format import StoreLayout
+from precompute.objstore import is_object_url, store_path
 from precompute.outputs import (
     build_lock,
     build_report,
@@ -168,7 +169,8 @@ def build(
 
     Args:
         src: Source folder, manifest, or fsspec URL of either.
-        out: Local output folder (a shared filesystem when ``ray_address`` names a cluster).
+        out: Local output folder (a shared filesystem when ``ray_address`` names a cluster),
+            or an ``s3://`` URL (``docs/scale.md``).
         spec: The build spec.
         ray_address: Ray cluster address; ``None`` starts (or reuses) local Ray.
         progress: Show a progress bar over shards and print the summary line (stderr).
@@ -192,7 +194,7 @@ def build(
     check_output(out)
     source = list_source(src)
     fp = fingerprint(source, content_hash=content_hash)
-    root = Path(out).absolute()
+    root = store_path(out) if is_object_url(out) else Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))
     with build_lock(root):
         done = existing_complete(root, spec, fp)

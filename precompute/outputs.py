@@ -9,6 +9,7 @@ from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
 from precompute.format import FIELDS, MARKER_DIR, _read_group_attrs
+from precompute.objstore import is_object_url, split_url
 from precompute.sources import Source
 from precompute.spec import BuildSpec
 
@@ -32,6 +33,12 @@ def build_lock(out: Path) -> Iterator[None]:
     """
     from filelock import FileLock, Timeout
 
+    if is_object_url(out):  # a conditional PUT of the lock object
+        from precompute import remote_writer
+
+        with remote_writer.build_lock(str(out)):
+            yield
+        return
     lock_path = out / MARKER_DIR / "build.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_path), timeout=0)
@@ -49,21 +56,35 @@ def build_lock(out: Path) -> Iterator[None]:
 
 
 def store_bytes(out: str | Path) -> int:
-    """Return the bytes of every file under ``out``."""
+    """Return the bytes of every file under ``out`` (every object under an ``s3://`` URL)."""
+    if is_object_url(out):
+        from precompute import remote_writer
+
+        return remote_writer.store_bytes(str(out))
     return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
 
 
 def remove_partials(root: Path) -> None:
-    """Delete temporary files a killed build left behind (we hold the lock: no other writer)."""
+    """Delete temporary files a killed build left behind (we hold the lock: no other writer).
+
+    An object store has none: every object is PUT whole.
+    """
+    if is_object_url(root):
+        return
     for name in FIELDS:
         for tmp in (root / name).rglob("*.partial"):
             tmp.unlink(missing_ok=True)
 
 
 def check_output(out: str) -> None:
-    """Refuse outputs the writer cannot use: URLs and existing non-folders."""
+    """Refuse outputs the writer cannot use: URLs other than ``s3://``, existing non-folders."""
+    if is_object_url(out):
+        split_url(out)  # a StoreError for s3:// without a bucket
+        return
     if "://" in out:
-        raise StoreError(f"{out}: the output must be a local (or mounted shared) folder")
+        raise StoreError(
+            f"{out}: the output must be a local (or mounted shared) folder or an s3:// URL"
+        )
     if Path(out).exists() and not Path(out).is_dir():
         raise StoreError(f"{out}: exists and is not a folder")
 
