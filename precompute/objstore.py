@@ -28,6 +28,7 @@ __all__ = [
     "delete",
     "get_range",
     "head",
+    "head_object",
     "is_object_url",
     "list_sizes",
     "put_bytes",
@@ -125,8 +126,8 @@ def get_range(
     return Range(data, size, str(response.get("ETag", "")))
 
 
-def head(url: str) -> tuple[int, str]:
-    """Return ``(size, etag)`` of the object ``url``.
+def head_object(url: str) -> dict[str, Any]:
+    """Return the HEAD response of the object ``url`` (``ContentLength``, ``ETag``, ...).
 
     Raises:
         FileNotFoundError: No such object.
@@ -134,11 +135,16 @@ def head(url: str) -> tuple[int, str]:
     """
     bucket, key = split_url(url)
     try:
-        response = client().head_object(Bucket=bucket, Key=key)
+        return dict(client().head_object(Bucket=bucket, Key=key))
     except Exception as exc:
         if _missing(exc):
             raise FileNotFoundError(f"{url}: no such object") from None
         raise OSError(f"{url}: HEAD failed ({_code(exc)})") from exc
+
+
+def head(url: str) -> tuple[int, str]:
+    """Return ``(size, etag)`` of the object ``url`` (errors: :func:`head_object`)."""
+    response = head_object(url)
     return int(response["ContentLength"]), str(response.get("ETag", ""))
 
 

@@ -78,7 +78,9 @@ class Source:
         if not _is_url(where):
             with open(where, "rb") as f:
                 return f.read()
-        import fsspec  # lazy: only URL sources need it
+        from precompute.s3fsspec import fsspec_s3  # lazy: only URL sources need it
+
+        fsspec = fsspec_s3()  # s3:// through boto3 when s3fs is missing
 
         with fsspec.open(where, "rb") as f:
             return bytes(f.read())
@@ -89,9 +91,9 @@ class Source:
         if not _is_url(where):
             st = os.stat(where)
             return st.st_size, st.st_mtime_ns
-        import fsspec
+        from precompute.s3fsspec import fsspec_s3
 
-        fs, path = fsspec.core.url_to_fs(where)
+        fs, path = fsspec_s3().core.url_to_fs(where)
         info = fs.info(path)
         mtime = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
         if hasattr(mtime, "timestamp"):
@@ -180,10 +182,10 @@ def _list_local_folder(src: str) -> Source:
 
 
 def _list_remote_folder(src: str) -> Source:
-    import fsspec
+    from precompute.s3fsspec import fsspec_s3
 
     try:
-        fs, path = fsspec.core.url_to_fs(src)
+        fs, path = fsspec_s3().core.url_to_fs(src)
         found = fs.find(path)
     except (OSError, ValueError, ImportError) as exc:
         raise SourceError(f"{src}: cannot list source: {exc}") from exc
@@ -209,9 +211,9 @@ def _list_remote_folder(src: str) -> Source:
 def _read_text(src: str) -> str:
     try:
         if _is_url(src):
-            import fsspec
+            from precompute.s3fsspec import fsspec_s3
 
-            with fsspec.open(src, "rt", encoding="utf-8") as f:
+            with fsspec_s3().open(src, "rt", encoding="utf-8") as f:
                 return str(f.read())
         with open(src, encoding="utf-8") as f:
             return f.read()
