@@ -10,10 +10,11 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
+def ray_cluster(s3_server: str) -> Iterator[Any]:
     """A head and two worker nodes of 1 CPU each (Ray's own multi-node test cluster).
 
-    The test process does not connect to it: builds reach it by ``--ray-address``. The
+    Its nodes see the test S3 server (``AWS_*`` are set before they start). The test process
+    does not connect to it: builds reach it by ``--ray-address``. The
     cluster's address is not written to Ray's machine-wide ``ray_current_cluster`` file, so
     other processes' ``ray.init()`` keep starting their own local Ray.
     """

@@ -38,7 +38,7 @@ def local_store(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _build(
-    src: Path, out: Path, *, address: str | None = None, env: dict[str, str] | None = None
+    src: Path, out: Path | str, *, address: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out), *FLAGS]
     if address is not None:
@@ -81,6 +81,30 @@ def test_three_node_build_is_byte_identical_to_local(
     assert report["shards_built"] == NUM // 4
     assert _array_files(out) == _array_files(local_store)
     assert verify_store(out) == []
+
+
+def test_three_node_build_into_object_storage_needs_no_shared_folder(
+    ray_cluster: Any, bucket: str, src: Path, local_store: Path
+) -> None:
+    from precompute import objstore
+
+    url = f"{bucket}/cluster.zarr"
+    _finish(_build(src, url, address=ray_cluster.address))
+    assert _report_s3(url)["ray_nodes"] == 3
+    arrays = {
+        obj[len(url) + 1 :]: objstore.get_range(obj).data
+        for obj in objstore.list_sizes(url)
+        if obj[len(url) + 1 :].split("/", 1)[0] in FIELDS
+    }
+    assert arrays == _array_files(local_store)
+    assert verify_store(url) == []
+
+
+def _report_s3(url: str) -> dict[str, Any]:
+    from precompute import objstore
+
+    doc = json.loads(objstore.get_range(f"{url}/zarr.json").data)
+    return dict(doc["attributes"]["nostall"]["report"])
 
 
 def test_losing_a_worker_node_mid_build_still_completes_identically(
