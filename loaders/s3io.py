@@ -11,15 +11,22 @@ there after its GET: a second epoch reads locally.
 
 from __future__ import annotations
 
+import json
 import threading
 import zlib
 
-from loaders.errors import ChunkReadError
+import crc32c
+import numpy as np
+
+from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.rawio import Stamp
 from loaders.readcache import ReadCache
+from loaders.zarrmeta import ArrayMeta, parse_array_meta
 from precompute import objstore
 
 __all__ = ["RemoteShards"]
+
+CRC_BYTES = 4
 
 
 def _stamp(etag: str, size: int) -> Stamp:
@@ -90,3 +97,45 @@ class RemoteShards:
         """Drop cache entry ``entry`` (its bytes failed their checksum)."""
         if entry is not None and self.cache is not None:
             self.cache.discard(entry)
+
+    def read_chunk(self, url: str, coords: tuple[int, ...], offset: int, nbytes: int) -> np.ndarray:
+        """Return the chunk's bytes (without its crc32c), checked: a GET or a cache hit.
+
+        A cache entry that fails its checksum is dropped and the chunk fetched again.
+
+        Raises:
+            CorruptChunkError: The fetched bytes are cut or fail their crc32c.
+            ChunkReadError: The GET failed.
+        """
+        data, entry = self.chunk(url, coords, offset, nbytes)
+        if entry is not None and not _sound(data, nbytes):
+            self.forget(entry)
+            data, entry = self.chunk(url, coords, offset, nbytes)
+        if len(data) != nbytes:
+            raise CorruptChunkError(
+                self.name, url, coords, f"truncated: {len(data)} of {nbytes} bytes"
+            )
+        if not _sound(data, nbytes):
+            raise CorruptChunkError(self.name, url, coords, "crc32c checksum mismatch")
+        return np.frombuffer(data, np.uint8, nbytes - CRC_BYTES)
+
+    def array_meta(self, url: str) -> ArrayMeta:
+        """GET and parse the array's ``zarr.json``.
+
+        Raises:
+            UnsupportedArrayError: It cannot be read or parsed.
+        """
+        meta = f"{url}/zarr.json"
+        try:
+            doc = json.loads(objstore.get_range(meta).data)
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UnsupportedArrayError(f"{meta}: unreadable array metadata: {exc}") from exc
+        return parse_array_meta(doc, meta)
+
+
+def _sound(data: bytes, nbytes: int) -> bool:
+    """Whether ``data`` is ``nbytes`` of chunk bytes followed by their crc32c."""
+    body = memoryview(data)[:-CRC_BYTES]
+    return len(data) == nbytes and crc32c.crc32c(body) == int.from_bytes(
+        data[-CRC_BYTES:], "little"
+    )

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from loaders.chunkcheck import ChunkChecker
@@ -39,7 +38,7 @@ from loaders.s3io import RemoteShards
 from loaders.shardindex import CRC_BYTES as _CRC
 from loaders.shardindex import MISSING, ShardIndexCache
 from loaders.zarrmeta import ArrayMeta, parse_array_meta
-from precompute.objstore import get_range, is_object_url
+from precompute.objstore import is_object_url
 
 __all__ = [
     "IO_MODES",
@@ -53,12 +52,6 @@ __all__ = [
 
 IO_MODES = ("pread", "mmap")
 VERIFY_MODES = ("always", "first")
-
-
-def _sound(data: bytes, nbytes: int) -> bool:
-    """Whether ``data`` is ``nbytes`` of chunk bytes followed by their crc32c."""
-    body = memoryview(data)[:-_CRC]
-    return len(data) == nbytes and crc32c.crc32c(body) == int.from_bytes(data[-_CRC:], "little")
 
 
 class ShardedArrayReader:
@@ -105,12 +98,7 @@ class ShardedArrayReader:
 
     def _load_meta(self) -> ArrayMeta:
         if self._s3 is not None:
-            url = f"{self.path}/zarr.json"
-            try:
-                doc = json.loads(get_range(url).data)
-            except (OSError, ValueError, RecursionError) as exc:
-                raise UnsupportedArrayError(f"{url}: unreadable array metadata: {exc}") from exc
-            return parse_array_meta(doc, url)
+            return self._s3.array_meta(self.path)
         if self._remote:
             import zarr  # lazy: only the fallback needs zarr-python
 
@@ -290,29 +278,13 @@ class ShardedArrayReader:
             self._fill(flats)
             return
         if self._s3 is not None:
-            self._read_remote(chunk, path, offset, nbytes, flats)
+            scatter(self._s3.read_chunk(path, chunk, offset, nbytes), flats)
             return
         tail = np.zeros(_CRC, np.uint8)
         got = preadv_all(path, [*flats, tail], offset)
         if got != nbytes:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
         self._check.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
-
-    def _read_remote(self, chunk: tuple[int, ...], path: str, offset: int, nbytes: int,
-                     flats: list[memoryview]) -> None:
-        """One ranged GET (or a local cache hit), crc32c checked on every read."""
-        if self._s3 is None:
-            raise RuntimeError("a remote read of a local array")
-        data, entry = self._s3.chunk(path, chunk, offset, nbytes)
-        if entry is not None and not _sound(data, nbytes):  # a damaged cache entry: GET again
-            self._s3.forget(entry)
-            data, entry = self._s3.chunk(path, chunk, offset, nbytes)
-        if len(data) != nbytes:
-            raise CorruptChunkError(self.name, path, chunk,
-                                    f"truncated: {len(data)} of {nbytes} bytes")
-        if not _sound(data, nbytes):
-            raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
-        scatter(np.frombuffer(data, np.uint8, nbytes - _CRC), flats)
 
     def _mapped_chunk(self, chunk: tuple[int, ...], path: str
                       ) -> tuple[np.ndarray, Stamp] | None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from loaders import StoreLoader
-from loaders.errors import CorruptChunkError, StoreOpenError
+from loaders.errors import ChunkReadError, CorruptChunkError, StoreOpenError
 from loaders.readcache import ReadCache
 from precompute import objstore
 from precompute.errors import StoreError
@@ -134,3 +134,14 @@ def test_errors_name_the_url_and_never_the_secret(bucket: str) -> None:
     assert "nostall-test-secret" not in str(info.value)
     with pytest.raises(StoreError, match="not an s3://bucket/key URL"):
         objstore.split_url("s3:///no-bucket")
+
+
+def test_an_object_replaced_while_reading_fails_instead_of_mixing_versions(s3_store: str) -> None:
+    loader = StoreLoader(s3_store, batch_size=8, seed=3, num_threads=2)
+    list(loader)  # every shard index read, with its object's ETag
+    one, two = f"{s3_store}/image/c/1/0/0/0", f"{s3_store}/image/c/2/0/0/0"
+    objstore.put_bytes(one, objstore.get_range(two).data)  # same size, another version
+    loader.set_epoch(1)
+    with pytest.raises(ChunkReadError, match=r"image/c/1/0/0/0.*replaced while the store"):
+        list(loader)
+    loader.close()
