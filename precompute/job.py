@@ -183,7 +183,8 @@ def build(
         SourceError: The source cannot be listed.
         BuildLockedError: Another build holds the lock on ``out``.
         StoreMismatchError: ``out`` holds a store of another spec or source.
-        StoreError: ``out`` is a URL or a file, or a non-empty folder that is not a store.
+        StoreError: ``out`` is a URL other than ``s3://`` or a file, or a non-empty folder (or
+            object prefix) that is not a store.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
         ClusterError: Ray cannot be started, or ``ray_address`` cannot be reached.
         BuildError: A shard task failed for a reason other than a bad input.

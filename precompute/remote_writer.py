@@ -85,21 +85,18 @@ def create_or_resume(url: str, spec: BuildSpec, layout: StoreLayout, fingerprint
     return done
 
 
-_ARRAY_META: dict[str, dict[str, bytes]] = {}  # url -> field -> zarr.json, per process
-
-
 def write_shard(url: str, layout: StoreLayout, shard: int, **arrays: Any) -> None:
     """Write ``shard`` locally, PUT its four objects, then its marker (see writer.write_shard)."""
     from precompute import writer
 
     url = url.rstrip("/")
-    if url not in _ARRAY_META:
-        _ARRAY_META[url] = {n: objstore.get_range(f"{url}/{n}/zarr.json").data for n in FIELDS}
     with tempfile.TemporaryDirectory(prefix="nostall-shard-") as tmp:
         local = Path(tmp)
-        for name, meta in _ARRAY_META[url].items():
+        for name in FIELDS:  # the arrays' metadata: four small GETs
             (local / name).mkdir()
-            (local / name / "zarr.json").write_bytes(meta)
+            (local / name / "zarr.json").write_bytes(
+                objstore.get_range(f"{url}/{name}/zarr.json").data
+            )
         writer.write_shard(local, layout, shard, **arrays)
         remote = objstore.store_path(url)
         for name in FIELDS:
