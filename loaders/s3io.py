@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 import threading
 import zlib
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import crc32c
 import numpy as np
@@ -45,6 +48,7 @@ class RemoteShards:
     def __init__(self, name: str, cache: ReadCache | None = None) -> None:
         self.name, self.cache = name, cache
         self._etags: dict[str, str] = {}
+        self._whole: dict[str, objstore.Range] | None = None  # see whole_objects
         self._lock = threading.Lock()
         self.requests = self.bytes_fetched = 0
 
@@ -53,6 +57,29 @@ class RemoteShards:
             self.requests += 1
             self.bytes_fetched += nbytes
 
+    @contextmanager
+    def whole_objects(self, urls: Sequence[str], threads: int = 16) -> Iterator[None]:
+        """Within: serve indexes and chunks of ``urls`` from whole objects, fetched up front.
+
+        For reading a whole small array (labels, extents): one GET per shard object, ``threads``
+        at a time, instead of one per chunk. A missing object is left to the reads to report.
+        """
+
+        def fetch(url: str) -> tuple[str, objstore.Range | None]:
+            try:
+                got = objstore.get_range(url)
+            except FileNotFoundError:
+                return url, None
+            self._count(len(got.data))
+            return url, got
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="nostall-s3") as pool:
+            self._whole = {url: got for url, got in pool.map(fetch, urls) if got is not None}
+        try:
+            yield
+        finally:
+            self._whole = None
+
     def tail(self, url: str, nbytes: int) -> tuple[bytes, int, Stamp]:
         """GET the last ``nbytes`` of shard object ``url``: ``(bytes, object size, stamp)``.
 
@@ -60,6 +87,12 @@ class RemoteShards:
             FileNotFoundError: No such object.
             OSError: The GET failed.
         """
+        whole = self._whole.get(url) if self._whole is not None else None
+        if whole is not None:
+            data = whole.data[-nbytes:] if len(whole.data) >= nbytes else b""
+            with self._lock:
+                self._etags[url] = whole.etag
+            return data, whole.size, _stamp(whole.etag, whole.size)
         got = objstore.get_range(url, None, nbytes)
         self._count(len(got.data))
         with self._lock:
@@ -78,6 +111,9 @@ class RemoteShards:
         Raises:
             ChunkReadError: The GET failed, or the object changed since its index was read.
         """
+        whole = self._whole.get(url) if self._whole is not None else None
+        if whole is not None:
+            return whole.data[offset : offset + nbytes], None
         etag = self._etags.get(url, "")
         key = ReadCache.key(url, etag, offset, nbytes) if self.cache is not None else None
         if self.cache is not None and key is not None:

@@ -210,7 +210,17 @@ class ShardedArrayReader:
             self._maps.clear()
 
     def read_all(self) -> np.ndarray:
-        """Read the whole array chunk by chunk (for small arrays such as labels)."""
+        """Read the whole array chunk by chunk (for small arrays such as labels).
+
+        From object storage every shard object is fetched whole first, several at once.
+        """
+        if self._s3 is not None:
+            grid = np.ndindex(*self.meta.grid_shape)
+            with self._s3.whole_objects(sorted({self.shard_file(c) for c in grid})):
+                return self._read_all()
+        return self._read_all()
+
+    def _read_all(self) -> np.ndarray:
         out = np.empty(self.meta.shape, self.meta.dtype)
         buf = np.empty(self.meta.chunk_shape, self.meta.dtype)
         for chunk in np.ndindex(*self.meta.grid_shape):

@@ -145,3 +145,13 @@ def test_an_object_replaced_while_reading_fails_instead_of_mixing_versions(s3_st
     with pytest.raises(ChunkReadError, match=r"image/c/1/0/0/0.*replaced while the store"):
         list(loader)
     loader.close()
+
+
+def test_small_arrays_are_read_whole_one_get_per_shard(s3_store: str, local_store: Path) -> None:
+    from loaders.shardio import ShardedArrayReader
+
+    for name in ("label", "extent"):
+        remote = ShardedArrayReader(f"{s3_store}/{name}", complete=True)
+        local = ShardedArrayReader(local_store / name, complete=True)
+        np.testing.assert_array_equal(remote.read_all(), local.read_all())
+        assert remote._s3 is not None and remote._s3.requests == 6  # shards, not 23 chunks
