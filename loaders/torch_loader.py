@@ -36,6 +36,7 @@ from loaders.contract import (
 )
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.store.open_store import open_store
+from loaders.store.readcache import ReadCache
 from loaders.transfer.buffers import BufferPool
 from loaders.transfer.device import ToDevice
 from precompute.format import StoreInfo
@@ -49,9 +50,10 @@ class StoreLoader(ContractLoader):
     """Stream a nostall store as batches of tensors on ``device``.
 
     Args:
-        store: Store path, a :class:`precompute.format.StoreInfo`, or a cache reference: a
-            cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec": ...}``, resolved
-            (built at most once) through :func:`service.resolve` and leased while open.
+        store: Store path, ``s3://`` URL, a :class:`precompute.format.StoreInfo`, or a cache
+            reference: a cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec":
+            ...}``, resolved (built at most once) through the installed store resolver
+            (:func:`service.resolve`) and leased while open.
         batch_size: Samples per batch (per rank).
         device: Where batches live: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a torch.device.
         shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
@@ -84,6 +86,8 @@ class StoreLoader(ContractLoader):
         cache_root: Cache root for a cache reference (default ``$NOSTALL_CACHE`` or
             ``~/.cache/nostall``).
         cache: A :class:`service.Cache` to resolve a cache reference with, instead.
+        read_cache: For an ``s3://`` store: a :class:`~loaders.store.readcache.ReadCache` on
+            local disk that image chunks are read through (``docs/scale.md``).
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -121,6 +125,7 @@ class StoreLoader(ContractLoader):
         verify: str = "first",
         cache_root: str | Path | None = None,
         cache: Any = None,
+        read_cache: ReadCache | None = None,
     ) -> None:
         super().__init__(
             batch_size,
@@ -139,16 +144,26 @@ class StoreLoader(ContractLoader):
         if is_cache_ref(store):
             store, self._lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
         try:
-            self._open(store, io=io, map_bytes=map_bytes, verify=verify)
+            self._open(store, io=io, map_bytes=map_bytes, verify=verify, read_cache=read_cache)
         except BaseException:
             self._release()  # a loader that was never made holds no lease
             raise
 
-    def _open(self, store: object, *, io: str, map_bytes: int, verify: str) -> None:
+    def _open(
+        self,
+        store: object,
+        *,
+        io: str,
+        map_bytes: int,
+        verify: str,
+        read_cache: ReadCache | None,
+    ) -> None:
         """Open and check the store, allocate the batch buffers and plan the first epoch."""
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
-        self.source = open_store(store, io=io, map_bytes=map_bytes, verify=verify)
+        self.source = open_store(
+            store, io=io, map_bytes=map_bytes, verify=verify, cache=read_cache
+        )
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size

@@ -86,7 +86,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("src")
-@click.option("--out", "out", required=True, help="Output store folder.")
+@click.option("--out", "out", required=True, help="Output store folder or s3:// URL.")
 @click.option("--size", type=int, help="Stored side length S (default 224).")
 @click.option("--mode", help="letterbox | center-crop | squash (default center-crop).")
 @click.option("--seed", type=int, help="Seed of the sample order and augmentation.")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
+from precompute.objstore import store_path
 from precompute.spec import BuildSpec
 
 __all__ = [
@@ -107,7 +108,7 @@ class StoreLayout:
 
 def shard_marker_path(root: str | Path, shard: int) -> Path:
     """Return the path of the marker that says ``shard`` is fully written."""
-    return Path(root) / MARKER_DIR / "shards" / f"{shard:06d}.json"
+    return store_path(root) / MARKER_DIR / "shards" / f"{shard:06d}.json"
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ def _check_header(root: Path, attrs: Mapping[str, Any], require_complete: bool) 
 
 
 def open_store_info(path: str | Path, *, require_complete: bool = True) -> StoreInfo:
-    """Validate a local store and return its :class:`StoreInfo`.
+    """Validate a store (a folder or an ``s3://`` URL) and return its :class:`StoreInfo`.
 
     Raises:
         StoreError: Not a store, another format or version, or a field is missing.
@@ -235,7 +236,7 @@ def open_store_info(path: str | Path, *, require_complete: bool = True) -> Store
             message names the file and the key).
         StoreIncompleteError: The completion marker is missing (and ``require_complete``).
     """
-    root = Path(path)
+    root = store_path(path)  # an s3:// URL: reads go to the object store
     meta = root / "zarr.json"
     attrs = _read_group_attrs(root)
     _check_header(root, attrs, require_complete)

@@ -77,8 +77,9 @@ def _opener(where: str) -> Callable[[], Any]:
     if not _is_url(where):
         path = where[len("file://") :] if where.startswith("file://") else where
         return lambda: _open_local(path)
-    import fsspec  # lazy: only URL sources need it
+    from precompute.s3fsspec import fsspec_s3  # lazy: only URL sources need it
 
+    fsspec = fsspec_s3()  # s3:// through boto3 when s3fs is missing
     return lambda: fsspec.open(where, "rb").open()
 
 

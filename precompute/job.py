@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
     ClusterError,
@@ -27,6 +28,7 @@ from precompute.errors import (
     PrecomputeError,
 )
 from precompute.format import StoreLayout
+from precompute.objstore import is_object_url, store_path
 from precompute.outputs import (
     build_lock,
     build_report,
@@ -93,6 +95,7 @@ def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def run(row: dict[str, Any]) -> dict[str, Any]:
         try:
             result = build_shard(job, ShardTask.from_row(row)).to_dict()
+            result["node"] = current_node()
         except Exception as exc:  # carried back as a value, re-raised by the driver
             result = {"shard": row["shard"], "failure": f"{type(exc).__name__}: {exc}"}
         return {"result": json.dumps(result)}
@@ -155,7 +158,8 @@ def build(
 
     Args:
         src: Source folder, manifest, or fsspec URL of either.
-        out: Local output folder (a shared filesystem when ``ray_address`` names a cluster).
+        out: Local output folder (a shared filesystem when ``ray_address`` names a cluster),
+            or an ``s3://`` URL (``docs/scale.md``).
         spec: The build spec.
         ray_address: Ray cluster address; ``None`` starts (or reuses) local Ray.
         progress: Show a progress bar over shards and print the summary line (stderr).
@@ -168,7 +172,8 @@ def build(
         SourceError: The source cannot be listed.
         BuildLockedError: Another build holds the lock on ``out``.
         StoreMismatchError: ``out`` holds a store of another spec or source.
-        StoreError: ``out`` is a URL or a file, or a non-empty folder that is not a store.
+        StoreError: ``out`` is a URL other than ``s3://`` or a file, or a non-empty folder (or
+            object prefix) that is not a store.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
         ClusterError: Ray cannot be started, or ``ray_address`` cannot be reached.
         BuildError: A shard task failed for a reason other than a bad input.
@@ -179,7 +184,7 @@ def build(
     check_output(out, src)
     source = list_source(src, spec.on_error)
     fp = fingerprint(source, content_hash=content_hash)
-    root = Path(out).absolute()
+    root = store_path(out) if is_object_url(out) else Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))
     with build_lock(root):
         done = existing_complete(root, spec, fp)
@@ -200,12 +205,15 @@ def build(
                 file=sys.stderr,
             ) as bar,
         ):
+            if ray_address is not None:  # every node writes --out and reads a local SRC
+                check_shared_paths([str(root), source.root])
             t1 = time.perf_counter()
             results = _run_shards(job, plan_shards(source, layout, spec.seed, todo), bar)
             t2 = time.perf_counter()
         report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
         remove_partials(root)  # a killed build's writers may have outlived its driver briefly
         report["bytes_written"] = store_bytes(root)
+        report["ray_nodes"] = len({r["node"] for r in results})  # nodes that built shards
         attrs = finalize(root, report)
     if progress:
         print(summary_line(root, attrs), file=sys.stderr)

@@ -9,6 +9,7 @@ from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
 from precompute.format import MARKER_DIR, _read_group_attrs
+from precompute.objstore import is_object_url, split_url
 from precompute.sources import MANIFEST_EXTENSIONS, Source
 from precompute.spec import BuildSpec
 
@@ -32,6 +33,12 @@ def build_lock(out: Path) -> Iterator[None]:
     """
     from filelock import FileLock, Timeout
 
+    if is_object_url(out):  # a conditional PUT of the lock object
+        from precompute import remote_writer
+
+        with remote_writer.build_lock(str(out)):
+            yield
+        return
     lock_path = out / MARKER_DIR / "build.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_path), timeout=0)
@@ -49,7 +56,11 @@ def build_lock(out: Path) -> Iterator[None]:
 
 
 def store_bytes(out: str | Path) -> int:
-    """Return the bytes of every file under ``out``."""
+    """Return the bytes of every file under ``out`` (every object under an ``s3://`` URL)."""
+    if is_object_url(out):
+        from precompute import remote_writer
+
+        return remote_writer.store_bytes(str(out))
     return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
 
 
@@ -58,8 +69,11 @@ def remove_partials(root: Path) -> None:
 
     Zarr's local store writes every file as ``<name>.<uuid>.partial`` and renames it, so a
     killed writer can leave one anywhere in the store (``zarr.<uuid>.partial`` next to a
-    ``zarr.json``, ``0.<uuid>.partial`` next to a chunk); shard markers leave ``.*.tmp``.
+    ``zarr.json``, ``0.<uuid>.partial`` next to a chunk); shard markers leave ``.*.tmp``. An
+    object store has none: every object is PUT whole.
     """
+    if is_object_url(root):
+        return
     for tmp in root.rglob("*.partial"):
         tmp.unlink(missing_ok=True)
     for tmp in (root / MARKER_DIR / "shards").glob(".*.tmp"):
@@ -69,16 +83,22 @@ def remove_partials(root: Path) -> None:
 def check_output(out: str, src: str | None = None) -> None:
     """Refuse outputs the writer cannot use, before anything is written.
 
-    Refused: URLs, existing non-folders, and (with ``src``) an output that overlaps the local
-    source: the output inside a source folder (it would become a class of the next build) or
-    the source (folder or manifest file) inside the output. Paths are compared after resolving
-    symlinks. A manifest's own folder may hold the output: only the manifest file is the source.
+    Refused: URLs other than ``s3://``, existing non-folders, and (with ``src``) an output that
+    overlaps the source: the output inside a source folder or prefix (it would become a class
+    of the next build) or the source (folder, prefix or manifest file) inside the output. Local
+    paths are compared after resolving symlinks. A manifest's own folder may hold the output:
+    only the manifest file is the source.
 
     Raises:
         StoreError: The output is unusable; the message names it.
     """
+    if is_object_url(out):
+        split_url(out)  # a StoreError for s3:// without a bucket
+        if src is not None and is_object_url(src):
+            _check_apart_urls(out, src)
+        return
     if "://" in out:
-        raise StoreError(f"--out {out}: must be a local folder (or a mounted shared one)")
+        raise StoreError(f"--out {out}: must be a local folder (or a mounted shared one) or s3://")
     if Path(out).exists() and not Path(out).is_dir():
         raise StoreError(f"--out {out}: exists and is not a folder (must be a local folder)")
     if src is not None:
@@ -108,6 +128,16 @@ def _check_apart(out: str, src: str) -> None:
             f"--out {out}: holds the source {src}; choose an output folder that does not "
             "contain the source"
         )
+
+
+def _check_apart_urls(out: str, src: str) -> None:
+    o, s = out.rstrip("/") + "/", src.rstrip("/") + "/"
+    if src.lower().endswith(MANIFEST_EXTENSIONS):
+        s = src  # only the manifest object is the source
+    if o.startswith(s):
+        raise StoreError(f"--out {out}: lies inside the source {src}; choose another prefix")
+    if s.startswith(o):
+        raise StoreError(f"--out {out}: holds the source {src}; choose another prefix")
 
 
 def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from precompute.errors import DecodeError, InputError
 from precompute.format import HOLE_LABEL, StoreLayout
+from precompute.objstore import store_path
 from precompute.plan import ShardTask
 from precompute.sources import Source
 from precompute.spec import BuildSpec
@@ -96,7 +96,7 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     result.seconds = time.perf_counter() - t0
     stats = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
     write_shard(
-        Path(job.out),
+        store_path(job.out),  # an s3:// URL stays one
         job.layout,
         task.shard,
         image=arrays["image"],

@@ -107,9 +107,9 @@ class Source:
         if not _is_url(where):
             st = os.stat(where)
             return st.st_size, st.st_mtime_ns
-        import fsspec
+        from precompute.s3fsspec import fsspec_s3
 
-        fs, path = fsspec.core.url_to_fs(where)
+        fs, path = fsspec_s3().core.url_to_fs(where)
         info = fs.info(path)
         mtime = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
         if hasattr(mtime, "timestamp"):
@@ -160,10 +160,10 @@ def _list_local_folder(src: str) -> Source:
 
 
 def _list_remote_folder(src: str) -> Source:
-    import fsspec
+    from precompute.s3fsspec import fsspec_s3
 
     try:
-        fs, path = fsspec.core.url_to_fs(src)
+        fs, path = fsspec_s3().core.url_to_fs(src)
         found = fs.find(path)
     except (OSError, ValueError, ImportError) as exc:
         raise SourceError(f"{src}: cannot list source: {exc}") from exc

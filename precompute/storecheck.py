@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from precompute.format import StoreLayout, metadata_error, read_json
+from precompute.objstore import is_object_url
 
 __all__ = [
     "SHARDED",
@@ -96,13 +96,18 @@ def shard_file_problems(
     layout: StoreLayout,
     shard: int,
     names: tuple[str, ...] = ("image", "label", "extent", "key"),
+    sizes: Mapping[str, int] | None = None,
 ) -> Iterator[str]:
-    """Yield one line per shard file of ``shard`` that is missing or has the wrong size."""
+    """Yield one line per shard file of ``shard`` that is missing or has the wrong size.
+
+    ``sizes``: every file's size by path (one listing of an object store); default a
+    ``stat`` (a HEAD for an ``s3://`` store) per file.
+    """
     for name in names:
         path = shard_file(root, layout, name, shard)
         try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
+            size = path.stat().st_size if sizes is None else sizes[str(path)]
+        except (FileNotFoundError, KeyError):
             yield (
                 f"shard {shard}: {name}: shard file is missing ({path}; a complete store "
                 "has every shard)"
@@ -185,6 +190,9 @@ def file_digest(path: Path) -> dict[str, Any]:
     file) has the same whole-file crc32c whatever the blocks hold.
     """
     digest, size = hashlib.sha256(), 0
+    if is_object_url(path):  # one GET of the whole object
+        data = path.read_bytes()
+        return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     with open(path, "rb") as f:
         while block := f.read(1 << 22):
             digest.update(block)

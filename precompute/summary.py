@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.format import MARKER_DIR, open_store_info
+from precompute.objstore import is_object_url, list_sizes
 
 __all__ = ["store_summary"]
 
@@ -13,12 +14,16 @@ __all__ = ["store_summary"]
 def _status(path: Path, attrs: dict[str, Any], num_shards: int) -> str:
     if attrs.get("complete"):
         return "complete"
-    done = len(list((path / MARKER_DIR / "shards").glob("*.json")))
+    markers = path / MARKER_DIR / "shards"
+    if is_object_url(path):
+        done = sum(url.endswith(".json") for url in list_sizes(str(markers)))
+    else:
+        done = len(list(markers.glob("*.json")))
     return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
 
 
 def store_summary(path: str | Path, max_skipped: int = 50) -> str:
-    """Return a multi-line summary of the store at ``path`` (complete or not).
+    """Return a multi-line summary of the store at ``path`` (complete or not; or ``s3://``).
 
     Raises:
         StoreError: ``path`` is not a nostall store.

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
 
 from precompute.errors import StoreError
 from precompute.format import FIELDS, HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
+from precompute.objstore import is_object_url, list_sizes
 from precompute.storecheck import check_array_meta, file_digest, shard_file, shard_file_problems
+from precompute.zarrs3 import open_array
 
 __all__ = ["verify_store"]
 
@@ -93,7 +94,7 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
     data: dict[str, np.ndarray] = {}
     for name in FIELDS:
         try:
-            data[name] = np.asarray(zarr.open_array(str(info.path / name), mode="r")[start:stop])
+            data[name] = np.asarray(open_array(info.path / name)[start:stop])
         except Exception as exc:  # zarr raises ValueError on a checksum mismatch, and others
             path = shard_file(info.path, info.layout, name, shard)
             return [
@@ -109,9 +110,12 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
     return problems, label
 
 
-def _check_shard(info: StoreInfo, shard: int) -> tuple[list[str], int]:
+def _check_shard(
+    info: StoreInfo, shard: int, sizes: Mapping[str, int] | None = None
+) -> tuple[list[str], int]:
     """Return the problems of ``shard`` and its number of valid samples."""
-    problems = list(shard_file_problems(info.path, info.layout, shard))
+    names = ("image", "label", "extent", "key")
+    problems = list(shard_file_problems(info.path, info.layout, shard, names, sizes))
     marker, found = _read_marker(info, shard)
     problems += found
     if problems or marker is None:
@@ -130,7 +134,7 @@ def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None
     """Return the problems found in the store at ``path`` (empty: the store is sound).
 
     Args:
-        path: The store folder.
+        path: The store folder or ``s3://`` URL.
         on_shard: Called with each shard index after it is checked (for progress bars).
     """
     try:
@@ -141,8 +145,12 @@ def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None
         return [str(exc)]
     problems: list[str] = []
     valid = 0
+    try:  # an object store: every object's size from one listing, not a HEAD per file
+        sizes = list_sizes(str(info.path)) if is_object_url(info.path) else None
+    except OSError as exc:
+        return [str(exc)]
     for shard in range(info.layout.num_shards):
-        found, shard_valid = _check_shard(info, shard)
+        found, shard_valid = _check_shard(info, shard, sizes)
         problems += found
         valid += shard_valid
         if on_shard is not None:

@@ -9,7 +9,8 @@ The protocol (see ``docs/FORMAT.md``):
 3. :func:`finalize` checks that every shard has its marker, folds the markers into the build
    report and only then rewrites the group attributes with ``complete: true``.
 
-A store whose attributes lack ``complete: true`` is never opened for reading.
+A store whose attributes lack ``complete: true`` is never opened for reading. An ``s3://``
+root follows the same protocol through :mod:`precompute.remote_writer`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from precompute.format import (
     _read_group_attrs,
     shard_marker_path,
 )
+from precompute.objstore import is_object_url
 from precompute.spec import BuildSpec
 from precompute.storecheck import file_digest, shard_file
 
@@ -94,6 +96,10 @@ def create_or_resume(
         StoreMismatchError: ``root`` holds a store of another spec, source or layout.
         StoreError: ``root`` is complete already, or is a non-empty non-store folder.
     """
+    if is_object_url(root):  # s3://: written locally, PUT as whole objects
+        from precompute import remote_writer  # imports this module
+
+        return remote_writer.create_or_resume(str(root), spec, layout, fingerprint)
     root = Path(root)
     header = _header(spec, layout, fingerprint)
     if (root / "zarr.json").exists():
@@ -150,6 +156,12 @@ def write_shard(
     exists; the marker records each file's size and sha256 (``files``). Holes (skipped inputs)
     must already carry label ``-1`` and zero pixels.
     """
+    if is_object_url(root):
+        from precompute import remote_writer
+
+        remote_writer.write_shard(str(root), layout, shard, image=image, label=label,
+                                  extent=extent, key=key, skipped=skipped, stats=stats)
+        return
     root = Path(root)
     start, stop = layout.shard_range(shard)
     n = stop - start
@@ -183,6 +195,10 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         StoreError: A shard has no marker (the store stays incomplete).
     """
+    if is_object_url(root):
+        from precompute import remote_writer
+
+        return remote_writer.finalize(str(root), report)
     root = Path(root)
     attrs = dict(_read_group_attrs(root))
     layout = StoreLayout(**attrs["layout"])

@@ -24,7 +24,7 @@ class BuildRequest:
 
     Attributes:
         key: The cache key the store will be published under.
-        source: Canonical path of the raw dataset.
+        source: Canonical path (or ``s3://`` URL) of the raw dataset.
         spec: The parsed build spec.
         out: Where to write the store (a private directory under the cache root; may hold an
             interrupted build of the same key, which the builder may resume).
@@ -33,7 +33,7 @@ class BuildRequest:
     """
 
     key: str
-    source: Path
+    source: Path | str
     spec: BuildSpec
     out: Path
     fingerprint: str

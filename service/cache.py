@@ -53,7 +53,7 @@ class Cache:
         budget_bytes: Byte budget enforced by :meth:`gc` (after each build too); None: unbounded.
         builder: Callable that builds one :class:`BuildRequest`; defaults to
             ``precompute.job.build`` on Ray.
-        fingerprinter: ``source path -> fingerprint``; defaults to ``precompute.sources``.
+        fingerprinter: ``source path or URL -> fingerprint``; defaults to ``precompute.sources``.
         content_hash: Fingerprint sources by content hash instead of size and mtime.
         lock_timeout: Seconds to wait for another process's build of the same key (-1: forever).
         clock: Unix time now, for the LRU clock (a store's last use) and ``created``; default
@@ -66,7 +66,7 @@ class Cache:
         budget_bytes: int | None = None,
         *,
         builder: Builder | None = None,
-        fingerprinter: Callable[[Path], str] | None = None,
+        fingerprinter: Callable[[Path | str], str] | None = None,
         content_hash: bool = False,
         lock_timeout: float = -1.0,
         clock: Callable[[], float] = time.time,

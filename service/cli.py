@@ -204,8 +204,7 @@ def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
     "source_roots",
     multiple=True,
     required=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Folder requests' sources must lie under (repeatable).",
+    help="Folder or s3:// prefix requests' sources must lie under (repeatable).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8470, show_default=True, type=click.IntRange(0, 65535))
@@ -229,7 +228,7 @@ def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
 @_user_errors
 def serve(
     root: Path | None,
-    source_roots: tuple[Path, ...],
+    source_roots: tuple[str, ...],
     host: str,
     port: int,
     token: str | None,

@@ -103,12 +103,16 @@ def check_key(text: object) -> str:
     return str(text)
 
 
-def resolve_source(source: str | Path) -> Path:
+def resolve_source(source: str | Path) -> Path | str:
     """Return the canonical absolute path of a local source folder or manifest.
+
+    An ``s3://`` URL is returned as it is, without a trailing slash (listing it checks it).
 
     Raises:
         SourceNotAllowedError: The path does not exist.
     """
+    if isinstance(source, str) and source.startswith("s3://"):
+        return source.rstrip("/")
     path = Path(source).expanduser()
     try:
         return path.resolve(strict=True)

@@ -4,6 +4,10 @@ A request's ``source`` is refused (:class:`SourceNotAllowedError`, HTTP 400) whe
 plain string, is a URL, contains a ``..`` component or a NUL byte, does not exist, or resolves
 (following symlinks) outside every root. For a manifest source every listed file is checked
 the same way, so a manifest under a root cannot point elsewhere.
+
+A root may also be an ``s3://bucket/prefix`` URL: then ``s3://`` sources under it are served
+(a folder-like prefix holding objects, or a manifest object whose files lie under an ``s3://``
+root too); other URLs never are.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from precompute.errors import SourceError
+from precompute.errors import PrecomputeError, SourceError
 from service.errors import SourceNotAllowedError
 
 __all__ = ["SourcePolicy"]
@@ -19,30 +23,47 @@ __all__ = ["SourcePolicy"]
 MAX_PATH_CHARS = 4096
 
 
+def _folder(root: str | Path) -> Path:
+    """Return the resolved source root folder ``root``, or raise naming it."""
+    try:
+        path = Path(root).expanduser().resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise SourceNotAllowedError(f"source root {str(root)!r} does not exist") from exc
+    if not path.is_dir():
+        raise SourceNotAllowedError(f"source root {str(root)!r} is not a folder")
+    return path
+
+
 class SourcePolicy:
     """Confine sources to ``roots``.
 
     Args:
-        roots: Folders under which sources may lie; relative request paths are taken
-            relative to the first.
+        roots: Folders (or ``s3://`` prefixes) under which sources may lie; relative request
+            paths are taken relative to the first folder.
     """
 
     def __init__(self, roots: Sequence[str | Path]) -> None:
-        self.roots = tuple(Path(r).expanduser().resolve(strict=True) for r in roots)
-        if not self.roots:
+        urls = [str(r) for r in roots if str(r).startswith("s3://")]
+        self.url_roots = tuple(u.rstrip("/") for u in urls)
+        self.roots = tuple(_folder(r) for r in roots if str(r) not in urls)
+        if not self.roots and not self.url_roots:
             raise SourceNotAllowedError("at least one source root is required (--source-root)")
 
     def _under_roots(self, path: Path) -> bool:
         return any(path == root or path.is_relative_to(root) for root in self.roots)
 
-    def check(self, raw: object) -> Path:
+    def check(self, raw: object) -> Path | str:
         """Return the resolved source path of a request, or raise ``SourceNotAllowedError``."""
         if not isinstance(raw, str) or not raw or len(raw) > MAX_PATH_CHARS or "\0" in raw:
             raise SourceNotAllowedError(f"source must be a non-empty path string, got {raw!r:.80}")
-        if "://" in raw:
-            raise SourceNotAllowedError(f"source {raw!r}: URLs are not served; use a local path")
         if ".." in PurePosixPath(raw).parts:
             raise SourceNotAllowedError(f"source {raw!r}: '..' components are not allowed")
+        if raw.startswith("s3://") and self.url_roots:
+            return self._check_url(raw)
+        if "://" in raw:
+            raise SourceNotAllowedError(f"source {raw!r}: URLs are not served; use a local path")
+        if not self.roots:
+            raise SourceNotAllowedError(f"source {raw!r}: only s3:// sources are served")
         path = Path(raw) if Path(raw).is_absolute() else self.roots[0] / raw
         try:
             resolved = path.resolve(strict=True)
@@ -56,7 +77,27 @@ class SourcePolicy:
             self._check_manifest(resolved)
         return resolved
 
-    def _check_manifest(self, manifest: Path) -> None:
+    def _under_urls(self, url: str) -> bool:
+        return any(url == root or url.startswith(root + "/") for root in self.url_roots)
+
+    def _check_url(self, raw: str) -> str:
+        """Return an ``s3://`` source under an ``s3://`` root that exists (objects below it)."""
+        from precompute.objstore import list_sizes  # lazy: boto3
+
+        url = raw.rstrip("/")
+        if not self._under_urls(url):
+            raise SourceNotAllowedError(
+                f"source {raw!r} lies outside the source roots {list(self.url_roots)}"
+            )
+        try:
+            found = bool(list_sizes(url))
+        except (OSError, PrecomputeError) as exc:
+            raise SourceNotAllowedError(f"source {raw!r}: cannot list it ({exc})") from exc
+        if not found:  # not a prefix: a manifest object, whose files must lie under the roots
+            self._check_manifest(url)
+        return url
+
+    def _check_manifest(self, manifest: Path | str) -> None:
         from precompute.sources import list_source  # lazy
 
         try:
@@ -66,7 +107,13 @@ class SourcePolicy:
         for key, _ in listing.items:
             where = listing.locate(key)
             if "://" in where:
-                raise SourceNotAllowedError(f"manifest {manifest} lists a URL: {key!r}")
+                if not where.startswith("s3://") or ".." in PurePosixPath(where).parts:
+                    raise SourceNotAllowedError(f"manifest {manifest} lists a URL: {key!r}")
+                if not self._under_urls(where):
+                    raise SourceNotAllowedError(
+                        f"manifest {manifest} lists {key!r}, which lies outside the source roots"
+                    )
+                continue
             try:
                 target = Path(where).resolve(strict=False)
             except (OSError, RuntimeError) as exc:

@@ -14,9 +14,11 @@ import numpy as np
 
 from loaders.errors import StoreMetadataError, StoreOpenError, UnsupportedArrayError
 from loaders.store.rawio import MapCache
+from loaders.store.readcache import ReadCache
 from loaders.store.shardio import ShardedArrayReader
 from precompute import errors as pre
 from precompute.format import FIELDS, StoreInfo, StoreLayout, open_store_info
+from precompute.objstore import is_object_url, list_sizes
 from precompute.storecheck import SHARDED, check_array_meta, shard_file_problems
 
 __all__ = ["OpenedStore", "open_store"]
@@ -70,9 +72,18 @@ def _info(store: str | Path | StoreInfo) -> StoreInfo:
 
 
 def _check_shard_files(info: StoreInfo) -> None:
-    """Refuse a store with a shard file missing or of the wrong size (one stat per file)."""
+    """Refuse a store with a shard file missing or of the wrong size.
+
+    One ``stat`` per file; one listing of an object store.
+    """
+    sizes = None
+    if is_object_url(info.path):
+        try:
+            sizes = list_sizes(str(info.path))
+        except OSError as exc:
+            raise StoreOpenError(str(info.path), str(exc)) from exc
     for shard in range(info.layout.num_shards):
-        for problem in shard_file_problems(info.path, info.layout, shard, SHARDED):
+        for problem in shard_file_problems(info.path, info.layout, shard, SHARDED, sizes):
             raise StoreOpenError(str(info.path), problem)
 
 
@@ -89,16 +100,18 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
 
 
 def open_store(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: int = 256 << 20,
-                verify: str = "first") -> OpenedStore:
+                verify: str = "first", cache: ReadCache | None = None) -> OpenedStore:
     """Validate ``store`` and return a :class:`OpenedStore`.
 
     Args:
-        store: Store path or its metadata.
+        store: Store path, ``s3://`` URL (see ``docs/scale.md``) or its metadata.
         io: How ``image`` chunks are read: ``pread`` (through the kernel, straight into the
             batch rows) or ``mmap`` (cached mappings of at most ``map_bytes`` of shard files).
         map_bytes: Mapping budget for ``io="mmap"``.
         verify: ``first`` (check each image chunk's crc32c on its first read, and again if
-            its shard file changed) or ``always`` (on every read).
+            its shard file changed) or ``always`` (on every read). Chunks from object storage
+            are checked on every read.
+        cache: Local read-through cache of ``image`` chunks of an ``s3://`` store.
 
     Raises:
         StoreOpenError: Incomplete store, another format version, a missing or malformed field,
@@ -111,7 +124,8 @@ def open_store(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: i
     _check_shard_files(info)
     layout = info.layout
     maps = MapCache(map_bytes) if io == "mmap" else None
-    image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify)
+    image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify,
+                    cache=cache)
     if image.meta.chunk_shape != layout.image_chunk:
         raise StoreOpenError(str(info.path), f"image inner chunks {image.meta.chunk_shape} are "
                              f"not whole samples {layout.image_chunk}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections.abc import Callable
 
 import crc32c
 import numpy as np
@@ -28,6 +29,20 @@ MISSING = 2**64 - 1  # offset and nbytes of an inner chunk that was never writte
 CRC_BYTES = 4
 
 
+TailReader = Callable[[str, int], tuple[bytes, int, Stamp]]
+
+
+def _local_tail(path: str, nbytes: int) -> tuple[bytes, int, Stamp]:
+    """Return the last ``nbytes`` of file ``path`` (b"" if it is shorter), its size, its stamp."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        raw = os.pread(fd, nbytes, st.st_size - nbytes) if st.st_size >= nbytes else b""
+    finally:
+        os.close(fd)
+    return raw, st.st_size, file_stamp(st)
+
+
 class ShardIndexCache:
     """Thread-safe cache of the parsed indexes of one array's shard files.
 
@@ -36,10 +51,14 @@ class ShardIndexCache:
         name: Name used in error messages.
         complete: The array belongs to a complete store: a missing shard file or inner chunk,
             or a shard file of another size than its index and chunks give, is corruption.
+        tail: Reads the last ``n`` bytes of a shard: ``tail(path, n) -> (bytes, file size,
+            stamp)``, FileNotFoundError if it is missing; default the local file (an object
+            store passes :meth:`loaders.store.s3io.RemoteShards.tail`).
     """
 
-    def __init__(self, meta: ArrayMeta, name: str, complete: bool = False) -> None:
-        self.meta, self.name, self.complete = meta, name, complete
+    def __init__(self, meta: ArrayMeta, name: str, complete: bool = False,
+                 tail: TailReader | None = None) -> None:
+        self.meta, self.name, self.complete, self.tail = meta, name, complete, tail
         self._indexes: dict[tuple[int, ...], tuple[Stamp | None, np.ndarray | None]] = {}
         self._lock = threading.Lock()
 
@@ -89,32 +108,27 @@ class ShardIndexCache:
         per_shard = self.meta.chunks_per_shard
         size = math.prod(per_shard) * 16 + CRC_BYTES
         try:
-            fd = os.open(path, os.O_RDONLY)
+            raw, file_size, stamp = (self.tail or _local_tail)(path, size)
         except FileNotFoundError:
             if self.complete:
                 raise CorruptChunkError(self.name, path, chunk, "shard file is missing (a "
                                         "complete store has every shard)") from None
             return None, None  # never-written shard: every chunk is the fill value
-        try:
-            st = os.fstat(fd)
-            if st.st_size < size:
-                raise CorruptChunkError(self.name, path, chunk, f"shard file of {st.st_size} "
-                                        f"bytes is shorter than its index ({size} bytes)")
-            raw = os.pread(fd, size, st.st_size - size)
-        finally:
-            os.close(fd)
-        self._check_size(chunk, path, key, st.st_size)
+        if file_size < size:
+            raise CorruptChunkError(self.name, path, chunk, f"shard file of {file_size} "
+                                    f"bytes is shorter than its index ({size} bytes)")
+        self._check_size(chunk, path, key, file_size)
         body, tail = raw[:-CRC_BYTES], raw[-CRC_BYTES:]
         if len(raw) != size or crc32c.crc32c(body) != int.from_bytes(tail, "little"):
             raise CorruptChunkError(self.name, path, chunk, "shard index crc32c checksum mismatch")
         index = np.frombuffer(body, "<u8").reshape(*per_shard, 2)
         written = index[..., 0] != MISSING
         ends = index[..., 0][written] + index[..., 1][written]  # u8: no overflow of real values
-        if written.any() and (int(ends.max()) > st.st_size - size
+        if written.any() and (int(ends.max()) > file_size - size
                               or bool((ends < index[..., 0][written]).any())):
             raise CorruptChunkError(self.name, path, chunk, "shard index points past the data "
-                                    f"of a {st.st_size}-byte file")
-        return file_stamp(st), index
+                                    f"of a {file_size}-byte file")
+        return stamp, index
 
     def _check_size(self, chunk: tuple[int, ...], path: str, key: tuple[int, ...],
                     file_size: int) -> None:

@@ -32,10 +32,13 @@ import numpy as np
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.store.chunkcheck import ChunkChecker
 from loaders.store.rawio import MapCache, Stamp, file_stamp, preadv_all
+from loaders.store.readcache import ReadCache
 from loaders.store.rows import Route, copy_rows, flat_parts, row_parts, scatter
+from loaders.store.s3io import RemoteShards
 from loaders.store.shardindex import CRC_BYTES as _CRC
 from loaders.store.shardindex import MISSING, ShardIndexCache
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
+from precompute.objstore import is_object_url
 
 __all__ = [
     "IO_MODES",
@@ -71,18 +74,21 @@ class ShardedArrayReader:
 
     def __init__(self, path: str | Path, name: str | None = None, *, io: str = "pread",
                  maps: MapCache | None = None, verify: str = "first",
-                 complete: bool = False) -> None:
+                 complete: bool = False, cache: ReadCache | None = None) -> None:
         if io not in IO_MODES:
             raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
         if verify not in VERIFY_MODES:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
         self.path, self.io, self.verify, self.complete = str(path), io, verify, complete
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
-        self._remote = "://" in self.path
+        self._s3 = RemoteShards(self.name, cache) if is_object_url(self.path) else None
+        self._remote = "://" in self.path and self._s3 is None  # read through zarr-python
         self.meta = self._load_meta()
-        self._maps = maps if maps is not None else (MapCache() if io == "mmap" else None)
+        self._maps = (None if self._s3 is not None else
+                      maps if maps is not None else (MapCache() if io == "mmap" else None))
         self._zarr: Any = None
-        self._index = ShardIndexCache(self.meta, self.name, complete)
+        self._index = ShardIndexCache(self.meta, self.name, complete,
+                                      self._s3.tail if self._s3 is not None else None)
         self._check = ChunkChecker(self.name, verify)
 
     @property
@@ -91,6 +97,8 @@ class ShardedArrayReader:
         return self.meta.fast and not self._remote
 
     def _load_meta(self) -> ArrayMeta:
+        if self._s3 is not None:
+            return self._s3.array_meta(self.path)
         if self._remote:
             import zarr  # lazy: only the fallback needs zarr-python
 
@@ -202,7 +210,17 @@ class ShardedArrayReader:
             self._maps.clear()
 
     def read_all(self) -> np.ndarray:
-        """Read the whole array chunk by chunk (for small arrays such as labels)."""
+        """Read the whole array chunk by chunk (for small arrays such as labels).
+
+        From object storage every shard object is fetched whole first, several at once.
+        """
+        if self._s3 is not None:
+            grid = np.ndindex(*self.meta.grid_shape)
+            with self._s3.whole_objects(sorted({self.shard_file(c) for c in grid})):
+                return self._read_all()
+        return self._read_all()
+
+    def _read_all(self) -> np.ndarray:
         out = np.empty(self.meta.shape, self.meta.dtype)
         buf = np.empty(self.meta.chunk_shape, self.meta.dtype)
         for chunk in np.ndindex(*self.meta.grid_shape):
@@ -240,8 +258,8 @@ class ShardedArrayReader:
         Raises:
             CorruptChunkError: ``complete`` and the shard file is missing.
         """
-        if self._remote:
-            return None
+        if self._remote or self._s3 is not None:
+            return None  # an object's version: its ETag, checked per GET (loaders.store.s3io)
         try:
             return file_stamp(os.stat(path))
         except FileNotFoundError:
@@ -268,6 +286,9 @@ class ShardedArrayReader:
         offset, nbytes = self._index.locate(chunk, path, stamp)
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
+            return
+        if self._s3 is not None:
+            scatter(self._s3.read_chunk(path, chunk, offset, nbytes), flats)
             return
         tail = np.zeros(_CRC, np.uint8)
         got = preadv_all(path, [*flats, tail], offset)
@@ -300,9 +321,9 @@ class ShardedArrayReader:
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:
-            import zarr  # lazy: the fallback path only
+            from precompute.zarrs3 import open_array  # lazy: the fallback path only
 
-            self._zarr = zarr.open_array(self.path, mode="r")
+            self._zarr = open_array(self.path)
         region = self._region(chunk)
         out = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
         out[tuple(slice(0, r.stop - r.start) for r in region)] = self._zarr[region]

@@ -63,7 +63,7 @@ def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 1 and "not a Zarr v3 group" in err
     code, _, err = _run(["build", str(tmp_path), "--out", str(tmp_path / "spec.yaml")], capsys)
     assert code == 2 and "must be a local folder" in err
-    code, _, err = _run(["build", str(tmp_path), "--out", "s3://bucket/store"], capsys)
+    code, _, err = _run(["build", str(tmp_path), "--out", "gs://bucket/store"], capsys)
     assert code == 2 and "must be a local folder" in err
 
 

@@ -1,0 +1,178 @@
+"""Benchmark StoreLoader from local disk against the same store in S3-compatible storage.
+
+Run: ``.venv/bin/python -m benchmarks.bench_objstore`` (``--help`` for sizes). One run, same
+store, three sources side by side:
+
+1. ``local``: the store on local disk (page cache hot after the warm-up).
+2. ``s3``: the store in an S3-compatible server, every chunk a ranged GET (no local cache).
+   Without ``--endpoint`` the server is moto's server mode started on 127.0.0.1 by this script
+   (a single-process Python server: its own CPU is part of the measurement, so this row is a
+   floor, not what a real object store gives).
+3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk, measured
+   on epochs after the first (the cache holds the whole store): what epoch 2 costs.
+
+For each: samples/s, read bandwidth (MB/s of stored bytes), host CPU ms/sample of this process
+(the moto server runs in its own process and is not counted), and GET requests and bytes per
+sample. Also bytes per sample of each format (JPEG and PNG inputs as generated, the stored
+sample with its crc32c and index overhead). Setup happens outside the timed parts; each
+figure is the median of ``--runs`` epochs after a warm-up epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.bench_loader_setup import environment_line
+from loaders import StoreLoader
+from loaders.store.readcache import ReadCache
+from precompute import BuildSpec
+from precompute.format import StoreLayout
+from precompute.sample import make_image
+from precompute.storecheck import expected_shard_size
+from precompute.writer import write_store_from_arrays
+
+__all__ = ["main"]
+
+
+def _format_bytes(size: int, n: int = 32) -> dict[str, float]:
+    """Bytes per sample: JPEG q90 and PNG of generated images, and the stored sample."""
+    jpeg: list[int] = []
+    png: list[int] = []
+    for i in range(n):
+        im = make_image(0, i, i % 4, (500, 375))  # about ImageNet's median resolution
+        for fmt, out, kw in (("JPEG", jpeg, {"quality": 90}), ("PNG", png, {})):
+            buf = io.BytesIO()
+            im.save(buf, fmt, **kw)
+            out.append(len(buf.getvalue()))
+    layout = StoreLayout(4096, size, 1, 256, 32)
+    stored = sum(expected_shard_size(layout, name, 0) or 0 for name in ("image", "label", "extent"))
+    return {"jpeg_q90": statistics.mean(jpeg), "png": statistics.mean(png),
+            "store_sample": stored / 256, "store_raw_pixels": size * size * 3}
+
+
+def _moto() -> tuple[subprocess.Popen[bytes], str]:
+    """Start moto's server on a free port of 127.0.0.1 in its own process; return it + URL."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("moto server did not start")
+
+
+def _upload(folder: Path, url: str) -> None:
+    from precompute.objstore import put_bytes
+
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            put_bytes(f"{url}/{path.relative_to(folder).as_posix()}", path.read_bytes())
+
+
+def _epoch(loader: StoreLoader, epoch: int) -> tuple[int, float, float]:
+    """Return (samples, wall s, CPU s) of one epoch."""
+    loader.set_epoch(epoch)
+    cpu0, t0, n = time.process_time(), time.perf_counter(), 0
+    for batch in loader:
+        n += len(batch["index"])
+    return n, time.perf_counter() - t0, time.process_time() - cpu0
+
+
+def _row(loader: StoreLoader, runs: int, sample_bytes: float) -> dict[str, Any]:
+    remote = loader.source.image._s3
+    _epoch(loader, 0)  # warm-up (fills the read cache, if any)
+    req0 = (remote.requests, remote.bytes_fetched) if remote else (0, 0)
+    got = [_epoch(loader, 1 + r) for r in range(runs)]
+    n = got[0][0]
+    wall = statistics.median(g[1] for g in got)
+    cpu = statistics.median(g[2] for g in got)
+    reqs = (remote.requests - req0[0], remote.bytes_fetched - req0[1]) if remote else (0, 0)
+    per = n * runs
+    return {"samples_per_s": n / wall, "MB_per_s": n * sample_bytes / wall / 1e6,
+            "cpu_ms_per_sample": cpu / n * 1e3,
+            "gets_per_sample": reqs[0] / per, "bytes_fetched_per_sample": reqs[1] / per}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark and print one JSON object (and a table)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=512)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--chunk-samples", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=8, help="loader num_threads (GETs in flight)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--endpoint", help="an S3-compatible endpoint (default: start moto)")
+    args = ap.parse_args(argv)
+    proc = None
+    if args.endpoint is None:
+        proc, args.endpoint = _moto()
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    os.environ["AWS_ENDPOINT_URL"] = args.endpoint
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-objstore-") as tmp:
+            report = _run(args, Path(tmp))
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+    print(json.dumps(report, indent=2))
+
+
+def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    import boto3
+
+    n, s = args.samples, args.size
+    images = np.random.default_rng(0).integers(0, 256, (n, s, s, 3), dtype=np.uint8)
+    spec = BuildSpec(size=s, chunk_samples=args.chunk_samples, shard_samples=8 * args.chunk_samples)
+    write_store_from_arrays(tmp / "store", images, np.arange(n) % 10, spec)
+    bucket = f"bench-{os.getpid()}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/store.zarr"
+    _upload(tmp / "store", url)
+    sample_bytes = float(s * s * 3)
+    kw = {"batch_size": args.batch, "num_threads": args.threads, "prefetch": 2, "seed": 0}
+    rows = {}
+    for name, store, cache in (("local", tmp / "store", None), ("s3", url, None),
+                               ("s3+cache", url, ReadCache(tmp / "cache", 64 << 30))):
+        loader = StoreLoader(store, read_cache=cache, **kw)
+        try:
+            rows[name] = _row(loader, args.runs, sample_bytes)
+        finally:
+            loader.close()
+    table = [f"{'source':10} {'samples/s':>10} {'MB/s':>8} {'CPU ms/sample':>14} "
+             f"{'GETs/sample':>12}"]
+    for name, r in rows.items():
+        table.append(f"{name:10} {r['samples_per_s']:10.0f} {r['MB_per_s']:8.1f} "
+                     f"{r['cpu_ms_per_sample']:14.3f} {r['gets_per_sample']:12.4f}")
+    print("\n".join([environment_line(), *table]), file=sys.stderr)
+    return {"environment": environment_line(), "args": vars(args), "rows": rows,
+            "bytes_per_sample": _format_bytes(s)}
+
+
+if __name__ == "__main__":
+    main()

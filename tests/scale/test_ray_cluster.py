@@ -1,0 +1,132 @@
+"""A build on a real 3-node Ray cluster: byte-identical to a local build, survives a lost node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from precompute.cluster import check_shared_paths
+from precompute.errors import ClusterError
+from precompute.format import FIELDS, MARKER_DIR
+from precompute.sample import make_sample_dataset
+from precompute.verify import verify_store
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+NUM = 120
+FLAGS = ["--size", "32", "--shard-samples", "4", "--chunk-samples", "2", "--seed", "5", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_sample_dataset(tmp_path_factory.mktemp("src"), NUM, size_range=(96, 256), seed=3)
+
+
+@pytest.fixture(scope="module")
+def local_store(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("local") / "store"
+    # RAY_ADDRESS=local: a Ray of its own, whatever cluster this machine also runs
+    _build(src, out, env={"RAY_ADDRESS": "local"}).wait(timeout=240)
+    return out
+
+
+def _build(
+    src: Path, out: Path | str, *, address: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out), *FLAGS]
+    if address is not None:
+        argv += ["--ray-address", address]
+    return subprocess.Popen(argv, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE)
+
+
+def _finish(child: subprocess.Popen[bytes]) -> None:
+    _, err = child.communicate(timeout=240)
+    assert child.returncode == 0, err.decode()
+
+
+def _array_files(out: Path) -> dict[str, bytes]:
+    """Every file of every array (metadata and shards), by path: the store's bytes."""
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for name in FIELDS
+        for p in sorted((out / name).rglob("*"))
+        if p.is_file()
+    }
+
+
+def _report(out: Path) -> dict[str, Any]:
+    return json.loads((out / "zarr.json").read_text())["attributes"]["nostall"]["report"]
+
+
+def _markers(out: Path) -> int:
+    folder = out / MARKER_DIR / "shards"
+    return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+
+
+def test_three_node_build_is_byte_identical_to_local(
+    ray_cluster: Any, src: Path, local_store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "cluster"
+    _finish(_build(src, out, address=ray_cluster.address))
+    report = _report(out)
+    assert report["ray_address"] == ray_cluster.address
+    assert report["ray_nodes"] == 3  # every node built shards
+    assert report["shards_built"] == NUM // 4
+    assert _array_files(out) == _array_files(local_store)
+    assert verify_store(out) == []
+
+
+def test_three_node_build_into_object_storage_needs_no_shared_folder(
+    ray_cluster: Any, bucket: str, src: Path, local_store: Path
+) -> None:
+    from precompute import objstore
+
+    url = f"{bucket}/cluster.zarr"
+    _finish(_build(src, url, address=ray_cluster.address))
+    assert _report_s3(url)["ray_nodes"] == 3
+    arrays = {
+        obj[len(url) + 1 :]: objstore.get_range(obj).data
+        for obj in objstore.list_sizes(url)
+        if obj[len(url) + 1 :].split("/", 1)[0] in FIELDS
+    }
+    assert arrays == _array_files(local_store)
+    assert verify_store(url) == []
+
+
+def _report_s3(url: str) -> dict[str, Any]:
+    from precompute import objstore
+
+    doc = json.loads(objstore.get_range(f"{url}/zarr.json").data)
+    return dict(doc["attributes"]["nostall"]["report"])
+
+
+def test_losing_a_worker_node_mid_build_still_completes_identically(
+    ray_cluster: Any, src: Path, local_store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "cluster"
+    child = _build(src, out, address=ray_cluster.address)
+    deadline = time.monotonic() + 240
+    while _markers(out) < 2:
+        assert child.poll() is None and time.monotonic() < deadline, "build made no progress"
+        time.sleep(0.01)
+    ray_cluster.remove_node(next(iter(ray_cluster.worker_nodes)), allow_graceful=False)
+    assert _markers(out) < NUM // 4, "the node must be lost mid-build"
+    _finish(child)  # Ray re-runs the lost node's shard tasks on the nodes left
+    assert _report(out)["shards_built"] == NUM // 4
+    assert _array_files(out) == _array_files(local_store)
+    assert verify_store(out) == []
+
+
+def test_a_path_a_node_cannot_see_fails_naming_node_and_path(
+    ray_local: Any, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "not-mounted-here")
+    with pytest.raises(ClusterError, match=r"cannot see .*not-mounted-here.*every node mounts"):
+        check_shared_paths([str(tmp_path), missing, "s3://bucket/raw"])

@@ -1,0 +1,157 @@
+"""StoreLoader over a real S3-compatible server: ranged GETs, crc32c, local read-through cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from loaders import StoreLoader
+from loaders.errors import ChunkReadError, CorruptChunkError, StoreOpenError
+from loaders.store.readcache import ReadCache
+from precompute import objstore
+from precompute.errors import StoreError
+from tests.contracts.loader_contract import make_index_store
+from tests.scale.conftest import upload_tree
+
+NUM = 90  # 6 shards of 16 (the last one cut), chunks of 4
+
+
+@pytest.fixture(scope="module")
+def local_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_index_store(tmp_path_factory.mktemp("s3l") / "store", NUM, holes=(3, 40))
+
+
+@pytest.fixture
+def s3_store(bucket: str, local_store: Path) -> str:
+    url = f"{bucket}/stores/train.zarr"
+    upload_tree(local_store, url)
+    return url
+
+
+def _epochs(store: Any, epochs: int = 2, **kw: Any) -> list[list[dict[str, np.ndarray]]]:
+    loader = StoreLoader(store, batch_size=8, seed=3, num_threads=4, prefetch=1, **kw)
+    out = []
+    try:
+        for epoch in range(epochs):
+            loader.set_epoch(epoch)
+            out.append([{k: v.numpy() for k, v in b.items()} for b in loader])
+    finally:
+        loader.close()
+    return out
+
+
+def _same(a: list[list[dict[str, np.ndarray]]], b: list[list[dict[str, np.ndarray]]]) -> None:
+    assert len(a) == len(b)
+    for ea, eb in zip(a, b, strict=True):
+        assert len(ea) == len(eb) > 0
+        for ba, bb in zip(ea, eb, strict=True):
+            assert ba.keys() == bb.keys()
+            for key in ba:
+                np.testing.assert_array_equal(ba[key], bb[key])
+
+
+def test_s3_store_streams_the_same_batches_as_the_local_one(
+    s3_store: str, local_store: Path
+) -> None:
+    _same(_epochs(s3_store), _epochs(local_store))
+
+
+def test_chunks_are_ranged_gets_and_epoch_two_reads_the_local_cache(
+    s3_store: str, local_store: Path, tmp_path: Path
+) -> None:
+    cache = ReadCache(tmp_path / "cache", 1 << 30)
+    loader = StoreLoader(s3_store, batch_size=8, seed=3, num_threads=4, read_cache=cache)
+    remote = loader.source.image._s3
+    assert remote is not None
+    first = [b["image"].numpy() for b in loader]
+    chunk_bytes = loader.source.image.meta.chunk_nbytes + 4
+    fetched, requests = remote.bytes_fetched, remote.requests
+    chunks = -(-NUM // 4)
+    assert cache.cached_bytes == chunks * chunk_bytes  # every chunk once, whole
+    assert requests >= chunks + 6  # + one tail GET per shard index (two threads may race)
+    loader.set_epoch(1)
+    second = [b["image"].numpy() for b in loader]
+    loader.close()
+    assert (remote.requests, remote.bytes_fetched) == (requests, fetched)  # nothing fetched
+    assert cache.hits >= NUM // 4 - 1 and len(first) == len(second)
+
+
+def test_read_cache_keeps_its_budget_evicting_least_recently_used(tmp_path: Path) -> None:
+    cache = ReadCache(tmp_path / "c", 250)
+    for i in range(5):
+        cache.put(f"{i:064x}", bytes([i]) * 100)
+    assert cache.cached_bytes == 200
+    assert cache.get(f"{0:064x}") is None and cache.get(f"{4:064x}") == bytes([4]) * 100
+    assert sorted(p.name for p in (tmp_path / "c").glob("??/*")) == [f"{3:064x}", f"{4:064x}"]
+    again = ReadCache(tmp_path / "c", 150)  # a later run adopts the folder, within its budget
+    assert again.cached_bytes == 100 and again.get(f"{4:064x}") == bytes([4]) * 100
+
+
+def test_a_damaged_cache_entry_is_fetched_again(
+    s3_store: str, local_store: Path, tmp_path: Path
+) -> None:
+    cache = ReadCache(tmp_path / "cache", 1 << 30)
+    _epochs(s3_store, 1, read_cache=cache)
+    for entry in (tmp_path / "cache").glob("??/*"):
+        data = bytearray(entry.read_bytes())
+        data[5] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    _same(
+        _epochs(s3_store, 1, read_cache=ReadCache(tmp_path / "cache", 1 << 30)),
+        _epochs(local_store, 1),
+    )
+
+
+def test_a_corrupt_chunk_object_raises_naming_url_and_chunk(s3_store: str) -> None:
+    shard = f"{s3_store}/image/c/1/0/0/0"
+    data = bytearray(objstore.get_range(shard).data)
+    data[100] ^= 0x01  # inside the first inner chunk of shard 1
+    objstore.put_bytes(shard, bytes(data))
+    with pytest.raises(
+        CorruptChunkError,
+        match=r"image: shard file s3://.*/image/c/1/0/0/0, "
+        r"chunk \(4, 0, 0, 0\): crc32c checksum mismatch",
+    ):
+        _epochs(s3_store, 1)
+
+
+def test_a_missing_or_cut_shard_object_is_refused_at_open(s3_store: str) -> None:
+    shard = f"{s3_store}/label/c/2"
+    objstore.put_bytes(shard, objstore.get_range(shard).data[:-3])
+    with pytest.raises(StoreOpenError, match=r"shard 2: label: shard file s3://.*/label/c/2 has"):
+        StoreLoader(s3_store, batch_size=8)
+    objstore.delete(shard)
+    with pytest.raises(StoreOpenError, match=r"shard 2: label: shard file is missing"):
+        StoreLoader(s3_store, batch_size=8)
+
+
+def test_errors_name_the_url_and_never_the_secret(bucket: str) -> None:
+    with pytest.raises(StoreOpenError, match=rf"{bucket}/nothing-here") as info:
+        StoreLoader(f"{bucket}/nothing-here", batch_size=8)
+    assert "nostall-test-secret" not in str(info.value)
+    with pytest.raises(StoreError, match="not an s3://bucket/key URL"):
+        objstore.split_url("s3:///no-bucket")
+
+
+def test_an_object_replaced_while_reading_fails_instead_of_mixing_versions(s3_store: str) -> None:
+    loader = StoreLoader(s3_store, batch_size=8, seed=3, num_threads=2)
+    list(loader)  # every shard index read, with its object's ETag
+    one, two = f"{s3_store}/image/c/1/0/0/0", f"{s3_store}/image/c/2/0/0/0"
+    objstore.put_bytes(one, objstore.get_range(two).data)  # same size, another version
+    loader.set_epoch(1)
+    with pytest.raises(ChunkReadError, match=r"image/c/1/0/0/0.*replaced while the store"):
+        list(loader)
+    loader.close()
+
+
+def test_small_arrays_are_read_whole_one_get_per_shard(s3_store: str, local_store: Path) -> None:
+    from loaders.store.shardio import ShardedArrayReader
+
+    for name in ("label", "extent"):
+        remote = ShardedArrayReader(f"{s3_store}/{name}", complete=True)
+        local = ShardedArrayReader(local_store / name, complete=True)
+        np.testing.assert_array_equal(remote.read_all(), local.read_all())
+        assert remote._s3 is not None and remote._s3.requests == 6  # shards, not 23 chunks

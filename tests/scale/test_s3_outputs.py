@@ -1,0 +1,92 @@
+"""Object-store outputs without Ray: the build lock, refused outputs, create and resume checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from precompute import BuildLockedError, objstore
+from precompute.errors import StoreError
+from precompute.outputs import build_lock, check_output
+
+
+def test_a_second_build_is_refused_naming_the_holder(bucket: str) -> None:
+    out = objstore.store_path(f"{bucket}/s.zarr")
+    held = rf"held by {socket.gethostname()} pid {os.getpid()}\); wait for it"
+    with build_lock(out), pytest.raises(BuildLockedError, match=held), build_lock(out):
+        pass
+    with build_lock(out):  # released
+        pass
+
+
+def test_the_lock_of_a_dead_build_on_this_host_is_taken_over(bucket: str) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lock = f"{bucket}/s.zarr/_nostall/build.lock"
+    holder = {"host": socket.gethostname(), "pid": int(dead.stdout)}
+    objstore.put_bytes(lock, json.dumps(holder).encode())
+    with build_lock(objstore.store_path(f"{bucket}/s.zarr")):
+        assert json.loads(objstore.get_range(lock).data)["pid"] == os.getpid()
+    objstore.put_bytes(lock, json.dumps({"host": "other-host", "pid": 1}).encode())
+    out = objstore.store_path(f"{bucket}/s.zarr")
+    with pytest.raises(BuildLockedError, match="held by other-host pid 1"), build_lock(out):
+        pass
+
+
+def test_outputs_other_than_s3_urls_are_refused() -> None:
+    with pytest.raises(StoreError, match="gs://b/x: the output must be a local"):
+        check_output("gs://b/x")
+    with pytest.raises(StoreError, match="not an s3://bucket/key URL"):
+        check_output("s3:///x")
+
+
+def test_create_refuses_foreign_objects_and_resume_refuses_another_spec(bucket: str) -> None:
+    from precompute import BuildSpec, StoreMismatchError
+    from precompute.format import StoreLayout
+    from precompute.writer import create_or_resume
+
+    spec = BuildSpec(size=16, shard_samples=4, chunk_samples=2)
+    layout = StoreLayout.from_spec(spec, 10)
+    objstore.put_bytes(f"{bucket}/other/notes.txt", b"not a store")
+    with pytest.raises(StoreError, match=rf"{bucket}/other: holds objects .*notes.txt"):
+        create_or_resume(objstore.store_path(f"{bucket}/other"), spec, layout, "fp")
+    out = objstore.store_path(f"{bucket}/s.zarr")
+    assert create_or_resume(out, spec, layout, "fp") == set()
+    assert create_or_resume(out, spec, layout, "fp") == set()  # resumable, nothing done yet
+    with pytest.raises(StoreMismatchError, match="differs in spec_hash"):
+        create_or_resume(
+            out, BuildSpec(size=16, shard_samples=4, chunk_samples=2, seed=1), layout, "fp"
+        )
+
+
+def test_the_writer_into_s3_gives_the_objects_of_the_local_files(
+    bucket: str, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from precompute import BuildSpec
+    from precompute.writer import write_store_from_arrays
+
+    spec = BuildSpec(size=8, shard_samples=4, chunk_samples=2)
+    images = np.random.default_rng(0).integers(0, 256, (10, 8, 8, 3), dtype=np.uint8)
+    labels = np.arange(10) % 3
+    write_store_from_arrays(tmp_path / "local", images, labels, spec)
+    url = f"{bucket}/w.zarr"
+    write_store_from_arrays(objstore.store_path(url), images, labels, spec)
+    local = {
+        p.relative_to(tmp_path / "local").as_posix(): p.read_bytes()
+        for p in (tmp_path / "local").rglob("*")
+        if p.is_file() and p.name != "build.lock"
+    }
+    remote = {k[len(url) + 1 :]: objstore.get_range(k).data for k in objstore.list_sizes(url)}
+    assert remote == local  # every object, markers and metadata included
