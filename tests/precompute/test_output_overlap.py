@@ -66,3 +66,26 @@ def test_cli_refuses_overlap_in_one_line(src: Path, capsys: pytest.CaptureFixtur
     assert info.value.code == 2 and "lies inside the source" in err
     assert len(err.strip().splitlines()) == 1 and str(src / "store") in err
     assert _snapshot(src) == before
+
+
+@pytest.mark.parametrize(
+    ("out", "src", "needle"),
+    [
+        ("s3://b/raw/store.zarr", "s3://b/raw", "lies inside the source"),
+        ("s3://b/raw/", "s3://b/raw", "lies inside the source"),
+        ("s3://b/stores", "s3://b/stores/raw", "holds the source"),
+    ],
+)
+def test_object_store_prefixes_that_overlap_are_refused(out: str, src: str, needle: str) -> None:
+    from precompute.outputs import check_output
+
+    with pytest.raises(StoreError, match=needle):
+        check_output(out, src)
+
+
+def test_object_store_prefixes_apart_and_a_manifest_beside_are_allowed() -> None:
+    from precompute.outputs import check_output
+
+    check_output("s3://b/stores/train.zarr", "s3://b/raw")
+    check_output("s3://b/raw/train.zarr", "s3://b/raw/train.csv")
+    check_output("s3://b/rawer", "s3://b/raw")  # a prefix of the name is not a parent
