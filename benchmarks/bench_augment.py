@@ -4,12 +4,14 @@ Run: ``.venv/bin/python -m benchmarks.bench_augment [--images 512] [--batch 64] 
 
 Setup (not timed): a sample JPEG/PNG dataset (``precompute.sample.make_sample_dataset``) and a
 store of the same images centre-cropped to ``--store-size`` px (``write_store_from_arrays``).
-Timed, side by side in one run, each a median over ``--runs`` epochs after a warm-up epoch:
+Timed, side by side in one run, each a median over ``--runs`` epochs after a warm-up epoch;
+the rows take turns epoch by epoch, so the host's load hits them alike:
 
 * ``classic``: torch DataLoader, 2 worker processes, Pillow decode + random resized crop +
   flip + normalise (``benchmarks.strategy_workers.PillowTrainDataset``).
 * ``store+fast`` / ``store+grid``: ``loaders.StoreLoader`` reading the store, with
-  ``TrainAugment`` (crop + flip + normalise) on the CPU fast path / the batched grid path.
+  ``TrainAugment`` (crop + flip + normalise) on the CPU fast path / the batched grid path;
+  the fast path also into float32 channels-last and bfloat16 (planar and channels-last).
 * ``augment fast`` / ``augment grid``: the augment call alone on a batch already in memory
   (and the fast path with colour jitter on top, for its cost).
 
@@ -36,6 +38,7 @@ from benchmarks.common import aten_op_counts, center_crop, tree_cpu_seconds
 __all__ = ["main"]
 
 SEED = 0
+CLASSIC = "classic DataLoader (2 Pillow workers)"
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
 
@@ -56,18 +59,26 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int
     return paths, labels, root / "store"
 
 
-def time_epochs(epoch: Callable[[int], Iterable[int]], runs: int) -> tuple[float, float]:
-    """Return median samples/s and CPU ms/sample over ``runs`` epochs after one warm-up."""
-    rates, cpu = [], []
+def time_epochs(epochs: dict[str, Callable[[int], Iterable[int]]], runs: int
+                ) -> dict[str, tuple[float, float]]:
+    """Return median samples/s and CPU ms/sample of each row over ``runs`` epochs.
+
+    Every row gets one warm-up epoch first; then the rows take turns, one epoch each per
+    round (A B A B ...), so a change in the host's load hits every row alike.
+    """
+    rates: dict[str, list[float]] = {name: [] for name in epochs}
+    cpu: dict[str, list[float]] = {name: [] for name in epochs}
     for e in range(runs + 1):
-        c0, t0, n = tree_cpu_seconds(), time.perf_counter(), 0
-        for size in epoch(e):
-            n += size
-        dt, dc = time.perf_counter() - t0, tree_cpu_seconds() - c0
-        if e > 0:
-            rates.append(n / dt)
-            cpu.append(1e3 * dc / n)
-    return statistics.median(rates), statistics.median(cpu)
+        for name, epoch in epochs.items():
+            c0, t0, n = tree_cpu_seconds(), time.perf_counter(), 0
+            for size in epoch(e):
+                n += size
+            dt, dc = time.perf_counter() - t0, tree_cpu_seconds() - c0
+            if e > 0:
+                rates[name].append(n / dt)
+                cpu[name].append(1e3 * dc / n)
+    return {name: (statistics.median(rates[name]), statistics.median(cpu[name]))
+            for name in epochs}
 
 
 def classic_epochs(paths: list[Path], labels: list[int], size: int, batch: int
@@ -133,6 +144,8 @@ def _args() -> argparse.Namespace:
     p.add_argument("--store-size", type=int, default=256)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--threads", type=int, default=2, help="threads of the fast path variant")
+    p.add_argument("--no-grid", action="store_true",
+                   help="leave out the (slow on a CPU) StoreLoader + grid path row")
     return p.parse_args()
 
 
@@ -149,40 +162,52 @@ def main() -> None:
     grid = TrainAugment(size=a.size, path="grid")
     fast_t = TrainAugment(size=a.size, path="fast", threads=a.threads)
     fast_j = TrainAugment(size=a.size, path="fast", jitter=ColorJitter(0.4, 0.4, 0.4))
+    formats = {f"{dtype}{' channels_last' if cl else ''}":
+               TrainAugment(size=a.size, path="fast", threads=a.threads, dtype=dtype,
+                            channels_last=cl)
+               for dtype, cl in (("float32", True), ("bfloat16", False), ("bfloat16", True))}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         paths, labels, store = make_data(Path(tmp), a.images, a.store_size)
         print(f"setup: {a.images} images (300-500 px JPEG/PNG) + store of {a.store_size}px "
               f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px, "
-              f"median of {a.runs} epochs after 1 warm-up")
+              f"median of {a.runs} interleaved epochs after 1 warm-up each")
         batch = torch.from_numpy(np.stack([center_crop(p, a.store_size)
                                            for p in paths[:a.batch]]))
         extents = torch.tensor([[0, 0, a.store_size, a.store_size]] * a.batch, dtype=torch.int32)
         reps = max(1, a.images // a.batch)
         classic, close = classic_epochs(paths, labels, a.size, a.batch)
-        rows = {"classic DataLoader (2 Pillow workers)": classic}
+        rows = {CLASSIC: classic}
         rows.update({
             "StoreLoader + augment fast, 1 thread": store_epochs(store, a.batch, fast),
             f"StoreLoader + augment fast, {a.threads} threads":
                 store_epochs(store, a.batch, fast_t),
-            "StoreLoader + augment grid": store_epochs(store, a.batch, grid),
+        })
+        rows.update({f"StoreLoader + augment fast, {a.threads} threads, {name}":
+                     store_epochs(store, a.batch, aug) for name, aug in formats.items()})
+        if not a.no_grid:
+            rows["StoreLoader + augment grid"] = store_epochs(store, a.batch, grid)
+        rows.update({
             "augment fast alone, 1 thread": augment_only(fast, batch, extents, reps),
             f"augment fast alone, {a.threads} threads": augment_only(fast_t, batch, extents, reps),
             "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
             "augment fast + colour jitter alone": augment_only(fast_j, batch, extents, reps),
         })
-        results = {}
         try:
-            for name, fn in rows.items():
-                results[name] = time_epochs(fn, a.runs)
-                print(f"{name:48s} {results[name][0]:9.0f} samples/s  "
-                      f"{results[name][1]:7.3f} CPU ms/sample")
+            results = time_epochs(rows, a.runs)
         finally:
             close()
-    base = results["classic DataLoader (2 Pillow workers)"][0]
+    for name, (rate, cpu) in results.items():
+        print(f"{name:62s} {rate:9.0f} samples/s  {cpu:7.3f} CPU ms/sample")
+    base = results[CLASSIC][0]
     print("ratios vs classic DataLoader (samples/s):")
     for name, (rate, _) in results.items():
-        print(f"  {name:46s} {rate / base:6.2f}x")
+        print(f"  {name:60s} {rate / base:6.2f}x")
+    ref = results[f"StoreLoader + augment fast, {a.threads} threads"][0]
+    print(f"ratios vs StoreLoader + augment fast, {a.threads} threads, float32 planar:")
+    for name in formats:
+        rate = results[f"StoreLoader + augment fast, {a.threads} threads, {name}"][0]
+        print(f"  {name:60s} {rate / ref:6.2f}x")
     counts = {b: op_count(grid, b, a.store_size) for b in (32, 256)}
     print(f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "
           f"batch 256 -> {counts[256]}")

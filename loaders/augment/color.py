@@ -105,14 +105,36 @@ def apply_color(x: torch.Tensor, factors: torch.Tensor, norm: Normalize | None) 
 def normalize_converter(norm: Normalize | None) -> Converter:
     """Per-sample uint8 -> normalised float, for the fast path.
 
-    Into float32: a plain cast copy, then per-channel ``mul_`` and ``add_`` in place, all in
-    one dtype (no mixed uint8/float arithmetic); into half types: one ``addcmul`` (computed
-    in float32, rounded once).
+    The output's memory format picks the kernels, each a dense pass in one dtype:
+
+    * ``[3, H, W]`` planar (NCHW batch) into float32: a cast copy (the one transposing pass),
+      then per-channel ``mul_`` and ``add_`` in place; into half types: one ``addcmul``
+      (computed in float32, rounded once).
+    * HWC memory (channels-last batch), like the resized pixels: no transpose at all. Both
+      are viewed as ``[H, W * 3]`` rows and normalised with a row of per-channel constants
+      repeated ``W`` times, so every kernel runs along contiguous rows; float32 is a cast copy
+      and one ``addcmul`` in place, half types one ``addcmul`` into the output.
     """
     scale, shift = channel_affine(norm)
     mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)
+    rows: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # width -> (scale row, shift row)
+
+    def row_constants(width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if width not in rows:  # a race only builds the same row twice
+            rows[width] = (torch.tensor(scale).repeat(width), torch.tensor(shift).repeat(width))
+        return rows[width]
 
     def convert(x: torch.Tensor, i: int, out: torch.Tensor) -> None:
+        if out.stride(0) == 1 and out.shape[0] == 3:  # channels-last memory: [H, W * 3] rows
+            h, w = out.shape[1], out.shape[2]
+            o, pixels = out.permute(1, 2, 0).view(h, 3 * w), x.permute(1, 2, 0).reshape(h, 3 * w)
+            row_mul, row_add = row_constants(w)
+            if out.dtype != torch.float32:
+                torch.addcmul(row_add, pixels, row_mul, out=o)
+                return
+            o.copy_(pixels)
+            torch.addcmul(row_add, o, row_mul, out=o)
+            return
         if out.dtype != torch.float32:
             torch.addcmul(add, x, mul, out=out)
             return

@@ -207,9 +207,8 @@ class TrainAugment(_Augment):
         channels_last: Return ``torch.channels_last`` memory format.
         path: ``grid`` (batched ``grid_sample``, any device), ``fast`` (CPU: per-crop resize)
             or ``auto`` (``fast`` for CPU tensors, else ``grid``).
-        threads: Threads the CPU fast path splits a batch over (default 2: ``bench_augment``
-            measured 11.7x the classic DataLoader against 8.3x with 1, on an otherwise idle
-            2-core host).
+        threads: Threads the CPU fast path splits a batch over (default 2;
+            ``benchmarks.bench_augment`` times 1 and 2 side by side).
     """
 
     kind: ClassVar[str] = "train"

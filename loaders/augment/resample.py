@@ -46,8 +46,7 @@ def _theta(crops: CropParams, height: int, width: int, size: tuple[int, int]) ->
     return torch.stack([torch.stack([sx, zero, cx], 1), torch.stack([zero, sy, cy], 1)], 1)
 
 
-def grid_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
-                  ) -> torch.Tensor:
+def grid_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]) -> torch.Tensor:
     """Crop, flip and resize a batch with one ``grid_sample`` (any device).
 
     Args:
@@ -65,27 +64,44 @@ def grid_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
 
 
 def _resize_one(crop: torch.Tensor, size: tuple[int, int], flip: bool) -> torch.Tensor:
-    x = crop.permute(2, 0, 1).unsqueeze(0).contiguous(memory_format=torch.channels_last)
+    """Resize one ``[h, w, 3]`` crop view to ``[3, *size]`` uint8 with HWC strides.
+
+    The crop is copied out once (the uint8 kernel wants it dense); a flip is that copy
+    mirrored, which costs no more and spares a pass over the larger output. Mirroring before
+    or after the resize is the same map: with first and last pixel centres aligned, output
+    column ``j`` of the mirrored crop samples the column that output ``W - 1 - j`` samples.
+    """
+    dense = crop.flip(1) if flip else crop.contiguous()
+    # [1, 3, h, w] with channels-last strides (made from a 4-d view, so that torch suggests
+    # that format for the output too): the SIMD uint8 kernel, whose output is HWC as well
+    x = dense.unsqueeze(0).permute(0, 3, 1, 2)
     x = F.interpolate(x, size=size, mode="bilinear", align_corners=True, antialias=False)
-    return (x.flip(3) if flip else x)[0]  # [3, H, W] with HWC strides
+    return x[0]
 
 
 def _copy(x: torch.Tensor, i: int, out: torch.Tensor) -> None:
     out.copy_(x)
 
 
-def _fill(out: torch.Tensor, images: torch.Tensor, rows: list[list[int]], idx: range,
-          convert: Converter) -> None:
+def _fill(
+    out: torch.Tensor, images: torch.Tensor, rows: list[list[int]], idx: range, convert: Converter
+) -> None:
     size = (out.shape[2], out.shape[3])
     for i in idx:
         top, left, h, w, flip = rows[i]
-        convert(_resize_one(images[i, top:top + h, left:left + w], size, bool(flip)), i, out[i])
+        convert(_resize_one(images[i, top : top + h, left : left + w], size, bool(flip)), i, out[i])
 
 
-def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int], *,
-                  convert: Converter | None = None, threads: int = 1,
-                  dtype: torch.dtype = torch.float32, channels_last: bool = False
-                  ) -> torch.Tensor:
+def crop_resample(
+    images: torch.Tensor,
+    crops: CropParams,
+    size: tuple[int, int],
+    *,
+    convert: Converter | None = None,
+    threads: int = 1,
+    dtype: torch.dtype = torch.float32,
+    channels_last: bool = False,
+) -> torch.Tensor:
     """Crop, flip and resize a CPU batch touching only each crop's pixels.
 
     Args:
@@ -113,11 +129,11 @@ def crop_resample(images: torch.Tensor, crops: CropParams, size: tuple[int, int]
         raise AugmentError(f"threads must be >= 1, got {threads}")
     b = images.shape[0]
     out = output_batch(b, size, dtype, channels_last)
-    rows = torch.stack([crops.top, crops.left, crops.height, crops.width,
-                        crops.flip.long()], 1).tolist()
+    rows = torch.stack(
+        [crops.top, crops.left, crops.height, crops.width, crops.flip.long()], 1
+    ).tolist()
     parts = [range(k, b, threads) for k in range(min(threads, b))]
-    jobs = [pool(threads).submit(_fill, out, images, rows, p, convert or _copy)
-            for p in parts]
+    jobs = [pool(threads).submit(_fill, out, images, rows, p, convert or _copy) for p in parts]
     for job in jobs:
         job.result()
     return out
