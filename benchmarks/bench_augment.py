@@ -48,8 +48,9 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int
     from precompute.spec import BuildSpec
     from precompute.writer import write_store_from_arrays
 
-    data = make_sample_dataset(root / "jpeg", num_images=n, num_classes=8,
-                               size_range=(300, 500), seed=SEED)
+    data = make_sample_dataset(
+        root / "jpeg", num_images=n, num_classes=8, size_range=(300, 500), seed=SEED
+    )
     classes = sorted(p.name for p in data.iterdir() if p.is_dir())
     items = sorted((p, classes.index(p.parent.name)) for c in classes for p in (data / c).iterdir())
     paths, labels = [p for p, _ in items], [label for _, label in items]
@@ -59,8 +60,9 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int
     return paths, labels, root / "store"
 
 
-def time_epochs(epochs: dict[str, Callable[[int], Iterable[int]]], runs: int
-                ) -> dict[str, tuple[float, float]]:
+def time_epochs(
+    epochs: dict[str, Callable[[int], Iterable[int]]], runs: int
+) -> dict[str, tuple[float, float]]:
     """Return median samples/s and CPU ms/sample of each row over ``runs`` epochs.
 
     Every row gets one warm-up epoch first; then the rows take turns, one epoch each per
@@ -77,21 +79,27 @@ def time_epochs(epochs: dict[str, Callable[[int], Iterable[int]]], runs: int
             if e > 0:
                 rates[name].append(n / dt)
                 cpu[name].append(1e3 * dc / n)
-    return {name: (statistics.median(rates[name]), statistics.median(cpu[name]))
-            for name in epochs}
+    return {name: (statistics.median(rates[name]), statistics.median(cpu[name])) for name in epochs}
 
 
-def classic_epochs(paths: list[Path], labels: list[int], size: int, batch: int
-                   ) -> tuple[Callable[[int], Iterable[int]], Callable[[], None]]:
+def classic_epochs(
+    paths: list[Path], labels: list[int], size: int, batch: int
+) -> tuple[Callable[[int], Iterable[int]], Callable[[], None]]:
     """The DataLoader + 2 Pillow workers baseline; returns (epoch fn, close fn)."""
     from torch.utils.data import DataLoader
 
     from benchmarks.strategy_workers import EpochSampler, PillowTrainDataset
 
     sampler = EpochSampler(len(paths), SEED)
-    loader = DataLoader(PillowTrainDataset(paths, labels, size, SEED), batch_size=batch,
-                        sampler=sampler, num_workers=2, persistent_workers=True,
-                        prefetch_factor=2, drop_last=True)
+    loader = DataLoader(
+        PillowTrainDataset(paths, labels, size, SEED),
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=2,
+        persistent_workers=True,
+        prefetch_factor=2,
+        drop_last=True,
+    )
 
     def epoch(e: int) -> Iterable[int]:
         sampler.epoch = e
@@ -118,12 +126,15 @@ def store_epochs(store: Path, batch: int, augment: Augment) -> Callable[[int], I
     return epoch
 
 
-def augment_only(aug: Augment, images: torch.Tensor, extents: torch.Tensor, reps: int
-                 ) -> Callable[[int], Iterable[int]]:
+def augment_only(
+    aug: Augment, images: torch.Tensor, extents: torch.Tensor, reps: int
+) -> Callable[[int], Iterable[int]]:
     """``reps`` augment calls on one in-memory batch per 'epoch'."""
+
     def epoch(e: int) -> Iterable[int]:
         g = torch.Generator().manual_seed(e)
         return (len(aug(images, extents, g)) for _ in range(reps))
+
     return epoch
 
 
@@ -144,8 +155,11 @@ def _args() -> argparse.Namespace:
     p.add_argument("--store-size", type=int, default=256)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--threads", type=int, default=2, help="threads of the fast path variant")
-    p.add_argument("--no-grid", action="store_true",
-                   help="leave out the (slow on a CPU) StoreLoader + grid path row")
+    p.add_argument(
+        "--no-grid",
+        action="store_true",
+        help="leave out the (slow on a CPU) StoreLoader + grid path row",
+    )
     return p.parse_args()
 
 
@@ -156,43 +170,61 @@ def main() -> None:
 
     a = _args()
     env = environment()
-    print(json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}),
-          f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}")
+    print(
+        json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}),
+        f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}",
+    )
     fast = TrainAugment(size=a.size, path="fast", threads=1)
     grid = TrainAugment(size=a.size, path="grid")
     fast_t = TrainAugment(size=a.size, path="fast", threads=a.threads)
     fast_j = TrainAugment(size=a.size, path="fast", jitter=ColorJitter(0.4, 0.4, 0.4))
-    formats = {f"{dtype}{' channels_last' if cl else ''}":
-               TrainAugment(size=a.size, path="fast", threads=a.threads, dtype=dtype,
-                            channels_last=cl)
-               for dtype, cl in (("float32", True), ("bfloat16", False), ("bfloat16", True))}
+    formats = {
+        f"{dtype}{' channels_last' if cl else ''}": TrainAugment(
+            size=a.size, path="fast", threads=a.threads, dtype=dtype, channels_last=cl
+        )
+        for dtype, cl in (("float32", True), ("bfloat16", False), ("bfloat16", True))
+    }
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         paths, labels, store = make_data(Path(tmp), a.images, a.store_size)
-        print(f"setup: {a.images} images (300-500 px JPEG/PNG) + store of {a.store_size}px "
-              f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px, "
-              f"median of {a.runs} interleaved epochs after 1 warm-up each")
-        batch = torch.from_numpy(np.stack([center_crop(p, a.store_size)
-                                           for p in paths[:a.batch]]))
+        print(
+            f"setup: {a.images} images (300-500 px JPEG/PNG) + store of {a.store_size}px "
+            f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px, "
+            f"median of {a.runs} interleaved epochs after 1 warm-up each"
+        )
+        batch = torch.from_numpy(np.stack([center_crop(p, a.store_size) for p in paths[: a.batch]]))
         extents = torch.tensor([[0, 0, a.store_size, a.store_size]] * a.batch, dtype=torch.int32)
         reps = max(1, a.images // a.batch)
         classic, close = classic_epochs(paths, labels, a.size, a.batch)
         rows = {CLASSIC: classic}
-        rows.update({
-            "StoreLoader + augment fast, 1 thread": store_epochs(store, a.batch, fast),
-            f"StoreLoader + augment fast, {a.threads} threads":
-                store_epochs(store, a.batch, fast_t),
-        })
-        rows.update({f"StoreLoader + augment fast, {a.threads} threads, {name}":
-                     store_epochs(store, a.batch, aug) for name, aug in formats.items()})
+        rows.update(
+            {
+                "StoreLoader + augment fast, 1 thread": store_epochs(store, a.batch, fast),
+                f"StoreLoader + augment fast, {a.threads} threads": store_epochs(
+                    store, a.batch, fast_t
+                ),
+            }
+        )
+        rows.update(
+            {
+                f"StoreLoader + augment fast, {a.threads} threads, {name}": store_epochs(
+                    store, a.batch, aug
+                )
+                for name, aug in formats.items()
+            }
+        )
         if not a.no_grid:
             rows["StoreLoader + augment grid"] = store_epochs(store, a.batch, grid)
-        rows.update({
-            "augment fast alone, 1 thread": augment_only(fast, batch, extents, reps),
-            f"augment fast alone, {a.threads} threads": augment_only(fast_t, batch, extents, reps),
-            "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
-            "augment fast + colour jitter alone": augment_only(fast_j, batch, extents, reps),
-        })
+        rows.update(
+            {
+                "augment fast alone, 1 thread": augment_only(fast, batch, extents, reps),
+                f"augment fast alone, {a.threads} threads": augment_only(
+                    fast_t, batch, extents, reps
+                ),
+                "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
+                "augment fast + colour jitter alone": augment_only(fast_j, batch, extents, reps),
+            }
+        )
         try:
             results = time_epochs(rows, a.runs)
         finally:
@@ -209,10 +241,15 @@ def main() -> None:
         rate = results[f"StoreLoader + augment fast, {a.threads} threads, {name}"][0]
         print(f"  {name:60s} {rate / ref:6.2f}x")
     counts = {b: op_count(grid, b, a.store_size) for b in (32, 256)}
-    print(f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "
-          f"batch 256 -> {counts[256]}")
-    print("  (the CPU fast path runs one small resize per sample on worker threads by design; "
-          "its op count grows with the batch and is not shown)")
+    print(
+        f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "
+        f"batch 256 -> {counts[256]}"
+    )
+    print(
+        "  (the CPU fast path runs one small resize per sample on worker threads by design; "
+        "its op count grows with the batch and is not shown)"
+    )
+
 
 if __name__ == "__main__":
     main()

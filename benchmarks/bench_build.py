@@ -120,8 +120,9 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
         chunk_samples=args.chunk_samples,
     )
     cores = _cores()
-    ray.init(num_cpus=cores, include_dashboard=False, logging_level=logging.ERROR,
-             log_to_driver=False)
+    ray.init(
+        num_cpus=cores, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
+    )
     try:
         time_build(src, work, spec)  # warm-up: Ray Data, worker imports
         time_pool(paths[:32], args.size, cores)

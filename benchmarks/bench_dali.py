@@ -45,8 +45,9 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[Path, Path]:
     from precompute.spec import BuildSpec
     from precompute.writer import write_store_from_arrays
 
-    data = make_sample_dataset(root / "raw", num_images=n, num_classes=8,
-                               size_range=(256, 400), seed=0)
+    data = make_sample_dataset(
+        root / "raw", num_images=n, num_classes=8, size_range=(256, 400), seed=0
+    )
     source = list_source(data)
     images = np.stack([center_crop(source.locate(k), store_size) for k, _ in source.items])
     labels = np.asarray([label for _, label in source.items])
@@ -84,8 +85,13 @@ def measure(name: str, cfg: Any, runs: int) -> dict[str, Any]:
             cpu.append(dc / n)
     finally:
         source.close()
-    return {"name": name, "status": "ok", "samples_per_s": statistics.median(rates),
-            "cpu_s_per_sample": statistics.median(cpu), "runs": runs}
+    return {
+        "name": name,
+        "status": "ok",
+        "samples_per_s": statistics.median(rates),
+        "cpu_s_per_sample": statistics.median(cpu),
+        "runs": runs,
+    }
 
 
 def _env(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,8 +99,11 @@ def _env(args: argparse.Namespace) -> dict[str, Any]:
 
     env = environment()
     env["args"] = vars(args)
-    env["note"] = ("CPU figures: no GPU, DALI runs CPU operators" if not torch.cuda.is_available()
-                   else "GPU present: DALI runs GPU operators / mixed decode")
+    env["note"] = (
+        "CPU figures: no GPU, DALI runs CPU operators"
+        if not torch.cuda.is_available()
+        else "GPU present: DALI runs GPU operators / mixed decode"
+    )
     return env
 
 
@@ -109,8 +118,10 @@ def _report(results: dict[str, dict[str, Any]]) -> None:
     for dali, other in PAIRS:
         a, b = results[dali], results[other]
         if a["status"] == b["status"] == "ok":
-            print(f"{dali} / {other}: throughput x{a['samples_per_s'] / b['samples_per_s']:.2f}, "
-                  f"CPU per sample x{a['cpu_s_per_sample'] / b['cpu_s_per_sample']:.2f}")
+            print(
+                f"{dali} / {other}: throughput x{a['samples_per_s'] / b['samples_per_s']:.2f}, "
+                f"CPU per sample x{a['cpu_s_per_sample'] / b['cpu_s_per_sample']:.2f}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,8 +140,15 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(_env(args), indent=1, default=str))
     with tempfile.TemporaryDirectory(prefix="bench_dali_") as tmp:
         data, store = make_data(Path(tmp), args.images, args.store_size)
-        cfg = RunConfig(data=str(data), store=str(store), batch_size=args.batch,
-                        workers=args.workers, size=args.size, seed=0, device=args.device)
+        cfg = RunConfig(
+            data=str(data),
+            store=str(store),
+            batch_size=args.batch,
+            workers=args.workers,
+            size=args.size,
+            seed=0,
+            device=args.device,
+        )
         results = {n: measure(n, cfg, args.runs) for pair in PAIRS for n in pair}
     _report(results)
 

@@ -83,8 +83,10 @@ def _interleaved(fns: dict[str, tuple[Timed, bool]], runs: int) -> dict[str, tup
     for _ in range(runs):
         for name, (fn, children) in fns.items():
             got[name].append(_measure(fn, children))
-    return {name: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
-            for name, v in got.items()}
+    return {
+        name: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+        for name, v in got.items()
+    }
 
 
 def _drain(batches: Iterable[Any]) -> int:
@@ -97,7 +99,7 @@ def _drain(batches: Iterable[Any]) -> int:
 def _memmap_epoch(mm: np.ndarray, order: np.ndarray, batch: int) -> int:
     for lo in range(0, len(order) - batch + 1, batch):
         out = np.empty((batch, *mm.shape[1:]), mm.dtype)
-        np.take(mm, order[lo:lo + batch], axis=0, out=out, mode="clip")
+        np.take(mm, order[lo : lo + batch], axis=0, out=out, mode="clip")
         torch.from_numpy(out)
     return len(order) // batch * batch
 
@@ -107,25 +109,26 @@ def _memmap_contiguous_epoch(mm: np.ndarray, batch: int) -> int:
     n = len(mm) // batch * batch
     for lo in range(0, n, batch):
         out = np.empty((batch, *mm.shape[1:]), mm.dtype)
-        np.copyto(out, mm[lo:lo + batch])
+        np.copyto(out, mm[lo : lo + batch])
         torch.from_numpy(out)
     return n
 
 
-def _memmap_chunks_epoch(mm: np.ndarray, order: np.ndarray, chunk: int, batch: int,
-                         windows: Any) -> int:
+def _memmap_chunks_epoch(
+    mm: np.ndarray, order: np.ndarray, chunk: int, batch: int, windows: Any
+) -> int:
     """Copy each window's chunks out of the memmap, then gather batches from them (2 copies)."""
     pending: list[np.ndarray] = []
     for w in windows:
         chunks = np.asarray(w.chunks)
-        buf = np.concatenate([mm[c * chunk:(c + 1) * chunk] for c in chunks.tolist()])
-        idx = order[w.start:w.stop]
+        buf = np.concatenate([mm[c * chunk : (c + 1) * chunk] for c in chunks.tolist()])
+        idx = order[w.start : w.stop]
         sorter = np.argsort(chunks)
         slot = sorter[np.searchsorted(chunks, idx // chunk, sorter=sorter)]
         pending.append(np.take(buf, slot * chunk + idx % chunk, axis=0))
     out = np.concatenate(pending)  # (a real loader would cut batches across windows)
     for lo in range(0, len(out) - batch + 1, batch):
-        torch.from_numpy(out[lo:lo + batch])
+        torch.from_numpy(out[lo : lo + batch])
     return len(order) // batch * batch
 
 
@@ -134,15 +137,18 @@ def _zarr_epoch(path: Path, order: np.ndarray, chunk: int, batch: int, windows: 
 
     arr: Any = zarr.open_array(path / "image", mode="r")
     for w in windows:
-        rows = {int(c): arr[c * chunk:(c + 1) * chunk] for c in w.chunks}
-        idx = order[w.start:w.stop]
+        rows = {int(c): arr[c * chunk : (c + 1) * chunk] for c in w.chunks}
+        idx = order[w.start : w.stop]
         np.stack([rows[int(i) // chunk][int(i) % chunk] for i in idx])
     return len(order) // batch * batch
 
 
 def _row(name: str, rate: float, cpu: float, ref: tuple[float, float] | None = None) -> str:
-    ratio = "" if ref is None else (f"  speed x{rate / ref[0]:.2f}  "
-                                    f"cpu x{cpu / max(ref[1], 1e-12):.3f}")
+    ratio = (
+        ""
+        if ref is None
+        else (f"  speed x{rate / ref[0]:.2f}  cpu x{cpu / max(ref[1], 1e-12):.3f}")
+    )
     return f"  {name:<44} {rate:>9,.0f} samples/s  {cpu * 1e3:8.4f} ms CPU/sample{ratio}"
 
 
@@ -150,8 +156,7 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     store, npy = random_store(root / "rand", args.samples, args.size)
     mm = np.load(str(npy), mmap_mode="r")
     loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
-    always = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads,
-                         verify="always")
+    always = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, verify="always")
     mapped = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="mmap")
     inline = StoreLoader(store, args.batch, device="cpu", num_threads=1, prefetch=0)
     plan = loader.plan(0)
@@ -165,9 +170,11 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     }
     res = _interleaved(fns, args.runs)
     res["numpy memmap chunk copy + gather (2 copies, 1 run)"] = _measure(
-        lambda: _memmap_chunks_epoch(mm, plan.order, 32, args.batch, plan.windows))
+        lambda: _memmap_chunks_epoch(mm, plan.order, 32, args.batch, plan.windows)
+    )
     res["zarr-python whole chunks (1 run)"] = _measure(
-        lambda: _zarr_epoch(store, plan.order, 32, args.batch, plan.windows))
+        lambda: _zarr_epoch(store, plan.order, 32, args.batch, plan.windows)
+    )
     return res
 
 
@@ -176,9 +183,14 @@ def bench_classic(root: Path, args: argparse.Namespace) -> dict[str, tuple[float
 
     jpegs = PillowJpegDataset.sample(root / "jpeg", args.jpegs, args.size)
     store = decoded_store(root / "dec", jpegs, args.size + args.size // 8)
-    classic = torch.utils.data.DataLoader(jpegs, batch_size=args.batch, shuffle=True,
-                                          num_workers=2, persistent_workers=True,
-                                          drop_last=True)
+    classic = torch.utils.data.DataLoader(
+        jpegs,
+        batch_size=args.batch,
+        shuffle=True,
+        num_workers=2,
+        persistent_workers=True,
+        drop_last=True,
+    )
     plain = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     aug = TrainAugment(size=(args.size, args.size))
     ready = StoreLoader(store, args.batch, device="cpu", augment=aug, num_threads=args.threads)
@@ -217,15 +229,31 @@ def bench_rss(root: Path, args: argparse.Namespace) -> list[tuple[str, dict[str,
     rows = []
     for n in (args.rss_samples, 4 * args.rss_samples):
         store, _ = random_store(root / f"rss{n}", n, args.size, npy=False)
-        size_mb = sum(f.stat().st_size for f in (store / "image").rglob("*")
-                      if f.is_file()) / 2**20
-        for prefetch, io, map_mb in ((2, "mmap", 1024), (8, "mmap", 1024), (2, "mmap", 32),
-                                     (2, "pread", 0)):
+        size_mb = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file()) / 2**20
+        for prefetch, io, map_mb in (
+            (2, "mmap", 1024),
+            (8, "mmap", 1024),
+            (2, "mmap", 32),
+            (2, "pread", 0),
+        ):
             out = subprocess.run(
-                [sys.executable, "-c", _RSS_CHILD, str(store), str(args.batch), str(prefetch),
-                 io, str(map_mb << 20)], capture_output=True, text=True, check=True)
-            name = (f"store {n:>5} samples ({size_mb:5.0f} MiB) prefetch={prefetch} io={io}"
-                    + (f" map={map_mb}MiB" if io == "mmap" else ""))
+                [
+                    sys.executable,
+                    "-c",
+                    _RSS_CHILD,
+                    str(store),
+                    str(args.batch),
+                    str(prefetch),
+                    io,
+                    str(map_mb << 20),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            name = f"store {n:>5} samples ({size_mb:5.0f} MiB) prefetch={prefetch} io={io}" + (
+                f" map={map_mb}MiB" if io == "mmap" else ""
+            )
             rows.append((name, json.loads(out.stdout.strip().splitlines()[-1])))
     return rows
 
@@ -234,27 +262,47 @@ def bench_shuffle(args: argparse.Namespace) -> list[tuple[str, float]]:
     n, classes, chunk = 20_000, 10, 32
     labels = np.arange(n) * classes // n  # class-sorted: the worst case for chunk reading
     rng = np.random.default_rng(0)
-    rows = [("full random permutation", class_entropy(labels[rng.permutation(n)], args.batch,
-                                                      classes)),
-            ("no shuffle (store order)", class_entropy(labels, args.batch, classes))]
+    rows = [
+        ("full random permutation", class_entropy(labels[rng.permutation(n)], args.batch, classes)),
+        ("no shuffle (store order)", class_entropy(labels, args.batch, classes)),
+    ]
     for buffer_chunks in (1, 4, 8, 16):
-        order = epoch_plan(n, chunk, seed=0, epoch=0, rank=0, world_size=1, shuffle=True,
-                           buffer_chunks=buffer_chunks, valid=None).order
-        rows.append((f"StoreLoader buffer_chunks={buffer_chunks}",
-                     class_entropy(labels[order], args.batch, classes)))
-    order = epoch_plan(n, chunk, seed=0, epoch=0, rank=0, world_size=1, shuffle=True,
-                       buffer_chunks=8, valid=None).order
+        order = epoch_plan(
+            n,
+            chunk,
+            seed=0,
+            epoch=0,
+            rank=0,
+            world_size=1,
+            shuffle=True,
+            buffer_chunks=buffer_chunks,
+            valid=None,
+        ).order
+        rows.append(
+            (
+                f"StoreLoader buffer_chunks={buffer_chunks}",
+                class_entropy(labels[order], args.batch, classes),
+            )
+        )
+    order = epoch_plan(
+        n, chunk, seed=0, epoch=0, rank=0, world_size=1, shuffle=True, buffer_chunks=8, valid=None
+    ).order
     built = labels[rng.permutation(n)]  # precompute stores samples in a seeded permutation
-    rows.append(("StoreLoader buffer_chunks=8, built store",
-                 class_entropy(built[order], args.batch, classes)))
+    rows.append(
+        (
+            "StoreLoader buffer_chunks=8, built store",
+            class_entropy(built[order], args.batch, classes),
+        )
+    )
     return rows
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--samples", type=int, default=2048, help="samples of the throughput store")
-    p.add_argument("--size", type=int, default=256,
-                   help="stored side length S (the issue measured 256)")
+    p.add_argument(
+        "--size", type=int, default=256, help="stored side length S (the issue measured 256)"
+    )
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="StoreLoader num_threads")
@@ -272,8 +320,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         root = Path(tmp)
         print(f"# bench_loader  {environment_line()}")
-        print(f"# S={args.size} batch={args.batch} runs={args.runs} (median after warm-up), "
-              f"threads={args.threads}, pid={os.getpid()}")
+        print(
+            f"# S={args.size} batch={args.batch} runs={args.runs} (median after warm-up), "
+            f"threads={args.threads}, pid={os.getpid()}"
+        )
         if "1" in args.only:
             _print_throughput(root, args)
         if "2" in args.only or "3" in args.only:
@@ -290,11 +340,17 @@ def _print_throughput(root: Path, args: argparse.Namespace) -> None:
     ref = res[SAME_ORDER]
     for name, (rate, cpu) in res.items():
         print(_row(name, rate, cpu, None if name == SAME_ORDER else ref))
-    for name in ("StoreLoader (no augment, device=cpu)", "StoreLoader verify='always'",
-                 "StoreLoader io='mmap'", "StoreLoader prefetch=0 num_threads=1 (inline)"):
-        print(f"  -> {name} / memmap samples/s: same order {res[name][0] / ref[0]:.2f} "
-              f"(target >= 0.7), contiguous {res[name][0] / res[CONTIGUOUS][0]:.2f} "
-              "(target >= 0.8)")
+    for name in (
+        "StoreLoader (no augment, device=cpu)",
+        "StoreLoader verify='always'",
+        "StoreLoader io='mmap'",
+        "StoreLoader prefetch=0 num_threads=1 (inline)",
+    ):
+        print(
+            f"  -> {name} / memmap samples/s: same order {res[name][0] / ref[0]:.2f} "
+            f"(target >= 0.7), contiguous {res[name][0] / res[CONTIGUOUS][0]:.2f} "
+            "(target >= 0.8)"
+        )
 
 
 def _print_classic(root: Path, args: argparse.Namespace) -> None:
@@ -303,23 +359,31 @@ def _print_classic(root: Path, args: argparse.Namespace) -> None:
     ref = res["classic DataLoader+Pillow (2 workers, RRC+flip+norm)"]
     for name, (rate, cpu) in res.items():
         print(_row(name, rate, cpu, None if rate == ref[0] else ref))
-    plain, ready = res["StoreLoader (no augment)"], res[
-        "StoreLoader + TrainAugment (RRC+flip+norm, cpu)"]
+    plain, ready = (
+        res["StoreLoader (no augment)"],
+        res["StoreLoader + TrainAugment (RRC+flip+norm, cpu)"],
+    )
     print(f"  -> loader CPU/sample = 1/{ref[1] / plain[1]:.0f} of classic (target <= 1/50)")
     print(f"  -> training-ready samples/s = {ready[0] / ref[0]:.1f}x classic (target >= 4x)")
 
 
 def _print_rss(root: Path, args: argparse.Namespace) -> None:
-    print(f"\n[4] peak RSS of a loader process over one epoch, batch {args.batch}, "
-          "MiB above its RSS after open (anon = buffers, file = mapped shard pages)")
+    print(
+        f"\n[4] peak RSS of a loader process over one epoch, batch {args.batch}, "
+        "MiB above its RSS after open (anon = buffers, file = mapped shard pages)"
+    )
     for name, mib in bench_rss(root, args):
-        print(f"  {name:<62} total +{mib['VmRSS']:6.1f}  anon +{mib['RssAnon']:6.1f}  "
-              f"file +{mib['RssFile']:6.1f}")
+        print(
+            f"  {name:<62} total +{mib['VmRSS']:6.1f}  anon +{mib['RssAnon']:6.1f}  "
+            f"file +{mib['RssFile']:6.1f}"
+        )
 
 
 def _print_shuffle(args: argparse.Namespace) -> None:
-    print(f"\n[5] shuffle quality: mean class entropy per batch of {args.batch}\n"
-          "    (10 classes, class-sorted store unless 'built', 20,000 samples, chunk 32)")
+    print(
+        f"\n[5] shuffle quality: mean class entropy per batch of {args.batch}\n"
+        "    (10 classes, class-sorted store unless 'built', 20,000 samples, chunk 32)"
+    )
     rows = bench_shuffle(args)
     best = rows[0][1]
     for name, bits in rows:

@@ -35,13 +35,15 @@ def make_store(root: Path, n: int, size: int) -> Path:
     return root
 
 
-def epoch_time(loader: object, monitored: bool, interval: float,
-               epochs: int = 1) -> tuple[float, float, float]:
+def epoch_time(
+    loader: object, monitored: bool, interval: float, epochs: int = 1
+) -> tuple[float, float, float]:
     """Time ``epochs`` loader-only epochs, timing each step like the harness.
 
     Returns:
         (wall seconds, CPU seconds of the monitor's sampling thread, process CPU seconds).
     """
+
     def run(record: Callable[[float, float], None]) -> float:
         t_start = time.perf_counter()
         for _ in range(epochs):
@@ -77,33 +79,49 @@ def main() -> None:
     from loaders import StoreLoader
 
     env = environment()
-    print(f"env: {env['cpu']}, {env['cores_usable']} cores, GPU {env['gpu'].get('name')}, "
-          f"torch {env['versions']['torch']}")
+    print(
+        f"env: {env['cpu']}, {env['cores_usable']} cores, GPU {env['gpu'].get('name')}, "
+        f"torch {env['versions']['torch']}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         store = make_store(Path(tmp) / "s.zarr", args.samples, args.size)
         loader = StoreLoader(store, args.batch_size, device="cpu", augment=None)
         warm = epoch_time(loader, False, args.interval)[0]  # warm-up: page cache, threads
         epochs = max(1, math.ceil(args.seconds / warm))  # each measurement lasts ~--seconds
-        pairs = [(epoch_time(loader, False, args.interval, epochs),
-                  epoch_time(loader, True, args.interval, epochs)) for _ in range(args.repeats)]
+        pairs = [
+            (
+                epoch_time(loader, False, args.interval, epochs),
+                epoch_time(loader, True, args.interval, epochs),
+            )
+            for _ in range(args.repeats)
+        ]
     off = statistics.median(p[0][0] for p in pairs)
     on = statistics.median(p[1][0] for p in pairs)
     ratio = statistics.median(p[1][0] / p[0][0] for p in pairs)
     self_share = statistics.median(p[1][1] / p[1][0] for p in pairs)
     cpu_ratio = statistics.median(p[1][2] / p[0][2] for p in pairs)
     n = args.samples * epochs
-    print(f"loader-only StoreLoader run: {epochs} epochs x {args.samples} samples, {args.size} px,"
-          f" batch {args.batch_size}, no augment; {args.repeats} alternating pairs")
+    print(
+        f"loader-only StoreLoader run: {epochs} epochs x {args.samples} samples, {args.size} px,"
+        f" batch {args.batch_size}, no augment; {args.repeats} alternating pairs"
+    )
     print("  runs (s) without:", " ".join(f"{p[0][0]:.3f}" for p in pairs))
     print("  runs (s) with:   ", " ".join(f"{p[1][0]:.3f}" for p in pairs))
     print(f"  median without monitor: {off:.3f} s ({n / off:.0f} samples/s)")
     print(f"  median with monitor:    {on:.3f} s ({n / on:.0f} samples/s)")
-    print(f"  median paired ratio with/without: {ratio:.4f} ({100 * (ratio - 1):+.2f}%; "
-          "wall-clock, noisy on a shared machine)")
-    print(f"  median paired ratio of process CPU seconds with/without: {cpu_ratio:.4f} "
-          f"({100 * (cpu_ratio - 1):+.2f}%)")
-    print(f"  monitor thread CPU / run wall time: {100 * self_share:.3f}% of one core "
-          f"({100 * self_share / env['cores_usable']:.3f}% of the machine)  (target < 2%)")
+    print(
+        f"  median paired ratio with/without: {ratio:.4f} ({100 * (ratio - 1):+.2f}%; "
+        "wall-clock, noisy on a shared machine)"
+    )
+    print(
+        f"  median paired ratio of process CPU seconds with/without: {cpu_ratio:.4f} "
+        f"({100 * (cpu_ratio - 1):+.2f}%)"
+    )
+    print(
+        f"  monitor thread CPU / run wall time: {100 * self_share:.3f}% of one core "
+        f"({100 * self_share / env['cores_usable']:.3f}% of the machine)  (target < 2%)"
+    )
+
 
 if __name__ == "__main__":
     main()

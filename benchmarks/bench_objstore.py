@@ -58,8 +58,12 @@ def _format_bytes(size: int, n: int = 32) -> dict[str, float]:
             out.append(len(buf.getvalue()))
     layout = StoreLayout(4096, size, 1, 256, 32)
     stored = sum(expected_shard_size(layout, name, 0) or 0 for name in ("image", "label", "extent"))
-    return {"jpeg_q90": statistics.mean(jpeg), "png": statistics.mean(png),
-            "store_sample": stored / 256, "store_raw_pixels": size * size * 3}
+    return {
+        "jpeg_q90": statistics.mean(jpeg),
+        "png": statistics.mean(png),
+        "store_sample": stored / 256,
+        "store_raw_pixels": size * size * 3,
+    }
 
 
 def _moto() -> tuple[subprocess.Popen[bytes], str]:
@@ -69,8 +73,11 @@ def _moto() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -110,9 +117,13 @@ def _row(loader: StoreLoader, runs: int, sample_bytes: float) -> dict[str, Any]:
     cpu = statistics.median(g[2] for g in got)
     reqs = (remote.requests - req0[0], remote.bytes_fetched - req0[1]) if remote else (0, 0)
     per = n * runs
-    return {"samples_per_s": n / wall, "MB_per_s": n * sample_bytes / wall / 1e6,
-            "cpu_ms_per_sample": cpu / n * 1e3,
-            "gets_per_sample": reqs[0] / per, "bytes_fetched_per_sample": reqs[1] / per}
+    return {
+        "samples_per_s": n / wall,
+        "MB_per_s": n * sample_bytes / wall / 1e6,
+        "cpu_ms_per_sample": cpu / n * 1e3,
+        "gets_per_sample": reqs[0] / per,
+        "bytes_fetched_per_sample": reqs[1] / per,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -157,21 +168,31 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     sample_bytes = float(s * s * 3)
     kw = {"batch_size": args.batch, "num_threads": args.threads, "prefetch": 2, "seed": 0}
     rows = {}
-    for name, store, cache in (("local", tmp / "store", None), ("s3", url, None),
-                               ("s3+cache", url, ReadCache(tmp / "cache", 64 << 30))):
+    for name, store, cache in (
+        ("local", tmp / "store", None),
+        ("s3", url, None),
+        ("s3+cache", url, ReadCache(tmp / "cache", 64 << 30)),
+    ):
         loader = StoreLoader(store, read_cache=cache, **kw)
         try:
             rows[name] = _row(loader, args.runs, sample_bytes)
         finally:
             loader.close()
-    table = [f"{'source':10} {'samples/s':>10} {'MB/s':>8} {'CPU ms/sample':>14} "
-             f"{'GETs/sample':>12}"]
+    table = [
+        f"{'source':10} {'samples/s':>10} {'MB/s':>8} {'CPU ms/sample':>14} {'GETs/sample':>12}"
+    ]
     for name, r in rows.items():
-        table.append(f"{name:10} {r['samples_per_s']:10.0f} {r['MB_per_s']:8.1f} "
-                     f"{r['cpu_ms_per_sample']:14.3f} {r['gets_per_sample']:12.4f}")
+        table.append(
+            f"{name:10} {r['samples_per_s']:10.0f} {r['MB_per_s']:8.1f} "
+            f"{r['cpu_ms_per_sample']:14.3f} {r['gets_per_sample']:12.4f}"
+        )
     print("\n".join([environment_line(), *table]), file=sys.stderr)
-    return {"environment": environment_line(), "args": vars(args), "rows": rows,
-            "bytes_per_sample": _format_bytes(s)}
+    return {
+        "environment": environment_line(),
+        "args": vars(args),
+        "rows": rows,
+        "bytes_per_sample": _format_bytes(s),
+    }
 
 
 if __name__ == "__main__":

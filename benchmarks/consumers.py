@@ -86,9 +86,15 @@ class TinyCNN(nn.Module):
         super().__init__()
         w = width
         self.features = nn.Sequential(
-            nn.Conv2d(3, w, 3, stride=2, padding=1), nn.BatchNorm2d(w), nn.ReLU(inplace=True),
-            nn.Conv2d(w, 2 * w, 3, stride=2, padding=1), nn.BatchNorm2d(2 * w), nn.ReLU(True),
-            nn.Conv2d(2 * w, 4 * w, 3, stride=2, padding=1), nn.BatchNorm2d(4 * w), nn.ReLU(True),
+            nn.Conv2d(3, w, 3, stride=2, padding=1),
+            nn.BatchNorm2d(w),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(w, 2 * w, 3, stride=2, padding=1),
+            nn.BatchNorm2d(2 * w),
+            nn.ReLU(True),
+            nn.Conv2d(2 * w, 4 * w, 3, stride=2, padding=1),
+            nn.BatchNorm2d(4 * w),
+            nn.ReLU(True),
             nn.AdaptiveAvgPool2d(1),
         )
         self.head = nn.Linear(4 * w, num_classes)

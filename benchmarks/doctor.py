@@ -43,8 +43,14 @@ def read_rate(paths: list[Path], *, cold: bool = True) -> dict[str, Any]:
     t0 = time.perf_counter()
     nbytes = sum(len(p.read_bytes()) for p in paths)
     secs = max(time.perf_counter() - t0, 1e-9)
-    return {"files": len(paths), "bytes": nbytes, "seconds": secs, "mb_per_s": nbytes / secs / 1e6,
-            "files_per_s": len(paths) / secs, "cache_dropped": dropped}
+    return {
+        "files": len(paths),
+        "bytes": nbytes,
+        "seconds": secs,
+        "mb_per_s": nbytes / secs / 1e6,
+        "files_per_s": len(paths) / secs,
+        "cache_dropped": dropped,
+    }
 
 
 def decode_rate(paths: list[Path], size: int) -> dict[str, Any]:
@@ -62,22 +68,32 @@ def decode_rate(paths: list[Path], size: int) -> dict[str, Any]:
     for i in range(len(paths)):
         ds[(0, i)]
     full_s = max(time.perf_counter() - t0, 1e-9)
-    return {"images": len(paths), "decode_per_s": len(paths) / decode_s,
-            "pipeline_per_s": len(paths) / full_s}
+    return {
+        "images": len(paths),
+        "decode_per_s": len(paths) / decode_s,
+        "pipeline_per_s": len(paths) / full_s,
+    }
 
 
 def _store_files(store: str) -> list[Path]:
-    return sorted(p for p in (Path(store) / "image").rglob("*") if p.is_file()
-                  and p.name != "zarr.json")
+    return sorted(
+        p for p in (Path(store) / "image").rglob("*") if p.is_file() and p.name != "zarr.json"
+    )
 
 
 LEFT_OUT = "left out: collation, the host-to-device copy and the training step"
 
 
-def feed_rates(dec: dict[str, Any], read: dict[str, Any], cores: int, size: int, has_gpu: bool,
-               store_read: dict[str, Any] | None = None,
-               store_loader: dict[str, Any] | None = None,
-               workers: int | None = None) -> dict[str, dict[str, Any]]:
+def feed_rates(
+    dec: dict[str, Any],
+    read: dict[str, Any],
+    cores: int,
+    size: int,
+    has_gpu: bool,
+    store_read: dict[str, Any] | None = None,
+    store_loader: dict[str, Any] | None = None,
+    workers: int | None = None,
+) -> dict[str, dict[str, Any]]:
     """Estimate samples/s each strategy could reach, with the arithmetic as text.
 
     Args:
@@ -97,42 +113,59 @@ def feed_rates(dec: dict[str, Any], read: dict[str, Any], cores: int, size: int,
     src = store_read or read
     what = "store" if store_read else "data-folder (small files: a lower bound for a store)"
     out = {
-        "workers": {"samples_per_s": per * busy,
-                    "arithmetic": f"{per:.0f} samples/s/core (decode+RRC+flip+normalise) x "
-                                  f"{busy} cores ({workers} workers on {cores} cores); "
-                                  f"{LEFT_OUT}"},
-        "precompute": {"samples_per_s": src["mb_per_s"] * 1e6 / sample_bytes,
-                       "arithmetic": f"{src['mb_per_s']:.0f} MB/s {what} read / "
-                                     f"{sample_bytes} B per {size}x{size}x3 sample; no decode"},
+        "workers": {
+            "samples_per_s": per * busy,
+            "arithmetic": f"{per:.0f} samples/s/core (decode+RRC+flip+normalise) x "
+            f"{busy} cores ({workers} workers on {cores} cores); "
+            f"{LEFT_OUT}",
+        },
+        "precompute": {
+            "samples_per_s": src["mb_per_s"] * 1e6 / sample_bytes,
+            "arithmetic": f"{src['mb_per_s']:.0f} MB/s {what} read / "
+            f"{sample_bytes} B per {size}x{size}x3 sample; no decode",
+        },
     }
     if store_loader:
         bound = out["precompute"]["samples_per_s"]
         out["precompute"] = {
             "samples_per_s": min(bound, store_loader["samples_per_s"]),
             "arithmetic": f"min({bound:.0f} read bound, {store_loader['samples_per_s']:.0f} "
-                          f"measured StoreLoader samples/s with TrainAugment (RRC+flip+"
-                          f"normalise, {store_loader['threads']} threads) on the CPU); "
-                          "left out: the host-to-device copy and the training step"}
+            f"measured StoreLoader samples/s with TrainAugment (RRC+flip+"
+            f"normalise, {store_loader['threads']} threads) on the CPU); "
+            "left out: the host-to-device copy and the training step",
+        }
     else:
-        out["precompute"]["arithmetic"] += ("; left out: augmentation (give --store to measure "
-                                            "it) and the training step")
+        out["precompute"]["arithmetic"] += (
+            "; left out: augmentation (give --store to measure it) and the training step"
+        )
     if has_gpu:
-        out["gpu-decode"] = {"samples_per_s": read["files_per_s"],
-                             "arithmetic": f"bounded by reading {read['files_per_s']:.0f} "
-                                           "files/s; left out: nvJPEG decode and augmentation "
-                                           "speed (not measured here) and the training step"}
+        out["gpu-decode"] = {
+            "samples_per_s": read["files_per_s"],
+            "arithmetic": f"bounded by reading {read['files_per_s']:.0f} "
+            "files/s; left out: nvJPEG decode and augmentation "
+            "speed (not measured here) and the training step",
+        }
     else:
         rate = dec["decode_per_s"] * busy
-        out["gpu-decode"] = {"samples_per_s": min(rate, read["files_per_s"]),
-                             "arithmetic": f"no GPU: DALI decodes on the CPU: min("
-                                           f"{dec['decode_per_s']:.0f} decodes/s/core x {busy} "
-                                           f"threads, {read['files_per_s']:.0f} files/s read); "
-                                           "left out: augmentation and the training step"}
+        out["gpu-decode"] = {
+            "samples_per_s": min(rate, read["files_per_s"]),
+            "arithmetic": f"no GPU: DALI decodes on the CPU: min("
+            f"{dec['decode_per_s']:.0f} decodes/s/core x {busy} "
+            f"threads, {read['files_per_s']:.0f} files/s read); "
+            "left out: augmentation and the training step",
+        }
     return out
 
 
-def doctor(data: str, *, store: str | None = None, size: int = 64, max_files: int = 200,
-           workers: int | None = None, batch_size: int = 64) -> dict[str, Any]:
+def doctor(
+    data: str,
+    *,
+    store: str | None = None,
+    size: int = 64,
+    max_files: int = 200,
+    workers: int | None = None,
+    batch_size: int = 64,
+) -> dict[str, Any]:
     """Run every check and return the figures (JSON-ready).
 
     Args:
@@ -154,13 +187,22 @@ def doctor(data: str, *, store: str | None = None, size: int = 64, max_files: in
     stored = store_loader["size"] if store_loader else size
     has_gpu = bool(env["gpu"].get("name"))
     rates = feed_rates(dec, read, cores, stored, has_gpu, store_read, store_loader, workers)
-    return {"environment": env, "data": data, "size": size, "workers": workers, "read": read,
-            "decode": dec, "store_read": store_read, "store_loader": store_loader,
-            "feed_rates": rates}
+    return {
+        "environment": env,
+        "data": data,
+        "size": size,
+        "workers": workers,
+        "read": read,
+        "decode": dec,
+        "store_read": store_read,
+        "store_loader": store_loader,
+        "feed_rates": rates,
+    }
 
 
-def loader_rate(store: str, batch_size: int = 64, max_batches: int = 50, *, size: int = 64,
-                workers: int = 2) -> dict[str, Any]:
+def loader_rate(
+    store: str, batch_size: int = 64, max_batches: int = 50, *, size: int = 64, workers: int = 2
+) -> dict[str, Any]:
     """Measure StoreLoader as the ``precompute`` strategy runs it, augmentation included.
 
     Uses :class:`loaders.augment.TrainAugment` at ``size`` and ``workers`` threads (as
@@ -172,9 +214,13 @@ def loader_rate(store: str, batch_size: int = 64, max_batches: int = 50, *, size
 
     info = open_store_info(store)
     threads = min(64, max(1, workers))
-    loader = StoreLoader(store, min(batch_size, max(1, info.num_valid)),
-                         augment=TrainAugment(size=(size, size), threads=threads),
-                         num_threads=threads, drop_last=False)
+    loader = StoreLoader(
+        store,
+        min(batch_size, max(1, info.num_valid)),
+        augment=TrainAugment(size=(size, size), threads=threads),
+        num_threads=threads,
+        drop_last=False,
+    )
     it = iter(loader)
     t_first = time.perf_counter()
     first = next(it, None)  # warm-up: threads start, first chunks read
@@ -184,8 +230,14 @@ def loader_rate(store: str, batch_size: int = 64, max_batches: int = 50, *, size
     if n == 0 and first is not None:  # a one-batch store: measure that batch
         n, t0 = int(first["label"].shape[0]), t_first
     secs = max(time.perf_counter() - t0, 1e-9)
-    return {"samples": n, "seconds": secs, "samples_per_s": n / secs,
-            "size": info.layout.size, "augment": f"TrainAugment({size} px)", "threads": threads}
+    return {
+        "samples": n,
+        "seconds": secs,
+        "samples_per_s": n / secs,
+        "size": info.layout.size,
+        "augment": f"TrainAugment({size} px)",
+        "threads": threads,
+    }
 
 
 def _cache_text(read: dict[str, Any]) -> str:
@@ -210,10 +262,14 @@ def format_doctor(res: dict[str, Any]) -> str:
         lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")
     if res.get("store_loader"):
         s = res["store_loader"]
-        lines.append(f"StoreLoader with {s['augment']}, {s['threads']} threads: "
-                     f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples stored at "
-                     f"{s['size']} px)")
+        lines.append(
+            f"StoreLoader with {s['augment']}, {s['threads']} threads: "
+            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples stored at "
+            f"{s['size']} px)"
+        )
     lines.append(f"feed rate each strategy could reach with {res['workers']} workers/threads:")
-    lines += [f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
-              for name, v in res["feed_rates"].items()]
+    lines += [
+        f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
+        for name, v in res["feed_rates"].items()
+    ]
     return "\n".join(lines)

@@ -13,8 +13,17 @@ from loaders.monitor import GpuProbe
 
 __all__ = ["cpu_model", "environment", "usable_cores"]
 
-PACKAGES = ("nostall", "torch", "numpy", "zarr", "ray", "pillow", "nvidia-dali-cuda120",
-            "nvidia-ml-py", "psutil")
+PACKAGES = (
+    "nostall",
+    "torch",
+    "numpy",
+    "zarr",
+    "ray",
+    "pillow",
+    "nvidia-dali-cuda120",
+    "nvidia-ml-py",
+    "psutil",
+)
 
 
 def cpu_model() -> str:
@@ -46,8 +55,11 @@ def _version(name: str) -> str | None:
 
 def _gpu() -> dict[str, Any]:
     probe = GpuProbe()
-    info: dict[str, Any] = {"name": probe.name, "driver": probe.driver,
-                            "nvml": "ok" if probe.available else probe.reason}
+    info: dict[str, Any] = {
+        "name": probe.name,
+        "driver": probe.driver,
+        "nvml": "ok" if probe.available else probe.reason,
+    }
     try:
         import torch
 

@@ -13,8 +13,15 @@ from loaders.monitor import Monitor
 __all__ = ["build_store", "check_store_source", "store_build_info"]
 
 
-def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
-                chunk_samples: int = 32, shard_samples: int = 256) -> dict[str, Any]:
+def build_store(
+    data: str,
+    out: str | Path,
+    *,
+    size: int,
+    seed: int = 0,
+    chunk_samples: int = 32,
+    shard_samples: int = 256,
+) -> dict[str, Any]:
     """Build a store of ``data`` with ``precompute.job.build`` and measure it.
 
     A complete store already at ``out`` (from an earlier run) is reused, with the build time
@@ -34,16 +41,24 @@ def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
         return {"status": "unavailable", "reason": f"precompute.job: {type(exc).__name__}: {exc}"}
     if _complete(out):  # an earlier run built it: reuse it and its recorded build time
         return {**store_build_info(out), "status": "reused"}
-    spec = BuildSpec(size=size, mode="center-crop", seed=seed, chunk_samples=chunk_samples,
-                     shard_samples=shard_samples)
+    spec = BuildSpec(
+        size=size,
+        mode="center-crop",
+        seed=seed,
+        chunk_samples=chunk_samples,
+        shard_samples=shard_samples,
+    )
     ray_was_up = _ray_up()
     t0 = time.perf_counter()
     try:
         with Monitor(0.2) as mon:
             attrs = build(data, str(out), spec, progress=False)
     except Exception as exc:  # reported, and the store strategies say why they cannot run
-        return {"status": "failed", "store": str(out),
-                "reason": f"precompute.job.build: {type(exc).__name__}: {exc}"}
+        return {
+            "status": "failed",
+            "store": str(out),
+            "reason": f"precompute.job.build: {type(exc).__name__}: {exc}",
+        }
     finally:
         if not ray_was_up and _ray_up():
             import ray
@@ -51,9 +66,15 @@ def build_store(data: str, out: str | Path, *, size: int, seed: int = 0,
             ray.shutdown()
     build_s = time.perf_counter() - t0
     res = mon.result()
-    return {"status": "built", "store": str(out), "build_s": build_s, "cpu_s": res.cpu_s,
-            "peak_rss_bytes": res.peak_rss_bytes, "num_valid": attrs.get("num_valid"),
-            "spec": spec.to_dict()}
+    return {
+        "status": "built",
+        "store": str(out),
+        "build_s": build_s,
+        "cpu_s": res.cpu_s,
+        "peak_rss_bytes": res.peak_rss_bytes,
+        "num_valid": attrs.get("num_valid"),
+        "spec": spec.to_dict(),
+    }
 
 
 def _complete(out: str | Path) -> bool:
@@ -79,9 +100,14 @@ def store_build_info(store: str | Path) -> dict[str, Any]:
     info = open_store_info(store)
     report = dict(info.report)
     build_s = _find_seconds(report)
-    return {"status": "given", "store": str(store), "build_s": build_s,
-            "num_valid": info.num_valid, "spec": info.spec.to_dict(),
-            "note": None if build_s is not None else "the store's report records no build time"}
+    return {
+        "status": "given",
+        "store": str(store),
+        "build_s": build_s,
+        "num_valid": info.num_valid,
+        "spec": info.spec.to_dict(),
+        "note": None if build_s is not None else "the store's report records no build time",
+    }
 
 
 def _find_seconds(report: dict[str, Any]) -> float | None:
@@ -120,15 +146,20 @@ def check_store_source(data: str, store: str | Path) -> str | None:
     source = list_source(data)
     stored, count = info.source_fingerprint, info.layout.num_samples
     if len(source.items) != count or (
-            _is_digest(stored) and fingerprint(source) != stored
-            and fingerprint(source, content_hash=True) != stored):
+        _is_digest(stored)
+        and fingerprint(source) != stored
+        and fingerprint(source, content_hash=True) != stored
+    ):
         raise BenchConfigError(
             f"--store {store} was built from another dataset than --data {data} ({count} vs "
             f"{len(source.items)} samples, source fingerprint {stored[:12] or 'none'} vs "
             f"{fingerprint(source)[:12]}): build a store from --data, or leave --store out "
-            "and let the harness build one")
+            "and let the harness build one"
+        )
     if not _is_digest(stored):
-        return (f"--store {store} records no source fingerprint ({stored or 'none'!r}): it has "
-                f"as many samples as --data {data}, but whether it holds the same images is "
-                "not known")
+        return (
+            f"--store {store} records no source fingerprint ({stored or 'none'!r}): it has "
+            f"as many samples as --data {data}, but whether it holds the same images is "
+            "not known"
+        )
     return None

@@ -33,16 +33,27 @@ def _throughput(plt: Any, strategies: list[dict[str, Any]], path: Path) -> None:
 
 
 def _utilisation(plt: Any, strategies: list[dict[str, Any]], path: Path) -> None:
-    fig, axes = plt.subplots(len(strategies) or 1, 1, figsize=(7, 1.8 * max(1, len(strategies))),
-                             squeeze=False, sharex=True)
+    fig, axes = plt.subplots(
+        len(strategies) or 1,
+        1,
+        figsize=(7, 1.8 * max(1, len(strategies))),
+        squeeze=False,
+        sharex=True,
+    )
     for ax, s in zip(axes[:, 0], strategies, strict=False):
         series = s["monitor"]["series"]
         key = s["util_source"]
         values = [v if v is not None else float("nan") for v in series[key]]
         ax.plot(series["t"], values, lw=1, label="GPU util" if key == "gpu_util" else "this run")
         if key == "cpu_percent" and "machine_cpu_percent" in series:
-            ax.plot(series["t"], series["machine_cpu_percent"], lw=0.8, ls="--", color="grey",
-                    label="whole machine")
+            ax.plot(
+                series["t"],
+                series["machine_cpu_percent"],
+                lw=0.8,
+                ls="--",
+                color="grey",
+                label="whole machine",
+            )
             ax.legend(fontsize=7, loc="upper right")
         ax.set_ylim(0, 105)
         label = "GPU util %" if key == "gpu_util" else "CPU %"
@@ -72,8 +83,11 @@ def write_plots(strategies: list[dict[str, Any]], out: Path) -> dict[str, Path]:
     """Write ``throughput.png``, ``utilisation.png`` and ``step_times.png`` into ``out``."""
     plt = _pyplot()
     ok = _ok(strategies)
-    paths = {"throughput": out / "throughput.png", "utilisation": out / "utilisation.png",
-             "step_times": out / "step_times.png"}
+    paths = {
+        "throughput": out / "throughput.png",
+        "utilisation": out / "utilisation.png",
+        "step_times": out / "step_times.png",
+    }
     _throughput(plt, ok, paths["throughput"])
     _utilisation(plt, ok, paths["utilisation"])
     _step_times(plt, ok, paths["step_times"])

@@ -26,8 +26,9 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _prepare_store(data: str, out: Path, store: str | None, size: int, seed: int,
-                   names: list[str]) -> tuple[str | None, dict[str, Any] | None]:
+def _prepare_store(
+    data: str, out: Path, store: str | None, size: int, seed: int, names: list[str]
+) -> tuple[str | None, dict[str, Any] | None]:
     if not any(get_strategy(n).needs_store for n in names):
         return store, None
     if store:
@@ -37,11 +38,21 @@ def _prepare_store(data: str, out: Path, store: str | None, size: int, seed: int
     return (build["store"] if build["status"] == "built" else None), build
 
 
-def run_benchmark(data: str, out: str | Path, *, store: str | None = None,
-                  strategies: list[str] | tuple[str, ...] = DEFAULT_STRATEGIES,
-                  epochs: int = 3, batch_size: int = 64, workers: int = 2, size: int = 64,
-                  consumer: str = "none", device: str | None = None, seed: int = 0,
-                  options: RunOptions | None = None) -> tuple[dict[str, Any], dict[str, Path]]:
+def run_benchmark(
+    data: str,
+    out: str | Path,
+    *,
+    store: str | None = None,
+    strategies: list[str] | tuple[str, ...] = DEFAULT_STRATEGIES,
+    epochs: int = 3,
+    batch_size: int = 64,
+    workers: int = 2,
+    size: int = 64,
+    consumer: str = "none",
+    device: str | None = None,
+    seed: int = 0,
+    options: RunOptions | None = None,
+) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run every strategy on ``data`` and write the report into ``out``.
 
     Returns:
@@ -72,12 +83,21 @@ def run_benchmark(data: str, out: str | Path, *, store: str | None = None,
     has_gpu = any(s.get("util_source") == "gpu_util" for s in results)
     report: dict[str, Any] = {
         "environment": environment(),
-        "config": {**asdict(cfg), "epochs": epochs, "consumer": consumer,
-                   "strategies": names, "warmup_steps": opts.warmup_steps,
-                   "interval_s": opts.interval, "max_steps": opts.max_steps},
+        "config": {
+            **asdict(cfg),
+            "epochs": epochs,
+            "consumer": consumer,
+            "strategies": names,
+            "warmup_steps": opts.warmup_steps,
+            "interval_s": opts.interval,
+            "max_steps": opts.max_steps,
+        },
         "build": build,
         "strategies": results,
-        "util_note": ("GPU utilisation via NVML" if has_gpu else
-                      "no GPU: CPU metrics only (the GPU verdict is not available)"),
+        "util_note": (
+            "GPU utilisation via NVML"
+            if has_gpu
+            else "no GPU: CPU metrics only (the GPU verdict is not available)"
+        ),
     }
     return report, write_report(report, out)

@@ -58,8 +58,16 @@ class PrecomputeStrategy(Strategy):
         threads = min(64, max(1, cfg.workers))
         # normalisation: TrainAugment's default (ImageNet mean/std, as MEAN/STD here)
         augment = TrainAugment(size=(cfg.size, cfg.size), threads=threads)
-        loader = StoreLoader(str(cfg.store), cfg.batch_size, device=cfg.device, shuffle=True,
-                             seed=cfg.seed, drop_last=True, augment=augment, num_threads=threads)
+        loader = StoreLoader(
+            str(cfg.store),
+            cfg.batch_size,
+            device=cfg.device,
+            shuffle=True,
+            seed=cfg.seed,
+            drop_last=True,
+            augment=augment,
+            num_threads=threads,
+        )
         return _LoaderSource(loader, _store_samples(str(cfg.store)))
 
 
@@ -79,9 +87,16 @@ class DaliStoreStrategy(Strategy):
         augment = DaliAugment(size=cfg.size, mean=MEAN, std=STD)
         if cfg.store is None:
             raise ValueError("precompute-dali needs a store (--store or a build)")
-        loader = DaliStoreLoader(cfg.store, cfg.batch_size, augment=augment, device=cfg.device,
-                                 shuffle=True, seed=cfg.seed, drop_last=True,
-                                 num_threads=max(1, cfg.workers))
+        loader = DaliStoreLoader(
+            cfg.store,
+            cfg.batch_size,
+            augment=augment,
+            device=cfg.device,
+            shuffle=True,
+            seed=cfg.seed,
+            drop_last=True,
+            num_threads=max(1, cfg.workers),
+        )
         return _LoaderSource(loader, _store_samples(str(cfg.store)))
 
 
@@ -98,7 +113,15 @@ class GpuDecodeStrategy(Strategy):
         from loaders.dali import DaliAugment, JpegLoader
 
         augment = DaliAugment(size=cfg.size, mean=MEAN, std=STD)
-        loader = JpegLoader(cfg.data, cfg.batch_size, cfg.size, augment=augment,
-                            device=cfg.device, shuffle=True, seed=cfg.seed, drop_last=True,
-                            num_threads=max(1, cfg.workers))
+        loader = JpegLoader(
+            cfg.data,
+            cfg.batch_size,
+            cfg.size,
+            augment=augment,
+            device=cfg.device,
+            shuffle=True,
+            seed=cfg.seed,
+            drop_last=True,
+            num_threads=max(1, cfg.workers),
+        )
         return _LoaderSource(loader, loader.num_samples)

@@ -28,10 +28,13 @@ __all__ = ["PillowTrainDataset", "WorkersStrategy", "random_resized_crop_box"]
 PREFETCH_FACTOR = 2
 
 
-def random_resized_crop_box(rng: np.random.Generator, width: int, height: int,
-                            scale: tuple[float, float] = (0.08, 1.0),
-                            ratio: tuple[float, float] = (3 / 4, 4 / 3)
-                            ) -> tuple[int, int, int, int]:
+def random_resized_crop_box(
+    rng: np.random.Generator,
+    width: int,
+    height: int,
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> tuple[int, int, int, int]:
     """Return a crop box ``(left, top, right, bottom)`` drawn like torchvision's RRC."""
     area = width * height
     log_r = (math.log(ratio[0]), math.log(ratio[1]))
@@ -120,8 +123,10 @@ class _WorkersSource:
     def epoch(self, epoch: int) -> Iterator[Batch]:
         self.sampler.epoch = epoch
         for images, labels in self.loader:
-            yield images.to(self.device, non_blocking=True), labels.to(self.device,
-                                                                        non_blocking=True)
+            yield (
+                images.to(self.device, non_blocking=True),
+                labels.to(self.device, non_blocking=True),
+            )
 
     def close(self) -> None:
         it = getattr(self.loader, "_iterator", None)

@@ -161,9 +161,7 @@ class StoreLoader(ContractLoader):
         """Open and check the store, allocate the batch buffers and plan the first epoch."""
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
-        self.source = open_store(
-            store, io=io, map_bytes=map_bytes, verify=verify, cache=read_cache
-        )
+        self.source = open_store(store, io=io, map_bytes=map_bytes, verify=verify, cache=read_cache)
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size

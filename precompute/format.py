@@ -63,8 +63,11 @@ class StoreLayout:
     def image_shape(self) -> tuple[int, ...]:
         """(N, S, S, 3), or (N, K, S, S, 3) when ``variants > 1``."""
         s = self.size
-        return (self.num_samples, s, s, 3) if self.variants == 1 else (
-            self.num_samples, self.variants, s, s, 3)
+        return (
+            (self.num_samples, s, s, 3)
+            if self.variants == 1
+            else (self.num_samples, self.variants, s, s, 3)
+        )
 
     @property
     def image_shard(self) -> tuple[int, ...]:
@@ -75,8 +78,11 @@ class StoreLayout:
     def image_chunk(self) -> tuple[int, ...]:
         """Inner chunk shape of ``image`` (one variant of ``chunk_samples`` samples)."""
         s = self.size
-        return (self.chunk_samples, s, s, 3) if self.variants == 1 else (
-            self.chunk_samples, 1, s, s, 3)
+        return (
+            (self.chunk_samples, s, s, 3)
+            if self.variants == 1
+            else (self.chunk_samples, 1, s, s, 3)
+        )
 
     @property
     def extent_shape(self) -> tuple[int, ...]:
@@ -141,8 +147,9 @@ def read_json(meta: Path) -> Mapping[str, Any]:
     except (OSError, ValueError, RecursionError) as exc:  # a cut file, bad UTF-8, deep nesting
         raise StoreMetadataError(f"{meta}: unreadable store metadata: {exc}") from exc
     if not isinstance(doc, Mapping):
-        raise StoreMetadataError(f"{meta}: store metadata must be a JSON object, got "
-                                 f"{type(doc).__name__}")
+        raise StoreMetadataError(
+            f"{meta}: store metadata must be a JSON object, got {type(doc).__name__}"
+        )
     return doc
 
 
@@ -160,8 +167,13 @@ def _read_group_attrs(root: Path) -> Mapping[str, Any]:
     return attrs
 
 
-_LAYOUT_RANGE = {"num_samples": (0, 2**40), "size": (1, 2**16), "variants": (1, 2**16),
-                 "shard_samples": (1, 2**31), "chunk_samples": (1, 2**31)}
+_LAYOUT_RANGE = {
+    "num_samples": (0, 2**40),
+    "size": (1, 2**16),
+    "variants": (1, 2**16),
+    "shard_samples": (1, 2**31),
+    "chunk_samples": (1, 2**31),
+}
 
 
 def _int(meta: Path, key: str, value: Any, lo: int, hi: int) -> int:
@@ -178,14 +190,20 @@ def parse_layout(meta: Path, attrs: Mapping[str, Any]) -> StoreLayout:
     """
     value = attrs.get("layout")
     if not isinstance(value, Mapping) or set(value) != set(_LAYOUT_RANGE):
-        raise metadata_error(meta, f"{ATTR_KEY}.layout",
-                             f"must map exactly {sorted(_LAYOUT_RANGE)} to integers, got {value!r}")
-    layout = StoreLayout(**{k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r)
-                            for k, r in _LAYOUT_RANGE.items()})
+        raise metadata_error(
+            meta,
+            f"{ATTR_KEY}.layout",
+            f"must map exactly {sorted(_LAYOUT_RANGE)} to integers, got {value!r}",
+        )
+    layout = StoreLayout(
+        **{k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r) for k, r in _LAYOUT_RANGE.items()}
+    )
     if layout.shard_samples % layout.chunk_samples:
-        raise metadata_error(meta, f"{ATTR_KEY}.layout.chunk_samples",
-                             f"{layout.chunk_samples} does not divide shard_samples "
-                             f"{layout.shard_samples}")
+        raise metadata_error(
+            meta,
+            f"{ATTR_KEY}.layout.chunk_samples",
+            f"{layout.chunk_samples} does not divide shard_samples {layout.shard_samples}",
+        )
     return layout
 
 
@@ -195,8 +213,12 @@ def _spec(meta: Path, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpe
     except SpecError as exc:
         raise metadata_error(meta, f"{ATTR_KEY}.spec", str(exc)) from exc
     if StoreLayout.from_spec(spec, layout.num_samples) != layout:
-        raise metadata_error(meta, f"{ATTR_KEY}.layout", f"{layout.to_dict()} disagrees with "
-                             "the spec's size, variants, shard_samples or chunk_samples")
+        raise metadata_error(
+            meta,
+            f"{ATTR_KEY}.layout",
+            f"{layout.to_dict()} disagrees with "
+            "the spec's size, variants, shard_samples or chunk_samples",
+        )
     return spec
 
 
@@ -218,8 +240,9 @@ def _check_header(root: Path, attrs: Mapping[str, Any], require_complete: bool) 
         )
     complete = attrs.get("complete", False)
     if not isinstance(complete, bool):
-        raise metadata_error(root / "zarr.json", f"{ATTR_KEY}.complete",
-                             f"must be true or false, got {complete!r}")
+        raise metadata_error(
+            root / "zarr.json", f"{ATTR_KEY}.complete", f"must be true or false, got {complete!r}"
+        )
     if require_complete and not complete:
         raise StoreIncompleteError(
             f"{root}: store is incomplete (no completion marker); its build is running or was "
@@ -244,8 +267,13 @@ def open_store_info(path: str | Path, *, require_complete: bool = True) -> Store
         if not (root / name / "zarr.json").is_file():
             raise StoreError(f"{root}: field '{name}' is missing")
     layout = parse_layout(meta, attrs)
-    num_valid = _int(meta, f"{ATTR_KEY}.num_valid", attrs.get("num_valid", layout.num_samples),
-                     0, layout.num_samples)
+    num_valid = _int(
+        meta,
+        f"{ATTR_KEY}.num_valid",
+        attrs.get("num_valid", layout.num_samples),
+        0,
+        layout.num_samples,
+    )
     report = attrs.get("report", {})
     if not isinstance(report, Mapping):
         raise metadata_error(meta, f"{ATTR_KEY}.report", f"must be a mapping, got {report!r}")

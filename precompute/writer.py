@@ -72,12 +72,30 @@ def _create_arrays(group: zarr.Group, layout: StoreLayout, names: Sequence[str] 
     n, sh, ch = layout.num_samples, layout.shard_samples, layout.chunk_samples
     ext = layout.extent_shape
     specs: dict[str, dict[str, Any]] = {
-        "image": dict(shape=layout.image_shape, dtype="uint8", shards=layout.image_shard,
-                      chunks=layout.image_chunk, filters=None, fill_value=0),
-        "label": dict(shape=(n,), dtype="int64", shards=(sh,), chunks=(ch,), filters=None,
-                      fill_value=HOLE_LABEL),
-        "extent": dict(shape=ext, dtype="int32", shards=(sh, *ext[1:]), chunks=(ch, *ext[1:]),
-                       filters=None, fill_value=0),
+        "image": dict(
+            shape=layout.image_shape,
+            dtype="uint8",
+            shards=layout.image_shard,
+            chunks=layout.image_chunk,
+            filters=None,
+            fill_value=0,
+        ),
+        "label": dict(
+            shape=(n,),
+            dtype="int64",
+            shards=(sh,),
+            chunks=(ch,),
+            filters=None,
+            fill_value=HOLE_LABEL,
+        ),
+        "extent": dict(
+            shape=ext,
+            dtype="int32",
+            shards=(sh, *ext[1:]),
+            chunks=(ch, *ext[1:]),
+            filters=None,
+            fill_value=0,
+        ),
         "key": dict(shape=(n,), dtype=str, chunks=(sh,), fill_value=""),
     }
     for name in names:
@@ -159,8 +177,17 @@ def write_shard(
     if is_object_url(root):
         from precompute import remote_writer
 
-        remote_writer.write_shard(str(root), layout, shard, image=image, label=label,
-                                  extent=extent, key=key, skipped=skipped, stats=stats)
+        remote_writer.write_shard(
+            str(root),
+            layout,
+            shard,
+            image=image,
+            label=label,
+            extent=extent,
+            key=key,
+            skipped=skipped,
+            stats=stats,
+        )
         return
     root = Path(root)
     start, stop = layout.shard_range(shard)
@@ -211,8 +238,12 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
             raise StoreError(msg) from exc
     skipped = [*report.get("skipped", ()), *(s for m in markers for s in m["skipped"])]
     attrs["num_valid"] = sum(m["num_valid"] for m in markers)
-    attrs["report"] = {**report, "num_samples": layout.num_samples,
-                       "num_valid": attrs["num_valid"], "skipped": skipped}
+    attrs["report"] = {
+        **report,
+        "num_samples": layout.num_samples,
+        "num_valid": attrs["num_valid"],
+        "skipped": skipped,
+    }
     attrs["complete"] = True
     group = zarr.open_group(str(root), mode="r+")
     group.attrs.update({ATTR_KEY: attrs})  # the completion marker: written last
@@ -246,7 +277,14 @@ def write_store_from_arrays(
     create_or_resume(root, spec, layout, fingerprint)
     for shard in range(layout.num_shards):
         a, b = layout.shard_range(shard)
-        write_shard(root, layout, shard, image=images[a:b], label=labels[a:b],
-                    extent=extents[a:b], key=keys[a:b])
+        write_shard(
+            root,
+            layout,
+            shard,
+            image=images[a:b],
+            label=labels[a:b],
+            extent=extents[a:b],
+            key=keys[a:b],
+        )
     finalize(root, {"builder": "write_store_from_arrays"})
     return layout

@@ -33,8 +33,9 @@ class MixParams(NamedTuple):
     box: torch.Tensor  # int64 (y0, y1, x0, x1) of the pasted box (empty unless cutmix)
 
 
-def beta_pair(alphas: tuple[float, float], generator: torch.Generator,
-              device: torch.device) -> torch.Tensor:
+def beta_pair(
+    alphas: tuple[float, float], generator: torch.Generator, device: torch.device
+) -> torch.Tensor:
     """Draw one Beta(a, a) value per entry of ``alphas`` from two Gamma draws each.
 
     ``torch._standard_gamma`` accepts an explicit generator (``Beta.sample`` does not). A zero
@@ -81,15 +82,27 @@ class Mixup:
     label_smoothing: float = 0.1
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or (
-                self.num_classes < 1):
-            raise AugmentError(f"mixup.num_classes must be an integer >= 1, got "
-                               f"{self.num_classes!r}")
-        for name, hi in (("mixup_alpha", 100.0), ("cutmix_alpha", 100.0), ("prob", 1.0),
-                         ("switch_prob", 1.0), ("label_smoothing", 1.0)):
+        if (
+            isinstance(self.num_classes, bool)
+            or not isinstance(self.num_classes, int)
+            or (self.num_classes < 1)
+        ):
+            raise AugmentError(
+                f"mixup.num_classes must be an integer >= 1, got {self.num_classes!r}"
+            )
+        for name, hi in (
+            ("mixup_alpha", 100.0),
+            ("cutmix_alpha", 100.0),
+            ("prob", 1.0),
+            ("switch_prob", 1.0),
+            ("label_smoothing", 1.0),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    0.0 <= value <= hi):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0.0 <= value <= hi)
+            ):
                 raise AugmentError(f"mixup.{name} must lie in [0, {hi}], got {value!r}")
         if self.mixup_alpha == 0 and self.cutmix_alpha == 0:
             raise AugmentError("mixup: mixup_alpha and cutmix_alpha are both 0; drop Mixup")
@@ -112,8 +125,9 @@ class Mixup:
             return 1.0
         return 0.0 if self.cutmix_alpha == 0 else self.switch_prob
 
-    def params(self, height: int, width: int, generator: torch.Generator,
-               device: torch.device) -> MixParams:
+    def params(
+        self, height: int, width: int, generator: torch.Generator, device: torch.device
+    ) -> MixParams:
         """Draw one batch's decision: two uniforms, two Beta draws, a box centre."""
         u = torch.rand(4, generator=generator, device=device)
         lam_mix, lam_cut = beta_pair((self.mixup_alpha, self.cutmix_alpha), generator, device)
@@ -122,40 +136,51 @@ class Mixup:
         half_h = torch.floor(height * cut).div(2, rounding_mode="floor")
         half_w = torch.floor(width * cut).div(2, rounding_mode="floor")
         cy, cx = torch.floor(u[2] * height), torch.floor(u[3] * width)
-        box = torch.stack([(cy - half_h).clamp(0, height), (cy + half_h).clamp(0, height),
-                           (cx - half_w).clamp(0, width), (cx + half_w).clamp(0, width)])
+        box = torch.stack(
+            [
+                (cy - half_h).clamp(0, height),
+                (cy + half_h).clamp(0, height),
+                (cx - half_w).clamp(0, width),
+                (cx + half_w).clamp(0, width),
+            ]
+        )
         box = torch.where(apply & cutmix, box, torch.zeros_like(box)).long()
         area = ((box[1] - box[0]) * (box[3] - box[2])).to(torch.float32)
         lam_box = 1.0 - area / (height * width)
         lam = torch.where(apply, torch.where(cutmix, lam_box, lam_mix), torch.ones_like(lam_mix))
         return MixParams(apply, cutmix & apply, lam, box)
 
-    def _weights(self, p: MixParams, height: int, width: int, dtype: torch.dtype
-                 ) -> torch.Tensor:
+    def _weights(self, p: MixParams, height: int, width: int, dtype: torch.dtype) -> torch.Tensor:
         """Per-pixel weight of the sample's own image: ``[H, W]`` in ``dtype``."""
         rows = torch.arange(height, device=p.box.device)
         cols = torch.arange(width, device=p.box.device)
         inside = ((rows >= p.box[0]) & (rows < p.box[1]))[:, None] & (
-            (cols >= p.box[2]) & (cols < p.box[3]))[None, :]
+            (cols >= p.box[2]) & (cols < p.box[3])
+        )[None, :]
         return torch.where(p.cutmix, (~inside).to(dtype), p.lam.to(dtype))
 
     def check(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         """Check shapes and dtypes; label values too when they are on the host (no sync)."""
         if images.dim() != 4 or not images.is_floating_point():
-            raise AugmentError(f"mixup needs [B, C, H, W] float images, got "
-                               f"{tuple(images.shape)} {images.dtype}")
+            raise AugmentError(
+                f"mixup needs [B, C, H, W] float images, got {tuple(images.shape)} {images.dtype}"
+            )
         if labels.dtype != torch.int64 or tuple(labels.shape) != (images.shape[0],):
-            raise AugmentError(f"mixup needs [{images.shape[0]}] int64 labels, got "
-                               f"{tuple(labels.shape)} {labels.dtype}")
+            raise AugmentError(
+                f"mixup needs [{images.shape[0]}] int64 labels, got "
+                f"{tuple(labels.shape)} {labels.dtype}"
+            )
         if labels.device.type == "cpu":
             bad = (labels < 0) | (labels >= self.num_classes)
             if bool(bad.any()):
                 i = int(bad.nonzero()[0, 0])
-                raise AugmentError(f"mixup: label {int(labels[i])} of sample {i} is not in "
-                                   f"[0, {self.num_classes})")
+                raise AugmentError(
+                    f"mixup: label {int(labels[i])} of sample {i} is not in [0, {self.num_classes})"
+                )
 
-    def apply(self, images: torch.Tensor, labels: torch.Tensor,
-              generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def apply(
+        self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The device work of :meth:`__call__`, without input checks."""
         height, width = images.shape[2], images.shape[3]
         p = self.params(height, width, generator, images.device)
@@ -166,8 +191,9 @@ class Mixup:
         onehot = smooth_targets(labels, self.num_classes, self.label_smoothing)
         return mixed, torch.lerp(onehot.flip(0), onehot, lam)
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor,
-                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(
+        self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Mix a batch: ``images`` ``[B, C, H, W]`` float, ``labels`` ``[B]`` int64.
 
         Returns:

@@ -40,8 +40,9 @@ def _pool(row_shape: tuple[int, ...], dtype: torch.dtype, rows: int) -> BufferPo
         return pool
 
 
-def output_batch(batch: int, size: tuple[int, int], dtype: torch.dtype,
-                 channels_last: bool) -> torch.Tensor:
+def output_batch(
+    batch: int, size: tuple[int, int], dtype: torch.dtype, channels_last: bool
+) -> torch.Tensor:
     """Return an uninitialised ``[batch, 3, *size]`` CPU tensor, reusing a free buffer.
 
     Args:

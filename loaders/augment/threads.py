@@ -55,8 +55,10 @@ def pool(threads: int) -> ThreadPoolExecutor:
     with _LOCK:
         if threads not in _POOLS:
             _POOLS[threads] = ThreadPoolExecutor(
-                threads, thread_name_prefix=f"nostall-augment{threads}",
-                initializer=_single_threaded)
+                threads,
+                thread_name_prefix=f"nostall-augment{threads}",
+                initializer=_single_threaded,
+            )
         return _POOLS[threads]
 
 

@@ -59,8 +59,15 @@ def _check(num_samples: int, chunk_samples: int, rank: int, world_size: int) -> 
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
 
 
-def epoch_sequence(num_samples: int, chunk_samples: int, *, seed: int, epoch: int,
-                   shuffle: bool = True, valid: npt.NDArray[np.bool_] | None = None) -> Indices:
+def epoch_sequence(
+    num_samples: int,
+    chunk_samples: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+    valid: npt.NDArray[np.bool_] | None = None,
+) -> Indices:
     """Return every valid sample once: chunk by chunk in ``epoch``'s chunk order.
 
     Args:
@@ -102,14 +109,27 @@ def _split(samples: Indices, chunk_samples: int, buffer_chunks: int) -> list[Ran
     first = np.r_[True, chunk[1:] != chunk[:-1]]  # where a new chunk starts
     window = (np.cumsum(first) - 1) // buffer_chunks
     cuts = np.flatnonzero(np.diff(window)) + 1
-    return [(c[f], part) for c, f, part in zip(np.split(chunk, cuts), np.split(first, cuts),
-                                                np.split(samples, cuts), strict=True)]
+    return [
+        (c[f], part)
+        for c, f, part in zip(
+            np.split(chunk, cuts), np.split(first, cuts), np.split(samples, cuts), strict=True
+        )
+    ]
 
 
-def rank_windows(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
-                 world_size: int = 1, shuffle: bool = True, buffer_chunks: int = 8,
-                 valid: npt.NDArray[np.bool_] | None = None,
-                 pad: bool = False) -> tuple[list[RankWindow], int]:
+def rank_windows(
+    num_samples: int,
+    chunk_samples: int,
+    *,
+    seed: int,
+    epoch: int,
+    rank: int = 0,
+    world_size: int = 1,
+    shuffle: bool = True,
+    buffer_chunks: int = 8,
+    valid: npt.NDArray[np.bool_] | None = None,
+    pad: bool = False,
+) -> tuple[list[RankWindow], int]:
     """Return the windows ``rank`` serves in ``epoch`` and how many leading positions are real.
 
     Arguments as for :func:`epoch_order`. Each window is ``(chunks, samples)``: the chunks it
@@ -123,21 +143,26 @@ def rank_windows(num_samples: int, chunk_samples: int, *, seed: int, epoch: int,
     _check(num_samples, chunk_samples, rank, world_size)
     if buffer_chunks < 1:
         raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
-    seq = epoch_sequence(num_samples, chunk_samples, seed=seed, epoch=epoch, shuffle=shuffle,
-                         valid=valid)
+    seq = epoch_sequence(
+        num_samples, chunk_samples, seed=seed, epoch=epoch, shuffle=shuffle, valid=valid
+    )
     total, share = len(seq), samples_per_rank(len(seq), world_size, pad=pad)
     if share == 0 and total > 0:
         raise ValueError(
             f"{world_size} ranks share {total} samples: every rank would get none; use fewer "
-            "ranks, or pad the last ranks with marked repeats (the loaders' drop_last=False)")
+            "ranks, or pad the last ranks with marked repeats (the loaders' drop_last=False)"
+        )
     lo, hi = rank * share, (rank + 1) * share
-    real = seq[lo:min(hi, total)]
+    real = seq[lo : min(hi, total)]
     repeats = seq[np.arange(max(lo, total), hi) % max(total, 1)]
-    windows = (_split(real, chunk_samples, buffer_chunks)
-               + _split(repeats, chunk_samples, buffer_chunks))
+    windows = _split(real, chunk_samples, buffer_chunks) + _split(
+        repeats, chunk_samples, buffer_chunks
+    )
     if shuffle:
-        windows = [(c, _rng(seed, _WINDOW, epoch, rank, w).permutation(s))
-                   for w, (c, s) in enumerate(windows)]
+        windows = [
+            (c, _rng(seed, _WINDOW, epoch, rank, w).permutation(s))
+            for w, (c, s) in enumerate(windows)
+        ]
     return windows, len(real)
 
 
@@ -153,10 +178,20 @@ def join_windows(windows: list[RankWindow], batch_size: int | None = None) -> In
     return sort_within_batches(out, batch_size, np.cumsum([0, *map(len, parts)])[:-1])
 
 
-def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int = 0,
-                world_size: int = 1, shuffle: bool = True, buffer_chunks: int = 8,
-                valid: npt.NDArray[np.bool_] | None = None,
-                batch_size: int | None = None, pad: bool = False) -> Indices:
+def epoch_order(
+    num_samples: int,
+    chunk_samples: int,
+    *,
+    seed: int,
+    epoch: int,
+    rank: int = 0,
+    world_size: int = 1,
+    shuffle: bool = True,
+    buffer_chunks: int = 8,
+    valid: npt.NDArray[np.bool_] | None = None,
+    batch_size: int | None = None,
+    pad: bool = False,
+) -> Indices:
     """Return the sample indices ``rank`` visits in ``epoch``, in order.
 
     Args:
@@ -183,15 +218,24 @@ def epoch_order(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, 
     Raises:
         ValueError: Without ``pad``, fewer samples than ranks (every rank would get none).
     """
-    windows, _ = rank_windows(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
-                              world_size=world_size, shuffle=shuffle,
-                              buffer_chunks=buffer_chunks, valid=valid, pad=pad)
+    windows, _ = rank_windows(
+        num_samples,
+        chunk_samples,
+        seed=seed,
+        epoch=epoch,
+        rank=rank,
+        world_size=world_size,
+        shuffle=shuffle,
+        buffer_chunks=buffer_chunks,
+        valid=valid,
+        pad=pad,
+    )
     return join_windows(windows, batch_size)
 
 
-def sort_within_batches(order: npt.NDArray[np.int64], batch_size: int,
-                        window_starts: npt.NDArray[np.int64] | list[int]
-                        ) -> npt.NDArray[np.int64]:
+def sort_within_batches(
+    order: npt.NDArray[np.int64], batch_size: int, window_starts: npt.NDArray[np.int64] | list[int]
+) -> npt.NDArray[np.int64]:
     """Return ``order`` with each (batch, window) segment sorted by sample index.
 
     Segments are cut at every multiple of ``batch_size`` and at every window start, so each

@@ -59,7 +59,7 @@ class EpochPlan:
     @property
     def repeats(self) -> npt.NDArray[np.int64]:
         """The samples served as padding repeats (none without ``pad``)."""
-        return self.order[self.real:]
+        return self.order[self.real :]
 
     def batches(self, batch_size: int, drop_last: bool) -> int:
         """Return the number of batches of this epoch."""
@@ -73,19 +73,38 @@ class EpochPlan:
         return len(self.windows)
 
 
-def epoch_plan(num_samples: int, chunk_samples: int, *, seed: int, epoch: int, rank: int,
-               world_size: int, shuffle: bool, buffer_chunks: int,
-               valid: npt.NDArray[np.bool_] | None, batch_size: int | None = None,
-               pad: bool = False) -> EpochPlan:
+def epoch_plan(
+    num_samples: int,
+    chunk_samples: int,
+    *,
+    seed: int,
+    epoch: int,
+    rank: int,
+    world_size: int,
+    shuffle: bool,
+    buffer_chunks: int,
+    valid: npt.NDArray[np.bool_] | None,
+    batch_size: int | None = None,
+    pad: bool = False,
+) -> EpochPlan:
     """Return the :class:`EpochPlan` of ``rank`` in ``epoch`` (pure).
 
     With ``batch_size``, each batch's samples are served in store order within each window
     (:func:`loaders.batching.order.sort_within_batches`), so the reader copies runs, not rows. With
     ``pad``, ranks are evened out by marked repeats instead of leaving samples out.
     """
-    windows, real = rank_windows(num_samples, chunk_samples, seed=seed, epoch=epoch, rank=rank,
-                                 world_size=world_size, shuffle=shuffle,
-                                 buffer_chunks=buffer_chunks, valid=valid, pad=pad)
+    windows, real = rank_windows(
+        num_samples,
+        chunk_samples,
+        seed=seed,
+        epoch=epoch,
+        rank=rank,
+        world_size=world_size,
+        shuffle=shuffle,
+        buffer_chunks=buffer_chunks,
+        valid=valid,
+        pad=pad,
+    )
     order = join_windows(windows, batch_size)
     cut, pos = [], 0
     for number, (chunks, samples) in enumerate(windows):

@@ -58,13 +58,20 @@ class Prefetcher(Node[T]):
         self._items, self._free = queue.SimpleQueue(), queue.SimpleQueue()
         for _ in range(self.depth):
             self._free.put(None)
-        self._thread = threading.Thread(target=self._run,
-                                        args=(self._items, self._free, self._stop),
-                                        name=self.name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(self._items, self._free, self._stop),
+            name=self.name,
+            daemon=True,
+        )
         self._thread.start()
 
-    def _run(self, items: queue.SimpleQueue[tuple[str, Any, Any]],
-             free: queue.SimpleQueue[None], stop: threading.Event) -> None:
+    def _run(
+        self,
+        items: queue.SimpleQueue[tuple[str, Any, Any]],
+        free: queue.SimpleQueue[None],
+        stop: threading.Event,
+    ) -> None:
         try:
             while not stop.is_set():
                 try:

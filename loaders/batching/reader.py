@@ -49,8 +49,16 @@ class BatchReader(Node[HostBatch]):
             pool of its own.
     """
 
-    def __init__(self, source: OpenedStore, plan: EpochPlan, batch_size: int, drop_last: bool,
-                 variant: int = 0, num_threads: int = 2, pool: BufferPool | None = None) -> None:
+    def __init__(
+        self,
+        source: OpenedStore,
+        plan: EpochPlan,
+        batch_size: int,
+        drop_last: bool,
+        variant: int = 0,
+        num_threads: int = 2,
+        pool: BufferPool | None = None,
+    ) -> None:
         self.source, self.plan, self.batch_size, self.variant = source, plan, batch_size, variant
         size = source.layout.size
         self.pool = pool or BufferPool((size, size, 3), np.uint8, batch_size, keep=8)
@@ -58,8 +66,11 @@ class BatchReader(Node[HostBatch]):
         extents = source.extents
         self.extents = extents[:, variant] if extents.ndim == 3 else extents
         self.num_threads = num_threads
-        self._pool = (ThreadPoolExecutor(num_threads - 1, thread_name_prefix="nostall-read")
-                      if num_threads > 1 else None)
+        self._pool = (
+            ThreadPoolExecutor(num_threads - 1, thread_name_prefix="nostall-read")
+            if num_threads > 1
+            else None
+        )
         self._filling: dict[int, np.ndarray] = {}
         self._ready: dict[int, np.ndarray] = {}
         self._batch = self._window = 0
@@ -87,10 +98,14 @@ class BatchReader(Node[HostBatch]):
             self._window += 1
         image = self._ready.pop(self._batch)
         lo = self._batch * self.batch_size
-        index = self.plan.order[lo:lo + len(image)].copy()
+        index = self.plan.order[lo : lo + len(image)].copy()
         self._batch += 1
-        return {"image": image, "label": self.source.labels[index],
-                "extent": self.extents[index], "index": index}
+        return {
+            "image": image,
+            "label": self.source.labels[index],
+            "extent": self.extents[index],
+            "index": index,
+        }
 
     def _limits(self) -> tuple[int, int]:
         """Return the order positions still to serve: ``[first, stop)``."""
@@ -129,17 +144,22 @@ class BatchReader(Node[HostBatch]):
                 buf = self._rows(batch_no)
                 flat[batch_no] = buf.reshape(len(buf), -1)
             # a run of positions (a batch-sorted plan gives only runs) is copied in one go
-            dest: range | np.ndarray = (range(row0, row0 + b - a)
-                                        if at[b - 1] - at[a] == b - a - 1
-                                        else positions[a:b] - batch_no * bs)
+            dest: range | np.ndarray = (
+                range(row0, row0 + b - a)
+                if at[b - 1] - at[a] == b - a - 1
+                else positions[a:b] - batch_no * bs
+            )
             jobs[s][1].append((flat[batch_no], dest, rows[a:b]))
         # one share of the chunks per thread, the calling thread reading one share itself:
         # one hand-off per helper thread and window, not one per chunk
-        shares = [jobs[k::self.num_threads] for k in range(1, self.num_threads)]
-        helpers = ([] if self._pool is None else
-                   [self._pool.submit(self._read_chunks, share) for share in shares if share])
+        shares = [jobs[k :: self.num_threads] for k in range(1, self.num_threads)]
+        helpers = (
+            []
+            if self._pool is None
+            else [self._pool.submit(self._read_chunks, share) for share in shares if share]
+        )
         try:
-            self._read_chunks(jobs[::self.num_threads])
+            self._read_chunks(jobs[:: self.num_threads])
         finally:
             wait(helpers)  # every share finished (or failed) before anything moves on
         for helper in helpers:

@@ -66,8 +66,14 @@ def _images(spec: GraphSpec, data: Any, start: Any, end: Any) -> Any:
         raise ValueError("an output size is needed when cropping (DaliAugment.size)")
     crop = spec.aug.crops
     if spec.decode and crop:  # decode only the crop (ROI decoding): about half the work
-        data = fn.decoders.image_slice(data, device="mixed" if gpu else "cpu", start=start,
-                                       end=end, axis_names="HW", output_type=types.RGB)
+        data = fn.decoders.image_slice(
+            data,
+            device="mixed" if gpu else "cpu",
+            start=start,
+            end=end,
+            axis_names="HW",
+            output_type=types.RGB,
+        )
         crop = False
     elif spec.decode:
         data = fn.decoders.image(data, device="mixed" if gpu else "cpu", output_type=types.RGB)
@@ -77,8 +83,9 @@ def _images(spec: GraphSpec, data: Any, start: Any, end: Any) -> Any:
         return data
     if crop:  # crop first: the resize filter never reaches outside it
         data = fn.slice(data, start=start, end=end, axis_names="HW")
-    return fn.resize(data, size=[spec.out_size, spec.out_size],
-                     interp_type=types.INTERP_LINEAR, antialias=True)
+    return fn.resize(
+        data, size=[spec.out_size, spec.out_size], interp_type=types.INTERP_LINEAR, antialias=True
+    )
 
 
 def _colour(aug: DaliAugment, img: Any, f: dict[str, Any]) -> Any:
@@ -94,12 +101,16 @@ def _normalise(aug: DaliAugment, img: Any, mirror: Any) -> Any:
     fn, types = require_dali().fn, require_dali().types
     layout = "HWC" if aug.channels_last else aug.layout  # torch permutes HWC to NCHW-last
     if aug.dtype == "uint8":
-        return fn.crop_mirror_normalize(img, mirror=mirror, dtype=types.UINT8,
-                                        output_layout=layout)
+        return fn.crop_mirror_normalize(img, mirror=mirror, dtype=types.UINT8, output_layout=layout)
     dtype = types.FLOAT16 if aug.dtype == "float16" else types.FLOAT  # bfloat16: torch casts
     return fn.crop_mirror_normalize(
-        img, mirror=mirror, dtype=dtype, output_layout=layout,
-        mean=[255.0 * m for m in aug.mean], std=[255.0 * s for s in aug.std])
+        img,
+        mirror=mirror,
+        dtype=dtype,
+        output_layout=layout,
+        mean=[255.0 * m for m in aug.mean],
+        std=[255.0 * s for s in aug.std],
+    )
 
 
 def build_pipeline(spec: GraphSpec, feeder: Iterable[tuple[Any, ...]]) -> Any:
@@ -108,12 +119,17 @@ def build_pipeline(spec: GraphSpec, feeder: Iterable[tuple[Any, ...]]) -> Any:
     ``feeder`` yields, per batch, a tuple of per-sample inputs named by ``spec.feed_names``.
     """
     dali = require_dali()
-    pipe = dali.Pipeline(batch_size=spec.batch_size, num_threads=spec.num_threads,
-                         device_id=spec.device_id, prefetch_queue_depth=spec.prefetch)
+    pipe = dali.Pipeline(
+        batch_size=spec.batch_size,
+        num_threads=spec.num_threads,
+        device_id=spec.device_id,
+        prefetch_queue_depth=spec.prefetch,
+    )
     with pipe:
         names = spec.feed_names
-        feeds = dali.fn.external_source(source=feeder, num_outputs=len(names), batch=True,
-                                        cycle="raise")
+        feeds = dali.fn.external_source(
+            source=feeder, num_outputs=len(names), batch=True, cycle="raise"
+        )
         f = dict(zip(names, feeds, strict=True))
         img = _images(spec, f["data"], f.get("roi_start"), f.get("roi_end"))
         img = _colour(spec.aug, img, f)

@@ -55,7 +55,7 @@ class OpenedStore:
 
 
 def _strip(path: str, message: str) -> str:
-    return message[len(path) + 2:] if message.startswith(f"{path}: ") else message
+    return message[len(path) + 2 :] if message.startswith(f"{path}: ") else message
 
 
 def _info(store: str | Path | StoreInfo) -> StoreInfo:
@@ -87,20 +87,26 @@ def _check_shard_files(info: StoreInfo) -> None:
             raise StoreOpenError(str(info.path), problem)
 
 
-def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any
-            ) -> ShardedArrayReader:
+def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any) -> ShardedArrayReader:
     try:
         reader = ShardedArrayReader(info.path / name, name, complete=True, **kw)
     except UnsupportedArrayError as exc:
         raise StoreMetadataError(str(info.path), f"field '{name}': {exc}") from exc
     if reader.meta.shape != shape:
-        raise StoreOpenError(str(info.path),
-                             f"field '{name}' has shape {reader.meta.shape}, layout says {shape}")
+        raise StoreOpenError(
+            str(info.path), f"field '{name}' has shape {reader.meta.shape}, layout says {shape}"
+        )
     return reader
 
 
-def open_store(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: int = 256 << 20,
-                verify: str = "first", cache: ReadCache | None = None) -> OpenedStore:
+def open_store(
+    store: str | Path | StoreInfo,
+    *,
+    io: str = "pread",
+    map_bytes: int = 256 << 20,
+    verify: str = "first",
+    cache: ReadCache | None = None,
+) -> OpenedStore:
     """Validate ``store`` and return a :class:`OpenedStore`.
 
     Args:
@@ -124,11 +130,13 @@ def open_store(store: str | Path | StoreInfo, *, io: str = "pread", map_bytes: i
     _check_shard_files(info)
     layout = info.layout
     maps = MapCache(map_bytes) if io == "mmap" else None
-    image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify,
-                    cache=cache)
+    image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify, cache=cache)
     if image.meta.chunk_shape != layout.image_chunk:
-        raise StoreOpenError(str(info.path), f"image inner chunks {image.meta.chunk_shape} are "
-                             f"not whole samples {layout.image_chunk}")
+        raise StoreOpenError(
+            str(info.path),
+            f"image inner chunks {image.meta.chunk_shape} are "
+            f"not whole samples {layout.image_chunk}",
+        )
     labels = _reader(info, "label", (layout.num_samples,)).read_all().astype(np.int64)
     extents = _reader(info, "extent", layout.extent_shape).read_all().astype(np.int32)
     return OpenedStore(info, image, labels, extents, labels >= 0)

@@ -26,6 +26,7 @@ def file_stamp(st: os.stat_result) -> Stamp:
     """Return the :data:`Stamp` of a ``stat`` result."""
     return st.st_ino, st.st_size, st.st_mtime_ns
 
+
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 1024
 
 
@@ -39,7 +40,7 @@ def preadv_all(path: str, buffers: Sequence[np.ndarray | memoryview], offset: in
     fd = os.open(path, os.O_RDONLY)
     try:
         for first in range(0, len(views), _IOV_MAX):
-            group = views[first:first + _IOV_MAX]
+            group = views[first : first + _IOV_MAX]
             got = os.preadv(fd, group, offset + total)
             total += got
             if got != sum(v.nbytes for v in group):

@@ -37,12 +37,13 @@ def scatter(src: np.ndarray, flats: list[memoryview]) -> None:
     data = memoryview(np.ascontiguousarray(src)).cast("B")  # type: ignore[arg-type]
     pos = 0
     for flat in flats:
-        flat[:] = data[pos:pos + flat.nbytes]
+        flat[:] = data[pos : pos + flat.nbytes]
         pos += flat.nbytes
 
 
-def row_parts(routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.dtype
-              ) -> list[memoryview]:
+def row_parts(
+    routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.dtype
+) -> list[memoryview]:
     """Return one byte view per chunk row, in order: its routed row, or a row of scratch.
 
     Byte views are cheaper to make than numpy row views, which matters at one per row; the
@@ -55,18 +56,21 @@ def row_parts(routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.d
         dest2d = _rows2d(dest, row_bytes)
         frm = _indices(chunk_rows, rows)
         first = _run(dest_rows, len(frm), len(dest2d))
-        to = (range(first, first + len(frm)) if first is not None
-              else _indices(dest_rows, len(dest2d)).tolist())
+        to = (
+            range(first, first + len(frm))
+            if first is not None
+            else _indices(dest_rows, len(dest2d)).tolist()
+        )
         if len(to) != len(frm):
             raise ValueError("route row index out of range")
         flat = memoryview(dest2d).cast("B")  # type: ignore[arg-type]
         for d, c in zip(to, frm.tolist(), strict=True):
-            views[c] = flat[d * row_bytes:(d + 1) * row_bytes]
+            views[c] = flat[d * row_bytes : (d + 1) * row_bytes]
     missing = [i for i, v in enumerate(views) if v is None]
     if missing:
         scratch = memoryview(bytearray(len(missing) * row_bytes))
         for k, i in enumerate(missing):
-            views[i] = scratch[k * row_bytes:(k + 1) * row_bytes]
+            views[i] = scratch[k * row_bytes : (k + 1) * row_bytes]
     return views  # type: ignore[return-value]
 
 
@@ -75,8 +79,11 @@ def _rows2d(dest: np.ndarray, row_bytes: int) -> np.ndarray:
     flags = dest.flags
     if not (flags.c_contiguous and flags.writeable):
         raise ValueError("route destinations must be writeable C-contiguous arrays")
-    dest2d = dest if dest.ndim == 2 and dest.dtype == np.uint8 else (
-        dest.reshape(len(dest), -1).view(np.uint8))
+    dest2d = (
+        dest
+        if dest.ndim == 2 and dest.dtype == np.uint8
+        else (dest.reshape(len(dest), -1).view(np.uint8))
+    )
     if dest2d.shape[1] != row_bytes:
         raise ValueError(f"route rows of {dest2d.shape[1]} bytes, chunk rows of {row_bytes}")
     return dest2d
@@ -115,7 +122,7 @@ def copy_rows(src2d: np.ndarray, routes: Sequence[Route]) -> None:
         frm = _indices(chunk_rows, rows)
         first = _run(dest_rows, len(frm), len(dest2d))
         if first is not None:  # "clip" writes straight into out; the indices were checked above
-            src2d.take(frm, 0, dest2d[first:first + len(frm)], "clip")
+            src2d.take(frm, 0, dest2d[first : first + len(frm)], "clip")
             continue
         to = _indices(dest_rows, len(dest2d))
         if len(to) != len(frm):

@@ -56,14 +56,16 @@ class ShardIndexCache:
             store passes :meth:`loaders.store.s3io.RemoteShards.tail`).
     """
 
-    def __init__(self, meta: ArrayMeta, name: str, complete: bool = False,
-                 tail: TailReader | None = None) -> None:
+    def __init__(
+        self, meta: ArrayMeta, name: str, complete: bool = False, tail: TailReader | None = None
+    ) -> None:
         self.meta, self.name, self.complete, self.tail = meta, name, complete, tail
         self._indexes: dict[tuple[int, ...], tuple[Stamp | None, np.ndarray | None]] = {}
         self._lock = threading.Lock()
 
-    def locate(self, chunk: tuple[int, ...], path: str, stamp: Stamp | None = None
-               ) -> tuple[int, int]:
+    def locate(
+        self, chunk: tuple[int, ...], path: str, stamp: Stamp | None = None
+    ) -> tuple[int, int]:
         """Return ``(offset, nbytes)`` of ``chunk`` in ``path``; MISSING twice if never written.
 
         Args:
@@ -83,16 +85,19 @@ class ShardIndexCache:
         offset, nbytes = (int(v) for v in index[local])
         if (offset, nbytes) == (MISSING, MISSING):
             if self.complete:
-                raise CorruptChunkError(self.name, path, chunk, "chunk is missing from the shard "
-                                        "index (a complete store has every chunk)")
+                raise CorruptChunkError(
+                    self.name,
+                    path,
+                    chunk,
+                    "chunk is missing from the shard index (a complete store has every chunk)",
+                )
             return offset, nbytes
         want = self.meta.chunk_nbytes + CRC_BYTES
         if nbytes != want:
             raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
         return offset, nbytes
 
-    def _index(self, chunk: tuple[int, ...], path: str, stamp: Stamp | None
-               ) -> np.ndarray | None:
+    def _index(self, chunk: tuple[int, ...], path: str, stamp: Stamp | None) -> np.ndarray | None:
         key = tuple(c // n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True))
         with self._lock:
             cached = self._indexes.get(key)
@@ -103,20 +108,29 @@ class ShardIndexCache:
             self._indexes[key] = entry
         return entry[1]
 
-    def _read(self, chunk: tuple[int, ...], path: str, key: tuple[int, ...]
-              ) -> tuple[Stamp | None, np.ndarray | None]:
+    def _read(
+        self, chunk: tuple[int, ...], path: str, key: tuple[int, ...]
+    ) -> tuple[Stamp | None, np.ndarray | None]:
         per_shard = self.meta.chunks_per_shard
         size = math.prod(per_shard) * 16 + CRC_BYTES
         try:
             raw, file_size, stamp = (self.tail or _local_tail)(path, size)
         except FileNotFoundError:
             if self.complete:
-                raise CorruptChunkError(self.name, path, chunk, "shard file is missing (a "
-                                        "complete store has every shard)") from None
+                raise CorruptChunkError(
+                    self.name,
+                    path,
+                    chunk,
+                    "shard file is missing (a complete store has every shard)",
+                ) from None
             return None, None  # never-written shard: every chunk is the fill value
         if file_size < size:
-            raise CorruptChunkError(self.name, path, chunk, f"shard file of {file_size} "
-                                    f"bytes is shorter than its index ({size} bytes)")
+            raise CorruptChunkError(
+                self.name,
+                path,
+                chunk,
+                f"shard file of {file_size} bytes is shorter than its index ({size} bytes)",
+            )
         self._check_size(chunk, path, key, file_size)
         body, tail = raw[:-CRC_BYTES], raw[-CRC_BYTES:]
         if len(raw) != size or crc32c.crc32c(body) != int.from_bytes(tail, "little"):
@@ -124,19 +138,29 @@ class ShardIndexCache:
         index = np.frombuffer(body, "<u8").reshape(*per_shard, 2)
         written = index[..., 0] != MISSING
         ends = index[..., 0][written] + index[..., 1][written]  # u8: no overflow of real values
-        if written.any() and (int(ends.max()) > file_size - size
-                              or bool((ends < index[..., 0][written]).any())):
-            raise CorruptChunkError(self.name, path, chunk, "shard index points past the data "
-                                    f"of a {file_size}-byte file")
+        if written.any() and (
+            int(ends.max()) > file_size - size or bool((ends < index[..., 0][written]).any())
+        ):
+            raise CorruptChunkError(
+                self.name,
+                path,
+                chunk,
+                f"shard index points past the data of a {file_size}-byte file",
+            )
         return stamp, index
 
-    def _check_size(self, chunk: tuple[int, ...], path: str, key: tuple[int, ...],
-                    file_size: int) -> None:
+    def _check_size(
+        self, chunk: tuple[int, ...], path: str, key: tuple[int, ...], file_size: int
+    ) -> None:
         """Complete fast-path arrays: the file must have the size its chunks and index give."""
         m = self.meta
         if not (self.complete and m.fast):
             return
         want = sharded_file_size(m.shape, m.shard_shape, m.chunk_shape, m.dtype.itemsize, key)
         if file_size != want:
-            raise CorruptChunkError(self.name, path, chunk, f"shard file has {file_size} bytes, "
-                                    f"a complete shard has {want} (cut or replaced)")
+            raise CorruptChunkError(
+                self.name,
+                path,
+                chunk,
+                f"shard file has {file_size} bytes, a complete shard has {want} (cut or replaced)",
+            )

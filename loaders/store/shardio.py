@@ -72,9 +72,17 @@ class ShardedArrayReader:
             instead of reading as the fill value.
     """
 
-    def __init__(self, path: str | Path, name: str | None = None, *, io: str = "pread",
-                 maps: MapCache | None = None, verify: str = "first",
-                 complete: bool = False, cache: ReadCache | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        name: str | None = None,
+        *,
+        io: str = "pread",
+        maps: MapCache | None = None,
+        verify: str = "first",
+        complete: bool = False,
+        cache: ReadCache | None = None,
+    ) -> None:
         if io not in IO_MODES:
             raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
         if verify not in VERIFY_MODES:
@@ -84,11 +92,17 @@ class ShardedArrayReader:
         self._s3 = RemoteShards(self.name, cache) if is_object_url(self.path) else None
         self._remote = "://" in self.path and self._s3 is None  # read through zarr-python
         self.meta = self._load_meta()
-        self._maps = (None if self._s3 is not None else
-                      maps if maps is not None else (MapCache() if io == "mmap" else None))
+        self._maps = (
+            None
+            if self._s3 is not None
+            else maps
+            if maps is not None
+            else (MapCache() if io == "mmap" else None)
+        )
         self._zarr: Any = None
-        self._index = ShardIndexCache(self.meta, self.name, complete,
-                                      self._s3.tail if self._s3 is not None else None)
+        self._index = ShardIndexCache(
+            self.meta, self.name, complete, self._s3.tail if self._s3 is not None else None
+        )
         self._check = ChunkChecker(self.name, verify)
 
     @property
@@ -136,8 +150,9 @@ class ShardedArrayReader:
         self.read_chunk_into(chunk, [out])
         return out
 
-    def read_chunk_into(self, chunk: Sequence[int],
-                        parts: Sequence[np.ndarray | memoryview]) -> None:
+    def read_chunk_into(
+        self, chunk: Sequence[int], parts: Sequence[np.ndarray | memoryview]
+    ) -> None:
         """Read inner chunk ``chunk`` whole, scattering its bytes over ``parts`` in order.
 
         ``parts`` are writeable C-contiguous arrays or buffers whose sizes add up to the
@@ -153,8 +168,10 @@ class ShardedArrayReader:
         self._check_chunk(chunk)
         flats = flat_parts(parts)
         if sum(f.nbytes for f in flats) != self.meta.chunk_nbytes:
-            raise ValueError(f"{self.name}: parts hold {sum(f.nbytes for f in flats)} bytes, "
-                             f"a chunk has {self.meta.chunk_nbytes}")
+            raise ValueError(
+                f"{self.name}: parts hold {sum(f.nbytes for f in flats)} bytes, "
+                f"a chunk has {self.meta.chunk_nbytes}"
+            )
         try:
             if self.fast:
                 self._read_fast(chunk, flats)
@@ -191,8 +208,11 @@ class ShardedArrayReader:
             found = self._mapped_chunk(chunk, path)
             rows = self.meta.chunk_shape[0]
             if found is None:
-                fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value,
-                               self.meta.dtype).view(np.uint8).reshape(rows, -1)
+                fill = (
+                    np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
+                    .view(np.uint8)
+                    .reshape(rows, -1)
+                )
                 copy_rows(fill, routes)
                 return
             # check first, then copy: the checksum pass pulls the chunk into the cache, so
@@ -230,8 +250,10 @@ class ShardedArrayReader:
         return out
 
     def _region(self, chunk: tuple[int, ...]) -> tuple[slice, ...]:
-        return tuple(slice(c * n, min((c + 1) * n, size)) for c, n, size in
-                     zip(chunk, self.meta.chunk_shape, self.meta.shape, strict=True))
+        return tuple(
+            slice(c * n, min((c + 1) * n, size))
+            for c, n, size in zip(chunk, self.meta.chunk_shape, self.meta.shape, strict=True)
+        )
 
     def _check_chunk(self, chunk: tuple[int, ...]) -> None:
         grid = self.meta.grid_shape
@@ -241,11 +263,17 @@ class ShardedArrayReader:
     def _out(self, out: np.ndarray | None) -> np.ndarray:
         if out is None:
             return np.empty(self.meta.chunk_shape, self.meta.dtype)
-        if (out.shape != self.meta.chunk_shape or out.dtype != self.meta.dtype
-                or not out.flags.c_contiguous or not out.flags.writeable):
-            raise ValueError(f"{self.name}: out must be a writeable C-contiguous "
-                             f"{self.meta.dtype} array of shape {self.meta.chunk_shape}, got "
-                             f"{out.dtype} {out.shape}")
+        if (
+            out.shape != self.meta.chunk_shape
+            or out.dtype != self.meta.dtype
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ValueError(
+                f"{self.name}: out must be a writeable C-contiguous "
+                f"{self.meta.dtype} array of shape {self.meta.chunk_shape}, got "
+                f"{out.dtype} {out.shape}"
+            )
         return out
 
     def _current(self, chunk: tuple[int, ...], path: str) -> Stamp | None:
@@ -264,8 +292,12 @@ class ShardedArrayReader:
             return file_stamp(os.stat(path))
         except FileNotFoundError:
             if self.complete:
-                raise CorruptChunkError(self.name, path, chunk, "shard file is missing (a "
-                                        "complete store has every shard)") from None
+                raise CorruptChunkError(
+                    self.name,
+                    path,
+                    chunk,
+                    "shard file is missing (a complete store has every shard)",
+                ) from None
             return None
 
     def _fill(self, flats: list[memoryview]) -> None:
@@ -296,8 +328,7 @@ class ShardedArrayReader:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
         self._check.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
 
-    def _mapped_chunk(self, chunk: tuple[int, ...], path: str
-                      ) -> tuple[np.ndarray, Stamp] | None:
+    def _mapped_chunk(self, chunk: tuple[int, ...], path: str) -> tuple[np.ndarray, Stamp] | None:
         """Return the chunk's bytes + crc32c in its mapped shard file, and the file's stamp.
 
         None if the chunk is missing. With ``verify="first"`` a mapping of an older version
@@ -311,12 +342,17 @@ class ShardedArrayReader:
             raise RuntimeError("a mapped read without a map cache")
         end = offset + self.meta.chunk_nbytes + _CRC
         if current is not None and end > current[1]:  # cut since its index was read
-            raise CorruptChunkError(self.name, path, chunk, f"truncated: the file has "
-                                    f"{current[1]} bytes, the chunk ends at byte {end}")
+            raise CorruptChunkError(
+                self.name,
+                path,
+                chunk,
+                f"truncated: the file has {current[1]} bytes, the chunk ends at byte {end}",
+            )
         mapped, stamp = self._maps.get(path, current)  # mapped again if the file changed
         if end > mapped.nbytes:
-            raise CorruptChunkError(self.name, path, chunk,
-                                    f"truncated: file ends before byte {end}")
+            raise CorruptChunkError(
+                self.name, path, chunk, f"truncated: file ends before byte {end}"
+            )
         return mapped[offset:end], stamp
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:

@@ -20,8 +20,20 @@ from loaders.errors import UnsupportedArrayError
 
 __all__ = ["ArrayMeta", "parse_array_meta"]
 
-_NUMERIC = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "float32", "float64"}
+_NUMERIC = {
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+}
 
 
 @dataclass(frozen=True)
@@ -109,9 +121,13 @@ def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype) -> str:
 
 def _dims(where: str, key: str, value: Any, ndim: int | None, least: int) -> tuple[int, ...]:
     """Return ``value`` as a shape: a list of ``ndim`` integers >= ``least``."""
-    ok = (isinstance(value, list) and (ndim is None or len(value) == ndim)
-          and all(isinstance(v, int) and not isinstance(v, bool) and least <= v < 2**62
-                  for v in value))
+    ok = (
+        isinstance(value, list)
+        and (ndim is None or len(value) == ndim)
+        and all(
+            isinstance(v, int) and not isinstance(v, bool) and least <= v < 2**62 for v in value
+        )
+    )
     if not ok:
         want = f"{ndim if ndim is not None else 'a list of'} integers >= {least}"
         raise _bad(where, f"key '{key}' must be {want}, got {value!r}")
@@ -128,8 +144,11 @@ def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
             or a key of a wrong type or value (a shape that is not a list of integers, chunks
             that do not divide their shard).
     """
-    if (not isinstance(doc, Mapping) or doc.get("zarr_format") != 3
-            or doc.get("node_type") != "array"):
+    if (
+        not isinstance(doc, Mapping)
+        or doc.get("zarr_format") != 3
+        or doc.get("node_type") != "array"
+    ):
         raise UnsupportedArrayError(f"{where}: not a Zarr v3 array")
     grid = _map(doc.get("chunk_grid"))
     if grid.get("name") != "regular":
@@ -138,16 +157,28 @@ def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
         raise _bad(where, f"data type {doc.get('data_type')!r} not supported")
     dtype = np.dtype(doc["data_type"]).newbyteorder("<")
     shape = _dims(where, "shape", doc.get("shape"), None, 0)
-    shard_shape = _dims(where, "chunk_grid.configuration.chunk_shape",
-                        _map(grid.get("configuration")).get("chunk_shape"), len(shape), 1)
+    shard_shape = _dims(
+        where,
+        "chunk_grid.configuration.chunk_shape",
+        _map(grid.get("configuration")).get("chunk_shape"),
+        len(shape),
+        1,
+    )
     codecs = _codecs(doc.get("codecs"))
     sharded = len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed"
-    chunk_shape = (_dims(where, "codecs.0.configuration.chunk_shape",
-                         _map(codecs[0].get("configuration")).get("chunk_shape"), len(shape), 1)
-                   if sharded else shard_shape)
+    chunk_shape = (
+        _dims(
+            where,
+            "codecs.0.configuration.chunk_shape",
+            _map(codecs[0].get("configuration")).get("chunk_shape"),
+            len(shape),
+            1,
+        )
+        if sharded
+        else shard_shape
+    )
     if any(s % c for s, c in zip(shard_shape, chunk_shape, strict=True)):
-        raise _bad(where, f"inner chunks {chunk_shape} do not divide the shard shape "
-                          f"{shard_shape}")
+        raise _bad(where, f"inner chunks {chunk_shape} do not divide the shard shape {shard_shape}")
     key = _map(doc.get("chunk_key_encoding"))
     sep = _map(key.get("configuration")).get("separator", "/")
     if sep not in ("/", "."):

@@ -24,7 +24,6 @@ import torch
 __all__ = ["BufferPool"]
 
 
-
 class BufferPool:
     """Hand out ``(rows, *row_shape)`` arrays, reusing buffers nobody refers to any more.
 
@@ -36,8 +35,14 @@ class BufferPool:
         pin: Allocate pinned (page-locked) host memory; needs CUDA.
     """
 
-    def __init__(self, row_shape: tuple[int, ...], dtype: np.dtype | type, rows: int,
-                 keep: int, pin: bool = False) -> None:
+    def __init__(
+        self,
+        row_shape: tuple[int, ...],
+        dtype: np.dtype | type,
+        rows: int,
+        keep: int,
+        pin: bool = False,
+    ) -> None:
         self.row_shape, self.dtype, self.rows, self.keep = row_shape, np.dtype(dtype), rows, keep
         self.pin, self._pin_failed = pin, False
         self._owned: list[np.ndarray] = []
@@ -72,7 +77,10 @@ class BufferPool:
         except RuntimeError as exc:  # e.g. the locked-memory limit: pageable memory still works
             if not self._pin_failed:
                 self._pin_failed = True
-                warnings.warn(f"pinned host memory unavailable ({exc}); batches are staged "
-                              "through pinned copy buffers instead", RuntimeWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"pinned host memory unavailable ({exc}); batches are staged "
+                    "through pinned copy buffers instead",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             return np.empty(shape, self.dtype)

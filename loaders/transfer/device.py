@@ -53,14 +53,14 @@ class ToDevice(Node[DeviceBatch]):
 
     SLOTS = 3
 
-    def __init__(self, source: Node[dict[str, np.ndarray]], device: torch.device,
-                 slots: int = SLOTS) -> None:
+    def __init__(
+        self, source: Node[dict[str, np.ndarray]], device: torch.device, slots: int = SLOTS
+    ) -> None:
         if slots < 2:
             raise ValueError(f"slots must be >= 2 (one batch in flight, one served), got {slots}")
         self.source, self.device = source, torch.device(device)
         self._cuda = self.device.type == "cuda"
-        self._stream = (torch.cuda.Stream(self.device)
-                        if self._cuda else None)
+        self._stream = torch.cuda.Stream(self.device) if self._cuda else None
         self._slots = [_Slot() for _ in range(slots)] if self._cuda else []
         self._launched = 0
         self._ahead: tuple[DeviceBatch, dict[str, Any], Any] | BaseException | None = None

@@ -19,11 +19,15 @@ def tiny_data(tmp_path_factory):
 def tiny_store(tiny_data, tmp_path_factory):
     """A store of the tiny dataset at 32 px, written without Ray (decode + resize here)."""
     src = list_source(str(tiny_data))
-    images = np.stack([
-        np.asarray(Image.open(src.locate(k)).convert("RGB").resize((32, 32))) for k, _ in src.items
-    ])
+    images = np.stack(
+        [
+            np.asarray(Image.open(src.locate(k)).convert("RGB").resize((32, 32)))
+            for k, _ in src.items
+        ]
+    )
     labels = np.array([label for _, label in src.items])
     out = tmp_path_factory.mktemp("bench") / "store.zarr"
-    write_store_from_arrays(out, images, labels, BuildSpec(size=32, shard_samples=16,
-                                                           chunk_samples=8))
+    write_store_from_arrays(
+        out, images, labels, BuildSpec(size=32, shard_samples=16, chunk_samples=8)
+    )
     return out

@@ -14,8 +14,15 @@ def local_ray(ray_local):
 @pytest.mark.slow
 def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path, local_ray):
     out = tmp_path / "report"
-    report, _ = run_benchmark(str(tiny_data), out, strategies=["workers", "precompute"],
-                              epochs=1, batch_size=8, workers=1, size=32)
+    report, _ = run_benchmark(
+        str(tiny_data),
+        out,
+        strategies=["workers", "precompute"],
+        epochs=1,
+        batch_size=8,
+        workers=1,
+        size=32,
+    )
     build = report["build"]
     assert build["status"] == "built", build
     assert build["build_s"] > 0 and build["num_valid"] == 48
@@ -25,6 +32,7 @@ def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path
     assert be["build_s"] == pytest.approx(build["build_s"])
     assert "epochs" in be and be["detail"]
     # a second run reuses the store and its recorded build time
-    again, _ = run_benchmark(str(tiny_data), out, strategies=["precompute"], epochs=1,
-                             batch_size=8, workers=1, size=32)
+    again, _ = run_benchmark(
+        str(tiny_data), out, strategies=["precompute"], epochs=1, batch_size=8, workers=1, size=32
+    )
     assert again["build"]["status"] == "reused" and again["build"]["build_s"] > 0

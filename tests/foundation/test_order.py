@@ -41,8 +41,9 @@ def test_ranks_disjoint_and_equal_length(n, world):
     assert len(np.unique(flat)) == len(flat)
 
 
-@pytest.mark.parametrize(("n", "world"), [(600, 4), (600, 2), (1600, 3), (1600, 4), (1600, 8),
-                                          (5, 8), (101, 3)])
+@pytest.mark.parametrize(
+    ("n", "world"), [(600, 4), (600, 2), (1600, 3), (1600, 4), (1600, 8), (5, 8), (101, 3)]
+)
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_padded_ranks_cover_every_sample_exactly_once(n, world, shuffle):
     # chunks of 32: dropping whole chunks used to leave 512 of 600 (4 ranks), 576 (2 ranks)
@@ -62,8 +63,9 @@ def test_padded_ranks_cover_every_sample_exactly_once(n, world, shuffle):
 
 def test_training_epoch_drops_less_than_a_batch_per_rank():
     # 180 samples in chunks of 32 over 4 ranks used to serve 128 (whole chunks dropped)
-    orders = [epoch_order(180, 32, seed=0, epoch=0, rank=r, world_size=4, batch_size=8)
-              for r in range(4)]
+    orders = [
+        epoch_order(180, 32, seed=0, epoch=0, rank=r, world_size=4, batch_size=8) for r in range(4)
+    ]
     served = sum(num_batches(len(o), 8, drop_last=True) * 8 for o in orders)
     assert served == 160 and 180 - served < 4 * 8
 
@@ -77,8 +79,9 @@ def test_ranks_share_at_most_their_boundary_chunks():
 
 
 def test_windows_list_the_chunks_they_serve():
-    windows, real = rank_windows(300, 8, seed=2, epoch=1, rank=1, world_size=3, buffer_chunks=4,
-                                 pad=True)
+    windows, real = rank_windows(
+        300, 8, seed=2, epoch=1, rank=1, world_size=3, buffer_chunks=4, pad=True
+    )
     assert real == 100
     for chunks, samples in windows:
         assert len(chunks) <= 4 and set((samples // 8).tolist()) == set(chunks.tolist())
@@ -118,7 +121,7 @@ def test_no_shuffle_is_identity():
 def test_variant_cycle_serves_each_variant_once_per_block():
     seq = [variant_for_epoch(0, e, 4) for e in range(12)]
     for block in range(3):
-        assert sorted(seq[block * 4:(block + 1) * 4]) == [0, 1, 2, 3]
+        assert sorted(seq[block * 4 : (block + 1) * 4]) == [0, 1, 2, 3]
     assert variant_for_epoch(0, 7, 1) == 0
 
 
@@ -141,8 +144,9 @@ def test_more_ranks_than_samples_is_an_error_unless_padded():
 
 def test_holes_set_the_common_length():
     valid = np.arange(250) % 9 != 0
-    orders = [epoch_order(250, 32, seed=1, epoch=0, rank=r, world_size=3, valid=valid)
-              for r in range(3)]
+    orders = [
+        epoch_order(250, 32, seed=1, epoch=0, rank=r, world_size=3, valid=valid) for r in range(3)
+    ]
     assert {len(o) for o in orders} == {samples_per_rank(int(valid.sum()), 3)}
     assert len(np.unique(np.concatenate(orders))) == 3 * len(orders[0])
 
@@ -156,32 +160,49 @@ def test_batch_sorting_keeps_every_batch_and_window_and_sorts_inside(n, batch, b
     assert len(batched) == len(plain)
     windows, _ = rank_windows(n, 8, valid=valid, **kw)
     starts = np.cumsum([0] + [len(samples) for _, samples in windows])
-    cuts = sorted({0, len(plain), *range(0, len(plain), batch),
-                   *(int(s) for s in starts if s < len(plain))})
+    cuts = sorted(
+        {0, len(plain), *range(0, len(plain), batch), *(int(s) for s in starts if s < len(plain))}
+    )
     for lo, hi in itertools.pairwise(cuts):  # every (batch, window) segment: same set, sorted
         assert sorted(plain[lo:hi].tolist()) == batched[lo:hi].tolist()
     assert not np.array_equal(plain, batched)
     for lo in range(0, len(plain), batch):  # each batch holds exactly its samples
-        assert set(plain[lo:lo + batch].tolist()) == set(batched[lo:lo + batch].tolist())
+        assert set(plain[lo : lo + batch].tolist()) == set(batched[lo : lo + batch].tolist())
 
 
 def test_batch_sorting_leaves_store_order_alone():
     assert epoch_order(50, 8, seed=9, epoch=4, shuffle=False, batch_size=6).tolist() == list(
-        range(50))
+        range(50)
+    )
     with pytest.raises(ValueError, match="batch_size"):
         epoch_order(50, 8, seed=0, epoch=0, batch_size=0)
 
 
 @settings(max_examples=150, deadline=None)
-@given(n=st.integers(0, 300), chunk=st.integers(1, 40), world=st.integers(1, 9),
-       buffer_chunks=st.integers(1, 4), pad=st.booleans(), shuffle=st.booleans(),
-       holes=st.integers(0, 2**30), epoch=st.integers(0, 5))
-def test_rank_shares_hold_for_any_geometry(n, chunk, world, buffer_chunks, pad, shuffle, holes,
-                                           epoch):
+@given(
+    n=st.integers(0, 300),
+    chunk=st.integers(1, 40),
+    world=st.integers(1, 9),
+    buffer_chunks=st.integers(1, 4),
+    pad=st.booleans(),
+    shuffle=st.booleans(),
+    holes=st.integers(0, 2**30),
+    epoch=st.integers(0, 5),
+)
+def test_rank_shares_hold_for_any_geometry(
+    n, chunk, world, buffer_chunks, pad, shuffle, holes, epoch
+):
     valid = np.random.default_rng(holes).random(n) < 0.8
     total = int(valid.sum())
-    kw = dict(seed=holes, epoch=epoch, world_size=world, shuffle=shuffle,
-              buffer_chunks=buffer_chunks, valid=valid, pad=pad)
+    kw = dict(
+        seed=holes,
+        epoch=epoch,
+        world_size=world,
+        shuffle=shuffle,
+        buffer_chunks=buffer_chunks,
+        valid=valid,
+        pad=pad,
+    )
     if total and total < world and not pad:
         with pytest.raises(ValueError, match=f"{world} ranks share {total} samples"):
             rank_windows(n, chunk, rank=0, **kw)
@@ -194,8 +215,9 @@ def test_rank_shares_hold_for_any_geometry(n, chunk, world, buffer_chunks, pad, 
     if pad:  # every sample exactly once, fewer than world repeats
         assert len(real) == total and sum(len(o) for o in orders) - total < world
     else:  # fewer than world samples left out, no repeats
-        assert total - len(real) < world and all(k == len(o) for o, (_, k) in
-                                                 zip(orders, shares, strict=True))
+        assert total - len(real) < world and all(
+            k == len(o) for o, (_, k) in zip(orders, shares, strict=True)
+        )
     for o, (windows, _) in zip(orders, shares, strict=True):
         assert len(np.unique(o)) == len(o)
         assert sorted(o.tolist()) == sorted(np.concatenate([s for _, s in windows] or [[]]))

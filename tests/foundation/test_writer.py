@@ -46,8 +46,15 @@ def test_incomplete_store_is_refused_then_resumed(tmp_path):
     root = tmp_path / "p"
     layout = StoreLayout.from_spec(SPEC, 40)
     assert create_or_resume(root, SPEC, layout, "fp") == set()
-    write_shard(root, layout, 1, image=_images(16), label=np.arange(16), extent=np.zeros((16, 4)),
-                key=[str(i) for i in range(16)])
+    write_shard(
+        root,
+        layout,
+        1,
+        image=_images(16),
+        label=np.arange(16),
+        extent=np.zeros((16, 4)),
+        key=[str(i) for i in range(16)],
+    )
     with pytest.raises(StoreIncompleteError, match="incomplete"):
         open_store_info(root)
     with pytest.raises(StoreError, match="shard 0"):
@@ -63,8 +70,16 @@ def test_skipped_inputs_reach_the_report(tmp_path):
     create_or_resume(root, SPEC, layout, "fp")
     label = np.arange(10)
     label[3] = -1
-    write_shard(root, layout, 0, image=_images(10), label=label, extent=np.zeros((10, 4)),
-                key=[str(i) for i in range(10)], skipped=[{"key": "3", "reason": "truncated"}])
+    write_shard(
+        root,
+        layout,
+        0,
+        image=_images(10),
+        label=label,
+        extent=np.zeros((10, 4)),
+        key=[str(i) for i in range(10)],
+        skipped=[{"key": "3", "reason": "truncated"}],
+    )
     attrs = finalize(root, {"builder": "test"})
     assert attrs["complete"] is True
     assert attrs["num_valid"] == 9
@@ -76,8 +91,15 @@ def test_wrong_shape_and_non_store_folder(tmp_path):
     layout = StoreLayout.from_spec(SPEC, 10)
     create_or_resume(tmp_path / "w", SPEC, layout, "fp")
     with pytest.raises(StoreError, match="image has shape"):
-        write_shard(tmp_path / "w", layout, 0, image=_images(9), label=np.arange(10),
-                    extent=np.zeros((10, 4)), key=[""] * 10)
+        write_shard(
+            tmp_path / "w",
+            layout,
+            0,
+            image=_images(9),
+            label=np.arange(10),
+            extent=np.zeros((10, 4)),
+            key=[""] * 10,
+        )
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "file.txt").write_text("x")

@@ -104,7 +104,7 @@ def letterbox_store(tmp_path_factory):
     images = np.zeros((n, S, S, 3), np.uint8)
     extents = _extents(n).numpy()
     for i, (t, left, h, w) in enumerate(extents):
-        images[i, t:t + h, left:left + w] = 10 * i + 5
+        images[i, t : t + h, left : left + w] = 10 * i + 5
     root = tmp_path_factory.mktemp("aug") / "store"
     spec = BuildSpec(size=S, mode="letterbox", shard_samples=8, chunk_samples=4)
     write_store_from_arrays(root, images, np.arange(n) % 3, spec, extents=extents)
@@ -182,11 +182,11 @@ def test_eval_path_is_deterministic_and_centred():
     assert torch.equal(a, b) and torch.equal(g.get_state(), state)
     # short side 20 * 0.875 = 17.5 -> 18 px box, centred in the extent
     from loaders.augment import center_crops
+
     box = center_crops(extents[:1], (16, 16), aug.crop)
     assert [int(v) for v in box[:4]] == [8 + 1, 4 + 5, 18, 18]
     crop = images[:, 9:27, 9:27].permute(0, 3, 1, 2).float()
-    want = torch.nn.functional.interpolate(crop, size=(16, 16), mode="bilinear",
-                                           align_corners=True)
+    want = torch.nn.functional.interpolate(crop, size=(16, 16), mode="bilinear", align_corners=True)
     mean = torch.tensor(Normalize().mean).view(1, 3, 1, 1)
     std = torch.tensor(Normalize().std).view(1, 3, 1, 1)
     torch.testing.assert_close(a, (want / 255 - mean) / std, atol=0.02, rtol=0)
@@ -201,32 +201,43 @@ def test_output_dtype_and_memory_format(dtype, channels_last, path):
     aug = TrainAugment(size=(12, 16), dtype=dtype, channels_last=channels_last, path=path)
     out = aug(images, extents, _gen(2))
     assert out.shape == (8, 3, 12, 16) and out.dtype == getattr(torch, dtype)
-    assert out.is_contiguous(memory_format=torch.channels_last if channels_last
-                             else torch.contiguous_format)
+    assert out.is_contiguous(
+        memory_format=torch.channels_last if channels_last else torch.contiguous_format
+    )
     torch.testing.assert_close(out.float(), ref, atol=0.02, rtol=0.01)
 
 
-@pytest.mark.parametrize("aug", [
-    TrainAugment(size=16, path="grid", jitter=ColorJitter(), dtype="bfloat16"),
-    TrainAugment(size=16, path="grid", channels_last=True),
-    EvalAugment(size=16, path="grid"),
-], ids=["train-jitter-bf16", "train-cl", "eval"])
+@pytest.mark.parametrize(
+    "aug",
+    [
+        TrainAugment(size=16, path="grid", jitter=ColorJitter(), dtype="bfloat16"),
+        TrainAugment(size=16, path="grid", channels_last=True),
+        EvalAugment(size=16, path="grid"),
+    ],
+    ids=["train-jitter-bf16", "train-cl", "eval"],
+)
 def test_device_path_op_count_is_independent_of_batch_size(aug):
     counts = {}
     for b in (32, 256):
         images, extents = _images(b), _extents(b)
         aug(images, extents, _gen())  # warm-up
         counts[b] = aten_op_counts(
-            lambda images=images, extents=extents: aug(images, extents, _gen()))
+            lambda images=images, extents=extents: aug(images, extents, _gen())
+        )
     assert counts[32] == counts[256]
     assert "aten::grid_sample" in str(counts[32])
     assert "aten::_local_scalar_dense" not in counts[32]  # no .item(): no host sync
 
 
 def test_policy_round_trips_as_data():
-    aug = TrainAugment(size=(96, 128), crop=RandomResizedCrop(scale=(0.3, 0.9)),
-                       flip=None, jitter=ColorJitter(0.1, 0.2, 0.3), dtype="bfloat16",
-                       channels_last=True)
+    aug = TrainAugment(
+        size=(96, 128),
+        crop=RandomResizedCrop(scale=(0.3, 0.9)),
+        flip=None,
+        jitter=ColorJitter(0.1, 0.2, 0.3),
+        dtype="bfloat16",
+        channels_last=True,
+    )
     data = json.loads(json.dumps(aug.to_dict()))
     assert augment_from_dict(data) == aug
     ev = EvalAugment(size=64, normalize=None)
@@ -234,16 +245,19 @@ def test_policy_round_trips_as_data():
     assert op_from_dict({"op": "horizontal_flip", "p": 0.25}) == HorizontalFlip(0.25)
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"op": "random_resized_crop", "scale": [0.9, 0.1]}, "random_resized_crop.scale"),
-    ({"op": "random_resized_crop", "ratio": [0, 1]}, "ratio"),
-    ({"op": "horizontal_flip", "p": 1.5}, "horizontal_flip.p"),
-    ({"op": "color_jitter", "brightness": "lots"}, "color_jitter.brightness"),
-    ({"op": "normalize", "std": [1, 0, 1]}, r"normalize.std\[1\]"),
-    ({"op": "normalize", "mean": [0.5, 0.5]}, "3 values"),
-    ({"op": "rotate", "angle": 3}, "unknown op 'rotate'"),
-    ({"op": "horizontal_flip", "prob": 0.5}, r"unknown field\(s\) \['prob'\]"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"op": "random_resized_crop", "scale": [0.9, 0.1]}, "random_resized_crop.scale"),
+        ({"op": "random_resized_crop", "ratio": [0, 1]}, "ratio"),
+        ({"op": "horizontal_flip", "p": 1.5}, "horizontal_flip.p"),
+        ({"op": "color_jitter", "brightness": "lots"}, "color_jitter.brightness"),
+        ({"op": "normalize", "std": [1, 0, 1]}, r"normalize.std\[1\]"),
+        ({"op": "normalize", "mean": [0.5, 0.5]}, "3 values"),
+        ({"op": "rotate", "angle": 3}, "unknown op 'rotate'"),
+        ({"op": "horizontal_flip", "prob": 0.5}, r"unknown field\(s\) \['prob'\]"),
+    ],
+)
 def test_bad_op_specs_raise_naming_the_value(bad, match):
     with pytest.raises(AugmentError, match=match):
         op_from_dict(bad)
@@ -259,6 +273,7 @@ def test_bad_policies_and_inputs_raise():
     with pytest.raises(AugmentError, match="kind"):
         augment_from_dict({"kind": "test"})
     from loaders.augment import CenterCrop
+
     with pytest.raises(AugmentError, match="crop must be RandomResizedCrop, got CenterCrop"):
         TrainAugment(crop=CenterCrop())
     with pytest.raises(AugmentError, match="crop must be CenterCrop, got None"):
@@ -304,8 +319,9 @@ def test_colour_matrix_matches_the_step_by_step_definition():
     x3 = s * x2 + (1 - s) * _grey(x2)
     mean = torch.tensor(Normalize().mean).view(1, 3, 1, 1)
     std = torch.tensor(Normalize().std).view(1, 3, 1, 1)
-    torch.testing.assert_close(apply_color(x, f, Normalize()), (x3 / 255 - mean) / std,
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        apply_color(x, f, Normalize()), (x3 / 255 - mean) / std, atol=1e-4, rtol=1e-4
+    )
     grey_only = apply_color(x, torch.tensor([[1.0, 1.0, 0.0]] * 6), None)  # saturation 0
     assert torch.allclose(grey_only[:, 0], grey_only[:, 1], atol=1e-5)
     bright = apply_color(x, torch.tensor([[2.0, 1.0, 1.0]] * 6), None)

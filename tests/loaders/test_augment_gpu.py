@@ -52,8 +52,9 @@ def test_cuda_op_count_is_independent_of_batch_size():
     counts = []
     for b in (32, 256):
         _run(AUG, MIX, b)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        ) as prof:
             _run(AUG, MIX, b)
             torch.cuda.synchronize()
         counts.append(sorted(e.name for e in prof.events() if e.name.startswith("aten::")))

@@ -151,5 +151,6 @@ def test_policy_round_trip_and_bad_values():
     with pytest.raises(AugmentError, match=r"label 7 of sample 1 is not in \[0, 5\)"):
         Mixup(num_classes=5)(torch.randn(3, 3, 8, 8), torch.tensor([0, 7, 1]), _gen())
     with pytest.raises(AugmentError, match="float images"):
-        Mixup(num_classes=2)(torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4).long(),
-                             _gen())
+        Mixup(num_classes=2)(
+            torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4).long(), _gen()
+        )

@@ -39,8 +39,10 @@ def test_jpeg_loader_mixed_decode_matches_cpu(tmp_path: Path) -> None:
     from loaders.dali import JpegLoader
 
     root = make_sample_dataset(tmp_path / "ds", 24, 3, (24, 48))
-    got = {d: collect(JpegLoader(root, 8, size=24, device=d, shuffle=False, drop_last=False))
-           for d in ("cpu", "cuda")}
+    got = {
+        d: collect(JpegLoader(root, 8, size=24, device=d, shuffle=False, drop_last=False))
+        for d in ("cpu", "cuda")
+    }
     for c, g in zip(got["cpu"], got["cuda"], strict=True):
         np.testing.assert_array_equal(c["index"], g["index"])
         # nvJPEG and libjpeg-turbo differ by a few levels (IDCT and upsampling)

@@ -27,8 +27,9 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _loader(src: Path, **kw: object):
     from loaders.dali import JpegLoader
 
-    return JpegLoader(src, **{"batch_size": 8, "size": 32, "chunk_samples": 4,
-                              "device": "cpu", **kw})
+    return JpegLoader(
+        src, **{"batch_size": 8, "size": 32, "chunk_samples": 4, "device": "cpu", **kw}
+    )
 
 
 @pytest.mark.parametrize("size", [16, 32])
@@ -53,8 +54,15 @@ def test_random_crops_match_their_reference(folder: Path) -> None:
     from loaders.dali.jpeg import header_info
     from loaders.dali.params import draw_batch_params
 
-    aug = DaliAugment(size=16, scale=(0.3, 0.8), flip=0.5, dtype="uint8", layout="HWC",
-                      mean=(0, 0, 0), std=(1, 1, 1))
+    aug = DaliAugment(
+        size=16,
+        scale=(0.3, 0.8),
+        flip=0.5,
+        dtype="uint8",
+        layout="HWC",
+        mean=(0, 0, 0),
+        std=(1, 1, 1),
+    )
     loader = _loader(folder, augment=aug, size=16, seed=2, drop_last=False)
     for b, batch in enumerate(collect(loader)):
         raws = [loader.source.read_bytes(loader.source.items[i][0]) for i in batch["index"]]
@@ -62,8 +70,11 @@ def test_random_crops_match_their_reference(folder: Path) -> None:
         p = draw_batch_params(aug, hw, seed=2, epoch=0, rank=0, batch=b)
         for k, raw in enumerate(raws):
             (y0, x0), (y1, x1) = p.roi_start[k], p.roi_end[k]
-            ref = decode_bytes(raw, "x", 10**8).crop((x0, y0, x1, y1)).resize((16, 16),
-                                                                             Image.BILINEAR)
+            ref = (
+                decode_bytes(raw, "x", 10**8)
+                .crop((x0, y0, x1, y1))
+                .resize((16, 16), Image.BILINEAR)
+            )
             ref = np.asarray(ref, np.int64)[:, ::-1] if p.mirror[k] else np.asarray(ref, np.int64)
             assert np.abs(batch["image"][k].astype(np.int64) - ref).mean() < 2.0
 
@@ -169,8 +180,13 @@ def test_augmented_resume_is_exact_with_skipped_files(tmp_path: Path) -> None:
     from loaders.dali import DaliAugment
 
     root, _, _ = _broken(tmp_path)
-    kw = {"augment": DaliAugment(size=16, brightness=0.2, saturation=0.2), "size": 16,
-          "on_error": "skip", "seed": 7, "batch_size": 4}
+    kw = {
+        "augment": DaliAugment(size=16, brightness=0.2, saturation=0.2),
+        "size": 16,
+        "on_error": "skip",
+        "seed": 7,
+        "batch_size": 4,
+    }
     want = collect(_loader(root, **kw))
     head_loader = _loader(root, **kw)
     head = collect(head_loader, limit=2)

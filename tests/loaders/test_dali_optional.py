@@ -24,8 +24,13 @@ sys.meta_path.insert(0, _NoNvidia())
 
 def _run_without_dali(code: str) -> subprocess.CompletedProcess[str]:
     script = _BLOCK + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
 def test_import_without_dali_works_and_using_it_names_the_extra(tmp_path: Path) -> None:

@@ -16,16 +16,30 @@ from tests.contracts.loader_contract import make_index_store
 
 
 def test_train_policy_translates_field_by_field() -> None:
-    policy = TrainAugment(size=32, crop=RandomResizedCrop(scale=(0.3, 0.9), ratio=(0.5, 2.0),
-                                                          attempts=5),
-                          flip=HorizontalFlip(p=0.25), jitter=ColorJitter(0.1, 0.2, 0.3),
-                          normalize=Normalize(mean=(0.1, 0.2, 0.3), std=(0.4, 0.5, 0.6)),
-                          dtype="bfloat16", channels_last=True)
+    policy = TrainAugment(
+        size=32,
+        crop=RandomResizedCrop(scale=(0.3, 0.9), ratio=(0.5, 2.0), attempts=5),
+        flip=HorizontalFlip(p=0.25),
+        jitter=ColorJitter(0.1, 0.2, 0.3),
+        normalize=Normalize(mean=(0.1, 0.2, 0.3), std=(0.4, 0.5, 0.6)),
+        dtype="bfloat16",
+        channels_last=True,
+    )
     got = from_policy(policy)
-    assert got == DaliAugment(size=32, scale=(0.3, 0.9), ratio=(0.5, 2.0), attempts=5, flip=0.25,
-                              brightness=0.1, contrast=0.2, saturation=0.3,
-                              mean=(0.1, 0.2, 0.3), std=(0.4, 0.5, 0.6), dtype="bfloat16",
-                              channels_last=True)
+    assert got == DaliAugment(
+        size=32,
+        scale=(0.3, 0.9),
+        ratio=(0.5, 2.0),
+        attempts=5,
+        flip=0.25,
+        brightness=0.1,
+        contrast=0.2,
+        saturation=0.3,
+        mean=(0.1, 0.2, 0.3),
+        std=(0.4, 0.5, 0.6),
+        dtype="bfloat16",
+        channels_last=True,
+    )
     assert from_policy(TrainAugment(size=8, flip=None, normalize=None)).flip == 0.0
     assert from_policy(TrainAugment(size=8, normalize=None)).std == (1.0, 1.0, 1.0)
 

@@ -31,8 +31,9 @@ def smooth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
         images[i, ..., 1] = yy * 10
         images[i, ..., 2] = (xx + yy) * 5
     path = tmp_path_factory.mktemp("smooth") / "s"
-    write_store_from_arrays(path, images, np.arange(n) % 3,
-                            BuildSpec(size=S, chunk_samples=4, shard_samples=8))
+    write_store_from_arrays(
+        path, images, np.arange(n) % 3, BuildSpec(size=S, chunk_samples=4, shard_samples=8)
+    )
     return path, images
 
 
@@ -47,8 +48,15 @@ def test_crop_and_flip_match_their_reference(smooth: tuple[Path, np.ndarray]) ->
     from loaders.dali.params import draw_batch_params
 
     path, images = smooth
-    aug = DaliAugment(size=12, scale=(0.2, 0.7), flip=True, dtype="uint8", layout="HWC",
-                      mean=(0, 0, 0), std=(1, 1, 1))
+    aug = DaliAugment(
+        size=12,
+        scale=(0.2, 0.7),
+        flip=True,
+        dtype="uint8",
+        layout="HWC",
+        mean=(0, 0, 0),
+        std=(1, 1, 1),
+    )
     loader = _loader(path, augment=aug, shuffle=False)
     flips = 0
     for b, batch in enumerate(collect(loader)):
@@ -57,8 +65,7 @@ def test_crop_and_flip_match_their_reference(smooth: tuple[Path, np.ndarray]) ->
         flips += int(p.mirror.sum())
         for k, i in enumerate(batch["index"]):
             (y0, x0), (y1, x1) = p.roi_start[k].astype(int), p.roi_end[k].astype(int)
-            ref = Image.fromarray(images[i]).crop((x0, y0, x1, y1)).resize((12, 12),
-                                                                           Image.BILINEAR)
+            ref = Image.fromarray(images[i]).crop((x0, y0, x1, y1)).resize((12, 12), Image.BILINEAR)
             ref = np.asarray(ref, np.int64)[:, ::-1] if p.mirror[k] else np.asarray(ref, np.int64)
             assert np.abs(batch["image"][k].astype(np.int64) - ref).mean() < 2.0
     assert 0 < flips < 40
@@ -73,7 +80,8 @@ def test_normalise_and_layout(smooth: tuple[Path, np.ndarray]) -> None:
     (batch,) = collect(_loader(path, augment=aug, shuffle=False, batch_size=40))
     assert batch["image"].shape == (40, 3, S, S) and batch["image"].dtype == np.float32
     want = (images.transpose(0, 3, 1, 2) / 255.0 - np.reshape(mean, (1, 3, 1, 1))) / np.reshape(
-        std, (1, 3, 1, 1))
+        std, (1, 3, 1, 1)
+    )
     np.testing.assert_allclose(batch["image"], want, atol=1e-4)
 
 
@@ -82,8 +90,16 @@ def test_brightness_factor_is_applied_per_sample(smooth: tuple[Path, np.ndarray]
     from loaders.dali.params import draw_batch_params
 
     path, images = smooth
-    aug = DaliAugment(size=None, scale=None, flip=False, brightness=0.5, dtype="uint8",
-                      layout="HWC", mean=(0, 0, 0), std=(1, 1, 1))
+    aug = DaliAugment(
+        size=None,
+        scale=None,
+        flip=False,
+        brightness=0.5,
+        dtype="uint8",
+        layout="HWC",
+        mean=(0, 0, 0),
+        std=(1, 1, 1),
+    )
     for b, batch in enumerate(collect(_loader(path, augment=aug, shuffle=False))):
         p = draw_batch_params(aug, np.full((8, 2), S), seed=1, epoch=0, rank=0, batch=b)
         want = np.clip(images[batch["index"]] * p.brightness[:, None, None, None], 0, 255)
@@ -124,8 +140,7 @@ def test_augmented_resume_is_exact(smooth: tuple[Path, np.ndarray], mix: bool) -
             np.testing.assert_allclose(g[key].sum(1), 1.0, rtol=1e-5)
 
 
-def test_augmentation_differs_by_epoch_and_repeats_by_seed(smooth: tuple[Path, np.ndarray]
-                                                           ) -> None:
+def test_augmentation_differs_by_epoch_and_repeats_by_seed(smooth: tuple[Path, np.ndarray]) -> None:
     path, _ = smooth
     runs = []
     for epoch in (0, 0, 1):
@@ -143,9 +158,13 @@ def test_letterbox_crops_stay_inside_the_extent(tmp_path: Path) -> None:
     images = np.full((n, S, S, 3), 255, np.uint8)
     images[:, 6:18, :, :] = 10  # valid region: rows 6..17, the rest is fill
     extents = np.tile(np.array([6, 0, 12, S], np.int32), (n, 1))
-    write_store_from_arrays(tmp_path / "lb", images, np.zeros(n), extents=extents,
-                            spec=BuildSpec(size=S, mode="letterbox", chunk_samples=4,
-                                           shard_samples=8, fill=255))
+    write_store_from_arrays(
+        tmp_path / "lb",
+        images,
+        np.zeros(n),
+        extents=extents,
+        spec=BuildSpec(size=S, mode="letterbox", chunk_samples=4, shard_samples=8, fill=255),
+    )
     aug = DaliAugment(size=8, scale=(0.1, 1.0), dtype="uint8", layout="HWC")
     for batch in collect(_loader(tmp_path / "lb", augment=aug)):
         assert (batch["image"] == 10).all()  # fill (255) never leaks into a crop
@@ -170,7 +189,8 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
         DaliAugment(dtype="int8")
     with pytest.raises(ValueError, match="cuda"):
         _loader(path, device="cuda:0") if not torch.cuda.is_available() else _loader(
-            path, device="mps")
+            path, device="mps"
+        )
 
 
 def test_every_epoch_yields_with_one_loader(tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, store: str, out: str) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     try:
         loader = StoreLoader(store, 4, seed=7)  # rank and world size from torch.distributed
         loader.set_epoch(1)
@@ -32,8 +33,10 @@ def _worker(rank: int, world: int, port: int, store: str, out: str) -> None:
         dist.all_reduce(count, op=dist.ReduceOp.MAX)  # a DDP step would hang if they differed
         index = np.concatenate([b["index"] for b in batches])
         np.save(Path(out) / f"rank{rank}.npy", index)
-        np.save(Path(out) / f"meta{rank}.npy", np.array([loader.rank, loader.world_size,
-                                                         len(batches), int(count)]))
+        np.save(
+            Path(out) / f"meta{rank}.npy",
+            np.array([loader.rank, loader.world_size, len(batches), int(count)]),
+        )
     finally:
         dist.destroy_process_group()
 
@@ -51,4 +54,5 @@ def test_ranks_from_torch_distributed(tmp_path: Path) -> None:
         explicit = StoreLoader(store, 4, seed=7, rank=rank, world_size=2)
         explicit.set_epoch(1)
         np.testing.assert_array_equal(
-            got[rank], np.concatenate([b["index"] for b in collect(explicit)]))
+            got[rank], np.concatenate([b["index"] for b in collect(explicit)])
+        )

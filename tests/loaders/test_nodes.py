@@ -88,14 +88,21 @@ def test_plan_windows_cover_the_order(world_size: int, buffer_chunks: int) -> No
     valid = np.ones(103, bool)
     valid[[0, 1, 2, 3, 50, 77]] = False  # chunk 0 is all holes
     for rank in range(world_size):
-        kw = {"seed": 1, "epoch": 4, "rank": rank, "world_size": world_size, "shuffle": True,
-              "buffer_chunks": buffer_chunks, "valid": valid}
+        kw = {
+            "seed": 1,
+            "epoch": 4,
+            "rank": rank,
+            "world_size": world_size,
+            "shuffle": True,
+            "buffer_chunks": buffer_chunks,
+            "valid": valid,
+        }
         plan = epoch_plan(103, 4, **kw)
         np.testing.assert_array_equal(plan.order, epoch_order(103, 4, **kw))
         pos = 0
         for w in plan.windows:
             assert w.start == pos and w.stop > w.start
-            assert set(plan.order[w.start:w.stop] // 4) <= set(w.chunks.tolist())
+            assert set(plan.order[w.start : w.stop] // 4) <= set(w.chunks.tolist())
             pos = w.stop
         assert pos == len(plan.order)
         assert plan.window_at(pos) == len(plan.windows)
@@ -103,8 +110,17 @@ def test_plan_windows_cover_the_order(world_size: int, buffer_chunks: int) -> No
 
 def test_reader_and_batcher_resume_at_any_batch(tmp_path: Path) -> None:
     source = open_store(make_index_store(tmp_path / "s", 70, holes=(10, 11)))
-    plan = epoch_plan(70, 4, seed=0, epoch=1, rank=0, world_size=1, shuffle=True,
-                      buffer_chunks=3, valid=source.valid)
+    plan = epoch_plan(
+        70,
+        4,
+        seed=0,
+        epoch=1,
+        rank=0,
+        world_size=1,
+        shuffle=True,
+        buffer_chunks=3,
+        valid=source.valid,
+    )
 
     def batcher() -> BatchReader:
         return BatchReader(source, plan, 6, False, num_threads=1)

@@ -52,8 +52,16 @@ def test_chunk_into_reused_buffer_and_edge_padding(store: Path, io: str) -> None
 
 def test_missing_chunk_reads_fill_value(tmp_path: Path, store: Path, io: str) -> None:
     # a generic array: zarr does not write a chunk of fill values, which reads as the fill
-    z = zarr.create_array(tmp_path / "z", shape=(32,), chunks=(4,), shards=(16,), dtype="int64",
-                          compressors=[Crc32cCodec()], filters=None, fill_value=-1)
+    z = zarr.create_array(
+        tmp_path / "z",
+        shape=(32,),
+        chunks=(4,),
+        shards=(16,),
+        dtype="int64",
+        compressors=[Crc32cCodec()],
+        filters=None,
+        fill_value=-1,
+    )
     z[:] = np.r_[[-1] * 4, np.arange(28)]
     labels = ShardedArrayReader(tmp_path / "z", io=io)
     assert labels.fast, labels.meta.reason
@@ -107,8 +115,9 @@ def test_io_error_is_wrapped_naming_shard(tmp_path: Path, io: str) -> None:
 
 
 def test_compressed_array_falls_back_to_zarr(tmp_path: Path) -> None:
-    z = zarr.create_array(tmp_path / "z", shape=(10, 3), chunks=(4, 3), shards=(8, 3),
-                          dtype="int32", fill_value=-5)
+    z = zarr.create_array(
+        tmp_path / "z", shape=(10, 3), chunks=(4, 3), shards=(8, 3), dtype="int32", fill_value=-5
+    )
     z[:7] = np.arange(21).reshape(7, 3)
     reader = ShardedArrayReader(tmp_path / "z")
     assert not reader.fast and "zstd" in reader.meta.reason
@@ -120,8 +129,14 @@ def test_bad_metadata_and_buffer() -> None:
     with pytest.raises(UnsupportedArrayError, match="not a Zarr v3 array"):
         parse_array_meta({"zarr_format": 2})
     with pytest.raises(UnsupportedArrayError, match="data type"):
-        parse_array_meta({"zarr_format": 3, "node_type": "array", "data_type": "string",
-                          "chunk_grid": {"name": "regular"}})
+        parse_array_meta(
+            {
+                "zarr_format": 3,
+                "node_type": "array",
+                "data_type": "string",
+                "chunk_grid": {"name": "regular"},
+            }
+        )
 
 
 def test_wrong_out_buffer_is_refused(store: Path) -> None:
@@ -194,14 +209,20 @@ def test_read_chunk_rows_routes_rows_to_batches(tmp_path: Path, store: Path, fas
         reader = ShardedArrayReader(store / "image", io="mmap")
     else:  # a compressed copy: read through zarr-python, same routing
         images = zarr.open_array(store / "image")[:]
-        z = zarr.create_array(tmp_path / "z", shape=images.shape, chunks=(4, 16, 16, 3),
-                              shards=(16, 16, 16, 3), dtype="uint8")
+        z = zarr.create_array(
+            tmp_path / "z",
+            shape=images.shape,
+            chunks=(4, 16, 16, 3),
+            shards=(16, 16, 16, 3),
+            dtype="uint8",
+        )
         z[:] = images
         reader = ShardedArrayReader(tmp_path / "z")
         assert not reader.fast
     a, b = np.zeros((3, 16, 16, 3), np.uint8), np.zeros((2, 16, 16, 3), np.uint8)
-    reader.read_chunk_rows(chunk, [(a, np.array([2, 0]), np.array([0, 3])),
-                                   (b, np.array([1]), np.array([2]))])
+    reader.read_chunk_rows(
+        chunk, [(a, np.array([2, 0]), np.array([0, 3])), (b, np.array([1]), np.array([2]))]
+    )
     assert a[:, 0, 0, 0].tolist() == [expect[3], 0, expect[0]]
     assert b[:, 0, 0, 0].tolist() == [0, expect[2]]
     # a run of destination rows (what a batch-sorted plan gives) is one gather
@@ -217,9 +238,15 @@ def test_copy_rows_refuses_out_of_range_routes() -> None:
     assert dest[1].tolist() == [8, 9, 10, 11]
     copy_rows(src, [(dest, range(0, 2), np.array([1, 0]))])
     assert dest.tolist() == [[4, 5, 6, 7], [0, 1, 2, 3]]
-    for bad in ([(dest, np.array([2]), np.array([0]))], [(dest, np.array([0]), np.array([3])),],
-                [(dest, range(1, 3), np.array([0, 1]))], [(dest, range(0, 2), np.array([0]))],
-                [(dest, range(0, 1), np.array([-1]))],
-                [(np.zeros((2, 3), np.uint8), np.array([0]), np.array([0]))]):
+    for bad in (
+        [(dest, np.array([2]), np.array([0]))],
+        [
+            (dest, np.array([0]), np.array([3])),
+        ],
+        [(dest, range(1, 3), np.array([0, 1]))],
+        [(dest, range(0, 2), np.array([0]))],
+        [(dest, range(0, 1), np.array([-1]))],
+        [(np.zeros((2, 3), np.uint8), np.array([0]), np.array([0]))],
+    ):
         with pytest.raises(ValueError, match="route"):
             copy_rows(src, bad)

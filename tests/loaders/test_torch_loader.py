@@ -32,8 +32,9 @@ def noisy_flip(images: torch.Tensor, extents: torch.Tensor, gen: torch.Generator
     return out + torch.rand(out.shape, generator=gen, device=images.device)
 
 
-def soft_mix(images: torch.Tensor, labels: torch.Tensor, gen: torch.Generator
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def soft_mix(
+    images: torch.Tensor, labels: torch.Tensor, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     lam = torch.rand((), generator=gen, device=images.device)
     target = torch.nn.functional.one_hot(labels, 7).float()
     return lam * images + (1 - lam) * images.flip(0), lam * target + (1 - lam) * target.flip(0)
@@ -85,13 +86,18 @@ def test_variant_extents_are_those_of_the_served_variant(tmp_path: Path) -> None
     extents[:, 1] = (2, 0, 12, 16)  # variant 1 is letterboxed
     images = np.zeros((24, 2, 16, 16, 3), np.uint8)
     images[..., 2] = np.arange(2).reshape(1, 2, 1, 1)
-    write_store_from_arrays(tmp_path / "e", images, np.arange(24) % 3,
-                            BuildSpec(size=16, chunk_samples=4, shard_samples=8, variants=2),
-                            extents=extents)
+    write_store_from_arrays(
+        tmp_path / "e",
+        images,
+        np.arange(24) % 3,
+        BuildSpec(size=16, chunk_samples=4, shard_samples=8, variants=2),
+        extents=extents,
+    )
     for epoch in range(2):
         seen = []
-        loader = StoreLoader(tmp_path / "e", 8,
-                             augment=lambda im, ext, g, seen=seen: seen.append(ext) or im)
+        loader = StoreLoader(
+            tmp_path / "e", 8, augment=lambda im, ext, g, seen=seen: seen.append(ext) or im
+        )
         loader.set_epoch(epoch)
         served = collect(loader)
         variant = loader.variant(epoch)
@@ -141,14 +147,17 @@ def test_rank_and_world_from_torchrun_env(store: Path, monkeypatch: pytest.Monke
     np.testing.assert_array_equal(from_env.plan().order, explicit.plan().order)
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"rank": 1}, "both rank and world_size"),
-    ({"rank": 3, "world_size": 3}, "0 <= rank < world_size"),
-    ({"batch_size": 0}, "batch_size must be an integer >= 1"),
-    ({"prefetch": -1}, "prefetch must be an integer >= 0"),
-    ({"buffer_chunks": 0}, "buffer_chunks"),
-    ({"seed": -1}, "seed must be"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"rank": 1}, "both rank and world_size"),
+        ({"rank": 3, "world_size": 3}, "0 <= rank < world_size"),
+        ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+        ({"prefetch": -1}, "prefetch must be an integer >= 0"),
+        ({"buffer_chunks": 0}, "buffer_chunks"),
+        ({"seed": -1}, "seed must be"),
+    ],
+)
 def test_bad_arguments(store: Path, kw: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         StoreLoader(store, **{"batch_size": 4, **kw})
@@ -190,9 +199,12 @@ def test_cuda_batches_match_cpu_batches(store: Path) -> None:
 
 def test_real_augment_and_mixup_policies_resume_exactly(store: Path) -> None:
     augment = pytest.importorskip("loaders.augment")
-    kw = {"batch_size": 8, "seed": 1,
-          "augment": augment.TrainAugment(size=(12, 12), dtype="float32"),
-          "mixup": augment.Mixup(num_classes=7)}
+    kw = {
+        "batch_size": 8,
+        "seed": 1,
+        "augment": augment.TrainAugment(size=(12, 12), dtype="float32"),
+        "mixup": augment.Mixup(num_classes=7),
+    }
     want = collect(StoreLoader(store, **kw))
     first = StoreLoader(store, **kw)
     head = collect(first, limit=3)
@@ -211,8 +223,9 @@ def test_more_ranks_than_samples_is_refused_before_the_first_batch(tmp_path: Pat
     path = make_index_store(tmp_path / "tiny", 10)  # 3 chunks of 4 samples
     with pytest.raises(ValueError, match="12 ranks share 10 samples"):
         StoreLoader(path, 2, rank=0, world_size=12)
-    padded = [collect(StoreLoader(path, 2, rank=r, world_size=12, drop_last=False))
-              for r in range(12)]  # evaluation: one sample a rank, the last two repeats
+    padded = [
+        collect(StoreLoader(path, 2, rank=r, world_size=12, drop_last=False)) for r in range(12)
+    ]  # evaluation: one sample a rank, the last two repeats
     assert [b["is_pad"].tolist() for [b] in padded] == [[False]] * 10 + [[True]] * 2
     assert sorted(int(b["index"][0]) for [b] in padded[:10]) == list(range(10))
 
