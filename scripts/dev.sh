@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine. Both commands create .venv and install what they need.
 #   bash scripts/dev.sh demo   generate a sample dataset, build a store on local Ray, print it
-#   bash scripts/dev.sh test   install the dev extras and run the test suite
+#   bash scripts/dev.sh test   install the dev extras, run the linters, then the test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -30,6 +30,10 @@ case "${1:-}" in
   test)
     install
     shift
+    # Lint first: a formatting, lint or type error fails CI like a failing test.
+    "$VENV/bin/ruff" format --check .
+    "$VENV/bin/ruff" check .
+    "$VENV/bin/mypy"
     set +e
     "$VENV/bin/python" -m pytest "$@"
     rc=$?
