@@ -5,9 +5,7 @@ Everything here runs outside the timed parts.
 
 from __future__ import annotations
 
-import math
 import platform
-import random
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from benchmarks.strategy_workers import random_resized_crop_box
+from precompute.policy import IMAGENET_MEAN, IMAGENET_STD
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays
 
@@ -26,8 +26,8 @@ __all__ = [
     "random_store",
 ]
 
-MEAN = np.array([0.485, 0.456, 0.406], np.float32) * 255
-STD = np.array([0.229, 0.224, 0.225], np.float32) * 255
+MEAN = np.array(IMAGENET_MEAN, np.float32) * 255
+STD = np.array(IMAGENET_STD, np.float32) * 255
 
 
 def environment_line() -> str:
@@ -58,20 +58,6 @@ def random_store(root: Path, n: int, size: int, npy: bool = True) -> tuple[Path,
     return store, root / "images.npy"
 
 
-def _rrc_box(w: int, h: int, rng: random.Random) -> tuple[int, int, int, int]:
-    """Torchvision's RandomResizedCrop box: scale (0.08, 1), ratio (3/4, 4/3), 10 tries."""
-    area = w * h
-    for _ in range(10):
-        target = area * rng.uniform(0.08, 1.0)
-        ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
-        cw, ch = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
-        if 0 < cw <= w and 0 < ch <= h:
-            x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
-            return x, y, x + cw, y + ch
-    side = min(w, h)
-    return (w - side) // 2, (h - side) // 2, (w + side) // 2, (h + side) // 2
-
-
 class PillowJpegDataset(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     """The classic path: decode with Pillow, random resized crop, flip, normalise, CHW float."""
 
@@ -97,9 +83,9 @@ class PillowJpegDataset(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
             return img.convert("RGB")
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        rng = random.Random()
+        rng = np.random.default_rng()
         img = self.decode(i)
-        box = _rrc_box(*img.size, rng)
+        box = random_resized_crop_box(rng, *img.size)
         img = img.resize((self.size, self.size), Image.Resampling.BILINEAR, box=box)
         if rng.random() < 0.5:
             img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)

@@ -18,6 +18,7 @@ from typing import ClassVar, Protocol
 import torch
 
 from benchmarks.errors import BenchConfigError
+from precompute.policy import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = [
     "MEAN",
@@ -32,8 +33,8 @@ __all__ = [
     "strategy_names",
 ]
 
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
+MEAN = IMAGENET_MEAN  # the normalisation every strategy applies: the one policy table's
+STD = IMAGENET_STD
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 

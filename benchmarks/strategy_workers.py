@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from benchmarks.errors import BenchmarkError
 from benchmarks.sources import list_items
 from benchmarks.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
+from precompute.policy import ATTEMPTS, POLICIES, RATIO
 
 __all__ = ["PillowTrainDataset", "WorkersStrategy", "random_resized_crop_box"]
 
@@ -32,13 +33,17 @@ def random_resized_crop_box(
     rng: np.random.Generator,
     width: int,
     height: int,
-    scale: tuple[float, float] = (0.08, 1.0),
-    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+    scale: tuple[float, float] = POLICIES["online"].scale,
+    ratio: tuple[float, float] = RATIO,
 ) -> tuple[int, int, int, int]:
-    """Return a crop box ``(left, top, right, bottom)`` drawn like torchvision's RRC."""
+    """Return a crop box ``(left, top, right, bottom)`` drawn like torchvision's RRC.
+
+    The classic baseline keeps torchvision's own draw (10 tries, then a centre crop); its
+    ranges are the ``online`` policy of :mod:`precompute.policy`, as ``TrainAugment``'s are.
+    """
     area = width * height
     log_r = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
+    for _ in range(ATTEMPTS):
         target = area * rng.uniform(*scale)
         aspect = math.exp(rng.uniform(*log_r))
         w = round(math.sqrt(target * aspect))
