@@ -24,8 +24,6 @@ function of the files, and every read goes through :mod:`precompute.inputs`.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 from collections.abc import Sequence
@@ -35,9 +33,9 @@ from typing import Any
 from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
+from precompute.fields.rows import csv_rows, jsonl_rows, read_text
 from precompute.folders import ESCAPES, inside, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
-from precompute.manifests import MAX_MANIFEST_BYTES
 from precompute.sources import Source
 
 __all__ = ["FieldItem", "FieldSource", "list_field_manifest", "list_segmentation"]
@@ -173,48 +171,6 @@ def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> F
 # -- manifests -------------------------------------------------------------------------------
 
 
-def _read_text(src: str) -> str:
-    try:
-        data = read_input(src, MAX_MANIFEST_BYTES)
-    except FileNotFoundError as exc:
-        raise SourceError(f"{src}: manifest does not exist") from exc
-    except OSError as exc:
-        raise SourceError(f"{src}: cannot read manifest: {exc}") from exc
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{src}: manifest is not UTF-8 text (byte {exc.start})") from exc
-
-
-def _csv_rows(src: str, text: str, names: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
-    reader = csv.reader(io.StringIO(text))
-    try:
-        rows = [(reader.line_num, r) for r in reader if any(c.strip() for c in r)]
-    except csv.Error as exc:
-        raise SourceError(f"{src}: line {max(reader.line_num, 1)}: not CSV ({exc})") from exc
-    head = [c.strip() for c in rows[0][1]] if rows else []
-    absent = [n for n in names if n not in head]
-    if absent:
-        raise SourceError(f"{src}: the header row needs a column per field; missing {absent}")
-    at = {n: head.index(n) for n in names}
-    return [(n, {f: r[i].strip() for f, i in at.items() if i < len(r)}) for n, r in rows[1:]]
-
-
-def _jsonl_rows(src: str, text: str) -> list[tuple[int, dict[str, Any]]]:
-    out = []
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise SourceError(f"{src}: line {n} is not JSON ({type(exc).__name__})") from exc
-        if not isinstance(doc, dict):
-            raise SourceError(f"{src}: line {n} is not a JSON object")
-        out.append((n, doc))
-    return out
-
-
 def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
     """The parsed cell of ``field``; ``ValueError`` for a per-line error."""
     if field.name not in row or row[field.name] in ("", None):
@@ -265,9 +221,9 @@ def list_field_manifest(
     keyed = [f.name for f in fields if f.spec.source == "file"]
     if not keyed:
         raise SourceError(f"{src}: a manifest needs at least one file field (an image path)")
-    text = _read_text(src)
+    text = read_text(src)
     names = [f.name for f in fields]
-    raw = _csv_rows(src, text, names) if src.lower().endswith(".csv") else _jsonl_rows(src, text)
+    raw = csv_rows(src, text, names) if src.lower().endswith(".csv") else jsonl_rows(src, text)
     root = os.path.dirname(os.path.abspath(src))
     rows: list[tuple[int, dict[str, Any]]] = []
     skipped: list[tuple[str, str]] = []
