@@ -31,7 +31,7 @@ __all__ = [
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
 # Names a field cannot take: store arrays and batch entries that are not fields.
-RESERVED = frozenset({"key", "extent", "index", "is_pad", "variant"})
+RESERVED = frozenset({"key", "extent", "valid", "index", "is_pad", "variant"})
 
 
 def _frozen(value: Any) -> Any:
