@@ -32,6 +32,7 @@ class Kind:
 
     name: ClassVar[str]
     source: ClassVar[str]  # "file" or "inline"
+    decoder: ClassVar[str] = "inline"  # how a file field's bytes are decoded (assemble.DECODE)
     spatial: ClassVar[bool] = False  # lives in the image frame: one placement, one draw
     resample: ClassVar[str] = "none"  # build geometry rule
     augment: ClassVar[str] = "none"  # loader geometry rule

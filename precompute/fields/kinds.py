@@ -3,8 +3,9 @@
 A field is a named array over samples; its kind decides everything about it, here and only
 here, so the build, the loader and DALI look the kind up instead of testing its name:
 
-* **source**: ``file`` (a path to an encoded file, decoded by the build) or ``inline`` (a
-  value written in the manifest: keypoints, labels);
+* **source**: ``file`` (a path to an encoded file, decoded by the build by the kind's
+  ``decoder``: ``image``, ``mask`` or ``npy``) or ``inline`` (a value written in the
+  manifest: keypoints, labels);
 * **storage**: the per-sample shape, dtype and hole value (:meth:`Kind.storage`);
 * **validation** of a decoded or parsed value, with an error naming the file, the field and
   the value (:meth:`Kind.validate`);
@@ -54,6 +55,7 @@ class ImageKind(Kind):
 
     name = "image"
     source = "file"
+    decoder = "image"
     spatial = True
     resample = augment = "bilinear"
     photometric = True
@@ -80,6 +82,7 @@ class MaskKind(Kind):
 
     name = "mask"
     source = "file"
+    decoder = "mask"
     spatial = True
     resample = augment = "nearest"
     cutmix = "paste"
@@ -160,6 +163,7 @@ class ArrayKind(Kind):
 
     name = "array"
     source = "file"
+    decoder = "npy"
     options = MappingProxyType(
         {"shape": Option(REQUIRED, check_shape), "dtype": Option(REQUIRED, check_dtype)}
     )
