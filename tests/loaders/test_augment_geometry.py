@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
@@ -181,3 +183,33 @@ def test_every_kind_rule_has_a_torch_implementation_and_fields_use_it() -> None:
     gray = torch.arange(16, dtype=torch.uint8).reshape(1, 4, 4, 1)
     img = apply_field(FieldSpec("gray", "image", {"channels": 1}), gray, crops, (2, 2))
     assert img.shape == (1, 1, 2, 2) and img[0, 0].tolist() == [[3, 0], [15, 12]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    top=st.integers(0, 20),
+    left=st.integers(0, 20),
+    h=st.integers(1, 40),
+    w=st.integers(1, 40),
+    oh=st.integers(1, 50),
+    ow=st.integers(1, 50),
+    flip=st.booleans(),
+)
+def test_each_mask_pixel_is_the_pixel_under_its_centre_by_the_keypoint_map(
+    top: int, left: int, h: int, w: int, oh: int, ow: int, flip: bool
+) -> None:
+    # the mask of pixel ids says which stored pixel each output pixel shows; mapping that
+    # stored pixel's centre as a keypoint must land within half a stored pixel of its centre
+    ids = torch.arange(64 * 64, dtype=torch.int32).reshape(1, 64, 64)
+    crops = _crop(top, left, h, w, float(flip))
+    got = crop_masks(ids, crops, (oh, ow))[0]
+    assert got.shape == (oh, ow)
+    i, j = got // 64, got % 64
+    assert ((i >= top) & (i < top + h) & (j >= left) & (j < left + w)).all()
+    centres = torch.stack([j.flatten() + 0.5, i.flatten() + 0.5, torch.ones(oh * ow)], 1)
+    mapped = crop_keypoints(centres[None].double(), crops, (oh, ow))[0].double()
+    yy, xx = torch.meshgrid(torch.arange(oh) + 0.5, torch.arange(ow) + 0.5, indexing="ij")
+    step_x = 0.5 * max(ow - 1, 1) / max(w - 1, 1) if w > 1 and ow > 1 else 0.5 * ow / w
+    step_y = 0.5 * max(oh - 1, 1) / max(h - 1, 1) if h > 1 and oh > 1 else 0.5 * oh / h
+    assert ((mapped[:, 0] - xx.flatten()).abs() <= step_x + 1e-4).all()
+    assert ((mapped[:, 1] - yy.flatten()).abs() <= step_y + 1e-4).all()
