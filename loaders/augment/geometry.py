@@ -3,7 +3,8 @@
 The boxes and flips come from the one box sampler (:func:`loaders.augment.crop.random_crops`,
 :func:`~loaders.augment.crop.center_crops`, both over :mod:`precompute.boxes`); this module
 applies them to each field by the rule its kind declares (``Kind.augment``), batched, on the
-tensors' device (CPU or CUDA), with no host sync:
+tensors' device (CPU or CUDA), with no host sync (a field's flipped point order is copied to
+the device once and kept):
 
 * ``bilinear`` (images): :func:`loaders.augment.resample.grid_resample`.
 * ``nearest`` (masks): output pixel ``j`` of a crop of width ``w`` resized to ``ow`` takes
@@ -23,7 +24,8 @@ up there, so no caller tests a kind's name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -80,9 +82,11 @@ def _axis(start: torch.Tensor, length: torch.Tensor, n: int) -> tuple[torch.Tens
     return scale, n / 2 - (start + length / 2) * scale
 
 
-def _swap(flip_pairs: Sequence[Sequence[int]], points: int, device: torch.device) -> torch.Tensor:
+@functools.lru_cache(maxsize=64)
+def _swap(pairs: tuple[tuple[int, int], ...], points: int, device: torch.device) -> torch.Tensor:
+    """The point order of a flipped sample, made once per (pairs, points, device)."""
     perm = list(range(points))
-    for a, b in flip_pairs:
+    for a, b in pairs:
         if max(a, b) >= points:
             raise AugmentError(f"flip pair {[a, b]} names point {max(a, b)}; there are {points}")
         perm[a], perm[b] = b, a
@@ -120,7 +124,8 @@ def crop_keypoints(
     pairs = (options or {}).get("flip_pairs", ())
     if not pairs:
         return out
-    swapped = out[:, _swap(pairs, out.shape[1], out.device)]
+    key = tuple((int(a), int(b)) for a, b in pairs)
+    swapped = out.index_select(1, _swap(key, out.shape[1], out.device))
     return torch.where(flipped[..., None], swapped, out)
 
 
