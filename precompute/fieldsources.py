@@ -20,6 +20,8 @@ function of the files, and every read goes through :mod:`precompute.inputs`.
   are a :class:`SourceError`. Class names are sorted; a label is the index of its name. A
   relative path inside the manifest's folder whose symlinks lead out of it is recorded in
   ``skipped`` (``symlink leaves the source root; not followed``), as in a folder source.
+  A manifest may be an fsspec URL (its paths resolve against the URL's folder); a
+  segmentation folder must be local.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ class FieldSource:
         return read_input(self.locate(item.file(field)), max_bytes, deadline_s)
 
 
+def _is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
 def _per_input(src: str, on_error: str, skipped: list[tuple[str, str]], key: str, why: str) -> None:
     if on_error == "raise":
         raise SourceError(f"{src}: {key}: {why}")
@@ -144,7 +150,12 @@ def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> F
             (under ``on_error: raise``) a file without its pair.
     """
     _check_policy(on_error)
-    src = os.fspath(src)
+    src = os.fspath(src).removeprefix("file://")
+    if _is_url(src):
+        raise SourceError(
+            f"{src}: a segmentation folder must be a local folder (for a URL, "
+            "list the pairs in a manifest with image and mask columns)"
+        )
     root = os.path.abspath(src)
     missing = [d for d in SEGMENTATION if not os.path.isdir(os.path.join(root, d))]
     if missing:
@@ -180,12 +191,12 @@ def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
         return field.spec.parse_inline(raw)
     if not isinstance(raw, str) or "\0" in raw:
         raise ValueError(f"{field.name} must be a file path, got {json.dumps(raw)[:40]}")
-    return raw.replace("\\", "/") if "://" not in raw else raw
+    return raw if _is_url(raw) else raw.replace("\\", "/")
 
 
 def _escapes(root: str, path: str) -> bool:
     """Whether a relative ``path`` names a place in ``root`` whose symlinks lead out of it."""
-    if "://" in path or os.path.isabs(path):
+    if _is_url(root) or _is_url(path) or os.path.isabs(path):
         return False
     lexical = os.path.normpath(os.path.join(root, path))
     in_root = os.path.commonpath([lexical, root]) == root  # as written, before symlinks
@@ -217,14 +228,14 @@ def list_field_manifest(
     """
     _check_policy(on_error)
     fields = check_fields(fields)
-    src = os.fspath(src)
+    src = os.fspath(src).removeprefix("file://")
     keyed = [f.name for f in fields if f.spec.source == "file"]
     if not keyed:
         raise SourceError(f"{src}: a manifest needs at least one file field (an image path)")
     text = read_text(src)
     names = [f.name for f in fields]
     raw = csv_rows(src, text, names) if src.lower().endswith(".csv") else jsonl_rows(src, text)
-    root = os.path.dirname(os.path.abspath(src))
+    root = src.rsplit("/", 1)[0] if _is_url(src) else os.path.dirname(os.path.abspath(src))
     rows: list[tuple[int, dict[str, Any]]] = []
     skipped: list[tuple[str, str]] = []
     for n, row in raw:

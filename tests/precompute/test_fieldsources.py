@@ -196,3 +196,25 @@ def test_a_manifest_path_leaving_its_folder_by_symlink_is_recorded(files, tmp_pa
     (files / "m.csv").write_text("image\nimg/x.jpg\nimg/0.jpg\n")
     src = list_field_manifest(files / "m.csv", [IMAGE])
     assert [i.key for i in src.items] == ["img/0.jpg"] and src.skipped == (("img/x.jpg", ESCAPES),)
+
+
+def test_a_manifest_behind_a_url_resolves_paths_against_its_folder(files: Path) -> None:
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/fields-test/img/0.jpg", (files / "img" / "0.jpg").read_bytes())
+    fs.pipe("/fields-test/m.csv", b'image,keypoints\nimg/0.jpg,"[[1, 2]]"\n')
+    try:
+        src = list_field_manifest("memory://fields-test/m.csv", [IMAGE, POINTS])
+        item = src.items[0]
+        assert src.root == "memory://fields-test"
+        assert src.locate(item.key) == "memory://fields-test/img/0.jpg"
+        assert decode_bytes(src.read_bytes(item, "image"), item.key, 10**6).size == (12, 8)
+        with pytest.raises(SourceError, match="a segmentation folder must be a local folder"):
+            list_segmentation("memory://fields-test")
+    finally:
+        fs.rm("/fields-test", recursive=True)
+
+
+def test_a_file_url_is_a_local_path(seg: Path) -> None:
+    assert list_segmentation(f"file://{seg}").items == list_segmentation(seg).items
