@@ -5,6 +5,7 @@ The registry of the built-in kinds and the rules they declare is :mod:`precomput
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,8 +28,22 @@ class Storage:
     fill: int | float
 
 
-class Kind:
-    """A field kind: class attributes declare the rules, methods check and shape values."""
+class Kind(ABC):
+    """A field kind: class attributes declare the rules, methods check and shape values.
+
+    Attributes:
+        name: The registry name, written in specs and in a store's fields table.
+        source: ``file`` (a path, decoded by ``decoder``) or ``inline`` (a manifest value).
+        decoder: The decoder of a file field (``image``, ``mask``, ``npy``).
+        spatial: The field lives in the image's frame: one placement and one draw move it.
+        resample: The build's geometry rule (``bilinear``, ``nearest``, ``affine``, ``none``).
+        augment: The loader's geometry rule (same names).
+        photometric: Colour ops touch it.
+        mixup: ``blend`` or ``refuse``.
+        cutmix: ``paste`` (the same box), ``area`` (mixed by the pasted area) or ``refuse``.
+        class_names: Inline values may be class names, mapped to sorted indices.
+        options: Option name -> default and checker.
+    """
 
     name: ClassVar[str]
     source: ClassVar[str]  # "file" or "inline"
@@ -65,18 +80,19 @@ class Kind:
 
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
         """Check options against each other (default: nothing to check)."""
+        return None
 
+    @abstractmethod
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """Return the storage of one sample in a store of side ``size``."""
-        raise NotImplementedError
 
     def pad(self, opts: Mapping[str, Any]) -> int | float:
         """The letterbox padding value of a spatial field (default: the hole value)."""
         return self.storage(opts, 1).fill
 
+    @abstractmethod
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """Return ``value`` as the stored array; raise ``ValueError`` naming what is wrong."""
-        raise NotImplementedError
 
     def parse_inline(self, raw: Any) -> Any:
         """Parse a manifest cell of an inline kind into a hashable value (``ValueError``)."""

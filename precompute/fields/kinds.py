@@ -149,6 +149,10 @@ class KeypointsKind(Kind):
             )
         return Storage((opts["points"], 3), "float32", 0.0)
 
+    def pad(self, opts: Mapping[str, Any]) -> float:
+        """Unused: points are mapped, not padded."""
+        return 0.0
+
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """A ``(points, 3)`` array of finite coordinates, visibility 0, 1 or 2."""
         return values.keypoints(value, opts["points"])

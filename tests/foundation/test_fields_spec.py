@@ -12,6 +12,7 @@ from precompute.fields import (
     KINDS,
     FieldSpec,
     Kind,
+    Storage,
     check_fields,
     fields_table,
     kind_of,
@@ -196,6 +197,12 @@ def test_a_new_kind_registers_once() -> None:
     class Audio(Kind):
         name = "audio_test"
         source = "file"
+
+        def storage(self, opts, size):
+            return Storage((16000,), "int16", 0)
+
+        def check(self, value, opts):
+            return np.asarray(value, np.int16)
 
     register_kind(Audio())
     try:
