@@ -6,6 +6,8 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from precompute.errors import DecodeError, SpecError
@@ -169,3 +171,25 @@ def test_masks_without_class_ids_or_not_images_are_refused() -> None:
         decode_mask(b"not a png", "m.png", MASK, 10**6)
     with pytest.raises(DecodeError, match="max_pixels"):
         decode_mask(_palette(np.zeros((20, 20))), "m.png", MASK, 100)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    w=st.integers(1, 60), h=st.integers(1, 60), size=st.integers(1, 48), mode=st.sampled_from(MODES)
+)
+def test_each_stored_mask_pixel_is_the_source_pixel_under_its_centre(
+    w: int, h: int, size: int, mode: str
+) -> None:
+    # a source pixel's centre, mapped as a keypoint, lands within half a source pixel (in
+    # stored units) of the centre of every stored pixel that took that source pixel's id
+    ids = np.arange(w * h, dtype=np.int64).reshape(h, w)
+    p = placement(w, h, size, mode)
+    stored = place_mask(ids, p, -1)
+    top, left, eh, ew = p.extent
+    inner = stored[top : top + eh, left : left + ew]
+    i, j = np.divmod(inner.ravel(), w)
+    pts = place_keypoints(np.stack([j + 0.5, i + 0.5, np.ones(i.size)], 1), p).astype(np.float64)
+    yy, xx = np.meshgrid(np.arange(eh) + top + 0.5, np.arange(ew) + left + 0.5, indexing="ij")
+    bl, bt, br, bb = p.box
+    assert (np.abs(pts[:, 0] - xx.ravel()) <= 0.5 * ew / (br - bl) + 1e-4).all()
+    assert (np.abs(pts[:, 1] - yy.ravel()) <= 0.5 * eh / (bb - bt) + 1e-4).all()
