@@ -1,0 +1,30 @@
+"""Named fields of a store (format v2, see ``docs/FORMAT.md``): kinds, specs and geometry.
+
+:mod:`~precompute.fields.kinds` is the one registry of kinds; :mod:`~precompute.fields.spec`
+parses :class:`FieldSpec`; :mod:`~precompute.fields.geometry` places every spatial field of a
+sample in the stored frame with one placement; :mod:`~precompute.fields.masks` decodes masks.
+"""
+
+from precompute.fields.kinds import KINDS, Kind, Storage, kind_of, register_kind
+from precompute.fields.spec import (
+    RESERVED,
+    FieldSpec,
+    check_fields,
+    fields_table,
+    parse_fields_table,
+    v1_fields,
+)
+
+__all__ = [
+    "KINDS",
+    "RESERVED",
+    "FieldSpec",
+    "Kind",
+    "Storage",
+    "check_fields",
+    "fields_table",
+    "kind_of",
+    "parse_fields_table",
+    "register_kind",
+    "v1_fields",
+]

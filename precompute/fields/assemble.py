@@ -1,0 +1,116 @@
+"""One sample of a field source, decoded, checked and placed in the stored frame.
+
+:func:`assemble` is what a v2 shard task will run per item: read each file field, decode it by
+its kind's ``decoder`` (:data:`DECODE`), check it (``Kind.validate``), check that every spatial
+file field has the image's size, build the sample's one :class:`~precompute.fields.geometry.
+Placement` from the first image field, and place every field with it. Any problem with the
+item is a :class:`~precompute.errors.DecodeError` naming the file (or the item, for an inline
+value): a per-input error that the build's ``on_error`` policy handles.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from precompute.errors import DecodeError, InputError
+from precompute.fields.geometry import check_frame, place_field, placement
+from precompute.fields.masks import decode_mask
+from precompute.fields.spec import FieldSpec, check_fields
+from precompute.fieldsources import FieldItem
+from precompute.stages.decode import decode_bytes
+
+__all__ = ["DECODE", "assemble", "decode_field"]
+
+Reader = Callable[[FieldItem, str], bytes]
+
+
+def _image(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    """The v1 decoding rules to RGB; one channel: Pillow's ITU-R 601 grey of that RGB."""
+    img = decode_bytes(data, key, max_pixels)
+    return np.asarray(img if field.options["channels"] == 3 else img.convert("L"))
+
+
+def _npy(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    """A ``.npy`` file (no pickles)."""
+    try:
+        value = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DecodeError(key, f"field {field.name!r}: not a .npy array ({exc})") from None
+    if not isinstance(value, np.ndarray):  # an .npz archive
+        value.close()
+        raise DecodeError(key, f"field {field.name!r}: an .npz archive, not one .npy array")
+    return value
+
+
+# Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
+DECODE: Mapping[str, Callable[[bytes, str, FieldSpec, int], np.ndarray]] = {
+    "image": _image,
+    "mask": decode_mask,
+    "npy": _npy,
+}
+
+
+def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    """Decode the file ``key`` of ``field`` and check it for storage.
+
+    Raises:
+        DecodeError: Naming ``key`` and the field.
+    """
+    kind = field.spec
+    value = DECODE[kind.decoder](data, key, field, max_pixels)
+    return kind.validate(value, field.name, field.options, key)
+
+
+def _read(read: Reader, item: FieldItem, field: str) -> bytes:
+    key = item.file(field)
+    try:
+        return read(item, field)
+    except InputError as exc:
+        raise DecodeError(key, exc.reason) from exc
+    except OSError as exc:
+        raise DecodeError(key, f"cannot read: {exc}") from exc
+
+
+def _value(item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int) -> np.ndarray:
+    if field.spec.source == "inline":
+        return field.spec.validate(item.value(field.name), field.name, field.options, item.key)
+    return decode_field(_read(read, item, field.name), item.file(field.name), field, max_pixels)
+
+
+def assemble(
+    item: FieldItem,
+    fields: Sequence[FieldSpec],
+    read: Reader,
+    size: int,
+    mode: str,
+    max_pixels: int,
+) -> tuple[dict[str, np.ndarray], tuple[int, int, int, int]]:
+    """Return one item's stored values by field name, and its ``extent``.
+
+    Args:
+        item: The item (from :mod:`precompute.fieldsources`).
+        fields: The store's fields (their kinds decide everything below).
+        read: ``read(item, field) -> bytes`` (e.g. ``FieldSource.read_bytes``).
+        size: The stored side S.
+        mode: The build's ``mode`` (``squash``, ``center-crop``, ``letterbox``).
+        max_pixels: The decompression-bomb guard of every image-like file.
+
+    Raises:
+        DecodeError: A file that cannot be read or decoded, a value its kind refuses, or a
+            spatial field whose size differs from the image's.
+    """
+    fields = check_fields(fields)
+    values: dict[str, Any] = {f.name: _value(item, f, read, max_pixels) for f in fields}
+    frame_field = next((f.name for f in fields if f.kind == "image"), None)
+    if frame_field is None:  # no spatial field: nothing to place
+        return values, (0, 0, size, size)
+    h, w = values[frame_field].shape[:2]
+    for f in fields:
+        if f.spec.spatial and f.spec.source == "file":
+            check_frame(item.file(f.name), f.name, values[f.name], (w, h))
+    p = placement(w, h, size, mode)
+    return {f.name: place_field(f, values[f.name], p) for f in fields}, p.extent

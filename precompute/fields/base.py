@@ -1,0 +1,110 @@
+"""The base of field kinds: what a kind declares and the hooks it implements.
+
+The registry of the built-in kinds and the rules they declare is :mod:`precompute.fields.kinds`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from precompute.errors import DecodeError, SpecError
+from precompute.fields.options import REQUIRED, Option
+
+__all__ = ["Kind", "Storage"]
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How one sample of a field is stored: shape (without the sample axis), dtype, hole value."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    fill: int | float
+
+
+class Kind(ABC):
+    """A field kind: class attributes declare the rules, methods check and shape values.
+
+    Attributes:
+        name: The registry name, written in specs and in a store's fields table.
+        source: ``file`` (a path, decoded by ``decoder``) or ``inline`` (a manifest value).
+        decoder: The decoder of a file field (``image``, ``mask``, ``npy``).
+        spatial: The field lives in the image's frame: one placement and one draw move it.
+        resample: The build's geometry rule (``bilinear``, ``nearest``, ``affine``, ``none``).
+        augment: The loader's geometry rule (same names).
+        photometric: Colour ops touch it.
+        mixup: ``blend`` or ``refuse``.
+        cutmix: ``paste`` (the same box), ``area`` (mixed by the pasted area) or ``refuse``.
+        class_names: Inline values may be class names, mapped to sorted indices.
+        options: Option name -> default and checker.
+    """
+
+    name: ClassVar[str]
+    source: ClassVar[str]  # "file" or "inline"
+    decoder: ClassVar[str] = "inline"  # how a file field's bytes are decoded (assemble.DECODE)
+    spatial: ClassVar[bool] = False  # lives in the image frame: one placement, one draw
+    resample: ClassVar[str] = "none"  # build geometry rule
+    augment: ClassVar[str] = "none"  # loader geometry rule
+    photometric: ClassVar[bool] = False
+    mixup: ClassVar[str] = "refuse"
+    cutmix: ClassVar[str] = "refuse"
+    class_names: ClassVar[bool] = False  # inline values may be class names
+    options: ClassVar[Mapping[str, Option]] = MappingProxyType({})
+
+    def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Return every option of ``field`` checked, defaults filled in.
+
+        Raises:
+            SpecError: An unknown or invalid option, or a required one missing.
+        """
+        unknown = sorted(set(map(str, given)) - set(self.options))
+        if unknown:
+            known = sorted(self.options)
+            raise SpecError(
+                f"fields.{field}: unknown option(s) {unknown} of kind {self.name!r}; known: {known}"
+            )
+        out = {}
+        for key, opt in self.options.items():
+            value = given.get(key, opt.default)
+            if value is REQUIRED:
+                raise SpecError(f"fields.{field}.{key} is required for kind {self.name!r}")
+            out[key] = opt.check(f"fields.{field}.{key}", value)
+        self.cross_check(field, out)
+        return out
+
+    def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
+        """Check options against each other (default: nothing to check)."""
+        return None
+
+    @abstractmethod
+    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+        """Return the storage of one sample in a store of side ``size``."""
+
+    def pad(self, opts: Mapping[str, Any]) -> int | float:
+        """The letterbox padding value of a spatial field (default: the hole value)."""
+        return self.storage(opts, 1).fill
+
+    @abstractmethod
+    def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
+        """Return ``value`` as the stored array; raise ``ValueError`` naming what is wrong."""
+
+    def parse_inline(self, raw: Any) -> Any:
+        """Parse a manifest cell of an inline kind into a hashable value (``ValueError``)."""
+        raise ValueError(f"kind {self.name!r} is read from a file, not written inline")
+
+    def validate(self, value: Any, field: str, opts: Mapping[str, Any], key: str) -> np.ndarray:
+        """Return ``value`` checked and converted for storage.
+
+        Raises:
+            DecodeError: Naming the input ``key``, the field and what is wrong with the value.
+        """
+        try:
+            return self.check(value, opts)
+        except ValueError as exc:
+            raise DecodeError(key, f"field {field!r} ({self.name}): {exc}") from None

@@ -1,0 +1,184 @@
+"""Frozen, parsed field specs: a name, a kind and that kind's options.
+
+A :class:`FieldSpec` is parsed once (from a build spec, a CLI flag or a store's fields
+table), carries every option with its default filled in, and round-trips through
+:meth:`FieldSpec.to_dict` / :meth:`FieldSpec.from_dict`. :func:`check_fields` checks a whole
+list (unique names, spatial fields need an image field); :func:`fields_table` /
+:func:`parse_fields_table` write and read the ``fields`` table of a v2 store's attributes,
+and :func:`v1_fields` says how a v1 store reads as fields.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from precompute.errors import SpecError
+from precompute.fields.kinds import Kind, Storage, kind_of
+from precompute.policy import show
+
+__all__ = [
+    "RESERVED",
+    "FieldSpec",
+    "check_fields",
+    "fields_table",
+    "parse_fields_table",
+    "v1_fields",
+]
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
+# Names a field cannot take: store arrays and batch entries that are not fields.
+RESERVED = frozenset({"key", "extent", "valid", "index", "is_pad", "variant"})
+
+
+def _frozen(value: Any) -> Any:
+    """JSON-like values as hashable ones: lists -> tuples, dicts -> read-only mappings."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """The inverse of :func:`_frozen`: JSON-ready lists and dicts."""
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One named field of a store.
+
+    Attributes:
+        name: Lower-case identifier (``[a-z][a-z0-9_]*``), not one of :data:`RESERVED`; the
+            store array and the batch entry of the field.
+        kind: A registered kind (:data:`precompute.fields.kinds.KINDS`).
+        options: The kind's options, checked, every default filled in (read-only).
+    """
+
+    name: str
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise SpecError(
+                f"a field name must match [a-z][a-z0-9_]* (at most 64 characters), "
+                f"got {show(self.name)}"
+            )
+        if self.name in RESERVED:
+            raise SpecError(f"field name {self.name!r} is reserved ({sorted(RESERVED)})")
+        if not isinstance(self.options, Mapping):
+            raise SpecError(
+                f"fields.{self.name}.options must be a mapping, got {show(self.options)}"
+            )
+        opts = kind_of(self.kind, self.name).normalize(self.name, self.options)
+        object.__setattr__(self, "options", _frozen(opts))
+
+    @property
+    def spec(self) -> Kind:
+        """The kind object that decides how this field is stored, resized and augmented."""
+        return kind_of(self.kind, self.name)
+
+    def storage(self, size: int) -> Storage:
+        """The per-sample storage of this field in a store of side ``size``."""
+        return self.spec.storage(self.options, size)
+
+    def with_options(self, **changes: Any) -> FieldSpec:
+        """A copy with some options changed (e.g. ``points`` learned from the source)."""
+        return FieldSpec(self.name, self.kind, {**self.options, **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"name", "kind", "options"}``, JSON-ready, every option present."""
+        return {"name": self.name, "kind": self.kind, "options": _plain(self.options)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FieldSpec:
+        """Parse a dict made by :meth:`to_dict` (``options`` may be left out)."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a field must be a mapping with name and kind, got {show(data)}")
+        unknown = sorted(set(map(str, data)) - {"name", "kind", "options"})
+        name = data.get("name", "?")
+        if unknown:
+            raise SpecError(f"fields.{name}: unknown key(s) {unknown}; known: kind, name, options")
+        if "name" not in data or "kind" not in data:
+            raise SpecError(f"a field needs a name and a kind, got {show(dict(data))}")
+        return cls(data["name"], data["kind"], data.get("options", {}))
+
+
+def check_fields(fields: Iterable[FieldSpec]) -> tuple[FieldSpec, ...]:
+    """Return ``fields`` as a tuple after checking them together.
+
+    Raises:
+        SpecError: No field, two fields of one name, or a spatial field (mask, keypoints)
+            without an ``image`` field to give it its frame.
+    """
+    out = tuple(fields)
+    if not out:
+        raise SpecError("a store needs at least one field")
+    names = [f.name for f in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SpecError(f"field name(s) {twice} given twice")
+    images = [f for f in out if f.kind == "image"]
+    framed = [f.name for f in out if f.spec.spatial and f.kind != "image"]
+    if framed and not images:
+        raise SpecError(f"spatial field(s) {framed} need an image field for their frame")
+    return out
+
+
+def _entry(f: FieldSpec, size: int) -> dict[str, Any]:
+    st = f.storage(size)
+    return {
+        "kind": f.kind,
+        "shape": list(st.shape),
+        "dtype": st.dtype,
+        "fill": st.fill,
+        "extent": "extent" if f.spec.spatial else None,
+        "options": _plain(f.options),
+    }
+
+
+def fields_table(fields: Sequence[FieldSpec], size: int) -> dict[str, dict[str, Any]]:
+    """The ``fields`` table of a v2 store's attributes: name -> kind, storage and options."""
+    return {f.name: _entry(f, size) for f in check_fields(fields)}
+
+
+def parse_fields_table(table: Any, size: int) -> tuple[FieldSpec, ...]:
+    """Read a ``fields`` table back; its storage entries must be what the options give.
+
+    Raises:
+        SpecError: A malformed table, or a shape/dtype/fill/extent that disagrees with the
+            kind's storage for these options (the message names the field and the key).
+    """
+    if not isinstance(table, Mapping) or not table:
+        raise SpecError(f"fields must be a non-empty mapping of name -> field, got {show(table)}")
+    out = []
+    for name, entry in table.items():
+        if not isinstance(entry, Mapping):
+            raise SpecError(f"fields.{name} must be a mapping, got {show(entry)}")
+        spec = FieldSpec(name, entry.get("kind", "?"), entry.get("options", {}))
+        want = _entry(spec, size)
+        for key in ("shape", "dtype", "fill", "extent"):
+            if entry.get(key) != want[key]:
+                raise SpecError(
+                    f"fields.{name}.{key} is {show(entry.get(key))}; a {spec.kind} field "
+                    f"with these options has {show(want[key])}"
+                )
+        out.append(spec)
+    return check_fields(out)
+
+
+def v1_fields(num_classes: int | None = None) -> tuple[FieldSpec, ...]:
+    """The fields a v1 store reads as: ``image`` (RGB) and ``label`` (int64)."""
+    return (
+        FieldSpec("image", "image", {"channels": 3}),
+        FieldSpec("label", "label", {"classes": num_classes or None}),
+    )
