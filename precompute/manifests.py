@@ -25,8 +25,15 @@ import re
 from typing import Any
 
 from precompute.errors import SourceError
+from precompute.inputs import read_input
 
-__all__ = ["MAX_LABEL", "MAX_MANIFEST_BYTES", "parse_manifest"]
+__all__ = [
+    "MAX_LABEL",
+    "MAX_MANIFEST_BYTES",
+    "jsonl_objects",
+    "parse_manifest",
+    "read_manifest_text",
+]
 
 # The largest integer label: the largest int32, the widest class index a training loop uses.
 MAX_LABEL = 2**31 - 1
@@ -73,7 +80,32 @@ def _csv_rows(src: str, text: str) -> list[Row]:
     return out
 
 
-def _jsonl_rows(src: str, text: str) -> list[Row]:
+def read_manifest_text(src: str) -> str:
+    """The text of manifest ``src``, read safely (at most ``MAX_MANIFEST_BYTES``), UTF-8.
+
+    Raises:
+        SourceError: Missing, unreadable, too large or not UTF-8; the message names ``src``.
+    """
+    try:
+        data = read_input(src, MAX_MANIFEST_BYTES)
+    except FileNotFoundError as exc:
+        raise SourceError(f"{src}: manifest does not exist") from exc
+    except OSError as exc:  # InputError too: not a regular file, too large, stuck
+        raise SourceError(f"{src}: cannot read manifest: {exc}") from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{src}: manifest is not UTF-8 text (byte {exc.start})") from exc
+
+
+def jsonl_objects(src: str, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(line, object)`` of a JSONL manifest: one JSON object per non-blank line.
+
+    Lines end at a newline only (U+2028 inside a string is not a line break).
+
+    Raises:
+        SourceError: A line that is not a JSON object, naming it.
+    """
     out = []
     for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -82,7 +114,16 @@ def _jsonl_rows(src: str, text: str) -> list[Row]:
             doc = json.loads(line)
         except (ValueError, RecursionError) as exc:
             raise SourceError(f"{src}: line {n} is not JSON ({type(exc).__name__})") from exc
-        if not isinstance(doc, dict) or "path" not in doc or "label" not in doc:
+        if not isinstance(doc, dict):
+            raise SourceError(f"{src}: line {n} is not a JSON object")
+        out.append((n, doc))
+    return out
+
+
+def _jsonl_rows(src: str, text: str) -> list[Row]:
+    out = []
+    for n, doc in jsonl_objects(src, text):
+        if "path" not in doc or "label" not in doc:
             raise SourceError(f"{src}: line {n} is not a JSON object with path and label")
         out.append((n, doc["path"], doc["label"]))
     return out

@@ -24,7 +24,7 @@ from precompute.digests import fingerprint
 from precompute.errors import SourceError
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, inside, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
-from precompute.manifests import MAX_LABEL, MAX_MANIFEST_BYTES, parse_manifest
+from precompute.manifests import MAX_LABEL, parse_manifest, read_manifest_text
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -187,16 +187,7 @@ def _list_remote_folder(src: str) -> Source:
 
 
 def _list_manifest(src: str, on_error: str) -> Source:
-    try:
-        data = read_input(src, MAX_MANIFEST_BYTES)
-    except FileNotFoundError as exc:
-        raise SourceError(f"{src}: manifest does not exist") from exc
-    except OSError as exc:
-        raise SourceError(f"{src}: cannot read manifest: {exc}") from exc
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{src}: manifest is not UTF-8 text (byte {exc.start})") from exc
+    text = read_manifest_text(src)
     rows, classes, skipped = parse_manifest(src, text, on_error)
     if not rows:
         raise SourceError(f"{src}: manifest lists no images")
