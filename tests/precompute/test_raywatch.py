@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.processes import running
+
 REPO = Path(__file__).resolve().parents[2]
 
 # A driver that starts a watchdog, then a fake "Ray" (a child with a child of its own, which
@@ -57,17 +59,6 @@ def _start() -> tuple[subprocess.Popen[str], psutil.Process, list[psutil.Process
     return driver, psutil.Process(watchdog_pid), [fake_ray, *fake_ray.children()]
 
 
-def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
-    alive = []
-    for proc in procs:
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
 def _forked(driver: subprocess.Popen[str], family: list[psutil.Process]) -> psutil.Process:
     """The child the driver forked: not Ray's, and it holds the write end of the pipe."""
     known = {p.pid for p in family}
@@ -99,7 +90,7 @@ def test_clean_stop_kills_the_family_while_the_driver_lives_on() -> None:
         driver.stdin.flush()
         assert driver.stdout.readline() == "stopped\n"
         _gone, alive = psutil.wait_procs([*family, watchdog], timeout=10)
-        assert not _running(alive) and driver.poll() is None, alive  # zombies: not reaped yet
+        assert not running(alive) and driver.poll() is None, alive  # zombies: not reaped yet
     finally:
         driver.kill()
         driver.wait()

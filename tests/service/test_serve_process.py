@@ -16,6 +16,7 @@ import httpx
 import psutil
 import pytest
 
+from tests.processes import running
 from tests.service.helpers import SPEC, make_source
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,17 +92,6 @@ def _name(proc: psutil.Process) -> str:
         return ""
 
 
-def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
-    alive = []
-    for proc in procs:
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ctrl_c_after_a_build_leaves_no_ray_process(tmp_path: Path) -> None:
@@ -118,4 +108,4 @@ def test_ctrl_c_after_a_build_leaves_no_ray_process(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         proc.wait(timeout=120)
     _gone, alive = psutil.wait_procs(family, timeout=20)
-    assert not _running(alive), f"outlived the server: {_running(alive)}\n{log.read_text()}"
+    assert not running(alive), f"outlived the server: {running(alive)}\n{log.read_text()}"
