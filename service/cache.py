@@ -38,18 +38,22 @@ from service.eviction import GcReport
 from service.keys import check_key, parse_spec, resolve_source, source_fingerprint, store_key
 from service.lease import Lease
 from service.metrics import CacheStats
+from service.objclaim import ObjectLease
 
-__all__ = ["Cache", "GcReport", "StoreRef"]
+__all__ = ["Cache", "GcReport", "StoreLease", "StoreRef"]
 
 # A store reference: a cache key, or (source, spec).
 StoreRef = str | tuple[str | Path, BuildSpec | Mapping[str, Any]]
+# A reader's hold on a store: a shared flock (local root) or a lease object (s3:// root).
+StoreLease = Lease | ObjectLease
 
 
 class Cache:
     """A directory of built stores addressed by :func:`service.keys.store_key`.
 
     Args:
-        root: Cache root folder (created if missing).
+        root: Cache root folder (created if missing), or an ``s3://bucket/prefix`` URL (an
+            :class:`~service.objcache.ObjectCache`).
         budget_bytes: Byte budget enforced by :meth:`gc` (after each build too); None: unbounded.
         builder: Callable that builds one :class:`BuildRequest`; defaults to
             ``precompute.job.build`` on Ray.
@@ -59,6 +63,14 @@ class Cache:
         clock: Unix time now, for the LRU clock (a store's last use) and ``created``; default
             ``time.time`` (tests pass a clock of their own instead of sleeping).
     """
+
+    def __new__(cls, root: str | Path, *args: Any, **kwargs: Any) -> Cache:
+        """Return an :class:`~service.objcache.ObjectCache` for an ``s3://`` root."""
+        if cls is Cache and str(root).startswith("s3://"):
+            from service.objcache import ObjectCache  # lazy: it imports this module
+
+            return super().__new__(ObjectCache)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -73,8 +85,7 @@ class Cache:
     ) -> None:
         if budget_bytes is not None and (isinstance(budget_bytes, bool) or budget_bytes < 0):
             raise ValueError(f"budget_bytes must be a non-negative int or None: {budget_bytes!r}")
-        self.layout = CacheLayout(root)
-        self.layout.ensure()
+        self.layout = self._open_layout(root)
         self.budget_bytes = budget_bytes
         self.content_hash = content_hash
         self.lock_timeout = lock_timeout
@@ -84,6 +95,11 @@ class Cache:
         self._fingerprint = fingerprinter or functools.partial(
             source_fingerprint, content_hash=content_hash
         )
+
+    def _open_layout(self, root: str | Path) -> CacheLayout:
+        layout = CacheLayout(root)
+        layout.ensure()
+        return layout
 
     @property
     def root(self) -> Path:
@@ -237,11 +253,14 @@ class Cache:
             )
         if problems:
             self.stats.inc("build_failures")
-            maintenance.discard(self.layout, request.out)
+            self._discard_build(request)
             raise BuildFailedError(
                 f"build of {request.key} is not what was asked for: " + "; ".join(problems)
             )
         return info
+
+    def _discard_build(self, request: BuildRequest) -> None:
+        maintenance.discard(self.layout, request.out)
 
     # -- removal and eviction ----------------------------------------------------------
 
@@ -271,7 +290,7 @@ class Cache:
 
     # -- leases ----------------------------------------------------------------------------
 
-    def lease(self, ref: StoreRef) -> Lease:
+    def lease(self, ref: StoreRef) -> StoreLease:
         """Return a held :class:`Lease` on the store ``ref`` names (a key, or (source, spec)).
 
         For (source, spec) the store is built first if needed. The lease keeps the store from
@@ -285,13 +304,16 @@ class Cache:
             else:
                 request = self.request_for(*ref)
                 key, path = request.key, self.get(request.key) or self.build(request)
-            lease = Lease(key, path, self.layout.lease_file(key))
+            lease = self._take_lease(key, path)
             if self._lookup(key) is not None:  # not evicted between lookup and lease
                 return lease
             lease.release()
         raise ServiceError(
             f"store {ref!r} was evicted three times while leasing it; raise the cache budget"
         )
+
+    def _take_lease(self, key: str, path: Path) -> StoreLease:
+        return Lease(key, path, self.layout.lease_file(key))
 
     @contextlib.contextmanager
     def open(self, ref: StoreRef) -> Iterator[Path]:

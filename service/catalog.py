@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.atomic import atomic_write_bytes
+from precompute.objstore import store_path
 from service.errors import ServiceError
 
 __all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
@@ -37,7 +38,7 @@ class Entry:
 
     Attributes:
         key: The cache key.
-        path: The store directory.
+        path: The store directory (an ``ObjectPath`` for a store in object storage).
         source: The canonical source path it was built from.
         spec: The canonical build spec (``BuildSpec.to_dict()``).
         source_fingerprint: The fingerprint that went into the key.
@@ -76,7 +77,7 @@ class Entry:
         """Parse :meth:`to_dict` output; ``last_access`` comes from the file's mtime."""
         names = {f.name for f in fields(cls)} - {"last_access"}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["path"] = Path(kwargs["path"])
+        kwargs["path"] = store_path(kwargs["path"])  # an ObjectPath for an s3:// store
         return cls(**kwargs, last_access=last_access)
 
 
@@ -106,9 +107,16 @@ class CacheLayout:
         self.root = Path(root).expanduser().absolute()
 
     def ensure(self) -> None:
-        """Create the cache root and its sub-folders."""
+        """Create the cache root and its sub-folders.
+
+        Raises:
+            ServiceError: The root (or a sub-folder) exists and is not a folder.
+        """
         for name in self.SUBDIRS:
-            (self.root / name).mkdir(parents=True, exist_ok=True)
+            try:
+                (self.root / name).mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError) as exc:
+                raise ServiceError(f"cache root {self.root}: not a folder ({exc})") from exc
 
     def store(self, key: str) -> Path:
         """Return where the published store of ``key`` lives."""
