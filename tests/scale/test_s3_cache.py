@@ -251,3 +251,20 @@ def test_cli_takes_an_s3_cache(bucket: str, tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.output.startswith(f"removed {key[:12]}")
     result = CliRunner().invoke(cache_cli, ["--cache", "s3://", "ls"])
     assert result.exit_code == 1 and result.output == "Error: s3://: not an s3://bucket/key URL\n"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_real_builder_writes_into_an_s3_cache(
+    bucket: str, ray_local: object, tmp_path: Path
+) -> None:
+    from service import precompute_builder
+
+    source = make_source(tmp_path / "src", num_images=20)
+    cache = Cache(f"{bucket}/cache", builder=precompute_builder())
+    path = cache.get_or_build(source, SPEC)  # precompute.job.build on Ray, --out s3://...
+    info = open_store_info(path)
+    assert info.num_valid == 20 and info.attrs["report"]["builder"] == "precompute.job"
+    assert f"{path}/_nostall/build.lock" not in objstore.list_sizes(str(path))
+    assert cache.info(path.name).size_bytes == sum(objstore.list_sizes(str(path)).values())
+    assert cache.get_or_build(str(source), SPEC) == path and cache.stats.snapshot()["builds"] == 1
