@@ -11,6 +11,9 @@ Concurrency protocol (processes and threads alike):
 * **Lease**: readers hold a shared ``flock`` on ``leases/<key>.lease`` (:class:`Lease`).
 * **Evict/remove**: exclusive lease lock without waiting (skip leased stores), then delete the
   entry, then move the store to trash.
+
+``Cache("s3://bucket/prefix")`` is a :class:`~service.objcache.ObjectCache`: the same protocol
+with claim, entry and lease objects in object storage.
 """
 
 from __future__ import annotations
