@@ -104,6 +104,46 @@ def test_a_killed_builders_claim_is_taken_over(
     assert cache.status(key)["status"] == "ready"
 
 
+def test_serve_with_an_s3_cache_shares_it_with_other_processes(
+    bucket: str, tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    import socket
+
+    import httpx
+
+    source, root = make_source(tmp_path / "data" / "ds"), f"{bucket}/cache"
+    key = Cache(root, builder=s3_builder()).get_or_build(source, SPEC).name  # built here
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--cache", root, "--source-root", tmp_path / "data", "--port", port]
+    procs.append(
+        subprocess.Popen(
+            [sys.executable, "-m", "service", *map(str, args)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    )
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
+    while True:
+        assert procs[0].poll() is None, procs[0].communicate()
+        try:
+            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+    with httpx.Client(base_url=url, timeout=30) as c:
+        hit = c.post("/stores", json={"source": "ds", "spec": SPEC})  # no build: a hit
+        assert hit.status_code == 200 and hit.json()["path"] == f"{root}/stores/{key}", hit.text
+        assert [s["key"] for s in c.get("/stores").json()["stores"]] == [key]
+        assert c.delete(f"/stores/{key}").status_code == 200
+    assert Cache(root).list() == []  # removed for every instance
+
+
 def _main(argv: list[str]) -> None:
     cmd, root, src, log = argv[0], argv[1], argv[2], Path(argv[3])
     if cmd == "race":
