@@ -126,6 +126,34 @@ def test_threads_build_once_and_a_second_instance_sees_the_store(
     assert other.status(key)["status"] == "ready"
 
 
+def _dead_holder() -> bytes:
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return json.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "x"}).encode()
+
+
+def test_one_of_many_callers_takes_a_dead_claim_over(bucket: str, tmp_path: Path) -> None:
+    source, log = make_source(tmp_path / "src"), tmp_path / "log"
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(log, delay=0.3))
+    key = cache.key_for(source, SPEC)
+    objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", _dead_holder())  # a dead builder's
+    assert cache.status(key)["status"] == "interrupted"
+    paths: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: paths.append(str(cache.get_or_build(source, SPEC))))
+        for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(read_log(log)) == 1 and len(set(paths)) == 1 and len(paths) == 6
+    assert objstore.list_sizes(f"{bucket}/cache/claims/{key}.json.takeover") != {}
+    assert cache.status(key)["status"] == "ready"
+
+
 def test_an_unpublished_store_is_never_served_and_gc_cleans_it(bucket: str, tmp_path: Path) -> None:
     source = make_source(tmp_path / "src")
     cache = Cache(f"{bucket}/cache", builder=s3_builder())
@@ -161,12 +189,7 @@ def test_a_dead_readers_lease_is_ignored(bucket: str, tmp_path: Path) -> None:
     source = make_source(tmp_path / "src")
     key = cache.key_for(source, SPEC)
     cache.get_or_build(source, SPEC)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    import socket
-
-    holder = {"host": socket.gethostname(), "pid": dead.pid, "token": "x"}
-    objstore.put_bytes(f"{bucket}/cache/leases/{key}/dead.json", json.dumps(holder).encode())
+    objstore.put_bytes(f"{bucket}/cache/leases/{key}/dead.json", _dead_holder())
     assert cache.gc(budget_bytes=0).evicted == (key,)
     assert objstore.list_sizes(f"{bucket}/cache/leases/{key}") == {}
 
