@@ -32,8 +32,11 @@ from service.eviction import GcReport
 from service.keys import check_key
 from service.objcatalog import ObjectLayout, object_call
 from service.objclaim import (
+    BEAT_S,
     POLL_S,
+    STALE_S,
     ObjectLease,
+    Watch,
     describe_holder,
     holder_alive,
     read_holder,
@@ -47,6 +50,8 @@ class ObjectCache(Cache):
     """A cache whose root is an ``s3://`` URL (made by ``Cache("s3://...")``; same arguments)."""
 
     layout: ObjectLayout
+    claim_beat_s = BEAT_S  # how often a builder re-PUTs its claim
+    claim_stale_s = STALE_S  # a claim of another host unchanged this long is taken over
 
     def _open_layout(self, root: str | Path) -> ObjectLayout:
         layout = ObjectLayout(root)
@@ -86,9 +91,9 @@ class ObjectCache(Cache):
             ServiceError: Another builder still holds the key's claim after ``lock_timeout``.
         """
         claim_url = self.layout.claim_url(request.key)
-        deadline = time.monotonic() + self.lock_timeout
+        deadline, watch = time.monotonic() + self.lock_timeout, Watch(self.claim_stale_s)
         while (path := self._lookup(request.key)) is None:
-            claim = try_claim(claim_url)
+            claim = try_claim(claim_url, watch, self.claim_beat_s)
             if claim is not None:
                 with claim:
                     path = self._lookup(request.key) or self._build_claimed(request)

@@ -1,12 +1,16 @@
 """Claims and leases of a cache in object storage: small objects instead of ``flock``.
 
 **Claim** (one builder per key, one garbage collection at a time): a conditional PUT
-(``If-None-Match: *``) of ``claims/<name>.json`` holding ``{host, pid, token}``. Whoever
-creates it holds the claim; releasing deletes it. A claim whose holder is a dead process on
-this host is taken over: the taker first creates ``claims/<name>.json.takeover/<etag>`` with
-a conditional PUT, where ``<etag>`` is the dead claim's ETag, so of several processes that saw
-the same dead claim exactly one wins, then overwrites the claim with its own. A holder on
-another host cannot be checked: its claim stands until it is released or deleted by hand.
+(``If-None-Match: *``) of ``claims/<name>.json`` holding ``{host, pid, token, beat}``. Whoever
+creates it holds the claim, re-PUTs it every ``BEAT_S`` seconds (a new ETag) while it holds it,
+and deletes it on release. A claim is dead when its holder is a dead process on this host, or
+(a holder on another host) when a waiter has seen its ETag unchanged for ``STALE_S`` seconds of
+its own clock (no clock skew matters). A dead claim is taken over: the taker first creates
+``claims/<name>.json.takeover/<etag>`` with a conditional PUT, where ``<etag>`` is the dead
+claim's ETag, so of several processes that saw the same dead claim exactly one wins, then
+overwrites the claim with its own. A holder that checks the claim before each beat and finds
+another token stops beating. There is no fencing: a holder stalled for longer than ``STALE_S``
+(and then resuming its build) can race the process that took its claim over.
 
 **Lease** (a reader uses the store): ``leases/<key>/<id>.json`` holding ``{host, pid}``, PUT
 before the reader re-checks that the store is still published, deleted on release. A lease of
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -32,8 +37,11 @@ from service.errors import ServiceError
 from service.objcatalog import ObjectLayout, object_call
 
 __all__ = [
+    "BEAT_S",
+    "STALE_S",
     "Claim",
     "ObjectLease",
+    "Watch",
     "describe_holder",
     "holder_alive",
     "live_leases",
@@ -43,11 +51,14 @@ __all__ = [
 ]
 
 POLL_S = 0.05
+BEAT_S = 10.0  # a claim's holder re-PUTs it this often
+STALE_S = 120.0  # a claim of another host unchanged this long (as a waiter sees it) is dead
+log = logging.getLogger("service.objclaim")
 
 
-def _me() -> bytes:
-    doc = {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
-    return json.dumps(doc).encode()
+def _me(token: str | None = None, beat: int = 0) -> bytes:
+    doc = {"host": socket.gethostname(), "pid": os.getpid(), "token": token or uuid.uuid4().hex}
+    return json.dumps({**doc, "beat": beat}).encode()
 
 
 def holder_alive(holder: Any) -> bool:
@@ -77,18 +88,68 @@ def read_holder(url: str) -> tuple[Any, str] | None:
         return {}, found.etag
 
 
-class Claim:
-    """A held claim; :meth:`release` deletes it (idempotent)."""
+class Watch:
+    """What a waiting caller saw of claims held on other hosts, to spot a holder that stopped.
 
-    def __init__(self, url: str) -> None:
+    A live holder re-PUTs its claim every ``BEAT_S`` (a new ETag); a claim whose ETag this
+    caller has seen unchanged for ``stale_s`` seconds of its own clock is taken as dead.
+    """
+
+    def __init__(self, stale_s: float = STALE_S) -> None:
+        self.stale_s = stale_s
+        self._seen: dict[str, tuple[str, float]] = {}
+
+    def stale(self, url: str, etag: str) -> bool:
+        """Record ``etag`` of ``url``; return whether it has not changed for ``stale_s``."""
+        now = time.monotonic()
+        seen = self._seen.get(url)
+        if seen is None or seen[0] != etag:
+            self._seen[url] = (etag, now)
+            return False
+        return now - seen[1] >= self.stale_s
+
+
+class Claim:
+    """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent)."""
+
+    def __init__(self, url: str, body: bytes, beat_s: float = BEAT_S) -> None:
         self.url = url
+        self._token = json.loads(body)["token"]
         self._held = True
+        self._stop = threading.Event()
+        self._beats = threading.Thread(
+            target=self._beat, args=(beat_s,), daemon=True, name="nostall-claim-beat"
+        )
+        self._beats.start()
+
+    def _mine(self) -> bool:
+        found = read_holder(self.url)
+        return (
+            found is not None
+            and isinstance(found[0], dict)
+            and found[0].get("token") == self._token
+        )
+
+    def _beat(self, beat_s: float) -> None:
+        beat = 0
+        while not self._stop.wait(beat_s):
+            beat += 1
+            try:
+                if not self._mine():
+                    log.warning("%s: the claim was taken over; no longer beating", self.url)
+                    return
+                object_call("beat", objstore.put_bytes, self.url, _me(self._token, beat))
+            except ServiceError as exc:  # the next beat retries
+                log.warning("%s: claim heartbeat failed: %s", self.url, exc)
 
     def release(self) -> None:
-        """Delete the claim object."""
+        """Stop beating and delete the claim object, unless another process took it over."""
         if self._held:
             self._held = False
-            object_call("release", objstore.delete, self.url)
+            self._stop.set()
+            self._beats.join()
+            if self._mine():
+                object_call("release", objstore.delete, self.url)
 
     def __enter__(self) -> Claim:
         return self
@@ -97,16 +158,29 @@ class Claim:
         self.release()
 
 
-def try_claim(url: str) -> Claim | None:
-    """Take the claim at ``url`` without waiting (taking over a dead holder's); None if held."""
+def _dead(url: str, holder: Any, etag: str, watch: Watch | None) -> bool:
+    if not isinstance(holder, dict) or holder.get("host") == socket.gethostname():
+        return not holder_alive(holder)
+    return watch is not None and watch.stale(url, etag)
+
+
+def try_claim(url: str, watch: Watch | None = None, beat_s: float = BEAT_S) -> Claim | None:
+    """Take the claim at ``url`` without waiting (taking over a dead holder's); None if held.
+
+    Args:
+        url: The claim object.
+        watch: The caller's record of claims seen so far; with it, a claim of another host
+            that stopped beating counts as dead.
+        beat_s: How often the returned claim is re-PUT.
+    """
     me = _me()
     try:
         object_call("claim", objstore.put_bytes, url, me, only_new=True)
-        return Claim(url)
+        return Claim(url, me, beat_s)
     except FileExistsError:
         pass
     found = read_holder(url)
-    if found is None or holder_alive(found[0]):
+    if found is None or not _dead(url, found[0], found[1], watch):
         return None  # released meanwhile (the caller retries) or held by a live process
     tag = found[1].strip('"') or "none"
     try:
@@ -114,7 +188,7 @@ def try_claim(url: str) -> Claim | None:
     except FileExistsError:
         return None  # another process took this dead claim over first
     object_call("takeover", objstore.put_bytes, url, me)
-    return Claim(url)
+    return Claim(url, me, beat_s)
 
 
 def describe_holder(url: str) -> str:
@@ -125,14 +199,14 @@ def describe_holder(url: str) -> str:
     return f"{found[0].get('host', '?')} pid {found[0].get('pid', '?')}"
 
 
-def wait_claim(url: str, timeout: float) -> Claim:
+def wait_claim(url: str, timeout: float, stale_s: float = STALE_S) -> Claim:
     """Take the claim at ``url``, waiting up to ``timeout`` seconds (negative: forever).
 
     Raises:
         ServiceError: Still held after ``timeout`` (the message names the holder).
     """
-    deadline = time.monotonic() + timeout
-    while (claim := try_claim(url)) is None:
+    deadline, watch = time.monotonic() + timeout, Watch(stale_s)
+    while (claim := try_claim(url, watch)) is None:
         if timeout >= 0 and time.monotonic() > deadline:
             raise ServiceError(
                 f"{url}: still held by {describe_holder(url)} after {timeout:g} s; if that "

@@ -291,3 +291,26 @@ def test_the_real_builder_writes_into_an_s3_cache(
     assert f"{path}/_nostall/build.lock" not in objstore.list_sizes(str(path))
     assert cache.info(path.name).size_bytes == sum(objstore.list_sizes(str(path)).values())
     assert cache.get_or_build(str(source), SPEC) == path and cache.stats.snapshot()["builds"] == 1
+
+
+def test_a_claim_beats_while_held_and_one_of_another_host_that_stops_is_taken_over(
+    bucket: str, tmp_path: Path
+) -> None:
+    from service.objclaim import try_claim
+
+    url = f"{bucket}/cache/claims/x.json"
+    with try_claim(url, beat_s=0.1):
+        first = objstore.head(url)[1]
+        time.sleep(0.5)
+        assert objstore.head(url)[1] != first  # re-PUT while held
+    assert not objstore.store_path(url).exists()  # deleted on release
+    source, log = make_source(tmp_path / "src"), tmp_path / "log"
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(log))
+    cache.claim_stale_s = 1.0
+    key = cache.key_for(source, SPEC)
+    elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
+    objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", json.dumps(elsewhere).encode())
+    assert cache.status(key)["status"] == "building"  # a live pid there, for all we know
+    started = time.monotonic()
+    cache.get_or_build(source, SPEC)  # waits until the claim has not beaten for 1 s
+    assert time.monotonic() - started >= 1.0 and len(read_log(log)) == 1
