@@ -41,7 +41,7 @@ from service.eviction import GcReport
 from service.keys import check_key, parse_spec, resolve_source, source_fingerprint, store_key
 from service.lease import Lease
 from service.metrics import CacheStats
-from service.objclaim import ObjectLease
+from service.objlease import ObjectLease
 
 __all__ = ["Cache", "GcReport", "StoreLease", "StoreRef"]
 

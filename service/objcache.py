@@ -35,13 +35,13 @@ from service.objclaim import (
     BEAT_S,
     POLL_S,
     STALE_S,
-    ObjectLease,
     Watch,
     describe_holder,
     holder_alive,
     read_holder,
     try_claim,
 )
+from service.objlease import ObjectLease
 
 __all__ = ["ObjectCache"]
 
@@ -50,8 +50,8 @@ class ObjectCache(Cache):
     """A cache whose root is an ``s3://`` URL (made by ``Cache("s3://...")``; same arguments)."""
 
     layout: ObjectLayout
-    claim_beat_s = BEAT_S  # how often a builder re-PUTs its claim
-    claim_stale_s = STALE_S  # a claim of another host unchanged this long is taken over
+    claim_beat_s = BEAT_S  # how often a builder re-PUTs its claim, a reader its lease
+    claim_stale_s = STALE_S  # a claim or lease of another host not re-PUT this long is dead
 
     def _open_layout(self, root: str | Path) -> ObjectLayout:
         layout = ObjectLayout(root)
@@ -169,16 +169,18 @@ class ObjectCache(Cache):
     def remove(self, key: str) -> Entry:
         """Remove the store of ``key`` (see :meth:`Cache.remove`)."""
         entry = self.info(key)
-        objevict.remove_store(self.layout, entry, self.lock_timeout)
+        objevict.remove_store(self.layout, entry, self.lock_timeout, self.claim_stale_s)
         self.stats.inc("removals")
         return entry
 
     def gc(self, budget_bytes: int | None = None, *, keep: Sequence[str] = ()) -> GcReport:
         """Clean debris, then evict least-recently-used unleased stores over budget."""
         budget = self.budget_bytes if budget_bytes is None else budget_bytes
-        report = objevict.collect(self.layout, self.list(), budget, keep, self.lock_timeout)
+        report = objevict.collect(
+            self.layout, self.list(), budget, keep, self.lock_timeout, self.claim_stale_s
+        )
         self.stats.inc("evictions", len(report.evicted))
         return report
 
     def _take_lease(self, key: str, path: Path) -> ObjectLease:
-        return ObjectLease(key, path, self.layout)
+        return ObjectLease(key, path, self.layout, self.claim_beat_s)

@@ -1,4 +1,4 @@
-"""Claims and leases of a cache in object storage: small objects instead of ``flock``.
+"""Claims of a cache in object storage: small objects instead of ``flock``.
 
 **Claim** (one builder per key, one garbage collection at a time): a conditional PUT
 (``If-None-Match: *``) of ``claims/<name>.json`` holding ``{host, pid, token, beat}``. Whoever
@@ -12,15 +12,11 @@ overwrites the claim with its own. A holder that checks the claim before each be
 another token stops beating. There is no fencing: a holder stalled for longer than ``STALE_S``
 (and then resuming its build) can race the process that took its claim over.
 
-**Lease** (a reader uses the store): ``leases/<key>/<id>.json`` holding ``{host, pid}``, PUT
-before the reader re-checks that the store is still published, deleted on release. A lease of
-a dead process on this host is ignored (and deleted) by eviction; one of another host counts
-until it is released or deleted by hand.
+Leases (readers) are objects too: :mod:`service.objlease`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -28,23 +24,22 @@ import socket
 import threading
 import time
 import uuid
-from pathlib import Path
-from types import TracebackType
+from collections.abc import Callable
 from typing import Any
 
 from precompute import objstore
 from service.errors import ServiceError
-from service.objcatalog import ObjectLayout, object_call
+from service.objcatalog import object_call
 
 __all__ = [
     "BEAT_S",
     "STALE_S",
+    "Beats",
     "Claim",
-    "ObjectLease",
     "Watch",
     "describe_holder",
     "holder_alive",
-    "live_leases",
+    "holder_doc",
     "read_holder",
     "try_claim",
     "wait_claim",
@@ -56,7 +51,8 @@ STALE_S = 120.0  # a claim of another host unchanged this long (as a waiter sees
 log = logging.getLogger("service.objclaim")
 
 
-def _me(token: str | None = None, beat: int = 0) -> bytes:
+def holder_doc(token: str | None = None, beat: int = 0) -> bytes:
+    """Return the JSON ``{host, pid, token, beat}`` of this process (a new token if None)."""
     doc = {"host": socket.gethostname(), "pid": os.getpid(), "token": token or uuid.uuid4().hex}
     return json.dumps({**doc, "beat": beat}).encode()
 
@@ -109,6 +105,37 @@ class Watch:
         return now - seen[1] >= self.stale_s
 
 
+class Beats:
+    """Call ``beat(n)`` every ``beat_s`` seconds in a daemon thread until it returns False.
+
+    A failed beat (a ``ServiceError``) is logged and the next one retries.
+    """
+
+    def __init__(self, url: str, beat: Callable[[int], bool], beat_s: float) -> None:
+        self.url = url
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(beat, beat_s), daemon=True, name="nostall-beats"
+        )
+        self._thread.start()
+
+    def _run(self, beat: Callable[[int], bool], beat_s: float) -> None:
+        n = 0
+        while not self._stop.wait(beat_s):
+            n += 1
+            try:
+                if not beat(n):
+                    return
+            except ServiceError as exc:
+                log.warning("%s: heartbeat failed: %s", self.url, exc)
+
+    def stop(self) -> None:
+        """Stop beating (waits for a beat under way, unless called from a beat)."""
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+
 class Claim:
     """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent)."""
 
@@ -116,38 +143,24 @@ class Claim:
         self.url = url
         self._token = json.loads(body)["token"]
         self._held = True
-        self._stop = threading.Event()
-        self._beats = threading.Thread(
-            target=self._beat, args=(beat_s,), daemon=True, name="nostall-claim-beat"
-        )
-        self._beats.start()
+        self._beats = Beats(url, self._beat, beat_s)
 
     def _mine(self) -> bool:
-        found = read_holder(self.url)
-        return (
-            found is not None
-            and isinstance(found[0], dict)
-            and found[0].get("token") == self._token
-        )
+        holder = (read_holder(self.url) or (None, ""))[0]
+        return isinstance(holder, dict) and holder.get("token") == self._token
 
-    def _beat(self, beat_s: float) -> None:
-        beat = 0
-        while not self._stop.wait(beat_s):
-            beat += 1
-            try:
-                if not self._mine():
-                    log.warning("%s: the claim was taken over; no longer beating", self.url)
-                    return
-                object_call("beat", objstore.put_bytes, self.url, _me(self._token, beat))
-            except ServiceError as exc:  # the next beat retries
-                log.warning("%s: claim heartbeat failed: %s", self.url, exc)
+    def _beat(self, n: int) -> bool:
+        if not self._mine():
+            log.warning("%s: the claim was taken over; no longer beating", self.url)
+            return False
+        object_call("beat", objstore.put_bytes, self.url, holder_doc(self._token, n))
+        return True
 
     def release(self) -> None:
         """Stop beating and delete the claim object, unless another process took it over."""
         if self._held:
             self._held = False
-            self._stop.set()
-            self._beats.join()
+            self._beats.stop()
             if self._mine():
                 object_call("release", objstore.delete, self.url)
 
@@ -173,7 +186,7 @@ def try_claim(url: str, watch: Watch | None = None, beat_s: float = BEAT_S) -> C
             that stopped beating counts as dead.
         beat_s: How often the returned claim is re-PUT.
     """
-    me = _me()
+    me = holder_doc()
     try:
         object_call("claim", objstore.put_bytes, url, me, only_new=True)
         return Claim(url, me, beat_s)
@@ -214,64 +227,3 @@ def wait_claim(url: str, timeout: float, stale_s: float = STALE_S) -> Claim:
             )
         time.sleep(POLL_S)
     return claim
-
-
-def live_leases(layout: ObjectLayout, key: str) -> list[str]:
-    """Return the lease objects of ``key`` held by live readers; delete dead ones of this host."""
-    live = []
-    for url in sorted(object_call("list", objstore.list_sizes, layout.lease_prefix(key))):
-        found = read_holder(url)
-        if found is None:
-            continue
-        if holder_alive(found[0]):
-            live.append(url)
-        else:
-            object_call("delete", objstore.delete, url)
-    return live
-
-
-class ObjectLease:
-    """A reader's hold on a store in object storage (a lease object), released by :meth:`release`.
-
-    Attributes:
-        key: The cache key of the leased store.
-        path: The store (an ``ObjectPath``), valid while the lease is held.
-    """
-
-    def __init__(self, key: str, path: Path, layout: ObjectLayout) -> None:
-        self.key = key
-        self.path = path
-        self._mutex = threading.Lock()
-        self._url: str | None = f"{layout.lease_prefix(key)}/{uuid.uuid4().hex}.json"
-        object_call("lease", objstore.put_bytes, self._url, _me())
-
-    @property
-    def held(self) -> bool:
-        """Whether the lease is still held."""
-        return self._url is not None
-
-    def release(self) -> None:
-        """Release the lease: delete its object (idempotent)."""
-        with self._mutex:
-            url, self._url = self._url, None
-        if url is not None:
-            object_call("release", objstore.delete, url)
-
-    def __enter__(self) -> ObjectLease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(ServiceError, ImportError, AttributeError):
-            self.release()  # a forgotten lease; at interpreter exit the store may be gone
-
-    def __repr__(self) -> str:
-        state = "held" if self.held else "released"
-        return f"ObjectLease(key={self.key[:12]}..., path={str(self.path)!r}, {state})"

@@ -16,18 +16,19 @@ from service.catalog import Entry
 from service.errors import StoreInUseError
 from service.eviction import GcReport
 from service.objcatalog import ObjectLayout, object_call
-from service.objclaim import live_leases, try_claim, wait_claim
+from service.objclaim import STALE_S, try_claim, wait_claim
+from service.objlease import live_leases
 
 __all__ = ["clean_debris", "collect", "remove_store", "try_evict"]
 
 
-def _unpublish(layout: ObjectLayout, entry: Entry) -> bool:
+def _unpublish(layout: ObjectLayout, entry: Entry, stale_s: float) -> bool:
     """Delete ``entry`` and its store unless a lease appears; we hold the key's claim."""
     key = entry.key
-    if live_leases(layout, key):
+    if live_leases(layout, key, stale_s):
         return False
     object_call("unpublish", objstore.delete, layout.entry_url(key))  # nobody finds it now
-    if live_leases(layout, key):  # a reader leased it before seeing the entry gone
+    if live_leases(layout, key, stale_s):  # a reader leased it before seeing the entry gone
         layout.write_entry(entry)
         return False
     object_call("unpublish", objstore.delete, layout.access_url(key))
@@ -35,25 +36,27 @@ def _unpublish(layout: ObjectLayout, entry: Entry) -> bool:
     return True
 
 
-def remove_store(layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0) -> None:
+def remove_store(
+    layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0, stale_s: float = STALE_S
+) -> None:
     """Unpublish ``entry`` (waiting for its build claim), unless a reader leases it.
 
     Raises:
         StoreInUseError: A reader holds a lease on the store.
         ServiceError: The build claim stayed held past ``lock_timeout``.
     """
-    with wait_claim(layout.claim_url(entry.key), lock_timeout):
-        if not _unpublish(layout, entry):
+    with wait_claim(layout.claim_url(entry.key), lock_timeout, stale_s):
+        if not _unpublish(layout, entry, stale_s):
             raise StoreInUseError(f"store {entry.key} is leased by a reader; close it first")
 
 
-def try_evict(layout: ObjectLayout, entry: Entry) -> bool:
+def try_evict(layout: ObjectLayout, entry: Entry, stale_s: float = STALE_S) -> bool:
     """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted."""
     claim = try_claim(layout.claim_url(entry.key))
     if claim is None:
         return False
     with claim:
-        return _unpublish(layout, entry)
+        return _unpublish(layout, entry, stale_s)
 
 
 def clean_debris(layout: ObjectLayout) -> list[str]:
@@ -80,12 +83,13 @@ def collect(
     budget: int | None,
     keep: Sequence[str] = (),
     lock_timeout: float = -1.0,
+    stale_s: float = STALE_S,
 ) -> GcReport:
     """Clean debris, then evict the least recently used of ``entries`` until under ``budget``.
 
     Runs under the cache's ``gc`` claim, so two collections never overshoot together.
     """
-    with wait_claim(layout.claim_url("gc"), lock_timeout):
+    with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s):
         cleaned = clean_debris(layout)
         ordered = sorted(entries, key=lambda e: e.last_access)
         total = sum(e.size_bytes for e in ordered)
@@ -97,7 +101,7 @@ def collect(
                 break
             if entry.key in keep:
                 continue
-            if try_evict(layout, entry):
+            if try_evict(layout, entry, stale_s):
                 evicted.append(entry.key)
                 freed += entry.size_bytes
             else:

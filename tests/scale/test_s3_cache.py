@@ -314,3 +314,24 @@ def test_a_claim_beats_while_held_and_one_of_another_host_that_stops_is_taken_ov
     started = time.monotonic()
     cache.get_or_build(source, SPEC)  # waits until the claim has not beaten for 1 s
     assert time.monotonic() - started >= 1.0 and len(read_log(log)) == 1
+
+
+def test_a_lease_of_another_host_counts_until_it_stops_beating(bucket: str, tmp_path: Path) -> None:
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(), clock=ticking())
+    cache.claim_beat_s, cache.claim_stale_s = 0.3, 2.0
+    first, second = make_source(tmp_path / "a", seed=1), make_source(tmp_path / "b", seed=2)
+    k1, k2 = cache.key_for(first, SPEC), cache.key_for(second, SPEC)
+    cache.get_or_build(first, SPEC)
+    cache.get_or_build(second, SPEC)
+    elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
+    objstore.put_bytes(f"{bucket}/cache/leases/{k1}/t.json", json.dumps(elsewhere).encode())
+    with cache.open(k2):  # held here, re-PUT every 0.3 s
+        assert cache.gc(budget_bytes=0).skipped_leased == (k1, k2)  # both fresh
+        ours = f"{bucket}/cache/leases/{k2}"
+        before = {url: objstore.head(url)[1] for url in objstore.list_sizes(ours)}
+        time.sleep(3.5)  # the foreign lease is now older than 2 s; ours was re-PUT
+        assert len(before) == 1 and all(objstore.head(u)[1] != e for u, e in before.items())
+        report = cache.gc(budget_bytes=0)
+        assert report.evicted == (k1,) and report.skipped_leased == (k2,)
+    assert objstore.list_sizes(f"{bucket}/cache/leases") == {}
+    assert cache.gc(budget_bytes=0).evicted == (k2,)
