@@ -294,7 +294,7 @@ class Cache:
     # -- leases ----------------------------------------------------------------------------
 
     def lease(self, ref: StoreRef) -> StoreLease:
-        """Return a held :class:`Lease` on the store ``ref`` names (a key, or (source, spec)).
+        """Return a held lease on the store ``ref`` names (a key, or (source, spec)).
 
         For (source, spec) the store is built first if needed. The lease keeps the store from
         eviction and removal until released.

@@ -9,7 +9,7 @@ Same guarantees as the local cache, with objects in place of folders, renames an
   PUTting ``catalog/<key>.json`` last. A store without an entry is never served.
 * **LRU and eviction**: a hit PUTs ``access/<key>.json``; :meth:`gc` evicts under the budget,
   never a leased or building store (:mod:`service.objevict`).
-* **Leases**: lease objects (:class:`~service.objclaim.ObjectLease`).
+* **Leases**: lease objects that beat while held (:class:`~service.objlease.ObjectLease`).
 """
 
 from __future__ import annotations

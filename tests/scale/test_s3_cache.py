@@ -274,6 +274,10 @@ def test_cli_takes_an_s3_cache(bucket: str, tmp_path: Path) -> None:
     assert result.exit_code == 0 and result.output.startswith(f"removed {key[:12]}")
     result = CliRunner().invoke(cache_cli, ["--cache", "s3://", "ls"])
     assert result.exit_code == 1 and result.output == "Error: s3://: not an s3://bucket/key URL\n"
+    (tmp_path / "file").write_text("x")  # --root takes URLs now; a file is still refused
+    result = CliRunner().invoke(cache_cli, ["--root", str(tmp_path / "file"), "ls"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cache root {tmp_path / 'file'}: not a folder")
 
 
 @pytest.mark.ray
