@@ -29,7 +29,6 @@ from typing import Any
 
 from filelock import FileLock
 
-import precompute
 from precompute.errors import PrecomputeError
 from precompute.format import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
@@ -209,22 +208,16 @@ class Cache:
             self._run_builder(request)
         info = self._check_built(request)
         request.out.rename(store)
-        entry = Entry(
-            key=key,
-            path=store,
-            source=str(request.source),
-            spec=request.spec.to_dict(),
-            source_fingerprint=request.fingerprint,
-            transform_version=str(precompute.TRANSFORM_VERSION),
-            format_version=int(info.attrs["version"]),
-            size_bytes=dir_size(store),
-            num_samples=info.layout.num_samples,
-            num_valid=info.num_valid,
-            created=self.clock(),
-            build_seconds=round(time.monotonic() - started, 3),
-        )
+        return self._publish(request, info, store, dir_size(store), started)
+
+    def _publish(
+        self, request: BuildRequest, info: StoreInfo, store: Path, size: int, started: float
+    ) -> Path:
+        """Write the entry of a checked store (the publish step), mark it used, count it."""
+        seconds = round(time.monotonic() - started, 3)
+        entry = Entry.of_build(request, info, store, size, self.clock(), seconds)
         self.layout.write_entry(entry)  # published: an entry means a complete store
-        self.layout.touch(key, entry.created)  # its first use, on this cache's clock
+        self.layout.touch(request.key, entry.created)  # its first use, on this cache's clock
         self.stats.inc("builds")
         return store
 

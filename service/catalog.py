@@ -25,8 +25,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import precompute
 from precompute.atomic import atomic_write_bytes
+from precompute.format import StoreInfo
 from precompute.objstore import store_path
+from service.builders import BuildRequest
 from service.errors import ServiceError
 
 __all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
@@ -65,6 +68,32 @@ class Entry:
     created: float
     build_seconds: float
     last_access: float = field(default=0.0, compare=False)
+
+    @classmethod
+    def of_build(
+        cls,
+        request: BuildRequest,
+        info: StoreInfo,
+        path: Path,
+        size_bytes: int,
+        created: float,
+        build_seconds: float,
+    ) -> Entry:
+        """Return the entry of the checked store ``info`` that ``request`` built at ``path``."""
+        return cls(
+            key=request.key,
+            path=path,
+            source=str(request.source),
+            spec=request.spec.to_dict(),
+            source_fingerprint=request.fingerprint,
+            transform_version=str(precompute.TRANSFORM_VERSION),
+            format_version=int(info.attrs["version"]),
+            size_bytes=size_bytes,
+            num_samples=info.layout.num_samples,
+            num_valid=info.num_valid,
+            created=created,
+            build_seconds=build_seconds,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (``path`` as a string)."""

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import precompute
 from precompute import objstore
 from precompute.errors import StoreError
 from precompute.format import MARKER_DIR, StoreInfo, open_store_info
@@ -131,24 +130,7 @@ class ObjectCache(Cache):
         if not self._prepare(request):
             self._run_builder(request)
         info = self._check_built(request)
-        entry = Entry(
-            key=key,
-            path=store,
-            source=str(request.source),
-            spec=request.spec.to_dict(),
-            source_fingerprint=request.fingerprint,
-            transform_version=str(precompute.TRANSFORM_VERSION),
-            format_version=int(info.attrs["version"]),
-            size_bytes=self.layout.store_bytes(key),
-            num_samples=info.layout.num_samples,
-            num_valid=info.num_valid,
-            created=self.clock(),
-            build_seconds=round(time.monotonic() - started, 3),
-        )
-        self.layout.write_entry(entry)  # published: an entry means a complete store
-        self.layout.touch(key, entry.created)
-        self.stats.inc("builds")
-        return store
+        return self._publish(request, info, store, self.layout.store_bytes(key), started)
 
     def _discard_build(self, request: BuildRequest) -> None:
         self.layout.wipe(self.layout.store_url(request.key))
