@@ -1,7 +1,8 @@
 """service: the cache of built stores, keyed by (source fingerprint, build spec).
 
 ``Cache(root, budget_bytes=...)`` builds each (source, spec) at most once across processes,
-evicts least-recently-used stores under a byte budget and never evicts a leased store;
+evicts least-recently-used stores under a byte budget and never evicts a leased store (the root
+may be a folder or an ``s3://bucket/prefix``);
 ``resolve`` hands a loader a store path plus a lease; ``python -m service`` serves the HTTP API.
 """
 

@@ -11,6 +11,9 @@ Concurrency protocol (processes and threads alike):
 * **Lease**: readers hold a shared ``flock`` on ``leases/<key>.lease`` (:class:`Lease`).
 * **Evict/remove**: exclusive lease lock without waiting (skip leased stores), then delete the
   entry, then move the store to trash.
+
+``Cache("s3://bucket/prefix")`` is a :class:`~service.objcache.ObjectCache`: the same protocol
+with claim, entry and lease objects in object storage.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import Any
 
 from filelock import FileLock
 
-import precompute
 from precompute.errors import PrecomputeError
 from precompute.format import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
@@ -38,18 +40,22 @@ from service.eviction import GcReport
 from service.keys import check_key, parse_spec, resolve_source, source_fingerprint, store_key
 from service.lease import Lease
 from service.metrics import CacheStats
+from service.objlease import ObjectLease
 
-__all__ = ["Cache", "GcReport", "StoreRef"]
+__all__ = ["Cache", "GcReport", "StoreLease", "StoreRef"]
 
 # A store reference: a cache key, or (source, spec).
 StoreRef = str | tuple[str | Path, BuildSpec | Mapping[str, Any]]
+# A reader's hold on a store: a shared flock (local root) or a lease object (s3:// root).
+StoreLease = Lease | ObjectLease
 
 
 class Cache:
     """A directory of built stores addressed by :func:`service.keys.store_key`.
 
     Args:
-        root: Cache root folder (created if missing).
+        root: Cache root folder (created if missing), or an ``s3://bucket/prefix`` URL (an
+            :class:`~service.objcache.ObjectCache`).
         budget_bytes: Byte budget enforced by :meth:`gc` (after each build too); None: unbounded.
         builder: Callable that builds one :class:`BuildRequest`; defaults to
             ``precompute.job.build`` on Ray.
@@ -59,6 +65,14 @@ class Cache:
         clock: Unix time now, for the LRU clock (a store's last use) and ``created``; default
             ``time.time`` (tests pass a clock of their own instead of sleeping).
     """
+
+    def __new__(cls, root: str | Path, *args: Any, **kwargs: Any) -> Cache:
+        """Return an :class:`~service.objcache.ObjectCache` for an ``s3://`` root."""
+        if cls is Cache and str(root).startswith("s3://"):
+            from service.objcache import ObjectCache  # lazy: it imports this module
+
+            return super().__new__(ObjectCache)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -73,8 +87,7 @@ class Cache:
     ) -> None:
         if budget_bytes is not None and (isinstance(budget_bytes, bool) or budget_bytes < 0):
             raise ValueError(f"budget_bytes must be a non-negative int or None: {budget_bytes!r}")
-        self.layout = CacheLayout(root)
-        self.layout.ensure()
+        self.layout = self._open_layout(root)
         self.budget_bytes = budget_bytes
         self.content_hash = content_hash
         self.lock_timeout = lock_timeout
@@ -84,6 +97,11 @@ class Cache:
         self._fingerprint = fingerprinter or functools.partial(
             source_fingerprint, content_hash=content_hash
         )
+
+    def _open_layout(self, root: str | Path) -> CacheLayout:
+        layout = CacheLayout(root)
+        layout.ensure()
+        return layout
 
     @property
     def root(self) -> Path:
@@ -190,22 +208,16 @@ class Cache:
             self._run_builder(request)
         info = self._check_built(request)
         request.out.rename(store)
-        entry = Entry(
-            key=key,
-            path=store,
-            source=str(request.source),
-            spec=request.spec.to_dict(),
-            source_fingerprint=request.fingerprint,
-            transform_version=str(precompute.TRANSFORM_VERSION),
-            format_version=int(info.attrs["version"]),
-            size_bytes=dir_size(store),
-            num_samples=info.layout.num_samples,
-            num_valid=info.num_valid,
-            created=self.clock(),
-            build_seconds=round(time.monotonic() - started, 3),
-        )
+        return self._publish(request, info, store, dir_size(store), started)
+
+    def _publish(
+        self, request: BuildRequest, info: StoreInfo, store: Path, size: int, started: float
+    ) -> Path:
+        """Write the entry of a checked store (the publish step), mark it used, count it."""
+        seconds = round(time.monotonic() - started, 3)
+        entry = Entry.of_build(request, info, store, size, self.clock(), seconds)
         self.layout.write_entry(entry)  # published: an entry means a complete store
-        self.layout.touch(key, entry.created)  # its first use, on this cache's clock
+        self.layout.touch(request.key, entry.created)  # its first use, on this cache's clock
         self.stats.inc("builds")
         return store
 
@@ -237,11 +249,14 @@ class Cache:
             )
         if problems:
             self.stats.inc("build_failures")
-            maintenance.discard(self.layout, request.out)
+            self._discard_build(request)
             raise BuildFailedError(
                 f"build of {request.key} is not what was asked for: " + "; ".join(problems)
             )
         return info
+
+    def _discard_build(self, request: BuildRequest) -> None:
+        maintenance.discard(self.layout, request.out)
 
     # -- removal and eviction ----------------------------------------------------------
 
@@ -271,8 +286,8 @@ class Cache:
 
     # -- leases ----------------------------------------------------------------------------
 
-    def lease(self, ref: StoreRef) -> Lease:
-        """Return a held :class:`Lease` on the store ``ref`` names (a key, or (source, spec)).
+    def lease(self, ref: StoreRef) -> StoreLease:
+        """Return a held lease on the store ``ref`` names (a key, or (source, spec)).
 
         For (source, spec) the store is built first if needed. The lease keeps the store from
         eviction and removal until released.
@@ -285,13 +300,16 @@ class Cache:
             else:
                 request = self.request_for(*ref)
                 key, path = request.key, self.get(request.key) or self.build(request)
-            lease = Lease(key, path, self.layout.lease_file(key))
+            lease = self._take_lease(key, path)
             if self._lookup(key) is not None:  # not evicted between lookup and lease
                 return lease
             lease.release()
         raise ServiceError(
             f"store {ref!r} was evicted three times while leasing it; raise the cache budget"
         )
+
+    def _take_lease(self, key: str, path: Path) -> StoreLease:
+        return Lease(key, path, self.layout.lease_file(key))
 
     @contextlib.contextmanager
     def open(self, ref: StoreRef) -> Iterator[Path]:

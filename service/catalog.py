@@ -25,7 +25,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import precompute
 from precompute.atomic import atomic_write_bytes
+from precompute.format import StoreInfo
+from precompute.objstore import store_path
+from service.builders import BuildRequest
 from service.errors import ServiceError
 
 __all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
@@ -37,7 +41,7 @@ class Entry:
 
     Attributes:
         key: The cache key.
-        path: The store directory.
+        path: The store directory (an ``ObjectPath`` for a store in object storage).
         source: The canonical source path it was built from.
         spec: The canonical build spec (``BuildSpec.to_dict()``).
         source_fingerprint: The fingerprint that went into the key.
@@ -65,6 +69,32 @@ class Entry:
     build_seconds: float
     last_access: float = field(default=0.0, compare=False)
 
+    @classmethod
+    def of_build(
+        cls,
+        request: BuildRequest,
+        info: StoreInfo,
+        path: Path,
+        size_bytes: int,
+        created: float,
+        build_seconds: float,
+    ) -> Entry:
+        """Return the entry of the checked store ``info`` that ``request`` built at ``path``."""
+        return cls(
+            key=request.key,
+            path=path,
+            source=str(request.source),
+            spec=request.spec.to_dict(),
+            source_fingerprint=request.fingerprint,
+            transform_version=str(precompute.TRANSFORM_VERSION),
+            format_version=int(info.attrs["version"]),
+            size_bytes=size_bytes,
+            num_samples=info.layout.num_samples,
+            num_valid=info.num_valid,
+            created=created,
+            build_seconds=build_seconds,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (``path`` as a string)."""
         out = asdict(self)
@@ -76,7 +106,7 @@ class Entry:
         """Parse :meth:`to_dict` output; ``last_access`` comes from the file's mtime."""
         names = {f.name for f in fields(cls)} - {"last_access"}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["path"] = Path(kwargs["path"])
+        kwargs["path"] = store_path(kwargs["path"])  # an ObjectPath for an s3:// store
         return cls(**kwargs, last_access=last_access)
 
 
@@ -106,9 +136,16 @@ class CacheLayout:
         self.root = Path(root).expanduser().absolute()
 
     def ensure(self) -> None:
-        """Create the cache root and its sub-folders."""
+        """Create the cache root and its sub-folders.
+
+        Raises:
+            ServiceError: The root (or a sub-folder) exists and is not a folder.
+        """
         for name in self.SUBDIRS:
-            (self.root / name).mkdir(parents=True, exist_ok=True)
+            try:
+                (self.root / name).mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError) as exc:
+                raise ServiceError(f"cache root {self.root}: not a folder ({exc})") from exc
 
     def store(self, key: str) -> Path:
         """Return where the published store of ``key`` lives."""

@@ -10,7 +10,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -111,19 +110,24 @@ def _emit(as_json: bool, doc: Any, human: str) -> None:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 root_option = click.option(
     "--root",
-    type=click.Path(file_okay=False, path_type=Path),
+    "--cache",
+    "root",
+    type=str,
     envvar=CACHE_ENV,
     default=None,
-    help=f"Cache root (default ${CACHE_ENV} or ~/.cache/nostall).",
+    help=f"Cache root: a folder or s3://bucket/prefix (default ${CACHE_ENV} or ~/.cache/nostall).",
 )
 
 
 @click.group(name="cache")
 @root_option
 @click.pass_context
-def cache(ctx: click.Context, root: Path | None) -> None:
+def cache(ctx: click.Context, root: str | None) -> None:
     """Inspect and maintain the cache of built stores."""
-    ctx.obj = Cache(root if root is not None else default_cache_root())
+    try:
+        ctx.obj = Cache(root if root is not None else default_cache_root())
+    except (ServiceError, PrecomputeError) as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @cache.command("ls")
@@ -227,7 +231,7 @@ def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
 )
 @_user_errors
 def serve(
-    root: Path | None,
+    root: str | None,
     source_roots: tuple[str, ...],
     host: str,
     port: int,

@@ -12,17 +12,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.cache import Cache, StoreRef
-from service.lease import Lease
+from service.cache import Cache, StoreLease, StoreRef
 
 __all__ = ["CACHE_ENV", "default_cache_root", "resolve"]
 
 CACHE_ENV = "NOSTALL_CACHE"
 
 
-def default_cache_root() -> Path:
-    """Return ``$NOSTALL_CACHE``, else ``~/.cache/nostall``."""
+def default_cache_root() -> Path | str:
+    """Return ``$NOSTALL_CACHE`` (a folder or an ``s3://`` URL), else ``~/.cache/nostall``."""
     env = os.environ.get(CACHE_ENV)
+    if env and env.startswith("s3://"):
+        return env
     return Path(env).expanduser() if env else Path.home() / ".cache" / "nostall"
 
 
@@ -45,7 +46,7 @@ def resolve(
     *,
     cache_root: str | Path | None = None,
     cache: Cache | None = None,
-) -> tuple[Path, Lease]:
+) -> tuple[Path, StoreLease]:
     """Return the store path of ``ref`` and a held lease on it, building it if needed.
 
     Args:
@@ -56,6 +57,7 @@ def resolve(
 
     Returns:
         ``(path, lease)``; call ``lease.release()`` (or use it as a context manager) when done.
+        With an ``s3://`` cache root, ``path`` is an ``ObjectPath`` whose ``str()`` is the URL.
 
     Raises:
         CacheKeyError: A key that is not in the cache.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loaders.errors import StoreOpenError
+from precompute.objstore import store_path
 
 __all__ = ["RESOLVERS", "Held", "is_cache_ref", "resolve_cache_ref"]
 
@@ -41,6 +42,8 @@ def is_cache_ref(store: object) -> bool:
 def resolve_cache_ref(ref: object, **options: Any) -> tuple[Path, Held]:
     """Return ``(store path, hold)`` for ``ref`` from the installed resolver.
 
+    The path is an ``ObjectPath`` when the store lies in object storage (an ``s3://`` cache).
+
     Args:
         ref: A cache key, a ``(source, spec)`` pair or a ``{"source", "spec"}`` mapping.
         **options: Passed to the resolver (``cache_root``, ``cache``).
@@ -56,4 +59,4 @@ def resolve_cache_ref(ref: object, **options: Any) -> tuple[Path, Held]:
             f"package registers one as a {RESOLVERS!r} entry point): pass a store path",
         )
     path, held = found[0].load()(ref, **options)
-    return Path(path), held
+    return store_path(path), held  # an ObjectPath (an s3:// store) stays one

@@ -1,0 +1,109 @@
+"""Removal, LRU eviction and debris cleaning of a cache in object storage.
+
+Unpublishing a key happens under its build claim (so no build of it starts meanwhile) and
+skips (eviction) or refuses (removal) a key with a live lease. Readers PUT their lease *before*
+re-checking the entry, and the evictor lists leases again *after* deleting the entry: a reader
+that still saw the entry is then seen, the entry is PUT back and the store kept. Only then are
+the store's objects deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from precompute import objstore
+from service.catalog import Entry
+from service.errors import StoreInUseError
+from service.eviction import GcReport
+from service.objcatalog import ObjectLayout, object_call
+from service.objclaim import STALE_S, try_claim, wait_claim
+from service.objlease import live_leases
+
+__all__ = ["clean_debris", "collect", "remove_store", "try_evict"]
+
+
+def _unpublish(layout: ObjectLayout, entry: Entry, stale_s: float) -> bool:
+    """Delete ``entry`` and its store unless a lease appears; we hold the key's claim."""
+    key = entry.key
+    if live_leases(layout, key, stale_s):
+        return False
+    object_call("unpublish", objstore.delete, layout.entry_url(key))  # nobody finds it now
+    if live_leases(layout, key, stale_s):  # a reader leased it before seeing the entry gone
+        layout.write_entry(entry)
+        return False
+    object_call("unpublish", objstore.delete, layout.access_url(key))
+    layout.wipe(layout.store_url(key))
+    return True
+
+
+def remove_store(
+    layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0, stale_s: float = STALE_S
+) -> None:
+    """Unpublish ``entry`` (waiting for its build claim), unless a reader leases it.
+
+    Raises:
+        StoreInUseError: A reader holds a lease on the store.
+        ServiceError: The build claim stayed held past ``lock_timeout``.
+    """
+    with wait_claim(layout.claim_url(entry.key), lock_timeout, stale_s):
+        if not _unpublish(layout, entry, stale_s):
+            raise StoreInUseError(f"store {entry.key} is leased by a reader; close it first")
+
+
+def try_evict(layout: ObjectLayout, entry: Entry, stale_s: float = STALE_S) -> bool:
+    """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted."""
+    claim = try_claim(layout.claim_url(entry.key))
+    if claim is None:
+        return False
+    with claim:
+        return _unpublish(layout, entry, stale_s)
+
+
+def clean_debris(layout: ObjectLayout) -> list[str]:
+    """Delete stores without an entry whose build claim is free (their builder died).
+
+    Returns:
+        The prefixes removed, relative to the cache root.
+    """
+    removed = []
+    published = set(layout.catalog_keys())
+    for key in layout.store_keys():
+        if key in published or (claim := try_claim(layout.claim_url(key))) is None:
+            continue
+        with claim:
+            if layout.read_entry(key) is None:
+                layout.wipe(layout.store_url(key))
+                removed.append(f"stores/{key}")
+    return removed
+
+
+def collect(
+    layout: ObjectLayout,
+    entries: Sequence[Entry],
+    budget: int | None,
+    keep: Sequence[str] = (),
+    lock_timeout: float = -1.0,
+    stale_s: float = STALE_S,
+) -> GcReport:
+    """Clean debris, then evict the least recently used of ``entries`` until under ``budget``.
+
+    Runs under the cache's ``gc`` claim, so two collections never overshoot together.
+    """
+    with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s):
+        cleaned = clean_debris(layout)
+        ordered = sorted(entries, key=lambda e: e.last_access)
+        total = sum(e.size_bytes for e in ordered)
+        evicted: list[str] = []
+        skipped: list[str] = []
+        freed = 0
+        for entry in ordered:
+            if budget is None or total - freed <= budget:
+                break
+            if entry.key in keep:
+                continue
+            if try_evict(layout, entry, stale_s):
+                evicted.append(entry.key)
+                freed += entry.size_bytes
+            else:
+                skipped.append(entry.key)
+    return GcReport(tuple(evicted), freed, tuple(skipped), tuple(cleaned), total - freed, budget)

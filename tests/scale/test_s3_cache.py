@@ -1,0 +1,341 @@
+"""A cache whose root is in object storage, against moto's real S3 server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from precompute import objstore
+from precompute.format import StoreLayout, open_store_info
+from precompute.writer import create_or_resume, write_shard
+from service import Cache, ServiceError, StoreInUseError, resolve
+from service.app import create_app
+from service.builders import Builder, BuildRequest
+from service.objcache import ObjectCache
+from service.paths import SourcePolicy
+from tests.scale.conftest import upload_tree
+from tests.service.helpers import SPEC, index_builder, make_source, read_log
+from tests.service.server_util import serving
+
+
+def upload_store(local: Path, url: str) -> None:
+    """PUT a local store under ``url``, its group ``zarr.json`` (the completion marker) last."""
+    group = local / "zarr.json"
+    for path in sorted(p for p in local.rglob("*") if p.is_file() and p != group):
+        objstore.put_bytes(f"{url}/{path.relative_to(local).as_posix()}", path.read_bytes())
+    objstore.put_bytes(f"{url}/zarr.json", group.read_bytes())
+
+
+def s3_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
+    """A real builder for an ``s3://`` request: the index store, written locally, then PUT."""
+    local_build = index_builder(log, delay)
+
+    def build(request: BuildRequest) -> None:
+        with tempfile.TemporaryDirectory(prefix="s3cache-build-") as tmp:
+            local_build(replace(request, out=Path(tmp) / "store"))
+            upload_store(Path(tmp) / "store", str(request.out))
+
+    return build
+
+
+def hanging_s3_builder(started: Path, log: Path | None = None) -> Builder:
+    """Write an incomplete store (one shard of two) to object storage, signal, then hang."""
+
+    def build(request: BuildRequest) -> None:
+        if log is not None:
+            with open(log, "a") as f:
+                f.write(f"hang {request.key}\n")
+        n = 12
+        layout = StoreLayout.from_spec(request.spec, n)
+        with tempfile.TemporaryDirectory(prefix="s3cache-hang-") as tmp:
+            local = Path(tmp) / "store"
+            create_or_resume(local, request.spec, layout, request.fingerprint)
+            a, b = layout.shard_range(0)
+            s = request.spec.size
+            write_shard(
+                local,
+                layout,
+                0,
+                image=np.zeros((b - a, s, s, 3), np.uint8),
+                label=np.zeros(b - a, np.int64),
+                extent=np.tile(np.array([0, 0, s, s], np.int32), (b - a, 1)),
+                key=[f"k{i}" for i in range(a, b)],
+            )
+            upload_store(local, str(request.out))
+        started.write_text("started")
+        time.sleep(600)
+
+    return build
+
+
+def ticking(start: float = 1_000_000.0) -> Callable[[], float]:
+    counter = itertools.count()
+    return lambda: start + next(counter)
+
+
+def test_an_s3_root_makes_an_object_cache_and_bad_roots_are_named(bucket: str) -> None:
+    cache = Cache(f"{bucket}/cache/")
+    assert isinstance(cache, ObjectCache) and str(cache.root) == f"{bucket}/cache"
+    assert cache.list() == [] and cache.status("a" * 64) == {"key": "a" * 64, "status": "absent"}
+    with pytest.raises(ServiceError, match="s3://no-such-bucket-x/c/claims: LIST failed"):
+        Cache("s3://no-such-bucket-x/c")
+
+
+def test_threads_build_once_and_a_second_instance_sees_the_store(
+    bucket: str, tmp_path: Path
+) -> None:
+    source, log = make_source(tmp_path / "src"), tmp_path / "log"
+    root = f"{bucket}/cache"
+    cache = Cache(root, builder=s3_builder(log, delay=0.5))
+    paths: list[str] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            paths.append(str(cache.get_or_build(source, SPEC)))
+        except BaseException as exc:  # carried back to the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    key = cache.key_for(source, SPEC)
+    assert len(read_log(log)) == 1  # built once
+    assert paths == [f"{root}/stores/{key}"] * 6
+    other = Cache(root, builder=s3_builder(log))  # a second instance (another server, say)
+    assert str(other.get(key)) == paths[0] and other.info(key).num_samples == 12
+    assert str(other.get_or_build(source, SPEC)) == paths[0] and len(read_log(log)) == 1
+    info = open_store_info(paths[0])
+    assert info.attrs["complete"] and info.source_fingerprint == other.info(key).source_fingerprint
+    assert other.status(key)["status"] == "ready"
+
+
+def _dead_holder() -> bytes:
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return json.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "x"}).encode()
+
+
+def test_one_of_many_callers_takes_a_dead_claim_over(bucket: str, tmp_path: Path) -> None:
+    source, log = make_source(tmp_path / "src"), tmp_path / "log"
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(log, delay=0.3))
+    key = cache.key_for(source, SPEC)
+    objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", _dead_holder())  # a dead builder's
+    assert cache.status(key)["status"] == "interrupted"
+    paths: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: paths.append(str(cache.get_or_build(source, SPEC))))
+        for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(read_log(log)) == 1 and len(set(paths)) == 1 and len(paths) == 6
+    assert objstore.list_sizes(f"{bucket}/cache/claims/{key}.json.takeover") != {}
+    assert cache.status(key)["status"] == "ready"
+
+
+def test_an_unpublished_store_is_never_served_and_gc_cleans_it(bucket: str, tmp_path: Path) -> None:
+    source = make_source(tmp_path / "src")
+    cache = Cache(f"{bucket}/cache", builder=s3_builder())
+    request = cache.request_for(source, SPEC)
+    s3_builder()(request)  # a complete store under stores/<key>/ but no entry: not published
+    assert cache.get(request.key) is None and cache.list() == []
+    assert cache.gc().cleaned == (f"stores/{request.key}",)
+    assert objstore.list_sizes(str(request.out)) == {}
+
+
+def test_eviction_keeps_the_budget_lru_and_leased_stores(bucket: str, tmp_path: Path) -> None:
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(), clock=ticking())
+    sources = [make_source(tmp_path / f"src{i}", seed=i) for i in range(3)]
+    keys = [cache.key_for(s, SPEC) for s in sources]
+    for s in sources:
+        cache.get_or_build(s, SPEC)
+    size = max(e.size_bytes for e in cache.list())
+    assert cache.get(keys[0]) is not None  # LRU order now: keys[1], keys[2], keys[0]
+    with cache.open(keys[1]) as leased:  # a use too: keys[2], keys[0], keys[1]
+        assert str(leased) == f"{bucket}/cache/stores/{keys[1]}"
+        assert cache.gc(budget_bytes=2 * size).evicted == (keys[2],)  # the LRU one only
+        report = cache.gc(budget_bytes=0)
+        assert report.evicted == (keys[0],) and report.skipped_leased == (keys[1],)
+        with pytest.raises(StoreInUseError, match=f"store {keys[1]} is leased by a reader"):
+            cache.remove(keys[1])
+    assert objstore.list_sizes(f"{bucket}/cache/stores/{keys[2]}") == {}
+    assert cache.get(keys[2]) is None
+    assert cache.remove(keys[1]).key == keys[1] and cache.list() == []
+
+
+def test_a_dead_readers_lease_is_ignored(bucket: str, tmp_path: Path) -> None:
+    cache = Cache(f"{bucket}/cache", builder=s3_builder())
+    source = make_source(tmp_path / "src")
+    key = cache.key_for(source, SPEC)
+    cache.get_or_build(source, SPEC)
+    objstore.put_bytes(f"{bucket}/cache/leases/{key}/dead.json", _dead_holder())
+    assert cache.gc(budget_bytes=0).evicted == (key,)
+    assert objstore.list_sizes(f"{bucket}/cache/leases/{key}") == {}
+
+
+def test_build_after_budget_evicts_others_not_the_new_store(bucket: str, tmp_path: Path) -> None:
+    cache = Cache(f"{bucket}/cache", budget_bytes=1, builder=s3_builder(), clock=ticking())
+    first, second = make_source(tmp_path / "a", seed=1), make_source(tmp_path / "b", seed=2)
+    cache.get_or_build(first, SPEC)
+    cache.get_or_build(second, SPEC)
+    assert [e.key for e in cache.list()] == [cache.key_for(second, SPEC)]
+
+
+def test_resolve_and_store_loader_stream_from_an_s3_cache(
+    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loaders.torch_loader import StoreLoader
+
+    source = make_source(tmp_path / "src")
+    root = f"{bucket}/cache"
+    key = Cache(root, builder=s3_builder()).get_or_build(source, SPEC).name
+    with StoreLoader(key, batch_size=4, shuffle=False, cache_root=root) as loader:
+        assert str(loader.source.info.path) == f"{root}/stores/{key}"
+        seen = []
+        for batch in loader:
+            for image, index in zip(batch["image"], batch["index"], strict=True):
+                assert torch.all(image == int(index) % 251)  # pixels encode the slot index
+                seen.append(int(index))
+        assert sorted(seen) == list(range(12))
+        assert objstore.list_sizes(f"{root}/leases/{key}") != {}  # leased while open
+    assert objstore.list_sizes(f"{root}/leases/{key}") == {}
+    monkeypatch.setenv("NOSTALL_CACHE", root)
+    path, lease = resolve(key)
+    with lease:
+        assert str(path) == f"{root}/stores/{key}"
+
+
+def _wait_ready(client: httpx.Client, key: str) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        doc = client.get(f"/stores/{key}").json()
+        if doc["status"] in ("ready", "failed"):
+            return dict(doc)
+        time.sleep(0.05)
+    raise AssertionError(f"build {key} did not finish")
+
+
+def test_http_api_over_an_s3_cache_root(bucket: str, tmp_path: Path) -> None:
+    make_source(tmp_path / "data" / "ds")
+    upload_tree(make_source(tmp_path / "s3ds"), f"{bucket}/raw/ds")
+    cache = Cache(f"{bucket}/cache", builder=s3_builder())
+    policy = SourcePolicy([tmp_path / "data", f"{bucket}/raw"])
+    with serving(create_app(cache, policy)) as url, httpx.Client(base_url=url, timeout=30) as c:
+        keys = []
+        for source in ("ds", f"{bucket}/raw/ds"):
+            r = c.post("/stores", json={"source": source, "spec": SPEC})
+            assert r.status_code == 202, r.text
+            doc = _wait_ready(c, r.json()["key"])
+            assert doc["status"] == "ready" and doc["path"].startswith(f"{bucket}/cache/stores/")
+            assert c.post("/stores", json={"source": source, "spec": SPEC}).status_code == 200
+            keys.append(r.json()["key"])
+        listed = c.get("/stores").json()
+        assert sorted(s["key"] for s in listed["stores"]) == sorted(keys)
+        assert "nostall_cache_stores 2" in c.get("/metrics").text
+        with cache.open(keys[0]):
+            assert c.delete(f"/stores/{keys[0]}").status_code == 409
+        assert c.delete(f"/stores/{keys[0]}").json()["removed"]["key"] == keys[0]
+        assert c.get(f"/stores/{keys[0]}").status_code == 404
+
+
+def test_cli_takes_an_s3_cache(bucket: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from service.cli import cache as cache_cli
+
+    source = make_source(tmp_path / "src")
+    root = f"{bucket}/cache"
+    key = Cache(root, builder=s3_builder()).get_or_build(source, SPEC).name
+    result = CliRunner().invoke(cache_cli, ["--cache", root, "ls", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [e["key"] for e in json.loads(result.output)] == [key]
+    result = CliRunner().invoke(cache_cli, ["--cache", root, "rm", key[:8]])
+    assert result.exit_code == 0 and result.output.startswith(f"removed {key[:12]}")
+    result = CliRunner().invoke(cache_cli, ["--cache", "s3://", "ls"])
+    assert result.exit_code == 1 and result.output == "Error: s3://: not an s3://bucket/key URL\n"
+    (tmp_path / "file").write_text("x")  # --root takes URLs now; a file is still refused
+    result = CliRunner().invoke(cache_cli, ["--root", str(tmp_path / "file"), "ls"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cache root {tmp_path / 'file'}: not a folder")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_real_builder_writes_into_an_s3_cache(
+    bucket: str, ray_local: object, tmp_path: Path
+) -> None:
+    from service import precompute_builder
+
+    source = make_source(tmp_path / "src", num_images=20)
+    cache = Cache(f"{bucket}/cache", builder=precompute_builder())
+    path = cache.get_or_build(source, SPEC)  # precompute.job.build on Ray, --out s3://...
+    info = open_store_info(path)
+    assert info.num_valid == 20 and info.attrs["report"]["builder"] == "precompute.job"
+    assert f"{path}/_nostall/build.lock" not in objstore.list_sizes(str(path))
+    assert cache.info(path.name).size_bytes == sum(objstore.list_sizes(str(path)).values())
+    assert cache.get_or_build(str(source), SPEC) == path and cache.stats.snapshot()["builds"] == 1
+
+
+def test_a_claim_beats_while_held_and_one_of_another_host_that_stops_is_taken_over(
+    bucket: str, tmp_path: Path
+) -> None:
+    from service.objclaim import try_claim
+
+    url = f"{bucket}/cache/claims/x.json"
+    with try_claim(url, beat_s=0.1):
+        first = objstore.head(url)[1]
+        time.sleep(0.5)
+        assert objstore.head(url)[1] != first  # re-PUT while held
+    assert not objstore.store_path(url).exists()  # deleted on release
+    source, log = make_source(tmp_path / "src"), tmp_path / "log"
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(log))
+    cache.claim_stale_s = 1.0
+    key = cache.key_for(source, SPEC)
+    elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
+    objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", json.dumps(elsewhere).encode())
+    assert cache.status(key)["status"] == "building"  # a live pid there, for all we know
+    started = time.monotonic()
+    cache.get_or_build(source, SPEC)  # waits until the claim has not beaten for 1 s
+    assert time.monotonic() - started >= 1.0 and len(read_log(log)) == 1
+
+
+def test_a_lease_of_another_host_counts_until_it_stops_beating(bucket: str, tmp_path: Path) -> None:
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(), clock=ticking())
+    cache.claim_beat_s, cache.claim_stale_s = 0.3, 2.0
+    first, second = make_source(tmp_path / "a", seed=1), make_source(tmp_path / "b", seed=2)
+    k1, k2 = cache.key_for(first, SPEC), cache.key_for(second, SPEC)
+    cache.get_or_build(first, SPEC)
+    cache.get_or_build(second, SPEC)
+    elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
+    objstore.put_bytes(f"{bucket}/cache/leases/{k1}/t.json", json.dumps(elsewhere).encode())
+    with cache.open(k2):  # held here, re-PUT every 0.3 s
+        assert cache.gc(budget_bytes=0).skipped_leased == (k1, k2)  # both fresh
+        ours = f"{bucket}/cache/leases/{k2}"
+        before = {url: objstore.head(url)[1] for url in objstore.list_sizes(ours)}
+        time.sleep(3.5)  # the foreign lease is now older than 2 s; ours was re-PUT
+        assert len(before) == 1 and all(objstore.head(u)[1] != e for u, e in before.items())
+        report = cache.gc(budget_bytes=0)
+        assert report.evicted == (k1,) and report.skipped_leased == (k2,)
+    assert objstore.list_sizes(f"{bucket}/cache/leases") == {}
+    assert cache.gc(budget_bytes=0).evicted == (k2,)
