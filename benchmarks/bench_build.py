@@ -1,6 +1,6 @@
 """Benchmark ``precompute build``: throughput vs a bare Pillow pool, and peak RSS vs dataset size.
 
-Run: ``.venv/bin/python -m benchmarks.bench_build [--images 480] [--rss-small 200] ...``
+Run: ``.venv/bin/python -m benchmarks.bench_build [--images 8000] [--size 256] ...``
 
 1. Throughput: the same files, the same cores, the same decode+resize (Pillow open, EXIF
    transpose, convert to RGB, bilinear centre-crop resize to S). The baseline is a
@@ -14,6 +14,12 @@ Run: ``.venv/bin/python -m benchmarks.bench_build [--images 480] [--rss-small 20
    RSS of the whole process tree (driver, Ray GCS, raylet, agents and workers). RSS over-counts
    shared pages, so this is an upper bound. These builds use 32-sample shards so that even the
    small one keeps every core's worker busy (otherwise it measures fewer workers, not size).
+3. End to end (:mod:`benchmarks.build_fresh`): what a user waits for. Each run is a fresh
+   process, imports and Ray (or pool) start-up and shutdown included: a pool and a build of
+   ``--small`` images (the build's time is its fixed cost) and of all images, interleaved,
+   ``--e2e-runs`` times. Steady state = ``(T(N) - T(small))`` of the pool over that of the
+   build (target >= 0.9; use ``--images 8000`` or more so that it dominates the noise), with
+   the peak tree RSS of each run.
 """
 
 from __future__ import annotations
@@ -25,22 +31,17 @@ import multiprocessing as mp
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psutil
-from PIL import Image, ImageOps
 
+from benchmarks.build_fresh import bench_end_to_end, peak_rss, pillow_job
 from precompute import BuildSpec, list_source
 from precompute.sample import make_sample_dataset
-
-BILINEAR = Image.Resampling.BILINEAR
 
 
 def _cores() -> int:
@@ -48,15 +49,6 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def _pillow_job(args: tuple[str, int]) -> np.ndarray:
-    path, size = args
-    img = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
-    w, h = img.size
-    side = min(w, h)
-    box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
-    return np.asarray(img.resize((size, size), BILINEAR, box=box))
 
 
 def _tree_cpu() -> float:
@@ -77,9 +69,9 @@ def time_pool(paths: list[str], size: int, cores: int) -> tuple[float, float]:
     Pool start-up is excluded from the seconds; CPU seconds count the parent and workers.
     """
     with mp.get_context("fork").Pool(cores) as pool:
-        pool.map(_pillow_job, [(paths[0], size)] * cores)  # workers up
+        pool.map(pillow_job, [(paths[0], size)] * cores)  # workers up
         c0, t0 = _tree_cpu(), time.perf_counter()
-        out = pool.map(_pillow_job, [(p, size) for p in paths], chunksize=8)
+        out = pool.map(pillow_job, [(p, size) for p in paths], chunksize=8)
         elapsed = time.perf_counter() - t0
     pool.join()
     cpu = _tree_cpu() - c0  # the workers are reaped now: their CPU is in children_*
@@ -124,7 +116,7 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
         num_cpus=cores, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
     )
     try:
-        time_build(src, work, spec)  # warm-up: Ray Data, worker imports
+        time_build(src, work, spec)  # warm-up: Ray, worker imports
         time_pool(paths[:32], args.size, cores)
         pool, built = [], []
         for _ in range(args.runs):
@@ -153,52 +145,6 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
     }
 
 
-_CHILD = """
-import sys
-from precompute import BuildSpec
-from precompute.job import build
-build(sys.argv[1], sys.argv[2], BuildSpec(size=int(sys.argv[3]), shard_samples=32,
-      chunk_samples=16), progress=False)
-"""
-
-
-def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
-    total = count = 0
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:  # the build process has exited
-        return 0, 0
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-            count += 1
-        except psutil.Error:
-            continue
-    return total, count
-
-
-def peak_rss(src: Path, out: Path, size: int) -> tuple[int, int, float]:
-    """Run one build in a fresh process; return (peak tree RSS bytes, processes, seconds)."""
-    t0 = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(src), str(out), str(size)])
-    proc, peak, done = psutil.Process(child.pid), (0, 0), threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, _tree_rss(proc))
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    code = child.wait()
-    done.set()
-    thread.join()
-    if code:
-        raise RuntimeError(f"build of {src} failed with exit code {code}")
-    return peak[0], peak[1], time.perf_counter() - t0
-
-
 def bench_rss(args: argparse.Namespace, src: Path, work: Path) -> list[dict[str, Any]]:
     """Peak RSS of builds over the first N/10 images (a manifest) and all N images."""
     items = list_source(src).items
@@ -211,6 +157,26 @@ def bench_rss(args: argparse.Namespace, src: Path, work: Path) -> list[dict[str,
         peak, procs, secs = peak_rss(source, out, args.size)
         rows.append({"images": n, "peak_rss_mb": peak / 2**20, "procs": procs, "seconds": secs})
     return rows
+
+
+def print_end_to_end(args: argparse.Namespace, src: Path, work: Path) -> None:
+    """Run and print the fresh-process section: fixed cost, steady state, peak RSS."""
+    shard = (args.shard_samples, args.chunk_samples)
+    e2e = bench_end_to_end(
+        src, work, size=args.size, shard=shard, small=args.small, runs=args.e2e_runs, cores=_cores()
+    )
+    med = e2e["median"]
+    print(f"end to end (fresh process each, median of {args.e2e_runs}, interleaved):")
+    for name, row in med.items():
+        print(
+            f"  {name:12s} {row['seconds']:7.2f} s  (imports {row['imports_s']:.2f} s, "
+            f"call {row['call_s']:.2f} s)  peak RSS {row['peak_rss_mb']:6.0f} MiB"
+        )
+    print(
+        f"  fixed cost (build of {args.small} images) {e2e['fixed_cost_s']:.2f} s (target <= 3 s); "
+        f"ratio pool/build: end to end {e2e['ratio_end_to_end']:.2f}, "
+        f"steady state (T(N) - T(small)) {e2e['ratio_steady']:.2f} (target >= 0.9)"
+    )
 
 
 def _environment() -> dict[str, Any]:
@@ -243,6 +209,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--chunk-samples", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument(
+        "--small",
+        type=int,
+        default=10,
+        help="end to end: images in the small run (its build time is the fixed cost)",
+    )
+    ap.add_argument("--e2e-runs", type=int, default=3, help="end to end: runs of each (median)")
+    ap.add_argument("--skip-warm", action="store_true", help="skip 1. (Ray already up)")
+    ap.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end section")
     ap.add_argument("--workdir", help="keep generated datasets here (default: a temp dir)")
     args = ap.parse_args(argv)
     if args.images is None:
@@ -256,26 +231,29 @@ def main(argv: list[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
     print("environment:", json.dumps(_environment(), default=str))
     src = dataset(args, work)
-    tp = bench_throughput(args, src, work)
-    print(
-        f"throughput ({tp['images']} images of {args.side[0]}-{args.side[1]} px, "
-        f"S={args.size}, {tp['cores']} cores, "
-        f"shard_samples={args.shard_samples}, median of {args.runs}):"
-    )
-    for name, rate, runs in (
-        ("pillow pool     ", tp["pool_img_s"], tp["pool_s"]),
-        ("precompute build", tp["build_img_s"], tp["build_s"]),
-    ):
-        print(f"  {name} {rate:8.1f} img/s  runs (s) {[round(r, 2) for r in runs]}")
-    print(
-        f"  ratio build/pool {tp['ratio']:.2f} of medians, {tp['ratio_best']:.2f} of best runs "
-        "(target >= 0.85)"
-    )
-    print(
-        f"  CPU per image: pool {tp['pool_cpu_ms']:.2f} ms, build {tp['build_cpu_ms']:.2f} ms "
-        f"(driver + all Ray processes); CPU ratio pool/build "
-        f"{tp['pool_cpu_ms'] / tp['build_cpu_ms']:.2f}"
-    )
+    if not args.skip_warm:
+        tp = bench_throughput(args, src, work)
+        print(
+            f"throughput ({tp['images']} images of {args.side[0]}-{args.side[1]} px, "
+            f"S={args.size}, {tp['cores']} cores, "
+            f"shard_samples={args.shard_samples}, median of {args.runs}):"
+        )
+        for name, rate, runs in (
+            ("pillow pool     ", tp["pool_img_s"], tp["pool_s"]),
+            ("precompute build", tp["build_img_s"], tp["build_s"]),
+        ):
+            print(f"  {name} {rate:8.1f} img/s  runs (s) {[round(r, 2) for r in runs]}")
+        print(
+            f"  ratio build/pool {tp['ratio']:.2f} of medians, {tp['ratio_best']:.2f} of best runs "
+            "(target >= 0.85)"
+        )
+        print(
+            f"  CPU per image: pool {tp['pool_cpu_ms']:.2f} ms, build {tp['build_cpu_ms']:.2f} ms "
+            f"(driver + all Ray processes); CPU ratio pool/build "
+            f"{tp['pool_cpu_ms'] / tp['build_cpu_ms']:.2f}"
+        )
+    if not args.skip_e2e:
+        print_end_to_end(args, src, work)
     if not args.skip_rss:
         rows = bench_rss(args, src, work)
         print("peak RSS of a build (whole process tree, fresh local Ray):")

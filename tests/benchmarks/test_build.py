@@ -36,3 +36,20 @@ def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path
         str(tiny_data), out, strategies=["precompute"], epochs=1, batch_size=8, workers=1, size=32
     )
     assert again["build"]["status"] == "reused" and again["build"]["build_s"] > 0
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_end_to_end_section_times_fresh_pool_and_build_runs(tiny_data, tmp_path):
+    from benchmarks.build_fresh import bench_end_to_end
+    from precompute import open_store_info
+
+    e2e = bench_end_to_end(tiny_data, tmp_path, size=16, shard=(8, 4), small=4, runs=1, cores=1)
+    med = e2e["median"]
+    assert set(med) == {"pool_small", "build_small", "pool_large", "build_large"}
+    for row in med.values():  # every run is a fresh process: imports and start-up included
+        assert row["seconds"] >= row["call_s"] > 0 and row["peak_rss_mb"] > 0
+    assert e2e["fixed_cost_s"] == med["build_small"]["seconds"]
+    assert e2e["ratio_end_to_end"] > 0
+    info = open_store_info(tmp_path / "e2e_large.store")
+    assert info.num_valid == 48 and info.report["shards_built"] == 6
