@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -18,10 +19,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_gpu)
         if "dali" in item.keywords and not has_dali:
             item.add_marker(no_dali)
+    # the session's Ray must inherit the S3 test server's AWS_* settings, as a user's Ray
+    # workers inherit theirs: if any test uses the server, it starts before Ray does
+    config.stash[_NEEDS_S3] = any("s3_server" in item.fixturenames for item in items)
+
+
+_NEEDS_S3 = pytest.StashKey[bool]()
 
 
 @pytest.fixture(scope="session")
-def ray_local():
+def s3_server() -> Iterator[str]:
+    """A real S3-compatible server (moto's server mode) on 127.0.0.1, over real HTTP.
+
+    The AWS SDK finds it the usual way: ``AWS_ENDPOINT_URL`` and test credentials in the
+    environment (also inherited by Ray workers and subprocesses). Yields the endpoint URL.
+    """
+    import logging
+
+    server_mod = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "nostall-test-key",
+        "AWS_SECRET_ACCESS_KEY": "nostall-test-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.delenv("AWS_PROFILE", raising=False)
+        yield endpoint
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_local(request: pytest.FixtureRequest):
     """One local Ray for the whole test session (2 CPUs, no dashboard), shut down at the end.
 
     Started by ``precompute.raylocal``, so it dies with the test process even when that is
@@ -29,6 +65,9 @@ def ray_local():
     """
     ray = pytest.importorskip("ray")
     from precompute.raylocal import start_local_ray
+
+    if request.config.stash.get(_NEEDS_S3, False):
+        request.getfixturevalue("s3_server")
 
     local = None if ray.is_initialized() else start_local_ray(num_cpus=2)
     yield ray

@@ -35,35 +35,6 @@ def ray_cluster(s3_server: str) -> Iterator[Any]:
     cluster.shutdown()
 
 
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[str]:
-    """A real S3-compatible server (moto's server mode) on 127.0.0.1, over real HTTP.
-
-    The AWS SDK finds it the usual way: ``AWS_ENDPOINT_URL`` and test credentials in the
-    environment (also inherited by Ray workers and subprocesses). Yields the endpoint URL.
-    """
-    import logging
-
-    server_mod = pytest.importorskip("moto.server")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    env = {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "nostall-test-key",
-        "AWS_SECRET_ACCESS_KEY": "nostall-test-secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.delenv("AWS_PROFILE", raising=False)
-        yield endpoint
-    server.stop()
-
-
 _buckets = iter(range(10**6))
 
 
