@@ -8,7 +8,7 @@ then moves the store to trash and deletes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from filelock import FileLock
@@ -18,7 +18,7 @@ from service.catalog import CacheLayout, Entry
 from service.errors import StoreInUseError
 from service.lease import exclusive_unleased
 
-__all__ = ["GcReport", "collect", "remove_store", "try_evict"]
+__all__ = ["GcReport", "collect", "evict_lru", "remove_store", "try_evict"]
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,34 @@ def collect(
     """
     with FileLock(str(layout.gc_lock)):
         cleaned = maintenance.clean_debris(layout)
-        ordered = sorted(entries, key=lambda e: e.last_access)
-        total = sum(e.size_bytes for e in ordered)
-        evicted: list[str] = []
-        skipped: list[str] = []
-        freed = 0
-        for entry in ordered:
-            if budget is None or total - freed <= budget:
-                break
-            if entry.key in keep:
-                continue
-            if try_evict(layout, entry.key):
-                evicted.append(entry.key)
-                freed += entry.size_bytes
-            else:
-                skipped.append(entry.key)
+        return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e.key), cleaned)
+
+
+def evict_lru(
+    entries: Sequence[Entry],
+    budget: int | None,
+    keep: Sequence[str],
+    evict: Callable[[Entry], bool],
+    cleaned: Sequence[str] = (),
+) -> GcReport:
+    """Evict the least recently used of ``entries`` with ``evict`` until under ``budget``.
+
+    ``evict(entry)`` returns whether it evicted (a leased or building store is skipped); keys
+    in ``keep`` are never tried. The one LRU rule of the local and the object-storage cache.
+    """
+    ordered = sorted(entries, key=lambda e: e.last_access)
+    total = sum(e.size_bytes for e in ordered)
+    evicted: list[str] = []
+    skipped: list[str] = []
+    freed = 0
+    for entry in ordered:
+        if budget is None or total - freed <= budget:
+            break
+        if entry.key in keep:
+            continue
+        if evict(entry):
+            evicted.append(entry.key)
+            freed += entry.size_bytes
+        else:
+            skipped.append(entry.key)
     return GcReport(tuple(evicted), freed, tuple(skipped), tuple(cleaned), total - freed, budget)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from precompute import objstore
 from service.catalog import Entry
 from service.errors import StoreInUseError
-from service.eviction import GcReport
+from service.eviction import GcReport, evict_lru
 from service.objcatalog import ObjectLayout, object_call
 from service.objclaim import STALE_S, try_claim, wait_claim
 from service.objlease import live_leases
@@ -91,19 +91,4 @@ def collect(
     """
     with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s):
         cleaned = clean_debris(layout)
-        ordered = sorted(entries, key=lambda e: e.last_access)
-        total = sum(e.size_bytes for e in ordered)
-        evicted: list[str] = []
-        skipped: list[str] = []
-        freed = 0
-        for entry in ordered:
-            if budget is None or total - freed <= budget:
-                break
-            if entry.key in keep:
-                continue
-            if try_evict(layout, entry, stale_s):
-                evicted.append(entry.key)
-                freed += entry.size_bytes
-            else:
-                skipped.append(entry.key)
-    return GcReport(tuple(evicted), freed, tuple(skipped), tuple(cleaned), total - freed, budget)
+        return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, stale_s), cleaned)
