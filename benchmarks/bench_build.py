@@ -28,7 +28,6 @@ import argparse
 import json
 import logging
 import multiprocessing as mp
-import os
 import shutil
 import statistics
 import sys
@@ -37,30 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from benchmarks.build_fresh import bench_end_to_end, peak_rss, pillow_job
+from benchmarks.common import tree_cpu_seconds
+from benchmarks.environment import usable_cores
 from precompute import BuildSpec, list_source
 from precompute.sample import make_sample_dataset
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def _tree_cpu() -> float:
-    """CPU seconds of this process, its reaped children and its live descendants (Ray)."""
-    me = psutil.Process()
-    total = float(sum(me.cpu_times()[:4]))  # user, system, children_user, children_system
-    for p in me.children(recursive=True):
-        try:
-            total += float(sum(p.cpu_times()[:2]))
-        except psutil.Error:
-            continue
-    return total
 
 
 def time_pool(paths: list[str], size: int, cores: int) -> tuple[float, float]:
@@ -70,11 +50,11 @@ def time_pool(paths: list[str], size: int, cores: int) -> tuple[float, float]:
     """
     with mp.get_context("fork").Pool(cores) as pool:
         pool.map(pillow_job, [(paths[0], size)] * cores)  # workers up
-        c0, t0 = _tree_cpu(), time.perf_counter()
+        c0, t0 = tree_cpu_seconds(), time.perf_counter()
         out = pool.map(pillow_job, [(p, size) for p in paths], chunksize=8)
         elapsed = time.perf_counter() - t0
     pool.join()
-    cpu = _tree_cpu() - c0  # the workers are reaped now: their CPU is in children_*
+    cpu = tree_cpu_seconds() - c0  # the workers are reaped now: their CPU is in children_*
     assert len(out) == len(paths)
     return elapsed, cpu
 
@@ -85,9 +65,9 @@ def time_build(src: Path, work: Path, spec: BuildSpec) -> tuple[float, float]:
 
     out = work / "store"
     shutil.rmtree(out, ignore_errors=True)
-    c0, t0 = _tree_cpu(), time.perf_counter()
+    c0, t0 = tree_cpu_seconds(), time.perf_counter()
     build(str(src), str(out), spec, progress=False)
-    return time.perf_counter() - t0, _tree_cpu() - c0
+    return time.perf_counter() - t0, tree_cpu_seconds() - c0
 
 
 def dataset(args: argparse.Namespace, work: Path) -> Path:
@@ -111,7 +91,7 @@ def bench_throughput(args: argparse.Namespace, src: Path, work: Path) -> dict[st
         shard_samples=args.shard_samples,
         chunk_samples=args.chunk_samples,
     )
-    cores = _cores()
+    cores = usable_cores()
     ray.init(
         num_cpus=cores, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
     )
@@ -163,7 +143,13 @@ def print_end_to_end(args: argparse.Namespace, src: Path, work: Path) -> None:
     """Run and print the fresh-process section: fixed cost, steady state, peak RSS."""
     shard = (args.shard_samples, args.chunk_samples)
     e2e = bench_end_to_end(
-        src, work, size=args.size, shard=shard, small=args.small, runs=args.e2e_runs, cores=_cores()
+        src,
+        work,
+        size=args.size,
+        shard=shard,
+        small=args.small,
+        runs=args.e2e_runs,
+        cores=usable_cores(),
     )
     med = e2e["median"]
     print(f"end to end (fresh process each, median of {args.e2e_runs}, interleaved):")
@@ -185,7 +171,7 @@ def _environment() -> dict[str, Any]:
 
         return environment()
     except Exception as exc:  # the shared helper is optional for this script
-        return {"cores": _cores(), "python": sys.version.split()[0], "note": repr(exc)}
+        return {"cores": usable_cores(), "python": sys.version.split()[0], "note": repr(exc)}
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -221,7 +207,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--workdir", help="keep generated datasets here (default: a temp dir)")
     args = ap.parse_args(argv)
     if args.images is None:
-        args.images = 2 * _cores() * args.shard_samples
+        args.images = 2 * usable_cores() * args.shard_samples
     return args
 
 

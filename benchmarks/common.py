@@ -27,9 +27,13 @@ def center_crop(path: str | Path, size: int) -> np.ndarray:
 
 
 def tree_cpu_seconds() -> float:
-    """Return user+system CPU seconds of this process and its live descendants (workers, Ray)."""
+    """Return user+system CPU seconds of this process, its reaped children and live descendants.
+
+    Reaped children (pool or DataLoader workers that exited) count through this process's
+    ``children_user``/``children_system`` times; live ones (Ray, running workers) one by one.
+    """
     me = psutil.Process()
-    total = float(sum(me.cpu_times()[:2]))
+    total = float(sum(me.cpu_times()[:4]))  # user, system, children_user, children_system
     for child in me.children(recursive=True):
         with contextlib.suppress(psutil.Error):  # a worker may exit meanwhile
             total += float(sum(child.cpu_times()[:2]))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from importlib import metadata
 from typing import Any
 
 import psutil
 
+from loaders.diagnostics.diagnose import usable_cores
 from loaders.monitor import GpuProbe
 
 __all__ = ["cpu_model", "environment", "usable_cores"]
@@ -36,14 +36,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def usable_cores() -> int:
-    """Return the cores this process may run on (affinity), else the logical count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return psutil.cpu_count() or 1
 
 
 def _version(name: str) -> str | None:

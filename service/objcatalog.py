@@ -18,7 +18,9 @@ that a hit never rewrites the entry (a hit racing a removal could otherwise resu
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +122,7 @@ class ObjectLayout(CacheLayout):
             return None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ServiceError(f"{url}: corrupt catalog entry ({exc}); delete it") from exc
-        return Entry.from_dict(doc, last_access=self.last_access(key, entry.created))
+        return dataclasses.replace(entry, last_access=self.last_access(key, entry.created))
 
     def write_entry(self, entry: Entry) -> None:
         """Publish ``entry`` (one PUT: readers see no entry or the whole one)."""
@@ -129,8 +131,6 @@ class ObjectLayout(CacheLayout):
 
     def touch(self, key: str, when: float | None = None) -> bool:
         """Record a use of ``key`` at ``when``; False if it has no entry (nothing recorded)."""
-        import time
-
         try:
             object_call("lookup", objstore.head, self.entry_url(key))
         except FileNotFoundError:
