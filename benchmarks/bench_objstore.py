@@ -11,7 +11,7 @@ store, three sources side by side:
 3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk, measured
    on epochs after the first (the cache holds the whole store): what epoch 2 costs.
 
-For each: samples/s, read bandwidth (MB/s of stored bytes), host CPU ms/sample of this process
+For each: samples/s, read bandwidth (MB/s of pixel bytes), host CPU ms/sample of this process
 (the moto server runs in its own process and is not counted), and GET requests and bytes per
 sample. Also bytes per sample of each format (JPEG and PNG inputs as generated, the stored
 sample with its crc32c and index overhead). Setup happens outside the timed parts; each

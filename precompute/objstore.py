@@ -61,8 +61,8 @@ def split_url(url: str) -> tuple[str, str]:
 def client() -> Any:
     """Return this process's boto3 S3 client (endpoint and credentials from the environment).
 
-    One client per process, shared by all threads (boto3 clients are thread-safe; creating one
-    costs tens of milliseconds of CPU); a forked child makes its own.
+    One client per process, shared by all threads (boto3 clients are thread-safe and costly to
+    create); a forked child makes its own.
     """
     with _lock:
         cached = _clients.get(os.getpid())

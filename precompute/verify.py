@@ -3,7 +3,7 @@
 :func:`verify_store` first validates the group and array metadata against the layout (a cut
 ``zarr.json`` or a key of a wrong type is one problem naming the file and the key). Then, one
 shard at a time, it checks that every shard file exists at its exact size and matches the size
-and crc32c its shard marker recorded at build time (a whole shard swapped for another one is
+and sha256 its shard marker recorded at build time (a whole shard swapped for another one is
 self-consistent chunk by chunk; only this catches it), and reads the shard through Zarr (so
 each inner chunk's and each shard index's crc32c is checked). It returns a list of problems,
 each one line naming the file or shard. An empty list means the store is sound.
