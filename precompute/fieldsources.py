@@ -36,7 +36,7 @@ from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
 from precompute.fields.rows import csv_rows, jsonl_rows, read_text
-from precompute.folders import ESCAPES, inside, walk_classes
+from precompute.folders import ESCAPES, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
 from precompute.sources import Source
 
@@ -194,15 +194,6 @@ def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
     return raw if _is_url(raw) else raw.replace("\\", "/")
 
 
-def _escapes(root: str, path: str) -> bool:
-    """Whether a relative ``path`` names a place in ``root`` whose symlinks lead out of it."""
-    if _is_url(root) or _is_url(path) or os.path.isabs(path):
-        return False
-    lexical = os.path.normpath(os.path.join(root, path))
-    in_root = os.path.commonpath([lexical, root]) == root  # as written, before symlinks
-    return in_root and not inside(lexical, os.path.realpath(root))
-
-
 def _same_counts(
     src: str, fields: Sequence[FieldSpec], rows: list[tuple[int, dict[str, Any]]]
 ) -> None:
@@ -245,7 +236,7 @@ def list_field_manifest(
         except ValueError as exc:
             _per_input(src, on_error, skipped, key, f"line {n}: {exc}")
             continue
-        if any(_escapes(root, cells[k]) for k in keyed):
+        if any(escapes(root, cells[k]) for k in keyed):
             skipped.append((cells[keyed[0]], ESCAPES))
             continue
         rows.append((n, cells))

@@ -36,6 +36,19 @@ def inside(path: str, root_real: str) -> bool:
     return os.path.commonpath([os.path.realpath(path), root_real]) == root_real
 
 
+def escapes(root: str, path: str) -> bool:
+    """Whether relative ``path`` lies in folder ``root`` as written but leaves it via symlinks.
+
+    Absolute paths and URLs name places outside any root: they never escape it.
+    """
+    if "://" in root or "://" in path or os.path.isabs(path):
+        return False
+    root = os.path.normpath(root)
+    lexical = os.path.normpath(os.path.join(root, path))
+    in_root = os.path.commonpath([lexical, root]) == root  # as written, before symlinks
+    return in_root and not inside(lexical, os.path.realpath(root))
+
+
 def shown(key: str) -> str:
     r"""``key`` as valid text: bytes of a non-UTF-8 file name written as ``\xNN``."""
     return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from precompute.digests import fingerprint
 from precompute.errors import SourceError
-from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, inside, walk_classes
+from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
 from precompute.manifests import MAX_LABEL, parse_manifest, read_manifest_text
 
@@ -192,15 +192,12 @@ def _list_manifest(src: str, on_error: str) -> Source:
     if not rows:
         raise SourceError(f"{src}: manifest lists no images")
     root = src.rsplit("/", 1)[0] if _is_url(src) else os.path.dirname(os.path.abspath(src))
-    root_real = "" if _is_url(root) else os.path.realpath(root)
     items: dict[str, int] = {}
     for n, path, label in rows:
         key = path.replace("\\", "/") if not _is_url(path) else path
         if key in items:
             raise SourceError(f"{src}: line {n}: duplicate path {key!r}")
-        local = root_real and not _is_url(key) and not os.path.isabs(key)
-        lexical = os.path.normpath(os.path.join(root, key)) if local else ""
-        if local and inside(lexical, os.path.normpath(root)) and not inside(lexical, root_real):
+        if escapes(root, key):
             skipped.append((key, ESCAPES))
             continue
         items[key] = label

@@ -62,6 +62,23 @@ def test_escaping_symlinks_not_followed(dataset: Path, tmp_path: Path) -> None:
     assert all("symlink" in reason for _, reason in src.skipped)
 
 
+def test_manifest_paths_through_escaping_symlinks_are_not_followed(
+    dataset: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "ds"
+    root.mkdir()
+    outside = tmp_path / "outside.jpg"
+    outside.write_bytes((dataset / list_source(dataset).items[0][0]).read_bytes())
+    (root / "real.jpg").write_bytes(outside.read_bytes())
+    os.symlink(outside, root / "escape.jpg")
+    manifest = root / "m.csv"
+    manifest.write_text(f"path,label\nreal.jpg,0\nescape.jpg,1\n{outside},2\n")
+    src = list_source(manifest)
+    # an absolute path names its file on purpose; a relative one may not leave through a link
+    assert src.items == ((str(outside), 2), ("real.jpg", 0))
+    assert src.skipped == (("escape.jpg", "symlink leaves the source root; not followed"),)
+
+
 def test_fingerprint(dataset: Path, tmp_path: Path) -> None:
     src = list_source(dataset)
     assert fingerprint(src) == fingerprint(list_source(dataset))
