@@ -71,7 +71,8 @@ def test_chunks_are_ranged_gets_and_epoch_two_reads_the_local_cache(
     fetched, requests = remote.bytes_fetched, remote.requests
     chunks = -(-NUM // 4)
     assert cache.cached_bytes == chunks * chunk_bytes  # every chunk once, whole
-    assert requests >= chunks + 6  # + one tail GET per shard index (two threads may race)
+    # + one tail GET per shard index (two threads may race to fetch the same one)
+    assert chunks + 6 <= requests <= chunks + 2 * 6
     loader.set_epoch(1)
     second = [b["image"].numpy() for b in loader]
     loader.close()
