@@ -26,6 +26,7 @@ from precompute.format import StoreLayout, metadata_error, read_json
 from precompute.objstore import is_object_url
 
 __all__ = [
+    "DTYPES",
     "SHARDED",
     "array_geometry",
     "check_array_meta",
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 SHARDED = ("image", "label", "extent")  # arrays with sharding_indexed: one file per shard
-_DTYPE = {"image": "uint8", "label": "int64", "extent": "int32", "key": "string"}
+DTYPES = {"image": "uint8", "label": "int64", "extent": "int32", "key": "string"}  # zarr names
 _ITEMSIZE = {"image": 1, "label": 8, "extent": 4}
 _CRC = 4  # bytes of a crc32c
 
@@ -164,7 +165,7 @@ def check_array_meta(root: Path, layout: StoreLayout, name: str) -> Mapping[str,
     _expect(meta, doc, "zarr_format", 3)
     _expect(meta, doc, "node_type", "array")
     _expect(meta, doc, "shape", list(shape))
-    _expect(meta, doc, "data_type", _DTYPE[name])
+    _expect(meta, doc, "data_type", DTYPES[name])
     _expect(meta, doc, "chunk_grid.name", "regular")
     _expect(meta, doc, "chunk_grid.configuration.chunk_shape", list(shard_shape))
     _expect(meta, doc, "chunk_key_encoding.name", "default")

@@ -41,7 +41,7 @@ from precompute.format import (
 )
 from precompute.objstore import is_object_url
 from precompute.spec import BuildSpec
-from precompute.storecheck import file_digest, shard_file
+from precompute.storecheck import DTYPES, array_geometry, file_digest, shard_file
 
 __all__ = [
     "atomic_write_bytes",
@@ -68,38 +68,24 @@ def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str,
 
 
 def _create_arrays(group: zarr.Group, layout: StoreLayout, names: Sequence[str] = FIELDS) -> None:
-    crc = [Crc32cCodec()]
-    n, sh, ch = layout.num_samples, layout.shard_samples, layout.chunk_samples
-    ext = layout.extent_shape
-    specs: dict[str, dict[str, Any]] = {
-        "image": dict(
-            shape=layout.image_shape,
-            dtype="uint8",
-            shards=layout.image_shard,
-            chunks=layout.image_chunk,
-            filters=None,
-            fill_value=0,
-        ),
-        "label": dict(
-            shape=(n,),
-            dtype="int64",
-            shards=(sh,),
-            chunks=(ch,),
-            filters=None,
-            fill_value=HOLE_LABEL,
-        ),
-        "extent": dict(
-            shape=ext,
-            dtype="int32",
-            shards=(sh, *ext[1:]),
-            chunks=(ch, *ext[1:]),
-            filters=None,
-            fill_value=0,
-        ),
-        "key": dict(shape=(n,), dtype=str, chunks=(sh,), fill_value=""),
-    }
+    """Create the arrays with the geometry and dtypes that :mod:`precompute.storecheck` checks."""
+    fills: dict[str, Any] = {"image": 0, "label": HOLE_LABEL, "extent": 0, "key": ""}
     for name in names:
-        group.create_array(name, compressors=crc, overwrite=True, **specs[name])
+        shape, shards, chunks = array_geometry(layout, name)
+        kw: dict[str, Any] = (
+            dict(chunks=shards)  # key: one plain chunk per shard
+            if name == "key"
+            else dict(shards=shards, chunks=chunks, filters=None)
+        )
+        group.create_array(
+            name,
+            shape=shape,
+            dtype=str if name == "key" else DTYPES[name],
+            fill_value=fills[name],
+            compressors=[Crc32cCodec()],
+            overwrite=True,
+            **kw,
+        )
 
 
 def create_or_resume(
