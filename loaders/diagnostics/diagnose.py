@@ -18,7 +18,6 @@ loader's own settings, with the measured reason.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
@@ -29,19 +28,12 @@ from loaders.diagnostics.evidence import CpuReading, gather
 from loaders.diagnostics.loader_info import describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 from loaders.diagnostics.report import Diagnosis
+from precompute.raylocal import available_cpus as usable_cores  # the one affinity count
 
 __all__ = ["Diagnose", "Diagnosis", "usable_cores"]
 
 T = TypeVar("T")
 Clock = Callable[[], float]
-
-
-def usable_cores() -> int:
-    """Return the cores this process may run on (its CPU affinity where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _batch_len(batch: Any) -> int | None:

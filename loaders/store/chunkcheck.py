@@ -14,10 +14,9 @@ import numpy as np
 
 from loaders.errors import CorruptChunkError
 from loaders.store.rawio import Stamp
+from loaders.store.shardindex import CRC_BYTES
 
 __all__ = ["ChunkChecker"]
-
-_CRC = 4
 
 
 class ChunkChecker:
@@ -64,5 +63,5 @@ class ChunkChecker:
         self, chunk: tuple[int, ...], path: str, src: np.ndarray, stamp: Stamp
     ) -> None:
         """Check a mapped chunk (bytes + crc32c) of version ``stamp`` of shard file ``path``."""
-        stored = int.from_bytes(src[-_CRC:].tobytes(), "little")
-        self.check(chunk, path, [src[:-_CRC]], stored, stamp)
+        stored = int.from_bytes(src[-CRC_BYTES:].tobytes(), "little")
+        self.check(chunk, path, [src[:-CRC_BYTES]], stored, stamp)

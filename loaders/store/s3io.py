@@ -24,12 +24,11 @@ import numpy as np
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.store.rawio import Stamp
 from loaders.store.readcache import ReadCache
+from loaders.store.shardindex import CRC_BYTES
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
 from precompute import objstore
 
 __all__ = ["RemoteShards"]
-
-CRC_BYTES = 4
 
 
 def _stamp(etag: str, size: int) -> Stamp:
@@ -144,14 +143,16 @@ class RemoteShards:
             ChunkReadError: The GET failed.
         """
         data, entry = self.chunk(url, coords, offset, nbytes)
-        if entry is not None and not _sound(data, nbytes):
+        sound = _sound(data, nbytes)
+        if entry is not None and not sound:
             self.forget(entry)
             data, entry = self.chunk(url, coords, offset, nbytes)
+            sound = _sound(data, nbytes)
         if len(data) != nbytes:
             raise CorruptChunkError(
                 self.name, url, coords, f"truncated: {len(data)} of {nbytes} bytes"
             )
-        if not _sound(data, nbytes):
+        if not sound:
             raise CorruptChunkError(self.name, url, coords, "crc32c checksum mismatch")
         return np.frombuffer(data, np.uint8, nbytes - CRC_BYTES)
 
