@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
+from precompute.fields import FieldSpec, parse_fields_table, v1_fields
 from precompute.objstore import store_path
 from precompute.spec import BuildSpec
+from precompute.storearrays import ArraySpec, store_arrays
 
 __all__ = [
     "ATTR_KEY",
@@ -29,7 +31,8 @@ __all__ = [
 ]
 
 FORMAT_NAME = "nostall.store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # what a store without fields is written as
+FORMAT_VERSIONS = (1, 2)  # what readers accept; 2: named fields (docs/FORMAT.md, "Format v2")
 ATTR_KEY = "nostall"  # group attribute holding the store metadata
 FIELDS = ("image", "label", "extent", "key")
 MARKER_DIR = "_nostall"  # outside the Zarr hierarchy: per-shard progress markers and the lock
@@ -46,6 +49,7 @@ class StoreLayout:
         variants: K stored copies per sample (1: no variant axis).
         shard_samples: Samples per shard file.
         chunk_samples: Samples per inner chunk.
+        fields: The named fields of a v2 store; empty for v1 (``image`` + ``label``).
     """
 
     num_samples: int
@@ -53,11 +57,25 @@ class StoreLayout:
     variants: int
     shard_samples: int
     chunk_samples: int
+    fields: tuple[FieldSpec, ...] = ()
 
     @classmethod
     def from_spec(cls, spec: BuildSpec, num_samples: int) -> StoreLayout:
         """Return the layout a build of ``spec`` over ``num_samples`` inputs writes."""
-        return cls(num_samples, spec.size, spec.variants, spec.shard_samples, spec.chunk_samples)
+        fields: tuple[FieldSpec, ...] = tuple(getattr(spec, "fields", ()))
+        return cls(
+            num_samples, spec.size, spec.variants, spec.shard_samples, spec.chunk_samples, fields
+        )
+
+    @property
+    def version(self) -> int:
+        """The store format version: 2 with named fields, else 1."""
+        return 2 if self.fields else 1
+
+    @property
+    def arrays(self) -> Mapping[str, ArraySpec]:
+        """Every array of the store by name (:func:`precompute.storearrays.store_arrays`)."""
+        return store_arrays(self, self.fields)
 
     @property
     def image_shape(self) -> tuple[int, ...]:
@@ -102,7 +120,7 @@ class StoreLayout:
         return start, min(start + self.shard_samples, self.num_samples)
 
     def to_dict(self) -> dict[str, int]:
-        """Return a JSON-ready dict."""
+        """Return the group attribute ``layout`` (fields are in their own ``fields`` table)."""
         return {
             "num_samples": self.num_samples,
             "size": self.size,
@@ -129,6 +147,14 @@ class StoreInfo:
     num_valid: int
     report: Mapping[str, Any]
     attrs: Mapping[str, Any]
+
+    @property
+    def fields(self) -> tuple[FieldSpec, ...]:
+        """The store's fields; a v1 store reads as ``image`` + ``label`` (:func:`v1_fields`)."""
+        if self.layout.fields:
+            return self.layout.fields
+        classes = self.report.get("num_classes")
+        return v1_fields(classes if isinstance(classes, int) and classes > 0 else None)
 
 
 def metadata_error(meta: Path, key: str, reason: str) -> StoreMetadataError:
@@ -195,9 +221,8 @@ def parse_layout(meta: Path, attrs: Mapping[str, Any]) -> StoreLayout:
             f"{ATTR_KEY}.layout",
             f"must map exactly {sorted(_LAYOUT_RANGE)} to integers, got {value!r}",
         )
-    layout = StoreLayout(
-        **{k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r) for k, r in _LAYOUT_RANGE.items()}
-    )
+    ints = {k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r) for k, r in _LAYOUT_RANGE.items()}
+    layout = StoreLayout(**ints)  # type: ignore[arg-type]  # fields: v2, below
     if layout.shard_samples % layout.chunk_samples:
         raise metadata_error(
             meta,
@@ -222,6 +247,14 @@ def _spec(meta: Path, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpe
     return spec
 
 
+def _fields(meta: Path, attrs: Mapping[str, Any], size: int) -> tuple[FieldSpec, ...]:
+    """The fields table of a v2 store, checked against what each kind's options give."""
+    try:
+        return parse_fields_table(attrs.get("fields"), size)
+    except SpecError as exc:
+        raise metadata_error(meta, f"{ATTR_KEY}.fields", str(exc)) from exc
+
+
 def _text(meta: Path, attrs: Mapping[str, Any], key: str, default: str | None = None) -> str:
     value = attrs.get(key, default)
     if not isinstance(value, str):
@@ -233,10 +266,10 @@ def _check_header(root: Path, attrs: Mapping[str, Any], require_complete: bool) 
     version = attrs.get("version")
     if attrs.get("format") != FORMAT_NAME:
         raise StoreError(f"{root}: format {attrs.get('format')!r} is not {FORMAT_NAME!r}")
-    if isinstance(version, bool) or version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in FORMAT_VERSIONS:
         raise StoreError(
             f"{root}: store format version {version!r}; this nostall reads "
-            f"version {FORMAT_VERSION}. Rebuild the store with this version."
+            f"versions {', '.join(map(str, FORMAT_VERSIONS))}. Rebuild the store with this version."
         )
     complete = attrs.get("complete", False)
     if not isinstance(complete, bool):
@@ -263,10 +296,12 @@ def open_store_info(path: str | Path, *, require_complete: bool = True) -> Store
     meta = root / "zarr.json"
     attrs = _read_group_attrs(root)
     _check_header(root, attrs, require_complete)
-    for name in FIELDS:
+    layout = parse_layout(meta, attrs)
+    if attrs["version"] == 2:
+        layout = replace(layout, fields=_fields(meta, attrs, layout.size))
+    for name in layout.arrays:
         if not (root / name / "zarr.json").is_file():
             raise StoreError(f"{root}: field '{name}' is missing")
-    layout = parse_layout(meta, attrs)
     num_valid = _int(
         meta,
         f"{ATTR_KEY}.num_valid",

@@ -28,7 +28,7 @@ from typing import Any
 
 from precompute import objstore
 from precompute.errors import BuildLockedError, StoreError
-from precompute.format import FIELDS, MARKER_DIR, StoreLayout, shard_marker_path
+from precompute.format import MARKER_DIR, StoreLayout, shard_marker_path
 from precompute.spec import BuildSpec
 from precompute.storecheck import shard_file
 
@@ -47,8 +47,8 @@ def _mirror_meta(url: str, local: Path, sizes: Mapping[str, int]) -> None:
 
 def _upload_meta(local: Path, url: str) -> None:
     """PUT the arrays' ``zarr.json``, then the group's."""
-    for name in FIELDS:
-        objstore.put_bytes(f"{url}/{name}/zarr.json", (local / name / "zarr.json").read_bytes())
+    for meta in sorted(local.glob("*/zarr.json")):  # every array the writer created
+        objstore.put_bytes(f"{url}/{meta.parent.name}/zarr.json", meta.read_bytes())
     objstore.put_bytes(f"{url}/zarr.json", (local / "zarr.json").read_bytes())
 
 
@@ -92,14 +92,14 @@ def write_shard(url: str, layout: StoreLayout, shard: int, **arrays: Any) -> Non
     url = url.rstrip("/")
     with tempfile.TemporaryDirectory(prefix="nostall-shard-") as tmp:
         local = Path(tmp)
-        for name in FIELDS:  # the arrays' metadata: four small GETs
+        for name in layout.arrays:  # the arrays' metadata: one small GET each
             (local / name).mkdir()
             (local / name / "zarr.json").write_bytes(
                 objstore.get_range(f"{url}/{name}/zarr.json").data
             )
         writer.write_shard(local, layout, shard, **arrays)
         remote = objstore.store_path(url)
-        for name in FIELDS:
+        for name in layout.arrays:
             path = shard_file(local, layout, name, shard)
             objstore.put_bytes(str(shard_file(remote, layout, name, shard)), path.read_bytes())
         marker = shard_marker_path(local, shard).read_bytes()

@@ -26,7 +26,6 @@ from precompute.format import StoreLayout, metadata_error, read_json
 from precompute.objstore import is_object_url
 
 __all__ = [
-    "DTYPES",
     "SHARDED",
     "array_geometry",
     "check_array_meta",
@@ -35,24 +34,22 @@ __all__ = [
     "shard_file",
     "shard_file_problems",
     "sharded_file_size",
+    "sharded_names",
 ]
 
-SHARDED = ("image", "label", "extent")  # arrays with sharding_indexed: one file per shard
-DTYPES = {"image": "uint8", "label": "int64", "extent": "int32", "key": "string"}  # zarr names
-_ITEMSIZE = {"image": 1, "label": 8, "extent": 4}
+SHARDED = ("image", "label", "extent")  # v1's arrays with sharding_indexed: one file per shard
 _CRC = 4  # bytes of a crc32c
+
+
+def sharded_names(layout: StoreLayout) -> tuple[str, ...]:
+    """The arrays of ``layout`` stored with ``sharding_indexed`` (one fixed-size file per shard)."""
+    return tuple(name for name, a in layout.arrays.items() if a.sharded)
 
 
 def array_geometry(layout: StoreLayout, name: str) -> tuple[tuple[int, ...], ...]:
     """Return ``(shape, shard shape, inner chunk shape)`` of array ``name`` (``key``: no inner)."""
-    n, sh, ch = layout.num_samples, layout.shard_samples, layout.chunk_samples
-    ext = layout.extent_shape
-    return {
-        "image": (layout.image_shape, layout.image_shard, layout.image_chunk),
-        "label": ((n,), (sh,), (ch,)),
-        "extent": (ext, (sh, *ext[1:]), (ch, *ext[1:])),
-        "key": ((n,), (sh,), ()),
-    }[name]
+    a = layout.arrays[name]
+    return a.shape, a.shard, a.chunk
 
 
 def shard_file(root: Path, layout: StoreLayout, name: str, shard: int) -> Path:
@@ -67,11 +64,11 @@ def expected_shard_size(layout: StoreLayout, name: str, shard: int) -> int | Non
     A shard file holds every inner chunk inside the array (raw bytes + crc32c each), then the
     index: 16 bytes per inner chunk of the whole shard grid, + crc32c.
     """
-    if name not in SHARDED:
+    a = layout.arrays[name]
+    if not a.sharded:
         return None
-    shape, shard_shape, chunk_shape = array_geometry(layout, name)
-    coords = (shard,) + (0,) * (len(shape) - 1)
-    return sharded_file_size(shape, shard_shape, chunk_shape, _ITEMSIZE[name], coords)
+    coords = (shard,) + (0,) * (len(a.shape) - 1)
+    return sharded_file_size(a.shape, a.shard, a.chunk, a.itemsize, coords)
 
 
 def sharded_file_size(
@@ -96,15 +93,15 @@ def shard_file_problems(
     root: Path,
     layout: StoreLayout,
     shard: int,
-    names: tuple[str, ...] = ("image", "label", "extent", "key"),
+    names: tuple[str, ...] | None = None,
     sizes: Mapping[str, int] | None = None,
 ) -> Iterator[str]:
     """Yield one line per shard file of ``shard`` that is missing or has the wrong size.
 
     ``sizes``: every file's size by path (one listing of an object store); default a
-    ``stat`` (a HEAD for an ``s3://`` store) per file.
+    ``stat`` (a HEAD for an ``s3://`` store) per file. ``names``: default every array.
     """
-    for name in names:
+    for name in layout.arrays if names is None else names:
         path = shard_file(root, layout, name, shard)
         try:
             size = path.stat().st_size if sizes is None else sizes[str(path)]
@@ -165,14 +162,14 @@ def check_array_meta(root: Path, layout: StoreLayout, name: str) -> Mapping[str,
     _expect(meta, doc, "zarr_format", 3)
     _expect(meta, doc, "node_type", "array")
     _expect(meta, doc, "shape", list(shape))
-    _expect(meta, doc, "data_type", DTYPES[name])
+    _expect(meta, doc, "data_type", layout.arrays[name].dtype)
     _expect(meta, doc, "chunk_grid.name", "regular")
     _expect(meta, doc, "chunk_grid.configuration.chunk_shape", list(shard_shape))
     _expect(meta, doc, "chunk_key_encoding.name", "default")
     sep = _get(meta, doc, "chunk_key_encoding").get("configuration", {})  # a Mapping by now
     if not isinstance(sep, Mapping) or sep.get("separator", "/") != "/":
         raise metadata_error(meta, "chunk_key_encoding.configuration", f"is {sep!r}, want '/'")
-    if name in SHARDED:
+    if layout.arrays[name].sharded:
         _expect(meta, doc, "codecs.0.name", "sharding_indexed")
         conf = "codecs.0.configuration"
         if len(_get(meta, doc, "codecs")) != 1:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from precompute.errors import StoreError
-from precompute.format import FIELDS, HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
+from precompute.format import HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
 from precompute.objstore import is_object_url, list_sizes
 from precompute.storecheck import check_array_meta, file_digest, shard_file, shard_file_problems
 from precompute.zarrs3 import open_array
@@ -55,7 +55,7 @@ def _check_digests(info: StoreInfo, shard: int, marker: Mapping[str, Any]) -> li
             "not a mapping"
         ]
     problems = []
-    for name in FIELDS:
+    for name in info.layout.arrays:
         path = shard_file(info.path, info.layout, name, shard)
         try:
             digest = file_digest(path)
@@ -92,7 +92,7 @@ def _check_marker(
 def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | None]:
     start, stop = info.layout.shard_range(shard)
     data: dict[str, np.ndarray] = {}
-    for name in FIELDS:
+    for name in info.layout.arrays:
         try:
             data[name] = np.asarray(open_array(info.path / name)[start:stop])
         except Exception as exc:  # zarr raises ValueError on a checksum mismatch, and others
@@ -139,7 +139,7 @@ def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None
     """
     try:
         info = open_store_info(path)
-        for name in FIELDS:
+        for name in info.layout.arrays:
             check_array_meta(info.path, info.layout, name)
     except StoreError as exc:
         return [str(exc)]

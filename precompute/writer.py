@@ -30,7 +30,6 @@ from precompute.atomic import atomic_write_bytes
 from precompute.errors import StoreError, StoreMismatchError
 from precompute.format import (
     ATTR_KEY,
-    FIELDS,
     FORMAT_NAME,
     FORMAT_VERSION,
     HOLE_LABEL,
@@ -41,7 +40,7 @@ from precompute.format import (
 )
 from precompute.objstore import is_object_url
 from precompute.spec import BuildSpec
-from precompute.storecheck import DTYPES, array_geometry, file_digest, shard_file
+from precompute.storecheck import file_digest, shard_file
 
 __all__ = [
     "atomic_write_bytes",
@@ -67,21 +66,23 @@ def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str,
     }
 
 
-def _create_arrays(group: zarr.Group, layout: StoreLayout, names: Sequence[str] = FIELDS) -> None:
+def _create_arrays(
+    group: zarr.Group, layout: StoreLayout, names: Sequence[str] | None = None
+) -> None:
     """Create the arrays with the geometry and dtypes that :mod:`precompute.storecheck` checks."""
-    fills: dict[str, Any] = {"image": 0, "label": HOLE_LABEL, "extent": 0, "key": ""}
-    for name in names:
-        shape, shards, chunks = array_geometry(layout, name)
+    for name, a in layout.arrays.items():
+        if names is not None and name not in names:
+            continue
         kw: dict[str, Any] = (
-            dict(chunks=shards)  # key: one plain chunk per shard
-            if name == "key"
-            else dict(shards=shards, chunks=chunks, filters=None)
+            dict(shards=a.shard, chunks=a.chunk, filters=None)
+            if a.sharded
+            else dict(chunks=a.shard)  # key: one plain chunk per shard
         )
         group.create_array(
             name,
-            shape=shape,
-            dtype=str if name == "key" else DTYPES[name],
-            fill_value=fills[name],
+            shape=a.shape,
+            dtype=str if a.dtype == "string" else a.dtype,
+            fill_value=a.fill,
             compressors=[Crc32cCodec()],
             overwrite=True,
             **kw,
@@ -116,7 +117,7 @@ def create_or_resume(
                 )
         if old.get("complete"):
             raise StoreError(f"{root}: store is already complete")
-        missing = [n for n in FIELDS if not (root / n / "zarr.json").is_file()]
+        missing = [n for n in layout.arrays if not (root / n / "zarr.json").is_file()]
         if missing:  # interrupted between creating the group and its arrays
             _create_arrays(zarr.open_group(str(root), mode="r+"), layout, missing)
         return done_shards(root, layout)
@@ -197,7 +198,9 @@ def write_shard(
         "num_valid": int(np.count_nonzero(label != HOLE_LABEL)),
         "skipped": list(skipped),
         "stats": dict(stats or {}),
-        "files": {name: file_digest(shard_file(root, layout, name, shard)) for name in FIELDS},
+        "files": {
+            name: file_digest(shard_file(root, layout, name, shard)) for name in layout.arrays
+        },
     }
     atomic_write_bytes(shard_marker_path(root, shard), json.dumps(marker).encode())
 

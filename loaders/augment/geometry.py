@@ -165,7 +165,7 @@ def apply_field(
     Raises:
         AugmentError: The kind's rule has no torch implementation here.
     """
-    rule = field.spec.augment
+    rule = field.augment
     if rule not in APPLY:
         raise AugmentError(
             f"field {field.name!r}: kind {field.kind!r} needs geometry rule "

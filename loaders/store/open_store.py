@@ -17,9 +17,9 @@ from loaders.store.rawio import MapCache
 from loaders.store.readcache import ReadCache
 from loaders.store.shardio import ShardedArrayReader
 from precompute import errors as pre
-from precompute.format import FIELDS, StoreInfo, StoreLayout, open_store_info
+from precompute.format import StoreInfo, StoreLayout, open_store_info
 from precompute.objstore import is_object_url, list_sizes
-from precompute.storecheck import SHARDED, check_array_meta, shard_file_problems
+from precompute.storecheck import check_array_meta, shard_file_problems, sharded_names
 
 __all__ = ["OpenedStore", "open_store"]
 
@@ -62,7 +62,7 @@ def _info(store: str | Path | StoreInfo) -> StoreInfo:
     where = str(store.path if isinstance(store, StoreInfo) else store)
     try:
         info = store if isinstance(store, StoreInfo) else open_store_info(store)
-        for name in FIELDS:
+        for name in info.layout.arrays:
             check_array_meta(info.path, info.layout, name)
     except pre.StoreMetadataError as exc:
         raise StoreMetadataError(where, _strip(where, str(exc))) from exc
@@ -83,7 +83,9 @@ def _check_shard_files(info: StoreInfo) -> None:
         except OSError as exc:
             raise StoreOpenError(str(info.path), str(exc)) from exc
     for shard in range(info.layout.num_shards):
-        for problem in shard_file_problems(info.path, info.layout, shard, SHARDED, sizes):
+        for problem in shard_file_problems(
+            info.path, info.layout, shard, sharded_names(info.layout), sizes
+        ):
             raise StoreOpenError(str(info.path), problem)
 
 

@@ -110,7 +110,7 @@ def assemble(
         return values, (0, 0, size, size)
     h, w = values[frame_field].shape[:2]
     for f in fields:
-        if f.spec.spatial and f.spec.source == "file":
+        if f.spatial and f.spec.source == "file":
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
     p = placement(w, h, size, mode)
     return {f.name: place_field(f, values[f.name], p) for f in fields}, p.extent

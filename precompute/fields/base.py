@@ -86,6 +86,21 @@ class Kind(ABC):
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """Return the storage of one sample in a store of side ``size``."""
 
+    def rules(self, opts: Mapping[str, Any]) -> tuple[bool, str, str]:
+        """``(spatial, resample, augment)`` of a field with options ``opts``.
+
+        Default: the class attributes. A kind whose geometry depends on an option (an
+        ``array`` that lives in the image frame) overrides this.
+        """
+        return self.spatial, self.resample, self.augment
+
+    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+        """Per-sample arrays stored beside the field, as ``FIELD.WHAT`` (default: none).
+
+        E.g. an audio field's ``length``: ``{"length": Storage((), "int32", 0)}``.
+        """
+        return {}
+
     def pad(self, opts: Mapping[str, Any]) -> int | float:
         """The letterbox padding value of a spatial field (default: the hole value)."""
         return self.storage(opts, 1).fill

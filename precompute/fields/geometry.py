@@ -127,7 +127,7 @@ def _keep(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
     return value
 
 
-# The build's geometry rules, by the names the kinds declare (``Kind.resample``).
+# The build's geometry rules, by the names the kinds declare (``FieldSpec.resample``).
 PLACE: Mapping[str, Callable[[np.ndarray, Placement, Any], np.ndarray]] = {
     "bilinear": place_image,
     "nearest": place_mask,
@@ -138,8 +138,7 @@ PLACE: Mapping[str, Callable[[np.ndarray, Placement, Any], np.ndarray]] = {
 
 def place_field(field: FieldSpec, value: np.ndarray, p: Placement) -> np.ndarray:
     """Apply the rule of ``field``'s kind to its checked ``value`` with placement ``p``."""
-    kind = field.spec
-    return PLACE[kind.resample](value, p, kind.pad(field.options))
+    return PLACE[field.resample](value, p, field.spec.pad(field.options))
 
 
 def check_frame(key: str, field: str, value: np.ndarray, frame: tuple[int, int]) -> None:

@@ -87,6 +87,21 @@ class FieldSpec:
         """The kind object that decides how this field is stored, resized and augmented."""
         return kind_of(self.kind, self.name)
 
+    @property
+    def spatial(self) -> bool:
+        """The field lives in the image frame: one placement and one draw move it."""
+        return self.spec.rules(self.options)[0]
+
+    @property
+    def resample(self) -> str:
+        """The build's geometry rule (a key of ``precompute.fields.geometry.PLACE``)."""
+        return self.spec.rules(self.options)[1]
+
+    @property
+    def augment(self) -> str:
+        """The loader's geometry rule (a key of ``loaders.augment.geometry.APPLY``)."""
+        return self.spec.rules(self.options)[2]
+
     def storage(self, size: int) -> Storage:
         """The per-sample storage of this field in a store of side ``size``."""
         return self.spec.storage(self.options, size)
@@ -128,7 +143,7 @@ def check_fields(fields: Iterable[FieldSpec]) -> tuple[FieldSpec, ...]:
     if twice:
         raise SpecError(f"field name(s) {twice} given twice")
     images = [f for f in out if f.kind == "image"]
-    framed = [f.name for f in out if f.spec.spatial and f.kind != "image"]
+    framed = [f.name for f in out if f.spatial and f.kind != "image"]
     if framed and not images:
         raise SpecError(f"spatial field(s) {framed} need an image field for their frame")
     return out
@@ -141,7 +156,7 @@ def _entry(f: FieldSpec, size: int) -> dict[str, Any]:
         "shape": list(st.shape),
         "dtype": st.dtype,
         "fill": st.fill,
-        "extent": "extent" if f.spec.spatial else None,
+        "extent": "extent" if f.spatial else None,
         "options": _plain(f.options),
     }
 
