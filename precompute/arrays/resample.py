@@ -51,7 +51,7 @@ def _cast(values: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
         info = np.iinfo(dtype)
         return np.clip(np.rint(values), info.min, info.max).astype(dtype)
     if dtype.kind == "b":
-        return values >= 0.5
+        return np.asarray(values >= 0.5)
     return values.astype(dtype)
 
 
