@@ -49,7 +49,7 @@ def _cast(values: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
     """float64 values as ``dtype``: integers rounded and clipped to the dtype's range."""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+        return np.asarray(np.clip(np.rint(values), info.min, info.max), dtype=dtype)
     if dtype.kind == "b":
         return np.asarray(values >= 0.5)
     return values.astype(dtype)
