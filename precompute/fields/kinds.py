@@ -46,6 +46,7 @@ from precompute.fields.options import (
     optional,
 )
 from precompute.manifests import MAX_LABEL
+from precompute.policy import show
 
 __all__ = ["KINDS", "Kind", "Storage", "kind_of", "register_kind"]
 
@@ -162,19 +163,51 @@ class KeypointsKind(Kind):
         return values.parse_points(raw)
 
 
+def _flag(where: str, value: Any) -> bool:
+    """A JSON boolean (``true``/``false``); other values, 0 and 1 included, are refused."""
+    if not isinstance(value, bool):
+        raise SpecError(f"{where} must be true or false, got {show(value)}")
+    return value
+
+
 class ArrayKind(Kind):
-    """Any shape, dtype kept: stored as given, untouched by geometry and augmentation."""
+    """Any shape, dtype kept; with ``spatial: true`` an ``(H, W, C)`` cube in the image frame.
+
+    A plain array is stored as given, untouched by geometry and augmentation. A spatial one
+    (a spectral cube) declares its source shape ``[H, W, C]``; it is stored ``(S, S, C)``,
+    placed by the build rule ``array`` (:func:`precompute.arrays.resample.place_array`:
+    per-band antialiased resampling in float64, bit-exact at the source size) and cropped by
+    the loader rule ``array`` (:func:`loaders.augment.bands.crop_arrays`).
+    """
 
     name = "array"
     source = "file"
     decoder = "npy"
     options = MappingProxyType(
-        {"shape": Option(REQUIRED, check_shape), "dtype": Option(REQUIRED, check_dtype)}
+        {
+            "shape": Option(REQUIRED, check_shape),
+            "dtype": Option(REQUIRED, check_dtype),
+            "spatial": Option(False, _flag),
+        }
     )
 
+    def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
+        """A spatial array is ``[H, W, C]``."""
+        if opts["spatial"] and len(opts["shape"]) != 3:
+            raise SpecError(
+                f"fields.{field}.shape is {list(opts['shape'])}; a spatial array is [H, W, C]"
+            )
+
+    def rules(self, opts: Mapping[str, Any]) -> tuple[bool, str, str]:
+        """``(True, "array", "array")`` for a spatial array, else untouched (``none``)."""
+        if opts["spatial"]:
+            return True, "array", "array"
+        return False, "none", "none"
+
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
-        """The declared shape and dtype, holes zero."""
-        return Storage(tuple(opts["shape"]), opts["dtype"], 0)
+        """The declared shape (``(S, S, C)`` when spatial) and dtype, holes zero."""
+        shape = tuple(opts["shape"])
+        return Storage((size, size, shape[2]) if opts["spatial"] else shape, opts["dtype"], 0)
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """An array of the declared shape whose dtype casts safely to the declared one."""
