@@ -1,0 +1,98 @@
+"""The loader rule ``array`` (crop/flip/resize of any band count) and the per-band normalise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from loaders.augment.bands import crop_arrays, normalize_bands
+from loaders.augment.crop import CropParams
+from loaders.augment.errors import AugmentError
+from loaders.augment.geometry import crop_images
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+        ],
+    ),
+]
+
+
+def _crops(boxes: list[list[int]], flips: list[float], device: str = "cpu") -> CropParams:
+    t = torch.tensor(boxes, device=device)
+    return CropParams(t[:, 0], t[:, 1], t[:, 2], t[:, 3], torch.tensor(flips, device=device))
+
+
+def _cube(dtype: torch.dtype, device: str = "cpu") -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 12, 10, 30, generator=g, dtype=torch.float64) * 60000 + 1e5
+    return x.to(dtype).to(device) if dtype.is_floating_point else (x - 1e5).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.int32, torch.float32, torch.float64])
+def test_a_crop_at_the_stored_size_returns_the_stored_values_exactly(
+    device: str, dtype: torch.dtype
+) -> None:
+    x = _cube(dtype, device)
+    crops = _crops([[0, 0, 12, 10], [2, 3, 6, 5], [0, 0, 12, 10]], [0.0, 0.0, 1.0], device)
+    whole = crop_arrays(x, crops, (12, 10))
+    want = torch.float64 if dtype in (torch.int32, torch.float64) else torch.float32
+    assert whole.dtype == want and whole.shape == (3, 30, 12, 10)
+    assert torch.equal(whole[0], x[0].permute(2, 0, 1).to(want))
+    assert torch.equal(whole[2], x[2].permute(2, 0, 1).flip(2).to(want))  # mirrored
+    part = crop_arrays(x, crops, (6, 5))
+    assert torch.equal(part[1], x[1, 2:8, 3:8].permute(2, 0, 1).to(want))
+
+
+def test_pixels_outside_the_box_are_never_read() -> None:
+    x = torch.full((1, 12, 12, 4), 1e9)
+    x[0, 3:7, 2:9] = torch.rand(4, 7, 4)
+    out = crop_arrays(x, _crops([[3, 2, 4, 7]], [1.0]), (9, 13))
+    assert out.max() <= 1.0
+
+
+def test_three_bands_match_the_image_rule() -> None:
+    g = torch.Generator().manual_seed(1)
+    images = torch.randint(0, 256, (4, 20, 16, 3), generator=g, dtype=torch.uint8)
+    crops = _crops([[0, 0, 20, 16], [3, 2, 9, 11], [5, 5, 2, 3], [1, 4, 17, 8]], [0, 1, 0, 1])
+    got = crop_arrays(images, crops, (7, 9))
+    torch.testing.assert_close(got, crop_images(images, crops, (7, 9)), atol=1e-3, rtol=0)
+
+
+def test_arrays_must_be_four_dimensional() -> None:
+    with pytest.raises(AugmentError, match=r"arrays must be \[B, H, W, C\], got shape \(2, 3\)"):
+        crop_arrays(torch.zeros(2, 3), _crops([[0, 0, 1, 1]], [0.0]), (1, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_normalize_bands_per_band_in_the_output_dtype(dtype: torch.dtype) -> None:
+    x = torch.arange(2 * 3 * 4 * 4, dtype=torch.int32).reshape(2, 3, 4, 4) + 40000
+    mean, std = [40010.0, 40020.0, 40030.0], [2.0, 4.0, 8.0]
+    out = normalize_bands(x, mean, std, dtype)
+    want = (x.double() - torch.tensor(mean)[:, None, None].double()) / torch.tensor(std)[
+        :, None, None
+    ].double()
+    assert out.dtype == dtype
+    torch.testing.assert_close(
+        out.double(), want, rtol=1e-2 if dtype == torch.bfloat16 else 1e-6, atol=0
+    )
+
+
+@pytest.mark.parametrize(
+    ("mean", "std", "dtype", "why"),
+    [
+        ([0.0, 0.0], [1.0, 1.0, 1.0], torch.float32, r"mean has 2 and std 3 values for 3 bands"),
+        ([0.0] * 3, [1.0, 0.0, 1.0], torch.float32, r"std must be positive and finite"),
+        ([0.0] * 3, [1.0] * 3, torch.int64, r"needs a floating output dtype, got torch.int64"),
+    ],
+)
+def test_bad_normalise_arguments_are_refused(
+    mean: list[float], std: list[float], dtype: torch.dtype, why: str
+) -> None:
+    with pytest.raises(AugmentError, match=why):
+        normalize_bands(torch.zeros(1, 3, 2, 2), mean, std, dtype)
