@@ -69,7 +69,9 @@ def _npz(data: bytes, key: str, array_key: str | None, max_bytes: int) -> np.nda
             with zf.open(members[name]) as f:
                 _npy_header(key, f, f"array {name!r}", max_bytes)
             with zf.open(members[name]) as f:
-                return np.asarray(np.load(io.BytesIO(f.read()), allow_pickle=False))
+                return np.asarray(
+                    np.lib.format.read_array(f, allow_pickle=False)
+                )  # declared bytes only
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise DecodeError(key, f"not a readable .npz archive ({exc})") from None
 
