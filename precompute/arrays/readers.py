@@ -31,9 +31,10 @@ import numpy as np
 from precompute.arrays.checks import check_finite, guard_size, pick_one
 from precompute.arrays.matfiles import read_mat
 from precompute.errors import DecodeError
+from precompute.fields.spec import FieldSpec
 from precompute.inputs import DEFAULT_MAX_BYTES
 
-__all__ = ["ARRAY_EXTENSIONS", "READERS", "read_array"]
+__all__ = ["ARRAY_EXTENSIONS", "READERS", "decode_array", "read_array"]
 
 ARRAY_EXTENSIONS = (".npy", ".npz", ".tif", ".tiff", ".mat")
 
@@ -69,9 +70,8 @@ def _npz(data: bytes, key: str, array_key: str | None, max_bytes: int) -> np.nda
             with zf.open(members[name]) as f:
                 _npy_header(key, f, f"array {name!r}", max_bytes)
             with zf.open(members[name]) as f:
-                return np.asarray(
-                    np.lib.format.read_array(f, allow_pickle=False)
-                )  # declared bytes only
+                # read_array reads the declared bytes only, whatever follows in the member
+                return np.asarray(np.lib.format.read_array(f, allow_pickle=False))
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise DecodeError(key, f"not a readable .npz archive ({exc})") from None
 
@@ -143,3 +143,13 @@ def read_array(
     if value.dtype.kind not in "biuf":
         raise DecodeError(key, f"dtype {value.dtype} is not a real number type")
     return value if allow_nonfinite else check_finite(key, value)
+
+
+def decode_array(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    """:func:`read_array` with the signature of ``precompute.fields.assemble.DECODE``.
+
+    The file's key names it and gives its extension; the field's option ``key`` names the
+    ``.npz`` member or ``.mat`` variable. ``max_pixels`` is unused: arrays are bounded by the
+    input's ``max_bytes``.
+    """
+    return read_array(data, key, key, field.options.get("key"))

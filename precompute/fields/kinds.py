@@ -170,6 +170,13 @@ def _flag(where: str, value: Any) -> bool:
     return value
 
 
+def _variable(where: str, value: Any) -> str:
+    """A non-empty name (an ``.npz`` member, a ``.mat`` variable)."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise SpecError(f"{where} must be an array or variable name, got {show(value)}")
+    return value
+
+
 class ArrayKind(Kind):
     """Any shape, dtype kept; with ``spatial: true`` an ``(H, W, C)`` cube in the image frame.
 
@@ -177,7 +184,8 @@ class ArrayKind(Kind):
     (a spectral cube) declares its source shape ``[H, W, C]``; it is stored ``(S, S, C)``,
     placed by the build rule ``array`` (:func:`precompute.arrays.resample.place_array`:
     per-band antialiased resampling in float64, bit-exact at the source size) and cropped by
-    the loader rule ``array`` (:func:`loaders.augment.bands.crop_arrays`).
+    the loader rule ``array`` (:func:`loaders.augment.bands.crop_arrays`). ``key`` names the
+    ``.npz`` member or ``.mat`` variable to read when a file holds several (``--key``).
     """
 
     name = "array"
@@ -188,6 +196,7 @@ class ArrayKind(Kind):
             "shape": Option(REQUIRED, check_shape),
             "dtype": Option(REQUIRED, check_dtype),
             "spatial": Option(False, _flag),
+            "key": Option(None, optional(_variable)),
         }
     )
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.io
 
+from precompute.arrays.readers import decode_array
 from precompute.arrays.resample import place_array
 from precompute.errors import DecodeError, SpecError
 from precompute.fields import FieldSpec
@@ -72,3 +75,18 @@ def test_place_array_fits_the_place_table_signature() -> None:
     square = value[:10]
     same = rules[CUBE.resample](square, placement(10, 10, 10, "squash"), 0)
     assert same.tobytes() == square.tobytes()  # the source size: stored bit-exact
+
+
+def test_decode_array_reads_the_variable_the_field_names_then_the_kind_checks_it(
+    tmp_path: Path,
+) -> None:
+    cube = np.arange(12 * 10 * 5, dtype=np.uint16).reshape(12, 10, 5)
+    scipy.io.savemat(tmp_path / "pines.mat", {"cube": cube, "gt": cube[..., 0]})
+    data = (tmp_path / "pines.mat").read_bytes()
+    named = CUBE.with_options(key="cube")
+    value = decode_array(data, "pines.mat", named, 0)
+    assert np.array_equal(named.spec.validate(value, "cube", named.options, "pines.mat"), cube)
+    with pytest.raises(DecodeError, match=r"^pines\.mat: holds 2 variables \['cube', 'gt'\]"):
+        decode_array(data, "pines.mat", CUBE, 0)
+    with pytest.raises(SpecError, match=r"fields\.cube\.key must be an array or variable name"):
+        CUBE.with_options(key="")
