@@ -82,6 +82,7 @@ def scene_patches(
     _positive("patch", patch)
     half = patch // 2
     padded = np.pad(scene, ((half, patch - 1 - half), (half, patch - 1 - half), (0, 0)), "reflect")
+    padded.setflags(write=False)
     rows, cols = np.nonzero(gt > 0)
     for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
         yield Patch(padded[r : r + patch, c : c + patch], int(gt[r, c]) - 1, r, c)

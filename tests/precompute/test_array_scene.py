@@ -41,6 +41,7 @@ def test_one_patch_per_labelled_pixel_row_major_with_reflect_padding(p: int) -> 
     ]  # fmt: skip
     for x in patches:
         assert x.values.shape == (p, p, C) and x.values.dtype == np.int32
+        assert not x.values.flags.writeable
         assert np.array_equal(x.values, _expected(scene, x.row, x.col, p))
         assert np.array_equal(x.values[p // 2, p // 2], scene[x.row, x.col])  # the centre
 
