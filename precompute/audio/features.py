@@ -32,7 +32,7 @@ __all__ = [
 
 AMIN = 1e-10  # power floor of the dB conversion (-100 dB)
 TOP_DB = 80.0  # dynamic range kept below a clip's loudest value
-INT16_SCALE = 32767.0  # full scale of int16 waveform storage (symmetric: -1 -> -32767)
+INT16_SCALE = 32768.0  # full scale of int16 storage, as libsndfile and torchaudio read PCM_16
 
 
 def hz_to_mel(freq: float) -> float:
@@ -135,11 +135,14 @@ def logmel(
 
 
 def to_int16(wave: np.ndarray) -> np.ndarray:
-    """Float samples -> int16: clipped to [-1, 1], times 32767, rounded half to even."""
-    scaled: np.ndarray = np.rint(np.clip(wave, -1.0, 1.0) * INT16_SCALE)
+    """Float samples -> int16: times 32768, rounded half to even, clipped to [-32768, 32767].
+
+    A 16-bit PCM file decoded by soundfile (``k / 32768``) comes back as exactly ``k``.
+    """
+    scaled: np.ndarray = np.clip(np.rint(np.asarray(wave, np.float64) * INT16_SCALE), -32768, 32767)
     return scaled.astype(np.int16)
 
 
 def from_int16(stored: np.ndarray) -> np.ndarray:
-    """int16 samples -> float32 in [-1, 1] (the inverse of :func:`to_int16` up to rounding)."""
+    """int16 samples -> float32 ``k / 32768`` in [-1, 1) (:func:`to_int16` up to rounding)."""
     return (stored.astype(np.float32) / np.float32(INT16_SCALE)).astype(np.float32)
