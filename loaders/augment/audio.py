@@ -162,7 +162,8 @@ class AudioAugment:
         self._check_kind(audio)
         scale = 1.0 / INT16_SCALE if audio.dtype == torch.int16 else 1.0
         x = audio.to(torch.float32) * scale if scale != 1.0 else audio.to(torch.float32)
-        return x, length.to(device=audio.device, dtype=torch.int64)
+        steps = length.to(device=audio.device, dtype=torch.int64)
+        return x, steps.clamp(0, audio.shape[-1])  # a length past the stored axis is all of it
 
     def _check_kind(self, audio: torch.Tensor) -> None:
         features = audio.dim() == 3

@@ -74,6 +74,13 @@ def test_truncated_wav_keeps_the_frames_that_are_there(tmp_path) -> None:
     assert wav_declared_frames(path.read_bytes()) == 16000
 
 
+def test_a_cut_mp3_is_kept_and_flagged() -> None:
+    data = encode(tone(440.0, 16000, 1.0), 16000, "mp3")
+    wave, info = decode_audio(data[: len(data) // 2], "cut.mp3", sample_rate=16000)
+    assert info.truncated and 0 < info.frames < info.declared_frames
+    assert wave.shape == (1, info.frames)
+
+
 def _hostile() -> dict[str, tuple[bytes, str]]:
     wav = encode(tone(440.0, 8000, 0.2), 8000, "wav16")
     flac = encode(tone(440.0, 8000, 0.2), 8000, "flac")
