@@ -24,10 +24,10 @@ import torch
 from loaders.augment import audio_ops
 from loaders.augment.errors import AugmentError
 from loaders.augment.mix import smooth_targets
+from precompute.audio.features import INT16_SCALE
 
 __all__ = ["AudioAugment"]
 
-INT16_SCALE = 32768.0  # precompute.audio.features.INT16_SCALE (that module imports soundfile)
 _RANGES = {"gain_db": (-60.0, 60.0), "noise_snr_db": (-20.0, 100.0)}
 _COUNTS = {"time_masks": 32, "freq_masks": 32, "time_mask_width": 1 << 20, "freq_mask_width": 4096}
 
@@ -155,6 +155,8 @@ class AudioAugment:
             )
         if tuple(batch["label"].shape[:1]) != (b,):
             raise AugmentError(f"label must have {b} rows, got {tuple(batch['label'].shape)}")
+        if not isinstance(generator, torch.Generator):
+            raise AugmentError(f"generator must be a torch.Generator, got {generator!r}")
         if generator.device.type != audio.device.type:
             raise AugmentError(
                 f"the generator is on {generator.device}, the audio on {audio.device}"

@@ -119,7 +119,7 @@ def _guard(f: sf.SoundFile, declared: int, key: str, max_bytes: int) -> None:
 def _read(f: sf.SoundFile, key: str) -> np.ndarray:
     try:
         wave: np.ndarray = f.read(dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError) as exc:
+    except RuntimeError as exc:  # soundfile's LibsndfileError
         raise DecodeError(key, f"corrupt audio stream ({f.format}): {exc}") from None
     if wave.shape[0] == 0:
         raise DecodeError(key, "zero frames of audio")
