@@ -13,6 +13,8 @@ from precompute.audio.kind import AudioKind, AudioValue, decode_audio_field
 from precompute.errors import DecodeError, SpecError
 from precompute.fields import KINDS, FieldSpec, fields_table, parse_fields_table
 from precompute.fields.base import Storage
+from precompute.format import StoreLayout
+from precompute.storecheck import expected_shard_size
 from tests.precompute.audio_bytes import encode, tone
 
 MAX_PIXELS = 89_478_485
@@ -171,3 +173,15 @@ def test_budget_and_bad_values() -> None:
         f.spec.validate(bad, "audio", f.options, "x.wav")
     with pytest.raises(DecodeError, match=r"length 16001 outside \[0, 16000\]"):
         f.spec.validate(AudioValue(np.zeros(16000, np.int16), 16001), "audio", f.options, "x.wav")
+
+
+def test_store_arrays_of_an_audio_store() -> None:
+    """The store table already gives an audio field its array and ``audio.length``."""
+    fields = (_field(representation="logmel"), FieldSpec("label", "label", {"classes": 4}))
+    layout = StoreLayout(10, 256, 1, 4, 2, fields)
+    arrays = layout.arrays
+    assert list(arrays) == ["audio", "audio.length", "label", "valid", "key"]
+    assert (arrays["audio"].shape, arrays["audio"].dtype) == ((10, 64, 101), "float16")
+    assert (arrays["audio.length"].shape, arrays["audio.length"].dtype) == ((10,), "int32")
+    # 2 inner chunks of 2 * 64 * 101 float16 + crc each, then an index of 2 entries + crc
+    assert expected_shard_size(layout, "audio", 0) == 2 * (2 * 64 * 101 * 2 + 4) + 2 * 16 + 4
