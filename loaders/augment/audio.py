@@ -162,8 +162,9 @@ class AudioAugment:
                 f"the generator is on {generator.device}, the audio on {audio.device}"
             )
         self._check_kind(audio)
-        scale = 1.0 / INT16_SCALE if audio.dtype == torch.int16 else 1.0
-        x = audio.to(torch.float32) * scale if scale != 1.0 else audio.to(torch.float32)
+        x = audio.to(torch.float32)
+        if audio.dtype == torch.int16:
+            x = x / INT16_SCALE  # a power of two: exactly precompute's from_int16
         steps = length.to(device=audio.device, dtype=torch.int64)
         return x, steps.clamp(0, audio.shape[-1])  # a length past the stored axis is all of it
 
@@ -202,9 +203,8 @@ class AudioAugment:
             x = audio_ops.noise(x, length, *self.noise_snr_db, generator)
         if self.time_masks:
             x = audio_ops.mask_spans(
-                x, length.clamp(0, x.shape[-1]), self.time_masks, self.time_mask_width, -1,
-                self.mask_value, generator,
-            )  # fmt: skip
+                x, length, self.time_masks, self.time_mask_width, -1, self.mask_value, generator
+            )
         if self.freq_masks:
             bands = torch.full_like(length, x.shape[1])
             x = audio_ops.mask_spans(
