@@ -168,6 +168,7 @@ def decode_audio(
         DecodeError: Empty or unreadable data (unknown format, text, a cut header), zero
             frames, NaN/inf samples, absurd channel count or length, a corrupt stream, or
             fewer channels than asked for.
+        ValueError: A bad ``channels`` rule or ``sample_rate`` (a caller's error).
     """
     rule = check_channels(channels)
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 1:

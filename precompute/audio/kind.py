@@ -51,7 +51,11 @@ def _seconds(where: str, value: Any) -> float:
 def _channels(where: str, value: Any) -> str | int:
     if value == "mono" and isinstance(value, str):
         return "mono"
-    return int(integer(1, MAX_CHANNELS)(where, value))
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHANNELS:
+        raise SpecError(
+            f"{where} must be 'mono' or an integer in [1, {MAX_CHANNELS}], got {show(value)}"
+        )
+    return value
 
 
 def clip_frames(opts: Mapping[str, Any]) -> int:

@@ -62,6 +62,9 @@ def test_channel_rules() -> None:
     two, _ = decode_audio(data, "s.wav", sample_rate=16000, channels=2)
     np.testing.assert_allclose(mono[0], keep.mean(axis=0), atol=1e-6)
     np.testing.assert_array_equal(two, keep[:2])
+    resampled, _ = decode_audio(data, "s.wav", sample_rate=8000, channels=2)
+    assert resampled.shape == (2, 800) and resampled.flags.c_contiguous
+    np.testing.assert_allclose(np.abs(resampled[:, 200:600]).max(1), [0.5, 0.25], atol=0.01)
     single = encode(tone(440.0, 16000, 0.1), 16000, "wav16")
     rep, _ = decode_audio(single, "m.wav", sample_rate=16000, channels=4)
     assert rep.shape[0] == 4 and np.array_equal(rep[0], rep[3])

@@ -99,7 +99,7 @@ def test_storage_matches_what_the_decoder_gives(options, shape, dtype) -> None:
         ({"clip_seconds": 1e-5}, r"fields\.audio\.clip_seconds 1e-05 is < 1 sample"),
         (
             {"channels": "stereo"},
-            r"fields\.audio\.channels must be an integer in \[1, 64\], got 'stereo'",
+            r"fields\.audio\.channels must be 'mono' or an integer in \[1, 64\], got 'stereo'",
         ),
         ({"n_fft": 8}, r"fields\.audio\.n_fft must be an integer in \[16, 16384\], got 8"),
         ({"hop_length": True}, r"fields\.audio\.hop_length must be an integer"),
