@@ -9,27 +9,33 @@ and says so in :attr:`AudioInfo.truncated`; every other problem is a
 
 from __future__ import annotations
 
+import importlib
 import io
 import struct
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import soundfile as sf
-import soxr
 
 from precompute.errors import DecodeError
 
+if TYPE_CHECKING:
+    import soundfile as sf
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "EXTRA_HINT",
     "MAX_CHANNELS",
     "QUALITY",
     "AudioInfo",
+    "backend",
     "check_channels",
     "decode_audio",
     "wav_declared_frames",
 ]
 
+EXTRA_HINT = "pip install 'nostall[audio]'"  # soundfile and soxr
 QUALITY = "VHQ"  # soxr's very high quality: linear phase, 0.91 passband, >= 170 dB stopband
 MAX_CHANNELS = 64  # more channels than any recording rig: a forged header
 DEFAULT_MAX_BYTES = 1 << 30  # decoded float32 samples of one file (frames * channels * 4)
@@ -72,6 +78,18 @@ def check_channels(channels: Any) -> str | int:
     raise ValueError(f"channels must be 'mono', 'keep' or 1..{MAX_CHANNELS}, got {channels!r}")
 
 
+def backend(name: str) -> ModuleType:
+    """Import ``soundfile`` or ``soxr`` when first needed.
+
+    Raises:
+        ImportError: The package is missing; the message names the extra to install.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"audio decoding needs {name}: {EXTRA_HINT}") from exc
+
+
 def wav_declared_frames(data: bytes) -> int | None:
     """Frames a RIFF/WAVE file's ``data`` chunk declares, or None for another file.
 
@@ -93,9 +111,10 @@ def wav_declared_frames(data: bytes) -> int | None:
 def _open(data: bytes, key: str) -> sf.SoundFile:
     if not data:
         raise DecodeError(key, "empty file (0 bytes)")
+    sndfile = backend("soundfile")
     try:
-        return sf.SoundFile(io.BytesIO(data))
-    except sf.LibsndfileError as exc:
+        return sndfile.SoundFile(io.BytesIO(data))
+    except sndfile.LibsndfileError as exc:
         raise DecodeError(key, f"not a readable audio file: {exc.error_string}") from None
     except (RuntimeError, TypeError, ValueError) as exc:
         raise DecodeError(key, f"not a readable audio file: {exc}") from None
@@ -185,5 +204,5 @@ def decode_audio(
         )  # fmt: skip
     wave = _mix(wave, rule)
     if info.sample_rate != sample_rate:
-        wave = soxr.resample(wave, info.sample_rate, sample_rate, quality=QUALITY)
+        wave = backend("soxr").resample(wave, info.sample_rate, sample_rate, quality=QUALITY)
     return np.ascontiguousarray(wave.T, dtype=np.float32), info

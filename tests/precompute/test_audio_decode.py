@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,11 @@ def test_the_byte_budget_is_checked_before_decoding() -> None:
     decode_audio(data, "b.flac", sample_rate=8000, channels="keep", max_bytes=8000 * 2 * 4)
     with pytest.raises(DecodeError, match="8000 frames x 2 channels = 64000 bytes"):
         decode_audio(data, "b.flac", sample_rate=8000, max_bytes=63999)
+
+
+@pytest.mark.parametrize("missing", ["soundfile", "soxr"])
+def test_a_missing_backend_names_the_extra(monkeypatch, missing: str) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # what `import` sees when it is absent
+    data = encode(tone(440.0, 8000, 0.1), 8000, "wav16")
+    with pytest.raises(ImportError, match=rf"audio decoding needs {missing}: .*nostall\[audio\]"):
+        decode_audio(data, "a.wav", sample_rate=16000)
