@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from precompute.errors import DecodeError
+from precompute.errors import DecodeError, SpecError
 
 __all__ = ["CROPS", "LAST", "Window", "fit_clip", "segment", "windows"]
 
@@ -30,7 +30,7 @@ class Window(NamedTuple):
 
 def _positive(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise SpecError(f"{name} must be a positive integer, got {value!r}")
     return value
 
 
@@ -48,11 +48,12 @@ def fit_clip(wave: np.ndarray, length: int, mode: str = "center") -> tuple[np.nd
     ``(n - length) // 2``) or its beginning (``mode="start"``).
 
     Raises:
-        ValueError: A wave that is not 2-D, a bad ``length`` or ``mode``.
+        SpecError: A bad ``length`` or ``mode``.
+        ValueError: A wave that is not 2-D.
     """
     _positive("length", length)
     if mode not in CROPS:
-        raise ValueError(f"mode must be one of {list(CROPS)}, got {mode!r}")
+        raise SpecError(f"mode must be one of {list(CROPS)}, got {mode!r}")
     if wave.ndim != 2:
         raise ValueError(f"wave must be (channels, frames), got shape {wave.shape}")
     n = wave.shape[1]
@@ -75,13 +76,14 @@ def windows(
     reaches the end. With ``hop > length`` the frames between windows are skipped.
 
     Raises:
-        ValueError: A wave that is not 2-D, a bad ``length``, ``hop``, rate or ``last``.
+        SpecError: A bad ``length``, ``hop``, rate or ``last``.
+        ValueError: A wave that is not 2-D.
     """
     _positive("length", length)
     _positive("hop", hop)
     _positive("sample_rate", sample_rate)
     if last not in LAST:
-        raise ValueError(f"last must be one of {list(LAST)}, got {last!r}")
+        raise SpecError(f"last must be one of {list(LAST)}, got {last!r}")
     if wave.ndim != 2:
         raise ValueError(f"wave must be (channels, frames), got shape {wave.shape}")
     n = wave.shape[1]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from precompute.errors import DecodeError
+from precompute.errors import DecodeError, SpecError
 
 if TYPE_CHECKING:
     import soundfile as sf
@@ -68,14 +68,14 @@ def check_channels(channels: Any) -> str | int:
     """Return a valid channel rule: ``"mono"``, ``"keep"`` or a count 1..MAX_CHANNELS.
 
     Raises:
-        ValueError: Naming the bad value.
+        SpecError: Naming the bad value.
     """
     if channels in ("mono", "keep"):
         return str(channels)
     count = isinstance(channels, int) and not isinstance(channels, bool)
     if count and 1 <= channels <= MAX_CHANNELS:
         return int(channels)
-    raise ValueError(f"channels must be 'mono', 'keep' or 1..{MAX_CHANNELS}, got {channels!r}")
+    raise SpecError(f"channels must be 'mono', 'keep' or 1..{MAX_CHANNELS}, got {channels!r}")
 
 
 def backend(name: str) -> ModuleType:
@@ -187,11 +187,11 @@ def decode_audio(
         DecodeError: Empty or unreadable data (unknown format, text, a cut header), zero
             frames, NaN/inf samples, absurd channel count or length, a corrupt stream, or
             fewer channels than asked for.
-        ValueError: A bad ``channels`` rule or ``sample_rate`` (a caller's error).
+        SpecError: A bad ``channels`` rule or ``sample_rate``.
     """
     rule = check_channels(channels)
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 1:
-        raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
+        raise SpecError(f"sample_rate must be a positive integer, got {sample_rate!r}")
     with _open(data, key) as f:
         declared = max(wav_declared_frames(data) or 0, f.frames)
         _guard(f, declared, key, max_bytes)

@@ -16,6 +16,8 @@ import functools
 import numpy as np
 import torch
 
+from precompute.errors import SpecError
+
 __all__ = [
     "AMIN",
     "INT16_SCALE",
@@ -76,11 +78,11 @@ def num_frames(samples: int, hop_length: int) -> int:
 def _check(n: int, sample_rate: int, n_fft: int, hop: int, n_mels: int, f_max: float) -> None:
     for name, value in (("sample_rate", sample_rate), ("n_fft", n_fft), ("hop_length", hop)):
         if value < 1:
-            raise ValueError(f"{name} must be positive, got {value}")
+            raise SpecError(f"{name} must be positive, got {value}")
     if n_mels < 1 or not 0 < f_max <= sample_rate / 2:
-        raise ValueError(f"need n_mels >= 1 and 0 < f_max <= {sample_rate / 2}, got {f_max}")
+        raise SpecError(f"need n_mels >= 1 and 0 < f_max <= {sample_rate / 2}, got {f_max}")
     if n <= n_fft // 2:
-        raise ValueError(f"{n} samples are too few for n_fft {n_fft} (need > {n_fft // 2})")
+        raise SpecError(f"{n} samples are too few for n_fft {n_fft} (need > {n_fft // 2})")
 
 
 def logmel_tensor(
@@ -99,7 +101,7 @@ def logmel_tensor(
     its own maximum minus ``top_db``; None keeps the -100 dB floor only.
 
     Raises:
-        ValueError: A wave of at most ``n_fft // 2`` samples (reflect padding needs more),
+        SpecError: A wave of at most ``n_fft // 2`` samples (reflect padding needs more),
             or bad parameters.
     """
     top = float(sample_rate // 2) if f_max is None else float(f_max)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from precompute.audio.clips import fit_clip, segment, windows
-from precompute.errors import DecodeError
+from precompute.errors import DecodeError, SpecError
 
 
 def _ramp(n: int, channels: int = 2) -> np.ndarray:
@@ -30,9 +30,9 @@ def test_long_wave_is_centre_cropped(n: int, start: int) -> None:
 
 
 def test_fit_clip_refuses_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="length must be a positive integer, got 0"):
+    with pytest.raises(SpecError, match="length must be a positive integer, got 0"):
         fit_clip(_ramp(4), 0)
-    with pytest.raises(ValueError, match=r"mode must be one of \['center', 'start'\], got 'end'"):
+    with pytest.raises(SpecError, match=r"mode must be one of \['center', 'start'\], got 'end'"):
         fit_clip(_ramp(4), 2, mode="end")
     with pytest.raises(ValueError, match=r"wave must be \(channels, frames\), got shape \(4,\)"):
         fit_clip(np.zeros(4), 2)

@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from precompute.audio.decode import MAX_CHANNELS, decode_audio, wav_declared_frames
-from precompute.errors import DecodeError
+from precompute.errors import DecodeError, SpecError
 from tests.precompute.audio_bytes import (
     ENCODINGS,
     LOSSLESS,
@@ -71,7 +71,7 @@ def test_channel_rules() -> None:
     assert rep.shape[0] == 4 and np.array_equal(rep[0], rep[3])
     with pytest.raises(DecodeError, match=r"s\.wav: has 3 channels; 4 were asked for"):
         decode_audio(data, "s.wav", sample_rate=16000, channels=4)
-    with pytest.raises(ValueError, match=r"channels must be 'mono', 'keep' or 1\.\.64, got 'both'"):
+    with pytest.raises(SpecError, match=r"channels must be 'mono', 'keep' or 1\.\.64, got 'both'"):
         decode_audio(data, "s.wav", sample_rate=16000, channels="both")
 
 

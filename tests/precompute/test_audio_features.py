@@ -14,6 +14,7 @@ from precompute.audio.features import (
     num_frames,
     to_int16,
 )
+from precompute.errors import SpecError
 
 
 def _np_fbank(n_fft: int, n_mels: int, rate: int, f_min: float, f_max: float) -> np.ndarray:
@@ -94,7 +95,7 @@ def test_batched_tensor_input_matches_one_by_one() -> None:
 
 def test_silence_sits_at_the_floor_and_short_waves_are_refused() -> None:
     assert np.all(logmel(np.zeros(1000, np.float32), 16000) == -100.0)
-    with pytest.raises(ValueError, match="200 samples are too few for n_fft 400"):
+    with pytest.raises(SpecError, match="200 samples are too few for n_fft 400"):
         logmel(np.zeros(200, np.float32), 16000)
 
 
