@@ -1,0 +1,235 @@
+"""``AudioAugment``: a seeded audio policy for batches of the ``audio`` field kind.
+
+A batch is ``{"audio": (B, L) waveforms or (B, n_mels, frames) log-mel features, "label":
+(B,) int64, "length": (B,) valid samples or frames}``, as a store's ``audio`` field, its
+``audio.length`` companion and a ``label`` field give it. The loader passes the batch's
+generator (``ContractLoader.batch_generator``), so a resumed run draws what an uninterrupted
+one would. Ops, in this order, each off unless given: a random crop/shift to ``crop`` steps,
+gain in dB, additive noise at an SNR (waveforms), SpecAugment time and frequency masks, then
+mixup or cutmix along time. ``AudioAugment()`` is the identity: it only converts the stored
+values to float32 (int16 waveforms as ``k / 32768``, float16 features exactly). Rules and
+ranges: ``docs/audio.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from loaders.augment import audio_ops
+from loaders.augment.errors import AugmentError
+from loaders.augment.mix import smooth_targets
+from precompute.audio.features import INT16_SCALE
+
+__all__ = ["AudioAugment"]
+
+_RANGES = {"gain_db": (-60.0, 60.0), "noise_snr_db": (-20.0, 100.0)}
+_COUNTS = {"time_masks": 32, "freq_masks": 32, "time_mask_width": 1 << 20, "freq_mask_width": 4096}
+
+
+def _number(name: str, value: Any, lo: float, hi: float) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not lo <= value <= hi:
+        raise AugmentError(f"audio.{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+
+
+def _integer(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise AugmentError(f"audio.{name} must be an integer in [{lo}, {hi}], got {value!r}")
+
+
+def _pair(name: str, value: Any) -> None:
+    if value is None:
+        return
+    lo, hi = _RANGES[name]
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise AugmentError(f"audio.{name} must be a (low, high) pair of dB, got {value!r}")
+    for v in value:
+        _number(name, v, lo, hi)
+    if value[0] > value[1]:
+        raise AugmentError(f"audio.{name} low {value[0]} is above high {value[1]}")
+
+
+@dataclass(frozen=True)
+class AudioAugment:
+    """Audio augmentation policy (as data) and its batched application.
+
+    Attributes:
+        crop: Steps (samples or frames) to cut from each clip at a random start inside its
+            valid length; None keeps the stored length.
+        gain_db: ``(low, high)``: a gain uniform in dB per clip; on dB features it is added.
+        noise_snr_db: ``(low, high)``: Gaussian noise at an SNR uniform in dB per clip,
+            relative to the clip's mean power over its valid length (waveforms only).
+        time_masks: Time masks per clip, each up to ``time_mask_width`` steps, inside the
+            valid length.
+        time_mask_width: Widest time mask.
+        freq_masks: Frequency masks per clip (features only), each up to ``freq_mask_width``
+            mel bands.
+        freq_mask_width: Widest frequency mask.
+        mask_value: What masked steps and bands become.
+        num_classes: Classes of the soft targets that mixing returns (needed to mix).
+        mixup_alpha: Beta concentration of mixup's lambda; 0 disables mixup.
+        cutmix_alpha: Beta concentration of cutmix's lambda; 0 disables cutmix.
+        mix_prob: Probability that a batch is mixed at all.
+        switch_prob: Probability of cutmix rather than mixup when both are enabled.
+    """
+
+    crop: int | None = None
+    gain_db: tuple[float, float] | None = None
+    noise_snr_db: tuple[float, float] | None = None
+    time_masks: int = 0
+    time_mask_width: int = 0
+    freq_masks: int = 0
+    freq_mask_width: int = 0
+    mask_value: float = 0.0
+    num_classes: int | None = None
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
+    mix_prob: float = 1.0
+    switch_prob: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.crop is not None:
+            _integer("crop", self.crop, 1, (1 << 31) - 1)
+        _pair("gain_db", self.gain_db)
+        _pair("noise_snr_db", self.noise_snr_db)
+        for name, hi in _COUNTS.items():
+            _integer(name, getattr(self, name), 0, hi)
+        for axis in ("time", "freq"):
+            if getattr(self, f"{axis}_masks") and not getattr(self, f"{axis}_mask_width"):
+                raise AugmentError(f"audio.{axis}_masks needs {axis}_mask_width >= 1")
+        _number("mask_value", self.mask_value, -1e4, 1e4)
+        for name in ("mixup_alpha", "cutmix_alpha"):
+            _number(name, getattr(self, name), 0.0, 100.0)
+        _number("mix_prob", self.mix_prob, 0.0, 1.0)
+        _number("switch_prob", self.switch_prob, 0.0, 1.0)
+        if self.mixes or self.num_classes is not None:
+            _integer("num_classes", self.num_classes, 1, 1 << 24)
+
+    @property
+    def mixes(self) -> bool:
+        """Mixup or cutmix is on: labels come back as ``(B, num_classes)`` soft targets."""
+        return self.mixup_alpha > 0 or self.cutmix_alpha > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (pairs as lists)."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AudioAugment:
+        """Parse a dict made by :meth:`to_dict` (unknown keys raise)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise AugmentError(f"audio: unknown field(s) {unknown}; known: {sorted(known)}")
+        pairs = {k: tuple(v) for k, v in data.items() if k in _RANGES and isinstance(v, list)}
+        return cls(**{**data, **pairs})
+
+    def _inputs(
+        self, batch: Mapping[str, torch.Tensor], generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        missing = sorted({"audio", "label", "length"} - set(batch))
+        if missing:
+            raise AugmentError(f"audio batch lacks {missing}; it needs audio, label, length")
+        audio, length = batch["audio"], batch["length"]
+        if audio.dim() not in (2, 3) or audio.dtype not in (
+            torch.int16,
+            torch.float16,
+            torch.float32,
+        ):
+            raise AugmentError(
+                "audio must be (B, L) or (B, n_mels, frames) int16/float16/float32, "
+                f"got {tuple(audio.shape)} {audio.dtype}"
+            )
+        b = audio.shape[0]
+        if tuple(length.shape) != (b,) or length.is_floating_point():
+            raise AugmentError(
+                f"length must be [{b}] integer, got {tuple(length.shape)} {length.dtype}"
+            )
+        if tuple(batch["label"].shape[:1]) != (b,):
+            raise AugmentError(f"label must have {b} rows, got {tuple(batch['label'].shape)}")
+        if not isinstance(generator, torch.Generator):
+            raise AugmentError(f"generator must be a torch.Generator, got {generator!r}")
+        if generator.device.type != audio.device.type:
+            raise AugmentError(
+                f"the generator is on {generator.device}, the audio on {audio.device}"
+            )
+        self._check_kind(audio)
+        x = audio.to(torch.float32)
+        if audio.dtype == torch.int16:
+            x = x / INT16_SCALE  # a power of two: exactly precompute's from_int16
+        steps = length.to(device=audio.device, dtype=torch.int64)
+        return x, steps.clamp(0, audio.shape[-1])  # a length past the stored axis is all of it
+
+    def _check_kind(self, audio: torch.Tensor) -> None:
+        features = audio.dim() == 3
+        if features and self.noise_snr_db is not None:
+            raise AugmentError(
+                "audio.noise_snr_db needs waveforms (B, L); the batch holds features"
+            )
+        if not features and self.freq_masks:
+            raise AugmentError("audio.freq_masks needs features (B, n_mels, frames); got waveforms")
+        if self.crop is not None and self.crop > audio.shape[-1]:
+            raise AugmentError(
+                f"audio.crop {self.crop} is longer than the stored {audio.shape[-1]} steps"
+            )
+
+    def __call__(
+        self, batch: Mapping[str, torch.Tensor], generator: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """Return a new batch dict: ``audio`` float32, ``length`` int64, ``label``.
+
+        ``label`` is unchanged (int64) unless mixing is on; then it is ``(B, num_classes)``
+        float32 targets (one-hot where a batch is not mixed). Other keys pass through.
+
+        Raises:
+            AugmentError: A batch that lacks a key, has a wrong shape, dtype or device, or
+                holds features where an op needs waveforms (or the reverse).
+        """
+        x, length = self._inputs(batch, generator)
+        features = x.dim() == 3
+        if self.crop is not None:
+            x, length = audio_ops.crop(x, length, self.crop, generator)
+        if self.gain_db is not None:
+            x = audio_ops.gain(x, *self.gain_db, features, generator)
+        if self.noise_snr_db is not None:
+            x = audio_ops.noise(x, length, *self.noise_snr_db, generator)
+        if self.time_masks:
+            x = audio_ops.mask_spans(
+                x, length, self.time_masks, self.time_mask_width, -1, self.mask_value, generator
+            )
+        if self.freq_masks:
+            bands = torch.full_like(length, x.shape[1])
+            x = audio_ops.mask_spans(
+                x, bands, self.freq_masks, self.freq_mask_width, 1, self.mask_value, generator
+            )
+        out = {**batch, "audio": x, "length": length}
+        if self.mixes:
+            out["audio"], out["length"], out["label"] = self._mix(
+                x, length, batch["label"], generator
+            )
+        return out
+
+    def _mix(
+        self, x: torch.Tensor, length: torch.Tensor, label: torch.Tensor, gen: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        classes = int(self.num_classes or 0)  # >= 1 when mixing (checked in __post_init__)
+        if label.dtype != torch.int64 or label.dim() != 1:
+            raise AugmentError(
+                f"mixing needs (B,) int64 labels, got {tuple(label.shape)} {label.dtype}"
+            )
+        if label.device.type == "cpu" and bool(((label < 0) | (label >= classes)).any()):
+            raise AugmentError(f"audio mixing: a label is not in [0, {classes})")
+        targets = smooth_targets(label.to(x.device), classes, 0.0)
+        switch = (
+            1.0 if self.mixup_alpha == 0 else 0.0 if self.cutmix_alpha == 0 else self.switch_prob
+        )
+        alphas = (self.mixup_alpha, self.cutmix_alpha)
+        return audio_ops.mix(x, length, targets, alphas, self.mix_prob, switch, gen)

@@ -1,0 +1,150 @@
+"""Log-mel spectrograms with torch alone (no torchaudio), and int16 waveform storage.
+
+:func:`logmel` follows ``torchaudio.transforms.MelSpectrogram`` with its defaults and
+``AmplitudeToDB(stype="power", top_db=80)``: a periodic Hann window of ``n_fft`` samples,
+``torch.stft`` centred with reflect padding, power 2, a triangular mel filterbank on the **HTK**
+mel scale without area normalisation (``torchaudio.functional.melscale_fbanks`` with
+``mel_scale="htk"``, ``norm=None``), then ``10 * log10(max(mel, 1e-10))`` clamped below at
+the clip's maximum minus ``top_db`` (librosa's ``power_to_db(ref=1.0, amin=1e-10,
+top_db=80)``). A wave of ``n`` samples gives ``1 + n // hop_length`` frames.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from precompute.errors import SpecError
+
+__all__ = [
+    "AMIN",
+    "INT16_SCALE",
+    "TOP_DB",
+    "from_int16",
+    "hz_to_mel",
+    "logmel",
+    "logmel_tensor",
+    "mel_filterbank",
+    "mel_to_hz",
+    "num_frames",
+    "to_int16",
+]
+
+AMIN = 1e-10  # power floor of the dB conversion (-100 dB)
+TOP_DB = 80.0  # dynamic range kept below a clip's loudest value
+INT16_SCALE = 32768.0  # full scale of int16 storage, as libsndfile and torchaudio read PCM_16
+
+
+def hz_to_mel(freq: float) -> float:
+    """HTK mel of ``freq`` Hz: ``2595 * log10(1 + f / 700)``."""
+    return 2595.0 * float(np.log10(1.0 + freq / 700.0))
+
+
+def mel_to_hz(mel: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`hz_to_mel`."""
+    return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
+
+
+@functools.lru_cache(maxsize=32)
+def _filterbank(n_freqs: int, f_min: float, f_max: float, n_mels: int, rate: int) -> torch.Tensor:
+    all_freqs = torch.linspace(0, rate // 2, n_freqs)
+    m_pts = torch.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2)
+    f_pts = mel_to_hz(m_pts)
+    f_diff = f_pts[1:] - f_pts[:-1]
+    slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1)
+    down = -slopes[:, :-2] / f_diff[:-1]
+    up = slopes[:, 2:] / f_diff[1:]
+    return torch.clamp(torch.minimum(down, up), min=0.0)
+
+
+def mel_filterbank(
+    n_freqs: int, f_min: float, f_max: float, n_mels: int, sample_rate: int
+) -> torch.Tensor:
+    """``(n_freqs, n_mels)`` float32 triangular filters (HTK scale, no normalisation).
+
+    The same numbers as ``torchaudio.functional.melscale_fbanks(n_freqs, f_min, f_max,
+    n_mels, sample_rate, norm=None, mel_scale="htk")``. A fresh tensor (callers may modify it).
+    """
+    return _filterbank(n_freqs, float(f_min), float(f_max), n_mels, sample_rate).clone()
+
+
+def num_frames(samples: int, hop_length: int) -> int:
+    """Frames of a centred STFT of ``samples`` samples: ``1 + samples // hop_length``."""
+    return 1 + samples // hop_length
+
+
+def _check(n: int, sample_rate: int, n_fft: int, hop: int, n_mels: int, f_max: float) -> None:
+    for name, value in (("sample_rate", sample_rate), ("n_fft", n_fft), ("hop_length", hop)):
+        if value < 1:
+            raise SpecError(f"{name} must be positive, got {value}")
+    if n_mels < 1 or not 0 < f_max <= sample_rate / 2:
+        raise SpecError(f"need n_mels >= 1 and 0 < f_max <= {sample_rate / 2}, got {f_max}")
+    if n <= n_fft // 2:
+        raise SpecError(f"{n} samples are too few for n_fft {n_fft} (need > {n_fft // 2})")
+
+
+def logmel_tensor(
+    wave: torch.Tensor,
+    sample_rate: int,
+    n_fft: int = 400,
+    hop_length: int = 160,
+    n_mels: int = 64,
+    f_min: float = 0.0,
+    f_max: float | None = None,
+    top_db: float | None = TOP_DB,
+) -> torch.Tensor:
+    """Log-mel in dB of ``wave`` ``(..., n)`` float: ``(..., n_mels, frames)`` float32.
+
+    Runs on ``wave``'s device. ``top_db`` clamps each leading-index slice (each clip) at
+    its own maximum minus ``top_db``; None keeps the -100 dB floor only.
+
+    Raises:
+        SpecError: A wave of at most ``n_fft // 2`` samples (reflect padding needs more),
+            or bad parameters.
+    """
+    top = float(sample_rate // 2) if f_max is None else float(f_max)
+    _check(wave.shape[-1], sample_rate, n_fft, hop_length, n_mels, top)
+    lead = wave.shape[:-1]
+    flat = wave.reshape(-1, wave.shape[-1]).to(torch.float32)
+    window = torch.hann_window(n_fft, device=wave.device)
+    spec = torch.stft(flat, n_fft, hop_length, window=window, center=True,
+                      pad_mode="reflect", return_complex=True)  # fmt: skip
+    power = spec.real.square() + spec.imag.square()  # (B, n_freqs, frames)
+    fb = _filterbank(n_fft // 2 + 1, float(f_min), top, n_mels, sample_rate).to(wave.device)
+    mel = torch.matmul(power.transpose(1, 2), fb).transpose(1, 2)
+    db = 10.0 * torch.log10(torch.clamp(mel, min=AMIN))
+    if top_db is not None:
+        peak = db.amax(dim=(1, 2), keepdim=True)
+        db = torch.maximum(db, peak - top_db)
+    return db.reshape(*lead, n_mels, db.shape[-1])
+
+
+def logmel(
+    wave: np.ndarray,
+    sample_rate: int,
+    n_fft: int = 400,
+    hop_length: int = 160,
+    n_mels: int = 64,
+    f_min: float = 0.0,
+    f_max: float | None = None,
+    top_db: float | None = TOP_DB,
+) -> np.ndarray:
+    """:func:`logmel_tensor` of a numpy wave ``(..., n)`` on the CPU: float32 numpy."""
+    x = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))
+    return logmel_tensor(x, sample_rate, n_fft, hop_length, n_mels, f_min, f_max, top_db).numpy()
+
+
+def to_int16(wave: np.ndarray) -> np.ndarray:
+    """Float samples -> int16: times 32768, rounded half to even, clipped to [-32768, 32767].
+
+    A 16-bit PCM file decoded by soundfile (``k / 32768``) comes back as exactly ``k``.
+    """
+    scaled: np.ndarray = np.clip(np.rint(np.asarray(wave, np.float64) * INT16_SCALE), -32768, 32767)
+    return scaled.astype(np.int16)
+
+
+def from_int16(stored: np.ndarray) -> np.ndarray:
+    """int16 samples -> float32 ``k / 32768`` in [-1, 1) (:func:`to_int16` up to rounding)."""
+    return (stored.astype(np.float32) / np.float32(INT16_SCALE)).astype(np.float32)

@@ -1,0 +1,195 @@
+"""The ``audio`` field kind: a fixed-length clip stored as int16 samples or a float16 log-mel.
+
+Importing this module registers :class:`AudioKind` (``register_kind``) and defines the file
+decoder :func:`decode_audio_field` (the ``audio`` entry the build's ``DECODE`` table needs).
+The valid length of each sample travels as :class:`AudioValue` ``(value, length)``:
+:meth:`AudioKind.check` returns the stored array, :meth:`AudioKind.companion_values` the
+``length`` companion (``NAME.length``, ``()`` int32): samples of a waveform, frames of a
+log-mel whose centre sample is a valid one (``ceil(valid / hop_length)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from precompute.audio.clips import fit_clip, segment
+from precompute.audio.decode import MAX_CHANNELS, decode_audio
+from precompute.audio.features import logmel, mel_filterbank, num_frames, to_int16
+from precompute.errors import DecodeError, SpecError
+from precompute.fields.base import Kind, Storage
+from precompute.fields.kinds import KINDS, register_kind
+from precompute.fields.options import REQUIRED, Option, integer, one_of
+from precompute.fields.spec import FieldSpec
+from precompute.policy import show
+
+__all__ = ["AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
+
+MAX_CLIP_SECONDS = 3600.0
+
+
+class AudioValue(NamedTuple):
+    """A decoded audio field value: the stored array, its valid length, a cut file."""
+
+    value: np.ndarray
+    length: int
+    truncated: bool = False  # the file's data ended early; the frames present were kept
+
+
+def _seconds(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"{where} must be a number of seconds, got {show(value)}")
+    if not (math.isfinite(value) and 0 < value <= MAX_CLIP_SECONDS):
+        raise SpecError(f"{where} must lie in (0, {MAX_CLIP_SECONDS:g}] seconds, got {show(value)}")
+    return float(value)
+
+
+def _channels(where: str, value: Any) -> str | int:
+    if value == "mono" and isinstance(value, str):
+        return "mono"
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHANNELS:
+        raise SpecError(
+            f"{where} must be 'mono' or an integer in [1, {MAX_CHANNELS}], got {show(value)}"
+        )
+    return value
+
+
+def clip_frames(opts: Mapping[str, Any]) -> int:
+    """Samples in one clip: ``round(clip_seconds * sample_rate)``."""
+    return round(float(opts["clip_seconds"]) * int(opts["sample_rate"]))
+
+
+def _lead(opts: Mapping[str, Any]) -> tuple[int, ...]:
+    """The channel axis: none for ``mono``, ``(N,)`` for N kept channels."""
+    return () if opts["channels"] == "mono" else (int(opts["channels"]),)
+
+
+class AudioKind(Kind):
+    """A clip of ``clip_seconds`` at ``sample_rate``: int16 waveform or float16 log-mel (dB).
+
+    Not spatial (the image draw never touches it, rule ``none``); mixup blends it, cutmix
+    pastes a stretch of time. Stored ``(L,)`` / ``(C, L)`` int16 (``representation``
+    ``waveform``, ``L = round(clip_seconds * sample_rate)``) or ``(n_mels, frames)`` /
+    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``).
+    """
+
+    name = "audio"
+    source = "file"
+    decoder = "audio"
+    mixup, cutmix = "blend", "paste"
+    options = MappingProxyType(
+        {
+            "representation": Option("waveform", one_of("waveform", "logmel")),
+            "sample_rate": Option(16000, integer(1000, 384000)),
+            "clip_seconds": Option(REQUIRED, _seconds),
+            "channels": Option("mono", _channels),
+            "n_mels": Option(64, integer(1, 512)),
+            "n_fft": Option(400, integer(16, 16384)),
+            "hop_length": Option(160, integer(1, 16384)),
+        }
+    )
+
+    def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
+        """A clip holds at least one sample; a log-mel's STFT and filters make sense."""
+        length = clip_frames(opts)
+        if length < 1:
+            raise SpecError(f"fields.{field}.clip_seconds {opts['clip_seconds']} is < 1 sample")
+        if opts["representation"] != "logmel":
+            return
+        if length <= opts["n_fft"] // 2:
+            raise SpecError(
+                f"fields.{field}.clip_seconds {opts['clip_seconds']} gives {length} samples; "
+                f"a log-mel with n_fft {opts['n_fft']} needs more than {opts['n_fft'] // 2}"
+            )
+        rate = opts["sample_rate"]
+        fb = mel_filterbank(opts["n_fft"] // 2 + 1, 0.0, rate // 2, opts["n_mels"], rate)
+        if bool((fb.amax(dim=0) == 0).any()):
+            raise SpecError(
+                f"fields.{field}.n_mels {opts['n_mels']} is too many for n_fft {opts['n_fft']}: "
+                "some mel filters cover no FFT bin; lower n_mels or raise n_fft"
+            )
+
+    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+        """int16 ``(C?, L)`` or float16 ``(C?, n_mels, frames)``; holes zero."""
+        length = clip_frames(opts)
+        if opts["representation"] == "waveform":
+            return Storage((*_lead(opts), length), "int16", 0)
+        frames = num_frames(length, opts["hop_length"])
+        return Storage((*_lead(opts), opts["n_mels"], frames), "float16", 0.0)
+
+    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+        """``length``: valid samples (waveform) or frames (log-mel) of each sample."""
+        return {"length": Storage((), "int32", 0)}
+
+    def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
+        """An :class:`AudioValue` (or bare array) of exactly the storage shape and dtype."""
+        array = value.value if isinstance(value, AudioValue) else value
+        want = self.storage(opts, 1)
+        if not isinstance(array, np.ndarray):
+            raise ValueError(f"expected a numpy array, got {type(array).__name__}")
+        if array.shape != want.shape or array.dtype != np.dtype(want.dtype):
+            raise ValueError(f"expected {want.shape} {want.dtype}, got {array.shape} {array.dtype}")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError("NaN or inf values")
+        if isinstance(value, AudioValue):
+            self.length_of(value, opts)
+        return array
+
+    def length_of(self, value: AudioValue, opts: Mapping[str, Any]) -> int:
+        """The valid length of ``value``: 0..the stored time axis (``ValueError`` outside)."""
+        top = self.storage(opts, 1).shape[-1]
+        if isinstance(value.length, bool) or not isinstance(value.length, int | np.integer):
+            raise ValueError(f"length must be an integer, got {value.length!r}")
+        if not 0 <= value.length <= top:
+            raise ValueError(f"length {value.length} outside [0, {top}]")
+        return int(value.length)
+
+    def companion_values(self, value: AudioValue, opts: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"length": int32 array}`` of a checked value, for the ``NAME.length`` array."""
+        return {"length": np.asarray(self.length_of(value, opts), dtype=np.int32)}
+
+
+def decode_audio_field(
+    data: bytes,
+    key: str,
+    field: FieldSpec,
+    max_pixels: int,
+    segment_seconds: tuple[float | None, float | None] | None = None,
+) -> AudioValue:
+    """Decode an audio file into the stored value of ``field`` and its valid length.
+
+    The ``DECODE`` signature: ``max_pixels`` is the decompression guard of every input, here
+    the most decoded samples (frames x channels at the file's rate) a file may declare.
+    ``segment_seconds`` ``(start, end)`` (a manifest's segment columns) cuts the resampled
+    wave before the clip is fitted (centre crop or zero pad).
+
+    Raises:
+        DecodeError: Naming ``key``: see :func:`~precompute.audio.decode.decode_audio` and
+            :func:`~precompute.audio.clips.segment`.
+    """
+    opts = field.options
+    rate = opts["sample_rate"]
+    wave, info = decode_audio(
+        data, key, sample_rate=rate, channels=opts["channels"], max_bytes=4 * max_pixels
+    )
+    if segment_seconds is not None:
+        wave = wave[:, segment(wave.shape[1], rate, *segment_seconds, key)]
+    clip, valid = fit_clip(wave, clip_frames(opts))
+    if opts["channels"] == "mono":
+        clip = clip[0]
+    if opts["representation"] == "waveform":
+        return AudioValue(to_int16(clip), valid, info.truncated)
+    try:
+        mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])
+    except ValueError as exc:
+        raise DecodeError(key, f"field {field.name!r}: {exc}") from None
+    frames = -(-valid // opts["hop_length"])  # frames whose centre is a valid sample
+    return AudioValue(mel.astype(np.float16), frames, info.truncated)
+
+
+if "audio" not in KINDS:
+    register_kind(AudioKind())
