@@ -35,7 +35,7 @@ __all__ = [
     "wav_declared_frames",
 ]
 
-EXTRA_HINT = "pip install 'nostall[audio]'"  # soundfile and soxr
+EXTRA_HINT = "pip install soundfile soxr (dependencies of nostall)"
 QUALITY = "VHQ"  # soxr's very high quality: linear phase, 0.91 passband, >= 170 dB stopband
 MAX_CHANNELS = 64  # more channels than any recording rig: a forged header
 DEFAULT_MAX_BYTES = 1 << 30  # decoded float32 samples of one file (frames * channels * 4)
