@@ -22,11 +22,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.augment.fields import check_field_policies
 from loaders.batching.nodes import Node
 from loaders.batching.order import variant_for_epoch
 from loaders.batching.plan import EpochPlan
 from loaders.batching.prefetch import Prefetcher
-from loaders.batching.reader import BatchReader
+from loaders.batching.reader import BatchReader, stream_pools
 from loaders.contract import (
     ContractLoader,
     Mixup,
@@ -37,7 +38,6 @@ from loaders.contract import (
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.store.open_store import open_store
 from loaders.store.readcache import ReadCache
-from loaders.transfer.buffers import BufferPool
 from loaders.transfer.device import ToDevice
 from precompute.format import StoreInfo
 
@@ -166,13 +166,10 @@ class StoreLoader(ContractLoader):
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
-        self._buffers = BufferPool(
-            (layout.size, layout.size, 3),
-            np.uint8,
-            bs,
-            keep=self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0),
-            pin=cuda,
-        )
+        keep = self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0)
+        self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
+        self.fields = self.source.fields if layout.version == 2 else ()
+        check_field_policies(self.fields, self.augment, self.mixup)
         self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
 
     def _valid(self) -> npt.NDArray[np.bool_]:
@@ -227,6 +224,8 @@ class StoreLoader(ContractLoader):
     def _finish(
         self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
     ) -> dict[str, torch.Tensor]:
+        if self.fields:
+            return self._finish_fields(batch, epoch, number, repeats)
         out = {
             "image": batch["image"],
             "label": batch["label"],
@@ -242,9 +241,24 @@ class StoreLoader(ContractLoader):
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
         return out
 
+    def _finish_fields(
+        self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """A v2 batch: one entry per field (and companion), ``index``, ``is_pad``."""
+        out = {k: v for k, v in batch.items() if k != "extent"}
+        out["is_pad"] = pad_flags(batch["index"], repeats)
+        if self.augment is None and self.mixup is None:
+            return out
+        gen = self.batch_generator(epoch, number)
+        if self.augment is not None:
+            out = self.augment.apply_fields(out, self.fields, batch["extent"], gen)  # type: ignore[attr-defined]
+        if self.mixup is not None:
+            out = self.mixup.apply_fields(out, self.fields, gen)  # type: ignore[attr-defined]
+        return out
+
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""
-        self.source.image.close()
+        self.source.close()
         self._release()
 
     def _release(self) -> None:
