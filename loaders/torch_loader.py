@@ -62,8 +62,11 @@ class StoreLoader(ContractLoader):
             leaving out the last ``total % world_size`` samples of the epoch's sequence.
             False serves every sample: ranks are evened out with fewer than ``world_size``
             repeats, marked ``is_pad`` (evaluation: drop them from metrics).
-        augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device.
-        mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
+        augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device;
+            for a v2 store (named fields) ``augment.apply_fields(values, fields, extents,
+            generator) -> values`` (``TrainAugment`` and ``EvalAugment`` have both).
+        mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``; for a v2
+            store ``mixup.apply_fields(values, fields, generator) -> values`` (``Mixup``).
         rank: This process's rank; default from torch.distributed or ``RANK``.
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
         buffer_chunks: Chunks per shuffle window. Host batch buffers are reused: at most
@@ -92,7 +95,10 @@ class StoreLoader(ContractLoader):
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
         ``label`` (int64; ``target`` with mixup instead), ``index`` (int64) and ``is_pad``
-        (bool: True on a repeat that only evens out the ranks), on ``device``.
+        (bool: True on a repeat that only evens out the ranks), on ``device``. A v2 store's
+        dicts hold one entry per field (and companion) instead of ``image`` and ``label``:
+        as stored without augment, else as ``apply_fields`` returns them
+        (``docs/loaders.md``, "Stores with named fields").
 
     Raises:
         StoreOpenError: The store is incomplete, of another format version or lacks a field.
@@ -101,7 +107,9 @@ class StoreLoader(ContractLoader):
         CorruptChunkError: While iterating: a chunk fails its crc32c check, or a shard file
             of the complete store is missing, cut short or of the wrong size (the message
             names the shard file; never served as fill values).
-        ValueError: A setting is out of range (the message names it and its value).
+        ValueError: A setting is out of range (the message names it and its value), or a
+            v2 store's augment or mixup lacks ``apply_fields``.
+        AugmentError: A mixup policy would blend or paste a field whose kind refuses it.
     """
 
     def __init__(
