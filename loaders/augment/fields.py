@@ -116,6 +116,8 @@ def augment_fields(
 def check_mixable(mix: Mixup, fields: Sequence[FieldSpec]) -> None:
     """Refuse a policy that could blend (mixup) or paste (CutMix) a field whose kind refuses it.
 
+    A class-index field (``label``) with ``classes`` must have ``mix.num_classes`` of them.
+
     Raises:
         AugmentError: Naming the field, its kind and what to do.
     """
@@ -135,6 +137,13 @@ def check_mixable(mix: Mixup, fields: Sequence[FieldSpec]) -> None:
             raise AugmentError(
                 f"CutMix would paste into field {f.name!r} (kind {f.kind}), which cannot be "
                 "pasted: use Mixup(cutmix_alpha=0) for mixup only"
+            )
+        classes = f.options.get("classes")
+        if f.storage(1).shape == () and classes is not None and classes != mix.num_classes:
+            raise AugmentError(
+                f"field {f.name!r} has {classes} classes; Mixup(num_classes="
+                f"{mix.num_classes}) would give targets of another width: use "
+                f"Mixup({classes}, ...)"
             )
 
 

@@ -206,6 +206,7 @@ def test_cutmix_pastes_the_same_box_into_masks(seg: Path) -> None:
     [
         ("seg", Mixup(7), r"mixup would blend field 'mask' \(kind mask\).*mixup_alpha=0"),
         ("store", Mixup(7, mixup_alpha=0.0), r"field 'keypoints' \(kind keypoints\) can be"),
+        ("seg", Mixup(4, mixup_alpha=0.0), r"field 'label' has 7 classes.*Mixup\(7, \.\.\.\)"),
     ],
 )
 def test_mixing_a_field_its_kind_refuses_fails_at_construction(
