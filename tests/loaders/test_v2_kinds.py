@@ -99,3 +99,22 @@ def test_cutmix_mixes_multi_labels_by_the_pasted_area(tmp_path: Path) -> None:
         np.testing.assert_allclose(m["tags"], want, atol=0.05)
         shares.append(pasted)
     assert max(shares) > 0.1  # boxes were pasted
+
+
+def test_a_store_of_small_fields_only_streams_nothing(tmp_path: Path) -> None:
+    from loaders.diagnostics.loader_info import _storeloader
+
+    fields = (FieldSpec("label", "label"), FIELDS[2])
+    spec = BuildSpec(size=S, chunk_samples=4, shard_samples=8)
+    valid = np.ones(N, np.uint8)
+    valid[6] = 0
+    data = {"label": np.where(valid == 1, np.arange(N) % 3, -1), "meta": _meta()}
+    loader = StoreLoader(write_v2_store(tmp_path / "s", fields, data, spec, valid=valid), 4)
+    assert not loader.source.streams and _storeloader(loader)["io"] is None
+    batches = collect(loader)
+    index = np.concatenate([b["index"] for b in batches])
+    assert len(index) == 16 and 6 not in index.tolist()
+    for b in batches:
+        assert set(b) == {"label", "meta", "index", "is_pad"}
+        np.testing.assert_array_equal(b["label"], b["index"] % 3)
+        np.testing.assert_array_equal(b["meta"], _meta()[b["index"]])
