@@ -22,11 +22,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.augment.fields import check_field_policies
 from loaders.batching.nodes import Node
 from loaders.batching.order import variant_for_epoch
 from loaders.batching.plan import EpochPlan
 from loaders.batching.prefetch import Prefetcher
-from loaders.batching.reader import BatchReader
+from loaders.batching.reader import BatchReader, stream_pools
 from loaders.contract import (
     ContractLoader,
     Mixup,
@@ -37,7 +38,6 @@ from loaders.contract import (
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.store.open_store import open_store
 from loaders.store.readcache import ReadCache
-from loaders.transfer.buffers import BufferPool
 from loaders.transfer.device import ToDevice
 from precompute.format import StoreInfo
 
@@ -62,8 +62,11 @@ class StoreLoader(ContractLoader):
             leaving out the last ``total % world_size`` samples of the epoch's sequence.
             False serves every sample: ranks are evened out with fewer than ``world_size``
             repeats, marked ``is_pad`` (evaluation: drop them from metrics).
-        augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device.
-        mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``.
+        augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device;
+            for a v2 store (named fields) ``augment.apply_fields(values, fields, extents,
+            generator) -> values`` (``TrainAugment`` and ``EvalAugment`` have both).
+        mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``; for a v2
+            store ``mixup.apply_fields(values, fields, generator) -> values`` (``Mixup``).
         rank: This process's rank; default from torch.distributed or ``RANK``.
         world_size: Number of ranks; default from torch.distributed or ``WORLD_SIZE``.
         buffer_chunks: Chunks per shuffle window. Host batch buffers are reused: at most
@@ -92,7 +95,10 @@ class StoreLoader(ContractLoader):
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
         ``label`` (int64; ``target`` with mixup instead), ``index`` (int64) and ``is_pad``
-        (bool: True on a repeat that only evens out the ranks), on ``device``.
+        (bool: True on a repeat that only evens out the ranks), on ``device``. A v2 store's
+        dicts hold one entry per field (and companion) instead of ``image`` and ``label``:
+        as stored without augment, else as ``apply_fields`` returns them
+        (``docs/loaders.md``, "Stores with named fields").
 
     Raises:
         StoreOpenError: The store is incomplete, of another format version or lacks a field.
@@ -101,7 +107,9 @@ class StoreLoader(ContractLoader):
         CorruptChunkError: While iterating: a chunk fails its crc32c check, or a shard file
             of the complete store is missing, cut short or of the wrong size (the message
             names the shard file; never served as fill values).
-        ValueError: A setting is out of range (the message names it and its value).
+        ValueError: A setting is out of range (the message names it and its value), or a
+            v2 store's augment or mixup lacks ``apply_fields``.
+        AugmentError: A mixup policy would blend or paste a field whose kind refuses it.
     """
 
     def __init__(
@@ -166,13 +174,10 @@ class StoreLoader(ContractLoader):
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
-        self._buffers = BufferPool(
-            (layout.size, layout.size, 3),
-            np.uint8,
-            bs,
-            keep=self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0),
-            pin=cuda,
-        )
+        keep = self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0)
+        self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
+        self.fields = self.source.fields if layout.version == 2 else ()
+        check_field_policies(self.fields, self.augment, self.mixup)
         self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
 
     def _valid(self) -> npt.NDArray[np.bool_]:
@@ -227,6 +232,8 @@ class StoreLoader(ContractLoader):
     def _finish(
         self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
     ) -> dict[str, torch.Tensor]:
+        if self.fields:
+            return self._finish_fields(batch, epoch, number, repeats)
         out = {
             "image": batch["image"],
             "label": batch["label"],
@@ -242,9 +249,24 @@ class StoreLoader(ContractLoader):
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
         return out
 
+    def _finish_fields(
+        self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """A v2 batch: one entry per field (and companion), ``index``, ``is_pad``."""
+        out = {k: v for k, v in batch.items() if k != "extent"}
+        out["is_pad"] = pad_flags(batch["index"], repeats)
+        if self.augment is None and self.mixup is None:
+            return out
+        gen = self.batch_generator(epoch, number)
+        if self.augment is not None:
+            out = self.augment.apply_fields(out, self.fields, batch["extent"], gen)  # type: ignore[attr-defined]
+        if self.mixup is not None:
+            out = self.mixup.apply_fields(out, self.fields, gen)  # type: ignore[attr-defined]
+        return out
+
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""
-        self.source.image.close()
+        self.source.close()
         self._release()
 
     def _release(self) -> None:

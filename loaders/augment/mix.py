@@ -13,13 +13,14 @@ the constant lambda (mixup), the box mask (cutmix) or one (no mixing).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 
 from loaders.augment.errors import AugmentError
+from precompute.fields import FieldSpec
 
 __all__ = ["MixParams", "Mixup", "beta_pair", "smooth_targets"]
 
@@ -190,6 +191,17 @@ class Mixup:
         lam = torch.where(p.cutmix, p.lam, p.lam.to(images.dtype).to(torch.float32))
         onehot = smooth_targets(labels, self.num_classes, self.label_smoothing)
         return mixed, torch.lerp(onehot.flip(0), onehot, lam)
+
+    def apply_fields(
+        self,
+        values: Mapping[str, torch.Tensor],
+        fields: Sequence[FieldSpec],
+        generator: torch.Generator,
+    ) -> dict[str, torch.Tensor]:
+        """Mix a batch of a v2 store's fields (see :func:`loaders.augment.fields.mix_fields`)."""
+        from loaders.augment.fields import mix_fields  # it imports this module
+
+        return mix_fields(self, values, fields, generator)
 
     def __call__(
         self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator

@@ -13,13 +13,14 @@ A policy is data: frozen specs that round-trip through ``to_dict`` / :func:`augm
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import NoneType
 from typing import Any, ClassVar
 
 import torch
 
+from loaders.augment.checks import check_extent_values, check_inputs
 from loaders.augment.color import (
     DTYPES,
     apply_color,
@@ -30,6 +31,7 @@ from loaders.augment.color import (
 )
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
+from loaders.augment.fields import augment_fields, check_field_values
 from loaders.augment.ops import (
     CenterCrop,
     ColorJitter,
@@ -40,6 +42,7 @@ from loaders.augment.ops import (
     op_from_dict,
 )
 from loaders.augment.resample import crop_resample, grid_resample
+from precompute.fields import FieldSpec
 from precompute.policy import Policy
 
 __all__ = [
@@ -60,37 +63,6 @@ def _size(value: Any) -> tuple[int, int]:
     if len(pair) != 2 or not all(isinstance(v, int) and 1 <= v <= 8192 for v in pair):
         raise AugmentError(f"size must be an int or (height, width) in [1, 8192], got {value!r}")
     return (int(pair[0]), int(pair[1]))
-
-
-def check_inputs(
-    images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator | None
-) -> None:
-    """Check shapes, dtypes and devices (metadata only: no host sync)."""
-    if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[-1] != 3:
-        raise AugmentError(
-            f"images must be [B, H, W, 3] uint8, got {tuple(images.shape)} {images.dtype}"
-        )
-    if tuple(extents.shape) != (images.shape[0], 4) or extents.is_floating_point():
-        raise AugmentError(
-            f"extents must be [{images.shape[0]}, 4] integer (top, left, h, w), "
-            f"got {tuple(extents.shape)} {extents.dtype}"
-        )
-    if extents.device != images.device:
-        raise AugmentError(f"extents are on {extents.device}, images on {images.device}")
-    if generator is not None and generator.device.type != images.device.type:
-        raise AugmentError(f"generator is on {generator.device}, images on {images.device}")
-
-
-def check_extent_values(extents: torch.Tensor, height: int, width: int) -> None:
-    """Raise if an extent is empty or leaves the image (reads values: the CPU path only)."""
-    top, left, h, w = extents.unbind(1)
-    bad = (top < 0) | (left < 0) | (h < 1) | (w < 1) | (top + h > height) | (left + w > width)
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        raise AugmentError(
-            f"sample {i}: extent (top, left, h, w) = {extents[i].tolist()} is "
-            f"empty or not inside the {height}x{width} image"
-        )
 
 
 @dataclass(frozen=True)
@@ -170,6 +142,33 @@ class _Augment:
     def _finish(self, x: torch.Tensor) -> torch.Tensor:
         return finish(x, self.dtype, self.channels_last)
 
+    def _crops(
+        self, extents: torch.Tensor, generator: torch.Generator | None
+    ) -> tuple[CropParams, torch.Tensor | None]:
+        raise NotImplementedError
+
+    def apply_fields(
+        self,
+        values: Mapping[str, torch.Tensor],
+        fields: Sequence[FieldSpec],
+        extents: torch.Tensor,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Augment every field of a v2 batch with one draw (:mod:`loaders.augment.fields`).
+
+        Args:
+            values: Field name -> batch tensor, as stored (other entries are kept).
+            fields: The store's fields.
+            extents: ``[B, 4]`` int valid regions of the image frame.
+            generator: The batch's generator (the same draw as :meth:`__call__`'s).
+        """
+        check_field_values(values, fields, extents)
+        frame = next((values[f.name] for f in fields if f.spec.photometric), None)
+        if frame is not None:
+            self._check(frame.expand(-1, -1, -1, 3), extents, generator)
+        crops, factors = self._crops(extents, generator)
+        return augment_fields(self, values, fields, crops, factors)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> _Augment:
         """Parse a dict made by :meth:`to_dict` (see :func:`augment_from_dict`)."""
@@ -243,6 +242,13 @@ class TrainAugment(_Augment):
         crops, factors = random_crops(extents, generator, self.policy)
         return crops, None if self.jitter is None else factors
 
+    def _crops(
+        self, extents: torch.Tensor, generator: torch.Generator | None
+    ) -> tuple[CropParams, torch.Tensor | None]:
+        if generator is None:
+            raise AugmentError("TrainAugment needs the batch's generator")
+        return self.params(extents, generator)
+
     def __call__(
         self, images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator
     ) -> torch.Tensor:
@@ -266,6 +272,11 @@ class EvalAugment(_Augment):
         "crop": (CenterCrop,),
     }
     crop: CenterCrop = field(default_factory=CenterCrop)
+
+    def _crops(
+        self, extents: torch.Tensor, generator: torch.Generator | None
+    ) -> tuple[CropParams, torch.Tensor | None]:
+        return center_crops(extents, self.size, self.crop), None
 
     def __call__(
         self, images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator | None = None

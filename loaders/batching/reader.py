@@ -6,15 +6,15 @@ per thread (the copies and crc32c release the GIL), routing its rows straight to
 their batch buffers: with one ``preadv`` whose buffers are those rows, or out of the mapped
 shard file with one gather per (chunk, batch) run (a batch-sorted plan makes every group a
 run). The bytes go from the page cache to the batch exactly once, checksum over the whole
-chunk. Rows
-the epoch does not serve (holes, the cut remainder, rows before a resume point, edge padding)
-are not copied (mmap) or land in scratch (pread). A batch is handed out once every window
-serving it was read.
+chunk. Every streamed array (a v2 store's masks beside ``image``) is read the same way, chunk
+by chunk with the same routes, into its own batch buffers. Rows the epoch does not serve
+(holes, the cut remainder, rows before a resume point, edge padding) are not copied (mmap)
+or land in scratch (pread). A batch is handed out once every window serving it was read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
@@ -27,16 +27,33 @@ from loaders.store.open_store import OpenedStore
 from loaders.store.shardio import Route
 from loaders.transfer.buffers import BufferPool
 
-__all__ = ["BatchReader", "HostBatch"]
+__all__ = ["BatchReader", "HostBatch", "stream_pools"]
 
 HostBatch = dict[str, np.ndarray]
+# a Route whose destination is one buffer per streamed array (the same rows in each)
+_Routes = tuple[tuple[np.ndarray, ...], Sequence[int], Sequence[int]]
+
+
+def stream_pools(
+    source: OpenedStore, batch_size: int, keep: int, pin: bool = False
+) -> dict[str, BufferPool]:
+    """One :class:`BufferPool` of batch buffers per streamed array of ``source``."""
+    arrays = source.layout.arrays
+    return {
+        name: BufferPool(
+            source.row_shape(name), np.dtype(arrays[name].dtype), batch_size, keep, pin
+        )
+        for name in source.streams
+    }
 
 
 class BatchReader(Node[HostBatch]):
     """Yield the batches of ``plan`` as dicts of numpy arrays.
 
-    Each batch holds ``image`` (B, S, S, 3) uint8, ``label`` (B,) int64, ``extent`` (B, 4) int32
-    of the served variant and ``index`` (B,) int64. State: ``{"batch": next batch}``.
+    Each batch holds every streamed array (``image`` (B, S, S, 3) uint8, a v2 store's masks)
+    read chunk by chunk into its batch rows, every array read whole at open (``label`` (B,)
+    int64, keypoints, companions) indexed by the batch's samples, ``extent`` (B, 4) int32 and
+    ``index`` (B,) int64, all of the served variant. State: ``{"batch": next batch}``.
 
     Args:
         source: The opened store.
@@ -44,9 +61,9 @@ class BatchReader(Node[HostBatch]):
         batch_size: Samples per batch.
         drop_last: Leave out a last, smaller batch.
         variant: Stored variant to read (0 without variants).
-        num_threads: Parallel chunk reads (1: read on the calling thread).
-        pool: Where batch buffers come from (shared across epochs by the loader); default a
-            pool of its own.
+        num_threads: Parallel chunk reads.
+        pools: Where each streamed array's batch buffers come from, by name (shared across
+            epochs by the loader); default pools of its own.
     """
 
     def __init__(
@@ -57,12 +74,13 @@ class BatchReader(Node[HostBatch]):
         drop_last: bool,
         variant: int = 0,
         num_threads: int = 2,
-        pool: BufferPool | None = None,
+        pools: Mapping[str, BufferPool] | None = None,
     ) -> None:
         self.source, self.plan, self.batch_size, self.variant = source, plan, batch_size, variant
-        size = source.layout.size
-        self.pool = pool or BufferPool((size, size, 3), np.uint8, batch_size, keep=8)
+        self.pools = dict(pools) if pools is not None else stream_pools(source, batch_size, 8)
         self.num_batches = plan.batches(batch_size, drop_last)
+        axis = source.variant_axis
+        self.small = {k: v[:, variant] if k in axis else v for k, v in source.small.items()}
         extents = source.extents
         self.extents = extents[:, variant] if extents.ndim == 3 else extents
         self.num_threads = num_threads
@@ -71,8 +89,8 @@ class BatchReader(Node[HostBatch]):
             if num_threads > 1
             else None
         )
-        self._filling: dict[int, np.ndarray] = {}
-        self._ready: dict[int, np.ndarray] = {}
+        self._filling: dict[int, dict[str, np.ndarray]] = {}
+        self._ready: dict[int, dict[str, np.ndarray]] = {}
         self._batch = self._window = 0
 
     def reset(self, state: Mapping[str, Any] | None = None) -> None:
@@ -96,13 +114,13 @@ class BatchReader(Node[HostBatch]):
                 raise LoaderError(f"batch {self._batch} is served by no window of the plan")
             self._read(self.plan.windows[self._window])
             self._window += 1
-        image = self._ready.pop(self._batch)
+        streamed = self._ready.pop(self._batch)
         lo = self._batch * self.batch_size
-        index = self.plan.order[lo : lo + len(image)].copy()
+        index = self.plan.order[lo : lo + self._rows_of(self._batch)].copy()
         self._batch += 1
         return {
-            "image": image,
-            "label": self.source.labels[index],
+            **streamed,
+            **{name: values[index] for name, values in self.small.items()},
             "extent": self.extents[index],
             "index": index,
         }
@@ -112,10 +130,13 @@ class BatchReader(Node[HostBatch]):
         stop = min(self.num_batches * self.batch_size, len(self.plan.order))
         return self._batch * self.batch_size, stop
 
-    def _rows(self, batch: int) -> np.ndarray:
+    def _rows_of(self, batch: int) -> int:
+        return min(self.batch_size, len(self.plan.order) - batch * self.batch_size)
+
+    def _rows(self, batch: int) -> dict[str, np.ndarray]:
         if batch not in self._filling:
-            n = min(self.batch_size, len(self.plan.order) - batch * self.batch_size)
-            self._filling[batch] = self.pool.take(n)
+            n = self._rows_of(batch)
+            self._filling[batch] = {name: pool.take(n) for name, pool in self.pools.items()}
         return self._filling[batch]
 
     def _read(self, window: Window) -> None:
@@ -135,14 +156,13 @@ class BatchReader(Node[HostBatch]):
         slot, positions, rows = slot[by], positions[by], (served % cs)[by]
         cut = np.flatnonzero((np.diff(slot) != 0) | (np.diff(positions // bs) != 0)) + 1
         bounds = [0, *cut.tolist(), len(slot)]
-        jobs: list[tuple[int, list[Route]]] = [(int(c), []) for c in chunks.tolist()]
+        jobs: list[tuple[int, list[_Routes]]] = [(int(c), []) for c in chunks.tolist()]
         starts, at = slot[bounds[:-1]].tolist(), positions.tolist()
-        flat: dict[int, np.ndarray] = {}  # batch -> (rows, bytes) view, dropped after the read
+        flat: dict[int, tuple[np.ndarray, ...]] = {}  # batch -> buffers, dropped after the read
         for s, a, b in zip(starts, bounds[:-1], bounds[1:], strict=True):
             batch_no, row0 = divmod(at[a], bs)
             if batch_no not in flat:
-                buf = self._rows(batch_no)
-                flat[batch_no] = buf.reshape(len(buf), -1)
+                flat[batch_no] = self._flat(batch_no)
             # a run of positions (a batch-sorted plan gives only runs) is copied in one go
             dest: range | np.ndarray = (
                 range(row0, row0 + b - a)
@@ -166,15 +186,22 @@ class BatchReader(Node[HostBatch]):
             helper.result()  # re-raise a helper's error here
         self._complete(window.stop)
 
-    def _read_chunks(self, jobs: list[tuple[int, list[Route]]]) -> None:
-        image, coords = self.source.image, self.source.chunk_coords
+    def _flat(self, batch: int) -> tuple[np.ndarray, ...]:
+        """The batch's buffers as (rows, bytes) views, one per streamed array, in order."""
+        return tuple(buf.reshape(len(buf), -1) for buf in self._rows(batch).values())
+
+    def _read_chunks(self, jobs: list[tuple[int, list[_Routes]]]) -> None:
+        """Read each job's chunk of every streamed array, routing its rows to their batches."""
+        coords = self.source.chunk_coords
         for chunk, routes in jobs:
-            image.read_chunk_rows(coords(chunk, self.variant), routes)
+            for k, (name, reader) in enumerate(self.source.streams.items()):
+                mine: list[Route] = [(dest[k], rows, frm) for dest, rows, frm in routes]
+                reader.read_chunk_rows(coords(chunk, self.variant, name), mine)
 
     def _complete(self, stop: int) -> None:
         """Move every batch whose last position is below ``stop`` to the ready set."""
         for batch in sorted(self._filling):
-            end = batch * self.batch_size + len(self._filling[batch])
+            end = batch * self.batch_size + self._rows_of(batch)
             if end <= stop:
                 self._ready[batch] = self._filling.pop(batch)
 

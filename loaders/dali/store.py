@@ -1,7 +1,9 @@
 """``DaliStoreLoader``: a nostall store streamed through a DALI augmentation pipeline.
 
 The store is opened and validated by :func:`loaders.store.open_store.open_store`, as ``StoreLoader``
-does (labels and extents read whole; image chunks read whole, crc-checked). Image chunks are
+does (labels and extents read whole; image chunks read whole, crc-checked). A v2 store (named
+fields) is served when its fields are an RGB ``image`` and an int64 ``label``, as a v1 store's
+are; one with any other field is refused at construction, naming the fields. Image chunks are
 kept in a small LRU cache sized to the shuffle window, so every chunk is read about once per
 epoch; each batch's samples are gathered from the cached chunks and given to
 ``fn.external_source`` as one dense array.
@@ -20,9 +22,11 @@ from loaders.batching.order import variant_for_epoch
 from loaders.contract import store_identity
 from loaders.dali.base import DaliLoaderBase, Fetched
 from loaders.dali.graph import GraphSpec
+from loaders.errors import StoreOpenError
 from loaders.store.open_store import OpenedStore, open_store
+from precompute.fields import FieldSpec
 
-__all__ = ["DaliStoreLoader"]
+__all__ = ["DaliStoreLoader", "refuse_unserved_fields"]
 
 
 class _ChunkCache:
@@ -46,6 +50,34 @@ class _ChunkCache:
         return img
 
 
+def _serves(field: FieldSpec, size: int) -> bool:
+    """DALI's graph serves the RGB ``image`` and an int64 ``label``, nothing else."""
+    st = field.storage(size)
+    rgb = field.name == "image" and field.spec.photometric and st.shape == (size, size, 3)
+    label = field.name == "label" and st.shape == () and st.dtype == "int64"
+    return rgb or label
+
+
+def refuse_unserved_fields(source: OpenedStore) -> None:
+    """Refuse a store with a field the DALI graph cannot serve (never drop one silently).
+
+    Raises:
+        StoreOpenError: Naming every such field and its kind, and what serves them.
+    """
+    size = source.layout.size
+    names = {f.name for f in source.fields}
+    other = [f"{f.name!r} ({f.kind})" for f in source.fields if not _serves(f, size)]
+    missing = [n for n in ("image", "label") if n not in names]
+    if other or missing:
+        raise StoreOpenError(
+            str(source.info.path),
+            f"DaliStoreLoader serves an RGB 'image' and an int64 'label' only; this store's "
+            f"field(s) {', '.join(other) or 'none'} it cannot serve"
+            + (f" and it lacks {missing}" if missing else "")
+            + ": use StoreLoader, which serves every field",
+        )
+
+
 class DaliStoreLoader(DaliLoaderBase):
     """Stream a nostall store through DALI: random resized crop, flip, colour, normalise.
 
@@ -65,13 +97,21 @@ class DaliStoreLoader(DaliLoaderBase):
             ``augment.size=None`` keeps the stored size.
 
     Raises:
-        StoreOpenError: The store is incomplete, of another format version, or broken.
+        StoreOpenError: The store is incomplete, of another format version, or broken, or a
+            v2 store has a field other than an RGB ``image`` and an int64 ``label`` (a mask,
+            keypoints: the message names them; ``StoreLoader`` serves them).
         ImportError: DALI is not installed (``pip install 'nostall[dali]'``).
     """
 
     def __init__(self, store: str | Path, batch_size: int, **kwargs: Any) -> None:
-        super().__init__(batch_size, **kwargs)
-        self.source = open_store(store)
+        source = open_store(store)
+        try:
+            refuse_unserved_fields(source)
+            super().__init__(batch_size, **kwargs)
+        except BaseException:
+            source.close()
+            raise
+        self.source = source
         self.info = self.source.info
         self.num_samples = self.info.layout.num_samples
         self.chunk_samples = self.info.layout.chunk_samples
@@ -79,7 +119,7 @@ class DaliStoreLoader(DaliLoaderBase):
 
     def close(self) -> None:
         """Drop shard mappings and cached chunks (idempotent; the loader still reads after)."""
-        self.source.image.close()
+        self.source.close()
         self._chunks = _ChunkCache(self.source, self._chunks.capacity)
 
     def _data_identity(self) -> dict[str, Any]:

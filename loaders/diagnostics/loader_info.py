@@ -67,10 +67,11 @@ def _dataloader(it: Any) -> dict[str, Any]:
 
 def _storeloader(it: Any) -> dict[str, Any]:
     layout = it.source.layout
+    streamed = next(iter(it.source.streams.values()), None)  # a v2 store may have no image
     return {
         "prefetch": it.prefetch,
         "num_threads": it.num_threads,
-        "io": getattr(it.source.image, "io", None),
+        "io": getattr(streamed, "io", None),
         "buffer_chunks": it.buffer_chunks,
         "chunk_samples": layout.chunk_samples,
         "batch_size": it.batch_size,

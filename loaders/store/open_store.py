@@ -1,11 +1,18 @@
 """Open a store for streaming: validate it before the first batch and load its small arrays.
 
-Labels and extents are a few bytes per sample, so they are read whole at open time (which also
-yields the valid mask: holes have label -1). Only ``image`` is streamed chunk by chunk.
+A field is *streamed* chunk by chunk (one :class:`ShardedArrayReader` per field, the same io,
+verify and cache options as ``image``) when it lives in the image frame (its samples are
+``(S, S, ...)``: images, masks) or a sample of it is larger than :data:`SMALL_ROW_BYTES`;
+every other per-sample array (labels, keypoints, companions ``FIELD.WHAT``, ``extent``,
+``valid``) is a few bytes per sample and is read whole at open time. A v1 store streams
+``image`` and reads ``label`` whole; its valid mask is ``label >= 0``. A v2 store's valid mask
+is its ``valid`` array (``docs/FORMAT.md``, "Format v2").
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +24,15 @@ from loaders.store.rawio import MapCache
 from loaders.store.readcache import ReadCache
 from loaders.store.shardio import ShardedArrayReader
 from precompute import errors as pre
+from precompute.fields import FieldSpec
 from precompute.format import StoreInfo, StoreLayout, open_store_info
 from precompute.objstore import is_object_url, list_sizes
+from precompute.storearrays import ArraySpec
 from precompute.storecheck import check_array_meta, shard_file_problems, sharded_names
 
-__all__ = ["OpenedStore", "open_store"]
+__all__ = ["SMALL_ROW_BYTES", "OpenedStore", "open_store"]
+
+SMALL_ROW_BYTES = 4096  # a per-sample array up to this many bytes a sample is read whole
 
 
 @dataclass(frozen=True)
@@ -30,28 +41,62 @@ class OpenedStore:
 
     Attributes:
         info: The store's metadata.
-        image: Chunk reader of the ``image`` array.
-        labels: All labels (N,), int64; -1 marks a hole.
-        extents: All valid extents, (N, 4) or (N, K, 4) int32 ``(top, left, height, width)``.
-        valid: Mask of real samples, ``labels >= 0``.
+        streams: Chunk readers of the streamed arrays by name (``image`` first).
+        small: The arrays read whole at open, by name: the other fields and companions,
+            ``(N, ...)`` (or ``(N, K, ...)`` with a variant axis), as stored.
+        extents: All valid extents, (N, 4) or (N, K, 4) int32 ``(top, left, height, width)``
+            (the whole image for a store without spatial fields).
+        valid: Mask of real samples: ``label >= 0`` (v1) or the ``valid`` array (v2).
+        variant_axis: The arrays stored with a variant axis (spatial fields, ``extent``).
     """
 
     info: StoreInfo
-    image: ShardedArrayReader
-    labels: np.ndarray
+    streams: Mapping[str, ShardedArrayReader]
+    small: Mapping[str, np.ndarray]
     extents: np.ndarray
     valid: np.ndarray
+    variant_axis: frozenset[str] = frozenset()
 
     @property
     def layout(self) -> StoreLayout:
         """The store's layout."""
         return self.info.layout
 
-    def chunk_coords(self, chunk: int, variant: int) -> tuple[int, ...]:
-        """Return the ``image`` inner-chunk coordinates of sample chunk ``chunk``, ``variant``."""
-        if self.layout.variants == 1:
-            return (chunk, 0, 0, 0)
-        return (chunk, variant, 0, 0, 0)
+    @property
+    def fields(self) -> tuple[FieldSpec, ...]:
+        """The store's fields (a v1 store: ``image`` + ``label``)."""
+        return self.info.fields
+
+    @property
+    def image(self) -> ShardedArrayReader:
+        """Chunk reader of the ``image`` array."""
+        return self._stream("image")
+
+    @property
+    def labels(self) -> np.ndarray:
+        """All labels (N,), int64; -1 marks a hole."""
+        if "label" not in self.small:
+            raise StoreOpenError(str(self.info.path), "the store has no field 'label'")
+        return self.small["label"]
+
+    def _stream(self, name: str) -> ShardedArrayReader:
+        if name not in self.streams:
+            raise StoreOpenError(str(self.info.path), f"the store streams no field {name!r}")
+        return self.streams[name]
+
+    def row_shape(self, name: str) -> tuple[int, ...]:
+        """The shape of one sample (one variant) of array ``name``."""
+        return self.layout.arrays[name].shape[1 + (name in self.variant_axis) :]
+
+    def chunk_coords(self, chunk: int, variant: int, name: str = "image") -> tuple[int, ...]:
+        """Return the inner-chunk coordinates of sample chunk ``chunk``, ``variant``."""
+        zeros = (0,) * len(self.row_shape(name))
+        return (chunk, variant, *zeros) if name in self.variant_axis else (chunk, *zeros)
+
+    def close(self) -> None:
+        """Drop every streamed array's shard mappings (idempotent)."""
+        for reader in self.streams.values():
+            reader.close()
 
 
 def _strip(path: str, message: str) -> str:
@@ -113,32 +158,92 @@ def open_store(
 
     Args:
         store: Store path, ``s3://`` URL (see ``docs/scale.md``) or its metadata.
-        io: How ``image`` chunks are read: ``pread`` (through the kernel, straight into the
-            batch rows) or ``mmap`` (cached mappings of at most ``map_bytes`` of shard files).
+        io: How streamed chunks (``image``, masks) are read: ``pread`` (through the kernel,
+            straight into the batch rows) or ``mmap`` (cached mappings of at most
+            ``map_bytes`` of shard files).
         map_bytes: Mapping budget for ``io="mmap"``.
-        verify: ``first`` (check each image chunk's crc32c on its first read, and again if
+        verify: ``first`` (check each streamed chunk's crc32c on its first read, and again if
             its shard file changed) or ``always`` (on every read). Chunks from object storage
             are checked on every read.
-        cache: Local read-through cache of ``image`` chunks of an ``s3://`` store.
+        cache: Local read-through cache of streamed chunks of an ``s3://`` store.
 
     Raises:
         StoreOpenError: Incomplete store, another format version, a missing or malformed field,
             a shard file missing or of the wrong size (naming the file).
         StoreMetadataError: A ``zarr.json`` is cut or holds a key of a wrong type or value
             (naming the file and the key).
-        CorruptChunkError: A label or extent chunk fails its checksum.
+        CorruptChunkError: A chunk of an array read whole (labels, keypoints, extents,
+            ``valid``) fails its checksum.
     """
     info = _info(store)
     _check_shard_files(info)
     layout = info.layout
+    axis = _variant_axis(info)
     maps = MapCache(map_bytes) if io == "mmap" else None
-    image = _reader(info, "image", layout.image_shape, io=io, maps=maps, verify=verify, cache=cache)
-    if image.meta.chunk_shape != layout.image_chunk:
+    streams: dict[str, ShardedArrayReader] = {}
+    small: dict[str, np.ndarray] = {}
+    for name, a in layout.arrays.items():
+        if name in ("extent", "valid", "key"):
+            continue
+        if _streamed(a, axis, layout.size):
+            streams[name] = _stream(info, a, io=io, maps=maps, verify=verify, cache=cache)
+        else:
+            small[name] = _reader(info, name, a.shape).read_all()
+    extents = _extents(info)
+    if layout.version == 1:
+        small["label"] = small["label"].astype(np.int64)
+        valid = small["label"] >= 0
+    else:
+        valid = _valid(info)
+    return OpenedStore(info, streams, small, extents, valid, frozenset(axis))
+
+
+def _variant_axis(info: StoreInfo) -> set[str]:
+    """The arrays with a variant axis: every array of a spatial field, and ``extent``."""
+    if info.layout.variants == 1:
+        return set()
+    out = {"extent"}
+    for f in info.fields:
+        if f.spatial:
+            out |= {n for n in info.layout.arrays if n == f.name or n.startswith(f"{f.name}.")}
+    return out
+
+
+def _streamed(a: ArraySpec, axis: set[str], size: int) -> bool:
+    """Stream an array in the image frame, or one whose samples are big; read the rest whole."""
+    row = a.shape[1 + (a.name in axis) :]
+    return row[:2] == (size, size) or math.prod(row) * a.itemsize > SMALL_ROW_BYTES
+
+
+def _stream(info: StoreInfo, a: ArraySpec, **kw: Any) -> ShardedArrayReader:
+    reader = _reader(info, a.name, a.shape, **kw)
+    if reader.meta.chunk_shape != a.chunk:
         raise StoreOpenError(
             str(info.path),
-            f"image inner chunks {image.meta.chunk_shape} are "
-            f"not whole samples {layout.image_chunk}",
+            f"{a.name} inner chunks {reader.meta.chunk_shape} are not whole samples {a.chunk}",
         )
-    labels = _reader(info, "label", (layout.num_samples,)).read_all().astype(np.int64)
-    extents = _reader(info, "extent", layout.extent_shape).read_all().astype(np.int32)
-    return OpenedStore(info, image, labels, extents, labels >= 0)
+    return reader
+
+
+def _extents(info: StoreInfo) -> np.ndarray:
+    """The stored extents, or the whole image for a store without spatial fields."""
+    layout = info.layout
+    if "extent" in layout.arrays:
+        return _reader(info, "extent", layout.arrays["extent"].shape).read_all().astype(np.int32)
+    out = np.zeros((layout.num_samples, 4), np.int32)
+    out[:, 2:] = layout.size
+    return out
+
+
+def _valid(info: StoreInfo) -> np.ndarray:
+    """A v2 store's ``valid`` array as a bool mask (values other than 0 and 1 refused)."""
+    valid = _reader(info, "valid", (info.layout.num_samples,)).read_all()
+    bad = np.flatnonzero(valid > 1)
+    if len(bad):
+        raise StoreOpenError(
+            str(info.path),
+            f"field 'valid' holds {int(valid[bad[0]])} at sample {int(bad[0])}; "
+            "a sample is valid (1) or a hole (0)",
+        )
+    mask: np.ndarray = valid == 1
+    return mask

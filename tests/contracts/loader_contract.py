@@ -34,6 +34,7 @@ made on the data actually served.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -80,26 +81,32 @@ class LoaderContract(LoaderStateContract):
     """Invariant tests every store loader must pass; subclass and define ``make_loader``."""
 
     make_loader: ClassVar[LoaderFactory]
+    # writes the suite's stores: make_index_store's signature (a v2 suite passes its own)
+    make_store: ClassVar[Callable[..., Path]] = staticmethod(make_index_store)
     N: ClassVar[int] = 101  # uneven on purpose: not a multiple of chunk, batch or world size
     HOLES: ClassVar[tuple[int, ...]] = (3, 17, 18, 40, 41, 42, 43, 99)
 
     @pytest.fixture(scope="class")
     @classmethod
     def store(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return make_index_store(tmp_path_factory.mktemp("plain") / "s", cls.N)
+        return cls.make_store(tmp_path_factory.mktemp("plain") / "s", cls.N)
 
     @pytest.fixture(scope="class")
     @classmethod
     def holey(cls, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return make_index_store(tmp_path_factory.mktemp("holey") / "s", cls.N, holes=cls.HOLES)
+        return cls.make_store(tmp_path_factory.mktemp("holey") / "s", cls.N, holes=cls.HOLES)
+
+    def check_rows(self, batch: dict[str, Any]) -> None:
+        """Assert that every row of an un-augmented batch holds its sample (image, label)."""
+        np.testing.assert_array_equal(decode_index(batch["image"]), batch["index"])
+        np.testing.assert_array_equal(batch["label"], batch["index"] % NUM_CLASSES)
 
     def test_batches_carry_their_own_index_and_label(self, store: Path) -> None:
         batches = self._epoch(store, shuffle=True)
         for b in batches:
             assert b["image"].dtype == np.uint8 and b["image"].ndim == 4
             assert b["image"].shape[-1] == 3
-            np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
-            np.testing.assert_array_equal(b["label"], b["index"] % NUM_CLASSES)
+            self.check_rows(b)
 
     @pytest.mark.parametrize("epoch", [0, 1, 5])
     def test_every_epoch_is_a_permutation(self, store: Path, epoch: int) -> None:
@@ -149,7 +156,7 @@ class LoaderContract(LoaderStateContract):
             assert set(rep.tolist()) <= set(np.flatnonzero(valid).tolist())
             for b in batches:
                 assert b["is_pad"].dtype == np.bool_
-                np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
+                self.check_rows(b)
 
     @pytest.mark.parametrize("world_size", [3, 8])
     def test_metric_over_ranks_equals_the_single_rank_metric(
@@ -244,8 +251,9 @@ class LoaderContract(LoaderStateContract):
         got = head + tail
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):
-            np.testing.assert_array_equal(g["index"], w["index"])
-            np.testing.assert_array_equal(g["image"], w["image"])
+            assert g.keys() == w.keys()
+            for key in w:  # every entry: image, label, a v2 store's other fields, is_pad
+                np.testing.assert_array_equal(g[key], w[key])
 
     def test_another_ranks_state_resumes_and_another_world_size_is_refused(
         self, holey: Path
@@ -268,16 +276,16 @@ class LoaderContract(LoaderStateContract):
             other.load_state_dict(state)
 
     def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
-        path = make_index_store(tmp_path / "v", 40, variants=3)
+        path = self.make_store(tmp_path / "v", 40, variants=3)
         for epoch in range(4):
             batches = self._epoch(path, epoch, seed=5)
             variants = np.concatenate([b["image"][:, 0, 0, 2] for b in batches])
             assert set(variants.tolist()) == {variant_for_epoch(5, epoch, 3)}
             for b in batches:
-                np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
+                self.check_rows(b)
 
     def test_corrupted_chunk_raises_naming_the_shard(self, tmp_path: Path) -> None:
-        path = make_index_store(tmp_path / "c", 64)
+        path = self.make_store(tmp_path / "c", 64)
         shard = path / "image" / "c" / "2" / "0" / "0" / "0"
         _flip_byte(shard, 100)  # inside the first inner chunk's pixels
         loader = self.make_loader(path, batch_size=8, seed=0)
@@ -286,7 +294,7 @@ class LoaderContract(LoaderStateContract):
 
     @pytest.mark.parametrize("damage", ["incomplete", "version", "missing_field", "not_a_store"])
     def test_bad_store_raises_before_the_first_batch(self, tmp_path: Path, damage: str) -> None:
-        path = make_index_store(tmp_path / "b", 32)
+        path = self.make_store(tmp_path / "b", 32)
         if damage == "incomplete":
             _rewrite_attrs(path, complete=False)
         elif damage == "version":

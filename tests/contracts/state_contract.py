@@ -52,6 +52,9 @@ class LoaderStateContract:
     """Epoch and state checks every loader must pass; see the module docstring."""
 
     make_loader: ClassVar[LoaderFactory]
+    # the mixup the suite passes: ``mixup(images, labels, generator)``; a fields store's suite
+    # passes one with ``apply_fields`` that does the same with the ``label`` field
+    MIXUP: ClassVar[Any] = staticmethod(_draw_mixup)
 
     def _epoch(self, path: Path, epoch: int = 0, **kw: Any) -> list[dict[str, Any]]:
         loader = self.make_loader(path, **{"batch_size": 8, "seed": 0, **kw})
@@ -123,7 +126,7 @@ class LoaderStateContract:
         assert (loader.epoch, len(collect(loader))) == (0, 12)
 
     def test_mixup_draws_from_the_batch_generator(self, store: Path) -> None:
-        kw = {"batch_size": 8, "seed": 6, "rank": 1, "world_size": 2, "mixup": _draw_mixup}
+        kw = {"batch_size": 8, "seed": 6, "rank": 1, "world_size": 2, "mixup": self.MIXUP}
         loader = self.make_loader(store, **kw)
         loader.set_epoch(3)
         batches = collect(loader)
