@@ -69,8 +69,8 @@ def _columns(src: str) -> list[str]:
     """The header row of a CSV manifest, or the keys of a JSONL manifest's first object."""
     text = read_text(src)
     if src.lower().endswith(".csv"):
-        head = next(csv.reader(io.StringIO(text)), [])
-        return [c.strip() for c in head]
+        rows = (r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r))
+        return [c.strip() for c in next(rows, [])]
     rows = jsonl_rows(src, text)
     return [str(k) for k in rows[0][1]] if rows else []
 
