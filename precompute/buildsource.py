@@ -44,6 +44,7 @@ __all__ = [
     "learn_fields",
     "list_build_source",
     "plan_tasks",
+    "resolve_build",
     "source_fingerprint",
 ]
 
@@ -68,11 +69,14 @@ def is_segmentation(src: str) -> bool:
 def _columns(src: str) -> list[str]:
     """The header row of a CSV manifest, or the keys of a JSONL manifest's first object."""
     text = read_text(src)
-    if src.lower().endswith(".csv"):
+    if not src.lower().endswith(".csv"):
+        docs = jsonl_rows(src, text)
+        return [str(k) for k in docs[0][1]] if docs else []
+    try:
         rows = (r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r))
         return [c.strip() for c in next(rows, [])]
-    rows = jsonl_rows(src, text)
-    return [str(k) for k in rows[0][1]] if rows else []
+    except csv.Error as exc:
+        raise SourceError(f"{src}: not CSV ({exc})") from exc
 
 
 def _field_columns(src: str) -> list[str]:
@@ -187,3 +191,16 @@ def plan_tasks(
     if isinstance(source, FieldSource):
         return plan_field_shards(source, layout, seed, shards)
     return plan_shards(source, layout, seed, shards)
+
+
+def resolve_build(
+    src: str, spec: BuildSpec, content_hash: bool = False
+) -> tuple[Source | FieldSource, BuildSpec, str]:
+    """The source, the resolved spec and the source fingerprint a build of ``spec`` uses.
+
+    What :func:`precompute.job.build` computes before it writes anything: a caller that keys
+    stores by ``(spec_hash, source_fingerprint)`` (the cache service) gets the same values
+    from here.
+    """
+    source, resolved = list_build_source(src, spec)
+    return source, resolved, source_fingerprint(source, content_hash)

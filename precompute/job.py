@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precompute.buildsource import list_build_source, plan_tasks, source_fingerprint
+from precompute.buildsource import plan_tasks, resolve_build
 from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
@@ -186,8 +186,7 @@ def build(
 
     t0 = time.perf_counter()
     check_output(out, src)
-    source, spec = list_build_source(src, spec)
-    fp = source_fingerprint(source, content_hash)
+    source, spec, fp = resolve_build(src, spec, content_hash)
     root = store_path(out) if is_object_url(out) else Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))
     with build_lock(root):
