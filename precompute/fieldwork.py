@@ -79,21 +79,20 @@ def _empty(layout: StoreLayout, n: int) -> dict[str, Any]:
     return out
 
 
-def _store(
-    arrays: dict[str, Any], j: int, fields: Sequence[FieldSpec], values: Any, size: int
-) -> None:
+def _sample(item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: Any) -> dict[str, Any]:
+    """One stored sample by array name: every field, its companions, ``extent``, ``valid``."""
+    values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels)
+    out: dict[str, Any] = {"extent": extent, "valid": 1, "key": item.key}
     for f in fields:
-        stored, companions = f.spec.split(values[f.name], f.options, size)
-        arrays[f.name][j] = stored
-        for what, value in companions.items():
-            arrays[f"{f.name}.{what}"][j] = value
+        out[f.name], companions = f.spec.split(values[f.name], f.options, spec.size)
+        out.update({f"{f.name}.{what}": v for what, v in companions.items()})
+    return out
 
 
 def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
     """Assemble ``task``'s items into the arrays of its shard; None after a ``raise`` error."""
-    layout, spec, reader = job.layout, job.spec, job.reader
-    fields = layout.fields
-    arrays = _empty(layout, len(task.items))
+    spec, reader = job.spec, job.reader
+    arrays = _empty(job.layout, len(task.items))
 
     def read(item: FieldItem, field: str) -> bytes:
         data: bytes = reader.read_bytes(item, field, spec.max_bytes)
@@ -101,20 +100,15 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
         return data
 
     for j, text in enumerate(task.items):
-        item = item_from_json(text)
         try:
-            values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels)
-            _store(arrays, j, fields, values, spec.size)
+            sample = _sample(item_from_json(text), job.layout.fields, read, spec)
         except DecodeError as exc:
             if spec.on_error == "raise":
                 result.error = {"key": exc.key, "reason": exc.reason}
                 return None
             result.skipped.append({"key": exc.key, "reason": exc.reason})
-            for name, a in layout.arrays.items():  # a field stored before the error
-                if a.sharded:
-                    arrays[name][j] = a.fill
-            continue
-        if "extent" in arrays:
-            arrays["extent"][j] = extent
-        arrays["valid"][j], arrays["key"][j] = 1, item.key
+            continue  # a hole: every array keeps its fill
+        for name, value in sample.items():
+            if name in arrays:  # extent: only with a spatial field
+                arrays[name][j] = value
     return arrays

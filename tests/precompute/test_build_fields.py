@@ -176,9 +176,21 @@ def test_bad_pairs_are_skipped_as_holes_or_raised(
     assert not open_store_info(tmp_path / "r", require_complete=False).attrs["complete"]
 
 
-def test_keypoints_are_the_exact_map_of_the_center_crop(ray_local: None, tmp_path: Path) -> None:
+def _frame_map(w: int, h: int, mode: str) -> tuple[float, float, float, float, float, float]:
+    """``(left, top, scale_x, scale_y, off_x, off_y)``: ``x' = (x - left) * scale_x + off_x``."""
+    if mode == "center-crop":
+        side = min(w, h)
+        return (w - side) / 2, (h - side) / 2, S / side, S / side, 0, 0
+    nw, nh = (S, max(1, round(h * S / w))) if w >= h else (max(1, round(w * S / h)), S)
+    return 0, 0, nw / w, nh / h, (S - nw) // 2, (S - nh) // 2
+
+
+@pytest.mark.parametrize("mode", ["center-crop", "letterbox"])
+def test_keypoints_are_the_exact_map_into_the_stored_frame(
+    ray_local: None, tmp_path: Path, mode: str
+) -> None:
     manifest = make_keypoints_manifest(tmp_path / "kp", 12)
-    attrs = build(str(manifest), str(tmp_path / "s"), _spec(mode="center-crop"), progress=False)
+    attrs = build(str(manifest), str(tmp_path / "s"), _spec(mode=mode), progress=False)
     assert attrs["fields"]["keypoints"]["options"]["points"] == 5  # learned from the source
     assert attrs["fields"]["label"]["options"]["classes"] == 3
     assert attrs["report"]["classes"] == {"label": ["cat", "dog", "eel"]}
@@ -188,15 +200,15 @@ def test_keypoints_are_the_exact_map_of_the_center_crop(ray_local: None, tmp_pat
     for slot, key in enumerate(data["key"]):
         doc = lines[key]
         w, h = Image.open(manifest.parent / key).size
-        side = min(w, h)
-        left, top = (w - side) / 2, (h - side) / 2
+        left, top, sx, sy, ox, oy = _frame_map(w, h, mode)
+        t, lf, eh, ew = data["extent"][slot].tolist()
         for (x, y, v), got in zip(doc["keypoints"], data["keypoints"][slot], strict=True):
-            xs, ys = (x - left) * S / side, (y - top) * S / side
-            inside = 0 <= xs < S and 0 <= ys < S
+            xs, ys = (x - left) * sx + ox, (y - top) * sy + oy
+            inside = lf <= xs < lf + ew and t <= ys < t + eh
             cut += not inside
             assert got.tolist() == pytest.approx([xs, ys, v if inside else 0.0], abs=1e-4)
         assert data["label"][slot] == ["cat", "dog", "eel"].index(doc["label"])
-    assert cut > 0  # some points fell outside the centred square
+    assert (cut > 0) == (mode == "center-crop")  # only the crop cuts points off
     assert verify_store(tmp_path / "s") == []
 
 
