@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,27 @@ def test_a_segmentation_folder_is_exactly_images_and_masks(seg: Path, tmp_path: 
     assert not is_segmentation(str(other))  # three class folders: a v1 source
     with pytest.raises(SpecError, match=r"segmentation folder.*--mask-classes"):
         infer_fields(str(seg))
+
+
+def test_the_fingerprint_of_fields_covers_every_file_and_value(tmp_path: Path) -> None:
+    from precompute.buildsource import resolve_build
+    from precompute.fields import FieldSpec
+    from precompute.spec import BuildSpec
+
+    mask = (FieldSpec("image", "image"), FieldSpec("mask", "mask", {"classes": 4}))
+
+    def fp(src: Path, content: bool) -> str:
+        spec = BuildSpec(fields=mask if src.is_dir() else ())
+        return resolve_build(str(src), spec, content)[2]
+
+    manifest = make_keypoints_manifest(tmp_path / "a", 3)
+    copy = tmp_path / "b"
+    shutil.copytree(tmp_path / "a", copy)
+    assert fp(manifest, True) == fp(copy / manifest.name, True)  # same contents
+    text = manifest.read_text()
+    (copy / manifest.name).write_text(text.replace('"label": "cat"', '"label": "dog"', 1))
+    assert fp(manifest, True) != fp(copy / manifest.name, True)  # an inline value
+    seg = make_segmentation(tmp_path / "seg", 2)
+    before = fp(seg, True)
+    (seg / "masks" / "001.png").write_bytes((seg / "masks" / "000.png").read_bytes())
+    assert fp(seg, True) != before  # a mask file
