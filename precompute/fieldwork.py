@@ -3,8 +3,8 @@
 :func:`plan_field_shards` puts item ``perm[i]`` in slot ``i`` (the v1 plan's permutation) and
 carries each slot's item as JSON in its :class:`~precompute.plan.ShardTask`.
 :func:`run_field_samples` is the v2 body of :func:`precompute.shardwork.build_shard`: every
-item is read, decoded, checked and placed by :func:`precompute.fields.assemble.assemble`, split
-into its stored value and companions by its kind (``Kind.split``), and written into the
+item is read, decoded, checked and placed by :func:`precompute.fields.assemble.assemble`
+(which gives its kinds' companions too, ``Kind.companion_values``), and written into the
 arrays of the layout's table by name. A hole (a skipped input) keeps every array's fill, a
 zero ``extent``, ``valid`` 0 and an empty key. Nothing here names a kind.
 """
@@ -82,11 +82,7 @@ def _empty(layout: StoreLayout, n: int) -> dict[str, Any]:
 def _sample(item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: Any) -> dict[str, Any]:
     """One stored sample by array name: every field, its companions, ``extent``, ``valid``."""
     values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels)
-    out: dict[str, Any] = {"extent": extent, "valid": 1, "key": item.key}
-    for f in fields:
-        out[f.name], companions = f.spec.split(values[f.name], f.options, spec.size)
-        out.update({f"{f.name}.{what}": v for what, v in companions.items()})
-    return out
+    return {**values, "extent": extent, "valid": 1, "key": item.key}
 
 
 def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:

@@ -75,10 +75,22 @@ def _read(read: Reader, item: FieldItem, field: str) -> bytes:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
 
-def _value(item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int) -> np.ndarray:
-    if field.spec.source == "inline":
-        return field.spec.validate(item.value(field.name), field.name, field.options, item.key)
-    return decode_field(_read(read, item, field.name), item.file(field.name), field, max_pixels)
+def _value(
+    item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The checked value of ``field`` and its companions' values by ``FIELD.WHAT``."""
+    kind = field.spec
+    if kind.source == "inline":
+        key, raw = item.key, item.value(field.name)
+    else:
+        key = item.file(field.name)
+        raw = DECODE[kind.decoder](_read(read, item, field.name), key, field, max_pixels)
+    value = kind.validate(raw, field.name, field.options, key)
+    try:
+        extra = kind.companion_values(raw, field.options)
+    except ValueError as exc:
+        raise DecodeError(key, f"field {field.name!r} ({kind.name}): {exc}") from None
+    return value, {f"{field.name}.{what}": v for what, v in extra.items()}
 
 
 def assemble(
@@ -89,7 +101,10 @@ def assemble(
     mode: str,
     max_pixels: int,
 ) -> tuple[dict[str, np.ndarray], tuple[int, int, int, int]]:
-    """Return one item's stored values by field name, and its ``extent``.
+    """Return one item's stored values by array name, and its ``extent``.
+
+    The values are every field's, placed, and its kind's companions
+    (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``).
 
     Args:
         item: The item (from :mod:`precompute.fieldsources`).
@@ -104,13 +119,18 @@ def assemble(
             spatial field whose size differs from the image's.
     """
     fields = check_fields(fields)
-    values: dict[str, Any] = {f.name: _value(item, f, read, max_pixels) for f in fields}
+    values: dict[str, Any] = {}
+    companions: dict[str, Any] = {}
+    for f in fields:
+        values[f.name], extra = _value(item, f, read, max_pixels)
+        companions.update(extra)
     frame_field = next((f.name for f in fields if f.kind == "image"), None)
     if frame_field is None:  # no spatial field: nothing to place
-        return values, (0, 0, size, size)
+        return {**values, **companions}, (0, 0, size, size)
     h, w = values[frame_field].shape[:2]
     for f in fields:
         if f.spatial and f.spec.source == "file":
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
     p = placement(w, h, size, mode)
-    return {f.name: place_field(f, values[f.name], p) for f in fields}, p.extent
+    placed = {f.name: place_field(f, values[f.name], p) for f in fields}
+    return {**placed, **companions}, p.extent

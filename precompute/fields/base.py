@@ -101,16 +101,14 @@ class Kind(ABC):
         """
         return {}
 
-    def split(
-        self, value: np.ndarray, opts: Mapping[str, Any], size: int
-    ) -> tuple[np.ndarray, Mapping[str, np.ndarray]]:
-        """The stored value of a placed ``value`` and its companions' values by ``WHAT``.
+    def companion_values(self, value: Any, opts: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The companions' values of one decoded ``value`` by ``WHAT`` (default: none).
 
-        Default: the value itself, no companions. A kind with :meth:`companions` returns one
-        value per companion here (e.g. audio: the waveform padded to its fixed length, and
-        ``{"length": the length before padding}``).
+        Called with the value as the kind's decoder (or the manifest) gave it, before
+        :meth:`check`; e.g. audio: ``{"length": the valid length}``. ``ValueError`` for a
+        value whose companions cannot be given.
         """
-        return value, {}
+        return {}
 
     def learn(self, opts: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         """Options a build learns from every item's parsed inline ``values`` (default: none).

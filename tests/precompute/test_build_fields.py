@@ -285,10 +285,10 @@ class StampKind(Kind):
     def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
         return {"double": Storage((), "int32", 0)}
 
-    def split(
-        self, value: np.ndarray, opts: Mapping[str, Any], size: int
-    ) -> tuple[np.ndarray, Mapping[str, np.ndarray]]:
-        return value, {"double": value * 2}
+    def companion_values(self, value: Any, opts: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not isinstance(value, int):
+            raise ValueError(f"no double of {value!r}")
+        return {"double": np.int32(2 * value)}
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         if not isinstance(value, int) or value < 0:
