@@ -31,7 +31,7 @@ from precompute.fieldsources import (
     list_field_manifest,
     list_segmentation,
 )
-from precompute.fieldwork import plan_field_shards
+from precompute.fieldwork import backends_of, plan_field_shards
 from precompute.format import StoreLayout
 from precompute.plan import ShardTask, plan_shards
 from precompute.sources import MANIFEST_EXTENSIONS, Source, list_source
@@ -166,12 +166,14 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, 
     folder or a field manifest): then they are inferred (:func:`infer_fields`).
 
     Raises:
-        SpecError: The source needs an option the spec does not give.
+        SpecError: The source needs an option the spec does not give, or a field's decoder
+            or build rule is not registered.
         SourceError: The source cannot be listed.
     """
     fields = spec.fields or infer_fields(src, fill=spec.fill)
     if not fields:
         return list_source(src, spec.on_error), spec
+    backends_of(fields)  # a missing decoder or rule: refused before anything runs
     source = _list_fields(src, fields, spec.on_error)
     learned = learn_fields(fields, source)
     return source, dataclasses.replace(spec, fields=learned)

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from precompute.errors import DecodeError
 from precompute.fields import KINDS, FieldSpec, Kind, register_kind
-from precompute.fields.assemble import assemble
+from precompute.fields.assemble import DECODE, assemble, decoder_of, register_decoder
+from precompute.fields.geometry import PLACE, register_rule, rule_of
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.format import StoreLayout
 from precompute.plan import ShardTask, slot_permutation
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
     from precompute.shardwork import ShardJob, ShardResult
 
 __all__ = [
-    "ensure_kinds",
+    "Backends",
+    "backends_of",
+    "ensure_backends",
     "item_from_json",
     "item_to_json",
     "plan_field_shards",
@@ -62,11 +66,44 @@ def plan_field_shards(
     return tasks
 
 
-def ensure_kinds(kinds: Sequence[Kind]) -> None:
-    """Register the kinds a job's fields use that this process lacks (a Ray worker)."""
-    for kind in kinds:
+@dataclass(frozen=True)
+class Backends:
+    """What a job's fields need registered in every process that builds a shard.
+
+    Attributes:
+        kinds: The fields' kinds.
+        decoders: ``(name, decoder)`` of the file fields' decoders.
+        rules: ``(name, rule)`` of the fields' build geometry rules.
+    """
+
+    kinds: tuple[Kind, ...] = ()
+    decoders: tuple[tuple[str, Any], ...] = ()
+    rules: tuple[tuple[str, Any], ...] = ()
+
+
+def backends_of(fields: Sequence[FieldSpec]) -> Backends:
+    """The registered kinds, decoders and rules of ``fields``, checked before anything runs.
+
+    Raises:
+        SpecError: A field whose decoder or build rule no module registered (naming both).
+    """
+    decoders = {f.spec.decoder: decoder_of(f) for f in fields if f.spec.source == "file"}
+    rules = {f.resample: rule_of(f) for f in fields}
+    kinds = {f.kind: f.spec for f in fields}
+    return Backends(tuple(kinds.values()), tuple(decoders.items()), tuple(rules.items()))
+
+
+def ensure_backends(backends: Backends) -> None:
+    """Register the kinds, decoders and rules this process lacks (a Ray worker)."""
+    for kind in backends.kinds:
         if kind.name not in KINDS:
             register_kind(kind)
+    for name, decoder in backends.decoders:
+        if name not in DECODE:
+            register_decoder(name, decoder)
+    for name, rule in backends.rules:
+        if name not in PLACE:
+            register_rule(name, rule)
 
 
 def _empty(layout: StoreLayout, n: int) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from precompute.errors import (
     DecodeError,
     PrecomputeError,
 )
+from precompute.fieldwork import backends_of
 from precompute.format import StoreLayout
 from precompute.objstore import is_object_url, store_path
 from precompute.outputs import (
@@ -197,7 +198,7 @@ def build(
         remove_partials(root)
         todo = [s for s in range(layout.num_shards) if s not in finished]
         reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
-        job = ShardJob(str(root), layout, spec, reader, tuple(f.spec for f in spec.fields))
+        job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
         with (
             _ray_session(ray_address),
             tqdm(

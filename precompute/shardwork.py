@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 
 from precompute.errors import DecodeError, InputError
-from precompute.fields import Kind
-from precompute.fieldwork import ensure_kinds, run_field_samples
+from precompute.fieldwork import Backends, ensure_backends, run_field_samples
 from precompute.format import HOLE_LABEL, StoreLayout
 from precompute.objstore import store_path
 from precompute.plan import ShardTask
@@ -34,15 +33,15 @@ __all__ = ["ShardJob", "ShardResult", "build_shard"]
 class ShardJob:
     """What every shard task shares: the output, its layout, the spec and a reader.
 
-    ``kinds``: the kinds of the layout's fields, registered in a worker that lacks one (a
-    kind registered at run time in the driver).
+    ``backends``: the kinds, decoders and build rules of the layout's fields, registered in a
+    worker that lacks one (registered at run time in the driver).
     """
 
     out: str
     layout: StoreLayout
     spec: BuildSpec
     reader: Any  # a Source or FieldSource with its item list dropped (root/locate/read_bytes)
-    kinds: tuple[Kind, ...] = ()
+    backends: Backends = field(default_factory=Backends)
 
 
 @dataclass
@@ -72,7 +71,7 @@ def _read(reader: Source, key: str, max_bytes: int) -> bytes:
 
 def _run_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
     if job.layout.fields:
-        ensure_kinds(job.kinds)
+        ensure_backends(job.backends)
         return run_field_samples(job, task, result)
     pipe = make_pipeline(job.spec)
     layout, n = job.layout, len(task.keys)

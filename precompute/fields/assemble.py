@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from precompute.errors import DecodeError, InputError
+from precompute.errors import DecodeError, InputError, SpecError
 from precompute.fields.geometry import check_frame, place_field, placement
 from precompute.fields.masks import decode_mask
 from precompute.fields.spec import FieldSpec, check_fields
 from precompute.fieldsources import FieldItem
 from precompute.stages.decode import decode_bytes
 
-__all__ = ["DECODE", "assemble", "decode_field"]
+__all__ = ["DECODE", "assemble", "decode_field", "decoder_of", "register_decoder"]
 
 Reader = Callable[[FieldItem, str], bytes]
 
@@ -46,12 +47,34 @@ def _npy(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray
     return value
 
 
+Decoder = Callable[[bytes, str, FieldSpec, int], Any]
+
 # Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
-DECODE: Mapping[str, Callable[[bytes, str, FieldSpec, int], np.ndarray]] = {
-    "image": _image,
-    "mask": decode_mask,
-    "npy": _npy,
-}
+_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy}
+DECODE: Mapping[str, Decoder] = MappingProxyType(_DECODE)
+
+
+def register_decoder(name: str, decoder: Decoder) -> Decoder:
+    """Add the file decoder ``name`` (``decoder(data, key, field, max_pixels) -> value``).
+
+    Raises:
+        SpecError: A decoder of that name is registered already.
+    """
+    if name in _DECODE:
+        raise SpecError(f"a field decoder named {name!r} is registered already")
+    _DECODE[name] = decoder
+    return decoder
+
+
+def decoder_of(field: FieldSpec) -> Decoder:
+    """The registered decoder of a file ``field`` (a :class:`SpecError` naming it if none)."""
+    name = field.spec.decoder
+    if name not in _DECODE:
+        raise SpecError(
+            f"fields.{field.name}: kind {field.kind!r} decodes with {name!r}, which no module "
+            f"has registered (register_decoder; known: {sorted(_DECODE)})"
+        )
+    return _DECODE[name]
 
 
 def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
@@ -60,9 +83,8 @@ def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np
     Raises:
         DecodeError: Naming ``key`` and the field.
     """
-    kind = field.spec
-    value = DECODE[kind.decoder](data, key, field, max_pixels)
-    return kind.validate(value, field.name, field.options, key)
+    value = decoder_of(field)(data, key, field, max_pixels)
+    return field.spec.validate(value, field.name, field.options, key)
 
 
 def _read(read: Reader, item: FieldItem, field: str) -> bytes:
@@ -84,7 +106,7 @@ def _value(
         key, raw = item.key, item.value(field.name)
     else:
         key = item.file(field.name)
-        raw = DECODE[kind.decoder](_read(read, item, field.name), key, field, max_pixels)
+        raw = decoder_of(field)(_read(read, item, field.name), key, field, max_pixels)
     value = kind.validate(raw, field.name, field.options, key)
     try:
         extra = kind.companion_values(raw, field.options)

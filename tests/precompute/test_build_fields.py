@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -344,3 +345,65 @@ def test_the_cli_builds_a_segmentation_folder(
     main(["inspect", out])
     shown = capsys.readouterr().out
     assert "field      mask: mask, 16x16 uint8, classes 4, ignore_index 255" in shown
+
+
+class RawKind(Kind):
+    """A file kind whose decoder and build rule are registered only inside the test below."""
+
+    name = "rawbytes"
+    source = "file"
+    decoder = "rawbytes"
+    spatial = True
+    resample = "corner"
+
+    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+        return Storage((size, size), "uint8", 0)
+
+    def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
+        return np.asarray(value, dtype=np.uint8)
+
+
+if "rawbytes" not in KINDS:
+    register_kind(RawKind())
+
+
+def _raw_decoder(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert("L"))
+
+
+def _corner(value: np.ndarray, p: Any, pad: Any) -> np.ndarray:
+    out = np.zeros((p.size, p.size), np.uint8)
+    out[: min(p.size, value.shape[0]), : min(p.size, value.shape[1])] = value[: p.size, : p.size]
+    return out
+
+
+def test_decoders_and_build_rules_are_registries_checked_before_ray(
+    ray_local: None, tmp_path: Path
+) -> None:
+    from precompute.fields.assemble import DECODE, register_decoder
+    from precompute.fields.geometry import PLACE, register_rule
+
+    rows = ["image,rawbytes"]
+    for i in range(4):
+        save(tmp_path / "src" / f"{i}.png", Image.new("RGB", (20, 20), (i * 50, 0, 0)))
+        rows.append(f"{i}.png,{i}.png")
+    (tmp_path / "src" / "m.csv").write_text("\n".join(rows) + "\n")
+    manifest, out = str(tmp_path / "src" / "m.csv"), str(tmp_path / "s")
+    fields = (FieldSpec("image", "image"), FieldSpec("rawbytes", "rawbytes"))
+    if "rawbytes" not in DECODE:
+        with pytest.raises(SpecError, match=r"decodes with 'rawbytes', which no module"):
+            build(manifest, out, _spec(fields=fields), progress=False)
+        register_decoder("rawbytes", _raw_decoder)
+    with pytest.raises(SpecError, match=r"already"):
+        register_decoder("rawbytes", _raw_decoder)
+    if "corner" not in PLACE:
+        with pytest.raises(SpecError, match=r"placed by rule 'corner', which the build lacks"):
+            build(manifest, out, _spec(fields=fields), progress=False)
+        register_rule("corner", _corner)
+    assert not (tmp_path / "s" / "zarr.json").exists()  # refused before anything was written
+    build(manifest, out, _spec(fields=fields), progress=False)  # the workers get them too
+    data = _read(tmp_path / "s")
+    for slot, key in enumerate(data["key"]):
+        grey = np.asarray(Image.open(tmp_path / "src" / key).convert("L"))
+        assert np.array_equal(data["rawbytes"][slot][:20, :20], grey)
+    assert verify_store(tmp_path / "s") == []
