@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from precompute.clifields import fields_from_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
 from precompute.spec import BuildSpec
@@ -65,14 +66,28 @@ def _load_spec_file(path: str | None) -> dict[str, Any]:
     return data
 
 
-def spec_from_options(spec_file: str | None, options: dict[str, Any]) -> BuildSpec:
-    """Merge a YAML spec file with the flags given (flags win) into a :class:`BuildSpec`."""
+def spec_from_options(
+    spec_file: str | None, options: dict[str, Any], src: str | None = None
+) -> BuildSpec:
+    """Merge a YAML spec file with the flags given (flags win) into a :class:`BuildSpec`.
+
+    With ``src``, the field flags (:mod:`precompute.clifields`) set the spec's ``fields``.
+    """
     data = _load_spec_file(spec_file)
+    where = f"--spec {spec_file} (and flags): " if spec_file else ""
+    try:
+        fields = None
+        if src is not None:
+            fill = data.get("fill", 0)
+            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0)
+    except (SpecError, SourceError) as exc:
+        raise UsageFailure(str(exc)) from exc
     data.update({k: v for k, v in options.items() if v is not None})
+    if fields is not None:
+        data["fields"] = fields
     try:
         return BuildSpec.from_dict(data)
     except SpecError as exc:
-        where = f"--spec {spec_file} (and flags): " if spec_file else ""
         raise UsageFailure(f"{where}{exc}") from exc
 
 
@@ -96,6 +111,18 @@ def cli() -> None:
 @click.option("--on-error", help="raise (default) | skip: what to do with a bad input.")
 @click.option("--max-pixels", type=int, help="Refuse inputs whose header claims more pixels.")
 @click.option("--max-bytes", type=int, help="Refuse inputs larger than this (default 256 MiB).")
+@click.option(
+    "--mask-classes",
+    type=int,
+    help="Segmentation: the mask's class count (ids 0..N-1); needed for images/ + masks/.",
+)
+@click.option("--ignore-index", type=int, help="Mask id of padding and holes (default 255).")
+@click.option("--colormap", help="RGB masks: JSON list of [r, g, b] per class id.")
+@click.option("--flip-pairs", help="Keypoints: JSON [[a, b], ...] swapped by a flip.")
+@click.option(
+    "--fields",
+    help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
+)
 @click.option("--ray-address", help="Ray cluster address (default: start local Ray).")
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
@@ -109,11 +136,17 @@ def build(
     quiet: bool,
     **options: Any,
 ) -> None:
-    """Build (or resume) the store of SRC (class folders or a CSV/JSONL manifest) at --out."""
+    """Build (or resume) the store of SRC at --out.
+
+    SRC: class folders or a path,label CSV/JSONL manifest (a v1 store of image + label); a
+    segmentation folder (SRC/images/ + SRC/masks/, paired by name: give --mask-classes), or a
+    CSV/JSONL manifest whose columns name fields (image, mask, keypoints, label, labels): a
+    store with those fields (format v2).
+    """
     from precompute.job import build as run_build
     from precompute.outputs import check_output
 
-    spec = spec_from_options(spec_file, options)
+    spec = spec_from_options(spec_file, options, src)
     try:
         check_output(out, src)
     except StoreError as exc:

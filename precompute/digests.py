@@ -10,12 +10,13 @@ from precompute.errors import InputError
 from precompute.inputs import hash_input
 
 if TYPE_CHECKING:
+    from precompute.fieldsources import FieldSource
     from precompute.sources import Source
 
-__all__ = ["fingerprint"]
+__all__ = ["field_fingerprint", "fingerprint"]
 
 
-def _content_record(source: Source, key: str, label: int) -> str:
+def _content_record(source: Source, key: str, label: object) -> str:
     """``key, sha256, label``; an unreadable input records its stable reason instead."""
     try:
         digest = hash_input(source.locate(key))
@@ -26,7 +27,7 @@ def _content_record(source: Source, key: str, label: int) -> str:
     return f"{key}\0{digest}\0{label}\n"
 
 
-def _stat_record(source: Source, key: str, label: int) -> str:
+def _stat_record(source: Source, key: str, label: object) -> str:
     """``key, size, mtime_ns, label``; an input that cannot be stat-ed records its reason."""
     try:
         size, mtime = source.stat(key)
@@ -53,4 +54,24 @@ def fingerprint(source: Source, content_hash: bool = False) -> str:
         else:
             record = _stat_record(source, key, label)
         h.update(record.encode())
+    return h.hexdigest()
+
+
+def field_fingerprint(source: FieldSource, content_hash: bool = False) -> str:
+    """The :func:`fingerprint` of a source of fields: every item's files and inline values.
+
+    Each file field is recorded as :func:`fingerprint` records an item (its field name in
+    place of the label); the inline values as canonical JSON. The class names per field are
+    part of it too.
+    """
+    from precompute.sources import Source
+
+    files = Source(source.root, (), ())
+    record = _content_record if content_hash else _stat_record
+    h = hashlib.sha256(b"nostall.source.v2\0")
+    h.update(json.dumps([[f, list(n)] for f, n in source.classes]).encode() + b"\0")
+    for item in source.items:
+        for field, path in item.files:
+            h.update(record(files, path, field).encode())
+        h.update(json.dumps(item.values, sort_keys=True).encode() + b"\n")
     return h.hexdigest()

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from precompute.buildsource import plan_tasks, resolve_build
 from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
@@ -27,6 +28,7 @@ from precompute.errors import (
     DecodeError,
     PrecomputeError,
 )
+from precompute.fieldwork import backends_of
 from precompute.format import StoreLayout
 from precompute.objstore import is_object_url, store_path
 from precompute.outputs import (
@@ -38,10 +40,9 @@ from precompute.outputs import (
     store_bytes,
     summary_line,
 )
-from precompute.plan import ShardTask, plan_shards
+from precompute.plan import ShardTask
 from precompute.raylocal import init_options, start_local_ray
 from precompute.shardwork import ShardJob, build_shard
-from precompute.sources import fingerprint, list_source
 from precompute.spec import BuildSpec
 from precompute.writer import create_or_resume, finalize
 
@@ -157,10 +158,12 @@ def build(
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
     Args:
-        src: Source folder, manifest, or fsspec URL of either.
+        src: Source folder, manifest, or fsspec URL of either; a segmentation folder or a
+            manifest of field columns builds a store with fields (``docs/FORMAT.md``, v2).
         out: Local output folder (a shared filesystem when ``ray_address`` names a cluster),
             or an ``s3://`` URL (``docs/scale.md``).
-        spec: The build spec.
+        spec: The build spec; its ``fields`` are inferred from the source when empty and the
+            source has fields (:func:`precompute.buildsource.infer_fields`).
         ray_address: Ray cluster address; ``None`` starts (or reuses) local Ray.
         progress: Show a progress bar over shards and print the summary line (stderr).
         content_hash: Fingerprint the source by file contents instead of size and mtime.
@@ -169,6 +172,8 @@ def build(
         The store's final ``nostall`` attributes, including ``report``.
 
     Raises:
+        SpecError: The source has fields and needs an option the spec does not give (the
+            mask's class count).
         SourceError: The source cannot be listed.
         BuildLockedError: Another build holds the lock on ``out``.
         StoreMismatchError: ``out`` holds a store of another spec or source.
@@ -182,8 +187,7 @@ def build(
 
     t0 = time.perf_counter()
     check_output(out, src)
-    source = list_source(src, spec.on_error)
-    fp = fingerprint(source, content_hash=content_hash)
+    source, spec, fp = resolve_build(src, spec, content_hash)
     root = store_path(out) if is_object_url(out) else Path(out).absolute()
     layout = StoreLayout.from_spec(spec, len(source.items))
     with build_lock(root):
@@ -193,7 +197,8 @@ def build(
         finished = create_or_resume(root, spec, layout, fp)
         remove_partials(root)
         todo = [s for s in range(layout.num_shards) if s not in finished]
-        job = ShardJob(str(root), layout, spec, dataclasses.replace(source, items=(), skipped=()))
+        reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
+        job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
         with (
             _ray_session(ray_address),
             tqdm(
@@ -208,7 +213,7 @@ def build(
             if ray_address is not None:  # every node writes --out and reads a local SRC
                 check_shared_paths([str(root), source.root])
             t1 = time.perf_counter()
-            results = _run_shards(job, plan_shards(source, layout, spec.seed, todo), bar)
+            results = _run_shards(job, plan_tasks(source, layout, spec.seed, todo), bar)
             t2 = time.perf_counter()
         report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
         remove_partials(root)  # a killed build's writers may have outlived its driver briefly

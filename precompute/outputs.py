@@ -155,15 +155,26 @@ def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | N
     return attrs
 
 
+def _classes(source: Any) -> dict[str, Any]:
+    """v1: ``classes`` and ``num_classes``; v2: ``classes`` by field (names given by name)."""
+    if isinstance(source, Source):
+        return {"classes": list(source.classes), "num_classes": source.num_classes}
+    return {"classes": {field: list(names) for field, names in source.classes}}
+
+
 def build_report(
-    source: Source,
+    source: Any,
     results: list[dict[str, Any]],
     resumed: int,
     seconds: float,
     shard_seconds: float,
     address: str | None,
 ) -> dict[str, Any]:
-    """Return the build report (``finalize`` adds counts and the shards' skipped inputs)."""
+    """Return the build report (``finalize`` adds counts and the shards' skipped inputs).
+
+    ``source``: a :class:`~precompute.sources.Source` or a
+    :class:`~precompute.fieldsources.FieldSource` (v2: ``classes`` by field).
+    """
     from precompute import TRANSFORM_VERSION
 
     made = sum(r["num_valid"] + len(r["skipped"]) for r in results)
@@ -171,8 +182,7 @@ def build_report(
         "builder": "precompute.job",
         "transform_version": TRANSFORM_VERSION,
         "source": source.root,
-        "classes": list(source.classes),
-        "num_classes": source.num_classes,
+        **_classes(source),
         "num_inputs": len(source.items) + len(source.skipped),
         "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
         "shards_built": len(results),
@@ -188,8 +198,11 @@ def build_report(
 def summary_line(out: Path, attrs: dict[str, Any]) -> str:
     """Return the one summary line printed after a build."""
     rep = attrs["report"]
+    table = attrs.get("fields") or {}
+    named = ", ".join(f"{name} {entry['kind']}" for name, entry in table.items())
+    fields = f" (fields: {named})" if table else ""
     return (
-        f"built {out}: {rep['num_samples']} samples, {rep['num_valid']} valid, "
+        f"built {out}{fields}: {rep['num_samples']} samples, {rep['num_valid']} valid, "
         f"{len(rep['skipped'])} skipped, {rep['samples_per_s']:.1f} samples/s, "
         f"{rep['bytes_written'] / 1e6:.1f} MB"
     )

@@ -21,28 +21,37 @@ _PLAN_STREAM = 0x5A4D  # separates the plan's random stream from augmentation st
 
 @dataclass(frozen=True)
 class ShardTask:
-    """The work of one shard: its index, first slot, and the ``(key, label)`` of each slot."""
+    """The work of one shard: its index, first slot, and the ``(key, label)`` of each slot.
+
+    A store with fields (v2) has no labels; ``items`` holds each slot's item as JSON
+    (:mod:`precompute.fieldwork`).
+    """
 
     shard: int
     start: int
     keys: tuple[str, ...]
     labels: tuple[int, ...]
+    items: tuple[str, ...] = ()
 
     def to_row(self) -> dict[str, object]:
         """Return the task as a Ray Data row."""
-        return {
+        row: dict[str, object] = {
             "shard": self.shard,
             "start": self.start,
             "keys": list(self.keys),
             "labels": list(self.labels),
         }
+        if self.items:
+            row["items"] = list(self.items)
+        return row
 
     @classmethod
     def from_row(cls, row: dict[str, object]) -> ShardTask:
         """Parse a row made by :meth:`to_row`."""
         keys = tuple(str(k) for k in row["keys"])  # type: ignore[attr-defined]
         labels = tuple(int(v) for v in row["labels"])  # type: ignore[attr-defined]
-        return cls(int(row["shard"]), int(row["start"]), keys, labels)  # type: ignore[call-overload]
+        items = tuple(str(v) for v in row.get("items", ()))  # type: ignore[attr-defined]
+        return cls(int(row["shard"]), int(row["start"]), keys, labels, items)  # type: ignore[call-overload]
 
 
 def slot_permutation(seed: int, num_items: int) -> np.ndarray:

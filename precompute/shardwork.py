@@ -3,7 +3,9 @@
 :func:`build_shard` is what each Ray task runs. Bad inputs follow the spec's ``on_error``
 policy: ``skip`` leaves a hole (label -1, zero pixels, empty key) and records ``(key,
 reason)`` in the shard marker; ``raise`` returns the failure as a value (the shard is not
-written) so the driver can abort naming the file.
+written) so the driver can abort naming the file. A store with fields (format v2) is built
+by :func:`precompute.fieldwork.run_field_samples`: its holes hold every array's fill and
+``valid`` 0.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from precompute.errors import DecodeError, InputError
+from precompute.fieldwork import Backends, ensure_backends, run_field_samples
 from precompute.format import HOLE_LABEL, StoreLayout
 from precompute.objstore import store_path
 from precompute.plan import ShardTask
 from precompute.sources import Source
 from precompute.spec import BuildSpec
-from precompute.stages import Pipeline, SampleContext, make_pipeline
+from precompute.stages import SampleContext, make_pipeline
 from precompute.writer import write_shard
 
 __all__ = ["ShardJob", "ShardResult", "build_shard"]
@@ -28,12 +31,17 @@ __all__ = ["ShardJob", "ShardResult", "build_shard"]
 
 @dataclass(frozen=True)
 class ShardJob:
-    """What every shard task shares: the output, its layout, the spec and a reader."""
+    """What every shard task shares: the output, its layout, the spec and a reader.
+
+    ``backends``: the kinds, decoders and build rules of the layout's fields, registered in a
+    worker that lacks one (registered at run time in the driver).
+    """
 
     out: str
     layout: StoreLayout
     spec: BuildSpec
-    reader: Source  # a Source with its item list dropped: only root/locate/read_bytes are used
+    reader: Any  # a Source or FieldSource with its item list dropped (root/locate/read_bytes)
+    backends: Backends = field(default_factory=Backends)
 
 
 @dataclass
@@ -61,9 +69,11 @@ def _read(reader: Source, key: str, max_bytes: int) -> bytes:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
 
-def _run_samples(
-    job: ShardJob, task: ShardTask, pipe: Pipeline, result: ShardResult
-) -> dict[str, np.ndarray] | None:
+def _run_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
+    if job.layout.fields:
+        ensure_backends(job.backends)
+        return run_field_samples(job, task, result)
+    pipe = make_pipeline(job.spec)
     layout, n = job.layout, len(task.keys)
     image = np.zeros((n, *layout.image_shape[1:]), dtype=np.uint8)
     extent = np.zeros((n, *layout.extent_shape[1:]), dtype=np.int32)
@@ -82,27 +92,30 @@ def _run_samples(
             result.skipped.append({"key": exc.key, "reason": exc.reason})
             continue
         label[j], keys[j] = lab, key
-    return {"image": image, "extent": extent, "label": label, "key": np.asarray(keys, dtype=str)}
+    return {"image": image, "label": label, "extent": extent, "key": keys}
+
+
+def _num_valid(arrays: dict[str, Any]) -> int:
+    if "valid" in arrays:
+        return int(np.count_nonzero(arrays["valid"]))
+    return int(np.count_nonzero(arrays["label"] != HOLE_LABEL))
 
 
 def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     """Decode and write ``task``'s shard; return its result (``error`` set under ``raise``)."""
     t0 = time.perf_counter()
     result = ShardResult(task.shard)
-    arrays = _run_samples(job, task, make_pipeline(job.spec), result)
+    arrays = _run_samples(job, task, result)
     if arrays is None:
         return result
-    result.num_valid = int(np.count_nonzero(arrays["label"] != HOLE_LABEL))
+    result.num_valid = _num_valid(arrays)
     result.seconds = time.perf_counter() - t0
     stats = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
     write_shard(
         store_path(job.out),  # an s3:// URL stays one
         job.layout,
         task.shard,
-        image=arrays["image"],
-        label=arrays["label"],
-        extent=arrays["extent"],
-        key=list(arrays["key"]),
+        arrays=arrays,
         skipped=result.skipped,
         stats=stats,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from precompute.errors import SpecError
+from precompute.fields import FieldSpec, check_fields
 from precompute.inputs import DEFAULT_MAX_BYTES
 from precompute.policy import POLICIES, Policy, check_number, check_pair
 from precompute.policy import show as _show
@@ -28,7 +29,7 @@ DEFAULT_MAX_PIXELS = 89_478_485
 _OFFLINE = POLICIES["offline"]
 # Fields added after stores were first built: left out of to_dict() while at their default,
 # so a store built before keeps its spec hash and its cache key.
-_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES}
+_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES, "fields": []}
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,9 @@ class BuildSpec:
         max_pixels: Inputs whose header claims more pixels are refused (decompression bombs).
         max_bytes: Inputs of more bytes are refused without being read (default 256 MiB).
         fill: Letterbox padding value.
+        fields: The named fields of a format v2 store (``docs/FORMAT.md``); empty: a v1
+            store of ``image`` + ``label``. Part of :meth:`to_dict` only when not empty, so
+            every v1 spec keeps its hash.
     """
 
     size: int = 224
@@ -139,6 +143,7 @@ class BuildSpec:
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_bytes: int = DEFAULT_MAX_BYTES
     fill: int = 0
+    fields: tuple[FieldSpec, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -167,6 +172,20 @@ class BuildSpec:
             raise SpecError("augment is only used with variants > 1; set variants or drop augment")
         if self.extra:
             raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        fields = self.fields
+        if not isinstance(fields, (tuple, list)) or not all(
+            isinstance(f, FieldSpec) for f in fields
+        ):
+            raise SpecError(f"fields must be a list of fields, got {_show(fields)}")
+        object.__setattr__(self, "fields", check_fields(fields) if fields else ())
+        if self.fields and self.variants > 1:
+            raise SpecError(
+                f"variants {self.variants} with fields: build-time augmentation moves images "
+                "only, so a store with fields is built with variants 1 (augment in the loader)"
+            )
 
     def _check_int(self, name: str, lo: int, hi: int) -> None:
         value = getattr(self, name)
@@ -176,11 +195,13 @@ class BuildSpec:
     def to_dict(self) -> dict[str, Any]:
         """Return the canonical JSON-ready dict (every field, defaults included).
 
-        Fields added after stores were first built (``max_bytes``) are left out while at their
-        default, so the spec hash and the cache key of an existing store stay the same.
+        Fields added after stores were first built (``max_bytes``, ``fields``) are left out
+        while at their default, so the spec hash and the cache key of an existing store stay
+        the same.
         """
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out["augment"] = self.augment.to_dict() if self.augment else None
+        out["fields"] = [f.to_dict() for f in self.fields]
         return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod
@@ -193,6 +214,8 @@ class BuildSpec:
         extra = {k: v for k, v in data.items() if k not in known}
         if isinstance(kwargs.get("augment"), Mapping):
             kwargs["augment"] = AugmentPolicy.from_dict(kwargs["augment"])
+        if isinstance(kwargs.get("fields"), (list, tuple)):
+            kwargs["fields"] = tuple(FieldSpec.from_dict(f) for f in kwargs["fields"])
         try:
             return cls(**kwargs, extra=extra)
         except TypeError as exc:  # e.g. augment given as a list

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from precompute.format import MARKER_DIR, open_store_info
+from precompute.format import MARKER_DIR, StoreInfo, open_store_info
 from precompute.objstore import is_object_url, list_sizes
 
 __all__ = ["store_summary"]
@@ -22,6 +22,27 @@ def _status(path: Path, attrs: dict[str, Any], num_shards: int) -> str:
     return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
 
 
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+
+
+def _image_lines(info: StoreInfo) -> list[str]:
+    """v1: the image line; v2: one line per field (kind, per-sample shape, dtype, options)."""
+    lay, spec = info.layout, info.spec
+    head = f"mode {spec.mode}, variants {lay.variants}"
+    if not lay.fields:
+        return [f"image      {lay.size}x{lay.size}x3 uint8, {head}"]
+    lines = [f"fields     {len(lay.fields)} (format v2), {head}"]
+    for f in lay.fields:
+        st = f.storage(lay.size)
+        opts = ", ".join(f"{k} {v}" for k, v in f.to_dict()["options"].items() if v is not None)
+        shape = "x".join(map(str, st.shape)) or "scalar"
+        lines.append(
+            f"field      {f.name}: {f.kind}, {shape} {st.dtype}" + (f", {opts}" if opts else "")
+        )
+    return lines
+
+
 def store_summary(path: str | Path, max_skipped: int = 50) -> str:
     """Return a multi-line summary of the store at ``path`` (complete or not; or ``s3://``).
 
@@ -36,18 +57,19 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
         f"status     {_status(info.path, attrs, lay.num_shards)}",
         f"samples    {lay.num_samples} slots, {info.num_valid} valid"
         + (f", {len(rep.get('skipped', []))} skipped" if rep else ""),
-        f"image      {lay.size}x{lay.size}x3 uint8, mode {spec.mode}, variants {lay.variants}",
+        *_image_lines(info),
         f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
         f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
         f"hash {info.spec_hash[:16]}",
         f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",
     ]
-    if rep.get("classes") == [] and rep.get("num_classes"):
+    if isinstance(rep.get("classes"), dict):  # v2: class names by field
+        for field, names in rep["classes"].items():
+            lines.append(f"classes    {field}: {len(names)}: {_shown(names)}")
+    elif rep.get("classes") == [] and rep.get("num_classes"):
         lines.append(f"classes    integer labels as given, largest {rep['num_classes'] - 1}")
     elif rep.get("classes") is not None:
-        classes = rep["classes"]
-        shown = ", ".join(classes[:10]) + (", ..." if len(classes) > 10 else "")
-        lines.append(f"classes    {len(classes)}: {shown}")
+        lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}")
     if "seconds" in rep:
         lines.append(
             f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "

@@ -6,7 +6,9 @@ shard at a time, it checks that every shard file exists at its exact size and ma
 and sha256 its shard marker recorded at build time (a whole shard swapped for another one is
 self-consistent chunk by chunk; only this catches it), and reads the shard through Zarr (so
 each inner chunk's and each shard index's crc32c is checked). It returns a list of problems,
-each one line naming the file or shard. An empty list means the store is sound.
+each one line naming the file or shard. A store with fields (format v2) has its values checked
+by :mod:`precompute.verifyfields` (the kinds' rules, ``valid``, holes). An empty list means
+the store is sound.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from precompute.errors import StoreError
 from precompute.format import HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
 from precompute.objstore import is_object_url, list_sizes
 from precompute.storecheck import check_array_meta, file_digest, shard_file, shard_file_problems
+from precompute.verifyfields import field_problems, valid_mask
 from precompute.zarrs3 import open_array
 
 __all__ = ["verify_store"]
@@ -71,7 +74,7 @@ def _check_digests(info: StoreInfo, shard: int, marker: Mapping[str, Any]) -> li
 
 
 def _check_marker(
-    info: StoreInfo, shard: int, marker: Mapping[str, Any], label: np.ndarray
+    info: StoreInfo, shard: int, marker: Mapping[str, Any], stored: np.ndarray
 ) -> list[str]:
     start, stop = info.layout.shard_range(shard)
     problems = []
@@ -80,11 +83,11 @@ def _check_marker(
             f"shard {shard}: marker range {marker.get('start')}..{marker.get('stop')}"
             f" != layout range {start}..{stop}"
         )
-    valid = int(np.count_nonzero(label != HOLE_LABEL))
+    valid = int(np.count_nonzero(stored))
     if marker.get("num_valid") != valid:
         problems.append(
             f"shard {shard}: marker says {marker.get('num_valid')} valid samples, "
-            f"the label array has {valid}"
+            f"the {'valid' if info.layout.fields else 'label'} array has {valid}"
         )
     return problems
 
@@ -100,6 +103,8 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
             return [
                 f"shard {shard}: {name}: unreadable ({path}: {type(exc).__name__}: {exc})"
             ], None
+    if info.layout.fields:  # v2: the kinds' checks, valid and holes
+        return field_problems(shard, info.layout, data), valid_mask(data)
     label, key = data["label"], data["key"]
     problems = []
     holes = label == HOLE_LABEL
@@ -107,27 +112,24 @@ def _check_arrays(info: StoreInfo, shard: int) -> tuple[list[str], np.ndarray | 
         problems.append(f"shard {shard}: holes (label -1) and empty keys disagree")
     if np.any(holes) and np.any(data["image"][holes]):
         problems.append(f"shard {shard}: a hole has non-zero pixels")
-    return problems, label
+    return problems, ~holes
 
 
 def _check_shard(
     info: StoreInfo, shard: int, sizes: Mapping[str, int] | None = None
 ) -> tuple[list[str], int]:
     """Return the problems of ``shard`` and its number of valid samples."""
-    names = ("image", "label", "extent", "key")
-    problems = list(shard_file_problems(info.path, info.layout, shard, names, sizes))
+    problems = list(shard_file_problems(info.path, info.layout, shard, None, sizes))
     marker, found = _read_marker(info, shard)
     problems += found
     if problems or marker is None:
         return problems, 0
-    problems, label = _check_arrays(info, shard)
-    if label is None:
+    problems, stored = _check_arrays(info, shard)
+    if stored is None:
         return problems, 0
     if not problems:  # every chunk sound: is each file still the one its build wrote?
         problems = _check_digests(info, shard, marker)
-    return problems + _check_marker(info, shard, marker, label), int(
-        np.count_nonzero(label != HOLE_LABEL)
-    )
+    return problems + _check_marker(info, shard, marker, stored), int(np.count_nonzero(stored))
 
 
 def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None) -> list[str]:

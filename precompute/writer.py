@@ -28,10 +28,10 @@ from zarr.core.array_spec import ArrayConfig
 
 from precompute.atomic import atomic_write_bytes
 from precompute.errors import StoreError, StoreMismatchError
+from precompute.fields import fields_table
 from precompute.format import (
     ATTR_KEY,
     FORMAT_NAME,
-    FORMAT_VERSION,
     HOLE_LABEL,
     MARKER_DIR,
     StoreLayout,
@@ -55,15 +55,18 @@ _DENSE = ArrayConfig(order="C", write_empty_chunks=True)  # every shard file exi
 
 
 def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str, Any]:
-    return {
+    header = {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": layout.version,
         "spec": spec.to_dict(),
         "spec_hash": spec.digest(),
         "source_fingerprint": fingerprint,
         "layout": layout.to_dict(),
         "complete": False,
     }
+    if layout.fields:  # format v2: the fields table (docs/FORMAT.md)
+        header["fields"] = fields_table(layout.fields, layout.size)
+    return header
 
 
 def _create_arrays(
@@ -143,59 +146,73 @@ def done_shards(root: str | Path, layout: StoreLayout) -> set[int]:
     return done
 
 
+def _shard_arrays(
+    layout: StoreLayout, shard: int, arrays: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """``arrays`` as numpy arrays, checked against the layout's table: every array, its shape."""
+    start, stop = layout.shard_range(shard)
+    missing = sorted(set(layout.arrays) - set(arrays))
+    extra = sorted(set(arrays) - set(layout.arrays))
+    if missing or extra:
+        raise StoreError(f"shard {shard}: arrays missing {missing}, not in the store {extra}")
+    out = {}
+    for name, a in layout.arrays.items():
+        arr = np.asarray(arrays[name], dtype=str) if name == "key" else np.asarray(arrays[name])
+        want = (stop - start, *a.shape[1:])
+        if tuple(arr.shape) != want:
+            raise StoreError(f"shard {shard}: {name} has shape {arr.shape}, want {want}")
+        out[name] = arr
+    return out
+
+
+def _num_valid(arrays: Mapping[str, np.ndarray]) -> int:
+    """v2: the count of ``valid``; v1: the labels that are not ``-1``."""
+    if "valid" in arrays:
+        return int(np.count_nonzero(arrays["valid"]))
+    return int(np.count_nonzero(arrays["label"] != HOLE_LABEL))
+
+
 def write_shard(
     root: str | Path,
     layout: StoreLayout,
     shard: int,
     *,
-    image: np.ndarray,
-    label: np.ndarray,
-    extent: np.ndarray,
-    key: Sequence[str],
+    arrays: Mapping[str, Any] | None = None,
+    image: np.ndarray | None = None,
+    label: np.ndarray | None = None,
+    extent: np.ndarray | None = None,
+    key: Sequence[str] | None = None,
     skipped: Sequence[Mapping[str, Any]] = (),
     stats: Mapping[str, Any] | None = None,
 ) -> None:
     """Write every array's slice of ``shard``, then its marker (atomically, last).
 
+    ``arrays`` maps every array of the layout's table (:attr:`StoreLayout.arrays`) to its
+    slice; a v1 store's may be given as ``image``, ``label``, ``extent`` and ``key`` instead.
     Every inner chunk is written, also one that holds only fill values, so every shard file
     exists; the marker records each file's size and sha256 (``files``). Holes (skipped inputs)
-    must already carry label ``-1`` and zero pixels.
+    must already carry each array's fill (v1: label ``-1`` and zero pixels; v2: ``valid`` 0).
     """
+    given = dict(arrays or {})
+    v1 = {"image": image, "label": label, "extent": extent, "key": key}
+    given.update({k: v for k, v in v1.items() if v is not None})
     if is_object_url(root):
         from precompute import remote_writer
 
         remote_writer.write_shard(
-            str(root),
-            layout,
-            shard,
-            image=image,
-            label=label,
-            extent=extent,
-            key=key,
-            skipped=skipped,
-            stats=stats,
+            str(root), layout, shard, arrays=given, skipped=skipped, stats=stats
         )
         return
     root = Path(root)
     start, stop = layout.shard_range(shard)
-    n = stop - start
-    arrays = {"image": image, "label": label, "extent": extent, "key": np.asarray(key, dtype=str)}
-    expected = {
-        "image": (n, *layout.image_shape[1:]),
-        "label": (n,),
-        "extent": (n, *layout.extent_shape[1:]),
-        "key": (n,),
-    }
-    for name, arr in arrays.items():
-        if tuple(arr.shape) != expected[name]:
-            raise StoreError(f"shard {shard}: {name} has shape {arr.shape}, want {expected[name]}")
-    for name, arr in arrays.items():  # every chunk written, fill values too: no file is optional
+    data = _shard_arrays(layout, shard, given)
+    for name, arr in data.items():  # every chunk written, fill values too: no file is optional
         zarr.open_array(str(root / name), mode="r+").with_config(_DENSE)[start:stop] = arr
     marker = {
         "shard": shard,
         "start": start,
         "stop": stop,
-        "num_valid": int(np.count_nonzero(label != HOLE_LABEL)),
+        "num_valid": _num_valid(data),
         "skipped": list(skipped),
         "stats": dict(stats or {}),
         "files": {

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from precompute.errors import DecodeError, InputError
+from precompute.errors import DecodeError, InputError, SpecError
 from precompute.fields.geometry import check_frame, place_field, placement
 from precompute.fields.masks import decode_mask
 from precompute.fields.spec import FieldSpec, check_fields
 from precompute.fieldsources import FieldItem
 from precompute.stages.decode import decode_bytes
 
-__all__ = ["DECODE", "assemble", "decode_field"]
+__all__ = ["DECODE", "assemble", "decode_field", "decoder_of", "register_decoder"]
 
 Reader = Callable[[FieldItem, str], bytes]
 
@@ -46,12 +47,34 @@ def _npy(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray
     return value
 
 
+Decoder = Callable[[bytes, str, FieldSpec, int], Any]
+
 # Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
-DECODE: Mapping[str, Callable[[bytes, str, FieldSpec, int], np.ndarray]] = {
-    "image": _image,
-    "mask": decode_mask,
-    "npy": _npy,
-}
+_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy}
+DECODE: Mapping[str, Decoder] = MappingProxyType(_DECODE)
+
+
+def register_decoder(name: str, decoder: Decoder) -> Decoder:
+    """Add the file decoder ``name`` (``decoder(data, key, field, max_pixels) -> value``).
+
+    Raises:
+        SpecError: A decoder of that name is registered already.
+    """
+    if name in _DECODE:
+        raise SpecError(f"a field decoder named {name!r} is registered already")
+    _DECODE[name] = decoder
+    return decoder
+
+
+def decoder_of(field: FieldSpec) -> Decoder:
+    """The registered decoder of a file ``field`` (a :class:`SpecError` naming it if none)."""
+    name = field.spec.decoder
+    if name not in _DECODE:
+        raise SpecError(
+            f"fields.{field.name}: kind {field.kind!r} decodes with {name!r}, which no module "
+            f"has registered (register_decoder; known: {sorted(_DECODE)})"
+        )
+    return _DECODE[name]
 
 
 def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
@@ -60,9 +83,8 @@ def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np
     Raises:
         DecodeError: Naming ``key`` and the field.
     """
-    kind = field.spec
-    value = DECODE[kind.decoder](data, key, field, max_pixels)
-    return kind.validate(value, field.name, field.options, key)
+    value = decoder_of(field)(data, key, field, max_pixels)
+    return field.spec.validate(value, field.name, field.options, key)
 
 
 def _read(read: Reader, item: FieldItem, field: str) -> bytes:
@@ -75,10 +97,22 @@ def _read(read: Reader, item: FieldItem, field: str) -> bytes:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
 
-def _value(item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int) -> np.ndarray:
-    if field.spec.source == "inline":
-        return field.spec.validate(item.value(field.name), field.name, field.options, item.key)
-    return decode_field(_read(read, item, field.name), item.file(field.name), field, max_pixels)
+def _value(
+    item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The checked value of ``field`` and its companions' values by ``FIELD.WHAT``."""
+    kind = field.spec
+    if kind.source == "inline":
+        key, raw = item.key, item.value(field.name)
+    else:
+        key = item.file(field.name)
+        raw = decoder_of(field)(_read(read, item, field.name), key, field, max_pixels)
+    value = kind.validate(raw, field.name, field.options, key)
+    try:
+        extra = kind.companion_values(raw, field.options)
+    except ValueError as exc:
+        raise DecodeError(key, f"field {field.name!r} ({kind.name}): {exc}") from None
+    return value, {f"{field.name}.{what}": v for what, v in extra.items()}
 
 
 def assemble(
@@ -89,7 +123,10 @@ def assemble(
     mode: str,
     max_pixels: int,
 ) -> tuple[dict[str, np.ndarray], tuple[int, int, int, int]]:
-    """Return one item's stored values by field name, and its ``extent``.
+    """Return one item's stored values by array name, and its ``extent``.
+
+    The values are every field's, placed, and its kind's companions
+    (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``).
 
     Args:
         item: The item (from :mod:`precompute.fieldsources`).
@@ -104,13 +141,18 @@ def assemble(
             spatial field whose size differs from the image's.
     """
     fields = check_fields(fields)
-    values: dict[str, Any] = {f.name: _value(item, f, read, max_pixels) for f in fields}
+    values: dict[str, Any] = {}
+    companions: dict[str, Any] = {}
+    for f in fields:
+        values[f.name], extra = _value(item, f, read, max_pixels)
+        companions.update(extra)
     frame_field = next((f.name for f in fields if f.kind == "image"), None)
     if frame_field is None:  # no spatial field: nothing to place
-        return values, (0, 0, size, size)
+        return {**values, **companions}, (0, 0, size, size)
     h, w = values[frame_field].shape[:2]
     for f in fields:
         if f.spatial and f.spec.source == "file":
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
     p = placement(w, h, size, mode)
-    return {f.name: place_field(f, values[f.name], p) for f in fields}, p.extent
+    placed = {f.name: place_field(f, values[f.name], p) for f in fields}
+    return {**placed, **companions}, p.extent

@@ -6,7 +6,7 @@ The registry of the built-in kinds and the rules they declare is :mod:`precomput
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -100,6 +100,30 @@ class Kind(ABC):
         E.g. an audio field's ``length``: ``{"length": Storage((), "int32", 0)}``.
         """
         return {}
+
+    def companion_values(self, value: Any, opts: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The companions' values of one decoded ``value`` by ``WHAT`` (default: none).
+
+        Called with the value as the kind's decoder (or the manifest) gave it, before
+        :meth:`check`; e.g. audio: ``{"length": the valid length}``. ``ValueError`` for a
+        value whose companions cannot be given.
+        """
+        return {}
+
+    def learn(self, opts: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
+        """Options a build learns from every item's parsed inline ``values`` (default: none).
+
+        Only options left at ``None`` are learned (e.g. the keypoint count).
+        """
+        return {}
+
+    def check_stored(self, values: np.ndarray, opts: Mapping[str, Any]) -> None:
+        """Check the stored values of the valid samples (``precompute verify``).
+
+        ``values`` has the sample axis first. Default: nothing to check beyond the array's
+        shape and dtype. Raises ``ValueError`` saying what is wrong.
+        """
+        return None
 
     def pad(self, opts: Mapping[str, Any]) -> int | float:
         """The letterbox padding value of a spatial field (default: the hole value)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ __all__ = [
     "place_keypoints",
     "place_mask",
     "placement",
+    "register_rule",
+    "rule_of",
 ]
 
 
@@ -127,18 +130,47 @@ def _keep(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
     return value
 
 
+Rule = Callable[[np.ndarray, Placement, Any], np.ndarray]
+
 # The build's geometry rules, by the names the kinds declare (``FieldSpec.resample``).
-PLACE: Mapping[str, Callable[[np.ndarray, Placement, Any], np.ndarray]] = {
+_PLACE: dict[str, Rule] = {
     "bilinear": place_image,
     "nearest": place_mask,
     "affine": place_keypoints,
     "none": _keep,
 }
+PLACE: Mapping[str, Rule] = MappingProxyType(_PLACE)
+
+
+def register_rule(name: str, rule: Rule) -> Rule:
+    """Add the build geometry rule ``name`` (``rule(value, placement, pad) -> stored``).
+
+    Raises:
+        SpecError: A rule of that name is registered already.
+    """
+    if name in _PLACE:
+        raise SpecError(f"a build geometry rule named {name!r} is registered already")
+    _PLACE[name] = rule
+    return rule
+
+
+def rule_of(field: FieldSpec) -> Rule:
+    """The build rule of ``field``'s kind.
+
+    Raises:
+        SpecError: No module registered the kind's rule (the build refuses the field).
+    """
+    if field.resample not in _PLACE:
+        raise SpecError(
+            f"fields.{field.name}: kind {field.kind!r} is placed by rule {field.resample!r}, "
+            f"which the build lacks (register_rule; known: {sorted(_PLACE)})"
+        )
+    return _PLACE[field.resample]
 
 
 def place_field(field: FieldSpec, value: np.ndarray, p: Placement) -> np.ndarray:
     """Apply the rule of ``field``'s kind to its checked ``value`` with placement ``p``."""
-    return PLACE[field.resample](value, p, field.spec.pad(field.options))
+    return rule_of(field)(value, p, field.spec.pad(field.options))
 
 
 def check_frame(key: str, field: str, value: np.ndarray, frame: tuple[int, int]) -> None:

@@ -24,7 +24,7 @@ that lacks a rule refuses the field by name. New kinds (``audio``) are added wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -119,6 +119,11 @@ class MaskKind(Kind):
         dtype = self.storage(opts, 1).dtype
         return values.class_ids(value, opts["classes"], opts["ignore_index"], dtype)
 
+    def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
+        """Every stored value is a class id or ``ignore_index``."""
+        flat = stored.reshape(-1, stored.shape[-1]) if stored.size else stored.reshape(1, 1)
+        values.class_ids(flat, opts["classes"], opts["ignore_index"], str(stored.dtype))
+
 
 class KeypointsKind(Kind):
     """``(P, 3)`` float32 ``(x, y, visible)`` in pixel-centre coordinates: mapped exactly."""
@@ -157,6 +162,14 @@ class KeypointsKind(Kind):
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """A ``(points, 3)`` array of finite coordinates, visibility 0, 1 or 2."""
         return values.keypoints(value, opts["points"])
+
+    def learn(self, opts: Mapping[str, Any], found: Sequence[Any]) -> dict[str, Any]:
+        """``points``: the count of the first item (the source checks that all agree)."""
+        return {"points": len(found[0])} if opts["points"] is None and found else {}
+
+    def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
+        """Finite coordinates, visibility 0, 1 or 2."""
+        values.keypoints(stored.reshape(-1, 3), None)
 
     def parse_inline(self, raw: Any) -> Any:
         """A JSON list (or its text) of ``[x, y]`` or ``[x, y, v]``; ``v`` defaults to 1."""
@@ -241,6 +254,17 @@ class LabelKind(Kind):
         top = opts["classes"] if opts["classes"] is not None else MAX_LABEL + 1
         return np.asarray(values.class_index(value, top), dtype=np.int64)
 
+    def learn(self, opts: Mapping[str, Any], found: Sequence[Any]) -> dict[str, Any]:
+        """``classes``: the largest label + 1 (names are indices by now)."""
+        return {"classes": max(found) + 1} if opts["classes"] is None and found else {}
+
+    def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
+        """Every label is a class index."""
+        top = opts["classes"] if opts["classes"] is not None else MAX_LABEL + 1
+        bad = stored[(stored < 0) | (stored >= top)]
+        if bad.size:
+            raise ValueError(f"label {int(bad[0])} is outside the classes 0..{top - 1}")
+
     def parse_inline(self, raw: Any) -> Any:
         """An integer (a JSON integer or digits) or a class name."""
         return values.parse_label(raw)
@@ -253,11 +277,26 @@ class LabelsKind(Kind):
     source = "inline"
     mixup, cutmix = "blend", "area"
     class_names = True
-    options = MappingProxyType({"classes": Option(REQUIRED, check_count)})
+    options = MappingProxyType({"classes": Option(None, optional(check_count))})
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """``(classes,)`` uint8, holes all zero."""
+        if opts["classes"] is None:
+            raise SpecError(
+                "labels storage needs the class count: set option 'classes' "
+                "(a build learns it from the source)"
+            )
         return Storage((opts["classes"],), "uint8", 0)
+
+    def learn(self, opts: Mapping[str, Any], found: Sequence[Any]) -> dict[str, Any]:
+        """``classes``: the largest index + 1 (names are indices by now)."""
+        top = max((max(v) for v in found if v), default=0) + 1
+        return {"classes": top} if opts["classes"] is None and found else {}
+
+    def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
+        """Multi-hot: every value 0 or 1."""
+        if stored.size and int(stored.max()) > 1:
+            raise ValueError(f"multi-hot value {int(stored.max())} is not 0 or 1")
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """A list of distinct class indices below ``classes`` -> multi-hot."""

@@ -1,0 +1,208 @@
+"""Which source a build reads, and with which fields: v1 (class folders, ``path,label``) or v2.
+
+:func:`infer_fields` says what fields a source has when the spec names none: a segmentation
+folder (``SRC/images/`` + ``SRC/masks/``) has ``image`` + ``mask``; a manifest whose columns are
+named as field kinds (``image``, ``mask``, ``keypoints``, ``label``, ``labels``, ...; no
+``path`` column) has one field per such column; anything else is a v1 source (no fields).
+Options the source cannot give (the mask's class count) come from ``options`` (the CLI's
+``--mask-classes`` and friends), else a :class:`~precompute.errors.SpecError` names them.
+
+:func:`list_build_source` lists the source for a spec and returns the spec with the options a
+build learns from the source filled in (keypoint count, label class counts), so the stored
+spec, its hash and the ``fields`` table are exact.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from precompute.digests import field_fingerprint, fingerprint
+from precompute.errors import SourceError, SpecError
+from precompute.fields import KINDS, FieldSpec
+from precompute.fields.rows import jsonl_rows, read_text
+from precompute.fieldsources import (
+    SEGMENTATION,
+    FieldSource,
+    list_field_manifest,
+    list_segmentation,
+)
+from precompute.fieldwork import backends_of, plan_field_shards
+from precompute.format import StoreLayout
+from precompute.plan import ShardTask, plan_shards
+from precompute.sources import MANIFEST_EXTENSIONS, Source, list_source
+from precompute.spec import BuildSpec
+
+__all__ = [
+    "CLI_HINT",
+    "infer_fields",
+    "is_segmentation",
+    "learn_fields",
+    "list_build_source",
+    "plan_tasks",
+    "resolve_build",
+    "source_fingerprint",
+]
+
+SEGMENTATION_FIELDS = ("image", "mask")  # the fields of a segmentation folder
+CLI_HINT = "on the command line: --mask-classes N (and --ignore-index, --colormap) or --fields"
+
+
+def _local(src: str) -> str | None:
+    src = src.removeprefix("file://")
+    return None if "://" in src else src
+
+
+def is_segmentation(src: str) -> bool:
+    """Whether ``src`` is a local folder whose sub-folders are exactly ``images/`` + ``masks/``."""
+    path = _local(src)
+    if path is None or not os.path.isdir(path):
+        return False
+    subs = {e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")}
+    return subs == set(SEGMENTATION)
+
+
+def _columns(src: str) -> list[str]:
+    """The header row of a CSV manifest, or the keys of a JSONL manifest's first object."""
+    text = read_text(src)
+    if not src.lower().endswith(".csv"):
+        docs = jsonl_rows(src, text)
+        return [str(k) for k in docs[0][1]] if docs else []
+    try:
+        rows = (r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r))
+        return [c.strip() for c in next(rows, [])]
+    except csv.Error as exc:
+        raise SourceError(f"{src}: not CSV ({exc})") from exc
+
+
+def _field_columns(src: str) -> list[str]:
+    """The columns of a field manifest that name kinds; empty for anything else."""
+    if not src.lower().endswith(MANIFEST_EXTENSIONS):
+        return []
+    cols = _columns(src)
+    named = [c for c in cols if c in KINDS]
+    has_file = any(KINDS[c].source == "file" for c in named)
+    return named if "path" not in cols and has_file else []
+
+
+def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:
+    try:
+        return FieldSpec(name, name, opts)
+    except SpecError as exc:
+        raise SpecError(f"{src}: {exc} ({CLI_HINT})") from None
+
+
+def infer_fields(
+    src: str, options: Mapping[str, Mapping[str, Any]] | None = None, fill: int = 0
+) -> tuple[FieldSpec, ...]:
+    """Return the fields of ``src`` when the spec names none (empty: a v1 source).
+
+    Args:
+        src: The build's source.
+        options: Options by kind name (``{"mask": {"classes": 4}}``), applied to the field of
+            that kind.
+        fill: The spec's letterbox fill, given to the image field.
+
+    Raises:
+        SpecError: A required option no one gave (the mask's class count), or options given
+            for a source that has no fields.
+    """
+    options = dict(options or {})
+    seg = is_segmentation(src)
+    names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src)
+    if not names:
+        if options:
+            raise SpecError(
+                f"{src}: field options ({', '.join(sorted(options))}) need a segmentation "
+                "folder (images/ + masks/) or a manifest with field columns"
+            )
+        return ()
+    unused = sorted(set(options) - set(names))
+    if unused:
+        raise SpecError(f"{src}: options for field(s) {unused} the source does not have")
+    base = {name: dict(options.get(name, {})) for name in names}
+    for name, opts in base.items():
+        if "fill" in KINDS[name].options:  # the image's letterbox fill: the spec's
+            opts.setdefault("fill", fill)
+    what = f"{src} (a segmentation folder: images/ + masks/)" if seg else src
+    return tuple(_field(what, name, opts) for name, opts in base.items())
+
+
+def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[FieldSpec, ...]:
+    """``fields`` with the options each kind learns from the source's inline values."""
+    out = []
+    for f in fields:
+        found = [item.value(f.name) for item in source.items] if f.spec.source == "inline" else []
+        learned = f.spec.learn(f.options, found)
+        out.append(f.with_options(**learned) if learned else f)
+    return tuple(out)
+
+
+def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+    if is_segmentation(src):
+        names = sorted(f.name for f in fields)
+        if names != sorted(SEGMENTATION_FIELDS):
+            raise SpecError(
+                f"{src}: a segmentation folder has the fields image and mask; the spec "
+                f"names {names}"
+            )
+        return list_segmentation(src, on_error)
+    if not src.lower().endswith(MANIFEST_EXTENSIONS):
+        raise SourceError(
+            f"{src}: a build with fields reads a segmentation folder (images/ + masks/) or "
+            "a CSV/JSONL manifest with one column per field"
+        )
+    return list_field_manifest(src, fields, on_error)
+
+
+def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, BuildSpec]:
+    """List ``src`` for ``spec``; return the source and the spec with its fields resolved.
+
+    A spec without fields builds a v1 store, unless the source has fields (a segmentation
+    folder or a field manifest): then they are inferred (:func:`infer_fields`).
+
+    Raises:
+        SpecError: The source needs an option the spec does not give, or a field's decoder
+            or build rule is not registered.
+        SourceError: The source cannot be listed.
+    """
+    fields = spec.fields or infer_fields(src, fill=spec.fill)
+    if not fields:
+        return list_source(src, spec.on_error), spec
+    backends_of(fields)  # a missing decoder or rule: refused before anything runs
+    source = _list_fields(src, fields, spec.on_error)
+    learned = learn_fields(fields, source)
+    return source, dataclasses.replace(spec, fields=learned)
+
+
+def source_fingerprint(source: Source | FieldSource, content_hash: bool = False) -> str:
+    """The source fingerprint of a v1 source or of a source of fields."""
+    if isinstance(source, FieldSource):
+        return field_fingerprint(source, content_hash)
+    return fingerprint(source, content_hash=content_hash)
+
+
+def plan_tasks(
+    source: Source | FieldSource, layout: StoreLayout, seed: int, shards: list[int]
+) -> list[ShardTask]:
+    """The shard tasks of ``shards`` for a v1 source or a source of fields."""
+    if isinstance(source, FieldSource):
+        return plan_field_shards(source, layout, seed, shards)
+    return plan_shards(source, layout, seed, shards)
+
+
+def resolve_build(
+    src: str, spec: BuildSpec, content_hash: bool = False
+) -> tuple[Source | FieldSource, BuildSpec, str]:
+    """The source, the resolved spec and the source fingerprint a build of ``spec`` uses.
+
+    What :func:`precompute.job.build` computes before it writes anything: a caller that keys
+    stores by ``(spec_hash, source_fingerprint)`` (the cache service) gets the same values
+    from here.
+    """
+    source, resolved = list_build_source(src, spec)
+    return source, resolved, source_fingerprint(source, content_hash)

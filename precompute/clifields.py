@@ -1,0 +1,82 @@
+"""``precompute build``'s field flags -> the ``fields`` of the build spec.
+
+``--fields`` gives the whole list (JSON text, or the path of a JSON/YAML file holding it):
+``[{"name": ..., "kind": ..., "options": {...}}, ...]``. The short flags set options of the
+fields a source has by itself (:func:`precompute.buildsource.infer_fields`): ``--mask-classes``,
+``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints'. Errors are
+:class:`~precompute.errors.SpecError` naming the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from precompute.buildsource import infer_fields
+from precompute.errors import SpecError
+from precompute.fields import FieldSpec
+
+__all__ = ["FIELD_FLAGS", "fields_from_flags"]
+
+# flag (click's parameter name) -> (kind, option, takes JSON)
+FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
+    "mask_classes": ("mask", "classes", False),
+    "ignore_index": ("mask", "ignore_index", False),
+    "colormap": ("mask", "colormap", True),
+    "flip_pairs": ("keypoints", "flip_pairs", True),
+}
+
+
+def _json(flag: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SpecError(f"--{flag.replace('_', '-')}: not JSON ({exc}): {text[:60]!r}") from None
+
+
+def _fields_doc(text: str) -> Any:
+    """``--fields``: JSON text, or a JSON/YAML file of it."""
+    if text.lstrip().startswith("[") or not os.path.isfile(text):
+        return _json("fields", text)
+    import yaml  # a dependency of ray
+
+    from precompute.inputs import read_input
+
+    try:
+        return yaml.safe_load(read_input(text, max_bytes=1 << 20).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"--fields {text}: cannot read the fields file ({exc})") from None
+
+
+def _explicit(text: str) -> list[dict[str, Any]]:
+    doc = _fields_doc(text)
+    if not isinstance(doc, list) or not doc:
+        raise SpecError("--fields must be a non-empty list of {name, kind, options}")
+    return [FieldSpec.from_dict(f).to_dict() for f in doc]
+
+
+def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[str, Any]] | None:
+    """The spec's ``fields`` from the field flags (None: no field flag given).
+
+    Args:
+        src: The build's source (its fields are inferred for the short flags).
+        flags: Click's parameters; the field flags are popped from it.
+        fill: The letterbox fill of the image field.
+
+    Raises:
+        SpecError: A flag's value is invalid, or names a field the source does not have.
+    """
+    given = flags.pop("fields", None)
+    options: dict[str, dict[str, Any]] = {}
+    for flag, (kind, option, is_json) in FIELD_FLAGS.items():
+        value = flags.pop(flag, None)
+        if value is not None:
+            options.setdefault(kind, {})[option] = _json(flag, value) if is_json else value
+    if given is not None:
+        if options:
+            raise SpecError(f"--fields sets every option; drop {sorted(options)}' flags")
+        return _explicit(given)
+    if not options:
+        return None
+    return [f.to_dict() for f in infer_fields(src, options, fill)]

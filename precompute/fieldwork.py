@@ -1,0 +1,147 @@
+"""The shard work of a store with fields (format v2): plan, assemble each item, hole values.
+
+:func:`plan_field_shards` puts item ``perm[i]`` in slot ``i`` (the v1 plan's permutation) and
+carries each slot's item as JSON in its :class:`~precompute.plan.ShardTask`.
+:func:`run_field_samples` is the v2 body of :func:`precompute.shardwork.build_shard`: every
+item is read, decoded, checked and placed by :func:`precompute.fields.assemble.assemble`
+(which gives its kinds' companions too, ``Kind.companion_values``), and written into the
+arrays of the layout's table by name. A hole (a skipped input) keeps every array's fill, a
+zero ``extent``, ``valid`` 0 and an empty key. Nothing here names a kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from precompute.errors import DecodeError
+from precompute.fields import KINDS, FieldSpec, Kind, register_kind
+from precompute.fields.assemble import DECODE, assemble, decoder_of, register_decoder
+from precompute.fields.geometry import PLACE, register_rule, rule_of
+from precompute.fieldsources import FieldItem, FieldSource
+from precompute.format import StoreLayout
+from precompute.plan import ShardTask, slot_permutation
+
+if TYPE_CHECKING:
+    from precompute.shardwork import ShardJob, ShardResult
+
+__all__ = [
+    "Backends",
+    "backends_of",
+    "ensure_backends",
+    "item_from_json",
+    "item_to_json",
+    "plan_field_shards",
+    "run_field_samples",
+]
+
+
+def item_to_json(item: FieldItem) -> str:
+    """One item as JSON (a Ray Data cell)."""
+    return json.dumps({"key": item.key, "files": item.files, "values": item.values})
+
+
+def item_from_json(text: str) -> FieldItem:
+    """The item :func:`item_to_json` wrote (inline values come back as lists)."""
+    doc = json.loads(text)
+    files = tuple((str(f), str(p)) for f, p in doc["files"])
+    return FieldItem(str(doc["key"]), files, tuple((str(f), v) for f, v in doc["values"]))
+
+
+def plan_field_shards(
+    source: FieldSource, layout: StoreLayout, seed: int, shards: list[int] | None = None
+) -> list[ShardTask]:
+    """Return the tasks of ``shards`` (default: all) in shard order (the v1 permutation)."""
+    perm = slot_permutation(seed, len(source.items))
+    tasks = []
+    for shard in range(layout.num_shards) if shards is None else sorted(shards):
+        start, stop = layout.shard_range(shard)
+        picked = [source.items[i] for i in perm[start:stop]]
+        items = tuple(item_to_json(it) for it in picked)
+        tasks.append(ShardTask(shard, start, tuple(it.key for it in picked), (), items))
+    return tasks
+
+
+@dataclass(frozen=True)
+class Backends:
+    """What a job's fields need registered in every process that builds a shard.
+
+    Attributes:
+        kinds: The fields' kinds.
+        decoders: ``(name, decoder)`` of the file fields' decoders.
+        rules: ``(name, rule)`` of the fields' build geometry rules.
+    """
+
+    kinds: tuple[Kind, ...] = ()
+    decoders: tuple[tuple[str, Any], ...] = ()
+    rules: tuple[tuple[str, Any], ...] = ()
+
+
+def backends_of(fields: Sequence[FieldSpec]) -> Backends:
+    """The registered kinds, decoders and rules of ``fields``, checked before anything runs.
+
+    Raises:
+        SpecError: A field whose decoder or build rule no module registered (naming both).
+    """
+    decoders = {f.spec.decoder: decoder_of(f) for f in fields if f.spec.source == "file"}
+    rules = {f.resample: rule_of(f) for f in fields}
+    kinds = {f.kind: f.spec for f in fields}
+    return Backends(tuple(kinds.values()), tuple(decoders.items()), tuple(rules.items()))
+
+
+def ensure_backends(backends: Backends) -> None:
+    """Register the kinds, decoders and rules this process lacks (a Ray worker)."""
+    for kind in backends.kinds:
+        if kind.name not in KINDS:
+            register_kind(kind)
+    for name, decoder in backends.decoders:
+        if name not in DECODE:
+            register_decoder(name, decoder)
+    for name, rule in backends.rules:
+        if name not in PLACE:
+            register_rule(name, rule)
+
+
+def _empty(layout: StoreLayout, n: int) -> dict[str, Any]:
+    """Every array's slice of ``n`` holes: each array's fill, empty keys."""
+    out: dict[str, Any] = {}
+    for name, a in layout.arrays.items():
+        if a.sharded:
+            out[name] = np.full((n, *a.shape[1:]), a.fill, dtype=a.dtype)
+    out["key"] = [""] * n
+    return out
+
+
+def _sample(item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: Any) -> dict[str, Any]:
+    """One stored sample by array name: every field, its companions, ``extent``, ``valid``."""
+    values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels)
+    return {**values, "extent": extent, "valid": 1, "key": item.key}
+
+
+def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
+    """Assemble ``task``'s items into the arrays of its shard; None after a ``raise`` error."""
+    spec, reader = job.spec, job.reader
+    arrays = _empty(job.layout, len(task.items))
+
+    def read(item: FieldItem, field: str) -> bytes:
+        data: bytes = reader.read_bytes(item, field, spec.max_bytes)
+        result.bytes_read += len(data)
+        return data
+
+    for j, text in enumerate(task.items):
+        try:
+            sample = _sample(item_from_json(text), job.layout.fields, read, spec)
+        except DecodeError as exc:
+            if spec.on_error == "raise":
+                result.error = {"key": exc.key, "reason": exc.reason}
+                return None
+            result.skipped.append({"key": exc.key, "reason": exc.reason})
+            continue  # a hole: every array keeps its fill
+        for name, value in sample.items():
+            if name in arrays:  # extent: only with a spatial field
+                arrays[name][j] = value
+    return arrays
