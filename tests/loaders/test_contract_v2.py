@@ -9,6 +9,7 @@ ranks (odd world sizes too), no repeats or skips, ``is_pad``, holes left out thr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,13 +17,10 @@ import pytest
 import torch
 
 from loaders import StoreLoader
+from loaders.errors import StoreMetadataError
 from precompute.fields import FieldSpec
 from tests.contracts.loader_contract import LoaderContract
-from tests.loaders.v2stores import accept_v2_spec, check_index_rows, make_v2_index_store
-
-__all__ = ["accept_v2_spec"]  # the fixture, used by pytestmark below
-
-pytestmark = pytest.mark.usefixtures("accept_v2_spec")
+from tests.loaders.v2stores import check_index_rows, make_v2_index_store
 
 
 class _DrawFieldsMixup:
@@ -49,6 +47,12 @@ class TestStoreLoaderContractV2(LoaderContract):
     def check_rows(self, batch: dict[str, Any]) -> None:
         assert set(batch) == {"image", "mask", "keypoints", "label", "index", "is_pad"}
         check_index_rows(batch)
+
+    def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
+        """A store of fields has one variant (the build refuses more); one with K is refused."""
+        path = make_v2_index_store(tmp_path / "v", 40, variants=3)
+        with pytest.raises(StoreMetadataError, match="variants 3 with fields"):
+            StoreLoader(path, 8)
 
 
 class TestStoreLoaderContractV2Inline(TestStoreLoaderContractV2):

@@ -12,11 +12,9 @@ from loaders.errors import StoreOpenError
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 from tests.contracts.index_store import cat, collect, decode_index
-from tests.loaders.v2stores import accept_v2_spec, make_v2_index_store, write_v2_store
+from tests.loaders.v2stores import make_v2_index_store, write_v2_store
 
-__all__ = ["accept_v2_spec"]
-
-pytestmark = [pytest.mark.dali, pytest.mark.usefixtures("accept_v2_spec")]
+pytestmark = pytest.mark.dali
 
 
 def _loader(path: Path, **kw: Any) -> Any:

@@ -27,16 +27,11 @@ from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 from tests.contracts.index_store import collect
 from tests.loaders.v2stores import (
-    accept_v2_spec,
     index_fields,
     index_mask,
     index_points,
     write_v2_store,
 )
-
-__all__ = ["accept_v2_spec"]
-
-pytestmark = pytest.mark.usefixtures("accept_v2_spec")
 
 S, N, OUT = 16, 24, (12, 10)
 PAIRS = ((0, 2),)

@@ -10,11 +10,9 @@ import pytest
 from loaders import StoreLoader
 from loaders.augment import TrainAugment
 from tests.contracts.index_store import collect
-from tests.loaders.v2stores import accept_v2_spec, check_index_rows, make_v2_index_store
+from tests.loaders.v2stores import check_index_rows, make_v2_index_store
 
-__all__ = ["accept_v2_spec"]
-
-pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("accept_v2_spec")]
+pytestmark = pytest.mark.gpu
 
 
 def test_every_field_is_moved_to_the_device(tmp_path: Path) -> None:

@@ -14,11 +14,7 @@ from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays
 from tests.contracts.index_store import collect
-from tests.loaders.v2stores import accept_v2_spec, write_v2_store
-
-__all__ = ["accept_v2_spec"]
-
-pytestmark = pytest.mark.usefixtures("accept_v2_spec")
+from tests.loaders.v2stores import write_v2_store
 
 S, N, CLASSES = 16, 20, 5
 FIELDS = (

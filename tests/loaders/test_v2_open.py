@@ -14,15 +14,10 @@ from loaders.store.open_store import open_store
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 from tests.loaders.v2stores import (
-    accept_v2_spec,
     index_mask,
     make_v2_index_store,
     write_v2_store,
 )
-
-__all__ = ["accept_v2_spec"]
-
-pytestmark = pytest.mark.usefixtures("accept_v2_spec")
 
 
 @pytest.fixture

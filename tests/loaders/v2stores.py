@@ -1,6 +1,7 @@
 """Small, honest v2 stores (named fields) written straight from ``docs/FORMAT.md``, for tests.
 
-The real v2 build is not in this tree yet, so this writes what FORMAT.md says a v2 store is:
+This writes what FORMAT.md says a v2 store is, independently of the build (so the loader is
+held to the format's text, not only to what the writer happens to do):
 group attributes ``format``, ``version: 2``, ``spec`` (a ``BuildSpec.to_dict()`` plus
 ``"fields": [FieldSpec.to_dict(), ...]``), ``spec_hash`` (sha256 of that spec's canonical
 JSON), ``layout``, the ``fields`` table of :func:`precompute.fields.fields_table`,
@@ -16,32 +17,21 @@ that batch row ``i`` holds sample ``index[i]``'s data in every field:
 * ``mask``: :func:`index_mask` (``(row // 4 + col // 4 + i) % 4``);
 * ``keypoints``: :func:`index_points`;
 * ``label``: ``i % 7``; holes: each kind's hole value and ``valid`` 0.
-
-:func:`accept_v2_spec` is the one workaround: ``BuildSpec`` has no ``fields`` yet, so
-``precompute.format.open_store_info`` refuses every v2 store (``spec.fields`` is an unknown
-key, and the layout made from the spec has no fields). While that is so, the fixture swaps
-``precompute.format._spec`` for a reader that parses ``spec`` without ``fields``, checks that
-``spec.fields`` equals the ``fields`` table's fields, and returns the ``BuildSpec``. Once
-``BuildSpec`` has ``fields`` the fixture does nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 import zarr
 from zarr.core.array_spec import ArrayConfig
 
-from precompute import format as store_format
-from precompute.errors import SpecError
 from precompute.fields import FieldSpec, fields_table
 from precompute.format import ATTR_KEY, FORMAT_NAME, StoreLayout
 from precompute.spec import BuildSpec
@@ -51,7 +41,6 @@ __all__ = [
     "CLASSES",
     "NUM_CLASSES",
     "POINTS",
-    "accept_v2_spec",
     "check_index_rows",
     "index_fields",
     "index_mask",
@@ -199,37 +188,3 @@ def check_index_rows(batch: Mapping[str, Any], size: int = 16) -> None:
     np.testing.assert_array_equal(batch["label"], index % NUM_CLASSES)
     np.testing.assert_array_equal(batch["mask"], index_mask(index, size))
     np.testing.assert_array_equal(batch["keypoints"], index_points(index, size))
-
-
-def _spec_with_fields(meta: Path, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpec:
-    """``precompute.format._spec`` for a v2 store while ``BuildSpec`` lacks ``fields``."""
-    raw = attrs.get("spec")
-    if not isinstance(raw, Mapping) or "fields" not in raw:
-        return _ORIGINAL_SPEC(meta, attrs, layout)
-    rest = {k: v for k, v in raw.items() if k != "fields"}
-    try:
-        spec = BuildSpec.from_dict(rest)
-        listed = tuple(FieldSpec.from_dict(f) for f in raw["fields"])
-    except SpecError as exc:
-        raise store_format.metadata_error(meta, f"{ATTR_KEY}.spec", str(exc)) from exc
-    if listed != layout.fields:
-        raise store_format.metadata_error(
-            meta, f"{ATTR_KEY}.fields", "spec.fields and the fields table differ"
-        )
-    if replace(StoreLayout.from_spec(spec, layout.num_samples), fields=listed) != layout:
-        raise store_format.metadata_error(meta, f"{ATTR_KEY}.layout", "disagrees with the spec")
-    return spec
-
-
-_ORIGINAL_SPEC = store_format._spec
-
-
-@pytest.fixture(scope="module")
-def accept_v2_spec() -> Iterator[None]:
-    """Let ``open_store_info`` read ``spec.fields`` until ``BuildSpec`` has ``fields``."""
-    if "fields" in {f.name for f in dataclasses.fields(BuildSpec)}:
-        yield
-        return
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(store_format, "_spec", _spec_with_fields)
-        yield
