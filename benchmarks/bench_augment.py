@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import aten_op_counts, center_crop, tree_cpu_seconds
+from benchmarks.common import Row, aten_op_counts, center_crop, interleaved
 
 __all__ = ["main"]
 
@@ -65,21 +64,15 @@ def time_epochs(
 ) -> dict[str, tuple[float, float]]:
     """Return median samples/s and CPU ms/sample of each row over ``runs`` epochs.
 
-    Every row gets one warm-up epoch first; then the rows take turns, one epoch each per
-    round (A B A B ...), so a change in the host's load hits every row alike.
+    The rows take turns after a warm-up epoch each (:func:`benchmarks.common.interleaved`);
+    an epoch yields the sizes of its batches.
     """
-    rates: dict[str, list[float]] = {name: [] for name in epochs}
-    cpu: dict[str, list[float]] = {name: [] for name in epochs}
-    for e in range(runs + 1):
-        for name, epoch in epochs.items():
-            c0, t0, n = tree_cpu_seconds(), time.perf_counter(), 0
-            for size in epoch(e):
-                n += size
-            dt, dc = time.perf_counter() - t0, tree_cpu_seconds() - c0
-            if e > 0:
-                rates[name].append(n / dt)
-                cpu[name].append(1e3 * dc / n)
-    return {name: (statistics.median(rates[name]), statistics.median(cpu[name])) for name in epochs}
+    rows: dict[str, Row] = {name: _counted(epoch) for name, epoch in epochs.items()}
+    return {name: (rate, 1e3 * cpu) for name, (rate, cpu) in interleaved(rows, runs).items()}
+
+
+def _counted(epoch: Callable[[int], Iterable[int]]) -> Row:
+    return lambda e: sum(epoch(e))
 
 
 def classic_epochs(

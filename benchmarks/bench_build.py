@@ -19,7 +19,8 @@ Run: ``.venv/bin/python -m benchmarks.bench_build [--images 8000] [--size 256] .
    ``--small`` images (the build's time is its fixed cost) and of all images, interleaved,
    ``--e2e-runs`` times. Steady state = ``(T(N) - T(small))`` of the pool over that of the
    build (target >= 0.9; use ``--images 8000`` or more so that it dominates the noise), with
-   the peak tree RSS of each run.
+   the peak tree RSS of each run, and where the small build's time went (the build's own
+   report: listing + store creation + Ray start, the shard phase, Ray stop + finalize).
 """
 
 from __future__ import annotations
@@ -158,6 +159,13 @@ def print_end_to_end(args: argparse.Namespace, src: Path, work: Path) -> None:
             f"  {name:12s} {row['seconds']:7.2f} s  (imports {row['imports_s']:.2f} s, "
             f"call {row['call_s']:.2f} s)  peak RSS {row['peak_rss_mb']:6.0f} MiB"
         )
+    small = med["build_small"]
+    print(
+        f"  where the build of {args.small} images spent its time: imports "
+        f"{small['imports_s']:.2f} s, list + create store + Ray start {small['start_s']:.2f} s, "
+        f"shards (Ray Data + worker start-up + tasks) {small['shards_s']:.2f} s, "
+        f"Ray stop + finalize {small['stop_s']:.2f} s"
+    )
     print(
         f"  fixed cost (build of {args.small} images) {e2e['fixed_cost_s']:.2f} s (target <= 3 s); "
         f"ratio pool/build: end to end {e2e['ratio_end_to_end']:.2f}, "

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from benchmarks.common import center_crop, tree_cpu_seconds
+from benchmarks.common import center_crop, interleaved
 
 __all__ = ["main"]
 
@@ -74,22 +72,15 @@ def measure(name: str, cfg: Any, runs: int) -> dict[str, Any]:
     if reason:
         return {"name": name, "status": f"unavailable: {reason}"}
     source = strategy.open(cfg)
-    try:
-        _epoch(source, 0)  # warm-up: worker start, page cache, pipeline build
-        rates, cpu = [], []
-        for e in range(1, runs + 1):
-            c0, t0 = tree_cpu_seconds(), time.perf_counter()
-            n = _epoch(source, e)
-            dt, dc = time.perf_counter() - t0, tree_cpu_seconds() - c0
-            rates.append(n / dt)
-            cpu.append(dc / n)
+    try:  # epoch 0 warms up: worker start, page cache, pipeline build
+        rate, cpu = interleaved({name: lambda e: _epoch(source, e)}, runs)[name]
     finally:
         source.close()
     return {
         "name": name,
         "status": "ok",
-        "samples_per_s": statistics.median(rates),
-        "cpu_s_per_sample": statistics.median(cpu),
+        "samples_per_s": rate,
+        "cpu_s_per_sample": cpu,
         "runs": runs,
     }
 

@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +44,17 @@ from benchmarks.bench_loader_setup import (
     environment_line,
     random_store,
 )
+from benchmarks.common import Row, interleaved, timed_call
 from loaders import StoreLoader
 from loaders.batching.plan import epoch_plan
 
 __all__ = ["main"]
 
-Timed = Callable[[], int]
 CONTIGUOUS = "numpy memmap contiguous batches (file order)"
 SAME_ORDER = "numpy memmap gather (same order, 1 copy)"
 
 
-def _cpu_seconds(children: bool) -> float:
+def _cpu_seconds(children: bool = False) -> float:
     """Return this process's CPU seconds (all threads), plus its live children's if asked."""
     total = time.process_time()
     if children:
@@ -67,26 +66,8 @@ def _cpu_seconds(children: bool) -> float:
     return total
 
 
-def _measure(fn: Timed, children: bool = False) -> tuple[float, float]:
-    """Return (samples/s, CPU seconds/sample) of one call of ``fn``."""
-    cpu0, t0 = _cpu_seconds(children), time.perf_counter()
-    n = fn()
-    wall, cpu = time.perf_counter() - t0, _cpu_seconds(children) - cpu0
-    return n / wall, cpu / n
-
-
-def _interleaved(fns: dict[str, tuple[Timed, bool]], runs: int) -> dict[str, tuple[float, float]]:
-    """Warm each up once, then run them in turn ``runs`` times; return medians."""
-    for fn, _ in fns.values():
-        fn()
-    got: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
-    for _ in range(runs):
-        for name, (fn, children) in fns.items():
-            got[name].append(_measure(fn, children))
-    return {
-        name: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
-        for name, v in got.items()
-    }
+def _with_children() -> float:
+    return _cpu_seconds(children=True)
 
 
 def _drain(batches: Iterable[Any]) -> int:
@@ -160,20 +141,22 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     mapped = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="mmap")
     inline = StoreLoader(store, args.batch, device="cpu", num_threads=1, prefetch=0)
     plan = loader.plan(0)
-    fns: dict[str, tuple[Timed, bool]] = {
-        CONTIGUOUS: (lambda: _memmap_contiguous_epoch(mm, args.batch), False),
-        SAME_ORDER: (lambda: _memmap_epoch(mm, plan.order, args.batch), False),
-        "StoreLoader (no augment, device=cpu)": (lambda: _drain(loader), False),
-        "StoreLoader verify='always'": (lambda: _drain(always), False),
-        "StoreLoader io='mmap'": (lambda: _drain(mapped), False),
-        "StoreLoader prefetch=0 num_threads=1 (inline)": (lambda: _drain(inline), False),
+    rows: dict[str, Row] = {
+        CONTIGUOUS: lambda _: _memmap_contiguous_epoch(mm, args.batch),
+        SAME_ORDER: lambda _: _memmap_epoch(mm, plan.order, args.batch),
+        "StoreLoader (no augment, device=cpu)": lambda _: _drain(loader),
+        "StoreLoader verify='always'": lambda _: _drain(always),
+        "StoreLoader io='mmap'": lambda _: _drain(mapped),
+        "StoreLoader prefetch=0 num_threads=1 (inline)": lambda _: _drain(inline),
     }
-    res = _interleaved(fns, args.runs)
-    res["numpy memmap chunk copy + gather (2 copies, 1 run)"] = _measure(
-        lambda: _memmap_chunks_epoch(mm, plan.order, 32, args.batch, plan.windows)
+    res = interleaved(rows, args.runs, dict.fromkeys(rows, _cpu_seconds))
+    res["numpy memmap chunk copy + gather (2 copies, 1 run)"] = timed_call(
+        lambda _: _memmap_chunks_epoch(mm, plan.order, 32, args.batch, plan.windows),
+        0,
+        _cpu_seconds,
     )
-    res["zarr-python whole chunks (1 run)"] = _measure(
-        lambda: _zarr_epoch(store, plan.order, 32, args.batch, plan.windows)
+    res["zarr-python whole chunks (1 run)"] = timed_call(
+        lambda _: _zarr_epoch(store, plan.order, 32, args.batch, plan.windows), 0, _cpu_seconds
     )
     return res
 
@@ -194,16 +177,19 @@ def bench_classic(root: Path, args: argparse.Namespace) -> dict[str, tuple[float
     plain = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     aug = TrainAugment(size=(args.size, args.size))
     ready = StoreLoader(store, args.batch, device="cpu", augment=aug, num_threads=args.threads)
-    fns: dict[str, tuple[Timed, bool]] = {
-        "classic DataLoader+Pillow (2 workers, RRC+flip+norm)": (lambda: _drain(classic), True),
-        "StoreLoader (no augment)": (lambda: _drain(plain), False),
-        "StoreLoader + TrainAugment (RRC+flip+norm, cpu)": (lambda: _drain(ready), False),
+    classic_row = "classic DataLoader+Pillow (2 workers, RRC+flip+norm)"
+    rows: dict[str, Row] = {
+        classic_row: lambda _: _drain(classic),
+        "StoreLoader (no augment)": lambda _: _drain(plain),
+        "StoreLoader + TrainAugment (RRC+flip+norm, cpu)": lambda _: _drain(ready),
     }
-    return _interleaved(fns, args.runs)
+    clocks = {**dict.fromkeys(rows, _cpu_seconds), classic_row: _with_children}
+    return interleaved(rows, args.runs, clocks)
 
 
 _RSS_CHILD = """
 import json, sys
+from benchmarks.common import Row, interleaved, timed_call
 from loaders import StoreLoader
 
 def kib(key):

@@ -39,6 +39,7 @@ from loaders import StoreLoader
 from loaders.store.readcache import ReadCache
 from precompute import BuildSpec
 from precompute.format import StoreLayout
+from precompute.objupload import put_folder
 from precompute.sample import make_image
 from precompute.storecheck import expected_shard_size
 from precompute.writer import write_store_from_arrays
@@ -88,14 +89,6 @@ def _moto() -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError("moto server did not start")
-
-
-def _upload(folder: Path, url: str) -> None:
-    from precompute.objstore import put_bytes
-
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            put_bytes(f"{url}/{path.relative_to(folder).as_posix()}", path.read_bytes())
 
 
 def _epoch(loader: StoreLoader, epoch: int) -> tuple[int, float, float]:
@@ -164,7 +157,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     bucket = f"bench-{os.getpid()}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     url = f"s3://{bucket}/store.zarr"
-    _upload(tmp / "store", url)
+    put_folder(tmp / "store", url)
     sample_bytes = float(s * s * 3)
     kw = {"batch_size": args.batch, "num_threads": args.threads, "prefetch": 2, "seed": 0}
     rows = {}

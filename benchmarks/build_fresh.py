@@ -6,7 +6,10 @@ raylet, agents and workers; RSS over-counts shared pages, so this is an upper bo
 
 :func:`bench_end_to_end` times a small and a large dataset with both, interleaved, and derives
 the fixed cost (a small build) and the steady state: ``(T(N) - T(small))`` of the pool over
-that of the build, i.e. throughput once start-up is paid.
+that of the build, i.e. throughput once start-up is paid. A build run also says where its time
+went, from the build's own report: ``start_s`` (listing, store creation and Ray start),
+``shards_s`` (Ray Data's executor and worker start-up, and the shard tasks) and ``stop_s`` (Ray
+shutdown and finalizing the store); ``imports_s`` is the import of ``precompute``.
 """
 
 from __future__ import annotations
@@ -38,8 +41,11 @@ from precompute.job import build
 t1 = time.perf_counter()
 spec = BuildSpec(size=int(sys.argv[3]), shard_samples=int(sys.argv[4]),
                  chunk_samples=int(sys.argv[5]))
-build(sys.argv[1], sys.argv[2], spec, progress=False)
-print(json.dumps({"imports_s": t1 - t0, "call_s": time.perf_counter() - t1}))
+report = build(sys.argv[1], sys.argv[2], spec, progress=False)["report"]
+call = time.perf_counter() - t1
+print(json.dumps({"imports_s": t1 - t0, "call_s": call,
+                  "start_s": report["seconds"] - report["shard_seconds"],
+                  "shards_s": report["shard_seconds"], "stop_s": call - report["seconds"]}))
 """
 
 _POOL_CHILD = """

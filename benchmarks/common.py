@@ -1,9 +1,15 @@
-"""Helpers shared by the benchmark scripts: a reference centre crop and process-tree CPU time."""
+"""Helpers shared by the benchmark scripts: a reference crop, tree CPU time, interleaved timing.
+
+:func:`interleaved` is the timing loop of the scripts that compare rows side by side: a warm-up
+round, then every row once per round, medians.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import statistics
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +18,20 @@ import psutil
 import torch
 from PIL import Image
 
-__all__ = ["aten_op_counts", "center_crop", "tree_cpu_seconds"]
+__all__ = [
+    "Clock",
+    "Row",
+    "aten_op_counts",
+    "center_crop",
+    "interleaved",
+    "timed_call",
+    "tree_cpu_seconds",
+]
+
+# A row of a timing table: called with the epoch (round) number, returns the samples it produced.
+Row = Callable[[int], int]
+# A CPU clock in seconds (e.g. tree_cpu_seconds, or time.process_time for this process only).
+Clock = Callable[[], float]
 
 
 def center_crop(path: str | Path, size: int) -> np.ndarray:
@@ -49,3 +68,34 @@ def aten_op_counts(fn: Callable[[], Any]) -> dict[str, int]:
         if event.name.startswith("aten::"):
             counts[event.name] = counts.get(event.name, 0) + 1
     return counts
+
+
+def timed_call(row: Row, epoch: int, clock: Clock = tree_cpu_seconds) -> tuple[float, float]:
+    """Call ``row(epoch)`` once; return (samples/s, CPU seconds/sample by ``clock``)."""
+    c0, t0 = clock(), time.perf_counter()
+    n = row(epoch)
+    wall, cpu = time.perf_counter() - t0, clock() - c0
+    return n / wall, cpu / n
+
+
+def interleaved(
+    rows: Mapping[str, Row], runs: int, clocks: Mapping[str, Clock] | None = None
+) -> dict[str, tuple[float, float]]:
+    """Time ``rows`` side by side; return each row's median (samples/s, CPU seconds/sample).
+
+    Round 0 warms every row up (untimed results); then ``runs`` rounds in which the rows take
+    turns, one call each (A B A B ...), so that a change in the host's load hits every row
+    alike. Round ``e`` calls each row with ``e`` (its epoch). CPU time is read from the row's
+    clock in ``clocks`` (default :func:`tree_cpu_seconds`).
+    """
+    clocks = clocks or {}
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
+    for epoch in range(runs + 1):
+        for name, row in rows.items():
+            timing = timed_call(row, epoch, clocks.get(name, tree_cpu_seconds))
+            if epoch > 0:
+                got[name].append(timing)
+    return {
+        name: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+        for name, v in got.items()
+    }

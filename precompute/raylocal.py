@@ -71,6 +71,7 @@ class LocalRay:
         import ray
 
         try:
+            _kill_monitor()
             ray.shutdown()
         finally:
             _stop(self.watchdog.stdin)
@@ -80,6 +81,24 @@ class LocalRay:
                 log.warning(
                     "Ray watchdog %d still running after %.0f s", self.watchdog.pid, _STOP_TIMEOUT_S
                 )
+
+
+def _kill_monitor() -> None:
+    """SIGKILL the autoscaler monitor of the local Ray this process started, if it runs.
+
+    ``ray.shutdown()`` stops the GCS before the monitor; the monitor's SIGTERM handler then
+    tries to report "autoscaler failed" to that GCS and stalls until Ray SIGKILLs it one second
+    later, in every local build. Killing it first is safe: a local Ray has one fixed node, so
+    its monitor has nothing to scale and nothing to hand over, and no other Ray process depends
+    on it. ``Node.kill_monitor`` is Ray-internal: without it (another Ray version) nothing
+    happens here and the shutdown is only slower.
+    """
+    import ray._private.worker as ray_worker
+
+    node = getattr(ray_worker, "_global_node", None)
+    kill = getattr(node, "kill_monitor", None)
+    if callable(kill):
+        kill(check_alive=False)
 
 
 def _stop(pipe: IO[bytes] | None) -> None:

@@ -50,6 +50,10 @@ def test_end_to_end_section_times_fresh_pool_and_build_runs(tiny_data, tmp_path)
     for row in med.values():  # every run is a fresh process: imports and start-up included
         assert row["seconds"] >= row["call_s"] > 0 and row["peak_rss_mb"] > 0
     assert e2e["fixed_cost_s"] == med["build_small"]["seconds"]
+    for name in ("build_small", "build_large"):  # where the time went, from the build's report
+        row = med[name]
+        phases = (row["start_s"], row["shards_s"], row["stop_s"])
+        assert min(phases) > 0 and sum(phases) == pytest.approx(row["call_s"], abs=0.01)
     assert e2e["ratio_end_to_end"] > 0
     info = open_store_info(tmp_path / "e2e_large.store")
     assert info.num_valid == 48 and info.report["shards_built"] == 6

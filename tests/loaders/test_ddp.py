@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +12,7 @@ import torch.multiprocessing as mp
 
 from loaders import StoreLoader
 from tests.contracts.loader_contract import collect, make_index_store
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.servers import free_port
 
 
 def _worker(rank: int, world: int, port: int, store: str, out: str) -> None:
@@ -44,7 +38,7 @@ def _worker(rank: int, world: int, port: int, store: str, out: str) -> None:
 @pytest.mark.slow
 def test_ranks_from_torch_distributed(tmp_path: Path) -> None:
     store = make_index_store(tmp_path / "s", 75, holes=(4, 9))
-    mp.spawn(_worker, args=(2, _free_port(), str(store), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), str(store), str(tmp_path)), nprocs=2, join=True)
     got = [np.load(tmp_path / f"rank{r}.npy") for r in range(2)]
     meta = [np.load(tmp_path / f"meta{r}.npy").tolist() for r in range(2)]
     assert [m[:2] for m in meta] == [[0, 2], [1, 2]]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,17 +24,12 @@ from loaders import StoreLoader
 from loaders.errors import LoaderError
 from tests.contracts.loader_contract import collect, make_index_store
 from tests.loaders import ddp_train
+from tests.servers import free_port
 
 WORLD, STOP = 4, 2
 N, HOLES = 203, (0, 9, 10, 57, 120)  # uneven: 198 samples over 4 ranks
 SCRIPT = Path(__file__).with_name("ddp_train.py")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _torchrun(store: Path, out: Path, mode: str) -> subprocess.CompletedProcess[str]:
@@ -46,7 +40,7 @@ def _torchrun(store: Path, out: Path, mode: str) -> subprocess.CompletedProcess[
         "torch.distributed.run",
         f"--nproc-per-node={WORLD}",
         "--master-addr=127.0.0.1",
-        f"--master-port={_free_port()}",
+        f"--master-port={free_port()}",
         str(SCRIPT),
         str(store),
         str(out),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,12 +45,3 @@ def bucket(s3_server: str) -> str:
     name = f"nostall-test-{next(_buckets)}"
     boto3.client("s3").create_bucket(Bucket=name)
     return f"s3://{name}"
-
-
-def upload_tree(folder: Path, url: str) -> None:
-    """PUT every file under ``folder`` as ``url/<relative path>``."""
-    from precompute.objstore import put_bytes
-
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            put_bytes(f"{url}/{path.relative_to(folder).as_posix()}", path.read_bytes())

@@ -14,9 +14,9 @@ import pytest
 
 from precompute import objstore
 from precompute.format import FIELDS, MARKER_DIR
+from precompute.objupload import put_folder
 from precompute.sample import make_sample_dataset
 from precompute.verify import verify_store
-from tests.scale.conftest import upload_tree
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -108,7 +108,7 @@ def test_killed_s3_build_resumes_to_the_identical_store(
 def test_build_from_s3_into_s3_holds_the_samples_of_the_local_build(
     bucket: str, src: Path, local_store: Path
 ) -> None:
-    upload_tree(src, f"{bucket}/raw")
+    put_folder(src, f"{bucket}/raw")
     url = f"{bucket}/stores/from-s3.zarr"
     _finish(_build(f"{bucket}/raw", url))
     assert _s3_files(url) == _local_files(local_store)  # same slots, pixels, labels and keys

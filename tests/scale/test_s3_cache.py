@@ -20,23 +20,16 @@ import torch
 
 from precompute import objstore
 from precompute.format import StoreLayout, open_store_info
+from precompute.objupload import put_folder
 from precompute.writer import create_or_resume, write_shard
 from service import Cache, ServiceError, StoreInUseError, resolve
 from service.app import create_app
 from service.builders import Builder, BuildRequest
 from service.objcache import ObjectCache
 from service.paths import SourcePolicy
-from tests.scale.conftest import upload_tree
+from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 from tests.service.server_util import serving
-
-
-def upload_store(local: Path, url: str) -> None:
-    """PUT a local store under ``url``, its group ``zarr.json`` (the completion marker) last."""
-    group = local / "zarr.json"
-    for path in sorted(p for p in local.rglob("*") if p.is_file() and p != group):
-        objstore.put_bytes(f"{url}/{path.relative_to(local).as_posix()}", path.read_bytes())
-    objstore.put_bytes(f"{url}/zarr.json", group.read_bytes())
 
 
 def s3_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
@@ -46,7 +39,7 @@ def s3_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
     def build(request: BuildRequest) -> None:
         with tempfile.TemporaryDirectory(prefix="s3cache-build-") as tmp:
             local_build(replace(request, out=Path(tmp) / "store"))
-            upload_store(Path(tmp) / "store", str(request.out))
+            put_folder(Path(tmp) / "store", str(request.out), last=["zarr.json"])
 
     return build
 
@@ -74,7 +67,7 @@ def hanging_s3_builder(started: Path, log: Path | None = None) -> Builder:
                 extent=np.tile(np.array([0, 0, s, s], np.int32), (b - a, 1)),
                 key=[f"k{i}" for i in range(a, b)],
             )
-            upload_store(local, str(request.out))
+            put_folder(local, str(request.out), last=["zarr.json"])
         started.write_text("started")
         time.sleep(600)
 
@@ -226,19 +219,9 @@ def test_resolve_and_store_loader_stream_from_an_s3_cache(
         assert str(path) == f"{root}/stores/{key}"
 
 
-def _wait_ready(client: httpx.Client, key: str) -> dict[str, object]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        doc = client.get(f"/stores/{key}").json()
-        if doc["status"] in ("ready", "failed"):
-            return dict(doc)
-        time.sleep(0.05)
-    raise AssertionError(f"build {key} did not finish")
-
-
 def test_http_api_over_an_s3_cache_root(bucket: str, tmp_path: Path) -> None:
     make_source(tmp_path / "data" / "ds")
-    upload_tree(make_source(tmp_path / "s3ds"), f"{bucket}/raw/ds")
+    put_folder(make_source(tmp_path / "s3ds"), f"{bucket}/raw/ds")
     cache = Cache(f"{bucket}/cache", builder=s3_builder())
     policy = SourcePolicy([tmp_path / "data", f"{bucket}/raw"])
     with serving(create_app(cache, policy)) as url, httpx.Client(base_url=url, timeout=30) as c:
@@ -246,7 +229,7 @@ def test_http_api_over_an_s3_cache_root(bucket: str, tmp_path: Path) -> None:
         for source in ("ds", f"{bucket}/raw/ds"):
             r = c.post("/stores", json={"source": source, "spec": SPEC})
             assert r.status_code == 202, r.text
-            doc = _wait_ready(c, r.json()["key"])
+            doc = wait_ready(c, r.json()["key"])
             assert doc["status"] == "ready" and doc["path"].startswith(f"{bucket}/cache/stores/")
             assert c.post("/stores", json={"source": source, "spec": SPEC}).status_code == 200
             keys.append(r.json()["key"])

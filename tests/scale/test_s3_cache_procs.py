@@ -22,6 +22,7 @@ import pytest
 from precompute.format import open_store_info
 from service import Cache, ServiceError
 from tests.scale.test_s3_cache import hanging_s3_builder, s3_builder
+from tests.servers import wait_for
 from tests.service.helpers import SPEC, make_source, read_log
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,16 +36,6 @@ def _spawn(*args: object) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _wait_for(path: Path, proc: subprocess.Popen[str] | None = None, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"worker exited early: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never appeared")
-        time.sleep(0.02)
 
 
 @pytest.fixture()
@@ -65,7 +56,7 @@ def test_two_processes_build_once(
     readies = [tmp_path / f"ready{i}" for i in range(2)]
     procs.extend(_spawn("race", root, source, log, go, ready) for ready in readies)
     for ready, proc in zip(readies, procs, strict=True):
-        _wait_for(ready, proc)
+        wait_for(ready, proc)
     go.write_text("go")
     outs = []
     for proc in procs:
@@ -85,7 +76,7 @@ def test_a_killed_builders_claim_is_taken_over(
     source, log, started = make_source(tmp_path / "src"), tmp_path / "log", tmp_path / "started"
     root = f"{bucket}/cache"
     procs.append(_spawn("hang", root, source, log, started))
-    _wait_for(started, procs[0])
+    wait_for(started, procs[0])
     cache = Cache(root, builder=s3_builder(log), lock_timeout=0.5)
     key = cache.key_for(source, SPEC)
     assert cache.status(key)["status"] == "building"
@@ -150,7 +141,7 @@ def _main(argv: list[str]) -> None:
         go, ready = Path(argv[4]), Path(argv[5])
         cache = Cache(root, builder=s3_builder(log, delay=1.0))
         ready.write_text("ready")  # imported and set up: only the race itself is left
-        _wait_for(go)
+        wait_for(go)
         print(json.dumps({"path": str(cache.get_or_build(src, SPEC))}), flush=True)
     elif cmd == "hang":
         Cache(root, builder=hanging_s3_builder(Path(argv[4]), log)).get_or_build(src, SPEC)

@@ -11,10 +11,10 @@ import pytest
 
 from precompute import StoreIncompleteError, objstore, open_store_info
 from precompute.format import MARKER_DIR
+from precompute.objupload import put_folder
 from precompute.summary import store_summary
 from precompute.verify import verify_store
 from tests.contracts.loader_contract import make_index_store
-from tests.scale.conftest import upload_tree
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def local_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def s3_store(bucket: str, local_store: Path) -> str:
-    upload_tree(local_store, f"{bucket}/v.zarr")
+    put_folder(local_store, f"{bucket}/v.zarr")
     return f"{bucket}/v.zarr"
 
 

@@ -13,8 +13,8 @@ from loaders.errors import ChunkReadError, CorruptChunkError, StoreOpenError
 from loaders.store.readcache import ReadCache
 from precompute import objstore
 from precompute.errors import StoreError
+from precompute.objupload import put_folder
 from tests.contracts.loader_contract import make_index_store
-from tests.scale.conftest import upload_tree
 
 NUM = 90  # 6 shards of 16 (the last one cut), chunks of 4
 
@@ -27,7 +27,7 @@ def local_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def s3_store(bucket: str, local_store: Path) -> str:
     url = f"{bucket}/stores/train.zarr"
-    upload_tree(local_store, url)
+    put_folder(local_store, url)
     return url
 
 

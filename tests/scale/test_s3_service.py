@@ -2,40 +2,30 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from precompute.objupload import put_folder
 from service import Cache
 from service.app import create_app
 from service.paths import SourcePolicy
-from tests.scale.conftest import upload_tree
+from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source
 from tests.service.server_util import serving
 
 
-def _wait_ready(client: httpx.Client, key: str) -> dict[str, object]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        doc = client.get(f"/stores/{key}").json()
-        if doc["status"] in ("ready", "failed"):
-            return dict(doc)
-        time.sleep(0.05)
-    raise AssertionError(f"build {key} did not finish")
-
-
 def test_s3_sources_under_an_s3_root_are_built_others_refused(bucket: str, tmp_path: Path) -> None:
-    upload_tree(make_source(tmp_path / "ds"), f"{bucket}/raw/ds")
-    upload_tree(make_source(tmp_path / "other"), f"{bucket}/other/ds")
+    put_folder(make_source(tmp_path / "ds"), f"{bucket}/raw/ds")
+    put_folder(make_source(tmp_path / "other"), f"{bucket}/other/ds")
     (tmp_path / "data").mkdir()
     cache = Cache(tmp_path / "cache", builder=index_builder())
     policy = SourcePolicy([tmp_path / "data", f"{bucket}/raw/"])
     with serving(create_app(cache, policy)) as url, httpx.Client(base_url=url, timeout=30) as c:
         r = c.post("/stores", json={"source": f"{bucket}/raw/ds/", "spec": SPEC})
         assert r.status_code == 202, r.text
-        doc = _wait_ready(c, r.json()["key"])
+        doc = wait_ready(c, r.json()["key"])
         assert doc["status"] == "ready" and doc["num_samples"] == 12, doc
         again = c.post("/stores", json={"source": f"{bucket}/raw/ds", "spec": SPEC})
         assert again.status_code == 200 and again.json()["key"] == r.json()["key"]
@@ -61,8 +51,8 @@ def test_an_s3_manifest_may_only_list_files_under_the_roots(bucket: str, tmp_pat
     from precompute import objstore
     from service.errors import SourceNotAllowedError
 
-    upload_tree(make_source(tmp_path / "ds"), f"{bucket}/raw/ds")
-    upload_tree(make_source(tmp_path / "other"), f"{bucket}/other/ds")
+    put_folder(make_source(tmp_path / "ds"), f"{bucket}/raw/ds")
+    put_folder(make_source(tmp_path / "other"), f"{bucket}/other/ds")
     inside = sorted(objstore.list_sizes(f"{bucket}/raw/ds"))[0]
     outside = sorted(objstore.list_sizes(f"{bucket}/other/ds"))[0]
     objstore.put_bytes(f"{bucket}/raw/good.csv", f"path,label\n{inside},0\n".encode())

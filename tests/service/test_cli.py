@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from click.testing import CliRunner
 from service import Cache
 from service.cli import cache as cache_cli
 from service.cli import human_bytes, parse_bytes
+from tests.servers import free_port
 from tests.service.helpers import SPEC, index_builder, make_source
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,12 +86,6 @@ def test_byte_units() -> None:
     assert parse_bytes("1.5k") == 1500 and human_bytes(3 * 2**20) == "3.0 MiB"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_python_m_service_refuses_public_bind_without_token(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
@@ -105,7 +99,7 @@ def test_python_m_service_refuses_public_bind_without_token(tmp_path: Path) -> N
             "--host",
             "0.0.0.0",
             "--port",
-            str(_free_port()),
+            str(free_port()),
         ],
         cwd=REPO,
         capture_output=True,
@@ -117,7 +111,7 @@ def test_python_m_service_refuses_public_bind_without_token(tmp_path: Path) -> N
 
 
 def test_python_m_service_serves_with_token(tmp_path: Path) -> None:
-    port, token = _free_port(), "t" * 24
+    port, token = free_port(), "t" * 24
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from service import BuildRequest, Cache
 from service.app import create_app
 from service.paths import SourcePolicy
+from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 from tests.service.server_util import serving
 
@@ -40,16 +40,6 @@ def server(roots: dict[str, Path]) -> Iterator[tuple[str, Cache]]:
         yield url, cache
 
 
-def _wait_ready(client: httpx.Client, key: str) -> dict[str, object]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        doc = client.get(f"/stores/{key}").json()
-        if doc["status"] in ("ready", "failed"):
-            return doc
-        time.sleep(0.05)
-    raise AssertionError(f"build {key} did not finish")
-
-
 def test_build_list_get_delete_and_metrics(
     server: tuple[str, Cache], roots: dict[str, Path]
 ) -> None:
@@ -63,7 +53,7 @@ def test_build_list_get_delete_and_metrics(
             "queued",
             "building",
         )
-        doc = _wait_ready(client, key)
+        doc = wait_ready(client, key)
         assert doc["status"] == "ready" and doc["spec"]["size"] == 16
         assert doc["size_bytes"] > 0 and doc["num_samples"] == 12
         again = client.post("/stores", json={"spec": SPEC, "source": str(roots["data"] / "ds")})
@@ -94,7 +84,7 @@ def test_failed_build_is_reported_not_fatal(roots: dict[str, Path]) -> None:
         httpx.Client(base_url=url, timeout=30) as client,
     ):
         key = client.post("/stores", json={"source": "ds", "spec": SPEC}).json()["key"]
-        doc = _wait_ready(client, key)
+        doc = wait_ready(client, key)
         assert doc["status"] == "failed" and "disk on fire" in doc["job"]["error"]
         assert client.get("/healthz").status_code == 200
 
@@ -212,7 +202,7 @@ def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
         assert pending["status"] in ("queued", "building") and pending["job"]["error"] is None
         assert [j["key"] for j in client.get("/stores").json()["jobs"]] == [first.json()["key"]]
         gate.set()
-        assert _wait_ready(client, first.json()["key"])["status"] == "ready"
+        assert wait_ready(client, first.json()["key"])["status"] == "ready"
         assert (
             client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}}).status_code
             == 202

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from precompute.errors import StoreIncompleteError
 from precompute.format import open_store_info
 from service import Cache, StoreInUseError
+from tests.servers import wait_for
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,16 +29,6 @@ def _spawn(*args: object) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"worker exited early: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never appeared")
-        time.sleep(0.02)
 
 
 @pytest.fixture()
@@ -63,7 +53,7 @@ def test_racing_processes_build_once(
     ready = [tmp_path / f"ready{i}" for i in range(3)]
     procs += [_spawn("race", root, source, log, go, r) for r in ready]
     for r, proc in zip(ready, procs, strict=True):  # each imported and set up ...
-        _wait_for(r, proc)
+        wait_for(r, proc, timeout=60.0)
     go.write_text("go")  # ... then the barrier file releases them together
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
@@ -78,7 +68,7 @@ def test_killed_builder_leaves_nothing_complete_and_next_caller_rebuilds(
 ) -> None:
     root, log, started = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "started"
     procs.append(_spawn("hang", root, source, log, started))
-    _wait_for(started, procs[0])
+    wait_for(started, procs[0], timeout=60.0)
     cache = Cache(root, builder=index_builder(log), lock_timeout=60)
     key = cache.key_for(source, SPEC)
     assert cache.status(key)["status"] == "building"
@@ -104,7 +94,7 @@ def test_lease_in_another_process_blocks_eviction_until_it_dies(
     path = cache.get_or_build(source, SPEC)
     key = cache.key_for(source, SPEC)
     procs.append(_spawn("lease", root, key, ready))
-    _wait_for(ready, procs[0])
+    wait_for(ready, procs[0], timeout=60.0)
     assert ready.read_text() == str(path)
     report = cache.gc(budget_bytes=0)
     assert report.evicted == () and report.skipped_leased == (key,)

@@ -17,22 +17,17 @@ import psutil
 import pytest
 
 from tests.processes import running
+from tests.servers import free_port
 from tests.service.helpers import SPEC, make_source
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
 def _serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
     """Run the server in its own session (as a shell job is); yield it, its URL and its log."""
     make_source(tmp_path / "data" / "ds")
-    port, log = _free_port(), tmp_path / "server.log"
+    port, log = free_port(), tmp_path / "server.log"
     args = ["--root", str(tmp_path / "cache"), "--source-root", str(tmp_path / "data")]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("wb") as out:

@@ -14,15 +14,8 @@ import time
 from pathlib import Path
 
 from service import Cache
+from tests.servers import wait_for
 from tests.service.helpers import SPEC, hanging_builder, index_builder
-
-
-def _wait_for(path: Path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.01)
 
 
 def main(argv: list[str]) -> None:
@@ -31,7 +24,7 @@ def main(argv: list[str]) -> None:
         src, log, go, ready = argv[2], Path(argv[3]), Path(argv[4]), Path(argv[5])
         cache = Cache(root, builder=index_builder(log, delay=1.0))
         ready.write_text("ready")  # imported and set up: only the race itself is left
-        _wait_for(go)
+        wait_for(go)
         print(json.dumps({"path": str(cache.get_or_build(src, SPEC))}), flush=True)
     elif cmd == "hang":
         src, log, started = argv[2], Path(argv[3]), Path(argv[4])
