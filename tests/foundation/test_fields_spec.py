@@ -35,7 +35,7 @@ EVERY = [
 
 
 def test_the_registry_holds_every_kind_and_each_declares_its_rules() -> None:
-    assert set(KINDS) == {"image", "mask", "keypoints", "array", "label", "labels"}
+    assert set(KINDS) == {"image", "mask", "keypoints", "array", "label", "labels", "audio"}
     rules = {name: (k.resample, k.augment, k.photometric, k.spatial) for name, k in KINDS.items()}
     assert rules["image"] == ("bilinear", "bilinear", True, True)
     assert rules["mask"] == ("nearest", "nearest", False, True)
