@@ -55,9 +55,9 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
             ``mixup`` on an audio store, ``AudioAugment`` on a store without audio
             (:func:`~loaders.augment.audio_fields.check_audio_policies`).
     """
+    check_audio_policies(fields, augment, mixup)  # AudioAugment on a v1 store too
     if not fields:
         return
-    check_audio_policies(fields, augment, mixup)
     names = [f.name for f in fields]
     for what, policy in (("augment", augment), ("mixup", mixup)):
         if policy is not None and not callable(getattr(policy, "apply_fields", None)):

@@ -18,6 +18,7 @@ from loaders.store.open_store import open_store
 from precompute.fields import FieldSpec
 from precompute.job import build
 from precompute.spec import BuildSpec
+from precompute.writer import write_store_from_arrays
 from tests.contracts.index_store import collect
 from tests.loaders.v2stores import make_v2_index_store
 
@@ -132,3 +133,10 @@ def test_dali_refuses_an_audio_store_naming_the_field(stores: dict[str, Path]) -
             refuse_unserved_fields(source)
     finally:
         source.close()
+
+
+def test_audio_augment_on_a_v1_store_is_refused(tmp_path: Path) -> None:
+    images = np.zeros((8, 8, 8, 3), np.uint8)
+    write_store_from_arrays(tmp_path / "v1", images, np.arange(8) % 2, BuildSpec(size=8))
+    with pytest.raises(AugmentError, match=r"AudioAugment needs a field of kind audio; .* \[\]"):
+        StoreLoader(tmp_path / "v1", 4, augment=AudioAugment())
