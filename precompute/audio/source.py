@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from precompute.errors import SourceError, SpecError
@@ -47,20 +47,18 @@ def _ext(path: str) -> str:
     return os.path.splitext(path)[1].lower()
 
 
-def _folder_files(root: str) -> list[tuple[str, str]]:
-    """``(class, key)`` of every non-hidden file under the class folders of ``root``."""
-    out = []
+def _folder_files(root: str) -> Iterator[tuple[str, str]]:
+    """``(class, key)`` of every non-hidden file under the class folders of ``root``, in order."""
     for cls in sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != "."):
         for dirpath, dirs, files in os.walk(os.path.join(root, cls)):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(f for f in files if not f.startswith(".")):
                 key = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
-                out.append((cls, key))
-    return out
+                yield cls, key
 
 
-def _manifest_rows(src: str) -> list[tuple[int, dict[str, Any]]]:
-    text = read_manifest_text(src)
+def _manifest_rows(src: str, text: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+    text = read_manifest_text(src) if text is None else text
     if not src.lower().endswith(".csv"):
         return jsonl_objects(src, text)
     try:
@@ -80,16 +78,30 @@ def is_audio_source(src: str) -> bool:
     if "://" in path:
         return False
     if path.lower().endswith(MANIFESTS):
-        try:
-            rows = _manifest_rows(path) if os.path.isfile(path) else []
-        except SourceError:
-            return False
-        first = str(rows[0][1].get("path", "")) if rows else ""
-        return _ext(first) in AUDIO_EXTENSIONS
+        return _ext(_first_path(path)) in AUDIO_EXTENSIONS
     if not os.path.isdir(path):
         return False
-    exts = {_ext(key) for _, key in _folder_files(path)}
-    return bool(exts & AUDIO_EXTENSIONS) and not exts & IMAGE_EXTENSIONS
+    audio = False
+    for _, key in _folder_files(path):  # stops at the first image file
+        if _ext(key) in IMAGE_EXTENSIONS:
+            return False
+        audio = audio or _ext(key) in AUDIO_EXTENSIONS
+    return audio
+
+
+def _first_path(src: str) -> str:
+    """The ``path`` of a local manifest's first row ("" if none), from its first 64 KiB."""
+    try:
+        with open(src, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8-sig", "replace")
+    except OSError:
+        return ""
+    lines = head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines()
+    try:
+        rows = _manifest_rows(src, "\n".join(lines[:8]) + "\n")
+    except SourceError:
+        return ""
+    return str(rows[0][1].get("path", "")) if rows else ""
 
 
 def audio_fields(

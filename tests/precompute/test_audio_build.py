@@ -227,3 +227,25 @@ def test_logmel_matches_the_feature_function(ray_local: None, tmp_path: Path) ->
     j = list(got["key"]).index("c/a.wav")
     want = logmel(samples[:, 0], RATE).astype(np.float16)
     np.testing.assert_array_equal(got["audio"][j], want)
+
+
+def test_manifests_of_audio_paths_are_audio_sources(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("path,label,start,end\nx/a.flac,dog,0.2,0.6\n")
+    (tmp_path / "a.jsonl").write_text('{"path": "x/a.MP3", "label": 1}\n')
+    (tmp_path / "i.csv").write_text("path,label\nx/a.jpg,1\n")
+    (tmp_path / "e.csv").write_text("")
+    found = {n: is_audio_source(str(tmp_path / n)) for n in ("a.csv", "a.jsonl", "i.csv", "e.csv")}
+    assert found == {"a.csv": True, "a.jsonl": True, "i.csv": False, "e.csv": False}
+
+
+def test_a_bad_segment_cell_is_a_per_line_error(tmp_path: Path) -> None:
+    src = _long(tmp_path)
+    (src / "m.csv").write_text("path,label,start\nx/a.flac,1,soon\nx/b.wav,0,\n")
+    fields = _spec().fields
+    with pytest.raises(SourceError, match=r"line 2: start must be a number of seconds"):
+        list_audio_source(str(src / "m.csv"), fields, "raise")
+    source = list_audio_source(str(src / "m.csv"), fields, "skip")
+    assert [it.key for it in source.items] == ["x/b.wav"]
+    assert source.skipped == (
+        ("x/a.flac", "line 2: start must be a number of seconds, got 'soon'"),
+    )
