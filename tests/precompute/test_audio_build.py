@@ -249,3 +249,34 @@ def test_a_bad_segment_cell_is_a_per_line_error(tmp_path: Path) -> None:
     assert source.skipped == (
         ("x/a.flac", "line 2: start must be a number of seconds, got 'soon'"),
     )
+
+
+def test_cli_feature_flags_set_field_options_and_the_hash(mixed: Path) -> None:
+    from precompute.cli import spec_from_options
+
+    def spec(**flags: object) -> BuildSpec:
+        base = {"clip_seconds": 1.0, "features": "logmel", "clips": "all", "hop_seconds": 0.5}
+        return spec_from_options(None, {**base, **flags}, str(mixed))
+
+    a, b = spec(n_mels=64), spec(n_mels=40)
+    opts = dict(b.fields[0].options)
+    assert (opts["representation"], opts["n_mels"], opts["clips"], opts["hop_seconds"]) == (
+        "logmel", 40, "all", 0.5,
+    )  # fmt: skip
+    assert a.digest() != b.digest()
+    assert spec(channels="2").fields[0].options["channels"] == 2
+
+
+def test_kept_channels_are_an_axis(ray_local: None, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "c").mkdir(parents=True)
+    stereo = np.concatenate([tone(440, RATE, 0.25), tone(880, RATE, 0.25)], axis=1)
+    (src / "c" / "s.wav").write_bytes(encode(stereo, RATE, "wav16"))
+    (src / "c" / "m.flac").write_bytes(encode(tone(440, RATE, 0.25), RATE, "flac"))
+    build(str(src), str(tmp_path / "s"), _spec(channels=2), progress=False)
+    got = _read(tmp_path / "s")
+    assert got["audio"].shape == (2, 2, 8000)
+    for j, key in enumerate(got["key"]):
+        decoded = sf.read(str(src / key), dtype="float32", always_2d=True)[0]
+        want = to_int16(decoded.T if decoded.shape[1] == 2 else np.repeat(decoded.T, 2, 0))
+        np.testing.assert_array_equal(got["audio"][j][:, :4000], want)
