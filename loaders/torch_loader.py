@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.augment.audio import AudioAugment
 from loaders.augment.fields import check_field_policies
 from loaders.batching.nodes import Node
 from loaders.batching.order import variant_for_epoch
@@ -64,7 +65,8 @@ class StoreLoader(ContractLoader):
             repeats, marked ``is_pad`` (evaluation: drop them from metrics).
         augment: ``augment(images_u8_nhwc, extents_int32, generator) -> images`` on the device;
             for a v2 store (named fields) ``augment.apply_fields(values, fields, extents,
-            generator) -> values`` (``TrainAugment`` and ``EvalAugment`` have both).
+            generator) -> values`` (``TrainAugment`` and ``EvalAugment`` have both; an audio
+            store takes ``AudioAugment``, which mixes too: see ``docs/audio.md``).
         mixup: ``mixup(images, labels_int64, generator) -> (images, soft_targets)``; for a v2
             store ``mixup.apply_fields(values, fields, generator) -> values`` (``Mixup``).
         rank: This process's rank; default from torch.distributed or ``RANK``.
@@ -121,7 +123,7 @@ class StoreLoader(ContractLoader):
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = True,
-        augment: Augment | None = None,
+        augment: Augment | AudioAugment | None = None,
         mixup: Mixup | None = None,
         rank: int | None = None,
         world_size: int | None = None,
@@ -244,7 +246,7 @@ class StoreLoader(ContractLoader):
             return out
         gen = self.batch_generator(epoch, number)
         if self.augment is not None:
-            out["image"] = self.augment(out["image"], batch["extent"], gen)
+            out["image"] = self.augment(out["image"], batch["extent"], gen)  # type: ignore[arg-type,call-arg,assignment]
         if self.mixup is not None:
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
         return out
@@ -259,7 +261,7 @@ class StoreLoader(ContractLoader):
             return out
         gen = self.batch_generator(epoch, number)
         if self.augment is not None:
-            out = self.augment.apply_fields(out, self.fields, batch["extent"], gen)  # type: ignore[attr-defined]
+            out = self.augment.apply_fields(out, self.fields, batch["extent"], gen)  # type: ignore[union-attr]
         if self.mixup is not None:
             out = self.mixup.apply_fields(out, self.fields, gen)  # type: ignore[attr-defined]
         return out

@@ -3,7 +3,9 @@
 :func:`infer_fields` says what fields a source has when the spec names none: a segmentation
 folder (``SRC/images/`` + ``SRC/masks/``) has ``image`` + ``mask``; a manifest whose columns are
 named as field kinds (``image``, ``mask``, ``keypoints``, ``label``, ``labels``, ...; no
-``path`` column) has one field per such column; anything else is a v1 source (no fields).
+``path`` column) has one field per such column; an audio source (class folders of audio
+files, a ``path,label[,start,end]`` manifest of them: :mod:`precompute.audio.source`) has
+``audio`` + ``label``; anything else is a v1 source (no fields).
 Options the source cannot give (the mask's class count) come from ``options`` (the CLI's
 ``--mask-classes`` and friends), else a :class:`~precompute.errors.SpecError` names them.
 
@@ -21,6 +23,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.digests import field_fingerprint, fingerprint
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
@@ -112,6 +115,8 @@ def infer_fields(
             for a source that has no fields.
     """
     options = dict(options or {})
+    if is_audio_source(src):  # class folders / a manifest of audio files: audio + label
+        return audio_fields(src, options)
     seg = is_segmentation(src)
     names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src)
     if not names:
@@ -143,6 +148,8 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
 
 
 def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+    if is_audio_source(src):
+        return list_audio_source(src, fields, on_error)
     if is_segmentation(src):
         names = sorted(f.name for f in fields)
         if names != sorted(SEGMENTATION_FIELDS):

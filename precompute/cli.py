@@ -119,6 +119,15 @@ def cli() -> None:
 @click.option("--ignore-index", type=int, help="Mask id of padding and holes (default 255).")
 @click.option("--colormap", help="RGB masks: JSON list of [r, g, b] per class id.")
 @click.option("--flip-pairs", help="Keypoints: JSON [[a, b], ...] swapped by a flip.")
+@click.option("--sample-rate", type=int, help="Audio: stored rate in Hz (default 16000).")
+@click.option("--clip-seconds", type=float, help="Audio: clip length T; needed for audio.")
+@click.option("--clips", help="Audio: center (default: one clip per file) | all (windows).")
+@click.option("--hop-seconds", type=float, help="Audio, --clips all: window hop (default T).")
+@click.option("--channels", help="Audio: mono (default) | N channels.")
+@click.option("--features", help="Audio: waveform (int16, default) | logmel (float16).")
+@click.option("--n-mels", type=int, help="Audio log-mel: mel bands (default 64).")
+@click.option("--n-fft", type=int, help="Audio log-mel: FFT size (default 400).")
+@click.option("--hop-length", type=int, help="Audio log-mel: STFT hop in samples (default 160).")
 @click.option(
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
@@ -141,7 +150,8 @@ def build(
     SRC: class folders or a path,label CSV/JSONL manifest (a v1 store of image + label); a
     segmentation folder (SRC/images/ + SRC/masks/, paired by name: give --mask-classes), or a
     CSV/JSONL manifest whose columns name fields (image, mask, keypoints, label, labels): a
-    store with those fields (format v2).
+    store with those fields (format v2); class folders or a path,label[,start,end] manifest of
+    audio files (WAV/FLAC/OGG/MP3; give --clip-seconds): fields audio + label (docs/audio.md).
     """
     from precompute.job import build as run_build
     from precompute.outputs import check_output

@@ -3,7 +3,9 @@
 ``--fields`` gives the whole list (JSON text, or the path of a JSON/YAML file holding it):
 ``[{"name": ..., "kind": ..., "options": {...}}, ...]``. The short flags set options of the
 fields a source has by itself (:func:`precompute.buildsource.infer_fields`): ``--mask-classes``,
-``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints'. Errors are
+``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints', the audio
+flags (``--sample-rate``, ``--clip-seconds``, ``--clips``, ``--hop-seconds``, ``--channels``,
+``--features``, ``--n-mels``, ``--n-fft``, ``--hop-length``) the audio field's. Errors are
 :class:`~precompute.errors.SpecError` naming the flag.
 """
 
@@ -25,6 +27,16 @@ FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
     "ignore_index": ("mask", "ignore_index", False),
     "colormap": ("mask", "colormap", True),
     "flip_pairs": ("keypoints", "flip_pairs", True),
+    # audio sources (precompute.audio.source): the audio field's options
+    "sample_rate": ("audio", "sample_rate", False),
+    "clip_seconds": ("audio", "clip_seconds", False),
+    "clips": ("audio", "clips", False),
+    "hop_seconds": ("audio", "hop_seconds", False),
+    "channels": ("audio", "channels", False),
+    "features": ("audio", "representation", False),
+    "n_mels": ("audio", "n_mels", False),
+    "n_fft": ("audio", "n_fft", False),
+    "hop_length": ("audio", "hop_length", False),
 }
 
 

@@ -6,7 +6,9 @@ carries each slot's item as JSON in its :class:`~precompute.plan.ShardTask`.
 item is read, decoded, checked and placed by :func:`precompute.fields.assemble.assemble`
 (which gives its kinds' companions too, ``Kind.companion_values``), and written into the
 arrays of the layout's table by name. A hole (a skipped input) keeps every array's fill, a
-zero ``extent``, ``valid`` 0 and an empty key. Nothing here names a kind.
+zero ``extent``, ``valid`` 0 and an empty key. A sample whose ``FIELD.truncated`` companion
+is set (an audio file cut short, kept) is listed in the shard's ``truncated``. Nothing here
+names a kind.
 """
 
 from __future__ import annotations
@@ -144,4 +146,6 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
         for name, value in sample.items():
             if name in arrays:  # extent: only with a spatial field
                 arrays[name][j] = value
+        if any(sample[n] for n in sample if n.endswith(".truncated")):  # kept, data cut
+            result.truncated.append(sample["key"])
     return arrays

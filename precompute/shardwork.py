@@ -54,6 +54,7 @@ class ShardResult:
     seconds: float = 0.0
     skipped: list[dict[str, str]] = field(default_factory=list)
     error: dict[str, str] | None = None
+    truncated: list[str] = field(default_factory=list)  # keys kept with their data cut
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -110,7 +111,9 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
         return result
     result.num_valid = _num_valid(arrays)
     result.seconds = time.perf_counter() - t0
-    stats = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
+    stats: dict[str, Any] = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
+    if result.truncated:
+        stats["truncated"] = sorted(result.truncated)
     write_shard(
         store_path(job.out),  # an s3:// URL stays one
         job.layout,

@@ -250,6 +250,9 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
         "num_valid": attrs["num_valid"],
         "skipped": skipped,
     }
+    truncated = sorted(k for m in markers for k in m.get("stats", {}).get("truncated", ()))
+    if truncated:  # inputs kept with the data that was there (an audio file cut short)
+        attrs["report"]["truncated"] = truncated
     attrs["complete"] = True
     group = zarr.open_group(str(root), mode="r+")
     group.attrs.update({ATTR_KEY: attrs})  # the completion marker: written last

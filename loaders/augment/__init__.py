@@ -6,6 +6,7 @@ resumed run reproduces every batch. Policies are frozen dataclasses that round-t
 ``to_dict`` / :func:`augment_from_dict` (see ``docs/augment.md``).
 """
 
+from loaders.augment.audio import AudioAugment
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
 from loaders.augment.mix import MixParams, Mixup, smooth_targets
@@ -26,6 +27,7 @@ from loaders.augment.resample import crop_resample, grid_resample
 __all__ = [
     "AUGMENTS",
     "OPS",
+    "AudioAugment",
     "AugmentError",
     "CenterCrop",
     "ColorJitter",

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from loaders.augment import audio_ops
+from loaders.augment.audio_fields import apply_audio_fields
 from loaders.augment.errors import AugmentError
 from loaders.augment.mix import smooth_targets
 from precompute.audio.features import INT16_SCALE
+from precompute.fields import FieldSpec
 
 __all__ = ["AudioAugment"]
 
@@ -131,6 +133,20 @@ class AudioAugment:
             raise AugmentError(f"audio: unknown field(s) {unknown}; known: {sorted(known)}")
         pairs = {k: tuple(v) for k, v in data.items() if k in _RANGES and isinstance(v, list)}
         return cls(**{**data, **pairs})
+
+    def apply_fields(
+        self,
+        values: Mapping[str, torch.Tensor],
+        fields: Sequence[FieldSpec],
+        extents: torch.Tensor,
+        generator: torch.Generator,
+    ) -> dict[str, torch.Tensor]:
+        """The loader's call on a v2 store: the audio field, ``FIELD.length`` and the label.
+
+        ``extents`` (the image frame's) is unused. See
+        :func:`~loaders.augment.audio_fields.apply_audio_fields`.
+        """
+        return apply_audio_fields(self, values, fields, generator)
 
     def _inputs(
         self, batch: Mapping[str, torch.Tensor], generator: torch.Generator

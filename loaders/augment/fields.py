@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from loaders.augment.audio_fields import check_audio_policies
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.geometry import apply_field
@@ -50,8 +51,11 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
 
     Raises:
         ValueError: A policy without ``apply_fields``, naming the store's fields.
-        AugmentError: A mixing policy a field's kind refuses.
+        AugmentError: A mixing policy a field's kind refuses; an image policy or a separate
+            ``mixup`` on an audio store, ``AudioAugment`` on a store without audio
+            (:func:`~loaders.augment.audio_fields.check_audio_policies`).
     """
+    check_audio_policies(fields, augment, mixup)  # AudioAugment on a v1 store too
     if not fields:
         return
     names = [f.name for f in fields]

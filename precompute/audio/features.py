@@ -12,11 +12,14 @@ top_db=80)``). A wave of ``n`` samples gives ``1 + n // hop_length`` frames.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from precompute.errors import SpecError
+
+if TYPE_CHECKING:  # torch is imported when a feature is computed
+    import torch
 
 __all__ = [
     "AMIN",
@@ -49,6 +52,8 @@ def mel_to_hz(mel: torch.Tensor) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=32)
 def _filterbank(n_freqs: int, f_min: float, f_max: float, n_mels: int, rate: int) -> torch.Tensor:
+    import torch
+
     all_freqs = torch.linspace(0, rate // 2, n_freqs)
     m_pts = torch.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2)
     f_pts = mel_to_hz(m_pts)
@@ -104,6 +109,8 @@ def logmel_tensor(
         SpecError: A wave of at most ``n_fft // 2`` samples (reflect padding needs more),
             or bad parameters.
     """
+    import torch
+
     top = float(sample_rate // 2) if f_max is None else float(f_max)
     _check(wave.shape[-1], sample_rate, n_fft, hop_length, n_mels, top)
     lead = wave.shape[:-1]
@@ -132,6 +139,8 @@ def logmel(
     top_db: float | None = TOP_DB,
 ) -> np.ndarray:
     """:func:`logmel_tensor` of a numpy wave ``(..., n)`` on the CPU: float32 numpy."""
+    import torch
+
     x = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))
     return logmel_tensor(x, sample_rate, n_fft, hop_length, n_mels, f_min, f_max, top_db).numpy()
 

@@ -1,17 +1,20 @@
 """The ``audio`` field kind: a fixed-length clip stored as int16 samples or a float16 log-mel.
 
-Importing this module registers :class:`AudioKind` (``register_kind``) and defines the file
-decoder :func:`decode_audio_field` (the ``audio`` entry the build's ``DECODE`` table needs).
-The valid length of each sample travels as :class:`AudioValue` ``(value, length)``:
-:meth:`AudioKind.check` returns the stored array, :meth:`AudioKind.companion_values` the
-``length`` companion (``NAME.length``, ``()`` int32): samples of a waveform, frames of a
-log-mel whose centre sample is a valid one (``ceil(valid / hop_length)``).
+Importing this module (``precompute.fields`` does) registers :class:`AudioKind`
+(``register_kind``) and its file decoder :func:`decode_audio_field` (``register_decoder``).
+The valid length of each sample travels as :class:`AudioValue` ``(value, length, truncated,
+start)``: :meth:`AudioKind.check` returns the stored array, :meth:`AudioKind.companion_values`
+the companions ``NAME.length`` (``()`` int32: samples of a waveform, frames of a log-mel whose
+centre sample is a valid one, ``ceil(valid / hop_length)``), ``NAME.start`` (``()``
+float32: the source time of the clip's first sample, in seconds) and ``NAME.truncated``
+(``()`` uint8: 1 for a file whose data ended early, kept with the frames present; the build
+report lists those keys under ``truncated``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -21,6 +24,7 @@ from precompute.audio.clips import fit_clip, segment
 from precompute.audio.decode import MAX_CHANNELS, decode_audio
 from precompute.audio.features import logmel, mel_filterbank, num_frames, to_int16
 from precompute.errors import DecodeError, SpecError
+from precompute.fields.assemble import DECODE, register_decoder
 from precompute.fields.base import Kind, Storage
 from precompute.fields.kinds import KINDS, register_kind
 from precompute.fields.options import REQUIRED, Option, integer, one_of
@@ -38,6 +42,7 @@ class AudioValue(NamedTuple):
     value: np.ndarray
     length: int
     truncated: bool = False  # the file's data ended early; the frames present were kept
+    start: float = 0.0  # source time of the clip's first sample, in seconds
 
 
 def _seconds(where: str, value: Any) -> float:
@@ -51,11 +56,22 @@ def _seconds(where: str, value: Any) -> float:
 def _channels(where: str, value: Any) -> str | int:
     if value == "mono" and isinstance(value, str):
         return "mono"
+    if value == "keep":
+        raise SpecError(
+            f"{where} 'keep' is not storable: a store holds one channel count; give the "
+            "count N (the first N channels, a mono file repeated) or 'mono'"
+        )
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHANNELS:
         raise SpecError(
             f"{where} must be 'mono' or an integer in [1, {MAX_CHANNELS}], got {show(value)}"
         )
     return value
+
+
+def _hop(where: str, value: Any) -> float | None:
+    return None if value is None else _seconds(where, value)
 
 
 def clip_frames(opts: Mapping[str, Any]) -> int:
@@ -90,11 +106,15 @@ class AudioKind(Kind):
             "n_mels": Option(64, integer(1, 512)),
             "n_fft": Option(400, integer(16, 16384)),
             "hop_length": Option(160, integer(1, 16384)),
+            "clips": Option("center", one_of("center", "all")),
+            "hop_seconds": Option(None, _hop),
         }
     )
 
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
         """A clip holds at least one sample; a log-mel's STFT and filters make sense."""
+        if opts["hop_seconds"] is not None and opts["clips"] != "all":
+            raise SpecError(f"fields.{field}.hop_seconds needs clips 'all' (--clips all)")
         length = clip_frames(opts)
         if length < 1:
             raise SpecError(f"fields.{field}.clip_seconds {opts['clip_seconds']} is < 1 sample")
@@ -122,8 +142,16 @@ class AudioKind(Kind):
         return Storage((*_lead(opts), opts["n_mels"], frames), "float16", 0.0)
 
     def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
-        """``length``: valid samples (waveform) or frames (log-mel) of each sample."""
-        return {"length": Storage((), "int32", 0)}
+        """``length``, ``start`` and ``truncated`` of each sample.
+
+        ``length``: valid samples (waveform) or frames (log-mel); ``start``: source seconds of
+        the first sample; ``truncated``: 1 where the file's data ended before its header said.
+        """
+        return {
+            "length": Storage((), "int32", 0),
+            "start": Storage((), "float32", 0.0),
+            "truncated": Storage((), "uint8", 0),
+        }
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """An :class:`AudioValue` (or bare array) of exactly the storage shape and dtype."""
@@ -149,8 +177,30 @@ class AudioKind(Kind):
         return int(value.length)
 
     def companion_values(self, value: AudioValue, opts: Mapping[str, Any]) -> dict[str, Any]:
-        """``{"length": int32 array}`` of a checked value, for the ``NAME.length`` array."""
-        return {"length": np.asarray(self.length_of(value, opts), dtype=np.int32)}
+        """``length`` (int32), ``start`` (float32 seconds), ``truncated`` (uint8 0/1)."""
+        audio = value if isinstance(value, AudioValue) else AudioValue(value, 0)
+        return {
+            "length": np.asarray(self.length_of(value, opts), dtype=np.int32),
+            "start": np.asarray(audio.start, dtype=np.float32),
+            "truncated": np.asarray(audio.truncated, dtype=np.uint8),
+        }
+
+
+def _cut(wave: np.ndarray, rate: int, seg: Sequence[Any], key: str) -> tuple[np.ndarray, int]:
+    """``(part, first frame)`` of a segment ``[start, end]`` or ``[start, end, mode]``.
+
+    ``mode`` ``window`` (a ``--clips all`` window): the frames from ``start`` (the end
+    clamped to the file; a start past the decoded end is an error); else a manifest segment
+    (:func:`~precompute.audio.clips.segment`).
+    """
+    start, end = seg[0], seg[1]
+    if len(seg) > 2 and seg[2] == "window":
+        a = round(float(start) * rate)
+        if a >= wave.shape[1]:
+            raise DecodeError(key, f"window at {start} s starts after the decoded audio ends")
+        return wave[:, a : max(round(float(end) * rate), a + 1)], a
+    cut = segment(wave.shape[1], rate, start, end, key)
+    return wave[:, cut], int(cut.start)
 
 
 def decode_audio_field(
@@ -158,14 +208,16 @@ def decode_audio_field(
     key: str,
     field: FieldSpec,
     max_pixels: int,
-    segment_seconds: tuple[float | None, float | None] | None = None,
+    segment_seconds: Sequence[Any] | None = None,
 ) -> AudioValue:
     """Decode an audio file into the stored value of ``field`` and its valid length.
 
     The ``DECODE`` signature: ``max_pixels`` is the decompression guard of every input, here
     the most decoded samples (frames x channels at the file's rate) a file may declare.
     ``segment_seconds`` ``(start, end)`` (a manifest's segment columns) cuts the resampled
-    wave before the clip is fitted (centre crop or zero pad).
+    wave before the clip is fitted (centre crop or zero pad); ``(start, end, "window")`` is a
+    ``--clips all`` window: the clip starts at ``start`` (padded past the end of the file).
+    The value's ``start`` is the source time of the clip's first sample.
 
     Raises:
         DecodeError: Naming ``key``: see :func:`~precompute.audio.decode.decode_audio` and
@@ -176,20 +228,26 @@ def decode_audio_field(
     wave, info = decode_audio(
         data, key, sample_rate=rate, channels=opts["channels"], max_bytes=4 * max_pixels
     )
+    first = 0
     if segment_seconds is not None:
-        wave = wave[:, segment(wave.shape[1], rate, *segment_seconds, key)]
-    clip, valid = fit_clip(wave, clip_frames(opts))
+        wave, first = _cut(wave, rate, segment_seconds, key)
+    length = clip_frames(opts)
+    clip, valid = fit_clip(wave, length)
+    first += max(wave.shape[1] - length, 0) // 2  # the centre crop's first frame
     if opts["channels"] == "mono":
         clip = clip[0]
+    start = first / rate
     if opts["representation"] == "waveform":
-        return AudioValue(to_int16(clip), valid, info.truncated)
+        return AudioValue(to_int16(clip), valid, info.truncated, start)
     try:
         mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])
     except ValueError as exc:
         raise DecodeError(key, f"field {field.name!r}: {exc}") from None
     frames = -(-valid // opts["hop_length"])  # frames whose centre is a valid sample
-    return AudioValue(mel.astype(np.float16), frames, info.truncated)
+    return AudioValue(mel.astype(np.float16), frames, info.truncated, start)
 
 
 if "audio" not in KINDS:
     register_kind(AudioKind())
+if "audio" not in DECODE:
+    register_decoder("audio", decode_audio_field)

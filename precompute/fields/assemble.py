@@ -97,6 +97,12 @@ def _read(read: Reader, item: FieldItem, field: str) -> bytes:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
 
+def _segment_of(item: FieldItem, field: FieldSpec) -> tuple[Any, ...]:
+    """``(segment,)`` when the item carries ``FIELD.segment`` (an audio clip's span), or ``()``."""
+    seg = dict(item.values).get(f"{field.name}.segment")
+    return () if seg is None else (seg,)
+
+
 def _value(
     item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int
 ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -106,7 +112,8 @@ def _value(
         key, raw = item.key, item.value(field.name)
     else:
         key = item.file(field.name)
-        raw = decoder_of(field)(_read(read, item, field.name), key, field, max_pixels)
+        extra_args = _segment_of(item, field)
+        raw = decoder_of(field)(_read(read, item, field.name), key, field, max_pixels, *extra_args)
     value = kind.validate(raw, field.name, field.options, key)
     try:
         extra = kind.companion_values(raw, field.options)

@@ -35,8 +35,6 @@ EVERY = [
 
 
 def test_the_registry_holds_every_kind_and_each_declares_its_rules() -> None:
-    import precompute.audio.kind  # noqa: F401  (registers "audio"; other tests may have)
-
     assert set(KINDS) == {"image", "mask", "keypoints", "array", "label", "labels", "audio"}
     rules = {name: (k.resample, k.augment, k.photometric, k.spatial) for name, k in KINDS.items()}
     assert rules["image"] == ("bilinear", "bilinear", True, True)

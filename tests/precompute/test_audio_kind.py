@@ -35,7 +35,11 @@ def test_registered_with_its_rules() -> None:
     )
     f = _field()
     assert (f.spatial, f.resample, f.augment) == (False, "none", "none")
-    assert kind.companions(f.options, 256) == {"length": Storage((), "int32", 0)}
+    assert kind.companions(f.options, 256) == {
+        "length": Storage((), "int32", 0),
+        "start": Storage((), "float32", 0.0),
+        "truncated": Storage((), "uint8", 0),
+    }
 
 
 def test_defaults_round_trip_and_fields_table() -> None:
@@ -43,6 +47,7 @@ def test_defaults_round_trip_and_fields_table() -> None:
     assert dict(f.options) == {
         "representation": "waveform", "sample_rate": 16000, "clip_seconds": 1.0,
         "channels": "mono", "n_mels": 64, "n_fft": 400, "hop_length": 160,
+        "clips": "center", "hop_seconds": None,
     }  # fmt: skip
     assert FieldSpec.from_dict(f.to_dict()) == f
     table = fields_table([f], 256)
@@ -176,11 +181,13 @@ def test_budget_and_bad_values() -> None:
 
 
 def test_store_arrays_of_an_audio_store() -> None:
-    """The store table already gives an audio field its array and ``audio.length``."""
+    """The store table gives an audio field its array and its companions."""
     fields = (_field(representation="logmel"), FieldSpec("label", "label", {"classes": 4}))
     layout = StoreLayout(10, 256, 1, 4, 2, fields)
     arrays = layout.arrays
-    assert list(arrays) == ["audio", "audio.length", "label", "valid", "key"]
+    assert list(arrays) == [
+        "audio", "audio.length", "audio.start", "audio.truncated", "label", "valid", "key",
+    ]  # fmt: skip
     assert (arrays["audio"].shape, arrays["audio"].dtype) == ((10, 64, 101), "float16")
     assert (arrays["audio.length"].shape, arrays["audio.length"].dtype) == ((10,), "int32")
     # 2 inner chunks of 2 * 64 * 101 float16 + crc each, then an index of 2 entries + crc

@@ -1,0 +1,279 @@
+"""List an audio dataset for a build: class folders or a ``path,label[,start,end]`` manifest.
+
+An **audio source** is a local folder whose class sub-folders hold audio files (by extension,
+:data:`AUDIO_EXTENSIONS`, and no image file), or a CSV/JSONL manifest with a ``path`` column
+whose first path has an audio extension. Its fields are ``audio`` (kind ``audio``) and
+``label`` (class folder index, or the manifest's labels: all integers, or names sorted).
+
+Each :class:`~precompute.fieldsources.FieldItem` carries the file of field ``audio`` and the
+inline ``label``, plus ``audio.segment`` ``[start, end, mode]`` seconds when the clip is not the
+whole file: a manifest segment (``mode`` ``center``: centre-crop or pad it) or a window of
+``--clips all`` (``mode`` ``window``: the clip starts at ``start``). The build's decoder reads
+it (:func:`precompute.audio.kind.decode_audio_field`).
+
+``--clips all`` expands a file into windows **at listing time**: the duration comes from the
+file's header (``soundfile.info``; no sample is decoded), windows start at ``0, hop, 2 hop,
+...`` (inside a manifest segment: from its start) while they start before the end, so the
+sample count, the order and the bytes are fixed before any shard runs (resume and
+determinism hold). A file whose header cannot be read is a per-input error there (``raise``:
+a :class:`~precompute.errors.SourceError` naming it; ``skip``: recorded). Window keys are
+``PATH@START`` (seconds, 3 decimals); the ``audio.start`` companion stores the start.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from precompute.errors import SourceError, SpecError
+from precompute.fields import FieldSpec
+from precompute.fieldsources import FieldItem, FieldSource
+from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes
+from precompute.inputs import read_input
+from precompute.manifests import jsonl_objects, read_manifest_text
+
+__all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
+
+AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff"})
+MANIFESTS = (".csv", ".jsonl", ".ndjson")
+MAX_WINDOWS = 1 << 20  # windows of one file: more is a forged header or a tiny hop
+Skipped = list[tuple[str, str]]
+
+
+def _ext(path: str) -> str:
+    return os.path.splitext(path)[1].lower()
+
+
+def _folder_files(root: str) -> Iterator[tuple[str, str]]:
+    """``(class, key)`` of every non-hidden file under the class folders of ``root``, in order."""
+    for cls in sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != "."):
+        for dirpath, dirs, files in os.walk(os.path.join(root, cls)):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(f for f in files if not f.startswith(".")):
+                key = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
+                yield cls, key
+
+
+def _manifest_rows(src: str, text: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+    text = read_manifest_text(src) if text is None else text
+    if not src.lower().endswith(".csv"):
+        return jsonl_objects(src, text)
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise SourceError(f"{src}: not CSV ({exc})") from exc
+    head = [c.strip().lower() for c in rows[0]] if rows else []
+    if "path" not in head:
+        return []
+    return [(n + 2, dict(zip(head, (c.strip() for c in r), strict=False))) for n, r in
+            enumerate(rows[1:])]  # fmt: skip
+
+
+def is_audio_source(src: str) -> bool:
+    """Whether ``src`` is a local folder of audio class folders or a manifest of audio paths."""
+    path = src.removeprefix("file://")
+    if "://" in path:
+        return False
+    if path.lower().endswith(MANIFESTS):
+        return _ext(_first_path(path)) in AUDIO_EXTENSIONS
+    if not os.path.isdir(path):
+        return False
+    audio = False
+    for _, key in _folder_files(path):  # stops at the first image file
+        if _ext(key) in IMAGE_EXTENSIONS:
+            return False
+        audio = audio or _ext(key) in AUDIO_EXTENSIONS
+    return audio
+
+
+def _first_path(src: str) -> str:
+    """The ``path`` of a local manifest's first row ("" if none), from its first 64 KiB."""
+    try:
+        with open(src, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8-sig", "replace")
+    except OSError:
+        return ""
+    lines = head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines()
+    try:
+        rows = _manifest_rows(src, "\n".join(lines[:8]) + "\n")
+    except SourceError:
+        return ""
+    return str(rows[0][1].get("path", "")) if rows else ""
+
+
+def audio_fields(
+    src: str, options: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[FieldSpec, ...]:
+    """The fields of an audio source: ``audio`` with ``options["audio"]`` (flags) + ``label``.
+
+    Raises:
+        SpecError: No ``--clip-seconds``, options for another kind, or a bad option.
+    """
+    other = sorted(set(options or {}) - {"audio"})
+    if other:
+        raise SpecError(f"{src} is an audio source: options for {other} do not apply")
+    opts = dict((options or {}).get("audio", {}))
+    if opts.get("clip_seconds") is None:
+        raise SpecError(
+            f"{src} is an audio source: give --clip-seconds T (the length of every stored "
+            "clip, in seconds)"
+        )
+    try:
+        return (FieldSpec("audio", "audio", opts), FieldSpec("label", "label", {}))
+    except SpecError as exc:
+        raise SpecError(f"{src}: {exc}") from None
+
+
+def _per_input(src: str, on_error: str, skipped: Skipped, key: str, why: str) -> None:
+    if on_error == "raise":
+        raise SourceError(f"{src}: {key}: {why}")
+    skipped.append((key, why))
+
+
+def _duration(path: str, key: str) -> float:
+    """Seconds of audio the header of ``path`` declares (``ValueError`` for a bad header)."""
+    import soundfile
+
+    try:
+        info = soundfile.info(path) if "://" not in path else soundfile.info(
+            io.BytesIO(read_input(path))
+        )  # fmt: skip
+    except (RuntimeError, OSError, TypeError) as exc:
+        raise ValueError(f"not a readable audio file: {exc}") from None
+    if info.samplerate <= 0 or info.frames <= 0:
+        raise ValueError(f"declares {info.frames} frames at {info.samplerate} Hz")
+    return float(info.frames) / float(info.samplerate)
+
+
+def _windows(
+    seconds: float, clip: float, hop: float, lo: float, hi: float | None
+) -> list[tuple[float, float]]:
+    end = seconds if hi is None else min(hi, seconds)
+    starts: list[float] = []
+    t = lo
+    while t < end and len(starts) < MAX_WINDOWS:
+        starts.append(round(t, 6))
+        if t + clip >= end:
+            break
+        t = lo + len(starts) * hop
+    return [(s, min(s + clip, end)) for s in starts]
+
+
+def _segment(row: Mapping[str, Any], name: str) -> float | None:
+    raw = row.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {raw!r}")
+    return value
+
+
+def _entries(src: str, on_error: str, skipped: Skipped) -> tuple[str, list[tuple[Any, ...]]]:
+    """``root`` and ``(path, label, start, end)`` of every entry, labels as given."""
+    src = src.removeprefix("file://")
+    if not src.lower().endswith(MANIFESTS):
+        root = os.path.abspath(src)
+        files = [(k, c) for c, k in _folder_files(root) if _ext(k) in AUDIO_EXTENSIONS]
+        return root, [(k, c, None, None) for k, c in files]
+    root = os.path.dirname(os.path.abspath(src))
+    out = []
+    for n, row in _manifest_rows(src):
+        path, label = str(row.get("path") or ""), row.get("label")
+        try:
+            if not path or label in (None, ""):
+                raise ValueError("needs path and label")
+            out.append((path, label, _segment(row, "start"), _segment(row, "end")))
+        except ValueError as exc:
+            _per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
+    return root, out
+
+
+def _labels(src: str, entries: list[tuple[Any, ...]]) -> tuple[list[int], tuple[str, ...]]:
+    raw = [str(e[1]) for e in entries]
+    if all(r.isdigit() for r in raw):
+        return [int(r) for r in raw], ()
+    if any(r.isdigit() for r in raw):
+        raise SourceError(f"{src}: labels mix integers and class names")
+    classes = tuple(sorted(set(raw)))
+    return [classes.index(r) for r in raw], classes
+
+
+def _order(item: FieldItem) -> tuple[str, float]:
+    """Items by path, a file's windows by start time."""
+    seg = dict(item.values).get("audio.segment")
+    return item.file("audio"), float(seg[0] or 0.0) if seg else 0.0
+
+
+def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+    """List the audio source ``src`` for ``fields`` (``audio`` + ``label``).
+
+    Raises:
+        SourceError: No audio file, a duplicate path, labels mixing integers and names, or
+            (``on_error: raise``) an unusable line or an unreadable header under
+            ``--clips all``.
+        SpecError: ``fields`` are not ``audio`` + ``label``.
+    """
+    names = sorted(f.name for f in fields)
+    if names != ["audio", "label"]:
+        raise SpecError(f"{src}: an audio source has the fields audio and label; spec: {names}")
+    opts = next(f.options for f in fields if f.name == "audio")
+    skipped: Skipped = []
+    root, entries = _entries(src, on_error, skipped)
+    kept = []
+    for e in entries:
+        if escapes(root, e[0]):
+            skipped.append((e[0], ESCAPES))
+        else:
+            kept.append(e)
+    if not kept:
+        raise SourceError(f"{src}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
+    if len({e[0] for e in kept}) != len(kept):
+        raise SourceError(f"{src}: a path is listed twice")
+    labels, classes = _labels(src, kept)
+    if not src.lower().endswith(MANIFESTS):
+        classes = tuple(sorted({str(e[1]) for e in kept}))
+    items = []
+    for (path, _, lo, hi), label in zip(kept, labels, strict=True):
+        items.extend(_items(src, root, path, label, lo, hi, opts, on_error, skipped))
+    items.sort(key=_order)
+    table = (("label", classes),) if classes else ()
+    return FieldSource(root, ("audio", "label"), tuple(items), table, tuple(sorted(skipped)))
+
+
+def _items(
+    src: str,
+    root: str,
+    path: str,
+    label: int,
+    lo: float | None,
+    hi: float | None,
+    opts: Mapping[str, Any],
+    on_error: str,
+    skipped: Skipped,
+) -> list[FieldItem]:
+    files, value = (("audio", path),), (("label", label),)
+    if opts["clips"] != "all":
+        seg = () if lo is None and hi is None else (("audio.segment", [lo, hi, "center"]),)
+        return [FieldItem(path, files, value + seg)]
+    where = path if "://" in path or os.path.isabs(path) else os.path.join(root, path)
+    try:
+        seconds = _duration(where, path)
+    except ValueError as exc:
+        _per_input(src, on_error, skipped, path, str(exc))
+        return []
+    clip = float(opts["clip_seconds"])
+    hop = float(opts["hop_seconds"] or clip)
+    spans = _windows(seconds, clip, hop, lo or 0.0, hi)
+    if not spans:
+        _per_input(src, on_error, skipped, path, f"segment starts after the end ({seconds:.3f} s)")
+    return [
+        FieldItem(f"{path}@{a:.3f}", files, (*value, ("audio.segment", [a, b, "window"])))
+        for a, b in spans
+    ]

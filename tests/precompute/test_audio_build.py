@@ -1,0 +1,282 @@
+"""Real builds of audio sources: class folders and manifests of WAV/FLAC/OGG/MP3 (issue 15)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import zarr
+
+from benchmarks.audio_data import make_audio_dataset
+from precompute.audio.features import logmel, to_int16
+from precompute.audio.source import is_audio_source, list_audio_source
+from precompute.buildsource import infer_fields
+from precompute.cli import main
+from precompute.errors import PrecomputeError, SourceError, SpecError
+from precompute.fields import FieldSpec
+from precompute.job import build
+from precompute.spec import BuildSpec
+from precompute.verify import verify_store
+from tests.precompute.audio_bytes import encode, tone, with_channels, with_data_size
+
+RATE = 16000
+
+
+def _spec(**audio: object) -> BuildSpec:
+    opts = {"clip_seconds": 0.5, **audio}
+    fields = (FieldSpec("audio", "audio", opts), FieldSpec("label", "label"))
+    return BuildSpec(size=8, shard_samples=8, chunk_samples=4, seed=3, fields=fields)
+
+
+def _read(store: Path) -> dict[str, np.ndarray]:
+    names = [p.parent.name for p in store.glob("*/zarr.json")]
+    return {n: np.asarray(zarr.open_array(str(store / n), mode="r")[:]) for n in names}
+
+
+def _report(store: Path) -> dict[str, object]:
+    attrs = json.loads((store / "zarr.json").read_text())["attributes"]["nostall"]
+    return dict(attrs["report"])
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 clips of 0.3-1.5 s in 3 class folders, every format, rates 8-48 kHz, 1-2 channels."""
+    return make_audio_dataset(tmp_path_factory.mktemp("audio") / "ds", 12, 3, 1, (0.3, 1.5))
+
+
+def test_class_folders_are_an_audio_source(mixed: Path, tmp_path: Path) -> None:
+    assert is_audio_source(str(mixed))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.png").write_bytes(b"")
+    assert not is_audio_source(str(tmp_path))
+    with pytest.raises(SpecError, match="--clip-seconds"):
+        infer_fields(str(mixed))
+    fields = infer_fields(str(mixed), {"audio": {"clip_seconds": 1.0}})
+    assert [(f.name, f.kind) for f in fields] == [("audio", "audio"), ("label", "label")]
+
+
+def test_cli_without_clip_seconds_names_the_flag(mixed: Path, tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["build", str(mixed), "--out", str(tmp_path / "s")])
+    assert exc.value.code == 2
+    assert "give --clip-seconds T" in capsys.readouterr().err
+
+
+def test_logmel_build_stores_features_length_start_label(
+    ray_local: None, mixed: Path, tmp_path: Path
+) -> None:
+    attrs = build(str(mixed), str(tmp_path / "s"), _spec(representation="logmel", n_mels=32),
+                  progress=False)  # fmt: skip
+    got = _read(tmp_path / "s")
+    assert got["audio"].shape == (12, 32, 51) and got["audio"].dtype == np.float16
+    assert attrs["num_valid"] == 12 and verify_store(str(tmp_path / "s")) == []
+    assert set(got) >= {"audio.length", "audio.start", "audio.truncated", "label", "key"}
+    for j, key in enumerate(got["key"]):
+        if not key:
+            continue
+        assert got["label"][j] == int(key.split("/")[0][-2:])
+        wave, rate = sf.read(str(mixed / key), dtype="float32", always_2d=True)
+        n = round(wave.shape[0] * RATE / rate)
+        assert got["audio.length"][j] == -(-min(n, 8000) // 160)
+        assert got["audio.start"][j] == pytest.approx(max(n - 8000, 0) // 2 / RATE, abs=1e-4)
+
+
+def test_waveform_values_are_the_decoded_clip(ray_local: None, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    samples = tone(440, RATE, 0.25)
+    (src / "beep" / "a.wav").write_bytes(encode(samples, RATE, "wav16"))
+    build(str(src), str(tmp_path / "s"), _spec(), progress=False)
+    got = _read(tmp_path / "s")
+    j = list(got["key"]).index("beep/a.wav")
+    want = np.zeros(8000, np.int16)
+    want[:4000] = to_int16(sf.read(str(src / "beep" / "a.wav"), dtype="float32")[0])
+    np.testing.assert_array_equal(got["audio"][j], want)
+    assert got["audio.length"][j] == 4000 and got["audio"].dtype == np.int16
+
+
+def test_feature_parameters_change_the_spec_hash(mixed: Path) -> None:
+    a, b = _spec(representation="logmel"), _spec(representation="logmel", n_mels=40)
+    assert a.digest() != b.digest()
+
+
+def _long(tmp_path: Path) -> Path:
+    src = tmp_path / "long"
+    (src / "x").mkdir(parents=True)
+    (src / "x" / "a.flac").write_bytes(encode(tone(300, 22050, 1.2), 22050, "flac"))
+    (src / "x" / "b.wav").write_bytes(encode(tone(500, RATE, 0.4), RATE, "wav16"))
+    return src
+
+
+def test_clips_all_cuts_consecutive_windows(ray_local: None, tmp_path: Path) -> None:
+    src, spec = _long(tmp_path), _spec(clips="all", hop_seconds=0.25)
+    build(str(src), str(tmp_path / "s"), spec, progress=False)
+    got = _read(tmp_path / "s")
+    cols = zip(got["key"], got["audio.start"], got["audio.length"], strict=True)
+    rows = sorted((str(k), float(s), int(n)) for k, s, n in cols if k)
+    assert rows == [
+        ("x/a.flac@0.000", 0.0, 8000),
+        ("x/a.flac@0.250", 0.25, 8000),
+        ("x/a.flac@0.500", 0.5, 8000),
+        ("x/a.flac@0.750", 0.75, 7200),
+        ("x/b.wav@0.000", 0.0, 6400),
+    ]
+    whole = np.zeros(8000, np.int16)
+    whole[:6400] = to_int16(sf.read(str(src / "x" / "b.wav"), dtype="float32")[0])
+    np.testing.assert_array_equal(got["audio"][list(got["key"]).index("x/b.wav@0.000")], whole)
+    build(str(src), str(tmp_path / "t"), spec, progress=False)
+    again = _read(tmp_path / "t")
+    for name in ("audio", "key", "audio.start", "label"):
+        np.testing.assert_array_equal(got[name], again[name])
+
+
+def test_manifest_segments_and_names(ray_local: None, tmp_path: Path) -> None:
+    src = _long(tmp_path)
+    (src / "m.csv").write_text("path,label,start,end\nx/a.flac,dog,0.2,0.6\nx/b.wav,cat,,\n")
+    build(str(src / "m.csv"), str(tmp_path / "s"), _spec(), progress=False)
+    got = _read(tmp_path / "s")
+    j = list(got["key"]).index("x/a.flac")
+    assert got["label"][j] == 1 and got["audio.length"][j] == 6400
+    assert got["audio.start"][j] == pytest.approx(0.2)
+    rs = json.loads((tmp_path / "s" / "zarr.json").read_text())["attributes"]["nostall"]
+    assert rs["report"]["classes"] == {"label": ["cat", "dog"]}
+
+
+def _wav(samples: np.ndarray, subtype: str = "PCM_16") -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, samples, RATE, format="WAV", subtype=subtype)
+    return buf.getvalue()
+
+
+def _hostile(root: Path) -> dict[str, str]:
+    """A class folder of one good file and every hostile kind; -> name: expected reason."""
+    d = root / "k"
+    d.mkdir(parents=True)
+    good = _wav(tone(440, RATE, 0.3))
+    nan = tone(440, RATE, 0.3)
+    nan[100] = np.nan
+    files = {
+        "good.wav": good,
+        "empty.wav": b"",
+        "text.wav": b"this is not audio, just text\n" * 4,
+        "cuthead.wav": good[:30],
+        "nan.wav": _wav(nan, "FLOAT"),
+        "zero.wav": _wav(np.zeros((0, 1), np.float32)),
+        "huge.wav": with_data_size(good, 0xFFFFFFF0),
+        "channels.wav": with_channels(good, 200),
+        "cutdata.wav": good[: len(good) - 2000],
+    }
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    return {
+        "k/empty.wav": "empty file",
+        "k/text.wav": "not a readable audio file",
+        "k/cuthead.wav": "not a readable audio file",
+        "k/nan.wav": "NaN or inf sample",
+        "k/zero.wav": "zero frames",
+        "k/huge.wav": "over the budget",
+        "k/channels.wav": "channels",
+    }
+
+
+def test_hostile_audio_is_skipped_with_reasons(ray_local: None, tmp_path: Path) -> None:
+    want = _hostile(tmp_path / "src")
+    spec = dataclasses.replace(_spec(), on_error="skip")
+    attrs = build(str(tmp_path / "src"), str(tmp_path / "s"), spec, progress=False)
+    report = attrs["report"]
+    reasons = {s["key"]: s["reason"] for s in report["skipped"]}
+    assert sorted(reasons) == sorted(want)
+    for key, part in want.items():
+        assert part in reasons[key], (key, reasons[key])
+    assert report["truncated"] == ["k/cutdata.wav"] and attrs["num_valid"] == 2
+    got = _read(tmp_path / "s")
+    j = list(got["key"]).index("k/cutdata.wav")
+    assert got["audio.truncated"][j] == 1 and 0 < got["audio.length"][j] < 4800
+
+
+def test_hostile_audio_stops_a_raise_build_naming_the_file(ray_local: None, tmp_path: Path) -> None:
+    (tmp_path / "src" / "k").mkdir(parents=True)
+    (tmp_path / "src" / "k" / "text.wav").write_bytes(b"not audio at all\n" * 8)
+    with pytest.raises(PrecomputeError, match=r"k/text\.wav"):
+        build(str(tmp_path / "src"), str(tmp_path / "s"), _spec(), progress=False)
+
+
+def test_clips_all_lists_unreadable_headers_per_policy(tmp_path: Path) -> None:
+    want = _hostile(tmp_path / "src")
+    fields = _spec(clips="all").fields
+    source = list_audio_source(str(tmp_path / "src"), fields, "skip")
+    skipped = dict(source.skipped)
+    for key in ("k/empty.wav", "k/text.wav", "k/cuthead.wav"):
+        assert key in skipped and key in want
+    with pytest.raises(SourceError, match=r"k/(cuthead|empty)\.wav"):
+        list_audio_source(str(tmp_path / "src"), fields, "raise")
+
+
+def test_logmel_matches_the_feature_function(ray_local: None, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "c").mkdir(parents=True)
+    samples = tone(1000, RATE, 0.5)
+    (src / "c" / "a.wav").write_bytes(encode(samples, RATE, "wavfloat"))
+    build(str(src), str(tmp_path / "s"), _spec(representation="logmel"), progress=False)
+    got = _read(tmp_path / "s")
+    j = list(got["key"]).index("c/a.wav")
+    want = logmel(samples[:, 0], RATE).astype(np.float16)
+    np.testing.assert_array_equal(got["audio"][j], want)
+
+
+def test_manifests_of_audio_paths_are_audio_sources(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("path,label,start,end\nx/a.flac,dog,0.2,0.6\n")
+    (tmp_path / "a.jsonl").write_text('{"path": "x/a.MP3", "label": 1}\n')
+    (tmp_path / "i.csv").write_text("path,label\nx/a.jpg,1\n")
+    (tmp_path / "e.csv").write_text("")
+    found = {n: is_audio_source(str(tmp_path / n)) for n in ("a.csv", "a.jsonl", "i.csv", "e.csv")}
+    assert found == {"a.csv": True, "a.jsonl": True, "i.csv": False, "e.csv": False}
+
+
+def test_a_bad_segment_cell_is_a_per_line_error(tmp_path: Path) -> None:
+    src = _long(tmp_path)
+    (src / "m.csv").write_text("path,label,start\nx/a.flac,1,soon\nx/b.wav,0,\n")
+    fields = _spec().fields
+    with pytest.raises(SourceError, match=r"line 2: start must be a number of seconds"):
+        list_audio_source(str(src / "m.csv"), fields, "raise")
+    source = list_audio_source(str(src / "m.csv"), fields, "skip")
+    assert [it.key for it in source.items] == ["x/b.wav"]
+    assert source.skipped == (
+        ("x/a.flac", "line 2: start must be a number of seconds, got 'soon'"),
+    )
+
+
+def test_cli_feature_flags_set_field_options_and_the_hash(mixed: Path) -> None:
+    from precompute.cli import spec_from_options
+
+    def spec(**flags: object) -> BuildSpec:
+        base = {"clip_seconds": 1.0, "features": "logmel", "clips": "all", "hop_seconds": 0.5}
+        return spec_from_options(None, {**base, **flags}, str(mixed))
+
+    a, b = spec(n_mels=64), spec(n_mels=40)
+    opts = dict(b.fields[0].options)
+    assert (opts["representation"], opts["n_mels"], opts["clips"], opts["hop_seconds"]) == (
+        "logmel", 40, "all", 0.5,
+    )  # fmt: skip
+    assert a.digest() != b.digest()
+    assert spec(channels="2").fields[0].options["channels"] == 2
+
+
+def test_kept_channels_are_an_axis(ray_local: None, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "c").mkdir(parents=True)
+    stereo = np.concatenate([tone(440, RATE, 0.25), tone(880, RATE, 0.25)], axis=1)
+    (src / "c" / "s.wav").write_bytes(encode(stereo, RATE, "wav16"))
+    (src / "c" / "m.flac").write_bytes(encode(tone(440, RATE, 0.25), RATE, "flac"))
+    build(str(src), str(tmp_path / "s"), _spec(channels=2), progress=False)
+    got = _read(tmp_path / "s")
+    assert got["audio"].shape == (2, 2, 8000)
+    for j, key in enumerate(got["key"]):
+        decoded = sf.read(str(src / key), dtype="float32", always_2d=True)[0]
+        want = to_int16(decoded.T if decoded.shape[1] == 2 else np.repeat(decoded.T, 2, 0))
+        np.testing.assert_array_equal(got["audio"][j][:, :4000], want)
