@@ -21,6 +21,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from precompute.arrays.buildsrc import (
+    infer_array_fields,
+    is_array_fields,
+    is_array_source,
+    list_array_fields,
+)
 from precompute.digests import field_fingerprint, fingerprint
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
@@ -111,6 +117,8 @@ def infer_fields(
         SpecError: A required option no one gave (the mask's class count), or options given
             for a source that has no fields.
     """
+    if is_array_source(src):  # class folders / manifest of .npy, .npz, .mat (issue 14)
+        return infer_array_fields(src, options)
     options = dict(options or {})
     seg = is_segmentation(src)
     names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src)
@@ -151,6 +159,8 @@ def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldS
                 f"names {names}"
             )
         return list_segmentation(src, on_error)
+    if is_array_source(src) or (is_array_fields(fields) and not _field_columns(src)):
+        return list_array_fields(src, fields, on_error)  # arrays: image (array) + label
     if not src.lower().endswith(MANIFEST_EXTENSIONS):
         raise SourceError(
             f"{src}: a build with fields reads a segmentation folder (images/ + masks/) or "

@@ -119,6 +119,7 @@ def cli() -> None:
 @click.option("--ignore-index", type=int, help="Mask id of padding and holes (default 255).")
 @click.option("--colormap", help="RGB masks: JSON list of [r, g, b] per class id.")
 @click.option("--flip-pairs", help="Keypoints: JSON [[a, b], ...] swapped by a flip.")
+@click.option("--key", help="Array files: the .npz member or .mat variable to read.")
 @click.option(
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
@@ -141,7 +142,9 @@ def build(
     SRC: class folders or a path,label CSV/JSONL manifest (a v1 store of image + label); a
     segmentation folder (SRC/images/ + SRC/masks/, paired by name: give --mask-classes), or a
     CSV/JSONL manifest whose columns name fields (image, mask, keypoints, label, labels): a
-    store with those fields (format v2).
+    store with those fields (format v2). Class folders or a path,label manifest of .npy, .npz
+    or .mat files: a store of image (kind array, dtype and values kept) + label
+    (docs/arrays.md).
     """
     from precompute.job import build as run_build
     from precompute.outputs import check_output

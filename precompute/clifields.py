@@ -3,7 +3,8 @@
 ``--fields`` gives the whole list (JSON text, or the path of a JSON/YAML file holding it):
 ``[{"name": ..., "kind": ..., "options": {...}}, ...]``. The short flags set options of the
 fields a source has by itself (:func:`precompute.buildsource.infer_fields`): ``--mask-classes``,
-``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints'. Errors are
+``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints', ``--key``
+the array's (the ``.npz`` member or ``.mat`` variable of array files). Errors are
 :class:`~precompute.errors.SpecError` naming the flag.
 """
 
@@ -25,6 +26,7 @@ FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
     "ignore_index": ("mask", "ignore_index", False),
     "colormap": ("mask", "colormap", True),
     "flip_pairs": ("keypoints", "flip_pairs", True),
+    "key": ("array", "key", False),
 }
 
 

@@ -203,7 +203,7 @@ class ArrayKind(Kind):
 
     name = "array"
     source = "file"
-    decoder = "npy"
+    decoder = "array"
     options = MappingProxyType(
         {
             "shape": Option(REQUIRED, check_shape),

@@ -112,8 +112,8 @@ def test_bad_specs_name_the_field_and_the_value(data: object, message: str) -> N
 def test_a_field_list_is_checked_together() -> None:
     with pytest.raises(SpecError, match=r"\['a'\] given twice"):
         check_fields([FieldSpec("a", "image"), FieldSpec("a", "label")])
-    with pytest.raises(SpecError, match=r"spatial field\(s\) \['mask'\] need an image field"):
-        check_fields([FieldSpec("mask", "mask", {"classes": 2})])
+    with pytest.raises(SpecError, match=r"spatial field\(s\) \['pts'\] need a field read from"):
+        check_fields([FieldSpec("pts", "keypoints", {"points": 2})])
     with pytest.raises(SpecError, match="at least one field"):
         check_fields([])
 
