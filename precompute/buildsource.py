@@ -27,6 +27,7 @@ from precompute.arrays.buildsrc import (
     is_array_source,
     list_array_fields,
 )
+from precompute.arrays.scenesrc import SceneSource, infer_scene_fields, is_scene_fields, list_scene
 from precompute.digests import field_fingerprint, fingerprint
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
@@ -117,6 +118,8 @@ def infer_fields(
         SpecError: A required option no one gave (the mask's class count), or options given
             for a source that has no fields.
     """
+    if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
+        return infer_scene_fields(src, options or {})
     if is_array_source(src):  # class folders / manifest of .npy, .npz, .mat (issue 14)
         return infer_array_fields(src, options)
     options = dict(options or {})
@@ -151,6 +154,8 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
 
 
 def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+    if is_scene_fields(fields):
+        return list_scene(src, fields)
     if is_segmentation(src):
         names = sorted(f.name for f in fields)
         if names != sorted(SEGMENTATION_FIELDS):
@@ -191,6 +196,8 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, 
 
 def source_fingerprint(source: Source | FieldSource, content_hash: bool = False) -> str:
     """The source fingerprint of a v1 source or of a source of fields."""
+    if isinstance(source, SceneSource):
+        return source.fingerprint(content_hash)
     if isinstance(source, FieldSource):
         return field_fingerprint(source, content_hash)
     return fingerprint(source, content_hash=content_hash)

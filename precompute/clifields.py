@@ -27,6 +27,14 @@ FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
     "colormap": ("mask", "colormap", True),
     "flip_pairs": ("keypoints", "flip_pairs", True),
     "key": ("array", "key", False),
+    "labels": ("position", "labels", False),  # a scene's ground truth (docs/arrays.md)
+    "labels_key": ("position", "labels_key", False),
+    "patch": ("position", "patch", False),
+    "split_block": ("position", "split_block", False),
+    "test_fraction": ("position", "test_fraction", False),
+    "split_seed": ("position", "split_seed", False),
+    "split_guard": ("position", "split_guard", False),
+    "split": ("position", "split", False),
 }
 
 
@@ -81,4 +89,6 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
         return _explicit(given)
     if not options:
         return None
+    if "patch" in options.get("position", {}) and flags.get("size") is None:
+        flags["size"] = options["position"]["patch"]  # a scene's patches: stored as cut
     return [f.to_dict() for f in infer_fields(src, options, fill)]

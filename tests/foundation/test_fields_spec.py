@@ -31,16 +31,18 @@ EVERY = [
     FieldSpec("cube", "array", {"shape": [8, 8, 5], "dtype": "uint16"}),
     FieldSpec("label", "label", {"classes": 10}),
     FieldSpec("tags", "labels", {"classes": 6}),
+    FieldSpec("position", "position", {"labels": "gt.mat", "patch": 9}),
 ]
 
 
 def test_the_registry_holds_every_kind_and_each_declares_its_rules() -> None:
-    assert set(KINDS) == {"image", "mask", "keypoints", "array", "label", "labels"}
+    assert set(KINDS) == {"image", "mask", "keypoints", "array", "label", "labels", "position"}
     rules = {name: (k.resample, k.augment, k.photometric, k.spatial) for name, k in KINDS.items()}
     assert rules["image"] == ("bilinear", "bilinear", True, True)
     assert rules["mask"] == ("nearest", "nearest", False, True)
     assert rules["keypoints"] == ("affine", "affine", False, True)
     assert rules["array"] == rules["label"] == rules["labels"] == ("none", "none", False, False)
+    assert rules["position"] == ("none", "none", False, False)
     assert (KINDS["mask"].mixup, KINDS["mask"].cutmix) == ("refuse", "paste")
 
 
