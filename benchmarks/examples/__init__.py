@@ -1,0 +1,1 @@
+"""Runnable examples of the README (``python -m benchmarks.examples.NAME``)."""
