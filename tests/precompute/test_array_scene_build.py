@@ -118,3 +118,23 @@ def test_the_scene_is_read_once_for_all_patches(scene: tuple[Path, np.ndarray, n
     src = list_scene(str(root / "scene.npy"), fields)
     first, last = src.items[0], src.items[-1]
     assert src.read_bytes(first, "image") is src.read_bytes(last, "image")
+
+
+def test_the_loader_serves_patches_and_positions(
+    ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    import torch
+
+    from loaders.augment import AugmentError, Mixup, TrainAugment
+    from loaders.torch_loader import StoreLoader
+
+    root, _, _ = scene
+    data = _build(root / "scene.npy", tmp_path / "s")
+    for augment in (None, TrainAugment(size=P, rot90=True)):
+        for b in StoreLoader(tmp_path / "s", 16, augment=augment):
+            idx = b["index"].numpy()
+            assert b["position"].dtype == torch.int32
+            assert np.array_equal(b["position"].numpy(), data["position"][idx])
+            assert np.array_equal(b["label"].numpy(), data["label"][idx])
+    with pytest.raises(AugmentError, match=r"field 'image' \(kind array\) can be neither"):
+        StoreLoader(tmp_path / "s", 16, augment=TrainAugment(size=P), mixup=Mixup(4))
