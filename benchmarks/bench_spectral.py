@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         order: list[int] = []
         _store_epoch(StoreLoader(store, BATCH, seed=0, augment=None), order)
         raw = StoreLoader(store, BATCH, seed=0, augment=None)
-        aug = TrainAugment(size=args.patch, crop=RandomResizedCrop(scale=(0.6, 1.0)))
+        aug = TrainAugment(size=(args.patch, args.patch), crop=RandomResizedCrop(scale=(0.6, 1.0)))
         augmented = StoreLoader(store, BATCH, seed=0, augment=aug)
         rates = _interleaved(
             {

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from benchmarks.spectral_data import make_scene
-from loaders.augment import EvalAugment, RandomResizedCrop, TrainAugment
+from loaders.augment import CenterCrop, EvalAugment, RandomResizedCrop, TrainAugment
 from loaders.torch_loader import StoreLoader
 from precompute.cli import main as precompute
 
@@ -53,7 +53,7 @@ def _model(bands: int, classes: int) -> nn.Module:
 def train(train_store: Path, test_store: Path, epochs: int) -> tuple[list[float], float]:
     """Train from ``train_store``; return the mean loss per epoch and the test accuracy."""
     torch.manual_seed(0)
-    aug = TrainAugment(size=PATCH, crop=RandomResizedCrop(scale=(0.7, 1.0)), rot90=True)
+    aug = TrainAugment(size=(PATCH, PATCH), crop=RandomResizedCrop(scale=(0.7, 1.0)), rot90=True)
     loader = StoreLoader(train_store, 32, seed=0, augment=aug, device="cpu")
     model = _model(BANDS, CLASSES)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -69,7 +69,7 @@ def train(train_store: Path, test_store: Path, epochs: int) -> tuple[list[float]
             opt.step()
             total, count = total + float(loss.detach()) * int(keep.sum()), count + int(keep.sum())
         losses.append(total / count)
-    evaluate = EvalAugment(size=PATCH, crop={"op": "center_crop", "fraction": 1.0})
+    evaluate = EvalAugment(size=(PATCH, PATCH), crop=CenterCrop(fraction=1.0))
     test = StoreLoader(test_store, 64, shuffle=False, augment=evaluate, drop_last=False)
     model.eval()
     right = seen = 0
