@@ -89,6 +89,12 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
         return _explicit(given)
     if not options:
         return None
-    if "patch" in options.get("position", {}) and flags.get("size") is None:
-        flags["size"] = options["position"]["patch"]  # a scene's patches: stored as cut
+    patch = options.get("position", {}).get("patch")
+    if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
+        if patch < 8:
+            raise SpecError(
+                f"--patch {patch}: a store's side is at least 8; give --size 8 (the patches "
+                "are then resampled) or a patch of 8 or more"
+            )
+        flags["size"] = patch
     return [f.to_dict() for f in infer_fields(src, options, fill)]

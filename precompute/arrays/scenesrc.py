@@ -201,7 +201,10 @@ def infer_scene_fields(
     unused = sorted(set(options) - {"array", "position"})
     if unused:
         raise SpecError(f"{src}: a scene build has no {unused} field; drop those options")
-    position = FieldSpec("position", "position", options["position"])
+    try:
+        position = FieldSpec("position", "position", options["position"])
+    except SpecError as exc:
+        raise SpecError(f"{src}: {exc} (a scene build: --labels GT --patch P)") from None
     key = options.get("array", {}).get("key")
     scene = _read(os.path.abspath(src.removeprefix("file://")), key, "scene")
     if scene.ndim != 3:

@@ -138,3 +138,18 @@ def test_the_loader_serves_patches_and_positions(
             assert np.array_equal(b["label"].numpy(), data["label"][idx])
     with pytest.raises(AugmentError, match=r"field 'image' \(kind array\) can be neither"):
         StoreLoader(tmp_path / "s", 16, augment=TrainAugment(size=P), mixup=Mixup(4))
+
+
+def test_cli_mistakes_name_the_flags(
+    scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _, _ = scene
+    src, out = str(root / "scene.npy"), str(tmp_path / "s")
+    with pytest.raises(SystemExit):
+        main(["build", src, "--out", out, "--patch", "9"])
+    assert "labels is required for kind 'position' (a scene build: --labels GT --patch P)" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        main(["build", src, "--out", out, "--labels", "gt.npy", "--patch", "5"])
+    assert "--patch 5: a store's side is at least 8; give --size 8" in capsys.readouterr().err
