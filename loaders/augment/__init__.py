@@ -6,6 +6,7 @@ resumed run reproduces every batch. Policies are frozen dataclasses that round-t
 ``to_dict`` / :func:`augment_from_dict` (see ``docs/augment.md``).
 """
 
+from loaders.augment.arrays import BandNormalize
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
 from loaders.augment.mix import MixParams, Mixup, smooth_targets
@@ -27,6 +28,7 @@ __all__ = [
     "AUGMENTS",
     "OPS",
     "AugmentError",
+    "BandNormalize",
     "CenterCrop",
     "ColorJitter",
     "CropParams",
