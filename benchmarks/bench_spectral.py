@@ -17,7 +17,10 @@ outside the timed part, and serve one epoch per run):
 It prints patches/s of each and the ratios ``store raw / memmap``, ``store aug / memmap``,
 ``store raw / np.load``, then the peak RSS of a process that streams one epoch of
 ``StoreLoader`` for this scene and for one of twice the rows (flat RSS: it does not grow with
-the dataset). Setup is outside the timed part; results are printed, never committed.
+the dataset). Setup is outside the timed part; results are printed, never committed. The
+timing process runs torch with ``--torch-threads`` intra-op threads (default 1): the augmented
+path is a handful of small torch ops per batch, which an OpenMP pool stalls on when the machine
+has fewer free cores than threads.
 """
 
 from __future__ import annotations
@@ -116,6 +119,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--patch", type=int, default=9)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--batch", type=int, default=BATCH)
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads here (default 1: on a busy machine a pool of 2 stalls).",
+    )
     p.add_argument("--work", help="Folder for the data (default: a temporary one).")
     return p.parse_args(argv)
 
@@ -125,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     global BATCH
     BATCH = args.batch
+    torch.set_num_threads(args.torch_threads)
     with tempfile.TemporaryDirectory(prefix="nostall-bench-spectral-") as tmp:
         work = Path(args.work or tmp)
         store = build_scene_store(work / "small", args.height, args.bands, args.patch)
@@ -147,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
             args.runs,
         )
         n = len(order)
-        print(f"{n} patches of {args.patch}x{args.patch}x{args.bands} float32, batch {BATCH}")
+        print(f"{n} patches of {args.patch}x{args.patch}x{args.bands} float32, batch {BATCH}, "
+              f"torch threads {args.torch_threads}")  # fmt: skip
         for name, rate in rates.items():
             print(f"{name:10s} {rate:10.0f} patches/s")
         for a, b in (("store raw", "memmap"), ("store aug", "memmap"), ("store raw", "np.load"),
