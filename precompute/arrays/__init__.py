@@ -4,5 +4,6 @@ Readers of array files (:mod:`.readers`, :mod:`.matfiles`), per-band resampling 
 (:mod:`.resample`), scene + ground truth patches and a block split (:mod:`.scene`), per-band
 statistics folded from per-shard partials (:mod:`.stats`, :mod:`.bandstats`), listers of array
 folders and manifests (:mod:`.sources`, :mod:`.buildsrc`) and of scenes (:mod:`.scenesrc`);
-:mod:`.wiring` registers the ``array`` decoder and build rule. Rules: ``docs/arrays.md``.
+``precompute.fields`` names the ``array`` decoder and build rule (lazy imports of this
+package). Rules: ``docs/arrays.md``.
 """

@@ -21,7 +21,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import precompute.arrays.wiring  # noqa: F401  (registers the array decoder and build rule)
 from precompute.arrays.readers import ARRAY_EXTENSIONS, read_array
 from precompute.arrays.sources import FIELDS, list_arrays
 from precompute.errors import DecodeError, InputError, SourceError, SpecError

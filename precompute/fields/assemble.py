@@ -48,10 +48,17 @@ def _npy(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray
     return value
 
 
+def _array(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    """Array files and scene patches (``precompute.arrays.scenesrc.decode_patch``)."""
+    from precompute.arrays.scenesrc import decode_patch  # lazy: precompute.arrays uses fields
+
+    return decode_patch(data, key, field, max_pixels)
+
+
 Decoder = Callable[[bytes, str, FieldSpec, int], Any]
 
 # Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
-_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy}
+_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy, "array": _array}
 DECODE: Mapping[str, Decoder] = MappingProxyType(_DECODE)
 
 
