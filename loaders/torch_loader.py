@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from loaders.augment.arrays import bind_band_stats
 from loaders.augment.audio import AudioAugment
 from loaders.augment.fields import check_field_policies
 from loaders.batching.nodes import Node
@@ -180,6 +181,7 @@ class StoreLoader(ContractLoader):
         self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
         self.fields = self.source.fields if layout.version == 2 else ()
         check_field_policies(self.fields, self.augment, self.mixup)
+        self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
         self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
 
     def _valid(self) -> npt.NDArray[np.bool_]:

@@ -23,6 +23,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from precompute.arrays.buildsrc import (
+    infer_array_fields,
+    is_array_fields,
+    is_array_source,
+    list_array_fields,
+)
+from precompute.arrays.scenesrc import SceneSource, infer_scene_fields, is_scene_fields, list_scene
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.digests import field_fingerprint, fingerprint
 from precompute.errors import SourceError, SpecError
@@ -114,6 +121,10 @@ def infer_fields(
         SpecError: A required option no one gave (the mask's class count), or options given
             for a source that has no fields.
     """
+    if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
+        return infer_scene_fields(src, options or {})
+    if is_array_source(src):  # class folders / manifest of .npy, .npz, .mat (issue 14)
+        return infer_array_fields(src, options)
     options = dict(options or {})
     if is_audio_source(src):  # class folders / a manifest of audio files: audio + label
         return audio_fields(src, options)
@@ -150,6 +161,8 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
 def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
     if is_audio_source(src):
         return list_audio_source(src, fields, on_error)
+    if is_scene_fields(fields):
+        return list_scene(src, fields)
     if is_segmentation(src):
         names = sorted(f.name for f in fields)
         if names != sorted(SEGMENTATION_FIELDS):
@@ -158,6 +171,8 @@ def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldS
                 f"names {names}"
             )
         return list_segmentation(src, on_error)
+    if is_array_source(src) or (is_array_fields(fields) and not _field_columns(src)):
+        return list_array_fields(src, fields, on_error)  # arrays: image (array) + label
     if not src.lower().endswith(MANIFEST_EXTENSIONS):
         raise SourceError(
             f"{src}: a build with fields reads a segmentation folder (images/ + masks/) or "
@@ -188,6 +203,8 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, 
 
 def source_fingerprint(source: Source | FieldSource, content_hash: bool = False) -> str:
     """The source fingerprint of a v1 source or of a source of fields."""
+    if isinstance(source, SceneSource):
+        return source.fingerprint(content_hash)
     if isinstance(source, FieldSource):
         return field_fingerprint(source, content_hash)
     return fingerprint(source, content_hash=content_hash)

@@ -128,6 +128,15 @@ def cli() -> None:
 @click.option("--n-mels", type=int, help="Audio log-mel: mel bands (default 64).")
 @click.option("--n-fft", type=int, help="Audio log-mel: FFT size (default 400).")
 @click.option("--hop-length", type=int, help="Audio log-mel: STFT hop in samples (default 160).")
+@click.option("--key", help="Array files: the .npz member or .mat variable to read.")
+@click.option("--labels", help="Scene SRC: its ground truth file (0 = unlabelled).")
+@click.option("--labels-key", help="Scene: the .npz member or .mat variable of --labels.")
+@click.option("--patch", type=int, help="Scene: patch side P (default --size P).")
+@click.option("--split-block", type=int, help="Scene: block side of the train/test split.")
+@click.option("--test-fraction", type=float, help="Scene split: test share (default 0.2).")
+@click.option("--split-seed", type=int, help="Scene split: seed of the block order.")
+@click.option("--split-guard", type=int, help="Scene split: train pixels left out near test.")
+@click.option("--split", help="Scene split: train | test, the side this build stores.")
 @click.option(
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
@@ -152,6 +161,9 @@ def build(
     CSV/JSONL manifest whose columns name fields (image, mask, keypoints, label, labels): a
     store with those fields (format v2); class folders or a path,label[,start,end] manifest of
     audio files (WAV/FLAC/OGG/MP3; give --clip-seconds): fields audio + label (docs/audio.md).
+    Class folders or a path,label manifest of .npy, .npz
+    or .mat files: a store of image (kind array, dtype and values kept) + label; a scene
+    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md).
     """
     from precompute.job import build as run_build
     from precompute.outputs import check_output

@@ -5,7 +5,9 @@
 fields a source has by itself (:func:`precompute.buildsource.infer_fields`): ``--mask-classes``,
 ``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints', the audio
 flags (``--sample-rate``, ``--clip-seconds``, ``--clips``, ``--hop-seconds``, ``--channels``,
-``--features``, ``--n-mels``, ``--n-fft``, ``--hop-length``) the audio field's. Errors are
+``--features``, ``--n-mels``, ``--n-fft``, ``--hop-length``) the audio field's, ``--key`` the
+array's (the ``.npz`` member or ``.mat`` variable of array files), the scene flags the
+``position`` field's. Errors are
 :class:`~precompute.errors.SpecError` naming the flag.
 """
 
@@ -37,6 +39,15 @@ FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
     "n_mels": ("audio", "n_mels", False),
     "n_fft": ("audio", "n_fft", False),
     "hop_length": ("audio", "hop_length", False),
+    "key": ("array", "key", False),
+    "labels": ("position", "labels", False),  # a scene's ground truth (docs/arrays.md)
+    "labels_key": ("position", "labels_key", False),
+    "patch": ("position", "patch", False),
+    "split_block": ("position", "split_block", False),
+    "test_fraction": ("position", "test_fraction", False),
+    "split_seed": ("position", "split_seed", False),
+    "split_guard": ("position", "split_guard", False),
+    "split": ("position", "split", False),
 }
 
 
@@ -91,4 +102,12 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
         return _explicit(given)
     if not options:
         return None
+    patch = options.get("position", {}).get("patch")
+    if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
+        if patch < 8:
+            raise SpecError(
+                f"--patch {patch}: a store's side is at least 8; give --size 8 (the patches "
+                "are then resampled) or a patch of 8 or more"
+            )
+        flags["size"] = patch
     return [f.to_dict() for f in infer_fields(src, options, fill)]

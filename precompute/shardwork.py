@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.arrays.bandstats import shard_band_stats
 from precompute.errors import DecodeError, InputError
 from precompute.fieldwork import Backends, ensure_backends, run_field_samples
 from precompute.format import HOLE_LABEL, StoreLayout
@@ -114,6 +115,9 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     stats: dict[str, Any] = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
     if result.truncated:
         stats["truncated"] = sorted(result.truncated)
+    bands = shard_band_stats(job.layout.fields, arrays)  # spectral fields (docs/arrays.md)
+    if bands:
+        stats["bands"] = bands
     write_shard(
         store_path(job.out),  # an s3:// URL stays one
         job.layout,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from precompute.arrays.bandstats import band_lines
 from precompute.format import MARKER_DIR, StoreInfo, open_store_info
 from precompute.objstore import is_object_url, list_sizes
 
@@ -70,6 +71,7 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
         lines.append(f"classes    integer labels as given, largest {rep['num_classes'] - 1}")
     elif rep.get("classes") is not None:
         lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}")
+    lines += band_lines(rep)  # per-band statistics of spectral fields (docs/arrays.md)
     if "seconds" in rep:
         lines.append(
             f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "

@@ -26,6 +26,7 @@ import zarr
 from zarr.codecs import Crc32cCodec
 from zarr.core.array_spec import ArrayConfig
 
+from precompute.arrays.bandstats import fold_markers
 from precompute.atomic import atomic_write_bytes
 from precompute.errors import StoreError, StoreMismatchError
 from precompute.fields import fields_table
@@ -253,6 +254,9 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
     truncated = sorted(k for m in markers for k in m.get("stats", {}).get("truncated", ()))
     if truncated:  # inputs kept with the data that was there (an audio file cut short)
         attrs["report"]["truncated"] = truncated
+    bands = fold_markers(markers)  # per-band statistics of spectral fields (docs/arrays.md)
+    if bands:
+        attrs["report"]["band_stats"] = bands
     attrs["complete"] = True
     group = zarr.open_group(str(root), mode="r+")
     group.attrs.update({ATTR_KEY: attrs})  # the completion marker: written last

@@ -1,4 +1,6 @@
-"""Examples that run on a CPU: small generated datasets, a real build, a short training run.
+"""Runnable examples of the README (``python -m benchmarks.examples.NAME``) that run on a CPU.
 
-``python -m benchmarks.examples.audio``: an audio classifier on a log-mel store.
+Each generates a small dataset, builds a store with a real build and trains briefly from it:
+``audio`` (a classifier on a log-mel store), ``spectral`` (a patch classifier on a synthetic
+hyperspectral scene).
 """

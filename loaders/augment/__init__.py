@@ -6,6 +6,7 @@ resumed run reproduces every batch. Policies are frozen dataclasses that round-t
 ``to_dict`` / :func:`augment_from_dict` (see ``docs/augment.md``).
 """
 
+from loaders.augment.arrays import BandNormalize
 from loaders.augment.audio import AudioAugment
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
@@ -29,6 +30,7 @@ __all__ = [
     "OPS",
     "AudioAugment",
     "AugmentError",
+    "BandNormalize",
     "CenterCrop",
     "ColorJitter",
     "CropParams",

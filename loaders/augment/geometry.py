@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from loaders.augment.bands import crop_arrays
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.resample import grid_resample
@@ -154,6 +155,7 @@ APPLY: Mapping[str, Callable[..., torch.Tensor]] = {
     "nearest": crop_masks,
     "affine": crop_keypoints,
     "none": _keep,
+    "array": crop_arrays,  # spectral cubes: [B, H, W, C] -> [B, C, h, w] (loaders.augment.bands)
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from loaders.augment.arrays import BandNormalize, finish_fields
 from loaders.augment.checks import check_extent_values, check_inputs
 from loaders.augment.color import (
     DTYPES,
@@ -70,9 +71,13 @@ class _Augment:
     """Shared fields and plumbing of the two policies."""
 
     kind: ClassVar[str] = ""
-    OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {"normalize": (Normalize, NoneType)}
+    OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
+        "normalize": (Normalize, NoneType),
+        "bands": (BandNormalize, NoneType),
+    }
     size: tuple[int, int] = (224, 224)
     normalize: Normalize | None = field(default_factory=Normalize)
+    bands: BandNormalize | None = field(default_factory=BandNormalize)  # array fields
     dtype: str = "float32"
     channels_last: bool = False
     path: str = "auto"
@@ -90,6 +95,11 @@ class _Augment:
             or not (1 <= self.threads <= 64)
         ):
             raise AugmentError(f"threads must be an integer in [1, 64], got {self.threads!r}")
+        rot90 = getattr(self, "rot90", False)
+        if not isinstance(rot90, bool) or (rot90 and self.size[0] != self.size[1]):
+            raise AugmentError(
+                f"rot90 must be a bool, with a square size; got {rot90!r}, {self.size}"
+            )
         for name, types in self.OP_FIELDS.items():
             value = getattr(self, name)
             if isinstance(value, Mapping):
@@ -167,7 +177,8 @@ class _Augment:
         if frame is not None:
             self._check(frame.expand(-1, -1, -1, 3), extents, generator)
         crops, factors = self._crops(extents, generator)
-        return augment_fields(self, values, fields, crops, factors)
+        out = augment_fields(self, values, fields, crops, factors)
+        return finish_fields(self, out, fields, generator)  # arrays' bands, dtype; rot90
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> _Augment:
@@ -208,11 +219,16 @@ class TrainAugment(_Augment):
             or ``auto`` (``fast`` for CPU tensors, else ``grid``).
         threads: Threads the CPU fast path splits a batch over (default 2;
             ``benchmarks.bench_augment`` times 1 and 2 side by side).
+        bands: Per-band normalisation of array fields (spectral cubes); the default
+            ``BandNormalize()`` takes the store's statistics, None only casts.
+        rot90: Rotate every spatial field of a v2 sample by the same random multiple of 90
+            degrees (``docs/arrays.md``; square ``size`` only).
     """
 
     kind: ClassVar[str] = "train"
     OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
         "normalize": (Normalize, NoneType),
+        "bands": (BandNormalize, NoneType),
         "crop": (RandomResizedCrop,),
         "flip": (HorizontalFlip, NoneType),
         "jitter": (ColorJitter, NoneType),
@@ -220,6 +236,7 @@ class TrainAugment(_Augment):
     crop: RandomResizedCrop = field(default_factory=RandomResizedCrop)
     flip: HorizontalFlip | None = field(default_factory=HorizontalFlip)
     jitter: ColorJitter | None = None
+    rot90: bool = False
 
     @property
     def policy(self) -> Policy:
@@ -269,6 +286,7 @@ class EvalAugment(_Augment):
     kind: ClassVar[str] = "eval"
     OP_FIELDS: ClassVar[Mapping[str, tuple[type, ...]]] = {
         "normalize": (Normalize, NoneType),
+        "bands": (BandNormalize, NoneType),
         "crop": (CenterCrop,),
     }
     crop: CenterCrop = field(default_factory=CenterCrop)

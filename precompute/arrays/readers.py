@@ -55,7 +55,7 @@ def _npy_header(key: str, stream: Any, what: str, max_bytes: int) -> None:
 
 
 def _npy(data: bytes, key: str, array_key: str | None, max_bytes: int) -> np.ndarray:
-    _npy_header(key, io.BytesIO(data), "the .npy array", max_bytes)
+    _npy_header(key, io.BytesIO(data), "the file", max_bytes)
     try:
         return np.asarray(np.load(io.BytesIO(data), allow_pickle=False))
     except (ValueError, OSError, EOFError) as exc:
@@ -151,5 +151,11 @@ def decode_array(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np
     The file's key names it and gives its extension; the field's option ``key`` names the
     ``.npz`` member or ``.mat`` variable. ``max_pixels`` is unused: arrays are bounded by the
     input's ``max_bytes``.
+
+    Raises:
+        DecodeError: :func:`read_array`'s, naming the file and the field.
     """
-    return read_array(data, key, key, field.options.get("key"))
+    try:
+        return read_array(data, key, key, field.options.get("key"))
+    except DecodeError as exc:
+        raise DecodeError(key, f"field {field.name!r}: {exc.reason}") from None

@@ -2,10 +2,11 @@
 
 :func:`assemble` is what a v2 shard task will run per item: read each file field, decode it by
 its kind's ``decoder`` (:data:`DECODE`), check it (``Kind.validate``), check that every spatial
-file field has the image's size, build the sample's one :class:`~precompute.fields.geometry.
-Placement` from the first image field, and place every field with it. Any problem with the
-item is a :class:`~precompute.errors.DecodeError` naming the file (or the item, for an inline
-value): a per-input error that the build's ``on_error`` policy handles.
+file field has the frame's size, build the sample's one :class:`~precompute.fields.geometry.
+Placement` from the frame field (:func:`~precompute.fields.spec.frame_field`: the first image,
+else the first spatial file field, e.g. a spectral cube), and place every field with it. Any
+problem with the item is a :class:`~precompute.errors.DecodeError` naming the file (or the item,
+for an inline value): a per-input error that the build's ``on_error`` policy handles.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from precompute.errors import DecodeError, InputError, SpecError
 from precompute.fields.geometry import check_frame, place_field, placement
 from precompute.fields.masks import decode_mask
-from precompute.fields.spec import FieldSpec, check_fields
+from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.fieldsources import FieldItem
 from precompute.stages.decode import decode_bytes
 
@@ -47,10 +48,17 @@ def _npy(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray
     return value
 
 
+def _array(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
+    """Array files and scene patches (``precompute.arrays.scenesrc.decode_patch``)."""
+    from precompute.arrays.scenesrc import decode_patch  # lazy: precompute.arrays uses fields
+
+    return decode_patch(data, key, field, max_pixels)
+
+
 Decoder = Callable[[bytes, str, FieldSpec, int], Any]
 
 # Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
-_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy}
+_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy, "array": _array}
 DECODE: Mapping[str, Decoder] = MappingProxyType(_DECODE)
 
 
@@ -153,10 +161,10 @@ def assemble(
     for f in fields:
         values[f.name], extra = _value(item, f, read, max_pixels)
         companions.update(extra)
-    frame_field = next((f.name for f in fields if f.kind == "image"), None)
-    if frame_field is None:  # no spatial field: nothing to place
+    frame = frame_field(fields)
+    if frame is None:  # no spatial field: nothing to place
         return {**values, **companions}, (0, 0, size, size)
-    h, w = values[frame_field].shape[:2]
+    h, w = values[frame.name].shape[:2]
     for f in fields:
         if f.spatial and f.spec.source == "file":
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))

@@ -132,12 +132,21 @@ def _keep(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
 
 Rule = Callable[[np.ndarray, Placement, Any], np.ndarray]
 
+
 # The build's geometry rules, by the names the kinds declare (``FieldSpec.resample``).
+def _array(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
+    """Spatial arrays per band (``precompute.arrays.resample.place_array``)."""
+    from precompute.arrays.resample import place_array  # lazy: it imports Placement
+
+    return place_array(value, p, pad)
+
+
 _PLACE: dict[str, Rule] = {
     "bilinear": place_image,
     "nearest": place_mask,
     "affine": place_keypoints,
     "none": _keep,
+    "array": _array,  # spectral cubes (docs/arrays.md)
 }
 PLACE: Mapping[str, Rule] = MappingProxyType(_PLACE)
 

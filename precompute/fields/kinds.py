@@ -45,6 +45,7 @@ from precompute.fields.options import (
     one_of,
     optional,
 )
+from precompute.fields.position import PositionKind
 from precompute.manifests import MAX_LABEL
 from precompute.policy import show
 
@@ -203,7 +204,7 @@ class ArrayKind(Kind):
 
     name = "array"
     source = "file"
-    decoder = "npy"
+    decoder = "array"
     options = MappingProxyType(
         {
             "shape": Option(REQUIRED, check_shape),
@@ -331,3 +332,4 @@ def kind_of(name: Any, field: str = "?") -> Kind:
 
 for _kind in (ImageKind(), MaskKind(), KeypointsKind(), ArrayKind(), LabelKind(), LabelsKind()):
     register_kind(_kind)
+register_kind(PositionKind())  # scene patches' (row, col) (precompute/fields/position.py)

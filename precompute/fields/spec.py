@@ -3,7 +3,7 @@
 A :class:`FieldSpec` is parsed once (from a build spec, a CLI flag or a store's fields
 table), carries every option with its default filled in, and round-trips through
 :meth:`FieldSpec.to_dict` / :meth:`FieldSpec.from_dict`. :func:`check_fields` checks a whole
-list (unique names, spatial fields need an image field); :func:`fields_table` /
+list (unique names, spatial fields need a frame: :func:`frame_field`); :func:`fields_table` /
 :func:`parse_fields_table` write and read the ``fields`` table of a v2 store's attributes,
 and :func:`v1_fields` says how a v1 store reads as fields.
 """
@@ -25,6 +25,7 @@ __all__ = [
     "FieldSpec",
     "check_fields",
     "fields_table",
+    "frame_field",
     "parse_fields_table",
     "v1_fields",
 ]
@@ -128,12 +129,23 @@ class FieldSpec:
         return cls(data["name"], data["kind"], data.get("options", {}))
 
 
+def frame_field(fields: Iterable[FieldSpec]) -> FieldSpec | None:
+    """The field whose source frame places every spatial field of a sample, or None.
+
+    The first spatial field read from a file (an image, a spatial array such as a spectral
+    cube, a mask), image kinds (``photometric``) first: inline spatial values (keypoints)
+    have no frame of their own.
+    """
+    framing = [f for f in fields if f.spatial and f.spec.source == "file"]
+    return next((f for f in framing if f.spec.photometric), framing[0] if framing else None)
+
+
 def check_fields(fields: Iterable[FieldSpec]) -> tuple[FieldSpec, ...]:
     """Return ``fields`` as a tuple after checking them together.
 
     Raises:
-        SpecError: No field, two fields of one name, or a spatial field (mask, keypoints)
-            without an ``image`` field to give it its frame.
+        SpecError: No field, two fields of one name, or a spatial field (keypoints) without a
+            spatial file field (:func:`frame_field`) to give it its frame.
     """
     out = tuple(fields)
     if not out:
@@ -142,10 +154,13 @@ def check_fields(fields: Iterable[FieldSpec]) -> tuple[FieldSpec, ...]:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise SpecError(f"field name(s) {twice} given twice")
-    images = [f for f in out if f.kind == "image"]
-    framed = [f.name for f in out if f.spatial and f.kind != "image"]
-    if framed and not images:
-        raise SpecError(f"spatial field(s) {framed} need an image field for their frame")
+    frame = frame_field(out)
+    framed = [f.name for f in out if f.spatial and f is not frame]
+    if framed and frame is None:
+        raise SpecError(
+            f"spatial field(s) {framed} need a field read from a file for their frame "
+            "(an image, a mask or a spatial array)"
+        )
     return out
 
 

@@ -31,16 +31,27 @@ EVERY = [
     FieldSpec("cube", "array", {"shape": [8, 8, 5], "dtype": "uint16"}),
     FieldSpec("label", "label", {"classes": 10}),
     FieldSpec("tags", "labels", {"classes": 6}),
+    FieldSpec("position", "position", {"labels": "gt.mat", "patch": 9}),
 ]
 
 
 def test_the_registry_holds_every_kind_and_each_declares_its_rules() -> None:
-    assert set(KINDS) == {"image", "mask", "keypoints", "array", "label", "labels", "audio"}
+    assert set(KINDS) >= {
+        "image",
+        "mask",
+        "keypoints",
+        "array",
+        "label",
+        "labels",
+        "audio",
+        "position",
+    }
     rules = {name: (k.resample, k.augment, k.photometric, k.spatial) for name, k in KINDS.items()}
     assert rules["image"] == ("bilinear", "bilinear", True, True)
     assert rules["mask"] == ("nearest", "nearest", False, True)
     assert rules["keypoints"] == ("affine", "affine", False, True)
     assert rules["array"] == rules["label"] == rules["labels"] == ("none", "none", False, False)
+    assert rules["position"] == ("none", "none", False, False)
     assert (KINDS["mask"].mixup, KINDS["mask"].cutmix) == ("refuse", "paste")
 
 
@@ -112,8 +123,8 @@ def test_bad_specs_name_the_field_and_the_value(data: object, message: str) -> N
 def test_a_field_list_is_checked_together() -> None:
     with pytest.raises(SpecError, match=r"\['a'\] given twice"):
         check_fields([FieldSpec("a", "image"), FieldSpec("a", "label")])
-    with pytest.raises(SpecError, match=r"spatial field\(s\) \['mask'\] need an image field"):
-        check_fields([FieldSpec("mask", "mask", {"classes": 2})])
+    with pytest.raises(SpecError, match=r"spatial field\(s\) \['pts'\] need a field read from"):
+        check_fields([FieldSpec("pts", "keypoints", {"points": 2})])
     with pytest.raises(SpecError, match="at least one field"):
         check_fields([])
 

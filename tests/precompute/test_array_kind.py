@@ -86,7 +86,9 @@ def test_decode_array_reads_the_variable_the_field_names_then_the_kind_checks_it
     named = CUBE.with_options(key="cube")
     value = decode_array(data, "pines.mat", named, 0)
     assert np.array_equal(named.spec.validate(value, "cube", named.options, "pines.mat"), cube)
-    with pytest.raises(DecodeError, match=r"^pines\.mat: holds 2 variables \['cube', 'gt'\]"):
+    with pytest.raises(
+        DecodeError, match=r"^pines\.mat: field 'cube': holds 2 variables \['cube', 'gt'\]"
+    ):
         decode_array(data, "pines.mat", CUBE, 0)
     with pytest.raises(SpecError, match=r"fields\.cube\.key must be an array or variable name"):
         CUBE.with_options(key="")

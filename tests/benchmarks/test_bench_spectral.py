@@ -1,0 +1,21 @@
+"""The spectral benchmark runs end to end on a tiny scene and prints every figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_spectral import main
+
+
+@pytest.mark.slow
+def test_the_spectral_benchmark_prints_rates_ratios_and_rss(
+    ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["--height", "20", "--bands", "6", "--runs", "1", "--work", str(tmp_path)])
+    out = capsys.readouterr().out
+    for name in ("store raw", "store aug", "memmap", "np.load"):
+        assert f"{name:10s} " in out
+    assert "ratio store raw / memmap: " in out and "ratio store raw / np.load: " in out
+    assert "loader peak RSS: " in out
