@@ -59,6 +59,8 @@ def test_segmentation_folder_over_http_builds_once_and_keys_field_options(
         serving(create_app(cache, SourcePolicy([tmp_path / "data"]))) as url,
         httpx.Client(base_url=url, timeout=60) as client,
     ):
+        bare = client.post("/stores", json={"source": "seg", "spec": {"size": 24}})
+        assert bare.status_code == 400 and "classes" in bare.json()["error"]
         r = client.post("/stores", json=body)
         assert r.status_code == 202, r.text
         key = r.json()["key"]
