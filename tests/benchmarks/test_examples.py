@@ -41,3 +41,15 @@ def test_landmark_example_reports_mean_radial_error(
     points = next(f for f in info.spec.fields if f.kind == "keypoints")
     assert points.options["points"] == landmarks.POINTS and info.num_valid == 8
     assert "held-out mean radial error" in capsys.readouterr().out
+
+
+def test_bench_fields_prints_the_ratio_and_rss_rows(
+    ray_session: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import bench_fields
+
+    argv = ["--images", "16", "--batch", "4", "--size", "24", "--store-size", "32"]
+    bench_fields.main([*argv, "--runs", "1", "--rss-factor", "2"])
+    out = capsys.readouterr().out
+    assert f"ratio {bench_fields.STORE} vs classic:" in out
+    assert "peak RSS, StoreLoader epoch over 32 samples:" in out
