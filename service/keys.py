@@ -127,7 +127,12 @@ def resolve_source(source: str | Path) -> Path | str:
 
 
 def source_fingerprint(source: str | Path, *, content_hash: bool = False) -> str:
-    """Fingerprint a source with ``precompute.sources`` (file list, sizes, mtimes or hashes)."""
+    """Fingerprint a v1 source with ``precompute.sources`` (file list, sizes, mtimes or hashes).
+
+    A class-folder tree or a ``path,label`` manifest only: a source with fields (a
+    segmentation folder, a manifest of field columns) is fingerprinted with its spec by
+    :func:`resolve_request`, which the cache uses for every source.
+    """
     from precompute import sources  # lazy: listing pulls in the image stack
 
     # "skip": a manifest line with an unusable label is recorded, not raised, so a spec with
