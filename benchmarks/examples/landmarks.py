@@ -6,10 +6,11 @@
    :func:`benchmarks.fields_data.make_landmarks`), one for training and one held out;
 2. builds a keypoints store of each (``precompute.job.build``, letterbox: the manifest's
    points are mapped exactly into the stored frame);
-3. trains a small fully convolutional net (one heatmap per landmark, soft-argmax to
-   coordinates, coordinate channels so it knows which blob is which) from ``StoreLoader``:
-   random resized crop for training (``TrainAugment``; the points follow the crop exactly; no
-   flip: the landmarks have no left/right pairs), the centre crop for evaluation;
+3. trains a small fully convolutional net (one heatmap per landmark against a Gaussian at
+   the point, soft-argmax to coordinates, coordinate channels so it knows which blob is
+   which) from ``StoreLoader``: random resized crop for training (``TrainAugment``; the
+   points follow the crop exactly; no flip: the landmarks have no left/right pairs), the
+   centre crop for evaluation;
 4. prints the mean radial error on the held-out store after each epoch, in pixels of the
    network's input frame, next to the trivial predictor that answers the training set's mean
    shape for every image. Points the crop leaves out (visibility 0) are not scored.
@@ -34,7 +35,7 @@ from loaders.augment.ops import CenterCrop, RandomResizedCrop
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 
-__all__ = ["LandmarkData", "LandmarkModule", "main", "radial_errors"]
+__all__ = ["LandmarkData", "LandmarkModule", "heatmap_loss", "main", "radial_errors", "soft_argmax"]
 
 POINTS = 19
 STORE_SIZE, INPUT = 72, 64
@@ -56,7 +57,7 @@ def _coords(x: torch.Tensor) -> torch.Tensor:
 
 
 class HeatmapNet(nn.Module):
-    """``[B, 1, H, W] -> [B, P, 2]`` pixel-centre coordinates by soft-argmax of P heatmaps."""
+    """``[B, 1, H, W] -> [B, P, H, W]``: one heatmap per point (coordinates: soft-argmax)."""
 
     def __init__(self, points: int, width: int = 16) -> None:
         super().__init__()
@@ -67,21 +68,41 @@ class HeatmapNet(nn.Module):
         self.head = nn.Conv2d(width + 2, points, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Return ``(x, y)`` of every point in pixels of the input frame."""
+        """Return ``[B, P, H, W]`` heatmap logits over the input frame."""
         e1 = self.enc1(_coords(x))  # full resolution
         e2 = self.enc2(_coords(F.max_pool2d(e1, 2)))  # 1/2
         m = self.mid(_coords(F.max_pool2d(e2, 2)))  # 1/4: context, which landmark is which
         d = self.dec2(torch.cat([F.interpolate(m, scale_factor=2.0), e2], 1))
         d = self.dec1(torch.cat([F.interpolate(d, scale_factor=2.0), e1], 1))
-        heat = self.head(_coords(d))  # full-resolution heatmaps
-        b, p, h, w = heat.shape
-        prob = heat.flatten(2).softmax(-1).view(b, p, h, w)
-        ys = (torch.arange(h, device=x.device, dtype=prob.dtype) + 0.5) * (x.shape[2] / h)
-        xs = (torch.arange(w, device=x.device, dtype=prob.dtype) + 0.5) * (x.shape[3] / w)
-        px = (prob.sum(2) * xs).sum(-1)
-        py = (prob.sum(3) * ys).sum(-1)
-        out: torch.Tensor = torch.stack([px, py], -1)
-        return out
+        heat: torch.Tensor = self.head(_coords(d))
+        return heat
+
+
+def _centres(n: int, like: torch.Tensor) -> torch.Tensor:
+    """Pixel-centre coordinates ``0.5 .. n - 0.5``."""
+    return torch.arange(n, device=like.device, dtype=like.dtype) + 0.5
+
+
+def soft_argmax(heat: torch.Tensor) -> torch.Tensor:
+    """``[B, P, H, W]`` logits -> ``[B, P, 2]`` expected ``(x, y)`` (pixel-centre convention)."""
+    b, p, h, w = heat.shape
+    prob = heat.flatten(2).softmax(-1).view(b, p, h, w)
+    px = (prob.sum(2) * _centres(w, prob)).sum(-1)
+    py = (prob.sum(3) * _centres(h, prob)).sum(-1)
+    return torch.stack([px, py], -1)
+
+
+def heatmap_loss(heat: torch.Tensor, keypoints: torch.Tensor, sigma: float = 1.5) -> torch.Tensor:
+    """Cross-entropy of each visible point's heatmap against a Gaussian at its position."""
+    b, p, h, w = heat.shape
+    dx = _centres(w, heat).view(1, 1, 1, w) - keypoints[..., 0].view(b, p, 1, 1)
+    dy = _centres(h, heat).view(1, 1, h, 1) - keypoints[..., 1].view(b, p, 1, 1)
+    target = torch.exp(-(dx**2 + dy**2) / (2 * sigma**2)).flatten(2)
+    target = target / target.sum(-1, keepdim=True).clamp(min=1e-12)
+    ce = -(target * heat.flatten(2).log_softmax(-1)).sum(-1)  # [B, P]
+    visible = (keypoints[..., 2] > 0) & (target.sum(-1) > 0)
+    loss: torch.Tensor = (ce * visible).sum() / visible.sum().clamp(min=1)
+    return loss
 
 
 def radial_errors(pred: torch.Tensor, keypoints: torch.Tensor) -> torch.Tensor:
@@ -92,7 +113,7 @@ def radial_errors(pred: torch.Tensor, keypoints: torch.Tensor) -> torch.Tensor:
 
 
 class LandmarkModule(L.LightningModule):
-    """The heatmap net, trained on the L1 distance of visible points; MRE each epoch.
+    """The heatmap net, trained on Gaussian-target heatmaps of visible points; MRE each epoch.
 
     Args:
         mean_shape: ``[P, 2]`` the trivial predictor's answer (the training set's mean shape).
@@ -108,18 +129,14 @@ class LandmarkModule(L.LightningModule):
         self.history: list[tuple[float, float]] = []
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        """Mean L1 distance over the visible points of the augmented batch."""
-        points = batch["keypoints"]
-        visible = (points[..., 2:] > 0).float()
-        diff = (self.net(batch["image"]) - points[..., :2]).abs() * visible
-        loss: torch.Tensor = diff.sum() / visible.sum().clamp(min=1)
-        return loss
+        """Heatmap cross-entropy over the visible points of the augmented batch."""
+        return heatmap_loss(self.net(batch["image"]), batch["keypoints"])
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         """Collect the radial errors of the model and of the mean shape (padding left out)."""
         real = ~batch["is_pad"]
         points = batch["keypoints"][real]
-        self.errors.append(radial_errors(self.net(batch["image"][real]), points).cpu())
+        self.errors.append(radial_errors(soft_argmax(self.net(batch["image"][real])), points).cpu())
         trivial = self.mean_shape.expand(len(points), -1, -1)
         self.trivial.append(radial_errors(trivial, points).cpu())
 
