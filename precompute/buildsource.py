@@ -53,6 +53,7 @@ __all__ = [
     "is_segmentation",
     "learn_fields",
     "list_build_source",
+    "manifest_file_columns",
     "plan_tasks",
     "resolve_build",
     "source_fingerprint",
@@ -97,6 +98,11 @@ def _field_columns(src: str) -> list[str]:
     named = [c for c in cols if c in KINDS]
     has_file = any(KINDS[c].source == "file" for c in named)
     return named if "path" not in cols and has_file else []
+
+
+def manifest_file_columns(src: str) -> list[str]:
+    """The file columns (``image``, ``mask``) of a manifest of fields; empty for any other."""
+    return [c for c in _field_columns(src) if KINDS[c].source == "file"]
 
 
 def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,7 +36,7 @@ from service.builders import Builder, BuildRequest, precompute_builder
 from service.catalog import CacheLayout, Entry, dir_size
 from service.errors import BuildFailedError, CacheKeyError, ServiceError
 from service.eviction import GcReport
-from service.keys import check_key, parse_spec, resolve_source, source_fingerprint, store_key
+from service.keys import check_key, parse_spec, resolve_request, resolve_source, store_key
 from service.lease import Lease
 from service.metrics import CacheStats
 from service.objlease import ObjectLease
@@ -59,7 +58,9 @@ class Cache:
         budget_bytes: Byte budget enforced by :meth:`gc` (after each build too); None: unbounded.
         builder: Callable that builds one :class:`BuildRequest`; defaults to
             ``precompute.job.build`` on Ray.
-        fingerprinter: ``source path or URL -> fingerprint``; defaults to ``precompute.sources``.
+        fingerprinter: ``source path or URL -> fingerprint`` (the spec is then keyed as
+            given); defaults to :func:`service.keys.resolve_request`, the build's own listing,
+            which also resolves the spec's fields.
         content_hash: Fingerprint sources by content hash instead of size and mtime.
         lock_timeout: Seconds to wait for another process's build of the same key (-1: forever).
         clock: Unix time now, for the LRU clock (a store's last use) and ``created``; default
@@ -94,9 +95,7 @@ class Cache:
         self.clock = clock
         self.stats = CacheStats()
         self._builder = builder or precompute_builder()
-        self._fingerprint = fingerprinter or functools.partial(
-            source_fingerprint, content_hash=content_hash
-        )
+        self._fingerprint = fingerprinter
 
     def _open_layout(self, root: str | Path) -> CacheLayout:
         layout = CacheLayout(root)
@@ -113,8 +112,11 @@ class Cache:
     def request_for(self, source: str | Path, spec: BuildSpec | Mapping[str, Any]) -> BuildRequest:
         """Parse and fingerprint (source, spec) into the request that would build it."""
         parsed = parse_spec(spec)
-        src = resolve_source(source)
-        fp = self._fingerprint(src)
+        if self._fingerprint is None:
+            src, parsed, fp = resolve_request(source, parsed, content_hash=self.content_hash)
+        else:
+            src = resolve_source(source)
+            fp = self._fingerprint(src)
         key = store_key(parsed, fp)
         return BuildRequest(key, src, parsed, self.layout.building(key), fp, self.content_hash)
 

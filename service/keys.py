@@ -3,12 +3,17 @@
 A key is the sha256 of a canonical JSON document holding exactly four things: the canonical
 build spec (:meth:`BuildSpec.to_dict`), the source fingerprint (file list with sizes and mtimes,
 or content hashes on request), the transform code version and the store format version.
+The spec and the fingerprint are the ones the build itself computes
+(:func:`precompute.buildsource.resolve_build`, see :func:`resolve_request`): a segmentation
+folder or a field manifest gets its fields (and their options) in the key, so two requests
+differing in a field option (``ignore_index``) get two keys.
 Changing any of them gives a new key; nothing else does: dict key order in a request, defaults
 spelled out or left implicit, or another spelling of the same source folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -27,6 +32,7 @@ __all__ = [
     "is_key",
     "key_document",
     "parse_spec",
+    "resolve_request",
     "resolve_source",
     "source_fingerprint",
     "store_key",
@@ -121,10 +127,39 @@ def resolve_source(source: str | Path) -> Path | str:
 
 
 def source_fingerprint(source: str | Path, *, content_hash: bool = False) -> str:
-    """Fingerprint a source with ``precompute.sources`` (file list, sizes, mtimes or hashes)."""
+    """Fingerprint a v1 source with ``precompute.sources`` (file list, sizes, mtimes or hashes).
+
+    A class-folder tree or a ``path,label`` manifest only: a source with fields (a
+    segmentation folder, a manifest of field columns) is fingerprinted with its spec by
+    :func:`resolve_request`, which the cache uses for every source.
+    """
     from precompute import sources  # lazy: listing pulls in the image stack
 
     # "skip": a manifest line with an unusable label is recorded, not raised, so a spec with
     # on_error="skip" gets the key its build computes (a "raise" build of such a source fails).
     listing = sources.list_source(str(resolve_source(source)), "skip")
     return str(sources.fingerprint(listing, content_hash=content_hash))
+
+
+def resolve_request(
+    source: str | Path, spec: BuildSpec, *, content_hash: bool = False
+) -> tuple[Path | str, BuildSpec, str]:
+    """Return the canonical source, the resolved spec and the fingerprint a build would use.
+
+    The spec is resolved as :func:`precompute.job.build` resolves it: the fields of a
+    segmentation folder or a field manifest inferred, and what a kind learns from the source
+    (a keypoint count, label classes) filled in, so the key names the store the build writes.
+    The source is listed with ``on_error: skip`` (a bad manifest line fails the build, under
+    ``raise``, not the key).
+
+    Raises:
+        SourceNotAllowedError: The source does not exist.
+        SpecError: The source has fields and needs an option the spec does not give.
+        SourceError: The source cannot be listed.
+    """
+    from precompute.buildsource import resolve_build  # lazy: listing pulls in the image stack
+
+    src = resolve_source(source)
+    lenient = dataclasses.replace(spec, on_error="skip")
+    _, resolved, fingerprint = resolve_build(str(src), lenient, content_hash)
+    return src, dataclasses.replace(resolved, on_error=spec.on_error), fingerprint

@@ -3,7 +3,8 @@
 A request's ``source`` is refused (:class:`SourceNotAllowedError`, HTTP 400) when it is not a
 plain string, is a URL, contains a ``..`` component or a NUL byte, does not exist, or resolves
 (following symlinks) outside every root. For a manifest source every listed file is checked
-the same way, so a manifest under a root cannot point elsewhere.
+the same way, so a manifest under a root cannot point elsewhere: the ``path`` column of a v1
+manifest, every file column (``image``, ``mask``) of a manifest of fields.
 
 A root may also be an ``s3://bucket/prefix`` URL: then ``s3://`` sources under it are served
 (a folder-like prefix holding objects, or a manifest object whose files lie under an ``s3://``
@@ -98,14 +99,11 @@ class SourcePolicy:
         return url
 
     def _check_manifest(self, manifest: Path | str) -> None:
-        from precompute.sources import list_source  # lazy
-
         try:
-            listing = list_source(str(manifest), "skip")  # bad labels: the build's on_error
+            listed = _manifest_files(str(manifest))
         except SourceError as exc:
             raise SourceNotAllowedError(f"source {str(manifest)!r}: {exc}") from exc
-        for key, _ in listing.items:
-            where = listing.locate(key)
+        for key, where in listed:
             if "://" in where:
                 if not where.startswith("s3://") or ".." in PurePosixPath(where).parts:
                     raise SourceNotAllowedError(f"manifest {manifest} lists a URL: {key!r}")
@@ -122,3 +120,22 @@ class SourcePolicy:
                 raise SourceNotAllowedError(
                     f"manifest {manifest} lists {key!r}, which lies outside the source roots"
                 )
+
+
+def _manifest_files(manifest: str) -> list[tuple[str, str]]:
+    """``(path as written, where it resolves)`` of every file a manifest lists."""
+    from precompute.buildsource import manifest_file_columns
+    from precompute.fields.rows import csv_rows, jsonl_rows, read_text
+    from precompute.sources import Source, list_source  # lazy: the image stack
+
+    columns = manifest_file_columns(manifest)
+    if not columns:  # a v1 manifest (path,label); bad labels: the build's on_error
+        listing = list_source(manifest, "skip")
+        return [(key, listing.locate(key)) for key, _ in listing.items]
+    text = read_text(manifest)
+    csv = manifest.lower().endswith(".csv")
+    rows = csv_rows(manifest, text, columns) if csv else jsonl_rows(manifest, text)
+    root = manifest.rsplit("/", 1)[0] if "://" in manifest else str(Path(manifest).parent)
+    found = (row.get(c) for _, row in rows for c in columns)
+    where = Source(root, (), ())
+    return [(p, where.locate(p)) for p in found if isinstance(p, str) and p]

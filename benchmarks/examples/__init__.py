@@ -1,6 +1,8 @@
 """Runnable examples of the README (``python -m benchmarks.examples.NAME``) that run on a CPU.
 
 Each generates a small dataset, builds a store with a real build and trains briefly from it:
-``audio`` (a classifier on a log-mel store), ``spectral`` (a patch classifier on a synthetic
-hyperspectral scene).
+``segmentation`` (a Lightning U-Net, Dice per class), ``landmarks`` (heatmaps, mean radial
+error), ``audio`` (a classifier on a log-mel store), ``spectral`` (a patch classifier on a
+synthetic hyperspectral scene). ``segmentation`` and ``landmarks`` take ``--quick`` (tiny
+settings, as their smoke tests run them).
 """

@@ -190,4 +190,12 @@ def check_frame(key: str, field: str, value: np.ndarray, frame: tuple[int, int])
     """
     h, w = value.shape[:2]
     if (w, h) != frame:
-        raise DecodeError(key, f"field {field!r} is {w}x{h} but the image is {frame[0]}x{frame[1]}")
+        swapped = (
+            " (width and height swapped: each file is turned by its own EXIF orientation; "
+            "is one of the two rotated by EXIF and the other not?)"
+            if (h, w) == frame
+            else ""
+        )
+        raise DecodeError(
+            key, f"field {field!r} is {w}x{h} but the image is {frame[0]}x{frame[1]}{swapped}"
+        )

@@ -1,0 +1,70 @@
+"""What the examples share: the work folder, the builds on one local Ray, the Lightning trainer."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from precompute.spec import BuildSpec
+
+__all__ = ["add_common_args", "build_stores", "trainer", "work_folder"]
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--quick``, ``--work``, ``--epochs`` and ``--seed`` to an example's parser."""
+    parser.add_argument("--quick", action="store_true", help="tiny settings (smoke test)")
+    parser.add_argument("--work", type=Path, help="folder for the data and stores (default: tmp)")
+    parser.add_argument("--epochs", type=int, help="training epochs (default: per example)")
+    parser.add_argument("--seed", type=int, default=0, help="data, order and augmentation seed")
+
+
+@contextmanager
+def work_folder(work: Path | None) -> Iterator[Path]:
+    """Yield ``work`` (created), or a temporary folder removed afterwards."""
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
+        yield work
+        return
+    with tempfile.TemporaryDirectory(prefix="nostall-example-") as tmp:
+        yield Path(tmp)
+
+
+def build_stores(jobs: Sequence[tuple[str, Path, BuildSpec]]) -> list[Path]:
+    """Build each ``(source, out, spec)`` with ``precompute.job.build`` on one local Ray.
+
+    A Ray already running in this process is used (and left running); else one is started
+    for these builds and stopped after them.
+    """
+    import ray
+
+    from precompute import job  # lazy: imports Ray
+    from precompute.raylocal import start_local_ray
+
+    local = None if ray.is_initialized() else start_local_ray(num_cpus=2)
+    try:
+        for src, out, spec in jobs:
+            job.build(src, str(out), spec, progress=False)
+    finally:
+        if local is not None:
+            local.stop()
+    return [out for _, out, _ in jobs]
+
+
+def trainer(epochs: int) -> Any:
+    """A CPU ``lightning.Trainer`` for a ``StoreLoader`` DataModule (no sampler, no logger)."""
+    import lightning as L  # lazy: only the examples need Lightning
+
+    return L.Trainer(
+        max_epochs=epochs,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,  # the loader shards by rank itself
+        num_sanity_val_steps=0,
+    )

@@ -1,0 +1,55 @@
+"""Smoke runs of the README's examples at tiny settings: data written, stores built on Ray,
+a Lightning model trained one epoch, the metric computed and finite (no quality threshold)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.examples import landmarks, segmentation
+from precompute.format import open_store_info
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+pytest.importorskip("lightning")
+
+
+@pytest.fixture
+def ray_session(ray_local: object) -> None:
+    """The session's shared local Ray (tests/conftest.py): the examples' builds use it."""
+
+
+def test_segmentation_example_reports_dice_per_class(
+    ray_session: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = segmentation.main(["--quick", "--work", str(tmp_path)])
+    assert len(history) == 1 and len(history[0]) == segmentation.CLASSES
+    assert all(math.isfinite(d) and 0 <= d <= 1 for d in history[0])
+    info = open_store_info(tmp_path / "train.zarr")
+    assert [f.kind for f in info.spec.fields] == ["image", "mask"] and info.num_valid == 24
+    assert "val Dice per class" in capsys.readouterr().out
+
+
+def test_landmark_example_reports_mean_radial_error(
+    ray_session: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = landmarks.main(["--quick", "--work", str(tmp_path)])
+    assert len(history) == 1 and all(math.isfinite(e) and e >= 0 for e in history[0])
+    info = open_store_info(tmp_path / "val.zarr")
+    points = next(f for f in info.spec.fields if f.kind == "keypoints")
+    assert points.options["points"] == landmarks.POINTS and info.num_valid == 8
+    assert "held-out mean radial error" in capsys.readouterr().out
+
+
+def test_bench_fields_prints_the_ratio_and_rss_rows(
+    ray_session: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import bench_fields
+
+    argv = ["--images", "16", "--batch", "4", "--size", "24", "--store-size", "32"]
+    bench_fields.main([*argv, "--runs", "1", "--rss-factor", "2"])
+    out = capsys.readouterr().out
+    assert f"ratio {bench_fields.STORE} vs classic:" in out
+    assert "peak RSS, StoreLoader epoch over 32 samples:" in out
