@@ -95,11 +95,14 @@ class BufferPool:
 
 
 def _page_aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """Return an uninitialised array of ``shape`` in its own anonymous mapping (page-aligned).
+    """Return an uninitialised array of ``shape`` in its own private anonymous mapping.
 
     The array's base is the ``mmap`` object, not another array, so numpy views of it keep
     the array itself referenced (the reference count :meth:`BufferPool.take` relies on), and
     the mapping is released with the last of them.
     """
-    buffer = mmap.mmap(-1, max(math.prod(shape) * dtype.itemsize, 1))
+    # private, as malloc'ed memory is: a forked child writing into its copy of a pooled
+    # buffer must not write into the parent's (a shared mapping would)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    buffer = mmap.mmap(-1, max(math.prod(shape) * dtype.itemsize, 1), flags=flags)
     return np.ndarray(shape, dtype, buffer)  # made on the mapping: views collapse onto it

@@ -104,3 +104,18 @@ def test_loader_rows_are_aligned_and_byte_identical_to_the_stored_samples(tmp_pa
             np.testing.assert_array_equal(image, images[index])
             seen.extend(index.tolist())
     assert sorted(seen) == sorted(list(range(96)) * 2)
+
+
+def test_a_forked_child_writing_a_pooled_buffer_leaves_the_parents_alone() -> None:
+    import os
+
+    pool = BufferPool((4096,), np.uint8, rows=4, keep=2)
+    mine = pool.take(4)
+    mine[:] = 1
+    pid = os.fork()
+    if pid == 0:  # the child: write its copy, then leave without running any cleanup
+        mine[:] = 9
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert int(mine.max()) == 1
