@@ -233,6 +233,14 @@ def main() -> None:
     for name in formats:
         rate = results[f"StoreLoader + augment fast, {a.threads} threads, {name}"][0]
         print(f"  {name:60s} {rate / ref:6.2f}x")
+    same = {"float32": ref}
+    same.update(
+        {k: results[f"StoreLoader + augment fast, {a.threads} threads, {k}"][0] for k in formats}
+    )
+    print("bfloat16 vs float32 of the same memory format (samples/s):")
+    for layout in ("", " channels_last"):
+        ratio = same["bfloat16" + layout] / same["float32" + layout]
+        print(f"  {'bfloat16' + layout:60s} {ratio:6.2f}x")
     counts = {b: op_count(grid, b, a.store_size) for b in (32, 256)}
     print(
         f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "

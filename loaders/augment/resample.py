@@ -23,9 +23,11 @@ from loaders.augment.color import Converter
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.outbuf import output_batch
-from loaders.augment.threads import pool
+from loaders.augment.threads import pool, scratch
 
 __all__ = ["crop_resample", "grid_resample"]
+
+_upsample = torch._C._nn.upsample_bilinear2d  # what F.interpolate runs for 4-d bilinear
 
 
 def _theta(crops: CropParams, height: int, width: int, size: tuple[int, int]) -> torch.Tensor:
@@ -69,14 +71,19 @@ def _resize_one(crop: torch.Tensor, size: tuple[int, int], flip: bool) -> torch.
     The crop is copied out once (the uint8 kernel wants it dense); a flip is that copy
     mirrored, which costs no more and spares a pass over the larger output. Mirroring before
     or after the resize is the same map: with first and last pixel centres aligned, output
-    column ``j`` of the mirrored crop samples the column that output ``W - 1 - j`` samples.
+    column ``j`` of the mirrored crop samples column ``W - 1 - j``'s source.
+
+    The result lands in this thread's reused buffer (:func:`.threads.scratch`), valid until
+    the thread resizes its next crop: ``upsample_bilinear2d`` with ``out=`` is the kernel
+    ``F.interpolate`` calls, without its argument handling and a fresh output per sample.
     """
     dense = crop.flip(1) if flip else crop.contiguous()
-    # [1, 3, h, w] with channels-last strides (made from a 4-d view, so that torch suggests
-    # that format for the output too): the SIMD uint8 kernel, whose output is HWC as well
+    # [1, 3, h, w] with channels-last strides (made from a 4-d view): the SIMD uint8 kernel
     x = dense.unsqueeze(0).permute(0, 3, 1, 2)
-    x = F.interpolate(x, size=size, mode="bilinear", align_corners=True, antialias=False)
-    return x[0]
+    h, w = size
+    out = scratch("resized", 3 * h * w, torch.uint8).view(1, h, w, 3).permute(0, 3, 1, 2)
+    _upsample(x, size, True, None, None, out=out)  # type: ignore[call-arg]  # the out= overload
+    return out[0]
 
 
 def _copy(x: torch.Tensor, i: int, out: torch.Tensor) -> None:

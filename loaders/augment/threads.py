@@ -8,6 +8,10 @@ one via ``omp_set_num_threads`` of the runtime torch loaded. That setting is per
 unlike ``torch.set_num_threads`` it changes nothing for the caller or for threads created
 later. The pools are a process-wide cache of resources keyed by size (no configuration lives
 in them); they are dropped in a forked child.
+
+:func:`scratch` gives each thread its own reused work buffers (a resized crop, a float32
+staging image), so the per-sample kernels write into memory that is already mapped and in
+cache instead of allocating, page-faulting and zeroing fresh blocks for every sample.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["omp_runtime", "pool"]
+__all__ = ["omp_runtime", "pool", "scratch"]
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
+_SCRATCH = threading.local()
 _OMP_NAMES = ("libgomp", "libiomp", "libomp")
 
 
@@ -60,6 +65,21 @@ def pool(threads: int) -> ThreadPoolExecutor:
                 initializer=_single_threaded,
             )
         return _POOLS[threads]
+
+
+def scratch(name: str, numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """Return this thread's flat work buffer ``name`` of at least ``numel`` elements.
+
+    The buffer is reused by the next call with the same ``name`` on the same thread (grown
+    when too small), so a caller must be done with it before asking again.
+    """
+    buffers: dict[str, torch.Tensor] | None = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    buf = buffers.get(name)
+    if buf is None or buf.numel() < numel or buf.dtype != dtype:
+        buf = buffers[name] = torch.empty(numel, dtype=dtype)
+    return buf[:numel]
 
 
 def _after_fork_in_child() -> None:

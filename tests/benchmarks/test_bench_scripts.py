@@ -27,6 +27,7 @@ def test_bench_loader_reports_the_contiguous_memmap_reference(capsys, tmp_path) 
     out = capsys.readouterr().out
     assert bench_loader.CONTIGUOUS in out and bench_loader.SAME_ORDER in out
     assert "contiguous" in out.split("-> StoreLoader (no augment, device=cpu)")[1]
+    assert f"-> {bench_loader.MAPPED_WHOLE} / memmap" in out
 
 
 def test_bench_augment_times_every_output_format(capsys, monkeypatch) -> None:
@@ -53,3 +54,5 @@ def test_bench_augment_times_every_output_format(capsys, monkeypatch) -> None:
     for name in ("float32 channels_last", "bfloat16", "bfloat16 channels_last"):
         assert f"augment fast, 2 threads, {name} " in out
     assert "ratios vs StoreLoader + augment fast, 2 threads, float32 planar" in out
+    same = out.split("bfloat16 vs float32 of the same memory format")[1]
+    assert "bfloat16 channels_last" in same and "x" in same

@@ -73,3 +73,49 @@ def test_cuda_loader_reads_into_pinned_buffers_and_serves_every_sample(tmp_path)
             np.testing.assert_array_equal(decode_index(image), batch["index"].cpu().numpy())
             seen.extend(batch["index"].tolist())
         assert sorted(seen) == list(range(96))
+
+
+def test_pageable_buffers_start_on_a_page_boundary() -> None:
+    # 48 MiB: over glibc's largest mmap threshold, so np.empty would start 16 bytes past a page
+    pool = BufferPool((512, 512, 3), np.uint8, rows=64, keep=2)
+    a, b = pool.take(64), pool.take(64)
+    assert a.ctypes.data % 4096 == 0 and b.ctypes.data % 4096 == 0
+    assert all(row.ctypes.data % 64 == 0 for row in a)
+    a[:] = 1
+    assert int(a.sum()) == a.size and a.flags.writeable and torch.from_numpy(a).is_contiguous()
+
+
+@pytest.mark.parametrize("io", ["pread", "mmap"])
+def test_loader_rows_are_aligned_and_byte_identical_to_the_stored_samples(tmp_path, io) -> None:
+    from loaders import StoreLoader
+    from precompute.spec import BuildSpec
+    from precompute.writer import write_store_from_arrays
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (96, 32, 32, 3), dtype=np.uint8)
+    spec = BuildSpec(size=32, chunk_samples=8, shard_samples=32)
+    write_store_from_arrays(tmp_path / "s", images, np.arange(96) % 5, spec)
+    loader = StoreLoader(tmp_path / "s", 16, device="cpu", seed=3, io=io, drop_last=False)
+    seen = []
+    for _ in range(2):  # the second epoch reads into reused buffers
+        for batch in loader:
+            image, index = batch["image"].numpy(), batch["index"].numpy()
+            assert image.ctypes.data % 4096 == 0
+            np.testing.assert_array_equal(image, images[index])
+            seen.extend(index.tolist())
+    assert sorted(seen) == sorted(list(range(96)) * 2)
+
+
+def test_a_forked_child_writing_a_pooled_buffer_leaves_the_parents_alone() -> None:
+    import os
+
+    pool = BufferPool((4096,), np.uint8, rows=4, keep=2)
+    mine = pool.take(4)
+    mine[:] = 1
+    pid = os.fork()
+    if pid == 0:  # the child: write its copy, then leave without running any cleanup
+        mine[:] = 9
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert int(mine.max()) == 1

@@ -1,0 +1,113 @@
+"""The CPU fast path's shortcuts serve exactly what the plain torch path serves.
+
+The box placement runs in numpy for CPU extents, and each crop is resized straight into a
+reused per-thread buffer; both must leave every output bit unchanged. The reference here is
+written out step by step: boxes placed with torch ops, ``F.interpolate`` per crop, then the
+normalisation formulas of :mod:`loaders.augment.color`.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from benchmarks.common import aten_op_counts
+from loaders.augment import TrainAugment
+from loaders.augment.color import channel_affine
+from loaders.augment.crop import random_crops
+from loaders.augment.resample import _resize_one
+from loaders.augment.threads import pool
+from precompute import boxes
+
+S = 48
+# full, letterboxed, thin and one-pixel extents: the fallback box is taken too
+EXTENTS = [(0, 0, S, S), (6, 0, 30, S), (0, 9, S, 14), (3, 5, 25, 21), (10, 7, 1, 40)]
+
+
+def _extents(n: int) -> torch.Tensor:
+    return torch.tensor([EXTENTS[i % len(EXTENTS)] for i in range(n)], dtype=torch.int32)
+
+
+def _torch_boxes(extents: torch.Tensor, seed: int, aug: TrainAugment) -> torch.Tensor:
+    """The boxes as the device path places them: torch float64 ops on the same draw."""
+    d = boxes.draw(boxes.generator(seed), len(extents), aug.policy)
+    t = boxes.Draw(*(torch.from_numpy(a) for a in d))
+    return boxes.random_boxes(extents.double(), t, aug.policy.ratio, xp=torch).long()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cpu_boxes_equal_the_torch_placement(seed: int) -> None:
+    aug = TrainAugment(size=16)
+    extents = _extents(200)
+    crops, factors = random_crops(extents, torch.Generator().manual_seed(seed), aug.policy)
+    got = torch.stack([crops.top, crops.left, crops.height, crops.width], 1)
+    assert torch.equal(got, _torch_boxes(extents, seed, aug))
+    d = boxes.draw(boxes.generator(seed), len(extents), aug.policy)
+    assert torch.equal(crops.flip, torch.from_numpy(d.flip).float())
+    assert torch.equal(factors, torch.from_numpy(d.factors))
+
+
+def test_cpu_box_placement_runs_no_torch_kernels() -> None:
+    aug = TrainAugment(size=16)
+    extents = _extents(64)
+    counts = aten_op_counts(lambda: random_crops(extents, torch.Generator(), aug.policy))
+    placement = {"aten::sqrt", "aten::where", "aten::floor", "aten::cumsum", "aten::round"}
+    assert not placement & set(counts), counts
+
+
+@pytest.mark.parametrize("flip", [False, True])
+@pytest.mark.parametrize("size", [(16, 16), (40, 24), (1, 7)])
+def test_resize_into_the_thread_buffer_equals_interpolate(flip: bool, size: tuple) -> None:
+    img = torch.randint(0, 256, (S, S, 3), dtype=torch.uint8, generator=torch.Generator())
+    for top, left, h, w in EXTENTS:
+        crop = img[top : top + h, left : left + w]
+        src = (crop.flip(1) if flip else crop).unsqueeze(0).permute(0, 3, 1, 2)
+        want = F.interpolate(src, size=size, mode="bilinear", align_corners=True)[0]
+        assert torch.equal(_resize_one(crop, size, flip), want)
+
+
+def test_resize_reuses_one_buffer_per_thread() -> None:
+    img = torch.zeros(S, S, 3, dtype=torch.uint8)
+
+    def two_pointers() -> tuple[int, int]:
+        a = _resize_one(img[:20, :30], (16, 16), False).data_ptr()
+        b = _resize_one(img[5:, 2:], (16, 16), True).data_ptr()
+        return a, b
+
+    here = two_pointers()
+    there = pool(1).submit(two_pointers).result()
+    assert here[0] == here[1] and there[0] == there[1] and here[0] != there[0]
+
+
+def _reference(images: torch.Tensor, extents: torch.Tensor, seed: int, aug: TrainAugment):
+    """The fast path's float32 result, planar, step by step (old formulas, per sample)."""
+    box = _torch_boxes(extents, seed, aug)
+    flips = boxes.draw(boxes.generator(seed), len(extents), aug.policy).flip
+    scale, shift = channel_affine(aug.normalize)
+    mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)
+    planar, fused = [], []
+    for i, (top, left, h, w) in enumerate(box.tolist()):
+        crop = images[i, top : top + h, left : left + w]
+        src = (crop.flip(1) if flips[i] else crop).unsqueeze(0).permute(0, 3, 1, 2)
+        x = F.interpolate(src, size=aug.size, mode="bilinear", align_corners=True)[0]
+        planar.append(x.float().mul_(mul).add_(add))  # planar float32: mul, then add
+        fused.append(torch.addcmul(add, x.float(), mul))  # the other outputs: one fused step
+    return torch.stack(planar), torch.stack(fused)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_path_outputs_equal_the_step_by_step_reference(threads: int) -> None:
+    images = torch.randint(0, 256, (12, S, S, 3), dtype=torch.uint8, generator=torch.Generator())
+    extents = _extents(12)
+    for seed in (3, 4):
+        base = TrainAugment(size=(20, 28), threads=threads)
+        planar, fused = _reference(images, extents, seed, base)
+        for dtype in ("float32", "bfloat16", "float16"):
+            for channels_last in (False, True):
+                aug = TrainAugment(
+                    size=(20, 28), threads=threads, dtype=dtype, channels_last=channels_last
+                )
+                got = aug(images, extents, torch.Generator().manual_seed(seed))
+                want = planar if dtype == "float32" and not channels_last else fused
+                assert torch.equal(got, want.to(getattr(torch, dtype))), (dtype, channels_last)
