@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +73,12 @@ class StoreLayout:
         """The store format version: 2 with named fields, else 1."""
         return 2 if self.fields else 1
 
-    @property
+    @cached_property
     def arrays(self) -> Mapping[str, ArraySpec]:
-        """Every array of the store by name (:func:`precompute.storearrays.store_arrays`)."""
+        """Every array of the store by name (:func:`precompute.storearrays.store_arrays`).
+
+        Computed once per layout (readers look arrays up per chunk); do not modify it.
+        """
         return store_arrays(self, self.fields)
 
     @property
