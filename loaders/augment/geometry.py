@@ -28,6 +28,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from loaders.augment.bands import crop_arrays
@@ -71,8 +72,24 @@ def crop_masks(
     rows = nearest_index(crops.top, crops.height, size[0])
     cols = nearest_index(crops.left, crops.width, size[1])
     cols = torch.where(crops.flip[:, None] > 0, cols.flip(1), cols)
+    if masks.device.type == "cpu":
+        return take_rows_cols(masks, rows, cols)
     b = torch.arange(masks.shape[0], device=masks.device)[:, None, None]
     return masks[b, rows[:, :, None], cols[:, None, :]]
+
+
+def take_rows_cols(masks: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """CPU: ``masks[b, rows[b][:, None], cols[b][None, :]]`` for every sample ``b``.
+
+    The same values as the batched advanced index of :func:`crop_masks` (the device path),
+    taken per sample with numpy, rows then columns: no broadcast index of ``B * h * w``
+    entries, several times faster on a CPU. Indices are bounds-checked (``take``'s default).
+    """
+    m, r, c = masks.numpy(), rows.numpy(), cols.numpy()
+    out = np.empty((m.shape[0], r.shape[1], c.shape[1]), m.dtype)
+    for i in range(m.shape[0]):
+        np.take(m[i].take(r[i], 0), c[i], 1, out=out[i])
+    return torch.from_numpy(out)
 
 
 def _axis(start: torch.Tensor, length: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:

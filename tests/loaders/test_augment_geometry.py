@@ -213,3 +213,24 @@ def test_each_mask_pixel_is_the_pixel_under_its_centre_by_the_keypoint_map(
     step_y = 0.5 * max(oh - 1, 1) / max(h - 1, 1) if h > 1 and oh > 1 else 0.5 * oh / h
     assert ((mapped[:, 0] - xx.flatten()).abs() <= step_x + 1e-4).all()
     assert ((mapped[:, 1] - yy.flatten()).abs() <= step_y + 1e-4).all()
+
+
+def test_the_cpu_mask_take_equals_the_device_paths_advanced_index() -> None:
+    from loaders.augment.geometry import nearest_index, take_rows_cols
+
+    gen = torch.Generator().manual_seed(3)
+    masks = torch.randint(0, 250, (5, 23, 31), dtype=torch.uint8, generator=gen)
+    top, left = torch.randint(0, 10, (5,), generator=gen), torch.randint(0, 12, (5,), generator=gen)
+    height, width = (
+        torch.randint(1, 13, (5,), generator=gen),
+        torch.randint(1, 19, (5,), generator=gen),
+    )
+    rows, cols = nearest_index(top, height, 7), nearest_index(left, width, 9).flip(1)
+    b = torch.arange(5)[:, None, None]
+    want = masks[b, rows[:, :, None], cols[:, None, :]]  # what crop_masks does off the CPU
+    got = take_rows_cols(masks, rows, cols)
+    assert got.dtype == torch.uint8 and torch.equal(got, want)
+    wide = masks.to(torch.int64) * 300
+    assert torch.equal(
+        take_rows_cols(wide, rows, cols), wide[b, rows[:, :, None], cols[:, None, :]]
+    )
