@@ -46,6 +46,7 @@ from precompute.fields.options import (
     optional,
 )
 from precompute.fields.position import PositionKind
+from precompute.fields.registry import add_entry
 from precompute.manifests import MAX_LABEL
 from precompute.policy import show
 
@@ -317,10 +318,7 @@ KINDS: Mapping[str, Kind] = MappingProxyType(_KINDS)
 
 def register_kind(kind: Kind) -> Kind:
     """Add ``kind`` to the registry under its name (a second kind of that name is refused)."""
-    if kind.name in _KINDS:
-        raise SpecError(f"a field kind named {kind.name!r} is registered already")
-    _KINDS[kind.name] = kind
-    return kind
+    return add_entry(_KINDS, "field kind", kind.name, kind)
 
 
 def kind_of(name: Any, field: str = "?") -> Kind:
