@@ -108,6 +108,21 @@ class FieldSource:
         """
         return read_input(self.locate(item.file(field)), max_bytes, deadline_s)
 
+    def read_counted(
+        self,
+        item: FieldItem,
+        field: str,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        deadline_s: float = READ_DEADLINE_S,
+    ) -> tuple[bytes, int]:
+        """:meth:`read_bytes` and how many bytes this call read from storage (the report's).
+
+        A source that serves repeated reads from a cache (:class:`SceneSource`) answers 0
+        for a read its cache served.
+        """
+        data = self.read_bytes(item, field, max_bytes, deadline_s)
+        return data, len(data)
+
 
 def _is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
