@@ -212,12 +212,14 @@ def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
 def _same_counts(
     src: str, fields: Sequence[FieldSpec], rows: list[tuple[int, dict[str, Any]]]
 ) -> None:
-    for f in (f for f in fields if f.kind == "keypoints"):
-        want = f.options["points"] or (len(rows[0][1][f.name]) if rows else 0)
+    for f in fields:
+        if f.spec.count_option is None:
+            continue
+        want = f.options[f.spec.count_option] or (len(rows[0][1][f.name]) if rows else 0)
         for n, cells in rows:
             if len(cells[f.name]) != want:
                 raise SourceError(
-                    f"{src}: line {n}: {len(cells[f.name])} keypoints in "
+                    f"{src}: line {n}: {len(cells[f.name])} {f.kind} in "
                     f"{f.name!r}; every sample needs {want}"
                 )
 

@@ -134,6 +134,7 @@ class KeypointsKind(Kind):
     source = "inline"
     spatial = True
     resample = augment = "affine"
+    count_option = "points"
     options = MappingProxyType(
         {"points": Option(None, optional(check_count)), "flip_pairs": Option((), check_pairs)}
     )
@@ -245,6 +246,7 @@ class LabelKind(Kind):
     source = "inline"
     mixup, cutmix = "blend", "area"
     class_names = True
+    class_index = True
     options = MappingProxyType({"classes": Option(None, optional(check_count))})
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
