@@ -108,6 +108,21 @@ class FieldSource:
         """
         return read_input(self.locate(item.file(field)), max_bytes, deadline_s)
 
+    def read_counted(
+        self,
+        item: FieldItem,
+        field: str,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        deadline_s: float = READ_DEADLINE_S,
+    ) -> tuple[bytes, int]:
+        """:meth:`read_bytes` and how many bytes this call read from storage (the report's).
+
+        A source that serves repeated reads from a cache (:class:`SceneSource`) answers 0
+        for a read its cache served.
+        """
+        data = self.read_bytes(item, field, max_bytes, deadline_s)
+        return data, len(data)
+
 
 def _is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
@@ -197,12 +212,14 @@ def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
 def _same_counts(
     src: str, fields: Sequence[FieldSpec], rows: list[tuple[int, dict[str, Any]]]
 ) -> None:
-    for f in (f for f in fields if f.kind == "keypoints"):
-        want = f.options["points"] or (len(rows[0][1][f.name]) if rows else 0)
+    for f in fields:
+        if f.spec.count_option is None:
+            continue
+        want = f.options[f.spec.count_option] or (len(rows[0][1][f.name]) if rows else 0)
         for n, cells in rows:
             if len(cells[f.name]) != want:
                 raise SourceError(
-                    f"{src}: line {n}: {len(cells[f.name])} keypoints in "
+                    f"{src}: line {n}: {len(cells[f.name])} {f.kind} in "
                     f"{f.name!r}; every sample needs {want}"
                 )
 

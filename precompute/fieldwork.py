@@ -26,7 +26,7 @@ from precompute.fields.assemble import DECODE, assemble, decoder_of, register_de
 from precompute.fields.geometry import PLACE, register_rule, rule_of
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.format import StoreLayout
-from precompute.plan import ShardTask, slot_permutation
+from precompute.plan import ShardTask, shard_items
 
 if TYPE_CHECKING:
     from precompute.shardwork import ShardJob, ShardResult
@@ -58,14 +58,12 @@ def plan_field_shards(
     source: FieldSource, layout: StoreLayout, seed: int, shards: list[int] | None = None
 ) -> list[ShardTask]:
     """Return the tasks of ``shards`` (default: all) in shard order (the v1 permutation)."""
-    perm = slot_permutation(seed, len(source.items))
-    tasks = []
-    for shard in range(layout.num_shards) if shards is None else sorted(shards):
-        start, stop = layout.shard_range(shard)
-        picked = [source.items[i] for i in perm[start:stop]]
-        items = tuple(item_to_json(it) for it in picked)
-        tasks.append(ShardTask(shard, start, tuple(it.key for it in picked), (), items))
-    return tasks
+    return [
+        ShardTask(
+            shard, start, tuple(it.key for it in picked), (), tuple(map(item_to_json, picked))
+        )
+        for shard, start, picked in shard_items(source.items, layout, seed, shards)
+    ]
 
 
 @dataclass(frozen=True)
@@ -130,9 +128,9 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
     arrays = _empty(job.layout, len(task.items))
 
     def read(item: FieldItem, field: str) -> bytes:
-        data: bytes = reader.read_bytes(item, field, spec.max_bytes)
-        result.bytes_read += len(data)
-        return data
+        got: tuple[bytes, int] = reader.read_counted(item, field, spec.max_bytes)
+        result.bytes_read += got[1]  # a scene a worker's cache serves counts once, when read
+        return got[0]
 
     for j, text in enumerate(task.items):
         try:

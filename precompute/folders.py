@@ -1,13 +1,14 @@
-r"""List a local class-folder tree: ``SRC/<class>/**/<image>``, deterministic and hostile-proof.
+r"""List a local class-folder tree: ``SRC/<class>/**/<file>``, deterministic and hostile-proof.
 
 Entries are visited in name order; hidden entries (``.name``) are ignored, and so are files
-without an image extension. Entries that would be used but cannot be are **recorded** as
+without one of the wanted extensions (:data:`IMAGE_EXTENSIONS` unless the caller names
+others: array files, audio files). Entries that would be used but cannot be are **recorded** as
 ``(key, reason)`` instead of aborting the listing:
 
 - a symlink whose target lies outside the root (``symlink leaves the source root``);
 - a name that is not valid UTF-8 (the key shows its bytes as ``\xNN``);
 - an entry that cannot be examined, e.g. a symlink loop or an unreadable folder;
-- an image name that is not a regular file (a FIFO, a device, a socket).
+- a wanted file name that is not a regular file (a FIFO, a device, a socket).
 
 Symlinks that stay inside the root are followed, each folder at most once.
 """
@@ -15,6 +16,7 @@ Symlinks that stay inside the root are followed, each folder at most once.
 from __future__ import annotations
 
 import os
+from collections.abc import Set as AbstractSet
 
 from precompute.inputs import file_kind
 
@@ -25,6 +27,7 @@ IMAGE_EXTENSIONS = frozenset(
 )
 ESCAPES = "symlink leaves the source root; not followed"
 Skipped = list[tuple[str, str]]
+Extensions = AbstractSet[str]
 
 
 class _Skip(Exception):
@@ -54,12 +57,15 @@ def shown(key: str) -> str:
     return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _classify(entry: os.DirEntry[str], root_real: str, want_files: bool) -> str | None:
-    """Return ``"dir"``, ``"file"`` or None (ignored); raise ``_Skip`` for an entry to record."""
+def _classify(entry: os.DirEntry[str], root_real: str, wanted: Extensions) -> str | None:
+    """Return ``"dir"``, ``"file"`` or None (ignored); raise ``_Skip`` for an entry to record.
+
+    ``wanted``: the extensions of the files to list (empty: folders only).
+    """
     try:
         escapes = entry.is_symlink() and not inside(entry.path, root_real)
-        image = os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS and want_files
-        if not escapes and not image and not entry.is_dir():
+        wanted_file = os.path.splitext(entry.name)[1].lower() in wanted
+        if not escapes and not wanted_file and not entry.is_dir():
             return None
         mode = None if escapes else entry.stat().st_mode
     except OSError as exc:  # ELOOP, EACCES, ...: stable text, no address, no path
@@ -87,9 +93,15 @@ def _entries(folder: str, root: str, skipped: Skipped) -> list[os.DirEntry[str]]
 
 
 def _walk(
-    root: str, folder: str, root_real: str, seen: set[str], files: list[str], skipped: Skipped
+    root: str,
+    folder: str,
+    root_real: str,
+    wanted: Extensions,
+    seen: set[str],
+    files: list[str],
+    skipped: Skipped,
 ) -> None:
-    """Collect image files below ``folder`` (keys relative to ``root``), not leaving the root."""
+    """Collect ``wanted`` files below ``folder`` (keys relative to ``root``), inside the root."""
     real = os.path.realpath(folder)
     if real in seen:
         return
@@ -97,18 +109,29 @@ def _walk(
     for entry in _entries(folder, root, skipped):
         key = os.path.relpath(entry.path, root).replace(os.sep, "/")
         try:
-            kind = _classify(entry, root_real, want_files=True)
+            kind = _classify(entry, root_real, wanted)
         except _Skip as exc:
             skipped.append((shown(key), str(exc)))
             continue
         if kind == "dir":
-            _walk(root, entry.path, root_real, seen, files, skipped)
+            _walk(root, entry.path, root_real, wanted, seen, files, skipped)
         elif kind == "file":
             files.append(key)
 
 
-def walk_classes(root: str) -> tuple[list[tuple[str, int]], list[str], Skipped]:
-    """List the folder ``root`` (absolute): ``(items, classes, skipped)``, items unsorted."""
+def walk_classes(
+    root: str, extensions: Extensions = IMAGE_EXTENSIONS
+) -> tuple[list[tuple[str, int]], list[str], Skipped]:
+    """List the folder ``root`` (absolute): ``(items, classes, skipped)``, items unsorted.
+
+    Args:
+        root: The absolute path of the folder of class folders.
+        extensions: The lower-case extensions (with the dot) of the files to list.
+
+    Returns:
+        ``(key, class index)`` of every listed file, the class folder names in name order
+        (an empty class folder too) and the ``(key, reason)`` entries recorded, not used.
+    """
     root_real = os.path.realpath(root)
     items: list[tuple[str, int]] = []
     skipped: Skipped = []
@@ -116,14 +139,14 @@ def walk_classes(root: str) -> tuple[list[tuple[str, int]], list[str], Skipped]:
     seen: set[str] = {root_real}
     for entry in _entries(root, root, skipped):
         try:
-            kind = _classify(entry, root_real, want_files=False)
+            kind = _classify(entry, root_real, frozenset())
         except _Skip as exc:
             skipped.append((shown(entry.name), str(exc)))
             continue
         if kind != "dir":
             continue
         files: list[str] = []
-        _walk(root, entry.path, root_real, seen, files, skipped)
+        _walk(root, entry.path, root_real, extensions, seen, files, skipped)
         items.extend((key, len(classes)) for key in files)
         classes.append(entry.name)
     return items, classes, skipped

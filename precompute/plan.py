@@ -7,14 +7,18 @@ and source always give the same store.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from precompute.format import StoreLayout
 from precompute.sources import Source
 
-__all__ = ["ShardTask", "plan_shards", "slot_permutation"]
+__all__ = ["ShardTask", "plan_shards", "shard_items", "slot_permutation"]
+
+T = TypeVar("T")
 
 _PLAN_STREAM = 0x5A4D  # separates the plan's random stream from augmentation streams
 
@@ -63,12 +67,21 @@ def plan_shards(
     source: Source, layout: StoreLayout, seed: int, shards: list[int] | None = None
 ) -> list[ShardTask]:
     """Return the tasks of ``shards`` (default: all) in shard order."""
-    perm = slot_permutation(seed, len(source.items))
-    tasks = []
+    return [
+        ShardTask(shard, start, tuple(k for k, _ in picked), tuple(lab for _, lab in picked))
+        for shard, start, picked in shard_items(source.items, layout, seed, shards)
+    ]
+
+
+def shard_items(
+    items: Sequence[T], layout: StoreLayout, seed: int, shards: list[int] | None = None
+) -> Iterator[tuple[int, int, list[T]]]:
+    """Yield ``(shard, first slot, its items in slot order)`` for ``shards`` (default: all).
+
+    The item of slot ``s`` is ``items[slot_permutation(seed, len(items))[s]]``; shards come
+    in ascending order.
+    """
+    perm = slot_permutation(seed, len(items))
     for shard in range(layout.num_shards) if shards is None else sorted(shards):
         start, stop = layout.shard_range(shard)
-        picked = [source.items[i] for i in perm[start:stop]]
-        tasks.append(
-            ShardTask(shard, start, tuple(k for k, _ in picked), tuple(lab for _, lab in picked))
-        )
-    return tasks
+        yield shard, start, [items[i] for i in perm[start:stop]]

@@ -41,7 +41,7 @@ class ShardJob:
     out: str
     layout: StoreLayout
     spec: BuildSpec
-    reader: Any  # a Source or FieldSource with its item list dropped (root/locate/read_bytes)
+    reader: Any  # a Source or FieldSource, item list dropped (locate/read_bytes/read_counted)
     backends: Backends = field(default_factory=Backends)
 
 

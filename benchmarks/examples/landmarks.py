@@ -27,7 +27,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchmarks.examples.stores import add_common_args, build_stores, trainer, work_folder
+from benchmarks.examples.stores import (
+    add_common_args,
+    build_stores,
+    conv_block,
+    trainer,
+    trainer_device,
+    work_folder,
+)
 from benchmarks.fields_data import make_landmarks
 from loaders import StoreLoader
 from loaders.augment import EvalAugment, TrainAugment
@@ -39,13 +46,6 @@ __all__ = ["LandmarkData", "LandmarkModule", "heatmap_loss", "main", "radial_err
 
 POINTS = 19
 STORE_SIZE, INPUT = 72, 64
-
-
-def _block(cin: int, cout: int) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-        nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-    )  # fmt: skip
 
 
 def _coords(x: torch.Tensor) -> torch.Tensor:
@@ -61,10 +61,10 @@ class HeatmapNet(nn.Module):
 
     def __init__(self, points: int, width: int = 16) -> None:
         super().__init__()
-        self.enc1, self.enc2 = _block(3, width), _block(width + 2, 2 * width)
-        self.mid = _block(2 * width + 2, 2 * width)
-        self.dec2 = _block(4 * width, width)
-        self.dec1 = _block(2 * width, width)
+        self.enc1, self.enc2 = conv_block(3, width), conv_block(width + 2, 2 * width)
+        self.mid = conv_block(2 * width + 2, 2 * width)
+        self.dec2 = conv_block(4 * width, width)
+        self.dec1 = conv_block(2 * width, width)
         self.head = nn.Conv2d(width + 2, points, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -157,12 +157,6 @@ class LandmarkModule(L.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=self.lr)
 
 
-def _device(data: L.LightningDataModule) -> torch.device:
-    if data.trainer is None:
-        raise RuntimeError("the DataModule's loaders are made by a Trainer (trainer.fit)")
-    return data.trainer.strategy.root_device
-
-
 def eval_loader(store: Path, batch_size: int, device: str | torch.device = "cpu") -> StoreLoader:
     """The held-out view of a store: centre crop of the letterboxed extent, store order."""
     augment = EvalAugment(size=(INPUT, INPUT), crop=CenterCrop(1.0))
@@ -181,12 +175,16 @@ class LandmarkData(L.LightningDataModule):
         crop = RandomResizedCrop(scale=(0.7, 1.0), ratio=(0.8, 1.25))
         augment = TrainAugment(size=(INPUT, INPUT), crop=crop, flip=None)
         return StoreLoader(
-            self.train, self.batch_size, device=_device(self), seed=self.seed, augment=augment
+            self.train,
+            self.batch_size,
+            device=trainer_device(self),
+            seed=self.seed,
+            augment=augment,
         )
 
     def val_dataloader(self) -> StoreLoader:
         """The centre crop, in store order."""
-        return eval_loader(self.val, self.batch_size, _device(self))
+        return eval_loader(self.val, self.batch_size, trainer_device(self))
 
 
 def mean_shape(store: Path) -> torch.Tensor:

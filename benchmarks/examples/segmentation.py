@@ -24,7 +24,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchmarks.examples.stores import add_common_args, build_stores, trainer, work_folder
+from benchmarks.examples.stores import (
+    add_common_args,
+    build_stores,
+    conv_block,
+    trainer,
+    trainer_device,
+    work_folder,
+)
 from benchmarks.fields_data import make_segmentation
 from loaders import StoreLoader
 from loaders.augment import EvalAugment, TrainAugment
@@ -39,24 +46,17 @@ IGNORE = 255  # the mask's ignore index (letterbox padding; none here: mode "cro
 STORE_SIZE, CROP = 64, 48
 
 
-def _block(cin: int, cout: int) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-        nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-    )  # fmt: skip
-
-
 class TinyUNet(nn.Module):
     """Two levels down, two up, skip connections; ``[B, 3, H, W] -> [B, classes, H, W]``."""
 
     def __init__(self, classes: int, width: int = 16) -> None:
         super().__init__()
-        self.enc1, self.enc2 = _block(3, width), _block(width, 2 * width)
-        self.mid = _block(2 * width, 4 * width)
+        self.enc1, self.enc2 = conv_block(3, width), conv_block(width, 2 * width)
+        self.mid = conv_block(2 * width, 4 * width)
         self.up2 = nn.ConvTranspose2d(4 * width, 2 * width, 2, stride=2)
-        self.dec2 = _block(4 * width, 2 * width)
+        self.dec2 = conv_block(4 * width, 2 * width)
         self.up1 = nn.ConvTranspose2d(2 * width, width, 2, stride=2)
-        self.dec1 = _block(2 * width, width)
+        self.dec1 = conv_block(2 * width, width)
         self.head = nn.Conv2d(width, classes, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,13 +139,6 @@ class SegmentationModule(L.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=self.lr)
 
 
-def _device(data: L.LightningDataModule) -> torch.device:
-    """The device of the trainer ``data`` is attached to."""
-    if data.trainer is None:
-        raise RuntimeError("the DataModule's loaders are made by a Trainer (trainer.fit)")
-    return data.trainer.strategy.root_device
-
-
 class SegmentationData(L.LightningDataModule):
     """``StoreLoader`` over the training and validation mask stores."""
 
@@ -158,7 +151,7 @@ class SegmentationData(L.LightningDataModule):
         augment = TrainAugment(
             size=(CROP, CROP), crop=RandomResizedCrop(scale=(0.3, 1.0)), flip=HorizontalFlip(0.5)
         )
-        device = _device(self)
+        device = trainer_device(self)
         return StoreLoader(
             self.train, self.batch_size, device=device, seed=self.seed, augment=augment
         )
@@ -166,7 +159,7 @@ class SegmentationData(L.LightningDataModule):
     def val_dataloader(self) -> StoreLoader:
         """The centre crop, in store order."""
         augment = EvalAugment(size=(CROP, CROP), crop=CenterCrop(1.0))
-        device = _device(self)
+        device = trainer_device(self)
         return StoreLoader(self.val, self.batch_size, device=device, shuffle=False, augment=augment)
 
 

@@ -1,4 +1,4 @@
-"""What the examples share: the work folder, the builds on one local Ray, the Lightning trainer."""
+"""What the examples share: work folder, builds on one Ray, the Trainer, its device, conv block."""
 
 from __future__ import annotations
 
@@ -7,11 +7,23 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precompute.spec import BuildSpec
 
-__all__ = ["add_common_args", "build_stores", "trainer", "work_folder"]
+if TYPE_CHECKING:
+    import lightning as L
+    import torch
+    from torch import nn
+
+__all__ = [
+    "add_common_args",
+    "build_stores",
+    "conv_block",
+    "trainer",
+    "trainer_device",
+    "work_folder",
+]
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
@@ -68,3 +80,20 @@ def trainer(epochs: int) -> Any:
         use_distributed_sampler=False,  # the loader shards by rank itself
         num_sanity_val_steps=0,
     )
+
+
+def trainer_device(data: L.LightningDataModule) -> torch.device:
+    """The device of the trainer ``data`` is attached to (where its loaders put batches)."""
+    if data.trainer is None:
+        raise RuntimeError("the DataModule's loaders are made by a Trainer (trainer.fit)")
+    return data.trainer.strategy.root_device
+
+
+def conv_block(cin: int, cout: int) -> nn.Sequential:
+    """Two 3x3 convolutions, each with batch norm and ReLU: ``cin -> cout`` channels."""
+    from torch import nn  # lazy: only the examples' nets need torch.nn
+
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+        nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+    )  # fmt: skip

@@ -23,7 +23,7 @@ import torch
 
 from loaders.augment import audio_ops
 from loaders.augment.audio_fields import apply_audio_fields
-from loaders.augment.errors import AugmentError
+from loaders.augment.errors import AugmentError, refuse_unknown
 from loaders.augment.mix import smooth_targets
 from precompute.audio.features import INT16_SCALE
 from precompute.fields import FieldSpec
@@ -127,10 +127,7 @@ class AudioAugment:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AudioAugment:
         """Parse a dict made by :meth:`to_dict` (unknown keys raise)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise AugmentError(f"audio: unknown field(s) {unknown}; known: {sorted(known)}")
+        refuse_unknown(cls, data, "audio")
         pairs = {k: tuple(v) for k, v in data.items() if k in _RANGES and isinstance(v, list)}
         return cls(**{**data, **pairs})
 

@@ -35,7 +35,7 @@ def audio_field(fields: Sequence[FieldSpec]) -> FieldSpec | None:
 
 
 def _label(fields: Sequence[FieldSpec]) -> FieldSpec:
-    found = [f for f in fields if f.kind == "label"]
+    found = [f for f in fields if f.spec.class_index]
     if len(found) != 1:
         names = [f.name for f in fields]
         raise AugmentError(f"AudioAugment needs one label field; the store has {names}")

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from loaders.augment.errors import AugmentError
+from loaders.augment.errors import AugmentError, refuse_unknown
 from precompute.fields import FieldSpec
 
 __all__ = ["MixParams", "Mixup", "beta_pair", "smooth_targets"]
@@ -115,10 +115,7 @@ class Mixup:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Mixup:
         """Parse a dict made by :meth:`to_dict` (unknown keys raise)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise AugmentError(f"mixup: unknown field(s) {unknown}; known: {sorted(known)}")
+        refuse_unknown(cls, data, "mixup")
         return cls(**data)
 
     def _switch_prob(self) -> float:

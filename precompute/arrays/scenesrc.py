@@ -88,14 +88,26 @@ class SceneSource(FieldSource):
         deadline_s: float = READ_DEADLINE_S,
     ) -> bytes:
         """The scene's bytes, from this process's cache when the file is unchanged."""
+        return self.read_counted(item, field, max_bytes, deadline_s)[0]
+
+    def read_counted(
+        self,
+        item: FieldItem,
+        field: str,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        deadline_s: float = READ_DEADLINE_S,
+    ) -> tuple[bytes, int]:
+        """The scene's bytes and how many were read now: 0 when this process's cache served."""
         path = self.locate(_split_file(item.file(field))[0])
         st = os.stat(path)
         ident = (path, st.st_size, st.st_mtime_ns)
+        read = 0
         if _BYTES.get("ident") != ident:
             _BYTES.clear()
             _BYTES.update(ident=ident, data=read_input(path, max_bytes, deadline_s))
+            read = len(_BYTES["data"])
         data: bytes = _BYTES["data"]
-        return data
+        return data, read
 
 
 def _padded(data: bytes, path: str, field: FieldSpec) -> np.ndarray:

@@ -5,9 +5,9 @@ Two layouts, each giving fields ``image`` (kind ``array``, a file field) and ``l
 * **Class folders** ``SRC/<class>/**/<file>`` of ``.npy``, ``.npz``, ``.tif``/``.tiff`` and
   ``.mat`` files (:data:`~precompute.arrays.readers.ARRAY_EXTENSIONS`); classes are the
   folder names in name order, a label is the index of its folder. Hidden entries and other
-  files are ignored. As in :mod:`precompute.folders`, a symlink leaving the root, a name that
-  is not UTF-8, an entry that cannot be examined and a non-regular array file are recorded
-  in ``skipped``, not followed.
+  files are ignored. Listed by :func:`precompute.folders.walk_classes` (its rules: a symlink
+  leaving the root, a name that is not UTF-8, an entry that cannot be examined and a
+  non-regular array file are recorded in ``skipped``, not followed).
 * **Manifest** (``.csv``/``.jsonl``/``.ndjson``) of ``path,label`` lines, parsed by
   :func:`precompute.manifests.parse_manifest` (the rules of ``docs/manifests.md``); a path
   that is not an array file is a per-line error under ``on_error``.
@@ -24,92 +24,27 @@ import os
 from precompute.arrays.readers import ARRAY_EXTENSIONS
 from precompute.errors import SourceError
 from precompute.fieldsources import FieldItem, FieldSource
-from precompute.folders import ESCAPES, escapes, inside, shown
-from precompute.inputs import file_kind
+from precompute.folders import ESCAPES, escapes, walk_classes
 from precompute.manifests import parse_manifest, read_manifest_text
 
 __all__ = ["FIELDS", "list_arrays"]
 
 FIELDS = ("image", "label")
 _MANIFESTS = (".csv", ".jsonl", ".ndjson")
-Skipped = list[tuple[str, str]]
 
 
 def _is_array(name: str) -> bool:
     return os.path.splitext(name)[1].lower() in ARRAY_EXTENSIONS
 
 
-def _kind(entry: os.DirEntry[str], root_real: str) -> str | None:
-    """``"a folder"``, None (a regular file) or what else it is; ``OSError`` if unreadable."""
-    if entry.is_symlink() and not inside(entry.path, root_real):
-        return ESCAPES
-    return file_kind(entry.stat().st_mode)
-
-
-def _walk(root: str, folder: str, seen: set[str], files: list[str], skipped: Skipped) -> None:
-    """Collect array files below ``folder`` (keys relative to ``root``), each folder once."""
-    real = os.path.realpath(folder)
-    if real in seen:
-        return
-    seen.add(real)
-    try:
-        with os.scandir(folder) as it:
-            entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
-    except OSError as exc:
-        key = os.path.relpath(folder, root).replace(os.sep, "/")
-        skipped.append((shown(key), f"cannot list: {exc.strerror or type(exc).__name__}"))
-        return
-    for entry in entries:
-        key = shown(os.path.relpath(entry.path, root).replace(os.sep, "/"))
-        try:
-            kind = _kind(entry, os.path.realpath(root))
-        except OSError as exc:
-            skipped.append((key, f"cannot list: {exc.strerror or type(exc).__name__}"))
-            continue
-        if kind != "a folder" and not _is_array(entry.name):
-            continue
-        if shown(entry.name) != entry.name:
-            skipped.append((key, "file name is not valid UTF-8; rename it"))
-        elif kind == "a folder":
-            _walk(root, entry.path, seen, files, skipped)
-        elif kind is None:
-            files.append(key)
-        else:
-            skipped.append((key, kind if kind == ESCAPES else f"not a regular file ({kind})"))
-
-
-def _classes(root: str, skipped: Skipped) -> list[str]:
-    """The class folders of ``root`` in name order (escaping symlinks recorded, not used)."""
-    out = []
-    with os.scandir(root) as it:
-        entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
-    for entry in entries:
-        try:
-            kind = _kind(entry, os.path.realpath(root))
-        except OSError as exc:
-            skipped.append((shown(entry.name), f"cannot list: {exc.strerror or 'error'}"))
-            continue
-        if kind == ESCAPES:
-            skipped.append((shown(entry.name), ESCAPES))
-        elif kind == "a folder":
-            out.append(entry.name)
-    return out
-
-
 def _list_folder(src: str) -> FieldSource:
     root = os.path.abspath(src)
     if not os.path.isdir(root):
         raise SourceError(f"{src}: source folder does not exist (or is not a folder)")
-    skipped: Skipped = []
-    classes = _classes(root, skipped)
+    files, classes, skipped = walk_classes(root, frozenset(ARRAY_EXTENSIONS))
     if not classes:
         raise SourceError(f"{src}: no class sub-folders (expected SRC/<class>/<array file>)")
-    items: list[FieldItem] = []
-    seen = {os.path.realpath(root)}
-    for label, name in enumerate(classes):
-        files: list[str] = []
-        _walk(root, os.path.join(root, name), seen, files, skipped)
-        items.extend(FieldItem(k, (("image", k),), (("label", label),)) for k in files)
+    items = [FieldItem(k, (("image", k),), (("label", label),)) for k, label in files]
     if not items:
         raise SourceError(
             f"{src}: no array files ({', '.join(ARRAY_EXTENSIONS)}) found under the class folders"

@@ -31,7 +31,7 @@ from typing import Any
 from precompute.errors import SourceError, SpecError
 from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldItem, FieldSource
-from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes
+from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import read_input
 from precompute.manifests import jsonl_objects, read_manifest_text
 
@@ -48,7 +48,11 @@ def _ext(path: str) -> str:
 
 
 def _folder_files(root: str) -> Iterator[tuple[str, str]]:
-    """``(class, key)`` of every non-hidden file under the class folders of ``root``, in order."""
+    """``(class, key)`` of every non-hidden file under the class folders of ``root``, in order.
+
+    Lazy, for :func:`is_audio_source` to stop at the first image file; the build lists the
+    folder with :func:`precompute.folders.walk_classes` (its symlink, FIFO and name rules).
+    """
     for cls in sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != "."):
         for dirpath, dirs, files in os.walk(os.path.join(root, cls)):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -180,8 +184,9 @@ def _entries(src: str, on_error: str, skipped: Skipped) -> tuple[str, list[tuple
     src = src.removeprefix("file://")
     if not src.lower().endswith(MANIFESTS):
         root = os.path.abspath(src)
-        files = [(k, c) for c, k in _folder_files(root) if _ext(k) in AUDIO_EXTENSIONS]
-        return root, [(k, c, None, None) for k, c in files]
+        files, classes, found = walk_classes(root, AUDIO_EXTENSIONS)
+        skipped.extend(found)
+        return root, [(k, classes[c], None, None) for k, c in files]
     root = os.path.dirname(os.path.abspath(src))
     out = []
     for n, row in _manifest_rows(src):

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from precompute.errors import DecodeError, InputError, SpecError
+from precompute.errors import DecodeError, InputError
 from precompute.fields.geometry import check_frame, place_field, placement
 from precompute.fields.masks import decode_mask
+from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.fieldsources import FieldItem
 from precompute.stages.decode import decode_bytes
@@ -68,21 +69,13 @@ def register_decoder(name: str, decoder: Decoder) -> Decoder:
     Raises:
         SpecError: A decoder of that name is registered already.
     """
-    if name in _DECODE:
-        raise SpecError(f"a field decoder named {name!r} is registered already")
-    _DECODE[name] = decoder
-    return decoder
+    return add_entry(_DECODE, "field decoder", name, decoder)
 
 
 def decoder_of(field: FieldSpec) -> Decoder:
     """The registered decoder of a file ``field`` (a :class:`SpecError` naming it if none)."""
-    name = field.spec.decoder
-    if name not in _DECODE:
-        raise SpecError(
-            f"fields.{field.name}: kind {field.kind!r} decodes with {name!r}, which no module "
-            f"has registered (register_decoder; known: {sorted(_DECODE)})"
-        )
-    return _DECODE[name]
+    lacks = "which no module has registered (register_decoder"
+    return entry_for(_DECODE, field.spec.decoder, field, "decodes with", lacks)
 
 
 def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:

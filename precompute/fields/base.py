@@ -42,6 +42,10 @@ class Kind(ABC):
         mixup: ``blend`` or ``refuse``.
         cutmix: ``paste`` (the same box), ``area`` (mixed by the pasted area) or ``refuse``.
         class_names: Inline values may be class names, mapped to sorted indices.
+        class_index: One class index per sample: the target a classifier's mixing (image
+            ``Mixup``, ``AudioAugment``) turns into one-hot soft targets.
+        count_option: The option that fixes how many entries a value has (``points``):
+            every row of a manifest must give that many (the first row's count if unset).
         options: Option name -> default and checker.
     """
 
@@ -55,6 +59,8 @@ class Kind(ABC):
     mixup: ClassVar[str] = "refuse"
     cutmix: ClassVar[str] = "refuse"
     class_names: ClassVar[bool] = False  # inline values may be class names
+    class_index: ClassVar[bool] = False  # one class index per sample (mixing: one-hot)
+    count_option: ClassVar[str | None] = None  # option fixing a value's entry count
     options: ClassVar[Mapping[str, Option]] = MappingProxyType({})
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image
 
 from precompute.errors import DecodeError, SpecError
+from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec
 from precompute.spec import MODES
 from precompute.stages.resize import FILTER, center_crop_box, letterbox_size
@@ -157,10 +158,7 @@ def register_rule(name: str, rule: Rule) -> Rule:
     Raises:
         SpecError: A rule of that name is registered already.
     """
-    if name in _PLACE:
-        raise SpecError(f"a build geometry rule named {name!r} is registered already")
-    _PLACE[name] = rule
-    return rule
+    return add_entry(_PLACE, "build geometry rule", name, rule)
 
 
 def rule_of(field: FieldSpec) -> Rule:
@@ -169,12 +167,8 @@ def rule_of(field: FieldSpec) -> Rule:
     Raises:
         SpecError: No module registered the kind's rule (the build refuses the field).
     """
-    if field.resample not in _PLACE:
-        raise SpecError(
-            f"fields.{field.name}: kind {field.kind!r} is placed by rule {field.resample!r}, "
-            f"which the build lacks (register_rule; known: {sorted(_PLACE)})"
-        )
-    return _PLACE[field.resample]
+    lacks = "which the build lacks (register_rule"
+    return entry_for(_PLACE, field.resample, field, "is placed by rule", lacks)
 
 
 def place_field(field: FieldSpec, value: np.ndarray, p: Placement) -> np.ndarray:

@@ -46,6 +46,7 @@ from precompute.fields.options import (
     optional,
 )
 from precompute.fields.position import PositionKind
+from precompute.fields.registry import add_entry
 from precompute.manifests import MAX_LABEL
 from precompute.policy import show
 
@@ -133,6 +134,7 @@ class KeypointsKind(Kind):
     source = "inline"
     spatial = True
     resample = augment = "affine"
+    count_option = "points"
     options = MappingProxyType(
         {"points": Option(None, optional(check_count)), "flip_pairs": Option((), check_pairs)}
     )
@@ -244,6 +246,7 @@ class LabelKind(Kind):
     source = "inline"
     mixup, cutmix = "blend", "area"
     class_names = True
+    class_index = True
     options = MappingProxyType({"classes": Option(None, optional(check_count))})
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
@@ -317,10 +320,7 @@ KINDS: Mapping[str, Kind] = MappingProxyType(_KINDS)
 
 def register_kind(kind: Kind) -> Kind:
     """Add ``kind`` to the registry under its name (a second kind of that name is refused)."""
-    if kind.name in _KINDS:
-        raise SpecError(f"a field kind named {kind.name!r} is registered already")
-    _KINDS[kind.name] = kind
-    return kind
+    return add_entry(_KINDS, "field kind", kind.name, kind)
 
 
 def kind_of(name: Any, field: str = "?") -> Kind:

@@ -22,6 +22,7 @@ __all__ = [
     "cat",
     "collect",
     "decode_index",
+    "index_images",
     "make_index_store",
     "to_numpy",
 ]
@@ -45,14 +46,8 @@ def make_index_store(
     Labels are ``index % 7``; ``holes`` get label -1 and zero pixels, as a skipped input would.
     """
     n, k = num_samples, variants
-    idx = np.arange(n)
-    shape = (n, size, size, 3) if k == 1 else (n, k, size, size, 3)
-    images = np.zeros(shape, np.uint8)
-    images[..., 0] = (idx % 256).reshape(-1, *[1] * (len(shape) - 2))
-    images[..., 1] = (idx // 256).reshape(-1, *[1] * (len(shape) - 2))
-    if k > 1:
-        images[..., 2] = np.arange(k).reshape(1, k, 1, 1)
-    labels = (idx % NUM_CLASSES).astype(np.int64)
+    images = index_images(n, size, k)
+    labels = (np.arange(n) % NUM_CLASSES).astype(np.int64)
     holes = list(holes)
     labels[holes] = -1
     images[holes] = 0
@@ -61,6 +56,21 @@ def make_index_store(
     )
     write_store_from_arrays(root, images, labels, spec)
     return Path(root)
+
+
+def index_images(num_samples: int, size: int, variants: int = 1) -> np.ndarray:
+    """``(n, size, size, 3)`` uint8 (``(n, k, ...)`` for ``k > 1`` variants) encoding the index.
+
+    Channel 0 is ``i % 256``, channel 1 ``i // 256``, channel 2 the variant (0 for one).
+    """
+    n, k, idx = num_samples, variants, np.arange(num_samples)
+    shape = (n, size, size, 3) if k == 1 else (n, k, size, size, 3)
+    images = np.zeros(shape, np.uint8)
+    images[..., 0] = (idx % 256).reshape(-1, *[1] * (len(shape) - 2))
+    images[..., 1] = (idx // 256).reshape(-1, *[1] * (len(shape) - 2))
+    if k > 1:
+        images[..., 2] = np.arange(k).reshape(1, k, 1, 1)
+    return images
 
 
 def to_numpy(x: Any) -> np.ndarray:

@@ -9,17 +9,7 @@ from loaders.augment.bands import crop_arrays, normalize_bands
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.geometry import crop_images
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-        ],
-    ),
-]
+from tests.loaders.devices import DEVICES
 
 
 def _crops(boxes: list[list[int]], flips: list[float], device: str = "cpu") -> CropParams:

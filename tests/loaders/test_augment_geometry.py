@@ -27,20 +27,11 @@ from loaders.augment.ops import CenterCrop
 from loaders.augment.resample import crop_resample
 from precompute.fields import KINDS, FieldSpec
 from precompute.policy import Policy
+from tests.loaders.devices import DEVICES
 
 H = W = 60
 POLICY = Policy(scale=(0.02, 1.0), ratio=(0.5, 2.0), attempts=10, flip=0.5, jitter=(0, 0, 0))
 EXTENTS = [[0, 0, 60, 60], [10, 0, 40, 60], [0, 7, 60, 45], [20, 20, 3, 30]] * 3
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-        ],
-    ),
-]
 
 
 def _cls(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:

@@ -14,18 +14,9 @@ from loaders.augment.rot90 import (
     rot90_masks,
     rotate_field,
 )
+from tests.loaders.devices import DEVICES
 
 N = 7
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-        ],
-    ),
-]
 
 
 def _k(device: str) -> torch.Tensor:

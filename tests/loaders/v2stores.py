@@ -36,6 +36,7 @@ from precompute.fields import FieldSpec, fields_table
 from precompute.format import ATTR_KEY, FORMAT_NAME, StoreLayout
 from precompute.spec import BuildSpec
 from precompute.writer import _create_arrays
+from tests.contracts.index_store import index_images
 
 __all__ = [
     "CLASSES",
@@ -157,13 +158,9 @@ def make_v2_index_store(
     """A v2 store (image, mask, keypoints, label) whose every field encodes the index."""
     n, k, idx = num_samples, variants, np.arange(num_samples)
     fields = index_fields(flip_pairs)
-    shape = (n, size, size, 3) if k == 1 else (n, k, size, size, 3)
-    image = np.zeros(shape, np.uint8)
-    image[..., 0] = (idx % 256).reshape(-1, *[1] * (len(shape) - 2))
-    image[..., 1] = (idx // 256).reshape(-1, *[1] * (len(shape) - 2))
+    image = index_images(n, size, k)
     mask = index_mask(idx, size)
     if k > 1:
-        image[..., 2] = np.arange(k).reshape(1, k, 1, 1)
         mask = np.repeat(mask[:, None], k, 1)
     points = index_points(idx, size)
     if k > 1:  # spatial fields are stored per variant

@@ -153,3 +153,21 @@ def test_cli_mistakes_name_the_flags(
     with pytest.raises(SystemExit):
         main(["build", src, "--out", out, "--labels", "gt.npy", "--patch", "5"])
     assert "--patch 5: a store's side is at least 8; give --size 8" in capsys.readouterr().err
+
+
+def test_the_report_counts_the_scene_once_per_worker_read_not_once_per_patch(
+    ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    _, cube, gt = scene
+    fresh = tmp_path / "src"  # a path no worker of the session's Ray has cached
+    fresh.mkdir()
+    np.save(fresh / "scene.npy", cube)
+    np.save(fresh / "gt.npy", gt)
+    _build(fresh / "scene.npy", tmp_path / "s")
+    report = open_store_info(tmp_path / "s").report
+    size = (fresh / "scene.npy").stat().st_size
+    patches = int((gt > 0).sum())
+    assert report["shards_built"] < patches
+    # each worker process reads the scene once (its cache serves the later patches)
+    assert report["bytes_read"] % size == 0
+    assert size <= report["bytes_read"] <= report["shards_built"] * size
