@@ -104,10 +104,5 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
         return None
     patch = options.get("position", {}).get("patch")
     if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
-        if patch < 8:
-            raise SpecError(
-                f"--patch {patch}: a store's side is at least 8; give --size 8 (the patches "
-                "are then resampled) or a patch of 8 or more"
-            )
         flags["size"] = patch
     return [f.to_dict() for f in infer_fields(src, options, fill)]

@@ -147,7 +147,7 @@ class BuildSpec:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._check_int("size", 8, 8192)
+        self._check_int("size", 1, 8192)  # 1: small spectral patches are stored as cut
         self._check_int("seed", 0, 2**63 - 1)
         self._check_int("shard_samples", 1, 1 << 20)
         self._check_int("chunk_samples", 1, 1 << 20)

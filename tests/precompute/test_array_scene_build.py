@@ -150,9 +150,23 @@ def test_cli_mistakes_name_the_flags(
     assert "labels is required for kind 'position' (a scene build: --labels GT --patch P)" in (
         capsys.readouterr().err
     )
-    with pytest.raises(SystemExit):
-        main(["build", src, "--out", out, "--labels", "gt.npy", "--patch", "5"])
-    assert "--patch 5: a store's side is at least 8; give --size 8" in capsys.readouterr().err
+
+
+def test_small_patches_are_stored_as_cut(
+    ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    root, cube, gt = scene
+    out = tmp_path / "s5"
+    main(["build", str(root / "scene.npy"), "--out", str(out), "--labels", "gt.npy",
+          "--patch", "5", "--quiet"])  # fmt: skip
+    data = zarr.open_group(str(out), mode="r")
+    assert data["image"].shape[1:] == (5, 5, cube.shape[2])
+    rows, cols = np.nonzero(gt)
+    padded = np.pad(cube, ((2, 2), (2, 2), (0, 0)), mode="reflect")
+    for k in (0, len(rows) // 2, len(rows) - 1):
+        i = int(np.flatnonzero((data["position"][:] == (rows[k], cols[k])).all(1))[0])
+        want = padded[rows[k] : rows[k] + 5, cols[k] : cols[k] + 5]
+        assert np.array_equal(data["image"][i], want)
 
 
 def test_the_report_counts_the_scene_once_per_worker_read_not_once_per_patch(
