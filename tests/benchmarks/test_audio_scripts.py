@@ -26,4 +26,5 @@ def test_bench_audio_prints_both_rows_and_the_ratios(capsys, monkeypatch) -> Non
     bench_audio.main()
     out = capsys.readouterr().out
     assert bench_audio.CLASSIC in out and bench_audio.NOSTALL in out
-    assert re.search(r"throughput nostall/classic [0-9.]+x .* nostall/classic 1/[0-9.]+", out)
+    ratio = r"(1/[0-9.]+|below one clock tick)"  # a short run may measure no loader CPU
+    assert re.search(rf"throughput nostall/classic [0-9.]+x .* nostall/classic {ratio}", out)
