@@ -23,7 +23,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     "extra, needle",
     [
         (["--size", "abc"], "'--size'"),
-        (["--size", "3"], "size must be an integer"),
+        (["--size", "0"], "size must be an integer"),
         (["--mode", "stretch"], "mode must be one of"),
         (["--on-error", "ignore"], "on_error must be one of"),
         (["--shard-samples", "10", "--chunk-samples", "4"], "multiple of"),
