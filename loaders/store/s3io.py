@@ -100,53 +100,49 @@ class RemoteShards:
 
     def chunk(
         self, url: str, coords: tuple[int, ...], offset: int, nbytes: int
-    ) -> tuple[bytes, str | None]:
+    ) -> tuple[bytes, str | None, bool]:
         """Return ``nbytes`` at ``offset`` of ``url`` (its index was read by :meth:`tail`).
 
         Returns:
-            The bytes, and the cache entry they came from (None: fetched now), to
-            :meth:`forget` if they fail their checksum.
+            The bytes, their read-cache key (None without a cache), and whether they came
+            from the cache. Fetched bytes are not cached here: :meth:`read_chunk` caches them
+            once their crc32c holds.
 
         Raises:
             ChunkReadError: The GET failed, or the object changed since its index was read.
         """
         whole = self._whole.get(url) if self._whole is not None else None
         if whole is not None:
-            return whole.data[offset : offset + nbytes], None
+            return whole.data[offset : offset + nbytes], None, False
         etag = self._etags.get(url, "")
-        key = ReadCache.key(url, etag, offset, nbytes) if self.cache is not None else None
-        if self.cache is not None and key is not None:
+        key = None
+        if self.cache is not None:
+            key = ReadCache.key(url, etag, offset, nbytes)
             data = self.cache.get(key)
             if data is not None and len(data) == nbytes:
-                return data, key
+                return data, key, True
         try:
             got = objstore.get_range(url, offset, nbytes, if_match=etag or None)
         except (OSError, FileExistsError) as exc:
             raise ChunkReadError(self.name, url, coords, str(exc).removeprefix(f"{url}: ")) from exc
         self._count(len(got.data))
-        if self.cache is not None and key is not None and len(got.data) == nbytes:
-            self.cache.put(key, got.data)
-        return got.data, None
-
-    def forget(self, entry: str | None) -> None:
-        """Drop cache entry ``entry`` (its bytes failed their checksum)."""
-        if entry is not None and self.cache is not None:
-            self.cache.discard(entry)
+        return got.data, key, False
 
     def read_chunk(self, url: str, coords: tuple[int, ...], offset: int, nbytes: int) -> np.ndarray:
         """Return the chunk's bytes (without its crc32c), checked: a GET or a cache hit.
 
-        A cache entry that fails its checksum is dropped and the chunk fetched again.
+        A cache entry that fails its checksum is dropped and the chunk fetched again; fetched
+        bytes enter the cache only once they pass.
 
         Raises:
             CorruptChunkError: The fetched bytes are cut or fail their crc32c.
             ChunkReadError: The GET failed.
         """
-        data, entry = self.chunk(url, coords, offset, nbytes)
+        data, key, hit = self.chunk(url, coords, offset, nbytes)
         sound = _sound(data, nbytes)
-        if entry is not None and not sound:
-            self.forget(entry)
-            data, entry = self.chunk(url, coords, offset, nbytes)
+        if hit and not sound and self.cache is not None and key is not None:
+            self.cache.discard(key)
+            data, key, hit = self.chunk(url, coords, offset, nbytes)
             sound = _sound(data, nbytes)
         if len(data) != nbytes:
             raise CorruptChunkError(
@@ -154,6 +150,8 @@ class RemoteShards:
             )
         if not sound:
             raise CorruptChunkError(self.name, url, coords, "crc32c checksum mismatch")
+        if not hit and self.cache is not None and key is not None:
+            self.cache.put(key, data)
         return np.frombuffer(data, np.uint8, nbytes - CRC_BYTES)
 
     def array_meta(self, url: str) -> ArrayMeta:

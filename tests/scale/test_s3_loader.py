@@ -11,6 +11,7 @@ import pytest
 from loaders import StoreLoader
 from loaders.errors import ChunkReadError, CorruptChunkError, StoreOpenError
 from loaders.store.readcache import ReadCache
+from loaders.store.s3io import _sound
 from precompute import objstore
 from precompute.errors import StoreError
 from precompute.objupload import put_folder
@@ -117,6 +118,22 @@ def test_a_corrupt_chunk_object_raises_naming_url_and_chunk(s3_store: str) -> No
         r"chunk \(4, 0, 0, 0\): crc32c checksum mismatch",
     ):
         _epochs(s3_store, 1)
+
+
+def test_a_corrupt_chunk_never_enters_the_read_cache(s3_store: str, tmp_path: Path) -> None:
+    shard = f"{s3_store}/image/c/1/0/0/0"
+    data = bytearray(objstore.get_range(shard).data)
+    data[100] ^= 0x01  # inside the first inner chunk of shard 1
+    objstore.put_bytes(shard, bytes(data))
+    cache = ReadCache(tmp_path / "cache", 1 << 30)
+    loader = StoreLoader(s3_store, 8, seed=0, shuffle=False, read_cache=cache)
+    with pytest.raises(CorruptChunkError, match="crc32c checksum mismatch"):
+        for _ in loader:
+            pass
+    loader.close()
+    cached = [p.read_bytes() for p in (tmp_path / "cache").glob("??/*")]
+    assert cached  # the sound chunks read before it were cached
+    assert all(_sound(entry, len(entry)) for entry in cached)  # and only sound ones
 
 
 def test_a_missing_or_cut_shard_object_is_refused_at_open(s3_store: str) -> None:
