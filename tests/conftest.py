@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -73,3 +74,14 @@ def ray_local(request: pytest.FixtureRequest):
     yield ray
     if local is not None:
         local.stop()
+
+
+@pytest.fixture()
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """A list the test adds its processes to; those still running are killed afterwards."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:  # only the processes this test started
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()

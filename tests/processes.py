@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import psutil
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def running(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -15,3 +21,14 @@ def running(procs: list[psutil.Process]) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+def spawn_module(module: str, *args: object) -> subprocess.Popen[str]:
+    """Start ``python -m module ARGS`` from the repository root, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *map(str, args)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

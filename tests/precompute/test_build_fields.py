@@ -14,7 +14,7 @@ import zarr
 from PIL import Image
 
 from precompute.cli import main
-from precompute.errors import DecodeError, SourceError, SpecError
+from precompute.errors import DecodeError, SourceError, SpecError, StoreIncompleteError
 from precompute.fields import KINDS, FieldSpec, Kind, Storage, register_kind
 from precompute.format import open_store_info
 from precompute.job import build
@@ -245,7 +245,7 @@ def test_an_interrupted_v2_build_resumes_to_the_same_bytes(
     _reopen_incomplete(tmp_path / "s", 1)
     for name in ("image", "mask", "valid"):
         (tmp_path / "s" / f"gone-{name}").rename(tmp_path / f"gone-{name}")
-    with pytest.raises(Exception, match="incomplete"):
+    with pytest.raises(StoreIncompleteError, match="incomplete"):
         open_store_info(tmp_path / "s")
     attrs = build(str(seg), str(tmp_path / "s"), spec, progress=False)
     assert attrs["report"]["shards_built"] == 1 and attrs["report"]["shards_resumed"] == 2

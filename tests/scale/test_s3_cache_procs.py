@@ -14,38 +14,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from precompute.format import open_store_info
 from service import Cache, ServiceError
+from tests.processes import REPO, spawn_module
 from tests.scale.test_s3_cache import hanging_s3_builder, s3_builder
 from tests.servers import wait_for
 from tests.service.helpers import SPEC, make_source, read_log
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _spawn(*args: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.scale.test_s3_cache_procs", *map(str, args)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-@pytest.fixture()
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:  # only the processes this test started
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+WORKER = "tests.scale.test_s3_cache_procs"  # the module each spawned process runs
 
 
 def test_two_processes_build_once(
@@ -54,7 +34,7 @@ def test_two_processes_build_once(
     source, log, go = make_source(tmp_path / "src"), tmp_path / "log", tmp_path / "go"
     root = f"{bucket}/cache"
     readies = [tmp_path / f"ready{i}" for i in range(2)]
-    procs.extend(_spawn("race", root, source, log, go, ready) for ready in readies)
+    procs.extend(spawn_module(WORKER, "race", root, source, log, go, ready) for ready in readies)
     for ready, proc in zip(readies, procs, strict=True):
         wait_for(ready, proc)
     go.write_text("go")
@@ -75,7 +55,7 @@ def test_a_killed_builders_claim_is_taken_over(
 ) -> None:
     source, log, started = make_source(tmp_path / "src"), tmp_path / "log", tmp_path / "started"
     root = f"{bucket}/cache"
-    procs.append(_spawn("hang", root, source, log, started))
+    procs.append(spawn_module(WORKER, "hang", root, source, log, started))
     wait_for(started, procs[0])
     cache = Cache(root, builder=s3_builder(log), lock_timeout=0.5)
     key = cache.key_for(source, SPEC)

@@ -6,7 +6,6 @@ server on 127.0.0.1.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from service import Cache, precompute_builder
 from service.app import create_app
 from service.errors import SourceNotAllowedError
 from service.paths import SourcePolicy
+from tests.servers import wait_ready
 from tests.service.server_util import serving
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -41,14 +41,6 @@ def ray_session(ray_local: object) -> None:
     """The session's shared local Ray (tests/conftest.py)."""
 
 
-def _wait_ready(client: httpx.Client, key: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 240
-    while (doc := client.get(f"/stores/{key}").json())["status"] not in ("ready", "failed"):
-        assert time.monotonic() < deadline, f"build {key} did not finish"
-        time.sleep(0.1)
-    return dict(doc)
-
-
 def test_segmentation_folder_over_http_builds_once_and_keys_field_options(
     ray_session: None, tmp_path: Path
 ) -> None:
@@ -64,12 +56,12 @@ def test_segmentation_folder_over_http_builds_once_and_keys_field_options(
         r = client.post("/stores", json=body)
         assert r.status_code == 202, r.text
         key = r.json()["key"]
-        assert _wait_ready(client, key)["status"] == "ready"
+        assert wait_ready(client, key, timeout=240)["status"] == "ready"
         again = client.post("/stores", json=body)
         assert again.status_code == 200 and again.json()["key"] == key
         other = client.post("/stores", json={"source": "seg", "spec": seg_spec(ignore=100)})
         assert other.status_code == 202 and other.json()["key"] != key
-        assert _wait_ready(client, other.json()["key"])["status"] == "ready"
+        assert wait_ready(client, other.json()["key"], timeout=240)["status"] == "ready"
     assert cache.stats.snapshot()["builds"] == 2  # one per key, the repeat request was a hit
     info = open_store_info(cache.info(key).path)
     assert [f.name for f in info.spec.fields] == ["image", "mask"] and info.num_valid == 10

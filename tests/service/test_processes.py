@@ -6,8 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,30 +13,11 @@ import pytest
 from precompute.errors import StoreIncompleteError
 from precompute.format import open_store_info
 from service import Cache, StoreInUseError
+from tests.processes import spawn_module
 from tests.servers import wait_for
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _spawn(*args: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.service.worker", *map(str, args)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-@pytest.fixture()
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:  # only the processes this test started
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+WORKER = "tests.service.worker"  # the module each spawned process runs
 
 
 @pytest.fixture()
@@ -51,7 +30,7 @@ def test_racing_processes_build_once(
 ) -> None:
     root, log, go = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "go"
     ready = [tmp_path / f"ready{i}" for i in range(3)]
-    procs += [_spawn("race", root, source, log, go, r) for r in ready]
+    procs += [spawn_module(WORKER, "race", root, source, log, go, r) for r in ready]
     for r, proc in zip(ready, procs, strict=True):  # each imported and set up ...
         wait_for(r, proc, timeout=60.0)
     go.write_text("go")  # ... then the barrier file releases them together
@@ -67,7 +46,7 @@ def test_killed_builder_leaves_nothing_complete_and_next_caller_rebuilds(
     tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
 ) -> None:
     root, log, started = tmp_path / "cache", tmp_path / "builds.log", tmp_path / "started"
-    procs.append(_spawn("hang", root, source, log, started))
+    procs.append(spawn_module(WORKER, "hang", root, source, log, started))
     wait_for(started, procs[0], timeout=60.0)
     cache = Cache(root, builder=index_builder(log), lock_timeout=60)
     key = cache.key_for(source, SPEC)
@@ -93,7 +72,7 @@ def test_lease_in_another_process_blocks_eviction_until_it_dies(
     cache = Cache(root, builder=index_builder())
     path = cache.get_or_build(source, SPEC)
     key = cache.key_for(source, SPEC)
-    procs.append(_spawn("lease", root, key, ready))
+    procs.append(spawn_module(WORKER, "lease", root, key, ready))
     wait_for(ready, procs[0], timeout=60.0)
     assert ready.read_text() == str(path)
     report = cache.gc(budget_bytes=0)
