@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 
-from loaders.augment.arrays import check_array_policy
 from loaders.augment.audio_fields import check_audio_policies
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
@@ -68,7 +67,6 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
             )
     if isinstance(mixup, Mixup):
         check_mixable(mixup, fields)
-    check_array_policy(fields, augment)  # colour jitter on array fields is refused
 
 
 def check_field_values(

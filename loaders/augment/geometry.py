@@ -83,7 +83,7 @@ def take_rows_cols(masks: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) 
 
     The same values as the batched advanced index of :func:`crop_masks` (the device path),
     taken per sample with numpy, rows then columns: no broadcast index of ``B * h * w``
-    entries, several times faster on a CPU. Indices are bounds-checked (``take``'s default).
+    entries. Indices are bounds-checked (``take``'s default).
     """
     m, r, c = masks.numpy(), rows.numpy(), cols.numpy()
     out = np.empty((m.shape[0], r.shape[1], c.shape[1]), m.dtype)

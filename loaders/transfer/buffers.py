@@ -9,12 +9,10 @@ from that batch was dropped by the consumer. A batch the user keeps is therefore
 it just leaves its buffer out of the rotation, and the pool allocates another.
 
 Pageable buffers are anonymous memory maps, so every buffer starts on a page boundary (and
-every row whose byte size is a multiple of 64 on a 64-byte boundary). A large ``np.empty``
-starts 16 bytes past a page (glibc's chunk header), and both the kernel's copy behind
-``preadv`` and a user-space ``memcpy`` run 1.4 to 4 times as slowly into such a destination
-when the source (a chunk's offset in its shard file) is aligned differently; into 64-byte
-aligned rows the source's alignment makes no measurable difference. Every stored byte goes
-through one of those copies. The mappings are private, as malloc'ed memory is.
+every row whose byte size is a multiple of 64 on a 64-byte boundary), where a large
+``np.empty`` starts 16 bytes past a page (glibc's chunk header): copies (the kernel's behind
+``preadv``, or ``memcpy``) into aligned destinations do not depend on how a chunk's offset in
+its shard file is aligned. The mappings are private, as malloc'ed memory is.
 
 With ``pin=True`` (CUDA only: page-locking needs the driver) the buffers are pinned host
 memory, so the reader writes each batch where the device copy can DMA it from directly.
