@@ -179,14 +179,20 @@ def _segment(row: Mapping[str, Any], name: str) -> float | None:
     return value
 
 
-def _entries(src: str, on_error: str, skipped: Skipped) -> tuple[str, list[tuple[Any, ...]]]:
-    """``root`` and ``(path, label, start, end)`` of every entry, labels as given."""
+def _entries(
+    src: str, on_error: str, skipped: Skipped
+) -> tuple[str, list[tuple[Any, ...]], tuple[str, ...] | None]:
+    """``root``, ``(path, label, start, end)`` of every entry, and the class folders' names.
+
+    Class folders: labels are the folder indices of :func:`walk_classes` (sorted names, as a
+    v1 source's), whatever the names look like. A manifest: labels as given, and None.
+    """
     src = src.removeprefix("file://")
     if not src.lower().endswith(MANIFESTS):
         root = os.path.abspath(src)
         files, classes, found = walk_classes(root, AUDIO_EXTENSIONS)
         skipped.extend(found)
-        return root, [(k, classes[c], None, None) for k, c in files]
+        return root, [(k, c, None, None) for k, c in files], tuple(classes)
     root = os.path.dirname(os.path.abspath(src))
     out = []
     for n, row in _manifest_rows(src):
@@ -197,7 +203,7 @@ def _entries(src: str, on_error: str, skipped: Skipped) -> tuple[str, list[tuple
             out.append((path, label, _segment(row, "start"), _segment(row, "end")))
         except ValueError as exc:
             _per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
-    return root, out
+    return root, out, None
 
 
 def _labels(src: str, entries: list[tuple[Any, ...]]) -> tuple[list[int], tuple[str, ...]]:
@@ -230,7 +236,7 @@ def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> F
         raise SpecError(f"{src}: an audio source has the fields audio and label; spec: {names}")
     opts = next(f.options for f in fields if f.name == "audio")
     skipped: Skipped = []
-    root, entries = _entries(src, on_error, skipped)
+    root, entries, folders = _entries(src, on_error, skipped)
     kept = []
     for e in entries:
         if escapes(root, e[0]):
@@ -241,9 +247,10 @@ def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> F
         raise SourceError(f"{src}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
     if len({e[0] for e in kept}) != len(kept):
         raise SourceError(f"{src}: a path is listed twice")
-    labels, classes = _labels(src, kept)
-    if not src.lower().endswith(MANIFESTS):
-        classes = tuple(sorted({str(e[1]) for e in kept}))
+    if folders is None:
+        labels, classes = _labels(src, kept)
+    else:
+        labels, classes = [int(e[1]) for e in kept], folders
     items = []
     for (path, _, lo, hi), label in zip(kept, labels, strict=True):
         items.extend(_items(src, root, path, label, lo, hi, opts, on_error, skipped))

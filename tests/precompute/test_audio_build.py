@@ -280,3 +280,17 @@ def test_kept_channels_are_an_axis(ray_local: None, tmp_path: Path) -> None:
         decoded = sf.read(str(src / key), dtype="float32", always_2d=True)[0]
         want = to_int16(decoded.T if decoded.shape[1] == 2 else np.repeat(decoded.T, 2, 0))
         np.testing.assert_array_equal(got["audio"][j][:, :4000], want)
+
+
+def test_class_folders_named_by_numbers_or_mixed_names_label_like_v1_folders(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "src"
+    for name in ("0", "10", "2", "cat"):
+        (src / name).mkdir(parents=True)
+        (src / name / "a.wav").write_bytes(encode(tone(440, RATE, 0.2), RATE, "wav16"))
+    source = list_audio_source(str(src), _spec().fields, "raise")
+    names = dict(source.classes)["label"]
+    assert names == ("0", "10", "2", "cat")  # sorted folder names, as class folders give
+    for item in source.items:
+        assert names[item.value("label")] == item.file("audio").split("/")[0]
