@@ -25,7 +25,7 @@ from precompute.plan import ShardTask
 from precompute.sources import Source
 from precompute.spec import BuildSpec
 from precompute.stages import SampleContext, make_pipeline
-from precompute.writer import write_shard
+from precompute.writer import num_valid, write_shard
 
 __all__ = ["ShardJob", "ShardResult", "build_shard"]
 
@@ -97,12 +97,6 @@ def _run_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[st
     return {"image": image, "label": label, "extent": extent, "key": keys}
 
 
-def _num_valid(arrays: dict[str, Any]) -> int:
-    if "valid" in arrays:
-        return int(np.count_nonzero(arrays["valid"]))
-    return int(np.count_nonzero(arrays["label"] != HOLE_LABEL))
-
-
 def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     """Decode and write ``task``'s shard; return its result (``error`` set under ``raise``)."""
     t0 = time.perf_counter()
@@ -110,7 +104,7 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     arrays = _run_samples(job, task, result)
     if arrays is None:
         return result
-    result.num_valid = _num_valid(arrays)
+    result.num_valid = num_valid(arrays)
     result.seconds = time.perf_counter() - t0
     stats: dict[str, Any] = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
     if result.truncated:

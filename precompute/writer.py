@@ -48,6 +48,7 @@ __all__ = [
     "create_or_resume",
     "done_shards",
     "finalize",
+    "num_valid",
     "write_shard",
     "write_store_from_arrays",
 ]
@@ -166,7 +167,7 @@ def _shard_arrays(
     return out
 
 
-def _num_valid(arrays: Mapping[str, np.ndarray]) -> int:
+def num_valid(arrays: Mapping[str, np.ndarray]) -> int:
     """v2: the count of ``valid``; v1: the labels that are not ``-1``."""
     if "valid" in arrays:
         return int(np.count_nonzero(arrays["valid"]))
@@ -213,7 +214,7 @@ def write_shard(
         "shard": shard,
         "start": start,
         "stop": stop,
-        "num_valid": _num_valid(data),
+        "num_valid": num_valid(data),
         "skipped": list(skipped),
         "stats": dict(stats or {}),
         "files": {

@@ -26,7 +26,7 @@ from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.fieldsources import FieldItem
 from precompute.stages.decode import decode_bytes
 
-__all__ = ["DECODE", "assemble", "decode_field", "decoder_of", "register_decoder"]
+__all__ = ["DECODE", "assemble", "decoder_of", "register_decoder"]
 
 Reader = Callable[[FieldItem, str], bytes]
 
@@ -76,16 +76,6 @@ def decoder_of(field: FieldSpec) -> Decoder:
     """The registered decoder of a file ``field`` (a :class:`SpecError` naming it if none)."""
     lacks = "which no module has registered (register_decoder"
     return entry_for(_DECODE, field.spec.decoder, field, "decodes with", lacks)
-
-
-def decode_field(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
-    """Decode the file ``key`` of ``field`` and check it for storage.
-
-    Raises:
-        DecodeError: Naming ``key`` and the field.
-    """
-    value = decoder_of(field)(data, key, field, max_pixels)
-    return field.spec.validate(value, field.name, field.options, key)
 
 
 def _read(read: Reader, item: FieldItem, field: str) -> bytes:
