@@ -6,18 +6,24 @@ writes a synthetic scene (:func:`benchmarks.spectral_data.make_scene`), builds i
 machine (median of ``--runs`` epochs after one warm-up epoch each; loaders are opened once,
 outside the timed part, and serve one epoch per run):
 
-* ``store raw``: ``StoreLoader(augment=None)``, ``[B, P, P, C]`` as stored;
+* ``store raw``: ``StoreLoader(augment=None)``, ``[B, P, P, C]`` as stored, default settings
+  (``io="pread"``, a prefetch thread, two read threads);
+* ``store raw mmap``: the same with ``io="mmap"`` and ``map_bytes`` covering the store (its
+  shard files stay mapped across epochs, as the memmap reference keeps its mapping), read on
+  the calling thread (``prefetch=0, num_threads=1``, as the reference reads);
 * ``store aug``: ``StoreLoader`` with ``TrainAugment`` (crop/flip, per-band normalise) to
   ``[B, C, P, P]`` float32;
-* ``memmap``: the store's patches as one ``.npy``, memory-mapped and read batch by batch in the
-  order ``store raw`` served its first epoch (the bytes-on-disk reference);
+* ``memmap``: the store's patches as one ``.npy``, memory-mapped once (as a ``Dataset`` keeps
+  its memmap) and read batch by batch in the order ``store raw`` served its first epoch (the
+  bytes-on-disk reference);
 * ``np.load``: a classic ``Dataset`` doing ``np.load`` of one ``.npy`` file per patch, under a
   ``DataLoader`` with 2 workers (``benchmarks.spectral_data.ArrayFileDataset``).
 
-It prints patches/s of each and the ratios ``store raw / memmap``, ``store aug / memmap``,
-``store raw / np.load``, then the peak RSS of a process that streams one epoch of
-``StoreLoader`` for this scene and for one of twice the rows (flat RSS: it does not grow with
-the dataset). Setup is outside the timed part; results are printed, never committed. The
+It prints patches/s of each and the ratios of each store row to ``memmap`` and to ``np.load``,
+then the peak RSS of a process that streams one epoch of ``StoreLoader`` (default settings)
+for this scene and for one of twice the rows (flat RSS: it does not grow with the dataset;
+with ``io="mmap"`` the mapped shard files count in RSS too, up to ``map_bytes``).
+Setup is outside the timed part; results are printed, never committed. The
 timing process runs torch with ``--torch-threads`` intra-op threads (default 1): the augmented
 path is a handful of small torch ops per batch, which an OpenMP pool stalls on when the machine
 has fewer free cores than threads.
@@ -71,8 +77,7 @@ def _store_epoch(loader: StoreLoader, order: list[int] | None = None) -> int:
     return n
 
 
-def _memmap_epoch(path: Path, order: np.ndarray) -> int:
-    data = np.load(path, mmap_mode="r")
+def _memmap_epoch(data: np.ndarray, order: np.ndarray) -> int:
     for start in range(0, len(order), BATCH):
         torch.from_numpy(np.ascontiguousarray(data[order[start : start + BATCH]]))
     return len(order)
@@ -145,13 +150,19 @@ def main(argv: list[str] | None = None) -> None:
         order: list[int] = []
         _store_epoch(StoreLoader(store, BATCH, seed=0, augment=None), order)
         raw = StoreLoader(store, BATCH, seed=0, augment=None)
+        size = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file())
+        mapped = StoreLoader(store, BATCH, seed=0, augment=None, io="mmap", map_bytes=size,
+                             prefetch=0, num_threads=1)  # fmt: skip
+        memmap = np.load(work / "patches.npy", mmap_mode="r")
+        served = np.array(order)
         aug = TrainAugment(size=(args.patch, args.patch), crop=RandomResizedCrop(scale=(0.6, 1.0)))
         augmented = StoreLoader(store, BATCH, seed=0, augment=aug)
         rates = _interleaved(
             {
                 "store raw": lambda: _store_epoch(raw),
+                "store raw mmap": lambda: _store_epoch(mapped),
                 "store aug": lambda: _store_epoch(augmented),
-                "memmap": lambda: _memmap_epoch(work / "patches.npy", np.array(order)),
+                "memmap": lambda: _memmap_epoch(memmap, served),
                 "np.load": lambda: _npload_epoch(work / "files"),
             },
             args.runs,
@@ -160,10 +171,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{n} patches of {args.patch}x{args.patch}x{args.bands} float32, batch {BATCH}, "
               f"torch threads {args.torch_threads}")  # fmt: skip
         for name, rate in rates.items():
-            print(f"{name:10s} {rate:10.0f} patches/s")
-        for a, b in (("store raw", "memmap"), ("store aug", "memmap"), ("store raw", "np.load"),
-                     ("store aug", "np.load")):  # fmt: skip
-            print(f"ratio {a} / {b}: {rates[a] / rates[b]:.2f}x")
+            print(f"{name:14s} {rate:10.0f} patches/s")
+        for a in ("store raw", "store raw mmap", "store aug"):
+            for b in ("memmap", "np.load"):
+                print(f"ratio {a} / {b}: {rates[a] / rates[b]:.2f}x")
         big = build_scene_store(work / "big", 2 * args.height, args.bands, args.patch)
         n_big = zarr.open_array(str(big / "key"), mode="r").shape[0]
         print(f"loader peak RSS: {peak_rss_mb(store):.0f} MiB for {n} patches, "

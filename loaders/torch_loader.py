@@ -34,7 +34,6 @@ from loaders.contract import (
     ContractLoader,
     Mixup,
     check_int,
-    pad_flags,
     store_identity,
 )
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
@@ -222,27 +221,26 @@ class StoreLoader(ContractLoader):
             return
         plan = self.plan(epoch)
         pipeline = self._pipeline(plan, self.variant(epoch))
-        repeats = torch.as_tensor(plan.repeats, device=self.device)
         try:
             pipeline.reset({"batch": start})
             for host in pipeline:
                 served = int(pipeline.get_state()["batch"])  # batches handed out so far
-                batch = self._finish(host, epoch, served - 1, repeats)
+                batch = self._finish(host, epoch, served - 1)
                 self._mark_served(epoch, served, total)
                 yield batch
         finally:
             pipeline.close()
 
     def _finish(
-        self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
+        self, batch: dict[str, torch.Tensor], epoch: int, number: int
     ) -> dict[str, torch.Tensor]:
         if self.fields:
-            return self._finish_fields(batch, epoch, number, repeats)
+            return self._finish_fields(batch, epoch, number)
         out = {
             "image": batch["image"],
             "label": batch["label"],
             "index": batch["index"],
-            "is_pad": pad_flags(batch["index"], repeats),
+            "is_pad": batch["is_pad"],  # marked by the reader: the plan's repeat positions
         }
         if self.augment is None and self.mixup is None:
             return out
@@ -254,11 +252,10 @@ class StoreLoader(ContractLoader):
         return out
 
     def _finish_fields(
-        self, batch: dict[str, torch.Tensor], epoch: int, number: int, repeats: torch.Tensor
+        self, batch: dict[str, torch.Tensor], epoch: int, number: int
     ) -> dict[str, torch.Tensor]:
         """A v2 batch: one entry per field (and companion), ``index``, ``is_pad``."""
         out = {k: v for k, v in batch.items() if k != "extent"}
-        out["is_pad"] = pad_flags(batch["index"], repeats)
         if self.augment is None and self.mixup is None:
             return out
         gen = self.batch_generator(epoch, number)

@@ -14,7 +14,7 @@ or land in scratch (pread). A batch is handed out once every window serving it w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
@@ -24,14 +24,12 @@ from loaders.batching.nodes import Node
 from loaders.batching.plan import EpochPlan, Window
 from loaders.errors import LoaderError
 from loaders.store.open_store import OpenedStore
-from loaders.store.shardio import Route
+from loaders.store.rows import Run
 from loaders.transfer.buffers import BufferPool
 
 __all__ = ["BatchReader", "HostBatch", "stream_pools"]
 
 HostBatch = dict[str, np.ndarray]
-# a Route whose destination is one buffer per streamed array (the same rows in each)
-_Routes = tuple[tuple[np.ndarray, ...], Sequence[int], Sequence[int]]
 
 
 def stream_pools(
@@ -52,8 +50,9 @@ class BatchReader(Node[HostBatch]):
 
     Each batch holds every streamed array (``image`` (B, S, S, 3) uint8, a v2 store's masks)
     read chunk by chunk into its batch rows, every array read whole at open (``label`` (B,)
-    int64, keypoints, companions) indexed by the batch's samples, ``extent`` (B, 4) int32 and
-    ``index`` (B,) int64, all of the served variant. State: ``{"batch": next batch}``.
+    int64, keypoints, companions) indexed by the batch's samples, ``extent`` (B, 4) int32,
+    ``index`` (B,) int64, all of the served variant, and ``is_pad`` (B,) bool: True on the
+    plan's padding repeats (its positions from :attr:`EpochPlan.real` on). State: ``{"batch": next batch}``.
 
     Args:
         source: The opened store.
@@ -79,6 +78,13 @@ class BatchReader(Node[HostBatch]):
         self.source, self.plan, self.batch_size, self.variant = source, plan, batch_size, variant
         self.pools = dict(pools) if pools is not None else stream_pools(source, batch_size, 8)
         self.num_batches = plan.batches(batch_size, drop_last)
+        self.streams = source.streams
+        for name, stream in self.streams.items():  # the runs' chunk rows are in range
+            if stream.meta.chunk_shape[0] != plan.chunk_samples or name not in self.pools:
+                raise LoaderError(
+                    f"{name}: chunks of {stream.meta.chunk_shape[0]} samples (or no batch "
+                    f"buffers), the plan has {plan.chunk_samples}"
+                )
         axis = source.variant_axis
         self.small = {k: v[:, variant] if k in axis else v for k, v in source.small.items()}
         extents = source.extents
@@ -89,6 +95,8 @@ class BatchReader(Node[HostBatch]):
             if num_threads > 1
             else None
         )
+        self._chunk_coords: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self._slot_of = np.zeros(-(-source.layout.num_samples // plan.chunk_samples), np.intp)
         self._filling: dict[int, dict[str, np.ndarray]] = {}
         self._ready: dict[int, dict[str, np.ndarray]] = {}
         self._batch = self._window = 0
@@ -116,14 +124,15 @@ class BatchReader(Node[HostBatch]):
             self._window += 1
         streamed = self._ready.pop(self._batch)
         lo = self._batch * self.batch_size
-        index = self.plan.order[lo : lo + self._rows_of(self._batch)].copy()
+        n = self._rows_of(self._batch)
+        index = self.plan.order[lo : lo + n].copy()
         self._batch += 1
-        return {
-            **streamed,
-            **{name: values[index] for name, values in self.small.items()},
-            "extent": self.extents[index],
-            "index": index,
-        }
+        batch = {name: values[index] for name, values in self.small.items()}
+        batch.update(streamed)
+        batch["extent"] = self.extents[index]
+        batch["index"] = index
+        batch["is_pad"] = np.arange(lo, lo + n) >= self.plan.real  # repeats come last
+        return batch
 
     def _limits(self) -> tuple[int, int]:
         """Return the order positions still to serve: ``[first, stop)``."""
@@ -148,28 +157,36 @@ class BatchReader(Node[HostBatch]):
             return
         served = self.plan.order[lo:hi]
         positions = np.arange(lo, hi)
-        chunks = window.chunks[np.isin(window.chunks, served // cs)]
-        sorter = np.argsort(chunks)
-        slot = sorter[np.searchsorted(chunks, served // cs, sorter=sorter)]
+        # each served sample's chunk as a slot into the window's chunks that serve any, in
+        # reading order: O(n) table lookups, no sorting
+        self._slot_of[window.chunks] = np.arange(len(window.chunks))
+        slot = self._slot_of[served // cs]
+        keep = np.bincount(slot, minlength=len(window.chunks)) > 0
+        chunks = window.chunks[keep]
+        slot = (np.cumsum(keep) - 1)[slot]
         # group the served positions by (chunk slot, batch); positions ascend inside a group
         by = np.lexsort((positions, slot))
         slot, positions, rows = slot[by], positions[by], (served % cs)[by]
         cut = np.flatnonzero((np.diff(slot) != 0) | (np.diff(positions // bs) != 0)) + 1
         bounds = [0, *cut.tolist(), len(slot)]
-        jobs: list[tuple[int, list[_Routes]]] = [(int(c), []) for c in chunks.tolist()]
+        jobs: list[tuple[tuple[tuple[int, ...], ...], list[list[Run]]]] = [
+            (self._coords(c), [[] for _ in self.streams]) for c in chunks.tolist()
+        ]
         starts, at = slot[bounds[:-1]].tolist(), positions.tolist()
         flat: dict[int, tuple[np.ndarray, ...]] = {}  # batch -> buffers, dropped after the read
         for s, a, b in zip(starts, bounds[:-1], bounds[1:], strict=True):
             batch_no, row0 = divmod(at[a], bs)
             if batch_no not in flat:
                 flat[batch_no] = self._flat(batch_no)
-            # a run of positions (a batch-sorted plan gives only runs) is copied in one go
-            dest: range | np.ndarray = (
-                range(row0, row0 + b - a)
-                if at[b - 1] - at[a] == b - a - 1
-                else positions[a:b] - batch_no * bs
-            )
-            jobs[s][1].append((flat[batch_no], dest, rows[a:b]))
+            frm, per_array = rows[a:b], jobs[s][1]
+            if at[b - 1] - at[a] == b - a - 1:  # a run (a batch-sorted plan gives only runs)
+                for k, buf in enumerate(flat[batch_no]):
+                    per_array[k].append((buf[row0 : row0 + b - a], frm))
+            else:  # one run per row
+                for k, buf in enumerate(flat[batch_no]):
+                    for j in range(a, b):
+                        row = at[j] - batch_no * bs
+                        per_array[k].append((buf[row : row + 1], rows[j : j + 1]))
         # one share of the chunks per thread, the calling thread reading one share itself:
         # one hand-off per helper thread and window, not one per chunk
         shares = [jobs[k :: self.num_threads] for k in range(1, self.num_threads)]
@@ -187,16 +204,26 @@ class BatchReader(Node[HostBatch]):
         self._complete(window.stop)
 
     def _flat(self, batch: int) -> tuple[np.ndarray, ...]:
-        """The batch's buffers as (rows, bytes) views, one per streamed array, in order."""
-        return tuple(buf.reshape(len(buf), -1) for buf in self._rows(batch).values())
+        """The batch's buffers as (rows, bytes) uint8 views, one per streamed array, in order."""
+        bufs = self._rows(batch)
+        return tuple(
+            bufs[name].reshape(len(bufs[name]), -1).view(np.uint8) for name in self.streams
+        )
 
-    def _read_chunks(self, jobs: list[tuple[int, list[_Routes]]]) -> None:
-        """Read each job's chunk of every streamed array, routing its rows to their batches."""
-        coords = self.source.chunk_coords
-        for chunk, routes in jobs:
-            for k, (name, reader) in enumerate(self.source.streams.items()):
-                mine: list[Route] = [(dest[k], rows, frm) for dest, rows, frm in routes]
-                reader.read_chunk_rows(coords(chunk, self.variant, name), mine)
+    def _read_chunks(self, jobs: list[tuple[tuple[tuple[int, ...], ...], list[list[Run]]]]) -> None:
+        """Read each job's chunk of every streamed array, copying its runs into the batches."""
+        for coords, runs in jobs:
+            for k, reader in enumerate(self.streams.values()):
+                reader.read_chunk_runs(coords[k], runs[k])
+
+    def _coords(self, chunk: int) -> tuple[tuple[int, ...], ...]:
+        """The inner-chunk coordinates of sample chunk ``chunk``, one per streamed array."""
+        found = self._chunk_coords.get(chunk)
+        if found is None:
+            coords = self.source.chunk_coords
+            found = tuple(coords(chunk, self.variant, name) for name in self.streams)
+            self._chunk_coords[chunk] = found
+        return found
 
     def _complete(self, stop: int) -> None:
         """Move every batch whose last position is below ``stop`` to the ready set."""

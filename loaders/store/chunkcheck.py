@@ -18,6 +18,8 @@ from loaders.store.shardindex import CRC_BYTES
 
 __all__ = ["ChunkChecker"]
 
+_UNSEEN = object()  # no check recorded for a chunk yet
+
 
 class ChunkChecker:
     """Checks chunk checksums of one array; thread-safe.
@@ -48,7 +50,7 @@ class ChunkChecker:
         Raises:
             CorruptChunkError: The checksum does not match.
         """
-        if self.verify == "first" and chunk in self._verified and self._verified[chunk] == stamp:
+        if not self.due(chunk, stamp):
             return
         crc = 0
         for part in data:
@@ -63,5 +65,13 @@ class ChunkChecker:
         self, chunk: tuple[int, ...], path: str, src: np.ndarray, stamp: Stamp
     ) -> None:
         """Check a mapped chunk (bytes + crc32c) of version ``stamp`` of shard file ``path``."""
-        stored = int.from_bytes(src[-CRC_BYTES:].tobytes(), "little")
-        self.check(chunk, path, [src[:-CRC_BYTES]], stored, stamp)
+        if self.due(chunk, stamp):
+            stored = int.from_bytes(src[-CRC_BYTES:].tobytes(), "little")
+            self.check(chunk, path, [src[:-CRC_BYTES]], stored, stamp)
+
+    def due(self, chunk: tuple[int, ...], stamp: Stamp | None) -> bool:
+        """Return whether ``chunk`` of file version ``stamp`` is to be checked now."""
+        if self.verify != "first":
+            return True
+        seen = self._verified.get(chunk, _UNSEEN)
+        return seen is _UNSEEN or seen != stamp

@@ -2,7 +2,11 @@
 
 A *route* ``(dest, dest_rows, chunk_rows)`` sends rows ``chunk_rows`` (axis 0) of a chunk to
 rows ``dest_rows`` of ``dest``, a C-contiguous array with rows of the same byte size (e.g. a
-batch buffer).
+batch buffer); routes are checked. A *run* ``(dest, chunk_rows)`` is the checked, lean form the
+batch reader builds itself: ``dest`` is exactly the destination rows, a C-contiguous
+``(n, row bytes)`` uint8 array, and ``chunk_rows`` ``n`` indices in ``[0, chunk rows)``. A
+batch-sorted epoch plan gives one run per (chunk, batch), so the copy of a run is one
+``np.take`` and nothing per row or per route is checked again.
 """
 
 from __future__ import annotations
@@ -12,9 +16,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["Route", "copy_rows", "flat_parts", "row_parts", "scatter"]
+__all__ = [
+    "Route",
+    "Run",
+    "copy_rows",
+    "flat_parts",
+    "row_parts",
+    "run_parts",
+    "runs_of",
+    "scatter",
+    "take_runs",
+]
 
 Route = tuple[np.ndarray, Sequence[int], Sequence[int]]  # (dest, dest_rows, chunk_rows)
+Run = tuple[np.ndarray, np.ndarray]  # (dest rows (n, row bytes) uint8, chunk rows (n,) intp)
 
 
 def flat_parts(parts: Sequence[np.ndarray | memoryview]) -> list[memoryview]:
@@ -44,27 +59,22 @@ def scatter(src: np.ndarray, flats: list[memoryview]) -> None:
 def row_parts(
     routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.dtype
 ) -> list[memoryview]:
-    """Return one byte view per chunk row, in order: its routed row, or a row of scratch.
+    """Return one byte view per chunk row, in order: its routed row, or a row of scratch."""
+    rows = chunk_shape[0]
+    row_bytes = math.prod(chunk_shape[1:]) * np.dtype(dtype).itemsize
+    return run_parts(runs_of(routes, rows, row_bytes), rows, row_bytes)
+
+
+def run_parts(runs: Sequence[Run], rows: int, row_bytes: int) -> list[memoryview]:
+    """Return one byte view per chunk row, in order: its run's row, or a row of scratch.
 
     Byte views are cheaper to make than numpy row views, which matters at one per row; the
     scratch rows are distinct, so the whole chunk still lands somewhere (for the checksum).
     """
-    rows = chunk_shape[0]
-    row_bytes = math.prod(chunk_shape[1:]) * np.dtype(dtype).itemsize
     views: list[memoryview | None] = [None] * rows
-    for dest, dest_rows, chunk_rows in routes:
-        dest2d = _rows2d(dest, row_bytes)
-        frm = _indices(chunk_rows, rows)
-        first = _run(dest_rows, len(frm), len(dest2d))
-        to = (
-            range(first, first + len(frm))
-            if first is not None
-            else _indices(dest_rows, len(dest2d)).tolist()
-        )
-        if len(to) != len(frm):
-            raise ValueError("route row index out of range")
-        flat = memoryview(dest2d).cast("B")  # type: ignore[arg-type]
-        for d, c in zip(to, frm.tolist(), strict=True):
+    for dest, frm in runs:
+        flat = memoryview(dest).cast("B")  # type: ignore[arg-type]
+        for d, c in enumerate(frm.tolist()):
             views[c] = flat[d * row_bytes : (d + 1) * row_bytes]
     missing = [i for i, v in enumerate(views) if v is None]
     if missing:
@@ -72,6 +82,30 @@ def row_parts(
         for k, i in enumerate(missing):
             views[i] = scratch[k * row_bytes : (k + 1) * row_bytes]
     return views  # type: ignore[return-value]
+
+
+def runs_of(routes: Sequence[Route], rows: int, row_bytes: int) -> list[Run]:
+    """Check ``routes`` against a chunk of ``rows`` rows of ``row_bytes`` bytes; return runs.
+
+    A route whose destination rows are a ``range`` is one run; any other is one run per row.
+
+    Raises:
+        ValueError: A destination is not writeable C-contiguous, has rows of another size, or
+            a row index is out of range.
+    """
+    runs: list[Run] = []
+    for dest, dest_rows, chunk_rows in routes:
+        dest2d = _rows2d(dest, row_bytes)
+        frm = _indices(chunk_rows, rows)
+        first = _run(dest_rows, len(frm), len(dest2d))
+        if first is not None:
+            runs.append((dest2d[first : first + len(frm)], frm))
+            continue
+        to = _indices(dest_rows, len(dest2d))
+        if len(to) != len(frm):
+            raise ValueError("route row index out of range")
+        runs.extend((dest2d[d : d + 1], frm[k : k + 1]) for k, d in enumerate(to.tolist()))
+    return runs
 
 
 def _rows2d(dest: np.ndarray, row_bytes: int) -> np.ndarray:
@@ -109,22 +143,18 @@ def _run(dest_rows: Sequence[int], n: int, stop: int) -> int | None:
 def copy_rows(src2d: np.ndarray, routes: Sequence[Route]) -> None:
     """Copy the routed rows of ``src2d`` (C-contiguous rows x bytes, uint8), each once.
 
-    A route whose destination rows are a ``range`` (one run, what a batch-sorted epoch order
-    gives) is one ``np.take`` straight into that slice: one copy, the GIL released. Other
-    routes are fancy-indexed assignments (through a small temporary). Every index is
-    range-checked first.
+    Every index is range-checked first (:func:`runs_of`), then :func:`take_runs` copies.
     """
     if not src2d.flags.c_contiguous:
         raise ValueError("source rows must be C-contiguous")
-    rows, row_bytes = src2d.shape
-    for dest, dest_rows, chunk_rows in routes:
-        dest2d = _rows2d(dest, row_bytes)
-        frm = _indices(chunk_rows, rows)
-        first = _run(dest_rows, len(frm), len(dest2d))
-        if first is not None:  # "clip" writes straight into out; the indices were checked above
-            src2d.take(frm, 0, dest2d[first : first + len(frm)], "clip")
-            continue
-        to = _indices(dest_rows, len(dest2d))
-        if len(to) != len(frm):
-            raise ValueError("route row index out of range")
-        dest2d[to] = src2d[frm]
+    take_runs(src2d, runs_of(routes, *src2d.shape))
+
+
+def take_runs(src2d: np.ndarray, runs: Sequence[Run]) -> None:
+    """Copy each run's chunk rows of ``src2d`` (rows x bytes, uint8) into its rows: one take.
+
+    ``"clip"`` lets numpy write straight into the destination (``"raise"`` would copy through
+    a temporary): the runs' indices are in range by construction (:data:`Run`).
+    """
+    for dest, frm in runs:
+        src2d.take(frm, 0, dest, "clip")

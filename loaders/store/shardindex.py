@@ -61,6 +61,7 @@ class ShardIndexCache:
     ) -> None:
         self.meta, self.name, self.complete, self.tail = meta, name, complete, tail
         self._indexes: dict[tuple[int, ...], tuple[Stamp | None, np.ndarray | None]] = {}
+        self._located: dict[tuple[int, ...], tuple[Stamp, int, int]] = {}
         self._lock = threading.Lock()
 
     def locate(
@@ -78,6 +79,10 @@ class ShardIndexCache:
             CorruptChunkError: The index fails its checksum, points outside the file, the
                 chunk's size is wrong, or (``complete``) the file or the chunk is missing.
         """
+        if stamp is not None:
+            memo = self._located.get(chunk)
+            if memo is not None and memo[0] == stamp:
+                return memo[1], memo[2]
         index = self._index(chunk, path, stamp)
         if index is None:
             return MISSING, MISSING
@@ -95,6 +100,8 @@ class ShardIndexCache:
         want = self.meta.chunk_nbytes + CRC_BYTES
         if nbytes != want:
             raise CorruptChunkError(self.name, path, chunk, f"holds {nbytes} bytes, want {want}")
+        if stamp is not None:  # this file version's answer, until the file changes
+            self._located[chunk] = (stamp, offset, nbytes)
         return offset, nbytes
 
     def _index(self, chunk: tuple[int, ...], path: str, stamp: Stamp | None) -> np.ndarray | None:

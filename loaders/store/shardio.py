@@ -33,7 +33,7 @@ from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayEr
 from loaders.store.chunkcheck import ChunkChecker
 from loaders.store.rawio import MapCache, Stamp, file_stamp, preadv_all
 from loaders.store.readcache import ReadCache
-from loaders.store.rows import Route, copy_rows, flat_parts, row_parts, scatter
+from loaders.store.rows import Route, Run, flat_parts, run_parts, runs_of, scatter, take_runs
 from loaders.store.s3io import RemoteShards
 from loaders.store.shardindex import CRC_BYTES as _CRC
 from loaders.store.shardindex import MISSING, ShardIndexCache
@@ -46,6 +46,7 @@ __all__ = [
     "VERIFY_MODES",
     "ArrayMeta",
     "Route",
+    "Run",
     "ShardedArrayReader",
     "parse_array_meta",
 ]
@@ -104,6 +105,9 @@ class ShardedArrayReader:
             self.meta, self.name, complete, self._s3.tail if self._s3 is not None else None
         )
         self._check = ChunkChecker(self.name, verify)
+        rows = self.meta.chunk_shape[0] if self.meta.chunk_shape else 1
+        self._row_bytes = self.meta.chunk_nbytes // max(rows, 1)
+        self._files: dict[tuple[int, ...], str] = {}  # chunk -> shard file (hot path)
 
     @property
     def fast(self) -> bool:
@@ -131,6 +135,14 @@ class ShardedArrayReader:
         shard = [c // n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True)]
         sep = self.meta.separator
         return f"{self.path}/c{sep}{sep.join(str(s) for s in shard)}"
+
+    def _file_of(self, chunk: tuple[int, ...]) -> str:
+        """:meth:`shard_file` of a chunk checked to be in the grid (both cached: hot path)."""
+        path = self._files.get(chunk)
+        if path is None:
+            self._check_chunk(chunk)
+            path = self._files[chunk] = self.shard_file(chunk)
+        return path
 
     def read_chunk(self, chunk: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
         """Read inner chunk ``chunk`` (chunk-grid coordinates) whole.
@@ -172,6 +184,10 @@ class ShardedArrayReader:
                 f"{self.name}: parts hold {sum(f.nbytes for f in flats)} bytes, "
                 f"a chunk has {self.meta.chunk_nbytes}"
             )
+        self._read_flats(chunk, flats)
+
+    def _read_flats(self, chunk: tuple[int, ...], flats: list[memoryview]) -> None:
+        """Read checked chunk ``chunk`` over the byte views ``flats`` (adding up to a chunk)."""
         try:
             if self.fast:
                 self._read_fast(chunk, flats)
@@ -199,26 +215,37 @@ class ShardedArrayReader:
             ChunkReadError: Any other I/O failure.
         """
         chunk = tuple(int(c) for c in chunk)
+        self.read_chunk_runs(chunk, runs_of(routes, self.meta.chunk_shape[0], self._row_bytes))
+
+    def read_chunk_runs(self, chunk: tuple[int, ...], runs: Sequence[Run]) -> None:
+        """:meth:`read_chunk_rows` for runs (:data:`loaders.store.rows.Run`), the hot path.
+
+        The batch reader builds its runs itself, in range by construction, so nothing per row
+        or per run is checked again here; ``chunk`` is a tuple of ints.
+
+        Raises:
+            CorruptChunkError: Checksum mismatch or truncated data.
+            ChunkReadError: Any other I/O failure.
+        """
+        path = self._file_of(chunk)
+        rows = self.meta.chunk_shape[0]
         if not (self.fast and self._maps is not None):
-            self.read_chunk_into(chunk, row_parts(routes, self.meta.chunk_shape, self.meta.dtype))
+            self._read_flats(chunk, run_parts(runs, rows, self._row_bytes))
             return
-        self._check_chunk(chunk)
-        path = self.shard_file(chunk)
         try:
             found = self._mapped_chunk(chunk, path)
-            rows = self.meta.chunk_shape[0]
             if found is None:
                 fill = (
                     np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
                     .view(np.uint8)
                     .reshape(rows, -1)
                 )
-                copy_rows(fill, routes)
+                take_runs(fill, runs)
                 return
             # check first, then copy: the checksum pass pulls the chunk into the cache, so
             # the copy reads it from there (cheaper than copying first and checking after)
             self._check.check_mapped(chunk, path, *found)
-            copy_rows(found[0][:-_CRC].reshape(rows, -1), routes)
+            take_runs(found[0][:-_CRC].reshape(rows, -1), runs)
         except (ChunkReadError, ValueError):
             raise
         except Exception as exc:
