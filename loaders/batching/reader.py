@@ -160,7 +160,10 @@ class BatchReader(Node[HostBatch]):
         # each served sample's chunk as a slot into the window's chunks that serve any, in
         # reading order: O(n) table lookups, no sorting
         self._slot_of[window.chunks] = np.arange(len(window.chunks))
-        slot = self._slot_of[served // cs]
+        needed = served // cs
+        slot = self._slot_of[needed]
+        if not np.array_equal(window.chunks[slot], needed):
+            raise LoaderError(f"window {window.number} serves samples of chunks it does not read")
         keep = np.bincount(slot, minlength=len(window.chunks)) > 0
         chunks = window.chunks[keep]
         slot = (np.cumsum(keep) - 1)[slot]
