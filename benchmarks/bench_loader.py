@@ -6,8 +6,10 @@ Run: ``.venv/bin/python -m benchmarks.bench_loader`` (``--help`` for sizes). Row
    memmap gathering the same samples in the same order (one copy per sample; target >= 0.7),
    vs a numpy memmap copying contiguous batches of the same bytes in file order (one
    sequential copy per batch, the best a host can do; target >= 0.8), and vs zarr-python
-   reading the same whole chunks: samples/s, CPU ms/sample, ratios. The loader also runs with
-   ``io="mmap"`` and a map budget covering the store (its mappings kept across epochs).
+   reading the same whole chunks: samples/s, CPU ms/sample, ratios. The loader runs with its
+   defaults (``io="auto"``: mapped when the store fits in ``map_bytes``), with ``io="pread"``,
+   with ``io="mmap"`` and a map budget covering the store (its mappings kept across epochs),
+   and inline (no threads).
 2. Host CPU seconds per sample: loader without augmentation vs a classic DataLoader (2 workers)
    decoding JPEGs with Pillow + random resized crop + flip + normalise (target <= 1/50).
 3. Training-ready batches on the CPU: loader + ``loaders.augment.TrainAugment`` vs the classic
@@ -54,6 +56,7 @@ __all__ = ["main"]
 CONTIGUOUS = "numpy memmap contiguous batches (file order)"
 SAME_ORDER = "numpy memmap gather (same order, 1 copy)"
 MAPPED_WHOLE = "StoreLoader io='mmap' map_bytes=store size"
+DEFAULT = "StoreLoader (no augment, device=cpu)"
 
 
 def _cpu_seconds(children: bool = False) -> float:
@@ -140,19 +143,20 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     mm = np.load(str(npy), mmap_mode="r")
     loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     always = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, verify="always")
-    mapped = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="mmap")
+    preads = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="pread")
     size = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file())
     whole = StoreLoader(
         store, args.batch, device="cpu", num_threads=args.threads, io="mmap", map_bytes=size
     )
     inline = StoreLoader(store, args.batch, device="cpu", num_threads=1, prefetch=0)
+    print(f"  defaults: io='auto' resolved to {loader.source.image.io!r} for {size >> 20} MiB")
     plan = loader.plan(0)
     rows: dict[str, Row] = {
         CONTIGUOUS: lambda _: _memmap_contiguous_epoch(mm, args.batch),
         SAME_ORDER: lambda _: _memmap_epoch(mm, plan.order, args.batch),
-        "StoreLoader (no augment, device=cpu)": lambda _: _drain(loader),
+        DEFAULT: lambda _: _drain(loader),
         "StoreLoader verify='always'": lambda _: _drain(always),
-        "StoreLoader io='mmap'": lambda _: _drain(mapped),
+        "StoreLoader io='pread'": lambda _: _drain(preads),
         MAPPED_WHOLE: lambda _: _drain(whole),
         "StoreLoader prefetch=0 num_threads=1 (inline)": lambda _: _drain(inline),
     }
@@ -334,9 +338,9 @@ def _print_throughput(root: Path, args: argparse.Namespace) -> None:
     for name, (rate, cpu) in res.items():
         print(_row(name, rate, cpu, None if name == SAME_ORDER else ref))
     for name in (
-        "StoreLoader (no augment, device=cpu)",
+        DEFAULT,
         "StoreLoader verify='always'",
-        "StoreLoader io='mmap'",
+        "StoreLoader io='pread'",
         MAPPED_WHOLE,
         "StoreLoader prefetch=0 num_threads=1 (inline)",
     ):

@@ -37,7 +37,7 @@ from loaders.contract import (
     store_identity,
 )
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
-from loaders.store.open_store import open_store
+from loaders.store.open_store import MAP_BYTES, open_store
 from loaders.store.readcache import ReadCache
 from loaders.transfer.device import ToDevice
 from precompute.format import StoreInfo
@@ -78,12 +78,14 @@ class StoreLoader(ContractLoader):
         prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
-        io: ``pread`` (default: one ``preadv`` per chunk straight into the batch rows; no
-            mapped pages, so RSS holds the batch buffers alone, see ``buffer_chunks``) or
-            ``mmap`` (shard files stay mapped, up to ``map_bytes`` of them, which count in
-            RSS; ``bench_loader`` prints both).
-        map_bytes: Budget of mapped shard-file bytes for ``io="mmap"``; mapped file pages
-            count in RSS, so RSS stays below about this plus the batch buffers.
+        io: ``auto`` (default): ``mmap`` when the streamed arrays' shard files fit in
+            ``map_bytes`` (they then stay mapped: each chunk is copied out of page tables
+            already set up), else ``pread``. ``pread``: one ``preadv`` per chunk straight
+            into the batch rows; no mapped pages, so RSS holds the batch buffers alone (see
+            ``buffer_chunks``). ``mmap``: shard files stay mapped, up to ``map_bytes`` of
+            them, which count in RSS (``bench_loader`` prints each).
+        map_bytes: Budget of mapped shard-file bytes for ``io="mmap"`` and ``"auto"``; mapped
+            file pages count in RSS, so RSS stays below about this plus the batch buffers.
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
             and again whenever its shard file changed (inode, size, mtime), so no byte is
             served unchecked while later epochs from a hot page cache skip the re-check;
@@ -130,8 +132,8 @@ class StoreLoader(ContractLoader):
         buffer_chunks: int = 8,
         prefetch: int = 2,
         num_threads: int = 2,
-        io: str = "pread",
-        map_bytes: int = 256 << 20,
+        io: str = "auto",
+        map_bytes: int = MAP_BYTES,
         verify: str = "first",
         cache_root: str | Path | None = None,
         cache: Any = None,

@@ -52,7 +52,8 @@ class BatchReader(Node[HostBatch]):
     read chunk by chunk into its batch rows, every array read whole at open (``label`` (B,)
     int64, keypoints, companions) indexed by the batch's samples, ``extent`` (B, 4) int32,
     ``index`` (B,) int64, all of the served variant, and ``is_pad`` (B,) bool: True on the
-    plan's padding repeats (its positions from :attr:`EpochPlan.real` on). State: ``{"batch": next batch}``.
+    plan's padding repeats (its positions from :attr:`EpochPlan.real` on).
+    State: ``{"batch": next batch}``.
 
     Args:
         source: The opened store.

@@ -22,7 +22,7 @@ import numpy as np
 from loaders.errors import StoreMetadataError, StoreOpenError, UnsupportedArrayError
 from loaders.store.rawio import MapCache
 from loaders.store.readcache import ReadCache
-from loaders.store.shardio import ShardedArrayReader
+from loaders.store.shardio import IO_MODES, ShardedArrayReader
 from precompute import errors as pre
 from precompute.fields import FieldSpec
 from precompute.format import StoreInfo, StoreLayout, open_store_info
@@ -30,9 +30,11 @@ from precompute.objstore import is_object_url, list_sizes
 from precompute.storearrays import ArraySpec
 from precompute.storecheck import check_array_meta, shard_file_problems, sharded_names
 
-__all__ = ["SMALL_ROW_BYTES", "OpenedStore", "open_store"]
+__all__ = ["MAP_BYTES", "OPEN_IO_MODES", "SMALL_ROW_BYTES", "OpenedStore", "open_store"]
 
 SMALL_ROW_BYTES = 4096  # a per-sample array up to this many bytes a sample is read whole
+MAP_BYTES = 512 << 20  # default budget of mapped shard-file bytes (io="mmap" and "auto")
+OPEN_IO_MODES = ("auto", *IO_MODES)
 
 
 @dataclass(frozen=True)
@@ -149,8 +151,8 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any) -> Sh
 def open_store(
     store: str | Path | StoreInfo,
     *,
-    io: str = "pread",
-    map_bytes: int = 256 << 20,
+    io: str = "auto",
+    map_bytes: int = MAP_BYTES,
     verify: str = "first",
     cache: ReadCache | None = None,
 ) -> OpenedStore:
@@ -159,9 +161,10 @@ def open_store(
     Args:
         store: Store path, ``s3://`` URL (see ``docs/scale.md``) or its metadata.
         io: How streamed chunks (``image``, masks) are read: ``pread`` (through the kernel,
-            straight into the batch rows) or ``mmap`` (cached mappings of at most
-            ``map_bytes`` of shard files).
-        map_bytes: Mapping budget for ``io="mmap"``.
+            straight into the batch rows), ``mmap`` (cached mappings of at most
+            ``map_bytes`` of shard files) or ``auto``: ``mmap`` when the streamed arrays'
+            shard files fit in ``map_bytes`` (they then stay mapped), else ``pread``.
+        map_bytes: Mapping budget for ``io="mmap"`` and ``"auto"``.
         verify: ``first`` (check each streamed chunk's crc32c on its first read, and again if
             its shard file changed) or ``always`` (on every read). Chunks from object storage
             are checked on every read.
@@ -175,17 +178,23 @@ def open_store(
         CorruptChunkError: A chunk of an array read whole (labels, keypoints, extents,
             ``valid``) fails its checksum.
     """
+    if io not in OPEN_IO_MODES:
+        raise ValueError(f"io must be one of {OPEN_IO_MODES}, got {io!r}")
     info = _info(store)
     _check_shard_files(info)
     layout = info.layout
     axis = _variant_axis(info)
+    names = [n for n in layout.arrays if n not in ("extent", "valid", "key")]
+    streamed = [n for n in names if _streamed(layout.arrays[n], axis, layout.size)]
+    if io == "auto":
+        total = sum(math.prod(layout.arrays[n].shape) * layout.arrays[n].itemsize for n in streamed)
+        io = "mmap" if total <= map_bytes and "://" not in str(info.path) else "pread"
     maps = MapCache(map_bytes) if io == "mmap" else None
     streams: dict[str, ShardedArrayReader] = {}
     small: dict[str, np.ndarray] = {}
-    for name, a in layout.arrays.items():
-        if name in ("extent", "valid", "key"):
-            continue
-        if _streamed(a, axis, layout.size):
+    for name in names:
+        a = layout.arrays[name]
+        if name in streamed:
             streams[name] = _stream(info, a, io=io, maps=maps, verify=verify, cache=cache)
         else:
             small[name] = _reader(info, name, a.shape).read_all()

@@ -57,7 +57,7 @@ class MapCache:
     Each mapping remembers the :data:`Stamp` of the file it maps.
     """
 
-    def __init__(self, budget: int = 256 << 20) -> None:
+    def __init__(self, budget: int = 512 << 20) -> None:
         if budget < 0:
             raise ValueError(f"map budget must be >= 0 bytes, got {budget}")
         self.budget = budget

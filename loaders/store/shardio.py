@@ -63,7 +63,7 @@ class ShardedArrayReader:
             zarr-python).
         name: Name used in error messages (defaults to the folder name).
         io: ``pread`` (copy through the kernel) or ``mmap`` (copy out of cached mappings).
-        maps: The mapping cache for ``io="mmap"`` (share one per store); default a 256 MiB one.
+        maps: The mapping cache for ``io="mmap"`` (share one per store); default a 512 MiB one.
         verify: ``first`` (default) checks a chunk's crc32c on its first read by this reader,
             and again whenever its shard file changed since (inode, size or mtime): a store is
             immutable once complete, so later reads of a page-cache-hot chunk cost only the

@@ -239,3 +239,18 @@ def test_close_drops_shard_mappings_and_the_loader_still_reads(store: Path) -> N
     loader.set_epoch(0)
     again = [b["index"] for b in loader]  # maps lazily again
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+def test_io_auto_maps_a_store_that_fits_the_budget_and_preads_one_that_does_not(
+    store: Path,
+) -> None:
+    image_bytes = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file())
+    fits = StoreLoader(store, 8, seed=1)  # io="auto", map_bytes 512 MiB: this store fits
+    small_budget = StoreLoader(store, 8, seed=1, map_bytes=image_bytes // 2)
+    assert fits.source.image.io == "mmap" and small_budget.source.image.io == "pread"
+    assert StoreLoader(store, 8, io="pread").source.image.io == "pread"  # explicit stays
+    served = [[b[k].clone() for k in ("image", "label", "index")] for b in fits]
+    other = [[b[k] for k in ("image", "label", "index")] for b in small_budget]
+    assert len(served) == len(other) > 0  # the same bytes either way
+    for a, b in zip(served, other, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
