@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.bench_augment import time_epochs
+from benchmarks.common import peak_rss_mib
 from benchmarks.fields_data import PillowPairs, make_segmentation
 
 __all__ = ["main"]
@@ -124,8 +124,7 @@ def peak_rss_child(store: str, size: int, batch: int) -> None:
     """(In a fresh process) one StoreLoader epoch over ``store``; print the peak RSS in MiB."""
     epoch = store_epochs(Path(store), size, batch)
     n = sum(epoch(0))
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"samples": n, "peak_rss_mib": peak_kib / 1024}))
+    print(json.dumps({"samples": n, "peak_rss_mib": peak_rss_mib()}))
 
 
 def peak_rss(store: Path, size: int, batch: int) -> dict[str, float]:

@@ -106,10 +106,11 @@ def _interleaved(runners: dict[str, Callable[[], int]], runs: int) -> dict[str, 
 def peak_rss_mb(store: Path) -> float:
     """Peak RSS (MiB) of a fresh process streaming one epoch of ``store`` (augment=None)."""
     code = (
-        "import resource, sys\n"
+        "import sys\n"
+        "from benchmarks.common import peak_rss_mib\n"
         "from loaders.torch_loader import StoreLoader\n"
         f"for b in StoreLoader(sys.argv[1], {BATCH}, augment=None): pass\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+        "print(peak_rss_mib())\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True,

@@ -45,6 +45,26 @@ def center_crop(path: str | Path, size: int) -> np.ndarray:
     return np.asarray(img.crop((left, top, left + size, top + size)))
 
 
+def peak_rss_mib() -> float:
+    """This process's peak RSS in MiB, since it started its program.
+
+    On Linux ``VmHWM`` of ``/proc/self/status``: the peak of this process's own memory map.
+    ``getrusage(RUSAGE_SELF).ru_maxrss`` is not that in a child started by ``subprocess``: Linux
+    carries the peak of the forked copy of the parent (its whole RSS) across ``execve``, so a
+    child of a large parent reports the parent's size. Elsewhere ``ru_maxrss`` (KiB on Linux,
+    bytes on macOS).
+    """
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
 def tree_cpu_seconds() -> float:
     """Return user+system CPU seconds of this process, its reaped children and live descendants.
 
