@@ -16,7 +16,8 @@ from service.catalog import Entry
 from service.errors import StoreInUseError
 from service.eviction import GcReport, evict_lru
 from service.objcatalog import ObjectLayout, object_call
-from service.objclaim import STALE_S, try_claim, wait_claim
+from service.objclaim import try_claim, wait_claim
+from service.objholder import STALE_S
 from service.objlease import live_leases
 
 __all__ = ["clean_debris", "collect", "remove_store", "try_evict"]
@@ -45,22 +46,27 @@ def remove_store(
         StoreInUseError: A reader holds a lease on the store.
         ServiceError: The build claim stayed held past ``lock_timeout``.
     """
-    with wait_claim(layout.claim_url(entry.key), lock_timeout, stale_s):
+    url, what = layout.claim_url(entry.key), f"the claim of {entry.key}"
+    with wait_claim(url, lock_timeout, stale_s=stale_s, what=what):
         if not _unpublish(layout, entry, stale_s):
             raise StoreInUseError(f"store {entry.key} is leased by a reader; close it first")
 
 
 def try_evict(layout: ObjectLayout, entry: Entry, stale_s: float = STALE_S) -> bool:
-    """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted."""
-    claim = try_claim(layout.claim_url(entry.key))
+    """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted.
+
+    A build claim whose holder is dead (``stale_s``: :func:`service.objclaim.try_claim`) is
+    taken over, not counted as a build.
+    """
+    claim = try_claim(layout.claim_url(entry.key), stale_s)
     if claim is None:
         return False
     with claim:
         return _unpublish(layout, entry, stale_s)
 
 
-def clean_debris(layout: ObjectLayout) -> list[str]:
-    """Delete stores without an entry whose build claim is free (their builder died).
+def clean_debris(layout: ObjectLayout, stale_s: float = STALE_S) -> list[str]:
+    """Delete stores without an entry whose build claim is free or dead (their builder died).
 
     Returns:
         The prefixes removed, relative to the cache root.
@@ -68,7 +74,7 @@ def clean_debris(layout: ObjectLayout) -> list[str]:
     removed = []
     published = set(layout.catalog_keys())
     for key in layout.store_keys():
-        if key in published or (claim := try_claim(layout.claim_url(key))) is None:
+        if key in published or (claim := try_claim(layout.claim_url(key), stale_s)) is None:
             continue
         with claim:
             if layout.read_entry(key) is None:
@@ -89,6 +95,6 @@ def collect(
 
     Runs under the cache's ``gc`` claim, so two collections never overshoot together.
     """
-    with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s):
-        cleaned = clean_debris(layout)
+    with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s=stale_s, what="gc"):
+        cleaned = clean_debris(layout, stale_s)
         return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, stale_s), cleaned)
