@@ -32,7 +32,7 @@ from service.eviction import GcReport
 from service.keys import check_key
 from service.objcatalog import ObjectLayout, object_call
 from service.objclaim import Claim, wait_claim
-from service.objholder import BEAT_S, STALE_S, inspect_holder
+from service.objholder import BEAT_S, STALE_S, Timing, inspect_holder
 from service.objlease import ObjectLease
 
 __all__ = ["ObjectCache"]
@@ -142,7 +142,7 @@ class ObjectCache(Cache):
     def remove(self, key: str) -> Entry:
         """Remove the store of ``key`` (see :meth:`Cache.remove`)."""
         entry = self.info(key)
-        objevict.remove_store(self.layout, entry, self.lock_timeout, self.claim_stale_s)
+        objevict.remove_store(self.layout, entry, self.lock_timeout, self._timing())
         self.stats.inc("removals")
         return entry
 
@@ -150,10 +150,13 @@ class ObjectCache(Cache):
         """Clean debris, then evict least-recently-used unleased stores over budget."""
         budget = self.budget_bytes if budget_bytes is None else budget_bytes
         report = objevict.collect(
-            self.layout, self.list(), budget, keep, self.lock_timeout, self.claim_stale_s
+            self.layout, self.list(), budget, keep, self.lock_timeout, self._timing()
         )
         self.stats.inc("evictions", len(report.evicted))
         return report
+
+    def _timing(self) -> Timing:
+        return Timing(self.claim_beat_s, self.claim_stale_s)
 
     def _take_lease(self, key: str, path: Path) -> ObjectLease:
         return ObjectLease(key, path, self.layout, self.claim_beat_s)

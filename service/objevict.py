@@ -17,7 +17,7 @@ from service.errors import StoreInUseError
 from service.eviction import GcReport, evict_lru
 from service.objcatalog import ObjectLayout, object_call
 from service.objclaim import try_claim, wait_claim
-from service.objholder import STALE_S
+from service.objholder import DEFAULT_TIMING, Timing
 from service.objlease import live_leases
 
 __all__ = ["clean_debris", "collect", "remove_store", "try_evict"]
@@ -38,7 +38,7 @@ def _unpublish(layout: ObjectLayout, entry: Entry, stale_s: float) -> bool:
 
 
 def remove_store(
-    layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0, stale_s: float = STALE_S
+    layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0, timing: Timing = DEFAULT_TIMING
 ) -> None:
     """Unpublish ``entry`` (waiting for its build claim), unless a reader leases it.
 
@@ -47,25 +47,25 @@ def remove_store(
         ServiceError: The build claim stayed held past ``lock_timeout``.
     """
     url, what = layout.claim_url(entry.key), f"the claim of {entry.key}"
-    with wait_claim(url, lock_timeout, stale_s=stale_s, what=what):
-        if not _unpublish(layout, entry, stale_s):
+    with wait_claim(url, lock_timeout, stale_s=timing.stale_s, beat_s=timing.beat_s, what=what):
+        if not _unpublish(layout, entry, timing.stale_s):
             raise StoreInUseError(f"store {entry.key} is leased by a reader; close it first")
 
 
-def try_evict(layout: ObjectLayout, entry: Entry, stale_s: float = STALE_S) -> bool:
+def try_evict(layout: ObjectLayout, entry: Entry, timing: Timing = DEFAULT_TIMING) -> bool:
     """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted.
 
-    A build claim whose holder is dead (``stale_s``: :func:`service.objclaim.try_claim`) is
+    A build claim whose holder is dead (by ``timing``: :func:`service.objclaim.try_claim`) is
     taken over, not counted as a build.
     """
-    claim = try_claim(layout.claim_url(entry.key), stale_s)
+    claim = try_claim(layout.claim_url(entry.key), timing.stale_s, timing.beat_s)
     if claim is None:
         return False
     with claim:
-        return _unpublish(layout, entry, stale_s)
+        return _unpublish(layout, entry, timing.stale_s)
 
 
-def clean_debris(layout: ObjectLayout, stale_s: float = STALE_S) -> list[str]:
+def clean_debris(layout: ObjectLayout, timing: Timing = DEFAULT_TIMING) -> list[str]:
     """Delete stores without an entry whose build claim is free or dead (their builder died).
 
     Returns:
@@ -74,7 +74,9 @@ def clean_debris(layout: ObjectLayout, stale_s: float = STALE_S) -> list[str]:
     removed = []
     published = set(layout.catalog_keys())
     for key in layout.store_keys():
-        if key in published or (claim := try_claim(layout.claim_url(key), stale_s)) is None:
+        if key in published:
+            continue
+        if (claim := try_claim(layout.claim_url(key), timing.stale_s, timing.beat_s)) is None:
             continue
         with claim:
             if layout.read_entry(key) is None:
@@ -89,12 +91,13 @@ def collect(
     budget: int | None,
     keep: Sequence[str] = (),
     lock_timeout: float = -1.0,
-    stale_s: float = STALE_S,
+    timing: Timing = DEFAULT_TIMING,
 ) -> GcReport:
     """Clean debris, then evict the least recently used of ``entries`` until under ``budget``.
 
     Runs under the cache's ``gc`` claim, so two collections never overshoot together.
     """
-    with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s=stale_s, what="gc"):
-        cleaned = clean_debris(layout, stale_s)
-        return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, stale_s), cleaned)
+    url = layout.claim_url("gc")
+    with wait_claim(url, lock_timeout, stale_s=timing.stale_s, beat_s=timing.beat_s, what="gc"):
+        cleaned = clean_debris(layout, timing)
+        return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, timing), cleaned)

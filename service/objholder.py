@@ -29,9 +29,11 @@ from service.objcatalog import object_call
 
 __all__ = [
     "BEAT_S",
+    "DEFAULT_TIMING",
     "STALE_S",
     "Beats",
     "Holder",
+    "Timing",
     "describe_holder",
     "holder_alive",
     "holder_doc",
@@ -43,6 +45,22 @@ __all__ = [
 BEAT_S = 10.0  # a holder re-PUTs its claim or lease this often
 STALE_S = 120.0  # a holder of another host that has not re-PUT for this long is dead
 log = logging.getLogger("service.objholder")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often holders re-PUT their claims and leases, and when one of another host is dead.
+
+    Attributes:
+        beat_s: A holder re-PUTs its object this often.
+        stale_s: A holder of another host whose object is older than this is dead.
+    """
+
+    beat_s: float = BEAT_S
+    stale_s: float = STALE_S
+
+
+DEFAULT_TIMING = Timing()
 
 
 def holder_doc(token: str | None = None, beat: int = 0) -> bytes:
