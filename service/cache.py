@@ -37,16 +37,13 @@ from service.catalog import CacheLayout, Entry, dir_size
 from service.errors import BuildFailedError, CacheKeyError, ServiceError
 from service.eviction import GcReport
 from service.keys import check_key, parse_spec, resolve_request, resolve_source, store_key
-from service.lease import Lease
+from service.lease import Lease, StoreLease
 from service.metrics import CacheStats
-from service.objlease import ObjectLease
 
 __all__ = ["Cache", "GcReport", "StoreLease", "StoreRef"]
 
 # A store reference: a cache key, or (source, spec).
 StoreRef = str | tuple[str | Path, BuildSpec | Mapping[str, Any]]
-# A reader's hold on a store: a shared flock (local root) or a lease object (s3:// root).
-StoreLease = Lease | ObjectLease
 
 
 class Cache:

@@ -1,16 +1,22 @@
 """Leases: a store that a reader holds open is never evicted or removed.
 
-A lease is a *shared* ``flock`` on ``leases/<key>.lease``, held for as long as the reader uses
-the store. The kernel drops it when the holder's file descriptor closes, so a crashed reader
-never pins a store forever. Eviction and removal take the *exclusive* lock without blocking;
-when that fails, somebody holds a lease and the store is skipped.
+:class:`StoreLease` is what every lease shares (the key, the path, an idempotent
+:meth:`~StoreLease.release` also run on ``with`` exit and garbage collection); each kind of
+cache root says only how a hold is dropped.
+
+A local lease (:class:`Lease`) is a *shared* ``flock`` on ``leases/<key>.lease``, held for as
+long as the reader uses the store. The kernel drops it when the holder's file descriptor closes,
+so a crashed reader never pins a store forever. Eviction and removal take the *exclusive* lock
+without blocking; when that fails, somebody holds a lease and the store is skipped.
 
 Lease files are never unlinked: unlinking a lock file while others wait on it would split them
-across two inodes and break mutual exclusion.
+across two inodes and break mutual exclusion. Leases in object storage:
+:class:`service.objlease.ObjectLease`.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import fcntl
 import os
@@ -19,47 +25,49 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["Lease", "exclusive_unleased"]
+from service.errors import ServiceError
+
+__all__ = ["Lease", "StoreLease", "exclusive_unleased"]
 
 
-def _open_lock_file(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+class StoreLease(abc.ABC):
+    """A reader's hold on one store, released by :meth:`release`, ``with`` exit or collection.
 
-
-class Lease:
-    """A shared lock on one store, released by :meth:`release`, ``with`` exit or process death.
+    A subclass takes its hold in ``__init__`` after calling this one, then calls
+    :meth:`_acquired`; :meth:`_drop` lets the hold go (called once).
 
     Attributes:
         key: The cache key of the leased store.
-        path: The store directory, valid while the lease is held.
+        path: The store, valid while the lease is held.
     """
 
-    def __init__(self, key: str, path: Path, lease_file: Path) -> None:
+    def __init__(self, key: str, path: Path) -> None:
         self.key = key
         self.path = path
         self._mutex = threading.Lock()
-        self._fd: int | None = _open_lock_file(lease_file)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_SH)  # waits only while an eviction is under way
-        except BaseException:
-            os.close(self._fd)
-            self._fd = None
-            raise
+        self._held = False
+
+    def _acquired(self) -> None:
+        with self._mutex:
+            self._held = True
+
+    @abc.abstractmethod
+    def _drop(self) -> None:
+        """Let the hold go (called once, by the first :meth:`release`)."""
 
     @property
     def held(self) -> bool:
         """Whether the lease is still held."""
-        return self._fd is not None
+        return self._held
 
     def release(self) -> None:
         """Release the lease (idempotent)."""
         with self._mutex:
-            fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the only descriptor drops the flock
+            held, self._held = self._held, False
+        if held:
+            self._drop()
 
-    def __enter__(self) -> Lease:
+    def __enter__(self) -> StoreLease:
         return self
 
     def __exit__(
@@ -71,11 +79,34 @@ class Lease:
         self.release()
 
     def __del__(self) -> None:
-        self.release()
+        with contextlib.suppress(ServiceError, OSError, ImportError):
+            self.release()  # a forgotten lease; at interpreter exit its store may be gone
 
     def __repr__(self) -> str:
         state = "held" if self.held else "released"
-        return f"Lease(key={self.key[:12]}..., path={str(self.path)!r}, {state})"
+        return f"{type(self).__name__}(key={self.key[:12]}..., path={str(self.path)!r}, {state})"
+
+
+def _open_lock_file(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+class Lease(StoreLease):
+    """A shared lock on one store of a local cache; the kernel drops it when the holder dies."""
+
+    def __init__(self, key: str, path: Path, lease_file: Path) -> None:
+        super().__init__(key, path)
+        self._fd = _open_lock_file(lease_file)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)  # waits only while an eviction is under way
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._acquired()
+
+    def _drop(self) -> None:
+        os.close(self._fd)  # closing the only descriptor drops the flock
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@
 Same guarantees as the local cache, with objects in place of folders, renames and ``flock``:
 
 * **Build once**: a builder holds the claim ``claims/<key>.json`` (a conditional PUT, taken
-  over from a dead holder: :mod:`service.objclaim`); others poll for the entry or the claim.
+  over from a dead holder: :mod:`service.objclaim`); others poll for the entry or the claim
+  (one wait path, :func:`~service.objclaim.wait_claim`, with a backoff).
   The claim holder re-checks the catalog, builds into ``stores/<key>/`` (resuming or wiping
   what a dead builder left), checks the store like the local cache does, and publishes it by
   PUTting ``catalog/<key>.json`` last. A store without an entry is never served.
@@ -26,20 +27,12 @@ from service import objevict
 from service.builders import BuildRequest
 from service.cache import Cache
 from service.catalog import Entry
-from service.errors import BuildFailedError, ServiceError
+from service.errors import BuildFailedError
 from service.eviction import GcReport
 from service.keys import check_key
 from service.objcatalog import ObjectLayout, object_call
-from service.objclaim import (
-    BEAT_S,
-    POLL_S,
-    STALE_S,
-    Watch,
-    describe_holder,
-    holder_alive,
-    read_holder,
-    try_claim,
-)
+from service.objclaim import Claim, wait_claim
+from service.objholder import BEAT_S, STALE_S, Timing, inspect_holder
 from service.objlease import ObjectLease
 
 __all__ = ["ObjectCache"]
@@ -65,10 +58,10 @@ class ObjectCache(Cache):
         entry = self.layout.read_entry(check_key(key))
         if entry is not None:
             return {"key": key, "status": "ready", **entry.to_dict()}
-        found = read_holder(self.layout.claim_url(key))
-        if found is None:
+        holder = inspect_holder(self.layout.claim_url(key), self.claim_stale_s)
+        if holder is None:
             return {"key": key, "status": "absent"}
-        state = "building" if holder_alive(found[0]) else "interrupted"
+        state = "interrupted" if holder.dead else "building"
         return {"key": key, "status": state, "progress": self._progress(key)}
 
     def _progress(self, key: str) -> dict[str, Any] | None:
@@ -89,23 +82,21 @@ class ObjectCache(Cache):
         Raises:
             ServiceError: Another builder still holds the key's claim after ``lock_timeout``.
         """
-        claim_url = self.layout.claim_url(request.key)
-        deadline, watch = time.monotonic() + self.lock_timeout, Watch(self.claim_stale_s)
-        while (path := self._lookup(request.key)) is None:
-            claim = try_claim(claim_url, watch, self.claim_beat_s)
-            if claim is not None:
-                with claim:
-                    path = self._lookup(request.key) or self._build_claimed(request)
-                break
-            if self.lock_timeout >= 0 and time.monotonic() > deadline:
-                raise ServiceError(
-                    f"timed out after {self.lock_timeout:g} s waiting for the build of "
-                    f"{request.key} by {describe_holder(claim_url)} ({claim_url})"
-                )
-            time.sleep(POLL_S)
+        key, url = request.key, self.layout.claim_url(request.key)
+        got = wait_claim(
+            url,
+            self.lock_timeout,
+            stale_s=self.claim_stale_s,
+            beat_s=self.claim_beat_s,
+            what=f"the build of {key}",
+            until=lambda: self._lookup(key),
+        )
+        if isinstance(got, Claim):
+            with got:
+                got = self._lookup(key) or self._build_claimed(request)
         if self.budget_bytes is not None:
             self.gc(keep=(request.key,))
-        return path
+        return got
 
     def _prepare(self, request: BuildRequest) -> bool:
         """Clear what a dead builder left; return whether a complete matching store is there."""
@@ -151,7 +142,7 @@ class ObjectCache(Cache):
     def remove(self, key: str) -> Entry:
         """Remove the store of ``key`` (see :meth:`Cache.remove`)."""
         entry = self.info(key)
-        objevict.remove_store(self.layout, entry, self.lock_timeout, self.claim_stale_s)
+        objevict.remove_store(self.layout, entry, self.lock_timeout, self._timing())
         self.stats.inc("removals")
         return entry
 
@@ -159,10 +150,13 @@ class ObjectCache(Cache):
         """Clean debris, then evict least-recently-used unleased stores over budget."""
         budget = self.budget_bytes if budget_bytes is None else budget_bytes
         report = objevict.collect(
-            self.layout, self.list(), budget, keep, self.lock_timeout, self.claim_stale_s
+            self.layout, self.list(), budget, keep, self.lock_timeout, self._timing()
         )
         self.stats.inc("evictions", len(report.evicted))
         return report
+
+    def _timing(self) -> Timing:
+        return Timing(self.claim_beat_s, self.claim_stale_s)
 
     def _take_lease(self, key: str, path: Path) -> ObjectLease:
         return ObjectLease(key, path, self.layout, self.claim_beat_s)

@@ -16,7 +16,8 @@ from service.catalog import Entry
 from service.errors import StoreInUseError
 from service.eviction import GcReport, evict_lru
 from service.objcatalog import ObjectLayout, object_call
-from service.objclaim import STALE_S, try_claim, wait_claim
+from service.objclaim import try_claim, wait_claim
+from service.objholder import DEFAULT_TIMING, Timing
 from service.objlease import live_leases
 
 __all__ = ["clean_debris", "collect", "remove_store", "try_evict"]
@@ -37,7 +38,7 @@ def _unpublish(layout: ObjectLayout, entry: Entry, stale_s: float) -> bool:
 
 
 def remove_store(
-    layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0, stale_s: float = STALE_S
+    layout: ObjectLayout, entry: Entry, lock_timeout: float = -1.0, timing: Timing = DEFAULT_TIMING
 ) -> None:
     """Unpublish ``entry`` (waiting for its build claim), unless a reader leases it.
 
@@ -45,22 +46,27 @@ def remove_store(
         StoreInUseError: A reader holds a lease on the store.
         ServiceError: The build claim stayed held past ``lock_timeout``.
     """
-    with wait_claim(layout.claim_url(entry.key), lock_timeout, stale_s):
-        if not _unpublish(layout, entry, stale_s):
+    url, what = layout.claim_url(entry.key), f"the claim of {entry.key}"
+    with wait_claim(url, lock_timeout, stale_s=timing.stale_s, beat_s=timing.beat_s, what=what):
+        if not _unpublish(layout, entry, timing.stale_s):
             raise StoreInUseError(f"store {entry.key} is leased by a reader; close it first")
 
 
-def try_evict(layout: ObjectLayout, entry: Entry, stale_s: float = STALE_S) -> bool:
-    """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted."""
-    claim = try_claim(layout.claim_url(entry.key))
+def try_evict(layout: ObjectLayout, entry: Entry, timing: Timing = DEFAULT_TIMING) -> bool:
+    """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted.
+
+    A build claim whose holder is dead (by ``timing``: :func:`service.objclaim.try_claim`) is
+    taken over, not counted as a build.
+    """
+    claim = try_claim(layout.claim_url(entry.key), timing.stale_s, timing.beat_s)
     if claim is None:
         return False
     with claim:
-        return _unpublish(layout, entry, stale_s)
+        return _unpublish(layout, entry, timing.stale_s)
 
 
-def clean_debris(layout: ObjectLayout) -> list[str]:
-    """Delete stores without an entry whose build claim is free (their builder died).
+def clean_debris(layout: ObjectLayout, timing: Timing = DEFAULT_TIMING) -> list[str]:
+    """Delete stores without an entry whose build claim is free or dead (their builder died).
 
     Returns:
         The prefixes removed, relative to the cache root.
@@ -68,7 +74,9 @@ def clean_debris(layout: ObjectLayout) -> list[str]:
     removed = []
     published = set(layout.catalog_keys())
     for key in layout.store_keys():
-        if key in published or (claim := try_claim(layout.claim_url(key))) is None:
+        if key in published:
+            continue
+        if (claim := try_claim(layout.claim_url(key), timing.stale_s, timing.beat_s)) is None:
             continue
         with claim:
             if layout.read_entry(key) is None:
@@ -83,12 +91,13 @@ def collect(
     budget: int | None,
     keep: Sequence[str] = (),
     lock_timeout: float = -1.0,
-    stale_s: float = STALE_S,
+    timing: Timing = DEFAULT_TIMING,
 ) -> GcReport:
     """Clean debris, then evict the least recently used of ``entries`` until under ``budget``.
 
     Runs under the cache's ``gc`` claim, so two collections never overshoot together.
     """
-    with wait_claim(layout.claim_url("gc"), lock_timeout, stale_s):
-        cleaned = clean_debris(layout)
-        return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, stale_s), cleaned)
+    url = layout.claim_url("gc")
+    with wait_claim(url, lock_timeout, stale_s=timing.stale_s, beat_s=timing.beat_s, what="gc"):
+        cleaned = clean_debris(layout, timing)
+        return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, timing), cleaned)

@@ -1,0 +1,182 @@
+"""Holders of claims and leases in object storage: their documents, heartbeats and liveness.
+
+A claim (:mod:`service.objclaim`) or a lease (:mod:`service.objlease`) is a small JSON object
+``{host, pid, token, beat}`` that its holder re-PUTs every ``BEAT_S`` seconds while it holds
+it. Whoever finds one judges it the same way (:func:`inspect_holder`): it is **dead** when its
+holder is a dead process on this host, or, for a holder on another host, when the object was
+last written more than ``stale_s`` seconds ago *by the object store's own clock* (the ``Date``
+of a HEAD response minus the object's ``Last-Modified``). No caller's clock is consulted, so
+a caller whose clock is skewed, or one that has just arrived, judges a holder exactly as every
+other caller does.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from precompute import objstore
+from service.errors import ServiceError
+from service.objcatalog import object_call
+
+__all__ = [
+    "BEAT_S",
+    "DEFAULT_TIMING",
+    "STALE_S",
+    "Beats",
+    "Holder",
+    "Timing",
+    "describe_holder",
+    "holder_alive",
+    "holder_doc",
+    "inspect_holder",
+    "object_age",
+    "read_holder",
+]
+
+BEAT_S = 10.0  # a holder re-PUTs its claim or lease this often
+STALE_S = 120.0  # a holder of another host that has not re-PUT for this long is dead
+log = logging.getLogger("service.objholder")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often holders re-PUT their claims and leases, and when one of another host is dead.
+
+    Attributes:
+        beat_s: A holder re-PUTs its object this often.
+        stale_s: A holder of another host whose object is older than this is dead.
+    """
+
+    beat_s: float = BEAT_S
+    stale_s: float = STALE_S
+
+
+DEFAULT_TIMING = Timing()
+
+
+def holder_doc(token: str | None = None, beat: int = 0) -> bytes:
+    """Return the JSON ``{host, pid, token, beat}`` of this process (a new token if None)."""
+    doc = {"host": socket.gethostname(), "pid": os.getpid(), "token": token or uuid.uuid4().hex}
+    return json.dumps({**doc, "beat": beat}).encode()
+
+
+def holder_alive(holder: Any) -> bool:
+    """Whether a recorded ``{host, pid}`` is a live process (True on another host)."""
+    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+        return False  # unreadable: nobody can prove it is held
+    if holder.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_holder(url: str) -> tuple[Any, str] | None:
+    """Return ``(holder document, etag)`` of the claim or lease at ``url``, None if absent."""
+    try:
+        found = object_call("claim", objstore.get_range, url)
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(found.data), found.etag
+    except ValueError:
+        return {}, found.etag
+
+
+def object_age(url: str) -> tuple[float, str] | None:
+    """Return ``(seconds since last written, etag)`` of ``url`` by the store's clock; None if gone.
+
+    An answer without a ``Date`` or ``Last-Modified`` gives age 0 (no clock to judge by).
+    """
+    try:
+        response = object_call("claim", objstore.head_object, url)
+    except FileNotFoundError:
+        return None
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    modified, etag = response.get("LastModified"), str(response.get("ETag", ""))
+    if not date or modified is None:
+        return 0.0, etag
+    return float((email.utils.parsedate_to_datetime(date) - modified).total_seconds()), etag
+
+
+@dataclass(frozen=True)
+class Holder:
+    """What a claim or lease object says, and whether its holder is dead.
+
+    Attributes:
+        doc: The holder document (``{}`` when unreadable).
+        etag: The ETag of the object version read.
+        dead: The holder is a dead process of this host, the document is unreadable, or (a
+            holder of another host) that version was written over ``stale_s`` ago.
+    """
+
+    doc: Any
+    etag: str
+    dead: bool
+
+
+def inspect_holder(url: str, stale_s: float = STALE_S) -> Holder | None:
+    """Read the claim or lease at ``url`` and judge its holder; None if there is none."""
+    found = read_holder(url)
+    if found is None:
+        return None
+    doc, etag = found
+    if not isinstance(doc, dict) or doc.get("host") == socket.gethostname():
+        return Holder(doc, etag, not holder_alive(doc))
+    aged = object_age(url)
+    if aged is None:
+        return None  # released meanwhile
+    stale = aged[1] == etag and aged[0] > stale_s  # the version read, not a newer beat
+    return Holder(doc, etag, stale)
+
+
+def describe_holder(url: str) -> str:
+    """Return ``host pid N`` of the claim at ``url``, or ``nobody``."""
+    found = read_holder(url)
+    if found is None or not isinstance(found[0], dict):
+        return "nobody"
+    return f"{found[0].get('host', '?')} pid {found[0].get('pid', '?')}"
+
+
+class Beats:
+    """Call ``beat(n)`` every ``beat_s`` seconds in a daemon thread until it returns False.
+
+    A failed beat (a ``ServiceError``) is logged and the next one retries.
+    """
+
+    def __init__(self, url: str, beat: Callable[[int], bool], beat_s: float) -> None:
+        self.url = url
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(beat, beat_s), daemon=True, name="nostall-beats"
+        )
+        self._thread.start()
+
+    def _run(self, beat: Callable[[int], bool], beat_s: float) -> None:
+        n = 0
+        while not self._stop.wait(beat_s):
+            n += 1
+            try:
+                if not beat(n):
+                    return
+            except ServiceError as exc:
+                log.warning("%s: heartbeat failed: %s", self.url, exc)
+
+    def stop(self) -> None:
+        """Stop beating (waits for a beat under way, unless called from a beat)."""
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()

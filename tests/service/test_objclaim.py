@@ -1,0 +1,175 @@
+"""Claims of an ``s3://`` cache against moto's real S3 server on 127.0.0.1: how a waiter polls,
+and how every caller judges a holder of another host by the object store's clock.
+
+Requests are counted by a botocore event hook (``before-parameter-build``) on the real
+client, not a mock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from precompute import objstore
+from service import Cache, ServiceError, objclaim
+from service.objcache import ObjectCache
+from service.objclaim import Backoff, Claim, wait_claim
+from tests.scale.test_s3_cache import s3_builder
+from tests.service.helpers import SPEC, make_source, read_log
+
+ELSEWHERE = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
+
+
+@pytest.fixture
+def root(s3_server: str) -> str:
+    """An ``s3://`` cache root in a new empty bucket of the test server."""
+    name = f"nostall-claims-{uuid.uuid4().hex[:12]}"
+    objstore.client().create_bucket(Bucket=name)
+    return f"s3://{name}/cache"
+
+
+@pytest.fixture
+def calls(s3_server: str) -> Iterator[Counter[tuple[str, str]]]:
+    """Count ``(operation, object key)`` of every S3 call this process makes while it lasts."""
+    seen: Counter[tuple[str, str]] = Counter()
+
+    def count(model: Any, params: dict[str, Any], **_: Any) -> None:
+        seen[model.name, str(params.get("Key", ""))] += 1
+
+    events = objstore.client().meta.events
+    events.register("before-parameter-build.s3", count, unique_id="nostall-test-calls")
+    yield seen
+    events.unregister("before-parameter-build.s3", unique_id="nostall-test-calls")
+
+
+def put_elsewhere(url: str, beat: int = 0) -> None:
+    """PUT a claim or lease held by a process of another host (alive, for all we know)."""
+    objstore.put_bytes(url, json.dumps({**ELSEWHERE, "beat": beat}).encode())
+
+
+def key_of(url: str) -> str:
+    return objstore.split_url(url)[1]
+
+
+def test_backoff_doubles_to_its_cap_with_jitter() -> None:
+    import random
+
+    backoff = Backoff(0.05, 1.0, random.Random(0))
+    delays = [backoff.delay() for _ in range(12)]
+    for d, nominal in zip(delays, [0.05, 0.1, 0.2, 0.4, 0.8] + [1.0] * 7, strict=True):
+        assert nominal / 2 <= d <= nominal
+    assert len(set(delays)) == len(delays)  # jittered: waiters do not poll in step
+    with pytest.raises(ValueError, match="0 < first <= cap: first=2, cap=1"):
+        Backoff(2, 1)
+
+
+@pytest.mark.parametrize("waiter", ["build", "remove"])
+def test_a_waiter_backs_off_to_about_one_poll_a_second(
+    root: str, tmp_path: Path, calls: Counter[tuple[str, str]], waiter: str
+) -> None:
+    source = make_source(tmp_path / "src")
+    cache = Cache(root, builder=s3_builder(), lock_timeout=4.0)
+    key = cache.key_for(source, SPEC)
+    if waiter == "remove":
+        cache.get_or_build(source, SPEC)
+    claim_url = f"{root}/claims/{key}.json"
+    put_elsewhere(claim_url)  # held by a live process elsewhere: the wait times out
+    calls.clear()
+    wait = cache.get_or_build if waiter == "build" else lambda *_: cache.remove(key)
+    what = "the build of" if waiter == "build" else "the claim of"
+    started = time.monotonic()
+    with pytest.raises(ServiceError) as raised:
+        wait(source, SPEC)
+    assert 4.0 <= time.monotonic() - started < 8.0
+    polls = calls["GetObject", key_of(claim_url)] - 1  # the last GET names the holder
+    # 0.05 s doubling to a 1 s cap, each delay in [d/2, d]: at most 6 polls reach the cap,
+    # then one per 0.5-1 s; polling every 50 ms would be about 80
+    assert 4 <= polls <= 6 + 4 / 0.5 + 1
+    assert calls["PutObject", key_of(claim_url)] == 0  # no conditional PUT while it is held
+    per_poll = 3 if waiter == "build" else 2  # (HEAD entry), GET + HEAD of the claim
+    assert sum(calls.values()) <= per_poll * polls + 4
+    assert str(raised.value) == (
+        f"timed out after 4 s waiting for {what} {key} by another-host pid 1 ({claim_url})"
+    )
+
+
+def test_callers_judge_a_claim_of_another_host_by_the_stores_clock(
+    root: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    cache = Cache(root, builder=s3_builder(log), lock_timeout=0.5)
+    assert isinstance(cache, ObjectCache)
+    cache.claim_stale_s = 2.0
+    published, debris, wanted = (make_source(tmp_path / n, seed=i) for i, n in enumerate("abc"))
+    k_published, k_debris, k_wanted = (cache.key_for(s, SPEC) for s in (published, debris, wanted))
+    cache.get_or_build(published, SPEC)
+    s3_builder()(cache.request_for(debris, SPEC))  # a store its builder never published
+    for key in (k_published, k_debris, k_wanted):
+        put_elsewhere(f"{root}/claims/{key}.json")
+    assert cache.status(k_wanted)["status"] == "building"  # written just now: a live holder
+    assert cache.gc(budget_bytes=0).skipped_leased == (k_published,)
+    time.sleep(3.5)  # not re-PUT for over 2 s by the server's clock: dead, whoever looks
+    assert cache.status(k_wanted)["status"] == "interrupted"
+    report = cache.gc(budget_bytes=0)
+    assert report.evicted == (k_published,) and report.cleaned == (f"stores/{k_debris}",)
+    cache.get_or_build(wanted, SPEC)  # taken over at once, though lock_timeout < stale_s
+    assert len(read_log(log)) == 2
+    assert cache.status(k_wanted)["status"] == "ready"
+
+
+def skewed_clock(monkeypatch: pytest.MonkeyPatch, clock: Callable[[], float]) -> None:
+    """Give the claim module a waiter's clock of its own (sleeps stay real)."""
+    fake = SimpleNamespace(monotonic=clock, time=time.time, sleep=time.sleep)
+    monkeypatch.setattr(objclaim, "time", fake)
+
+
+def test_a_waiter_whose_clock_runs_fast_does_not_take_a_live_claim(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, stop = f"{root}/claims/x.json", threading.Event()
+
+    def beat() -> None:  # a holder on another host, re-PUTting its claim every 0.2 s
+        n = 0
+        while not stop.wait(0.2):
+            n += 1
+            put_elsewhere(url, n)  # a new ETag each time, as a real holder's beat
+
+    put_elsewhere(url)
+    beating = threading.Thread(target=beat)
+    beating.start()
+    real = time.monotonic
+    skewed_clock(monkeypatch, lambda: real() * 1000)  # 1 s here is 1 ms of real time
+    try:
+        with pytest.raises(ServiceError, match="timed out after 3000 s waiting for a claim"):
+            got = wait_claim(url, 3000.0, stale_s=3.0)  # 3 s of real time
+            got.release()
+    finally:
+        stop.set()
+        beating.join()
+    assert json.loads(objstore.get_range(url).data)["host"] == "another-host"
+
+
+def test_a_waiter_whose_clock_stands_still_takes_a_dead_claim_over(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, got = f"{root}/claims/x.json", []
+    put_elsewhere(url)  # never re-PUT: dead once over 1 s old by the server's clock
+    skewed_clock(monkeypatch, lambda: 1000.0)
+    waiter = threading.Thread(target=lambda: got.append(wait_claim(url, 60.0, stale_s=1.0)))
+    waiter.start()
+    waiter.join(timeout=20)
+    if waiter.is_alive():  # let it end: a free claim is taken by any clock
+        objstore.delete(url)
+        waiter.join()
+    assert len(got) == 1 and isinstance(got[0], Claim)
+    got[0].release()
+    assert objstore.list_sizes(f"{url}.takeover") != {}  # it was a takeover, not a free claim
