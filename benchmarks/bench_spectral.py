@@ -20,9 +20,10 @@ outside the timed part, and serve one epoch per run):
   ``DataLoader`` with 2 workers (``benchmarks.spectral_data.ArrayFileDataset``).
 
 It prints patches/s of each and the ratios of each store row to ``memmap`` and to ``np.load``,
-then the peak RSS of a process that streams one epoch of ``StoreLoader`` (default settings)
-for this scene and for one of twice the rows (flat RSS: it does not grow with the dataset;
-with ``io="mmap"`` the mapped shard files count in RSS too, up to ``map_bytes``).
+then the peak RSS of a process that streams one epoch of ``StoreLoader`` for this scene and
+for one of twice the rows, with ``io="pread"`` (flat: it does not grow with the dataset) and
+the default ``io="auto"`` (a store that fits in ``map_bytes`` stays mapped, and mapped pages
+count in RSS: bounded by ``map_bytes``, not by the dataset).
 Setup is outside the timed part; results are printed, never committed. The
 timing process runs torch with ``--torch-threads`` intra-op threads (default 1): the augmented
 path is a handful of small torch ops per batch, which an OpenMP pool stalls on when the machine
@@ -103,17 +104,17 @@ def _interleaved(runners: dict[str, Callable[[], int]], runs: int) -> dict[str, 
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
-def peak_rss_mb(store: Path) -> float:
+def peak_rss_mb(store: Path, io: str = "auto") -> float:
     """Peak RSS (MiB) of a fresh process streaming one epoch of ``store`` (augment=None)."""
     code = (
         "import sys\n"
         "from benchmarks.common import peak_rss_mib\n"
         "from loaders.torch_loader import StoreLoader\n"
-        f"for b in StoreLoader(sys.argv[1], {BATCH}, augment=None): pass\n"
+        f"for b in StoreLoader(sys.argv[1], {BATCH}, augment=None, io=sys.argv[2]): pass\n"
         "print(peak_rss_mib())\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code, str(store), io], capture_output=True,
                           text=True, check=True, env=env)  # fmt: skip
     return float(done.stdout.split()[-1])
 
@@ -178,8 +179,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"ratio {a} / {b}: {rates[a] / rates[b]:.2f}x")
         big = build_scene_store(work / "big", 2 * args.height, args.bands, args.patch)
         n_big = zarr.open_array(str(big / "key"), mode="r").shape[0]
-        print(f"loader peak RSS: {peak_rss_mb(store):.0f} MiB for {n} patches, "
-              f"{peak_rss_mb(big):.0f} MiB for {n_big} patches")  # fmt: skip
+        for io, what in (("pread", "no mapped pages"),
+                         ("auto", "a store that fits in map_bytes stays mapped")):  # fmt: skip
+            print(f"loader peak RSS, io={io!r} ({what}): {peak_rss_mb(store, io):.0f} MiB "
+                  f"for {n} patches, {peak_rss_mb(big, io):.0f} MiB for {n_big}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -19,4 +19,4 @@ def test_the_spectral_benchmark_prints_rates_ratios_and_rss(
         assert f"{name:14s} " in out
     assert "ratio store raw / memmap: " in out and "ratio store raw / np.load: " in out
     assert "ratio store raw mmap / memmap: " in out
-    assert "loader peak RSS: " in out
+    assert "loader peak RSS, io='pread' " in out and "loader peak RSS, io='auto' " in out
