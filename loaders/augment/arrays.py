@@ -138,15 +138,15 @@ def bind_band_stats(augment: Any, fields: Sequence[FieldSpec], report: Mapping[s
 
 def _finish_array(policy: Any, x: torch.Tensor) -> torch.Tensor:
     bands, dtype = policy.bands, DTYPES[policy.dtype]
-    if bands is not None:
-        if bands.from_store:
-            raise AugmentError(
-                "BandNormalize() takes the store's statistics: give the policy to a "
-                "StoreLoader, or give mean and std"
-            )
-        x = normalize_bands(x, bands.mean, bands.std, dtype)
     fmt = torch.channels_last if policy.channels_last else torch.contiguous_format
-    return x.to(dtype=dtype, memory_format=fmt)
+    if bands is None:
+        return x.to(dtype=dtype, memory_format=fmt)
+    if bands.from_store:
+        raise AugmentError(
+            "BandNormalize() takes the store's statistics: give the policy to a "
+            "StoreLoader, or give mean and std"
+        )
+    return normalize_bands(x, bands.mean, bands.std, dtype, fmt)  # one pass, dtype and format
 
 
 def finish_fields(
