@@ -41,9 +41,9 @@ _POOLS: OrderedDict[tuple[object, ...], BufferPool] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def _pool(row: int, dtype: torch.dtype, rows: int) -> BufferPool:
-    """The pool of ``row``-element rows of ``dtype`` holding at least ``rows`` rows."""
-    key = (row, dtype)
+def _pool(row: int, dtype: torch.dtype, rows: int, role: str) -> BufferPool:
+    """The ``role``'s pool of ``row``-element rows of ``dtype``, of at least ``rows`` rows."""
+    key = (row, dtype, role)
     with _LOCK:
         pool = _POOLS.get(key)
         if pool is None or pool.rows < rows:
@@ -59,6 +59,7 @@ def empty(
     dtype: torch.dtype,
     device: torch.device,
     memory_format: torch.memory_format = torch.contiguous_format,
+    role: str = "out",
 ) -> torch.Tensor:
     """An uninitialised tensor of ``shape`` (2-D, or 4-D with ``memory_format``), reused on CPU.
 
@@ -67,13 +68,16 @@ def empty(
         dtype: Element type.
         device: Where; only CPU tensors come from a pool.
         memory_format: ``torch.contiguous_format`` or ``torch.channels_last`` (4-D only).
+        role: ``"out"`` for what may be handed to the caller, ``"tmp"`` for what a step drops
+            before it returns: separate pools, so batches a caller keeps never leave the
+            intermediates without a free buffer.
     """
     if device.type != "cpu" or dtype not in _NUMPY or 0 in shape:
         return torch.empty(shape, dtype=dtype, device=device, memory_format=memory_format)
     last = memory_format == torch.channels_last
     stored = (shape[0], shape[2], shape[3], shape[1]) if last else shape
     row = math.prod(stored[1:])
-    out = torch.from_numpy(_pool(row, dtype, shape[0]).take(shape[0]))
+    out = torch.from_numpy(_pool(row, dtype, shape[0], role).take(shape[0]))
     if dtype == torch.bfloat16:
         out = out.view(torch.bfloat16)
     out = out.view(stored)

@@ -78,24 +78,26 @@ def _check_boxes(crops: CropParams, height: int, width: int) -> None:
         )
 
 
-def _take(rows: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+def _take(rows: torch.Tensor, index: torch.Tensor, role: str) -> torch.Tensor:
     """``rows[index]`` of the 2-D ``rows``, in its compute dtype (reused buffers on CPU)."""
-    out = empty((len(index), rows.shape[1]), rows.dtype, rows.device)
-    torch.index_select(rows, 0, index, out=out)
     dt = compute_dtype(rows.dtype)
-    return out if out.dtype == dt else empty(tuple(out.shape), dt, out.device).copy_(out)
+    shape = (len(index), rows.shape[1])
+    raw = empty(shape, rows.dtype, rows.device, role="tmp" if rows.dtype != dt else role)
+    torch.index_select(rows, 0, index, out=raw)
+    return raw if raw.dtype == dt else empty(shape, dt, raw.device, role=role).copy_(raw)
 
 
 def _take_blend(
-    rows: torch.Tensor, low: torch.Tensor, high: torch.Tensor, weight: torch.Tensor
+    rows: torch.Tensor, low: torch.Tensor, high: torch.Tensor, weight: torch.Tensor, role: str
 ) -> torch.Tensor:
     """``lerp(rows[low], rows[high], weight)``: one output row per entry of ``low``.
 
     ``low``, ``high`` and ``weight`` are flattened; where ``weight`` is 0 the output row is
-    exactly ``rows[low]``. Computed and returned in the compute dtype of ``rows``.
+    exactly ``rows[low]``. Computed and returned in the compute dtype of ``rows``, in a
+    buffer of ``role`` (:func:`~loaders.augment.bandbuf.empty`).
     """
-    lo = _take(rows, low.reshape(-1))
-    hi = _take(rows, high.reshape(-1))
+    lo = _take(rows, low.reshape(-1), role)
+    hi = _take(rows, high.reshape(-1), "tmp")
     return lo.lerp_(hi, weight.reshape(-1, 1).to(lo.dtype))
 
 
@@ -127,10 +129,11 @@ def crop_arrays(
     r0, r1, fy = _taps(crops.top, crops.height, h, None, height)
     c0, c1, fx = _taps(crops.left, crops.width, w, crops.flip, width)
     first = torch.arange(b, device=values.device)[:, None] * height  # [B, 1]: sample's row 0
-    rows = _take_blend(values.reshape(b * height, width * c), first + r0, first + r1, fy)
+    flat = values.reshape(b * height, width * c)
+    rows = _take_blend(flat, first + r0, first + r1, fy, "tmp")
     first = torch.arange(b * h, device=values.device).view(b, h, 1) * width  # [B, h, 1]
     c0, c1 = first + c0[:, None], first + c1[:, None]  # [B, h, w] rows of [B * h * W, C]
-    out = _take_blend(rows.view(b * h * width, c), c0, c1, fx[:, None].expand(b, h, w))
+    out = _take_blend(rows.view(b * h * width, c), c0, c1, fx[:, None].expand(b, h, w), "out")
     return out.view(b, h, w, c).permute(0, 3, 1, 2)
 
 
