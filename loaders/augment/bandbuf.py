@@ -16,13 +16,16 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from typing import Literal
 
 import numpy as np
 import torch
 
 from loaders.transfer.buffers import BufferPool
 
-__all__ = ["empty"]
+__all__ = ["Role", "empty"]
+
+Role = Literal["out", "tmp"]
 
 _NUMPY = {
     torch.float32: np.float32,
@@ -36,18 +39,20 @@ _NUMPY = {
     torch.int32: np.int32,
     torch.int64: np.int64,
 }
-_KEEP_BUFFERS, _KEEP_SHAPES = 3, 8
+# a step holds two intermediates of one shape at once; outputs as many as outbuf keeps
+_KEEP_BUFFERS: dict[Role, int] = {"out": 3, "tmp": 2}
+_KEEP_SHAPES = 8
 _POOLS: OrderedDict[tuple[object, ...], BufferPool] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def _pool(row: int, dtype: torch.dtype, rows: int, role: str) -> BufferPool:
+def _pool(row: int, dtype: torch.dtype, rows: int, role: Role) -> BufferPool:
     """The ``role``'s pool of ``row``-element rows of ``dtype``, of at least ``rows`` rows."""
     key = (row, dtype, role)
     with _LOCK:
         pool = _POOLS.get(key)
         if pool is None or pool.rows < rows:
-            pool = _POOLS[key] = BufferPool((row,), _NUMPY[dtype], rows, keep=_KEEP_BUFFERS)
+            pool = _POOLS[key] = BufferPool((row,), _NUMPY[dtype], rows, keep=_KEEP_BUFFERS[role])
             while len(_POOLS) > _KEEP_SHAPES:
                 _POOLS.popitem(last=False)
         _POOLS.move_to_end(key)
@@ -59,7 +64,7 @@ def empty(
     dtype: torch.dtype,
     device: torch.device,
     memory_format: torch.memory_format = torch.contiguous_format,
-    role: str = "out",
+    role: Role = "out",
 ) -> torch.Tensor:
     """An uninitialised tensor of ``shape`` (2-D, or 4-D with ``memory_format``), reused on CPU.
 

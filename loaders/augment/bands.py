@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from loaders.augment.bandbuf import empty
+from loaders.augment.bandbuf import Role, empty
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 
@@ -78,7 +78,7 @@ def _check_boxes(crops: CropParams, height: int, width: int) -> None:
         )
 
 
-def _take(rows: torch.Tensor, index: torch.Tensor, role: str) -> torch.Tensor:
+def _take(rows: torch.Tensor, index: torch.Tensor, role: Role) -> torch.Tensor:
     """``rows[index]`` of the 2-D ``rows``, in its compute dtype (reused buffers on CPU)."""
     dt = compute_dtype(rows.dtype)
     shape = (len(index), rows.shape[1])
@@ -88,7 +88,7 @@ def _take(rows: torch.Tensor, index: torch.Tensor, role: str) -> torch.Tensor:
 
 
 def _take_blend(
-    rows: torch.Tensor, low: torch.Tensor, high: torch.Tensor, weight: torch.Tensor, role: str
+    rows: torch.Tensor, low: torch.Tensor, high: torch.Tensor, weight: torch.Tensor, role: Role
 ) -> torch.Tensor:
     """``lerp(rows[low], rows[high], weight)``: one output row per entry of ``low``.
 
