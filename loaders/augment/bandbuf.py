@@ -4,11 +4,12 @@ Every step of an array crop writes a batch-sized tensor (the taken rows, their b
 normalised output). Freshly allocated, each of them page-faults and is zeroed by the kernel
 again on every batch (glibc hands large freed blocks back to the OS), which costs more CPU
 than the arithmetic. :func:`empty` hands out CPU tensors from process-wide
-:class:`~loaders.transfer.buffers.BufferPool` s instead, keyed by dtype and row shape: a
-buffer is handed out again only once nothing refers to it any more, so a batch the caller
-keeps (the crop's or the normalise's output) is never overwritten, and intermediates return
-to their pool as soon as the step drops them. Other devices (CUDA has its caching allocator)
-and dtypes numpy lacks get a plain ``torch.empty``.
+:class:`~loaders.transfer.buffers.BufferPool` s instead, keyed by dtype, row length and role
+(``out``: may reach the caller; ``tmp``: dropped within the step, so batches a caller keeps
+never starve the intermediates). A buffer is handed out again only once nothing refers to it
+any more, so a batch the caller keeps (the crop's or the normalise's output) is never
+overwritten. Other devices (CUDA has its caching allocator) and dtypes numpy lacks get a
+plain ``torch.empty``.
 """
 
 from __future__ import annotations
