@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaders.augment.bands import crop_arrays, normalize_bands
+from loaders.augment.bands import _taps, crop_arrays, normalize_bands
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.geometry import crop_images
@@ -132,6 +132,17 @@ def test_a_box_outside_the_stored_frame_is_refused_naming_the_sample() -> None:
         crop_arrays(x, crops, (4, 4))
     with pytest.raises(AugmentError, match=r"sample 0: .* = \[0, 0, 0, 3\]"):
         crop_arrays(x, _crops([[0, 0, 0, 3]], [0.0]), (4, 4))
+
+
+def test_taps_of_a_box_outside_the_frame_stay_in_their_own_sample() -> None:
+    """A device does not check boxes (no sync): the taps are clamped into the frame, so a bad
+    box reads its own sample's edge, never a neighbour's rows of the flattened batch."""
+    start, length = torch.tensor([-3, 8, 0, -20]), torch.tensor([5, 6, 10, 4])
+    for flip in (None, torch.tensor([1.0, 0.0, 1.0, 0.0])):
+        low, high, weight = _taps(start, length, 7, flip, 10)
+        assert int(low.min()) >= 0 and int(high.min()) >= 0
+        assert int(low.max()) <= 9 and int(high.max()) <= 9
+        assert bool(((weight >= 0) & (weight <= 1)).all())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
