@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from loaders.augment.bandbuf import empty
 from loaders.augment.bands import normalize_bands
 from loaders.augment.color import DTYPES
 from loaders.augment.errors import AugmentError
@@ -138,15 +139,17 @@ def bind_band_stats(augment: Any, fields: Sequence[FieldSpec], report: Mapping[s
 
 def _finish_array(policy: Any, x: torch.Tensor) -> torch.Tensor:
     bands, dtype = policy.bands, DTYPES[policy.dtype]
-    if bands is not None:
-        if bands.from_store:
-            raise AugmentError(
-                "BandNormalize() takes the store's statistics: give the policy to a "
-                "StoreLoader, or give mean and std"
-            )
-        x = normalize_bands(x, bands.mean, bands.std, dtype)
     fmt = torch.channels_last if policy.channels_last else torch.contiguous_format
-    return x.to(dtype=dtype, memory_format=fmt)
+    if bands is None:
+        if x.dtype == dtype and x.is_contiguous(memory_format=fmt):
+            return x
+        return empty(tuple(x.shape), dtype, x.device, fmt).copy_(x)  # a reused CPU buffer
+    if bands.from_store:
+        raise AugmentError(
+            "BandNormalize() takes the store's statistics: give the policy to a "
+            "StoreLoader, or give mean and std"
+        )
+    return normalize_bands(x, bands.mean, bands.std, dtype, fmt)  # one pass, dtype and format
 
 
 def finish_fields(

@@ -89,6 +89,32 @@ def test_bands_none_or_given_and_the_output_dtype(store: Path) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("dtype", "channels_last"), [("float32", False), ("bfloat16", True), ("float16", False)]
+)
+def test_output_dtype_and_memory_format_with_and_without_bands(
+    store: Path, dtype: str, channels_last: bool
+) -> None:
+    stored = torch.from_numpy(_stored(store)).permute(0, 3, 1, 2).double()
+    want_dtype = getattr(torch, dtype)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    for bands in (None, BandNormalize(mean=[50.0] * C, std=[2.0] * C)):
+        aug = EvalAugment(
+            size=H,
+            crop={"op": "center_crop", "fraction": 1.0},
+            bands=bands,
+            dtype=dtype,
+            channels_last=channels_last,
+        )
+        for b in _batches(StoreLoader(store, 4, augment=aug, shuffle=False)):
+            x = b["image"]
+            assert x.dtype == want_dtype and x.is_contiguous(memory_format=fmt)
+            want = stored[b["index"]]
+            want = want if bands is None else (want - 50.0) / 2.0
+            tol = torch.finfo(want_dtype).eps * float(want.abs().max())
+            torch.testing.assert_close(x.double(), want, rtol=0, atol=tol)
+
+
 def test_colour_jitter_is_refused_naming_the_band_count(store: Path) -> None:
     aug = TrainAugment(size=H, jitter={"op": "color_jitter"})
     with pytest.raises(

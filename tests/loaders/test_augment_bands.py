@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaders.augment.bands import crop_arrays, normalize_bands
+from loaders.augment.bands import _taps, crop_arrays, normalize_bands
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.geometry import crop_images
+from tests.loaders.bands_reference import reference_crop, reference_normalize
 from tests.loaders.devices import DEVICES
+
+SIZES = [(9, 9), (20, 17), (3, 4), (1, 1), (1, 5), (12, 1)]  # up, down, one pixel, one side
 
 
 def _crops(boxes: list[list[int]], flips: list[float], device: str = "cpu") -> CropParams:
@@ -86,3 +89,93 @@ def test_bad_normalise_arguments_are_refused(
 ) -> None:
     with pytest.raises(AugmentError, match=why):
         normalize_bands(torch.zeros(1, 3, 2, 2), mean, std, dtype)
+
+
+def _random_crops(b: int, height: int, width: int, g: torch.Generator) -> CropParams:
+    h = torch.randint(1, height + 1, (b,), generator=g)
+    w = torch.randint(1, width + 1, (b,), generator=g)
+    top = (torch.rand(b, generator=g) * (height - h + 1)).long()
+    left = (torch.rand(b, generator=g) * (width - w + 1)).long()
+    return CropParams(top, left, h, w, (torch.rand(b, generator=g) < 0.5).float())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.uint8, torch.int16, torch.uint16, torch.bfloat16, torch.float32, torch.int32,
+     torch.float64],
+)  # fmt: skip
+def test_crops_agree_with_the_straightforward_reference(device: str, dtype: torch.dtype) -> None:
+    """Same taps and weights; the blends may round differently, by at most 4 units (eps)
+    of the compute dtype at the largest stored magnitude (two blends of ~1 unit each)."""
+    g = torch.Generator().manual_seed(3)
+    signed = dtype not in (torch.uint8, torch.uint16)
+    for size in SIZES:
+        x = torch.rand(16, 12, 10, 7, generator=g, dtype=torch.float64) * 200 - 100 * signed
+        x = x.to(dtype).to(device)
+        crops = CropParams(*(t.to(device) for t in _random_crops(16, 12, 10, g)))
+        got = crop_arrays(x, crops, size)
+        want = reference_crop(x, crops, size)
+        assert got.dtype == want.dtype and got.shape == want.shape == (16, 7, *size)
+        tol = 4 * torch.finfo(want.dtype).eps * float(x.double().abs().max())
+        torch.testing.assert_close(got, want, rtol=0, atol=tol)
+
+
+def test_a_box_outside_the_stored_frame_is_refused_naming_the_sample() -> None:
+    x = torch.zeros(3, 12, 10, 4)
+    crops = _crops([[0, 0, 12, 10], [0, 0, 12, 10], [5, 2, 8, 3]], [0.0, 0.0, 0.0])
+    why = (
+        r"sample 2: crop box \(top, left, height, width\) = \[5, 2, 8, 3\] is empty or not "
+        r"inside the 12x10 array"
+    )
+    with pytest.raises(AugmentError, match=why):
+        crop_arrays(x, crops, (4, 4))
+    with pytest.raises(AugmentError, match=r"sample 0: .* = \[0, 0, 0, 3\]"):
+        crop_arrays(x, _crops([[0, 0, 0, 3]], [0.0]), (4, 4))
+
+
+def test_taps_of_a_box_outside_the_frame_stay_in_their_own_sample() -> None:
+    """A device does not check boxes (no sync): the taps are clamped into the frame, so a bad
+    box reads its own sample's edge, never a neighbour's rows of the flattened batch."""
+    start, length = torch.tensor([-3, 8, 0, -20]), torch.tensor([5, 6, 10, 4])
+    for flip in (None, torch.tensor([1.0, 0.0, 1.0, 0.0])):
+        low, high, weight = _taps(start, length, 7, flip, 10)
+        assert int(low.min()) >= 0 and int(high.min()) >= 0
+        assert int(low.max()) <= 9 and int(high.max()) <= 9
+        assert bool(((weight >= 0) & (weight <= 1)).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_normalize_agrees_with_the_reference(dtype: torch.dtype) -> None:
+    """One multiply-add ``x / std - mean / std``: off ``(x - mean) / std`` by the float32
+    rounding of its terms (2 eps of ``(|x| + |mean|) / std``), plus one unit of ``dtype``."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.rand(8, 30, 5, 5, generator=g) * 4000 + 1000
+    mean = torch.rand(30, generator=g) * 4000 + 1000
+    std = torch.rand(30, generator=g) * 900 + 100
+    got = normalize_bands(x, mean.tolist(), std.tolist(), dtype)
+    want = reference_normalize(x, mean.tolist(), std.tolist(), dtype)
+    assert got.dtype == dtype and got.is_contiguous()
+    terms = float(((x.abs().amax((0, 2, 3)) + mean.abs()) / std).max())
+    compute = torch.float64 if dtype == torch.float64 else torch.float32
+    tol = 2 * torch.finfo(compute).eps * terms + torch.finfo(dtype).eps * float(want.abs().max())
+    torch.testing.assert_close(got.double(), want.double(), rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_normalize_writes_the_requested_memory_format_from_a_crop(
+    fmt: torch.memory_format,
+) -> None:
+    x = _cube(torch.float32)
+    crops = _crops([[0, 0, 12, 10], [2, 3, 6, 5], [1, 1, 9, 9]], [0.0, 1.0, 0.0])
+    cropped = crop_arrays(x, crops, (7, 6))  # channels-last strides
+    mean, std = [3.0] * 30, [2.0] * 30
+    out = normalize_bands(cropped, mean, std, torch.float32, fmt)
+    assert out.is_contiguous(memory_format=fmt)
+    assert torch.equal(out, (cropped - 3.0) / 2.0)  # exact here: power-of-two std
+
+
+def test_normalize_refuses_another_memory_format() -> None:
+    with pytest.raises(AugmentError, match=r"writes torch.contiguous_format or .*preserve"):
+        normalize_bands(torch.zeros(1, 3, 2, 2), [0.0] * 3, [1.0] * 3, torch.float32,
+                        torch.preserve_format)  # fmt: skip
