@@ -18,7 +18,7 @@ from loaders.augment.color import channel_affine, normalize_converter
 from loaders.augment.crop import random_crops
 from loaders.augment.outbuf import output_batch
 from loaders.augment.resample import _resize_one
-from loaders.augment.threads import pool
+from loaders.augment.threads import pool, scratch
 from precompute import boxes
 
 S = 48
@@ -133,3 +133,17 @@ def test_half_channels_last_sample_is_normalised_without_temporaries(dtype: torc
     scale, shift = channel_affine(norm)
     want = torch.addcmul(torch.tensor(shift), img.float(), torch.tensor(scale)).to(dtype)
     assert torch.equal(out, want.permute(0, 3, 1, 2))
+
+
+def test_scratch_hands_back_the_same_tensor_for_the_same_shape() -> None:
+    def calls() -> tuple[torch.Tensor, ...]:
+        a = scratch("t", (4, 6), torch.float32)
+        b = scratch("t", (4, 6), torch.float32)
+        smaller = scratch("t", (2, 3), torch.float32)  # the same memory, another view
+        larger = scratch("t", (8, 6), torch.float32)  # grown
+        return a, b, smaller, larger
+
+    a, b, smaller, larger = pool(1).submit(calls).result()
+    assert a is b and a.shape == (4, 6) and a.is_contiguous()
+    assert smaller.data_ptr() == a.data_ptr() and smaller.shape == (2, 3)
+    assert larger.shape == (8, 6) and larger.numel() == 48
