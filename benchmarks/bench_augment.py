@@ -16,8 +16,10 @@ the rows take turns epoch by epoch, so the host's load hits them alike:
   (and the fast path with colour jitter on top, for its cost).
 
 Then the torch-profiler aten op count of one grid-path augment call at batch 32 and 256.
-Prints samples/s, CPU ms per sample (this process plus its children) and ratios. Results are
-not committed.
+Prints samples/s, CPU ms per sample (the classic row: this process and its workers; the others:
+this process's nanosecond clock) and ratios; bfloat16 against float32 of the same memory format
+also by CPU per sample, which a busy host disturbs less than samples/s. Results are not
+committed.
 """
 
 from __future__ import annotations
@@ -65,10 +67,14 @@ def time_epochs(
     """Return median samples/s and CPU ms/sample of each row over ``runs`` epochs.
 
     The rows take turns after a warm-up epoch each (:func:`benchmarks.common.interleaved`);
-    an epoch yields the sizes of its batches.
+    an epoch yields the sizes of its batches. Rows that run in this process alone (all but
+    the classic loader's worker processes) read this process's CPU clock, which counts
+    nanoseconds where the process-tree clock counts scheduler ticks.
     """
     rows: dict[str, Row] = {name: _counted(epoch) for name, epoch in epochs.items()}
-    return {name: (rate, 1e3 * cpu) for name, (rate, cpu) in interleaved(rows, runs).items()}
+    clocks = {name: time.process_time for name in epochs if name != CLASSIC}
+    timed = interleaved(rows, runs, clocks)
+    return {name: (rate, 1e3 * cpu) for name, (rate, cpu) in timed.items()}
 
 
 def _counted(epoch: Callable[[int], Iterable[int]]) -> Row:
@@ -138,6 +144,20 @@ def op_count(aug: Augment, batch: int, store_size: int) -> int:
     aug(images, extents, torch.Generator().manual_seed(0))
     counts = aten_op_counts(lambda: aug(images, extents, torch.Generator().manual_seed(0)))
     return sum(counts.values())
+
+
+def same_format(results: dict[str, tuple[float, float]], threads: int) -> None:
+    """Print bfloat16 against float32 of the same memory format: samples/s and CPU/sample."""
+    row = f"StoreLoader + augment fast, {threads} threads"
+    print(
+        "bfloat16 vs float32 of the same memory format "
+        "(samples/s; CPU: float32's CPU ms/sample over bfloat16's):"
+    )
+    for layout in ("", " channels_last"):
+        f32 = results[row + (", float32 channels_last" if layout else "")]
+        bf16 = results[f"{row}, bfloat16{layout}"]
+        ratio, cpu = bf16[0] / f32[0], f32[1] / bf16[1]
+        print(f"  {'bfloat16' + layout:60s} {ratio:6.2f}x   CPU {cpu:6.2f}x")
 
 
 def _args() -> argparse.Namespace:
@@ -233,14 +253,7 @@ def main() -> None:
     for name in formats:
         rate = results[f"StoreLoader + augment fast, {a.threads} threads, {name}"][0]
         print(f"  {name:60s} {rate / ref:6.2f}x")
-    same = {"float32": ref}
-    same.update(
-        {k: results[f"StoreLoader + augment fast, {a.threads} threads, {k}"][0] for k in formats}
-    )
-    print("bfloat16 vs float32 of the same memory format (samples/s):")
-    for layout in ("", " channels_last"):
-        ratio = same["bfloat16" + layout] / same["float32" + layout]
-        print(f"  {'bfloat16' + layout:60s} {ratio:6.2f}x")
+    same_format(results, a.threads)
     counts = {b: op_count(grid, b, a.store_size) for b in (32, 256)}
     print(
         f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "

@@ -23,6 +23,7 @@ import torch
 
 from loaders.augment.errors import AugmentError
 from loaders.augment.ops import Normalize
+from loaders.augment.threads import scratch
 from precompute.policy import GREY
 
 __all__ = [
@@ -112,8 +113,12 @@ def normalize_converter(norm: Normalize | None) -> Converter:
       (computed in float32, rounded once).
     * HWC memory (channels-last batch), like the resized pixels: no transpose at all. Both
       are viewed as ``[H, W * 3]`` rows and normalised with a row of per-channel constants
-      repeated ``W`` times, so every kernel runs along contiguous rows; float32 is a cast copy
-      and one ``addcmul`` in place, half types one ``addcmul`` into the output.
+      repeated ``W`` times, so every kernel runs along contiguous rows: a cast copy and one
+      ``addcmul`` in place. Float32 does both in the output; a half type does both in this
+      thread's reused float32 buffer (:func:`.threads.scratch`) and one rounding copy writes
+      the output, so it is bit for bit the float32 result rounded to nearest even, and no
+      sample allocates (a mixed-dtype ``addcmul`` straight into the output allocated two
+      float32 temporaries per sample).
     """
     scale, shift = channel_affine(norm)
     mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)
@@ -128,12 +133,14 @@ def normalize_converter(norm: Normalize | None) -> Converter:
         if out.stride(0) == 1 and out.shape[0] == 3:  # channels-last memory: [H, W * 3] rows
             h, w = out.shape[1], out.shape[2]
             o, pixels = out.permute(1, 2, 0).view(h, 3 * w), x.permute(1, 2, 0).reshape(h, 3 * w)
+            half = out.dtype != torch.float32
+            # a half type: the float32 result in this thread's reused buffer, then rounded once
+            work = scratch("normalised", (h, 3 * w), torch.float32) if half else o
             row_mul, row_add = row_constants(w)
-            if out.dtype != torch.float32:
-                torch.addcmul(row_add, pixels, row_mul, out=o)
-                return
-            o.copy_(pixels)
-            torch.addcmul(row_add, o, row_mul, out=o)
+            work.copy_(pixels)
+            torch.addcmul(row_add, work, row_mul, out=work)
+            if half:
+                o.copy_(work)
             return
         if out.dtype != torch.float32:
             torch.addcmul(add, x, mul, out=out)

@@ -81,7 +81,7 @@ def _resize_one(crop: torch.Tensor, size: tuple[int, int], flip: bool) -> torch.
     # [1, 3, h, w] with channels-last strides (made from a 4-d view): the SIMD uint8 kernel
     x = dense.unsqueeze(0).permute(0, 3, 1, 2)
     h, w = size
-    out = scratch("resized", 3 * h * w, torch.uint8).view(1, h, w, 3).permute(0, 3, 1, 2)
+    out = scratch("resized", (1, h, w, 3), torch.uint8).permute(0, 3, 1, 2)
     _upsample(x, size, True, None, None, out=out)  # type: ignore[call-arg]  # the out= overload
     return out[0]
 

@@ -9,14 +9,17 @@ unlike ``torch.set_num_threads`` it changes nothing for the caller or for thread
 later. The pools are a process-wide cache of resources keyed by size (no configuration lives
 in them); they are dropped in a forked child.
 
-:func:`scratch` gives each thread its own reused work buffers (a resized crop, a float32
-staging image), so the per-sample kernels write into memory that is already mapped and in
-cache instead of allocating, page-faulting and zeroing fresh blocks for every sample.
+:func:`scratch` gives each thread its own reused work buffers (a resized crop, the float32
+image a half-type output is rounded from), so the per-sample kernels write into memory that is
+already mapped and in cache instead of allocating, page-faulting and zeroing fresh blocks for
+every sample; asked again for the same shape it returns the same tensor, so no per-sample
+view is made either.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -67,19 +70,29 @@ def pool(threads: int) -> ThreadPoolExecutor:
         return _POOLS[threads]
 
 
-def scratch(name: str, numel: int, dtype: torch.dtype) -> torch.Tensor:
-    """Return this thread's flat work buffer ``name`` of at least ``numel`` elements.
+def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Return this thread's work buffer ``name`` as a contiguous ``shape`` tensor.
 
     The buffer is reused by the next call with the same ``name`` on the same thread (grown
-    when too small), so a caller must be done with it before asking again.
+    when too small), so a caller must be done with it before asking again. Asked again with
+    the same shape and dtype, it returns the very same tensor object: no view is made per call.
     """
-    buffers: dict[str, torch.Tensor] | None = getattr(_SCRATCH, "buffers", None)
-    if buffers is None:
-        buffers = _SCRATCH.buffers = {}
-    buf = buffers.get(name)
-    if buf is None or buf.numel() < numel or buf.dtype != dtype:
-        buf = buffers[name] = torch.empty(numel, dtype=dtype)
-    return buf[:numel]
+    cache: dict[str, tuple[tuple[object, ...], torch.Tensor, torch.Tensor]] | None = getattr(
+        _SCRATCH, "buffers", None
+    )
+    if cache is None:
+        cache = _SCRATCH.buffers = {}
+    key = (shape, dtype)
+    entry = cache.get(name)
+    if entry is not None and entry[0] == key:
+        return entry[1]
+    numel = math.prod(shape)
+    flat = entry[2] if entry is not None else None
+    if flat is None or flat.numel() < numel or flat.dtype != dtype:
+        flat = torch.empty(numel, dtype=dtype)
+    view = flat[:numel].view(shape)
+    cache[name] = (key, view, flat)
+    return view
 
 
 def _after_fork_in_child() -> None:

@@ -13,11 +13,12 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import aten_op_counts
-from loaders.augment import TrainAugment
-from loaders.augment.color import channel_affine
+from loaders.augment import Normalize, TrainAugment
+from loaders.augment.color import channel_affine, normalize_converter
 from loaders.augment.crop import random_crops
+from loaders.augment.outbuf import output_batch
 from loaders.augment.resample import _resize_one
-from loaders.augment.threads import pool
+from loaders.augment.threads import pool, scratch
 from precompute import boxes
 
 S = 48
@@ -111,3 +112,38 @@ def test_fast_path_outputs_equal_the_step_by_step_reference(threads: int) -> Non
                 got = aug(images, extents, torch.Generator().manual_seed(seed))
                 want = planar if dtype == "float32" and not channels_last else fused
                 assert torch.equal(got, want.to(getattr(torch, dtype))), (dtype, channels_last)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_channels_last_sample_is_normalised_without_temporaries(dtype: torch.dtype) -> None:
+    """A half-type channels-last sample is normalised in the thread's reused float32 buffer.
+
+    Then it is rounded once into the output. A mixed-dtype ``addcmul`` straight into the
+    output allocated two float32 temporaries per sample (its input cast and its result).
+    """
+    norm = Normalize()
+    convert = normalize_converter(norm)
+    img = torch.randint(0, 256, (2, 20, 28, 3), dtype=torch.uint8, generator=torch.Generator())
+    pixels = img.permute(0, 3, 1, 2)  # [3, H, W] with HWC strides, as the resize leaves them
+    out = output_batch(2, (20, 28), dtype, channels_last=True)
+    convert(pixels[0], 0, out[0])  # makes this thread's buffer
+    counts = aten_op_counts(lambda: convert(pixels[1], 1, out[1]))
+    made = {name for name in counts if "empty" in name or name in ("aten::to", "aten::_to_copy")}
+    assert not made, counts
+    scale, shift = channel_affine(norm)
+    want = torch.addcmul(torch.tensor(shift), img.float(), torch.tensor(scale)).to(dtype)
+    assert torch.equal(out, want.permute(0, 3, 1, 2))
+
+
+def test_scratch_hands_back_the_same_tensor_for_the_same_shape() -> None:
+    def calls() -> tuple[torch.Tensor, ...]:
+        a = scratch("t", (4, 6), torch.float32)
+        b = scratch("t", (4, 6), torch.float32)
+        smaller = scratch("t", (2, 3), torch.float32)  # the same memory, another view
+        larger = scratch("t", (8, 6), torch.float32)  # grown
+        return a, b, smaller, larger
+
+    a, b, smaller, larger = pool(1).submit(calls).result()
+    assert a is b and a.shape == (4, 6) and a.is_contiguous()
+    assert smaller.data_ptr() == a.data_ptr() and smaller.shape == (2, 3)
+    assert larger.shape == (8, 6) and larger.numel() == 48

@@ -1,0 +1,159 @@
+"""Where a sample's time goes on the CPU fast path, step by step, per output dtype and format.
+
+Run: ``.venv/bin/python -m benchmarks.augment_steps [--batch 64] [--runs 15] [--threads 2]``
+
+Setup (not timed): a random uint8 batch of ``--store-size`` px and its crop boxes, drawn as
+``TrainAugment`` draws them. Timed, each step on its own over the whole batch, the steps taking
+turns run by run; printed is the thread CPU time per sample (``time.thread_time``, so time the
+thread spent descheduled on a busy host does not count), min and median over ``--runs``:
+
+* ``crop copy``: each crop copied out dense (mirrored when flipped);
+* ``resize``: torch's uint8 bilinear kernel on the dense crops, into the thread's buffer;
+* ``normalise <dtype> <format>``: the fast path's converter on a resized sample still in cache,
+  into a reused output batch; for half types also ``of which rounding``: the one copy that
+  rounds the float32 result into the output;
+* ``call <dtype> <format>, N thr``: one ``TrainAugment`` call (box draw included) at 1 and
+  ``--threads`` threads: wall time and process CPU per sample. CPU above the steps' sum is
+  Python and dispatch overhead; wall x threads above CPU is time the threads waited.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+
+from loaders.augment import TrainAugment
+from loaders.augment.color import normalize_converter
+from loaders.augment.crop import random_crops
+from loaders.augment.outbuf import output_batch
+from loaders.augment.resample import _resize_one
+from loaders.augment.threads import scratch
+
+__all__ = ["main"]
+
+FORMATS = [(d, cl) for d in ("float32", "bfloat16", "float16") for cl in (True, False)]
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=224, help="output side")
+    p.add_argument("--store-size", type=int, default=256)
+    p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--threads", type=int, default=2)
+    return p.parse_args(argv)
+
+
+def _name(dtype: str, channels_last: bool) -> str:
+    return f"{dtype} {'channels_last' if channels_last else 'planar'}"
+
+
+def steps(images: torch.Tensor, aug: TrainAugment) -> dict[str, Callable[[], float]]:
+    """Return step name -> a function timing that step over the batch (thread CPU seconds)."""
+    b = images.shape[0]
+    extents = torch.tensor([[0, 0, images.shape[1], images.shape[2]]] * b, dtype=torch.int32)
+    crops, _ = random_crops(extents, torch.Generator().manual_seed(0), aug.policy)
+    rows = torch.stack([crops.top, crops.left, crops.height, crops.width, crops.flip.long()], 1)
+    boxes = [
+        (images[i, t : t + h, left : left + w], bool(f))
+        for i, (t, left, h, w, f) in enumerate(rows.tolist())
+    ]
+    dense = [c.flip(1) if f else c.contiguous() for c, f in boxes]
+    convert = normalize_converter(aug.normalize)
+    clock = time.thread_time
+
+    def crop_copy() -> float:
+        t0 = clock()
+        for c, f in boxes:
+            c.flip(1) if f else c.contiguous()
+        return clock() - t0
+
+    def resize() -> float:
+        t0 = clock()
+        for d in dense:
+            _resize_one(d, aug.size, False)
+        return clock() - t0
+
+    def normalise(dtype: torch.dtype, channels_last: bool, rounding: bool) -> Callable[[], float]:
+        out = output_batch(b, aug.size, dtype, channels_last)
+
+        def run() -> float:
+            spent = 0.0
+            for i, d in enumerate(dense):
+                x = _resize_one(d, aug.size, False)  # in cache, as the path leaves it
+                t0 = clock()
+                if rounding:  # the rounding copy alone, from the float32 result
+                    work = scratch("normalised", (aug.size[0], 3 * aug.size[1]), torch.float32)
+                    out[i].permute(1, 2, 0).view_as(work).copy_(work)
+                else:
+                    convert(x, i, out[i])
+                spent += clock() - t0
+            return spent
+
+        return run
+
+    timed = {"crop copy": crop_copy, "resize": resize}
+    for dtype, cl in FORMATS:
+        timed[f"normalise {_name(dtype, cl)}"] = normalise(getattr(torch, dtype), cl, False)
+        if cl and dtype != "float32":
+            timed[f"  of which rounding to {dtype}"] = normalise(getattr(torch, dtype), cl, True)
+    return timed
+
+
+def whole_calls(
+    images: torch.Tensor, augs: dict[str, TrainAugment], runs: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Wall and process CPU seconds of ``runs`` calls of each policy, taking turns."""
+    b, s = images.shape[0], images.shape[1]
+    extents = torch.tensor([[0, 0, s, s]] * b, dtype=torch.int32)
+    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in augs}
+    for r in range(runs + 1):
+        for name, aug in augs.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            aug(images, extents, torch.Generator().manual_seed(r))
+            if r:  # the first round warms up (thread pools, buffers)
+                out[name][0].append(time.perf_counter() - t0)
+                out[name][1].append(time.process_time() - c0)
+    return out
+
+
+def _line(name: str, seconds: list[float], b: int) -> str:
+    v = sorted(seconds)
+    return f"{name:44s} min {1e6 * v[0] / b:7.1f}  median {1e6 * v[len(v) // 2] / b:7.1f} us/sample"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Time every step, then whole calls, and print microseconds per sample."""
+    a = _args(argv)
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    shape = (a.batch, a.store_size, a.store_size, 3)
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
+    base = TrainAugment(size=a.size, path="fast", threads=1)
+    timed = steps(images, base)
+    results: dict[str, list[float]] = {name: [] for name in timed}
+    for _ in range(a.runs):
+        for name, step in timed.items():
+            results[name].append(step())
+    print(f"thread CPU per sample, batch {a.batch}, {a.store_size} px -> {a.size} px, 1 thread:")
+    for name, seconds in results.items():
+        print(_line(name, seconds, a.batch))
+    augs = {
+        f"call {_name(dtype, cl)}, {threads} thr": TrainAugment(
+            size=a.size, path="fast", threads=threads, dtype=dtype, channels_last=cl
+        )
+        for dtype, cl in FORMATS
+        if dtype != "float16"
+        for threads in sorted({1, a.threads})
+    }
+    print("whole TrainAugment calls, wall and process CPU per sample:")
+    for name, (walls, cpus) in whole_calls(images, augs, a.runs).items():
+        print(_line(name + " wall", walls, a.batch))
+        print(_line(name + " CPU", cpus, a.batch))
+
+
+if __name__ == "__main__":
+    main()
