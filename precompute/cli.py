@@ -141,7 +141,11 @@ def cli() -> None:
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
 )
-@click.option("--ray-address", help="Ray cluster address (default: start local Ray).")
+@click.option(
+    "--ray-address",
+    help="Ray to join (ADDR or auto), or local: the build's own. Default: RAY_ADDRESS, else a "
+    "`ray start` Ray of this machine's CPUs, else the build's own (docs/scale.md).",
+)
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
