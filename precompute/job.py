@@ -12,27 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import sys
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from precompute.buildsource import plan_tasks, resolve_build
+from precompute.buildsource import plan_tasks
 from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
     DecodeError,
     PrecomputeError,
 )
-from precompute.fieldsources import FieldSource
 from precompute.fieldwork import backends_of
-from precompute.format import StoreLayout, _read_group_attrs
+from precompute.format import StoreLayout
+from precompute.jobstart import holds_complete, in_background, list_source, open_build_ray
 from precompute.objstore import is_object_url, store_path
 from precompute.outputs import (
     build_lock,
@@ -44,16 +41,11 @@ from precompute.outputs import (
     summary_line,
 )
 from precompute.plan import ShardTask
-from precompute.raysession import RaySession, open_ray
 from precompute.shardwork import ShardJob, build_shard
-from precompute.sources import Source
 from precompute.spec import BuildSpec
 from precompute.writer import create_or_resume, finalize
 
 __all__ = ["build", "store_bytes"]
-
-T = TypeVar("T")
-
 
 # A worker that dies (e.g. killed for memory) is retried this often, then the build fails
 # (Ray Data's default is to retry forever, which would hang on an input that always kills it).
@@ -67,57 +59,6 @@ _DATA_CONTEXT: dict[str, Any] = {
     # operator it only serialises the shard tasks (measured: 2 CPUs ran 1 task at a time).
     "op_resource_reservation_enabled": False,
 }
-
-
-@contextmanager
-def _quiet_ray_data() -> Iterator[None]:
-    """Ray Data's own log lines at ERROR only while the build runs (ours counts shards)."""
-    data_log = logging.getLogger("ray.data")
-    level = data_log.level
-    data_log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        data_log.setLevel(level)
-
-
-def _in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """Run ``fn(*args)`` on a daemon thread (Ctrl-C never waits for it); its result or error."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(fn(*args))
-        except BaseException as exc:  # re-raised by future.result() on the caller's thread
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="precompute-listing", daemon=True).start()
-    return future
-
-
-def _list_source(
-    src: str, spec: BuildSpec, content_hash: bool
-) -> tuple[Source | FieldSource, BuildSpec, str]:
-    """List and fingerprint the source (and import Ray Data): what runs while Ray starts."""
-    import ray.data  # noqa: F401  # configures Ray Data's loggers on import: before we quieten them
-
-    return resolve_build(src, spec, content_hash)
-
-
-def _holds_complete(root: Path) -> bool:
-    """Whether ``root`` holds a complete store (a re-run then needs no Ray, nor waits for one)."""
-    try:
-        return (root / "zarr.json").is_file() and bool(_read_group_attrs(root).get("complete"))
-    except PrecomputeError:  # not a store: the build's own checks say why, later
-        return False
-
-
-def _open_ray(stack: ExitStack, address: str | None) -> RaySession:
-    """Open the build's Ray (:func:`precompute.raysession.open_ray`), closed by ``stack``."""
-    session = open_ray(address)
-    stack.callback(session.close)
-    stack.enter_context(_quiet_ray_data())
-    return session
 
 
 def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -219,11 +160,11 @@ def build(
     t0 = time.perf_counter()
     check_output(out, src)
     root = store_path(out) if is_object_url(out) else Path(out).absolute()
-    listed = _in_background(_list_source, src, spec, content_hash)
+    listed = in_background(list_source, src, spec, content_hash)
     with ExitStack() as ray_stack:
         # Ray starts while the source is listed, unless a complete store makes it likely that
         # none is needed (an identical re-run, or a refused one).
-        ray = None if _holds_complete(root) else _open_ray(ray_stack, ray_address)
+        ray = None if holds_complete(root) else open_build_ray(ray_stack, ray_address)
         source, spec, fp = listed.result()
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
@@ -235,7 +176,7 @@ def build(
             todo = [s for s in range(layout.num_shards) if s not in finished]
             reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
             job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
-            ray = ray or _open_ray(ray_stack, ray_address)
+            ray = ray or open_build_ray(ray_stack, ray_address)
             with tqdm(
                 total=layout.num_shards,
                 initial=len(finished),
