@@ -201,3 +201,43 @@ def test_ray_address_variable_is_joined_and_named_when_nobody_answers(
     # --ray-address local: the build's own Ray, whatever RAY_ADDRESS says
     row = _run(BUILD, env, small_dataset, tmp_path / "own", "local")
     assert row == {"ray_address": "local", "samples": 40}
+
+
+def test_a_source_that_fails_while_ray_starts_stops_that_ray(tmp_path: Path) -> None:
+    """The source is listed while the build's own Ray starts: its error still leaves no Ray."""
+    manifest = tmp_path / "bad.jsonl"
+    manifest.write_text('{"path": "a.jpg", "label": 0}\nnot json\n')
+    tmp = tempfile.mkdtemp(prefix="nsr", dir="/tmp")  # short: Ray's socket paths
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "precompute.cli",
+                "build",
+                str(manifest),
+                "--out",
+                str(tmp_path / "s"),
+                "--size",
+                "16",
+                "--ray-address",
+                "local",
+            ],
+            cwd=REPO,
+            env=_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert proc.returncode == 2  # a usage error, as before Ray started in parallel
+        assert f"{manifest}: line 2 is not JSON" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert (Path(tmp) / "ray").is_dir()  # the build's Ray had started, in this folder
+        left = [
+            p for p in psutil.process_iter(["cmdline"]) if tmp in " ".join(p.info["cmdline"] or [])
+        ]
+        _gone, alive = psutil.wait_procs(left, timeout=20)
+        assert running(alive) == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
