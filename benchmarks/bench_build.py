@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.build_fresh import bench_end_to_end, bench_joined, peak_rss, pillow_job
+from benchmarks.build_fresh import bench_end_to_end, bench_joined, medians, peak_rss, pillow_job
 from benchmarks.common import tree_cpu_seconds
 from benchmarks.environment import usable_cores
 from precompute import BuildSpec, list_source
@@ -190,7 +190,7 @@ def _print_joined(args: argparse.Namespace, work: Path, shard: tuple[int, int]) 
         runs=args.e2e_runs,
         cpus=available_cpus(),
     )
-    med = {f: statistics.median(r[f] for r in rows[1:]) for f in rows[0] if f != "ray_address"}
+    med = medians(rows[1:])
     print(
         f"  build of {args.small} images joining a running local Ray (ray start, "
         f"{available_cpus()} CPUs): first {rows[0]['seconds']:.2f} s, then median of "

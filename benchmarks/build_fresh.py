@@ -36,7 +36,15 @@ import numpy as np
 import psutil
 from PIL import Image, ImageOps
 
-__all__ = ["RunningRay", "bench_end_to_end", "bench_joined", "peak_rss", "pillow_job", "run_fresh"]
+__all__ = [
+    "RunningRay",
+    "bench_end_to_end",
+    "bench_joined",
+    "medians",
+    "peak_rss",
+    "pillow_job",
+    "run_fresh",
+]
 
 BILINEAR = Image.Resampling.BILINEAR
 
@@ -212,6 +220,12 @@ def _write_inputs(src: Path, work: Path, small: int) -> dict[str, tuple[Path, Pa
     return inputs
 
 
+def medians(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The median of every numeric field of ``rows`` (``ray_address`` is not one)."""
+    numeric = [f for f, v in rows[0].items() if isinstance(v, (int, float))]
+    return {f: statistics.median(r[f] for r in rows) for f in numeric}
+
+
 def bench_end_to_end(
     src: Path, work: Path, *, size: int, shard: tuple[int, int], small: int, runs: int, cores: int
 ) -> dict[str, Any]:
@@ -228,7 +242,7 @@ def bench_end_to_end(
             rows.setdefault(f"build_{name}", []).append(
                 run_fresh(_BUILD_CHILD, str(source), str(out), str(size), *map(str, shard))
             )
-    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
+    med = {k: medians(v) for k, v in rows.items()}
     pool_steady = med["pool_large"]["seconds"] - med["pool_small"]["seconds"]
     build_steady = med["build_large"]["seconds"] - med["build_small"]["seconds"]
     return {
