@@ -11,6 +11,7 @@ errors a user can cause.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -172,6 +173,9 @@ def build(
     from precompute.job import build as run_build
     from precompute.outputs import check_output
 
+    if not quiet:
+        _show_ray_choice()
+
     spec = spec_from_options(spec_file, options, src)
     try:
         check_output(out, src)
@@ -183,6 +187,15 @@ def build(
         )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
+
+
+def _show_ray_choice() -> None:
+    """Print on stderr which running Ray the build joins or leaves alone (precompute.raysession)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("precompute: %(message)s"))
+    choice = logging.getLogger("precompute.raysession")
+    choice.addHandler(handler)
+    choice.setLevel(logging.INFO)
 
 
 @cli.command()

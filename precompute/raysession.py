@@ -155,10 +155,10 @@ def _join_local(address: str) -> RaySession | None:
     if why is not None:
         ray.shutdown()
         log.info(
-            "not joining the local Ray at %s: %s; starting a local Ray (--ray-address %s joins it)",
+            "not joining the local Ray at %s: %s; starting a local Ray (--ray-address auto "
+            "joins it)",
             address,
             why,
-            address,
         )
         return None
     log.info("joined the local Ray at %s (--ray-address local starts a separate one)", address)

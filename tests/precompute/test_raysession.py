@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from precompute import open_store_info
 from precompute.raylocal import available_cpus
 from precompute.raysession import _unrelated
 from tests.processes import REPO, running
@@ -73,6 +74,22 @@ def _run(code: str, env: dict[str, str], *args: object) -> dict[str, object]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     row: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     return row
+
+
+def _cli_build(env: dict[str, str], src: Path, out: Path) -> str:
+    """Run ``precompute build SRC --out OUT`` (no --ray-address); return its stderr."""
+    command = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
+    proc = subprocess.run(
+        [*command, "--size", "16"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
 
 
 class RayHead:
@@ -152,6 +169,8 @@ def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
     for out in ("a", "b"):  # the second build finds the same Ray, running and usable
         row = _run(BUILD, ray_head.env(), small_dataset, tmp_path / out)
         assert row == {"ray_address": ray_head.address, "samples": 40}
+    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "c")
+    assert f"precompute: joined the local Ray at {ray_head.address}" in stderr  # said, not silent
     assert running(ray_head.core) == ray_head.core  # GCS and raylet: the same processes
     assert _run(RESOURCES, ray_head.env()) == {
         "address": ray_head.address,
@@ -164,8 +183,13 @@ def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
 def test_a_running_ray_of_another_size_is_left_alone(
     ray_head: RayHead, small_dataset: Path, tmp_path: Path
 ) -> None:
-    row = _run(BUILD, ray_head.env(), small_dataset, tmp_path / "own")
-    assert row == {"ray_address": "local", "samples": 40}  # the build's own Ray
+    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "own")
+    n = available_cpus()
+    assert (
+        f"precompute: not joining the local Ray at {ray_head.address}: it has {n + 1} CPUs, "
+        f"a local build uses {n}; starting a local Ray (--ray-address auto joins it)" in stderr
+    )
+    assert open_store_info(tmp_path / "own").report["ray_address"] == "local"  # its own Ray
     assert running(ray_head.core) == ray_head.core
     row = _run(RESOURCES, ray_head.env())
     assert (row["address"], row["cpus"]) == (ray_head.address, available_cpus() + 1)
