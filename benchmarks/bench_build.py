@@ -20,7 +20,10 @@ Run: ``.venv/bin/python -m benchmarks.bench_build [--images 8000] [--size 256] .
    ``--e2e-runs`` times. Steady state = ``(T(N) - T(small))`` of the pool over that of the
    build (target >= 0.9; use ``--images 8000`` or more so that it dominates the noise), with
    the peak tree RSS of each run, and where the small build's time went (the build's own
-   report: listing + store creation + Ray start, the shard phase, Ray stop + finalize).
+   report: listing + store creation + Ray start, the shard phase, Ray stop + finalize). Then
+   (unless ``--skip-joined``) the small build in fresh processes that join one running local
+   Ray (``ray start`` in a private temporary folder, the build's own CPU count): the first
+   build on it, then the median of ``--e2e-runs``, what a user who keeps a Ray running pays.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.build_fresh import bench_end_to_end, peak_rss, pillow_job
+from benchmarks.build_fresh import bench_end_to_end, bench_joined, medians, peak_rss, pillow_job
 from benchmarks.common import tree_cpu_seconds
 from benchmarks.environment import usable_cores
 from precompute import BuildSpec, list_source
@@ -166,10 +169,34 @@ def print_end_to_end(args: argparse.Namespace, src: Path, work: Path) -> None:
         f"shards (Ray Data + worker start-up + tasks) {small['shards_s']:.2f} s, "
         f"Ray stop + finalize {small['stop_s']:.2f} s"
     )
+    if not args.skip_joined:
+        _print_joined(args, work, shard)
     print(
         f"  fixed cost (build of {args.small} images) {e2e['fixed_cost_s']:.2f} s (target <= 3 s); "
         f"ratio pool/build: end to end {e2e['ratio_end_to_end']:.2f}, "
         f"steady state (T(N) - T(small)) {e2e['ratio_steady']:.2f} (target >= 0.9)"
+    )
+
+
+def _print_joined(args: argparse.Namespace, work: Path, shard: tuple[int, int]) -> None:
+    """The small build joining a running local Ray (``ray start``): first, then the median."""
+    from precompute.raylocal import available_cpus
+
+    rows = bench_joined(
+        work / "e2e_small.csv",
+        work,
+        size=args.size,
+        shard=shard,
+        runs=args.e2e_runs,
+        cpus=available_cpus(),
+    )
+    med = medians(rows[1:])
+    print(
+        f"  build of {args.small} images joining a running local Ray (ray start, "
+        f"{available_cpus()} CPUs): first {rows[0]['seconds']:.2f} s, then median of "
+        f"{args.e2e_runs} {med['seconds']:.2f} s (imports {med['imports_s']:.2f} s, list + "
+        f"join {med['start_s']:.2f} s, shards {med['shards_s']:.2f} s, disconnect + finalize "
+        f"{med['stop_s']:.2f} s)  peak RSS of the build's process {med['peak_rss_mb']:.0f} MiB"
     )
 
 
@@ -212,6 +239,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--e2e-runs", type=int, default=3, help="end to end: runs of each (median)")
     ap.add_argument("--skip-warm", action="store_true", help="skip 1. (Ray already up)")
     ap.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end section")
+    ap.add_argument(
+        "--skip-joined",
+        action="store_true",
+        help="end to end: skip the small builds that join a running local Ray (ray start)",
+    )
     ap.add_argument("--workdir", help="keep generated datasets here (default: a temp dir)")
     args = ap.parse_args(argv)
     if args.images is None:

@@ -10,16 +10,23 @@ that of the build, i.e. throughput once start-up is paid. A build run also says 
 went, from the build's own report: ``start_s`` (listing, store creation and Ray start),
 ``shards_s`` (Ray Data's executor and worker start-up, and the shard tasks) and ``stop_s`` (Ray
 shutdown and finalizing the store); ``imports_s`` is the import of ``precompute``.
+
+:func:`bench_joined` times the small build joining a running local Ray (:class:`RunningRay`,
+``ray start`` in a private temporary folder): the first build on it, then the median of the
+next ones, what a user who keeps a Ray running pays per build.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
+import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,7 +36,15 @@ import numpy as np
 import psutil
 from PIL import Image, ImageOps
 
-__all__ = ["bench_end_to_end", "peak_rss", "pillow_job", "run_fresh"]
+__all__ = [
+    "RunningRay",
+    "bench_end_to_end",
+    "bench_joined",
+    "medians",
+    "peak_rss",
+    "pillow_job",
+    "run_fresh",
+]
 
 BILINEAR = Image.Resampling.BILINEAR
 
@@ -43,7 +58,7 @@ spec = BuildSpec(size=int(sys.argv[3]), shard_samples=int(sys.argv[4]),
                  chunk_samples=int(sys.argv[5]))
 report = build(sys.argv[1], sys.argv[2], spec, progress=False)["report"]
 call = time.perf_counter() - t1
-print(json.dumps({"imports_s": t1 - t0, "call_s": call,
+print(json.dumps({"imports_s": t1 - t0, "call_s": call, "ray_address": report["ray_address"],
                   "start_s": report["seconds"] - report["shard_seconds"],
                   "shards_s": report["shard_seconds"], "stop_s": call - report["seconds"]}))
 """
@@ -92,10 +107,10 @@ def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
     return total, count
 
 
-def run_fresh(code: str, *argv: str) -> dict[str, Any]:
+def run_fresh(code: str, *argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``code`` in a fresh Python; return its JSON line plus peak tree RSS and seconds."""
     t0 = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, env=env)
     proc, peak, done = psutil.Process(child.pid), (0, 0), threading.Event()
 
     def sample() -> None:
@@ -123,6 +138,69 @@ def peak_rss(src: Path, out: Path, size: int) -> tuple[int, int, float]:
     return int(row["peak_rss_mb"] * 2**20), row["procs"], row["seconds"]
 
 
+class RunningRay:
+    """A ``ray start --head --block`` Ray in a private temporary folder (``RAY_TMPDIR``).
+
+    Builds given :meth:`env` find and join it as they would a user's ``ray start`` Ray;
+    :meth:`stop` kills its processes by PID (never ``ray stop``, which stops every Ray of the
+    user on the machine).
+    """
+
+    def __init__(self, cpus: int) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="nbr", dir="/tmp")  # short: Ray's socket paths
+        ray_cli = str(Path(sys.executable).with_name("ray"))
+        command = [ray_cli, "start", "--head", "--block", "--port=0", f"--num-cpus={cpus}"]
+        command += ["--include-dashboard=false", "--disable-usage-stats"]
+        self.proc = subprocess.Popen(
+            command,
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while not (Path(self.tmp) / "ray" / "ray_current_cluster").is_file():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("ray start --head did not come up")
+            time.sleep(0.2)
+
+    def env(self) -> dict[str, str]:
+        """The environment of a build that finds this Ray (and no ``RAY_ADDRESS``)."""
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        return {**env, "RAY_TMPDIR": self.tmp}
+
+    def stop(self) -> None:
+        """Kill the Ray's processes by PID and remove its folder."""
+        root = psutil.Process(self.proc.pid)
+        family = [root, *root.children(recursive=True)]
+        for proc in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(family, timeout=20)
+        self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def bench_joined(
+    source: Path, work: Path, *, size: int, shard: tuple[int, int], runs: int, cpus: int
+) -> list[dict[str, Any]]:
+    """Fresh-process builds of ``source`` that join one running local Ray; the first is first."""
+    ray = RunningRay(cpus)
+    try:
+        rows = []
+        for _ in range(runs + 1):
+            out = work / "e2e_joined.store"
+            shutil.rmtree(out, ignore_errors=True)
+            args = (str(source), str(out), str(size), *map(str, shard))
+            rows.append(run_fresh(_BUILD_CHILD, *args, env=ray.env()))
+    finally:
+        ray.stop()
+    if any(row["ray_address"] == "local" for row in rows):
+        raise RuntimeError("a build did not join the running Ray")
+    return rows
+
+
 def _write_inputs(src: Path, work: Path, small: int) -> dict[str, tuple[Path, Path]]:
     """Per size: (build source, pool path list); the small one is a manifest of the first."""
     from precompute import list_source
@@ -142,6 +220,12 @@ def _write_inputs(src: Path, work: Path, small: int) -> dict[str, tuple[Path, Pa
     return inputs
 
 
+def medians(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The median of every numeric field of ``rows`` (``ray_address`` is not one)."""
+    numeric = [f for f, v in rows[0].items() if isinstance(v, (int, float))]
+    return {f: statistics.median(r[f] for r in rows) for f in numeric}
+
+
 def bench_end_to_end(
     src: Path, work: Path, *, size: int, shard: tuple[int, int], small: int, runs: int, cores: int
 ) -> dict[str, Any]:
@@ -158,7 +242,7 @@ def bench_end_to_end(
             rows.setdefault(f"build_{name}", []).append(
                 run_fresh(_BUILD_CHILD, str(source), str(out), str(size), *map(str, shard))
             )
-    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
+    med = {k: medians(v) for k, v in rows.items()}
     pool_steady = med["pool_large"]["seconds"] - med["pool_small"]["seconds"]
     build_steady = med["build_large"]["seconds"] - med["build_small"]["seconds"]
     return {

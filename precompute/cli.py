@@ -11,6 +11,7 @@ errors a user can cause.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -141,7 +142,11 @@ def cli() -> None:
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
 )
-@click.option("--ray-address", help="Ray cluster address (default: start local Ray).")
+@click.option(
+    "--ray-address",
+    help="Ray to join (ADDR or auto), or local: the build's own. Default: RAY_ADDRESS, else a "
+    "`ray start` Ray of this machine's CPUs, else the build's own (docs/scale.md).",
+)
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -168,6 +173,9 @@ def build(
     from precompute.job import build as run_build
     from precompute.outputs import check_output
 
+    if not quiet:
+        _show_ray_choice()
+
     spec = spec_from_options(spec_file, options, src)
     try:
         check_output(out, src)
@@ -179,6 +187,15 @@ def build(
         )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
+
+
+def _show_ray_choice() -> None:
+    """Print on stderr which running Ray the build joins or leaves alone (precompute.raysession)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("precompute: %(message)s"))
+    choice = logging.getLogger("precompute.raysession")
+    choice.addHandler(handler)
+    choice.setLevel(logging.INFO)
 
 
 @cli.command()

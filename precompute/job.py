@@ -1,7 +1,8 @@
 """The build job: source -> plan -> Ray Data (one task per shard) -> writer. Imports Ray.
 
-:func:`build` is the public entry point (the CLI and the service call it). It lists the source,
-takes the build lock ``OUT/_nostall/build.lock`` (non-blocking; a second build gets
+:func:`build` is the public entry point (the CLI and the service call it). It lists the source
+on a background thread while Ray starts or is joined (:mod:`precompute.raysession`), takes the
+build lock ``OUT/_nostall/build.lock`` (non-blocking; a second build gets
 :class:`~precompute.errors.BuildLockedError`), creates or resumes the store, runs the missing
 shards as a Ray Data ``map`` over shard rows (each shard decoded and written by exactly one
 task), and finalizes the store last.
@@ -11,25 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from precompute.buildsource import plan_tasks, resolve_build
+from precompute.buildsource import plan_tasks
 from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
-    ClusterError,
     DecodeError,
     PrecomputeError,
 )
 from precompute.fieldwork import backends_of
 from precompute.format import StoreLayout
+from precompute.jobstart import holds_complete, in_background, list_source, open_build_ray
 from precompute.objstore import is_object_url, store_path
 from precompute.outputs import (
     build_lock,
@@ -41,13 +41,11 @@ from precompute.outputs import (
     summary_line,
 )
 from precompute.plan import ShardTask
-from precompute.raylocal import init_options, start_local_ray
 from precompute.shardwork import ShardJob, build_shard
 from precompute.spec import BuildSpec
 from precompute.writer import create_or_resume, finalize
 
 __all__ = ["build", "store_bytes"]
-
 
 # A worker that dies (e.g. killed for memory) is retried this often, then the build fails
 # (Ray Data's default is to retry forever, which would hang on an input that always kills it).
@@ -61,35 +59,6 @@ _DATA_CONTEXT: dict[str, Any] = {
     # operator it only serialises the shard tasks (measured: 2 CPUs ran 1 task at a time).
     "op_resource_reservation_enabled": False,
 }
-
-
-@contextmanager
-def _ray_session(address: str | None) -> Iterator[None]:
-    """Use the running Ray, or start local Ray (or join ``address``) and stop it afterwards."""
-    import ray
-    import ray.data  # configures Ray Data's loggers on import: before we quieten them
-
-    local, joined = None, False
-    if not ray.is_initialized():
-        if address is None:
-            local = start_local_ray()
-        else:
-            try:
-                ray.init(address=address, **init_options())
-            except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-                raise ClusterError(f"cannot start or reach Ray at {address}: {exc}") from exc
-            joined = True
-    data_log = logging.getLogger("ray.data")
-    level = data_log.level
-    data_log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        data_log.setLevel(level)
-        if local is not None:
-            local.stop()
-        elif joined:
-            ray.shutdown()
 
 
 def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -164,7 +133,9 @@ def build(
             or an ``s3://`` URL (``docs/scale.md``).
         spec: The build spec; its ``fields`` are inferred from the source when empty and the
             source has fields (:func:`precompute.buildsource.infer_fields`).
-        ray_address: Ray cluster address; ``None`` starts (or reuses) local Ray.
+        ray_address: The Ray to join (an address, or ``auto``), or ``local`` for the build's
+            own; ``None``: ``RAY_ADDRESS``, else a running local Ray of the build's size, else
+            its own (:mod:`precompute.raysession`).
         progress: Show a progress bar over shards and print the summary line (stderr).
         content_hash: Fingerprint the source by file contents instead of size and mtime.
 
@@ -180,46 +151,51 @@ def build(
         StoreError: ``out`` is a URL other than ``s3://`` or a file, or a non-empty folder (or
             object prefix) that is not a store.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
-        ClusterError: Ray cannot be started, or ``ray_address`` cannot be reached.
+        ClusterError: Ray cannot be started, or the Ray named by ``ray_address`` or
+            ``RAY_ADDRESS`` cannot be reached (the message names the address).
         BuildError: A shard task failed for a reason other than a bad input.
     """
     from tqdm import tqdm
 
     t0 = time.perf_counter()
     check_output(out, src)
-    source, spec, fp = resolve_build(src, spec, content_hash)
     root = store_path(out) if is_object_url(out) else Path(out).absolute()
-    layout = StoreLayout.from_spec(spec, len(source.items))
-    with build_lock(root):
-        done = existing_complete(root, spec, fp)
-        if done is not None:
-            return done
-        finished = create_or_resume(root, spec, layout, fp)
-        remove_partials(root)
-        todo = [s for s in range(layout.num_shards) if s not in finished]
-        reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
-        job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
-        with (
-            _ray_session(ray_address),
-            tqdm(
+    listed = in_background(list_source, src, spec, content_hash)
+    with ExitStack() as ray_stack:
+        # Ray starts while the source is listed, unless a complete store makes it likely that
+        # none is needed (an identical re-run, or a refused one).
+        ray = None if holds_complete(root) else open_build_ray(ray_stack, ray_address)
+        source, spec, fp = listed.result()
+        layout = StoreLayout.from_spec(spec, len(source.items))
+        with build_lock(root):
+            done = existing_complete(root, spec, fp)
+            if done is not None:
+                return done
+            finished = create_or_resume(root, spec, layout, fp)
+            remove_partials(root)
+            todo = [s for s in range(layout.num_shards) if s not in finished]
+            reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
+            job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
+            ray = ray or open_build_ray(ray_stack, ray_address)
+            with tqdm(
                 total=layout.num_shards,
                 initial=len(finished),
                 unit="shard",
                 disable=not progress,
                 desc="precompute build",
                 file=sys.stderr,
-            ) as bar,
-        ):
-            if ray_address is not None:  # every node writes --out and reads a local SRC
-                check_shared_paths([str(root), source.root])
-            t1 = time.perf_counter()
-            results = _run_shards(job, plan_tasks(source, layout, spec.seed, todo), bar)
-            t2 = time.perf_counter()
-        report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray_address)
-        remove_partials(root)  # a killed build's writers may have outlived its driver briefly
-        report["bytes_written"] = store_bytes(root)
-        report["ray_nodes"] = len({r["node"] for r in results})  # nodes that built shards
-        attrs = finalize(root, report)
+            ) as bar:
+                if ray.probe:  # every node writes --out and reads a local SRC
+                    check_shared_paths([str(root), source.root])
+                t1 = time.perf_counter()
+                results = _run_shards(job, plan_tasks(source, layout, spec.seed, todo), bar)
+                t2 = time.perf_counter()
+            ray_stack.close()  # Ray stops (or is left) before the store is finalized
+            report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray.address)
+            remove_partials(root)  # a killed build's writers may have outlived its driver
+            report["bytes_written"] = store_bytes(root)
+            report["ray_nodes"] = len({r["node"] for r in results})  # nodes that built shards
+            attrs = finalize(root, report)
     if progress:
         print(summary_line(root, attrs), file=sys.stderr)
     return dict(attrs)

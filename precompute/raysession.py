@@ -1,0 +1,176 @@
+"""Which Ray a build runs on: its own local Ray, or one that is running already.
+
+:func:`open_ray` decides and connects; :meth:`RaySession.close` undoes exactly what it did.
+The rules, in order (``docs/scale.md``, "Which Ray a build uses"):
+
+1. Ray is initialised in this process already: it is used and left as it is.
+2. ``--ray-address local``: a Ray of the build's own, whatever else is set or running.
+3. ``--ray-address ADDR`` (or ``auto``), else the environment variable ``RAY_ADDRESS`` (as
+   ``ray.init()`` reads it; ``ray job submit`` sets it for its entrypoint): that Ray is joined,
+   and every node is probed for the shared paths (:mod:`precompute.cluster`).
+4. Neither: a Ray started with ``ray start`` on this machine (the address it records in Ray's
+   temporary folder, its GCS port open) is joined if it is one node (this machine's) with the CPUs
+   a build's own Ray would get; otherwise, or if there is none, the build starts its own
+   (:func:`precompute.raylocal.start_local_ray`) and stops it afterwards. The choice is
+   logged (logger ``precompute.raysession``), never made silently.
+
+A joined Ray is only disconnected from (``ray.shutdown()`` in this process): it keeps running,
+unchanged, for the next build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from precompute.errors import ClusterError
+from precompute.raylocal import LocalRay, available_cpus, init_options, start_local_ray
+
+__all__ = ["RaySession", "open_ray", "running_local_address"]
+
+log = logging.getLogger("precompute.raysession")
+
+LOCAL = "local"
+# Errors ray.init raises for an address it cannot reach or use.
+_CONNECT_ERRORS = (ConnectionError, RuntimeError, ValueError, TimeoutError)
+
+
+@dataclasses.dataclass
+class RaySession:
+    """The Ray a build uses and how it got it.
+
+    Attributes:
+        address: The joined Ray's address (recorded in the build report), or None for a local
+            Ray (the build's own, or one this process had initialised).
+        probe: Whether the build checks that every node sees its paths (a joined cluster).
+        local: The build's own Ray, stopped by :meth:`close`.
+        joined: Whether this session connected to a running Ray (disconnected by :meth:`close`).
+    """
+
+    address: str | None = None
+    probe: bool = False
+    local: LocalRay | None = None
+    joined: bool = False
+
+    def close(self) -> None:
+        """Stop the build's own Ray, or disconnect from a joined one (which keeps running)."""
+        import ray
+
+        if self.local is not None:
+            self.local.stop()
+        elif self.joined:
+            ray.shutdown()
+
+
+def open_ray(option: str | None) -> RaySession:
+    """Connect this process to the Ray a build with ``--ray-address option`` uses.
+
+    Raises:
+        ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached, or a
+            local Ray cannot be started; the message names the address and where it came from.
+    """
+    import ray
+
+    if ray.is_initialized():
+        named = None if option == LOCAL else option
+        return RaySession(address=named, probe=named is not None)
+    env = os.environ.get("RAY_ADDRESS") or None
+    if option == LOCAL or (option is None and env == LOCAL):
+        return RaySession(local=start_local_ray())
+    if option is not None:
+        return _join(option, f"--ray-address {option}")
+    if env is not None:
+        return _join(env, f"RAY_ADDRESS={env}")
+    found = running_local_address()
+    session = _join_local(found) if found is not None else None
+    return session or RaySession(local=start_local_ray())
+
+
+def _join(address: str, origin: str) -> RaySession:
+    """Join the Ray at ``address`` (``origin``: the option or variable that named it)."""
+    import ray
+
+    try:
+        _check_listening(address)
+        ray.init(address=address, **init_options())
+    except _CONNECT_ERRORS as exc:
+        raise ClusterError(f"cannot start or reach Ray at {address} ({origin}): {exc}") from exc
+    return RaySession(address=address, probe=True, joined=True)
+
+
+def _check_listening(address: str) -> None:
+    """Fail at once if nothing listens at a ``host:port`` address (Ray retries for minutes).
+
+    Raises:
+        ConnectionError: The port refuses connections or does not answer in time.
+    """
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():  # auto, ray://..., a bare host
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({exc.strerror or exc})") from exc
+
+
+def running_local_address() -> str | None:
+    """The address ``ray start`` recorded on this machine, if its GCS port accepts connections.
+
+    Ray records it in ``ray_current_cluster`` in its temporary folder (``$RAY_TMPDIR/ray``, else
+    ``$TMPDIR/ray`` or ``/tmp/ray``) and removes it on ``ray stop``; a file left by a Ray that
+    died is recognised by its closed port, without waiting on a connection.
+    """
+    try:
+        address = _address_file().read_text(encoding="utf-8").strip()
+        _check_listening(address)
+    except (OSError, ValueError):  # no file, unreadable, malformed, or nothing listening
+        return None
+    return address or None
+
+
+def _address_file() -> Path:
+    """Where ``ray start`` records its address (Ray's own rule for its temporary folder)."""
+    tmp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    return Path(tmp) / "ray" / "ray_current_cluster"
+
+
+def _join_local(address: str) -> RaySession | None:
+    """Join the ``ray start`` Ray at ``address`` if a build's own Ray would be its size."""
+    import ray
+
+    try:
+        # "auto", not the address: Ray then also takes up the token that `ray start` uses
+        # when token authentication is on (an explicit address never does, in Ray 2.60)
+        ray.init(address="auto", **init_options())
+    except _CONNECT_ERRORS as exc:
+        log.info("not joining the local Ray at %s (%s): starting a local Ray", address, exc)
+        return None
+    why = _unrelated(ray.nodes(), available_cpus())  # type: ignore[no-untyped-call]
+    if ray.get_runtime_context().gcs_address != address:  # `ray start` ran again meanwhile
+        why = f"Ray joined {ray.get_runtime_context().gcs_address} instead"
+    if why is not None:
+        ray.shutdown()
+        log.info(
+            "not joining the local Ray at %s: %s; starting a local Ray (--ray-address auto "
+            "joins it)",
+            address,
+            why,
+        )
+        return None
+    log.info("joined the local Ray at %s (--ray-address local starts a separate one)", address)
+    return RaySession(address=address, joined=True)
+
+
+def _unrelated(nodes: list[dict[str, Any]], cpus: int) -> str | None:
+    """Why a running Ray is not one a local build would start (None if it is)."""
+    alive = [n for n in nodes if n.get("Alive")]
+    if len(alive) != 1:
+        return f"it has {len(alive)} nodes"
+    have = alive[0].get("Resources", {}).get("CPU", 0)
+    if have != cpus:
+        return f"it has {have:g} CPUs, a local build uses {cpus}"
+    return None

@@ -1,0 +1,267 @@
+"""Which Ray a build uses (precompute.raysession), with real Ray processes and real builds.
+
+A Ray that ``ray start --head`` left running on the machine is joined when it is the size a
+build's own local Ray would be, and is never stopped or changed by the builds that join it; a
+Ray of another size is left alone; ``RAY_ADDRESS`` is honoured as ``ray.init()`` honours it,
+and an address nobody answers at is an error naming it. Every Ray here runs in a private
+temporary folder (``RAY_TMPDIR``), so no other Ray on the machine is seen or touched, and is
+stopped by PID at the end (never ``ray stop``, which stops every Ray of the user).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from precompute import open_store_info
+from precompute.raylocal import available_cpus
+from precompute.raysession import _unrelated
+from tests.processes import REPO, running
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+BUILD = """
+import json, sys
+from precompute import BuildSpec, build
+args = sys.argv[3:]
+attrs = build(sys.argv[1], sys.argv[2], BuildSpec(size=16, shard_samples=16, chunk_samples=8),
+              progress=False, ray_address=args[0] if args else None)
+print(json.dumps({"ray_address": attrs["report"]["ray_address"],
+                  "samples": attrs["report"]["num_samples"]}))
+"""
+
+RESOURCES = """
+import json, logging, sys, ray
+ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)  # auth as ray start's
+nodes = [n for n in ray.nodes() if n["Alive"]]
+print(json.dumps({"address": ray.get_runtime_context().gcs_address, "nodes": len(nodes),
+                  "cpus": ray.cluster_resources().get("CPU")}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(tmp: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return {**env, "RAY_TMPDIR": tmp, "PYTHONPATH": str(REPO), **extra}
+
+
+def _run(code: str, env: dict[str, str], *args: object) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return row
+
+
+def _cli_build(env: dict[str, str], src: Path, out: Path) -> str:
+    """Run ``precompute build SRC --out OUT`` (no --ray-address); return its stderr."""
+    command = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
+    proc = subprocess.run(
+        [*command, "--size", "16"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
+
+
+class RayHead:
+    """A ``ray start --head --block`` Ray in a private temporary folder; :meth:`stop` by PID."""
+
+    def __init__(self, cpus: int) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="nsr", dir="/tmp")  # short: Ray's socket paths
+        port = _free_port()
+        ray_cli = str(Path(sys.executable).with_name("ray"))
+        self.proc = subprocess.Popen(
+            [
+                ray_cli,
+                "start",
+                "--head",
+                "--block",
+                f"--port={port}",
+                f"--num-cpus={cpus}",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+            ],
+            env=_env(self.tmp),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        recorded = Path(self.tmp) / "ray" / "ray_current_cluster"
+        deadline = time.monotonic() + 120
+        while not (recorded.is_file() and self._core()):
+            assert self.proc.poll() is None, "ray start exited"
+            assert time.monotonic() < deadline, "ray start did not come up"
+            time.sleep(0.2)
+        self.core = self._core()
+        self.address = recorded.read_text().strip()
+        assert self.address.endswith(f":{port}")
+
+    def _core(self) -> list[psutil.Process]:
+        """Its GCS and raylet, once both run."""
+        family = psutil.Process(self.proc.pid).children(recursive=True)
+        core = [p for p in family if p.name() in ("gcs_server", "raylet")]
+        return core if len(core) == 2 else []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return _env(self.tmp, **extra)
+
+    def stop(self) -> None:
+        family = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(True)]
+        for proc in family:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                continue
+        psutil.wait_procs(family, timeout=20)
+        self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture()
+def ray_head(request: pytest.FixtureRequest) -> Iterator[RayHead]:
+    head = RayHead(cpus=request.param)
+    try:
+        yield head
+    finally:
+        head.stop()
+
+
+def test_unrelated_rays_are_named_by_why() -> None:
+    node = {"Alive": True, "Resources": {"CPU": 4.0}}
+    assert _unrelated([node, {"Alive": False}], 4) is None
+    assert _unrelated([node, node], 4) == "it has 2 nodes"
+    assert _unrelated([node], 2) == "it has 4 CPUs, a local build uses 2"
+
+
+@pytest.mark.parametrize("ray_head", [available_cpus()], indirect=True)
+def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
+    ray_head: RayHead, small_dataset: Path, tmp_path: Path
+) -> None:
+    for out in ("a", "b"):  # the second build finds the same Ray, running and usable
+        row = _run(BUILD, ray_head.env(), small_dataset, tmp_path / out)
+        assert row == {"ray_address": ray_head.address, "samples": 40}
+    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "c")
+    assert f"precompute: joined the local Ray at {ray_head.address}" in stderr  # said, not silent
+    assert running(ray_head.core) == ray_head.core  # GCS and raylet: the same processes
+    assert _run(RESOURCES, ray_head.env()) == {
+        "address": ray_head.address,
+        "nodes": 1,
+        "cpus": available_cpus(),
+    }
+
+
+@pytest.mark.parametrize("ray_head", [available_cpus() + 1], indirect=True)
+def test_a_running_ray_of_another_size_is_left_alone(
+    ray_head: RayHead, small_dataset: Path, tmp_path: Path
+) -> None:
+    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "own")
+    n = available_cpus()
+    assert (
+        f"precompute: not joining the local Ray at {ray_head.address}: it has {n + 1} CPUs, "
+        f"a local build uses {n}; starting a local Ray (--ray-address auto joins it)" in stderr
+    )
+    assert open_store_info(tmp_path / "own").report["ray_address"] == "local"  # its own Ray
+    assert running(ray_head.core) == ray_head.core
+    row = _run(RESOURCES, ray_head.env())
+    assert (row["address"], row["cpus"]) == (ray_head.address, available_cpus() + 1)
+
+
+def test_ray_address_variable_is_joined_and_named_when_nobody_answers(
+    small_dataset: Path, tmp_path: Path
+) -> None:
+    address = f"127.0.0.1:{_free_port()}"  # closed: Ray itself would retry for minutes
+    env = {**_env("/tmp"), "RAY_ADDRESS": address}  # Ray's own temporary folder: no ray start
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "precompute.cli",
+            "build",
+            str(small_dataset),
+            "--out",
+            str(tmp_path / "s"),
+            "--size",
+            "16",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert f"cannot start or reach Ray at {address} (RAY_ADDRESS={address})" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # --ray-address local: the build's own Ray, whatever RAY_ADDRESS says
+    row = _run(BUILD, env, small_dataset, tmp_path / "own", "local")
+    assert row == {"ray_address": "local", "samples": 40}
+
+
+def test_a_source_that_fails_while_ray_starts_stops_that_ray(tmp_path: Path) -> None:
+    """The source is listed while the build's own Ray starts: its error still leaves no Ray."""
+    manifest = tmp_path / "bad.jsonl"
+    manifest.write_text('{"path": "a.jpg", "label": 0}\nnot json\n')
+    tmp = tempfile.mkdtemp(prefix="nsr", dir="/tmp")  # short: Ray's socket paths
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "precompute.cli",
+                "build",
+                str(manifest),
+                "--out",
+                str(tmp_path / "s"),
+                "--size",
+                "16",
+                "--ray-address",
+                "local",
+            ],
+            cwd=REPO,
+            env=_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert proc.returncode == 2  # a usage error, as before Ray started in parallel
+        assert f"{manifest}: line 2 is not JSON" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert (Path(tmp) / "ray").is_dir()  # the build's Ray had started, in this folder
+        left = [
+            p for p in psutil.process_iter(["cmdline"]) if tmp in " ".join(p.info["cmdline"] or [])
+        ]
+        _gone, alive = psutil.wait_procs(left, timeout=20)
+        assert running(alive) == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
