@@ -10,7 +10,9 @@ input (an image, a manifest, a content hash) goes through here:
 - **A byte bound**: at most ``max_bytes`` are read; a larger input is refused, never loaded.
 - **A deadline**: the bytes are pumped by a daemon thread (idle ones are reused); if no chunk
   arrives for ``deadline_s`` seconds the read is abandoned (the stuck thread is left behind,
-  blocked in the kernel or the network client) and refused.
+  blocked in the kernel or the network client) and refused. :func:`read_input` of a local
+  file reads it whole on that thread and hands it over once (one hand-off per file, not one
+  per chunk plus the end: a build reads thousands of small files), within ``deadline_s``.
 
 Refusals raise :class:`~precompute.errors.InputError` (an ``OSError``) with a stable reason.
 """
@@ -161,6 +163,43 @@ def _chunks(where: str, limit: int | None, deadline_s: float) -> Iterator[bytes]
         stop.set()
 
 
+def _read_whole(open_fn: Callable[[], Any], limit: int) -> bytes:
+    """Read at most ``limit`` bytes of a local file: its size at once, then to the end."""
+    with open_fn() as f:
+        parts = [f.read(min(os.fstat(f.fileno()).st_size, limit))]
+        size = len(parts[0])
+        while size < limit:  # the file grew since the fstat, or is shorter: read to the end
+            more = f.read(limit - size)
+            if not more:
+                break
+            parts.append(more)
+            size += len(more)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _read_local(where: str, max_bytes: int, deadline_s: float) -> bytes:
+    """:func:`read_input` of a local path: read whole on a daemon thread, handed over once."""
+    result: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    open_fn = _opener(where)
+
+    def job() -> None:
+        try:
+            result.put(_read_whole(open_fn, max_bytes + 1))
+        except Exception as exc:  # carried to the reading thread as a value
+            result.put(exc)
+
+    _submit(job)
+    try:
+        item = result.get(timeout=deadline_s)
+    except queue.Empty:
+        raise InputError(where, f"read stuck: no data for {deadline_s:g} s") from None
+    if isinstance(item, BaseException):
+        raise item
+    if len(item) > max_bytes:
+        raise InputError(where, f"larger than max_bytes = {max_bytes} bytes")
+    return bytes(item)
+
+
 def read_input(
     where: str, max_bytes: int = DEFAULT_MAX_BYTES, deadline_s: float = READ_DEADLINE_S
 ) -> bytes:
@@ -170,6 +209,8 @@ def read_input(
         InputError: Not a regular file, more than ``max_bytes`` bytes, or stuck.
         OSError: The file cannot be opened or read (missing, permissions, ...).
     """
+    if not _is_url(where):
+        return _read_local(where, max_bytes, deadline_s)
     parts: list[bytes] = []
     size = 0
     for chunk in _chunks(where, max_bytes + 1, deadline_s):
