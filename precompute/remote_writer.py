@@ -32,7 +32,7 @@ from precompute.format import MARKER_DIR, StoreLayout, shard_marker_path
 from precompute.spec import BuildSpec
 from precompute.storecheck import shard_file
 
-__all__ = ["build_lock", "create_or_resume", "finalize", "store_bytes", "write_shard"]
+__all__ = ["build_lock", "create_or_resume", "finalize", "pid_alive", "store_bytes", "write_shard"]
 
 
 def _mirror_meta(url: str, local: Path, sizes: Mapping[str, int]) -> None:
@@ -135,8 +135,13 @@ def _alive_here(holder: Mapping[str, Any]) -> bool:
     """Whether the lock holder is a live process (True when it runs on another host)."""
     if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
         return True
+    return pid_alive(holder["pid"])
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (one we may not signal counts as alive)."""
     try:
-        os.kill(holder["pid"], 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precompute import objstore
+from precompute.remote_writer import pid_alive
 from service.errors import ServiceError
 from service.objcatalog import object_call
 
@@ -75,13 +76,7 @@ def holder_alive(holder: Any) -> bool:
         return False  # unreadable: nobody can prove it is held
     if holder.get("host") != socket.gethostname():
         return True
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(holder["pid"])
 
 
 def read_holder(url: str) -> tuple[Any, str] | None:

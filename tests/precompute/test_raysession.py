@@ -61,17 +61,17 @@ def _env(tmp: str, **extra: str) -> dict[str, str]:
     return {**env, "RAY_TMPDIR": tmp, "PYTHONPATH": str(REPO), **extra}
 
 
-def _run(code: str, env: dict[str, str], *args: object) -> dict[str, object]:
+def _ok(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` from the repository with ``env``; it must exit 0."""
     proc = subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280, check=False
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _run(code: str, env: dict[str, str], *args: object) -> dict[str, object]:
+    proc = _ok([sys.executable, "-c", code, *map(str, args)], env)
     row: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     return row
 
@@ -79,17 +79,7 @@ def _run(code: str, env: dict[str, str], *args: object) -> dict[str, object]:
 def _cli_build(env: dict[str, str], src: Path, out: Path) -> str:
     """Run ``precompute build SRC --out OUT`` (no --ray-address); return its stderr."""
     command = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
-    proc = subprocess.run(
-        [*command, "--size", "16"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stderr
+    return _ok([*command, "--size", "16"], env).stderr
 
 
 class RayHead:
