@@ -47,7 +47,7 @@ from benchmarks.bench_loader_setup import (
     environment_line,
     random_store,
 )
-from benchmarks.common import Row, interleaved, timed_call
+from benchmarks.common import Row, interleaved, store_bytes, timed_call
 from loaders import StoreLoader
 from loaders.batching.plan import epoch_plan
 
@@ -144,7 +144,7 @@ def bench_throughput(root: Path, args: argparse.Namespace) -> dict[str, tuple[fl
     loader = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads)
     always = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, verify="always")
     preads = StoreLoader(store, args.batch, device="cpu", num_threads=args.threads, io="pread")
-    size = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file())
+    size = store_bytes(store)
     whole = StoreLoader(
         store, args.batch, device="cpu", num_threads=args.threads, io="mmap", map_bytes=size
     )
@@ -226,7 +226,7 @@ def bench_rss(root: Path, args: argparse.Namespace) -> list[tuple[str, dict[str,
     rows = []
     for n in (args.rss_samples, 4 * args.rss_samples):
         store, _ = random_store(root / f"rss{n}", n, args.size, npy=False)
-        size_mb = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file()) / 2**20
+        size_mb = store_bytes(store) / 2**20
         for prefetch, io, map_mb in (
             (2, "mmap", 1024),
             (8, "mmap", 1024),

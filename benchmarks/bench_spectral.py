@@ -7,7 +7,8 @@ machine (median of ``--runs`` epochs after one warm-up epoch each; loaders are o
 outside the timed part, and serve one epoch per run):
 
 * ``store raw``: ``StoreLoader(augment=None)``, ``[B, P, P, C]`` as stored, default settings
-  (``io="pread"``, a prefetch thread, two read threads);
+  (``io="auto"``: mapped when the store fits in ``map_bytes``, else ``pread``; a prefetch
+  thread, two read threads);
 * ``store raw mmap``: the same with ``io="mmap"`` and ``map_bytes`` covering the store (its
   shard files stay mapped across epochs, as the memmap reference keeps its mapping), read on
   the calling thread (``prefetch=0, num_threads=1``, as the reference reads);
@@ -46,6 +47,7 @@ import numpy as np
 import torch
 import zarr
 
+from benchmarks.common import store_bytes
 from benchmarks.spectral_data import ArrayFileDataset, make_scene, write_patches
 from loaders.augment import RandomResizedCrop, TrainAugment
 from loaders.torch_loader import StoreLoader
@@ -71,9 +73,9 @@ def build_scene_store(work: Path, height: int, bands: int, patch: int) -> Path:
 def _store_epoch(loader: StoreLoader, order: list[int] | None = None) -> int:
     """One epoch of ``loader`` (opened once, outside the timed part); the next one follows.
 
-    Like the memmap reference, nothing is computed per batch: a torch reduction over
-    ``is_pad`` costs tens of microseconds, a large share of a batch of small patches. The
-    loaders here drop the last partial batch (``drop_last=True``), so no batch holds a pad.
+    Like the memmap reference, nothing is computed per batch (a torch reduction over
+    ``is_pad`` is a noticeable share of a batch of small patches). The loaders here drop the
+    last partial batch (``drop_last=True``), so no batch holds a pad.
     """
     n = 0
     for batch in loader:
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         order: list[int] = []
         _store_epoch(StoreLoader(store, BATCH, seed=0, augment=None), order)
         raw = StoreLoader(store, BATCH, seed=0, augment=None)
-        size = sum(f.stat().st_size for f in (store / "image").rglob("*") if f.is_file())
+        size = store_bytes(store)
         mapped = StoreLoader(store, BATCH, seed=0, augment=None, io="mmap", map_bytes=size,
                              prefetch=0, num_threads=1)  # fmt: skip
         memmap = np.load(work / "patches.npy", mmap_mode="r")

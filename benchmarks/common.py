@@ -45,6 +45,11 @@ def center_crop(path: str | Path, size: int) -> np.ndarray:
     return np.asarray(img.crop((left, top, left + size, top + size)))
 
 
+def store_bytes(store: Path, array: str = "image") -> int:
+    """Bytes of the files of ``array`` in the local store ``store`` (its shard files)."""
+    return sum(f.stat().st_size for f in (store / array).rglob("*") if f.is_file())
+
+
 def peak_rss_mib() -> float:
     """This process's peak RSS in MiB, since it started its program.
 

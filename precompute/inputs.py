@@ -163,13 +163,17 @@ def _chunks(where: str, limit: int | None, deadline_s: float) -> Iterator[bytes]
         stop.set()
 
 
-def _read_whole(open_fn: Callable[[], Any], limit: int) -> bytes:
-    """Read at most ``limit`` bytes of a local file: its size at once, then to the end."""
+def _read_whole(open_fn: Callable[[], Any], limit: int, stop: threading.Event) -> bytes:
+    """Read at most ``limit`` bytes of a local file: its size at once, then to the end.
+
+    Reads after the first are bounded by :data:`_CHUNK` (``read(n)`` allocates ``n`` bytes up
+    front) and stop once ``stop`` is set (the caller gave up at its deadline).
+    """
     with open_fn() as f:
         parts = [f.read(min(os.fstat(f.fileno()).st_size, limit))]
         size = len(parts[0])
-        while size < limit:  # the file grew since the fstat, or is shorter: read to the end
-            more = f.read(limit - size)
+        while size < limit and not stop.is_set():  # grown since the fstat: read to the end
+            more = f.read(min(_CHUNK, limit - size))
             if not more:
                 break
             parts.append(more)
@@ -180,11 +184,11 @@ def _read_whole(open_fn: Callable[[], Any], limit: int) -> bytes:
 def _read_local(where: str, max_bytes: int, deadline_s: float) -> bytes:
     """:func:`read_input` of a local path: read whole on a daemon thread, handed over once."""
     result: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    open_fn = _opener(where)
+    open_fn, stop = _opener(where), threading.Event()
 
     def job() -> None:
         try:
-            result.put(_read_whole(open_fn, max_bytes + 1))
+            result.put(_read_whole(open_fn, max_bytes + 1, stop))
         except Exception as exc:  # carried to the reading thread as a value
             result.put(exc)
 
@@ -192,6 +196,7 @@ def _read_local(where: str, max_bytes: int, deadline_s: float) -> bytes:
     try:
         item = result.get(timeout=deadline_s)
     except queue.Empty:
+        stop.set()  # a reader that comes unstuck reads no further
         raise InputError(where, f"read stuck: no data for {deadline_s:g} s") from None
     if isinstance(item, BaseException):
         raise item
@@ -204,6 +209,9 @@ def read_input(
     where: str, max_bytes: int = DEFAULT_MAX_BYTES, deadline_s: float = READ_DEADLINE_S
 ) -> bytes:
     """Return the bytes of the local path or URL ``where``, read safely.
+
+    A local file must be read whole within ``deadline_s`` (at the defaults, 256 MiB at
+    4.3 MB/s or faster); a URL is refused when no chunk arrives for ``deadline_s``.
 
     Raises:
         InputError: Not a regular file, more than ``max_bytes`` bytes, or stuck.

@@ -160,37 +160,42 @@ def build(
     t0 = time.perf_counter()
     check_output(out, src)
     root = store_path(out) if is_object_url(out) else Path(out).absolute()
-    listed = in_background(list_source, src, spec, content_hash)
+    complete = holds_complete(root)
+    listed = in_background(list_source, src, spec, content_hash, not complete)
     with ExitStack() as ray_stack:
         # Ray starts while the source is listed, unless a complete store makes it likely that
         # none is needed (an identical re-run, or a refused one).
-        ray = None if holds_complete(root) else open_build_ray(ray_stack, ray_address)
+        ray = None if complete else open_build_ray(ray_stack, ray_address)
         source, spec, fp = listed.result()
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
             done = existing_complete(root, spec, fp)
             if done is not None:
                 return done
-            finished = create_or_resume(root, spec, layout, fp)
-            remove_partials(root)
-            todo = [s for s in range(layout.num_shards) if s not in finished]
-            reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
-            job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
-            ray = ray or open_build_ray(ray_stack, ray_address)
-            with tqdm(
-                total=layout.num_shards,
-                initial=len(finished),
-                unit="shard",
-                disable=not progress,
-                desc="precompute build",
-                file=sys.stderr,
-            ) as bar:
-                if ray.probe:  # every node writes --out and reads a local SRC
-                    check_shared_paths([str(root), source.root])
-                t1 = time.perf_counter()
-                results = _run_shards(job, plan_tasks(source, layout, spec.seed, todo), bar)
-                t2 = time.perf_counter()
-            ray_stack.close()  # Ray stops (or is left) before the store is finalized
+            try:
+                finished = create_or_resume(root, spec, layout, fp)
+                remove_partials(root)
+                todo = [s for s in range(layout.num_shards) if s not in finished]
+                reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
+                job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
+                ray = ray or open_build_ray(ray_stack, ray_address)
+                with tqdm(
+                    total=layout.num_shards,
+                    initial=len(finished),
+                    unit="shard",
+                    disable=not progress,
+                    desc="precompute build",
+                    file=sys.stderr,
+                ) as bar:
+                    if ray.probe:  # every node writes --out and reads a local SRC
+                        check_shared_paths([str(root), source.root])
+                    t1 = time.perf_counter()
+                    results = _run_shards(job, plan_tasks(source, layout, spec.seed, todo), bar)
+                    t2 = time.perf_counter()
+            finally:
+                # Ray stops (or is left) while the lock is held, on failure too: no shard task
+                # of this build still writes when another build takes the lock
+                ray_stack.close()
             report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray.address)
             remove_partials(root)  # a killed build's writers may have outlived its driver
             report["bytes_written"] = store_bytes(root)

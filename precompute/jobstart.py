@@ -44,10 +44,15 @@ def in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
 
 
 def list_source(
-    src: str, spec: BuildSpec, content_hash: bool
+    src: str, spec: BuildSpec, content_hash: bool, import_ray: bool = True
 ) -> tuple[Source | FieldSource, BuildSpec, str]:
-    """List and fingerprint the source (and import Ray Data): what runs while Ray starts."""
-    import ray.data  # noqa: F401  # configures Ray Data's loggers on import: before we quieten them
+    """List and fingerprint the source: what runs while Ray starts.
+
+    With ``import_ray`` Ray Data is imported here too (it configures its loggers on import:
+    before the build quietens them); a re-run over a complete store skips it.
+    """
+    if import_ray:
+        import ray.data  # noqa: F401
 
     return resolve_build(src, spec, content_hash)
 

@@ -96,7 +96,6 @@ class BatchReader(Node[HostBatch]):
             if num_threads > 1
             else None
         )
-        self._chunk_coords: dict[int, tuple[tuple[int, ...], ...]] = {}
         self._slot_of = np.zeros(-(-source.layout.num_samples // plan.chunk_samples), np.intp)
         self._filling: dict[int, dict[str, np.ndarray]] = {}
         self._ready: dict[int, dict[str, np.ndarray]] = {}
@@ -222,12 +221,8 @@ class BatchReader(Node[HostBatch]):
 
     def _coords(self, chunk: int) -> tuple[tuple[int, ...], ...]:
         """The inner-chunk coordinates of sample chunk ``chunk``, one per streamed array."""
-        found = self._chunk_coords.get(chunk)
-        if found is None:
-            coords = self.source.chunk_coords
-            found = tuple(coords(chunk, self.variant, name) for name in self.streams)
-            self._chunk_coords[chunk] = found
-        return found
+        coords = self.source.chunk_coords
+        return tuple(coords(chunk, self.variant, name) for name in self.streams)
 
     def _complete(self, stop: int) -> None:
         """Move every batch whose last position is below ``stop`` to the ready set."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from loaders.errors import StoreMetadataError, StoreOpenError, UnsupportedArrayError
-from loaders.store.rawio import MapCache
+from loaders.store.rawio import MAP_BYTES, MapCache
 from loaders.store.readcache import ReadCache
 from loaders.store.shardio import IO_MODES, ShardedArrayReader
 from precompute import errors as pre
@@ -28,12 +28,16 @@ from precompute.fields import FieldSpec
 from precompute.format import StoreInfo, StoreLayout, open_store_info
 from precompute.objstore import is_object_url, list_sizes
 from precompute.storearrays import ArraySpec
-from precompute.storecheck import check_array_meta, shard_file_problems, sharded_names
+from precompute.storecheck import (
+    check_array_meta,
+    expected_shard_size,
+    shard_file_problems,
+    sharded_names,
+)
 
 __all__ = ["MAP_BYTES", "OPEN_IO_MODES", "SMALL_ROW_BYTES", "OpenedStore", "open_store"]
 
 SMALL_ROW_BYTES = 4096  # a per-sample array up to this many bytes a sample is read whole
-MAP_BYTES = 512 << 20  # default budget of mapped shard-file bytes (io="mmap" and "auto")
 OPEN_IO_MODES = ("auto", *IO_MODES)
 
 
@@ -186,8 +190,9 @@ def open_store(
     axis = _variant_axis(info)
     names = [n for n in layout.arrays if n not in ("extent", "valid", "key")]
     streamed = [n for n in names if _streamed(layout.arrays[n], axis, layout.size)]
-    if io == "auto":
-        total = sum(math.prod(layout.arrays[n].shape) * layout.arrays[n].itemsize for n in streamed)
+    if io == "auto":  # the shard files' exact sizes: what the mapping budget counts
+        shards = range(layout.num_shards)
+        total = sum(expected_shard_size(layout, n, k) or 0 for n in streamed for k in shards)
         io = "mmap" if total <= map_bytes and "://" not in str(info.path) else "pread"
     maps = MapCache(map_bytes) if io == "mmap" else None
     streams: dict[str, ShardedArrayReader] = {}

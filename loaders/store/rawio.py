@@ -17,7 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["MapCache", "Stamp", "file_stamp", "preadv_all"]
+__all__ = ["MAP_BYTES", "MapCache", "Stamp", "file_stamp", "preadv_all"]
+
+MAP_BYTES = 512 << 20  # default budget of mapped shard-file bytes (io="mmap" and "auto")
 
 Stamp = tuple[int, int, int]  # (inode, size, mtime in ns): one version of a file
 
@@ -57,7 +59,7 @@ class MapCache:
     Each mapping remembers the :data:`Stamp` of the file it maps.
     """
 
-    def __init__(self, budget: int = 512 << 20) -> None:
+    def __init__(self, budget: int = MAP_BYTES) -> None:
         if budget < 0:
             raise ValueError(f"map budget must be >= 0 bytes, got {budget}")
         self.budget = budget

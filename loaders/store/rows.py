@@ -11,7 +11,6 @@ batch-sorted epoch plan gives one run per (chunk, batch), so the copy of a run i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,7 +20,6 @@ __all__ = [
     "Run",
     "copy_rows",
     "flat_parts",
-    "row_parts",
     "run_parts",
     "runs_of",
     "scatter",
@@ -54,15 +52,6 @@ def scatter(src: np.ndarray, flats: list[memoryview]) -> None:
     for flat in flats:
         flat[:] = data[pos : pos + flat.nbytes]
         pos += flat.nbytes
-
-
-def row_parts(
-    routes: Sequence[Route], chunk_shape: tuple[int, ...], dtype: np.dtype
-) -> list[memoryview]:
-    """Return one byte view per chunk row, in order: its routed row, or a row of scratch."""
-    rows = chunk_shape[0]
-    row_bytes = math.prod(chunk_shape[1:]) * np.dtype(dtype).itemsize
-    return run_parts(runs_of(routes, rows, row_bytes), rows, row_bytes)
 
 
 def run_parts(runs: Sequence[Run], rows: int, row_bytes: int) -> list[memoryview]:

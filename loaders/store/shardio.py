@@ -184,20 +184,20 @@ class ShardedArrayReader:
                 f"{self.name}: parts hold {sum(f.nbytes for f in flats)} bytes, "
                 f"a chunk has {self.meta.chunk_nbytes}"
             )
-        self._read_flats(chunk, flats)
+        self._read_flats(chunk, flats, self.shard_file(chunk))
 
-    def _read_flats(self, chunk: tuple[int, ...], flats: list[memoryview]) -> None:
-        """Read checked chunk ``chunk`` over the byte views ``flats`` (adding up to a chunk)."""
+    def _read_flats(self, chunk: tuple[int, ...], flats: list[memoryview], path: str) -> None:
+        """Read checked chunk ``chunk`` of shard file ``path`` over the byte views ``flats``."""
         try:
             if self.fast:
-                self._read_fast(chunk, flats)
+                self._read_fast(chunk, flats, path)
             else:
-                self._current(chunk, self.shard_file(chunk))  # complete: a missing file raises
+                self._current(chunk, path)  # complete: a missing file raises
                 scatter(self._read_zarr(chunk), flats)
         except ChunkReadError:
             raise
         except Exception as exc:
-            raise ChunkReadError(self.name, self.shard_file(chunk), chunk, repr(exc)) from exc
+            raise ChunkReadError(self.name, path, chunk, repr(exc)) from exc
 
     def read_chunk_rows(self, chunk: Sequence[int], routes: Sequence[Route]) -> None:
         """Read inner chunk ``chunk`` whole and copy selected rows (axis 0) to destinations.
@@ -230,7 +230,7 @@ class ShardedArrayReader:
         path = self._file_of(chunk)
         rows = self.meta.chunk_shape[0]
         if not (self.fast and self._maps is not None):
-            self._read_flats(chunk, run_parts(runs, rows, self._row_bytes))
+            self._read_flats(chunk, run_parts(runs, rows, self._row_bytes), path)
             return
         try:
             found = self._mapped_chunk(chunk, path)
@@ -331,8 +331,7 @@ class ShardedArrayReader:
         fill = np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
         scatter(fill, flats)
 
-    def _read_fast(self, chunk: tuple[int, ...], flats: list[memoryview]) -> None:
-        path = self.shard_file(chunk)
+    def _read_fast(self, chunk: tuple[int, ...], flats: list[memoryview], path: str) -> None:
         if self._maps is not None:
             found = self._mapped_chunk(chunk, path)
             if found is None:

@@ -173,3 +173,16 @@ def test_reads_work_in_a_forked_child(tmp_path: Path) -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_small_local_read_allocates_about_its_size(tmp_path: Path) -> None:
+    import tracemalloc
+
+    (tmp_path / "tiny.jpg").write_bytes(b"abc")
+    tracemalloc.start()
+    try:
+        assert read_input(str(tmp_path / "tiny.jpg")) == b"abc"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20  # read(n) allocates n: never max_bytes (256 MiB) for a 3-byte file
