@@ -47,20 +47,20 @@ _RAY_INIT = threading.Lock()
 def _ensure_ray(address: str | None) -> None:
     """Start (or join) Ray once per process, so concurrent builds share it.
 
-    A local Ray is bound to this process (``precompute.raylocal``): it is stopped at exit, and
-    its watchdog kills what is left of it if the process dies without exiting cleanly.
+    The same Ray a ``precompute build --ray-address address`` would use
+    (:func:`precompute.raysession.open_ray`: ``RAY_ADDRESS``, a running ``ray start`` Ray of
+    this machine's size, else its own). A Ray of its own is bound to this process
+    (``precompute.raylocal``): stopped at exit, and its watchdog kills what is left of it if
+    the process dies without exiting cleanly; a joined one is only disconnected from.
     """
     import ray  # lazy: only the real builder needs Ray
 
-    from precompute.raylocal import init_options, start_local_ray
+    from precompute.raysession import open_ray
 
     with _RAY_INIT:
         if ray.is_initialized():
             return
-        if address is None:
-            atexit.register(start_local_ray().stop)  # runs before Ray's own atexit shutdown
-        else:
-            ray.init(address=address, **init_options())
+        atexit.register(open_ray(address).close)  # runs before Ray's own atexit shutdown
 
 
 def precompute_builder(
