@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from loaders.augment.bandbuf import Role, empty
+from loaders.augment.checks import check_extent_values
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 
@@ -67,15 +68,8 @@ def _taps(
 
 def _check_boxes(crops: CropParams, height: int, width: int) -> None:
     """Refuse an empty box or one leaving the ``height x width`` frame (host values only)."""
-    top, left, h, w = crops.top, crops.left, crops.height, crops.width
-    bad = (top < 0) | (left < 0) | (h < 1) | (w < 1) | (top + h > height) | (left + w > width)
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        raise AugmentError(
-            f"sample {i}: crop box (top, left, height, width) = "
-            f"{[int(v[i]) for v in (top, left, h, w)]} is empty or not inside the "
-            f"{height}x{width} array"
-        )
+    boxes = torch.stack([crops.top, crops.left, crops.height, crops.width], 1)
+    check_extent_values(boxes, height, width, what="crop box", frame="array")
 
 
 def _take(rows: torch.Tensor, index: torch.Tensor, role: Role) -> torch.Tensor:

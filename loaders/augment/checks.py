@@ -28,13 +28,18 @@ def check_inputs(
         raise AugmentError(f"generator is on {generator.device}, images on {images.device}")
 
 
-def check_extent_values(extents: torch.Tensor, height: int, width: int) -> None:
-    """Raise if an extent is empty or leaves the image (reads values: the CPU path only)."""
+def check_extent_values(
+    extents: torch.Tensor, height: int, width: int, what: str = "extent", frame: str = "image"
+) -> None:
+    """Raise if an extent is empty or leaves the image (reads values: the CPU path only).
+
+    ``what`` and ``frame`` name the boxes and what they lie in (a crop box in an array).
+    """
     top, left, h, w = extents.unbind(1)
     bad = (top < 0) | (left < 0) | (h < 1) | (w < 1) | (top + h > height) | (left + w > width)
     if bool(bad.any()):
         i = int(bad.nonzero()[0, 0])
         raise AugmentError(
-            f"sample {i}: extent (top, left, h, w) = {extents[i].tolist()} is "
-            f"empty or not inside the {height}x{width} image"
+            f"sample {i}: {what} (top, left, height, width) = {extents[i].tolist()} is "
+            f"empty or not inside the {height}x{width} {frame}"
         )
