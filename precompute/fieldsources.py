@@ -106,7 +106,7 @@ class FieldSource:
             InputError: Not a regular file, larger than ``max_bytes``, or stuck.
             OSError: Missing or unreadable.
         """
-        return read_input(self.locate(item.file(field)), max_bytes, deadline_s)
+        return self.read_counted(item, field, max_bytes, deadline_s)[0]
 
     def read_counted(
         self,
@@ -117,10 +117,10 @@ class FieldSource:
     ) -> tuple[bytes, int]:
         """:meth:`read_bytes` and how many bytes this call read from storage (the report's).
 
-        A source that serves repeated reads from a cache (:class:`SceneSource`) answers 0
-        for a read its cache served.
+        A source that serves repeated reads from a cache (:class:`SceneSource`) overrides
+        this alone, and answers 0 for a read its cache served.
         """
-        data = self.read_bytes(item, field, max_bytes, deadline_s)
+        data = read_input(self.locate(item.file(field)), max_bytes, deadline_s)
         return data, len(data)
 
 

@@ -80,16 +80,6 @@ class SceneSource(FieldSource):
             h.update(json.dumps([item.key, item.values]).encode() + b"\n")
         return h.hexdigest()
 
-    def read_bytes(
-        self,
-        item: FieldItem,
-        field: str,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        deadline_s: float = READ_DEADLINE_S,
-    ) -> bytes:
-        """The scene's bytes, from this process's cache when the file is unchanged."""
-        return self.read_counted(item, field, max_bytes, deadline_s)[0]
-
     def read_counted(
         self,
         item: FieldItem,
