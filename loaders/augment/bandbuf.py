@@ -1,4 +1,4 @@
-"""Reused CPU buffers for the band path (:mod:`loaders.augment.bands`): no page faults per batch.
+"""Reused CPU buffers: no page faults per batch (the band path, the fast path's outputs).
 
 Every step of an array crop writes a batch-sized tensor (the taken rows, their blend, the
 normalised output). Freshly allocated, each of them page-faults and is zeroed by the kernel
@@ -40,7 +40,7 @@ _NUMPY = {
     torch.int32: np.int32,
     torch.int64: np.int64,
 }
-# a step holds two intermediates of one shape at once; outputs as many as outbuf keeps
+# a step holds two intermediates of one shape at once
 _KEEP_BUFFERS: dict[Role, int] = {"out": 3, "tmp": 2}
 _KEEP_SHAPES = 8
 _POOLS: OrderedDict[tuple[object, ...], BufferPool] = OrderedDict()
