@@ -81,7 +81,7 @@ def _store_epoch(loader: StoreLoader, order: list[int] | None = None) -> int:
     for batch in loader:
         if order is not None:
             order.extend(batch["index"][~batch["is_pad"]].tolist())
-        n += len(batch["index"])
+        n += batch["index"].shape[0]  # Tensor.__len__ costs more than a shape lookup
     return n
 
 

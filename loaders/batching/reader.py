@@ -1,22 +1,24 @@
 """The host-side read node: whole chunks in, batches in epoch order out, one copy.
 
-For each window of the epoch plan, :class:`BatchReader` groups the positions the window serves
-by (chunk, batch) with a few numpy calls, then reads every chunk whole, one share of the chunks
-per thread (the copies and crc32c release the GIL), routing its rows straight to their rows in
-their batch buffers: with one ``preadv`` whose buffers are those rows, or out of the mapped
-shard file with one gather per (chunk, batch) run (a batch-sorted plan makes every group a
-run). The bytes go from the page cache to the batch exactly once, checksum over the whole
-chunk. Every streamed array (a v2 store's masks beside ``image``) is read the same way, chunk
-by chunk with the same routes, into its own batch buffers. Rows the epoch does not serve
-(holes, the cut remainder, rows before a resume point, edge padding) are not copied (mmap)
-or land in scratch (pread). A batch is handed out once every window serving it was read.
+For a block of whole windows of the epoch plan at a time, :class:`BatchReader` groups the
+positions they serve by (window, chunk, batch) with a few numpy calls; then, window by window,
+it reads every chunk whole, one share of the chunks per thread (the copies and crc32c release
+the GIL), routing its rows straight to their rows in their batch buffers: with one ``preadv``
+whose buffers are those rows, or out of the mapped shard file with one gather per (chunk,
+batch) run (a batch-sorted plan makes every group a run). The bytes go from the page cache to
+the batch exactly once, checksum over the whole chunk. Every streamed array (a v2 store's masks
+beside ``image``) is read the same way, chunk by chunk with the same routes, into its own batch
+buffers. Rows the epoch does not serve (holes, the cut remainder, rows before a resume point,
+edge padding) are not copied (mmap) or land in scratch (pread). A batch is handed out once
+every window serving it was read; its per-sample arrays (labels, ``index``, ``extent``,
+``is_pad``) are indexed for a few dozen batches at once and sliced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,6 +32,24 @@ from loaders.transfer.buffers import BufferPool
 __all__ = ["BatchReader", "HostBatch", "stream_pools"]
 
 HostBatch = dict[str, np.ndarray]
+BLOCK_POSITIONS = 1 << 14  # positions grouped per numpy pass (whole windows; see _group)
+GATHER_BATCHES = 32  # batches whose per-sample arrays are indexed at once (see _gather)
+
+
+class _Groups(NamedTuple):
+    """The (window, chunk, batch) groups of a block of windows (:meth:`BatchReader._group`).
+
+    ``rows``/``at``: each position's chunk row and order position, grouped; per group: its
+    sample chunk, batch, ``[first, end)`` into ``rows``/``at``, and whether it is a run.
+    """
+
+    rows: np.ndarray
+    at: list[int]
+    chunk: list[int]
+    batch: list[int]
+    first: list[int]
+    end: list[int]
+    run: list[bool]
 
 
 def stream_pools(
@@ -96,7 +116,12 @@ class BatchReader(Node[HostBatch]):
             if num_threads > 1
             else None
         )
-        self._slot_of = np.zeros(-(-source.layout.num_samples // plan.chunk_samples), np.intp)
+        self._num_chunks = -(-source.layout.num_samples // plan.chunk_samples)
+        self._coords_of: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self._groups: dict[int, tuple[int, int]] = {}  # window -> its groups in self._g
+        self._g = _Groups(np.zeros(0, np.int64), [], [], [], [], [], [])
+        # batches [first, stop) and their per-sample arrays, gathered at once (_gather)
+        self._per_sample: tuple[int, int, dict[str, np.ndarray]] = (0, 0, {})
         self._filling: dict[int, dict[str, np.ndarray]] = {}
         self._ready: dict[int, dict[str, np.ndarray]] = {}
         self._batch = self._window = 0
@@ -106,7 +131,8 @@ class BatchReader(Node[HostBatch]):
         batch = int((state or {}).get("batch", 0))
         if not 0 <= batch <= self.num_batches:
             raise LoaderError(f"batch {batch} outside [0, {self.num_batches}]")
-        self._batch, self._filling, self._ready = batch, {}, {}
+        self._batch, self._filling, self._ready, self._groups = batch, {}, {}, {}
+        self._per_sample = (0, 0, {})
         self._window = self.plan.window_at(batch * self.batch_size)
 
     def get_state(self) -> dict[str, Any]:
@@ -123,16 +149,30 @@ class BatchReader(Node[HostBatch]):
             self._read(self.plan.windows[self._window])
             self._window += 1
         streamed = self._ready.pop(self._batch)
-        lo = self._batch * self.batch_size
-        n = self._rows_of(self._batch)
-        index = self.plan.order[lo : lo + n].copy()
+        if not self._per_sample[0] <= self._batch < self._per_sample[1]:
+            self._gather(self._batch)
+        lo = (self._batch - self._per_sample[0]) * self.batch_size
+        hi = lo + self._rows_of(self._batch)
         self._batch += 1
-        batch = {name: values[index] for name, values in self.small.items()}
+        batch = {name: values[lo:hi] for name, values in self._per_sample[2].items()}
         batch.update(streamed)
-        batch["extent"] = self.extents[index]
-        batch["index"] = index
-        batch["is_pad"] = np.arange(lo, lo + n) >= self.plan.real  # repeats come last
         return batch
+
+    def _gather(self, batch: int) -> None:
+        """Index every array read whole at open for :data:`GATHER_BATCHES` batches at once.
+
+        Each batch then gets slices: its ``index`` (a copy of its order positions), the small
+        arrays and ``extent`` of those samples, and ``is_pad`` (the plan's repeats come last).
+        """
+        stop = min(batch + GATHER_BATCHES, self.num_batches)
+        lo = batch * self.batch_size
+        hi = min(stop * self.batch_size, len(self.plan.order))
+        index = self.plan.order[lo:hi].copy()
+        arrays = {name: values[index] for name, values in self.small.items()}
+        arrays["extent"] = self.extents[index]
+        arrays["index"] = index
+        arrays["is_pad"] = np.arange(lo, hi) >= self.plan.real
+        self._per_sample = (batch, stop, arrays)
 
     def _limits(self) -> tuple[int, int]:
         """Return the order positions still to serve: ``[first, stop)``."""
@@ -149,40 +189,28 @@ class BatchReader(Node[HostBatch]):
         return self._filling[batch]
 
     def _read(self, window: Window) -> None:
-        cs, bs = self.plan.chunk_samples, self.batch_size
-        first, stop = self._limits()
-        lo, hi = max(window.start, first), min(window.stop, stop)
-        if hi <= lo:
+        """Read the chunks of ``window`` (its index is ``self._window``) into their batches."""
+        if self._window not in self._groups:
+            self._group(self._window)
+        g0, g1 = self._groups.pop(self._window)
+        if g1 == g0:
             self._complete(window.stop)
             return
-        served = self.plan.order[lo:hi]
-        positions = np.arange(lo, hi)
-        # each served sample's chunk as a slot into the window's chunks that serve any, in
-        # reading order: O(n) table lookups, no sorting
-        self._slot_of[window.chunks] = np.arange(len(window.chunks))
-        needed = served // cs
-        slot = self._slot_of[needed]
-        if not np.array_equal(window.chunks[slot], needed):
-            raise LoaderError(f"window {window.number} serves samples of chunks it does not read")
-        keep = np.bincount(slot, minlength=len(window.chunks)) > 0
-        chunks = window.chunks[keep]
-        slot = (np.cumsum(keep) - 1)[slot]
-        # group the served positions by (chunk slot, batch); positions ascend inside a group
-        by = np.lexsort((positions, slot))
-        slot, positions, rows = slot[by], positions[by], (served % cs)[by]
-        cut = np.flatnonzero((np.diff(slot) != 0) | (np.diff(positions // bs) != 0)) + 1
-        bounds = [0, *cut.tolist(), len(slot)]
-        jobs: list[tuple[tuple[tuple[int, ...], ...], list[list[Run]]]] = [
-            (self._coords(c), [[] for _ in self.streams]) for c in chunks.tolist()
-        ]
-        starts, at = slot[bounds[:-1]].tolist(), positions.tolist()
+        bs, g = self.batch_size, self._g
+        rows, at = g.rows, g.at
+        jobs: dict[int, list[list[Run]]] = {}  # chunk -> runs per streamed array, read order
         flat: dict[int, tuple[np.ndarray, ...]] = {}  # batch -> buffers, dropped after the read
-        for s, a, b in zip(starts, bounds[:-1], bounds[1:], strict=True):
-            batch_no, row0 = divmod(at[a], bs)
+        for chunk, batch_no, a, b, run in zip(
+            g.chunk[g0:g1], g.batch[g0:g1], g.first[g0:g1], g.end[g0:g1], g.run[g0:g1], strict=True
+        ):
             if batch_no not in flat:
                 flat[batch_no] = self._flat(batch_no)
-            frm, per_array = rows[a:b], jobs[s][1]
-            if at[b - 1] - at[a] == b - a - 1:  # a run (a batch-sorted plan gives only runs)
+            per_array = jobs.get(chunk)
+            if per_array is None:
+                per_array = jobs[chunk] = [[] for _ in self.streams]
+            if run:  # a batch-sorted plan gives only runs
+                row0 = at[a] - batch_no * bs
+                frm = rows[a:b]
                 for k, buf in enumerate(flat[batch_no]):
                     per_array[k].append((buf[row0 : row0 + b - a], frm))
             else:  # one run per row
@@ -190,21 +218,83 @@ class BatchReader(Node[HostBatch]):
                     for j in range(a, b):
                         row = at[j] - batch_no * bs
                         per_array[k].append((buf[row : row + 1], rows[j : j + 1]))
+        work = [(self._coords(c), runs) for c, runs in jobs.items()]
         # one share of the chunks per thread, the calling thread reading one share itself:
         # one hand-off per helper thread and window, not one per chunk
-        shares = [jobs[k :: self.num_threads] for k in range(1, self.num_threads)]
+        shares = [work[k :: self.num_threads] for k in range(1, self.num_threads)]
         helpers = (
             []
             if self._pool is None
             else [self._pool.submit(self._read_chunks, share) for share in shares if share]
         )
         try:
-            self._read_chunks(jobs[:: self.num_threads])
+            self._read_chunks(work[:: self.num_threads])
         finally:
             wait(helpers)  # every share finished (or failed) before anything moves on
         for helper in helpers:
             helper.result()  # re-raise a helper's error here
         self._complete(window.stop)
+
+    def _group(self, w0: int) -> None:
+        """Group the positions of the block of windows from ``w0`` on, with a few numpy calls.
+
+        A block is whole windows of about :data:`BLOCK_POSITIONS` positions: each served
+        position's chunk is found among its window's chunks (table lookups on sorted
+        (window, chunk) keys), then the positions are sorted by (window, chunk slot, batch),
+        ascending inside a group. :meth:`_read` copies each group as one run.
+
+        Raises:
+            LoaderError: A window serves a sample of a chunk it does not read.
+        """
+        windows, cs, bs = self.plan.windows, self.plan.chunk_samples, self.batch_size
+        w1, size = w0, 0
+        while w1 < len(windows) and (w1 == w0 or size < BLOCK_POSITIONS):
+            size += windows[w1].stop - windows[w1].start
+            w1 += 1
+        first, stop = self._limits()
+        lo, hi = max(windows[w0].start, first), min(windows[w1 - 1].stop, stop)
+        if hi <= lo:
+            self._groups.update((w, (0, 0)) for w in range(w0, w1))
+            return
+        served = self.plan.order[lo:hi]
+        positions = np.arange(lo, hi)
+        starts = np.array([w.start for w in windows[w0:w1]])
+        win = np.searchsorted(starts, positions, "right") - 1  # block-relative window
+        lists = [w.chunks for w in windows[w0:w1]]
+        lens = np.array([len(c) for c in lists])
+        keys = np.repeat(np.arange(w1 - w0), lens) * self._num_chunks + np.concatenate(lists)
+        slots = np.arange(len(keys)) - np.repeat(np.cumsum(lens) - lens, lens)
+        by_key = np.argsort(keys, kind="stable")
+        needed = served // cs
+        if not len(keys):
+            raise LoaderError(
+                f"window {windows[w0].number} serves samples of chunks it does not read"
+            )
+        wanted = win * self._num_chunks + needed
+        at = np.minimum(np.searchsorted(keys[by_key], wanted), len(keys) - 1)
+        found = keys[by_key][at] == wanted
+        if not found.all():
+            number = windows[w0 + int(win[np.argmin(found)])].number
+            raise LoaderError(f"window {number} serves samples of chunks it does not read")
+        slot = slots[by_key][at]
+        by = np.lexsort((positions, slot, win))
+        win, slot, positions = win[by], slot[by], positions[by]
+        batch = positions // bs
+        cut = (np.diff(win) != 0) | (np.diff(slot) != 0) | (np.diff(batch) != 0)
+        first_of = np.concatenate(([0], np.flatnonzero(cut) + 1))
+        end_of = np.append(first_of[1:], len(positions))
+        run = positions[end_of - 1] - positions[first_of] == end_of - first_of - 1
+        self._g = _Groups(
+            rows=(served % cs)[by],
+            at=positions.tolist(),
+            chunk=needed[by][first_of].tolist(),
+            batch=batch[first_of].tolist(),
+            first=first_of.tolist(),
+            end=end_of.tolist(),
+            run=run.tolist(),
+        )
+        bounds = np.searchsorted(win[first_of], np.arange(w1 - w0 + 1)).tolist()
+        self._groups.update((w0 + i, (bounds[i], bounds[i + 1])) for i in range(w1 - w0))
 
     def _flat(self, batch: int) -> tuple[np.ndarray, ...]:
         """The batch's buffers as (rows, bytes) uint8 views, one per streamed array, in order."""
@@ -221,8 +311,13 @@ class BatchReader(Node[HostBatch]):
 
     def _coords(self, chunk: int) -> tuple[tuple[int, ...], ...]:
         """The inner-chunk coordinates of sample chunk ``chunk``, one per streamed array."""
-        coords = self.source.chunk_coords
-        return tuple(coords(chunk, self.variant, name) for name in self.streams)
+        found = self._coords_of.get(chunk)
+        if found is None:
+            coords = self.source.chunk_coords
+            found = self._coords_of[chunk] = tuple(
+                coords(chunk, self.variant, name) for name in self.streams
+            )
+        return found
 
     def _complete(self, stop: int) -> None:
         """Move every batch whose last position is below ``stop`` to the ready set."""

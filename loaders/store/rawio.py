@@ -56,7 +56,9 @@ class MapCache:
     """Read-only mappings of whole files, least recently used dropped beyond ``budget`` bytes.
 
     A dropped mapping is unmapped once no numpy view of it is left (never under a reader).
-    Each mapping remembers the :data:`Stamp` of the file it maps.
+    Each mapping remembers the :data:`Stamp` of the file it maps. :attr:`drops` counts the
+    mappings dropped or replaced so far: a reader that keeps views of mapped chunks drops them
+    when it changes, so the views never keep an unmapped file alive for long.
     """
 
     def __init__(self, budget: int = MAP_BYTES) -> None:
@@ -66,6 +68,7 @@ class MapCache:
         self._maps: OrderedDict[str, tuple[np.ndarray, Stamp]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self.drops = 0
 
     def get(self, path: str, current: Stamp | None = None) -> tuple[np.ndarray, Stamp]:
         """Return the whole file ``path`` as a read-only uint8 array backed by a mapping.
@@ -89,11 +92,13 @@ class MapCache:
             old = self._maps.pop(path, None)
             if old is not None:
                 self._bytes -= old[0].nbytes
+                self.drops += 1
             self._maps[path] = entry
             self._bytes += entry[0].nbytes
             while self._bytes > self.budget and len(self._maps) > 1:
                 _, (dropped, _) = self._maps.popitem(last=False)
                 self._bytes -= dropped.nbytes
+                self.drops += 1
             return entry
 
     @staticmethod
@@ -111,6 +116,7 @@ class MapCache:
     def clear(self) -> None:
         """Drop every mapping (each is unmapped once no array still views it)."""
         with self._lock:
+            self.drops += 1
             self._maps.clear()
             self._bytes = 0
 

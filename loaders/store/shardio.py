@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,11 @@ class ShardedArrayReader:
         rows = self.meta.chunk_shape[0] if self.meta.chunk_shape else 1
         self._row_bytes = self.meta.chunk_nbytes // max(rows, 1)
         self._files: dict[tuple[int, ...], str] = {}  # chunk -> shard file (hot path)
+        # chunk -> (stamp, its checked rows in the mapping), for verify="first": a later read
+        # of the same file version is a stat, a lookup and the copy (see _hot_view)
+        self._hot: dict[tuple[int, ...], tuple[Stamp, np.ndarray]] = {}
+        self._hot_drops = 0
+        self._hot_lock = threading.Lock()
 
     @property
     def fast(self) -> bool:
@@ -233,7 +239,13 @@ class ShardedArrayReader:
             self._read_flats(chunk, run_parts(runs, rows, self._row_bytes), path)
             return
         try:
-            found = self._mapped_chunk(chunk, path)
+            current = self._current(chunk, path)
+            hot = self._hot_view(chunk, current)
+            if hot is not None:
+                take_runs(hot, runs)
+                return
+            drops = self._maps.drops
+            found = self._mapped_chunk(chunk, path, current)
             if found is None:
                 fill = (
                     np.full(math.prod(self.meta.chunk_shape), self.meta.fill_value, self.meta.dtype)
@@ -245,14 +257,49 @@ class ShardedArrayReader:
             # check first, then copy: the checksum pass pulls the chunk into the cache, so
             # the copy reads it from there (cheaper than copying first and checking after)
             self._check.check_mapped(chunk, path, *found)
-            take_runs(found[0][:-_CRC].reshape(rows, -1), runs)
+            view = found[0][:-_CRC].reshape(rows, -1)
+            self._remember(chunk, current, view, drops)
+            take_runs(view, runs)
         except (ChunkReadError, ValueError):
             raise
         except Exception as exc:
             raise ChunkReadError(self.name, path, chunk, repr(exc)) from exc
 
+    def _hot_view(self, chunk: tuple[int, ...], current: Stamp | None) -> np.ndarray | None:
+        """Return the remembered rows of ``chunk`` if its file is still version ``current``.
+
+        The views are forgotten whenever the map cache dropped a mapping since they were
+        taken, so they never keep an unmapped file alive past the next read.
+        """
+        maps = self._maps
+        if maps is None or current is None:
+            return None
+        if maps.drops != self._hot_drops:
+            with self._hot_lock:
+                self._hot.clear()
+                self._hot_drops = maps.drops
+            return None
+        entry = self._hot.get(chunk)
+        return entry[1] if entry is not None and entry[0] == current else None
+
+    def _remember(
+        self, chunk: tuple[int, ...], current: Stamp | None, view: np.ndarray, drops: int
+    ) -> None:
+        """Keep ``view`` (checked rows of ``chunk``, file version ``current``) for later reads.
+
+        Only with ``verify="first"`` (``always`` checks every read), and only if no mapping was
+        dropped since before ``view``'s mapping was looked up (it may be the dropped one).
+        """
+        if self.verify != "first" or current is None or self._maps is None:
+            return
+        with self._hot_lock:
+            if self._maps.drops == drops == self._hot_drops:
+                self._hot[chunk] = (current, view)
+
     def close(self) -> None:
         """Drop the cached shard mappings (a later read maps again); idempotent."""
+        with self._hot_lock:
+            self._hot.clear()
         if self._maps is not None:
             self._maps.clear()
 
@@ -333,7 +380,7 @@ class ShardedArrayReader:
 
     def _read_fast(self, chunk: tuple[int, ...], flats: list[memoryview], path: str) -> None:
         if self._maps is not None:
-            found = self._mapped_chunk(chunk, path)
+            found = self._mapped_chunk(chunk, path, self._current(chunk, path))
             if found is None:
                 self._fill(flats)
             else:
@@ -354,13 +401,14 @@ class ShardedArrayReader:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
         self._check.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
 
-    def _mapped_chunk(self, chunk: tuple[int, ...], path: str) -> tuple[np.ndarray, Stamp] | None:
+    def _mapped_chunk(
+        self, chunk: tuple[int, ...], path: str, current: Stamp | None
+    ) -> tuple[np.ndarray, Stamp] | None:
         """Return the chunk's bytes + crc32c in its mapped shard file, and the file's stamp.
 
-        None if the chunk is missing. With ``verify="first"`` a mapping of an older version
-        of the file is replaced first.
+        None if the chunk is missing. ``current`` is the file's stamp (:meth:`_current`),
+        taken by the caller just before: a mapping of another version of the file is replaced.
         """
-        current = self._current(chunk, path)
         offset, nbytes = self._index.locate(chunk, path, current)
         if offset == MISSING and nbytes == MISSING:
             return None

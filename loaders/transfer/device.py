@@ -80,6 +80,8 @@ class ToDevice(Node[DeviceBatch]):
         if not self._cuda:
             batch = self.source.next()
             self._state = self.source.get_state()
+            if self.device.type == "cpu":  # the host arrays as tensors, shared, not copied
+                return {k: torch.from_numpy(v) for k, v in batch.items()}
             return {k: self._move(v) for k, v in batch.items()}
         current = self._ahead if self._ahead is not None else self._launch_or_error()
         if isinstance(current, BaseException):

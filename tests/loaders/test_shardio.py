@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -250,3 +251,29 @@ def test_copy_rows_refuses_out_of_range_routes() -> None:
     ):
         with pytest.raises(ValueError, match="route"):
             copy_rows(src, bad)
+
+
+def _mapped_files() -> str:
+    return Path("/proc/self/maps").read_text()
+
+
+def test_kept_chunk_views_serve_reads_and_never_keep_a_dropped_mapping(store: Path) -> None:
+    """A chunk read again from the same file version reuses its checked view; a view never
+    keeps a shard file mapped after the map cache dropped it (RSS stays within the budget)."""
+    maps = MapCache(budget=1)  # one shard file mapped at a time
+    reader = ShardedArrayReader(store / "image", io="mmap", maps=maps)
+    dest = np.zeros((2, 16 * 16 * 3), np.uint8)
+    first, second = store / "image" / "c" / "1" / "0" / "0" / "0", store / "image" / "c" / "2"
+    for _ in range(2):  # the second read comes from the kept view
+        reader.read_chunk_runs((4, 0, 0, 0), [(dest, np.array([3, 1]))])
+        assert dest[:, 0].tolist() == [19, 17]
+    assert str(first) in _mapped_files()
+    reader.read_chunk_runs((8, 0, 0, 0), [(dest[:1], np.array([2]))])  # drops shard 1's map
+    reader.read_chunk_runs((8, 0, 0, 0), [(dest[1:], np.array([0]))])
+    assert dest[:, 0].tolist() == [34, 32]
+    gc.collect()
+    mapped = _mapped_files()
+    assert str(first) not in mapped and str(second) in mapped
+    reader.close()
+    gc.collect()
+    assert str(second) not in _mapped_files()
