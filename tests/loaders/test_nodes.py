@@ -139,3 +139,34 @@ def test_reader_and_batcher_resume_at_any_batch(tmp_path: Path) -> None:
         assert len(rest) == 12 - start
         for got, want in zip(rest, batches[start:], strict=True):
             np.testing.assert_array_equal(got["image"], want["image"])
+
+
+@pytest.mark.parametrize("io", ["pread", "mmap"])
+def test_reader_blocks_and_gathers_of_any_size_serve_the_same_batches(
+    tmp_path: Path, io: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows grouped a few at a time and per-sample arrays gathered for a few batches at a
+    time (block edges inside and between batches, a resume mid-block) serve exactly the
+    batches of one block for the whole epoch."""
+    source = open_store(make_index_store(tmp_path / "s", 70, holes=(10, 11)), io=io)
+    plan = epoch_plan(
+        70, 4, seed=0, epoch=1, rank=2, world_size=3, shuffle=True, buffer_chunks=2,
+        valid=source.valid, batch_size=5, pad=True,
+    )  # fmt: skip
+
+    def served(start: int) -> list[dict[str, np.ndarray]]:
+        node = BatchReader(source, plan, 5, False, num_threads=2)
+        node.reset({"batch": start})
+        return [{k: v.copy() for k, v in b.items()} for b in node]
+
+    whole = served(0)
+    assert len(whole) == plan.batches(5, False) and whole[-1]["is_pad"].any()
+    for block, gather in ((1, 1), (7, 2), (9, 3)):
+        monkeypatch.setattr("loaders.batching.reader.BLOCK_POSITIONS", block)
+        monkeypatch.setattr("loaders.batching.reader.GATHER_BATCHES", gather)
+        for start in (0, 2, 3):
+            for got, want in zip(served(start), whole[start:], strict=True):
+                assert got.keys() == want.keys()
+                for key in want:
+                    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+                np.testing.assert_array_equal(decode_index(got["image"]), got["index"])
