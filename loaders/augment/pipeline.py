@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import NoneType
 from typing import Any, ClassVar
 
@@ -238,9 +239,12 @@ class TrainAugment(_Augment):
     jitter: ColorJitter | None = None
     rot90: bool = False
 
-    @property
+    @cached_property
     def policy(self) -> Policy:
-        """The crop, flip and jitter ranges, as the box sampler takes them."""
+        """The crop, flip and jitter ranges, as the box sampler takes them.
+
+        Built on first use and kept (the spec is frozen), not once per batch.
+        """
         jitter = self.jitter
         return Policy(
             scale=self.crop.scale,
