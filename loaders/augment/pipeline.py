@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import torch
 
 from loaders.augment.arrays import BandNormalize, finish_fields
-from loaders.augment.checks import check_extent_values, check_inputs
+from loaders.augment.checks import check_extent_values, check_inputs, check_integer
 from loaders.augment.color import (
     DTYPES,
     apply_color,
@@ -90,12 +90,7 @@ class _Augment:
             raise AugmentError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.path not in PATHS:
             raise AugmentError(f"path must be one of {PATHS}, got {self.path!r}")
-        if (
-            isinstance(self.threads, bool)
-            or not isinstance(self.threads, int)
-            or not (1 <= self.threads <= 64)
-        ):
-            raise AugmentError(f"threads must be an integer in [1, 64], got {self.threads!r}")
+        check_integer("threads", self.threads, 1, 64)
         rot90 = getattr(self, "rot90", False)
         if not isinstance(rot90, bool) or (rot90 and self.size[0] != self.size[1]):
             raise AugmentError(

@@ -272,6 +272,10 @@ def test_bad_policies_and_inputs_raise():
         TrainAugment(path="gpu")
     with pytest.raises(AugmentError, match="size"):
         TrainAugment(size=(0, 4))
+    with pytest.raises(AugmentError, match=r"threads must be an integer in \[1, 64\], got 0"):
+        TrainAugment(threads=0)
+    with pytest.raises(AugmentError, match=r"threads .*, got <an integer of 16610 bits>$"):
+        TrainAugment(threads=10**5000)
     with pytest.raises(AugmentError, match="kind"):
         augment_from_dict({"kind": "test"})
     from loaders.augment import CenterCrop

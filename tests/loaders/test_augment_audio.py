@@ -185,6 +185,27 @@ def test_bad_parameters_are_refused_by_name(kwargs, message: str) -> None:
         AudioAugment(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"mask_value": 10**400},
+            r"audio\.mask_value must be a number in \[-10000, 10000\], got 10+\.\.\.$",
+        ),
+        (
+            {"gain_db": (0.0, 10**400)},
+            r"audio\.gain_db must be a number in \[-60, 60\], got 10+\.\.\.$",
+        ),
+        ({"crop": 10**5000}, r"audio\.crop must be .*, got <an integer of 16610 bits>$"),
+        ({"mix_prob": float("nan")}, r"audio\.mix_prob must be a number in \[0, 1\], got nan$"),
+    ],
+)
+def test_huge_and_nan_numbers_are_refused_by_name(kwargs, message: str) -> None:
+    # one set of checkers (loaders.augment.checks): no OverflowError, no failing repr
+    with pytest.raises(AugmentError, match=message):
+        AudioAugment(**kwargs)
+
+
 def test_bad_batches_are_refused(waves, mels) -> None:
     with pytest.raises(AugmentError, match=r"audio\.noise_snr_db needs waveforms"):
         AudioAugment(noise_snr_db=(1.0, 2.0))(mels, _gen())

@@ -142,6 +142,10 @@ def test_policy_round_trip_and_bad_values():
         Mixup(num_classes=0)
     with pytest.raises(AugmentError, match=r"mixup\.prob"):
         Mixup(num_classes=2, prob=2.0)
+    with pytest.raises(AugmentError, match=r"mixup\.prob .*, got <an integer of 16610 bits>$"):
+        Mixup(num_classes=2, prob=10**5000)
+    with pytest.raises(AugmentError, match=r"mixup\.num_classes must be an integer >= 1, got 2\.0"):
+        Mixup(num_classes=2.0)
     with pytest.raises(AugmentError, match="both 0"):
         Mixup(num_classes=2, mixup_alpha=0, cutmix_alpha=0)
     with pytest.raises(AugmentError, match="unknown"):
