@@ -22,7 +22,7 @@ import torch
 
 from loaders.augment import audio_ops
 from loaders.augment.audio_fields import apply_audio_fields
-from loaders.augment.checks import check_integer, check_number, check_pair
+from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
 from loaders.augment.errors import AugmentError, refuse_unknown
 from loaders.augment.mix import smooth_targets
 from precompute.audio.features import INT16_SCALE
@@ -216,8 +216,7 @@ class AudioAugment:
             raise AugmentError(
                 f"mixing needs (B,) int64 labels, got {tuple(label.shape)} {label.dtype}"
             )
-        if label.device.type == "cpu" and bool(((label < 0) | (label >= classes)).any()):
-            raise AugmentError(f"audio mixing: a label is not in [0, {classes})")
+        check_labels(label, classes, "audio mixing")
         targets = smooth_targets(label.to(x.device), classes, 0.0)
         switch = (
             1.0 if self.mixup_alpha == 0 else 0.0 if self.cutmix_alpha == 0 else self.switch_prob

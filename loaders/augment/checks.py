@@ -19,6 +19,7 @@ __all__ = [
     "check_extent_values",
     "check_inputs",
     "check_integer",
+    "check_labels",
     "check_number",
     "check_pair",
 ]
@@ -97,4 +98,23 @@ def check_extent_values(
         raise AugmentError(
             f"sample {i}: {what} (top, left, height, width) = {extents[i].tolist()} is "
             f"empty or not inside the {height}x{width} {frame}"
+        )
+
+
+def check_labels(labels: torch.Tensor, num_classes: int, where: str) -> None:
+    """Raise if a class label is outside ``[0, num_classes)``.
+
+    Reads values only when ``labels`` are on the host: device labels are left unchecked rather
+    than synchronising the device.
+
+    Raises:
+        AugmentError: ``WHERE: label L of sample I is not in [0, num_classes)`` (the first).
+    """
+    if labels.device.type != "cpu":
+        return
+    bad = (labels < 0) | (labels >= num_classes)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise AugmentError(
+            f"{where}: label {int(labels[i])} of sample {i} is not in [0, {num_classes})"
         )

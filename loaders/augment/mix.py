@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from loaders.augment.checks import check_integer, check_number
+from loaders.augment.checks import check_integer, check_labels, check_number
 from loaders.augment.errors import AugmentError, refuse_unknown
 from precompute.fields import FieldSpec
 
@@ -156,13 +156,7 @@ class Mixup:
                 f"mixup needs [{images.shape[0]}] int64 labels, got "
                 f"{tuple(labels.shape)} {labels.dtype}"
             )
-        if labels.device.type == "cpu":
-            bad = (labels < 0) | (labels >= self.num_classes)
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0, 0])
-                raise AugmentError(
-                    f"mixup: label {int(labels[i])} of sample {i} is not in [0, {self.num_classes})"
-                )
+        check_labels(labels, self.num_classes, "mixup")
 
     def apply(
         self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator

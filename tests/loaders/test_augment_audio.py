@@ -217,7 +217,7 @@ def test_bad_batches_are_refused(waves, mels) -> None:
         AudioAugment()({"audio": waves["audio"], "label": waves["label"]}, _gen())
     with pytest.raises(AugmentError, match=r"audio: unknown field\(s\) \['speed'\]"):
         AudioAugment.from_dict({"speed": 1.1})
-    with pytest.raises(AugmentError, match=r"audio mixing: a label is not in \[0, 2\)"):
+    with pytest.raises(AugmentError, match=r"audio mixing: label 2 of sample 2 is not in \[0, 2\)"):
         AudioAugment(num_classes=2, mixup_alpha=1.0)(waves, _gen())
 
 

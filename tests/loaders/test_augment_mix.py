@@ -158,3 +158,20 @@ def test_policy_round_trip_and_bad_values():
         Mixup(num_classes=2)(
             torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4).long(), _gen()
         )
+
+
+def test_every_mixing_path_names_the_label_out_of_range():
+    # one check (loaders.augment.checks.check_labels) behind Mixup, a v2 label field and audio
+    from loaders.augment import AudioAugment
+    from precompute.fields import FieldSpec
+
+    labels = torch.tensor([0, 5, 1])
+    with pytest.raises(AugmentError, match=r"^mixup: label 5 of sample 1 is not in \[0, 3\)$"):
+        Mixup(3)(torch.rand(3, 3, 8, 8), labels, _gen())
+    fields = (FieldSpec("image", "image", {}), FieldSpec("label", "label", {}))
+    values = {"image": torch.rand(3, 3, 8, 8), "label": labels}
+    with pytest.raises(AugmentError, match=r"^field 'label': label 5 of sample 1 is not in \["):
+        Mixup(3).apply_fields(values, fields, _gen())
+    audio = {"audio": torch.zeros(3, 64), "label": labels, "length": torch.full((3,), 64)}
+    with pytest.raises(AugmentError, match=r"^audio mixing: label 5 of sample 1 is not in \["):
+        AudioAugment(num_classes=3, mixup_alpha=1.0)(audio, _gen())
