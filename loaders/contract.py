@@ -28,7 +28,7 @@ __all__ = [
     "Mixup",
     "check_int",
     "check_state",
-    "pad_flags",
+    "pad_positions",
     "resolve_device",
     "resolve_rank",
     "store_identity",
@@ -84,16 +84,13 @@ def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
     raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
 
 
-def pad_flags(index: torch.Tensor, repeats: torch.Tensor) -> torch.Tensor:
-    """Return a batch's ``is_pad``: True where ``index`` is one of the rank's padding repeats.
+def pad_positions(plan: EpochPlan, lo: int, n: int) -> npt.NDArray[np.bool_]:
+    """Return the ``is_pad`` of the ``n`` samples served from ``plan`` position ``lo`` on.
 
-    A rank serves each sample at most once in an epoch, real or repeat, so a repeat is known
-    by its index (``repeats``: :attr:`loaders.batching.plan.EpochPlan.repeats`, on ``index``'s
-    device).
+    The repeats that even out the ranks come last in a plan's order (positions from
+    :attr:`loaders.batching.plan.EpochPlan.real` on), so a row's flag is its position's.
     """
-    if len(repeats) == 0:
-        return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
-    return torch.isin(index, repeats)
+    return np.arange(lo, lo + n) >= plan.real
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

@@ -14,7 +14,6 @@ ranges: ``docs/audio.md``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ import torch
 
 from loaders.augment import audio_ops
 from loaders.augment.audio_fields import apply_audio_fields
+from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
 from loaders.augment.errors import AugmentError, refuse_unknown
 from loaders.augment.mix import smooth_targets
 from precompute.audio.features import INT16_SCALE
@@ -32,29 +32,6 @@ __all__ = ["AudioAugment"]
 
 _RANGES = {"gain_db": (-60.0, 60.0), "noise_snr_db": (-20.0, 100.0)}
 _COUNTS = {"time_masks": 32, "freq_masks": 32, "time_mask_width": 1 << 20, "freq_mask_width": 4096}
-
-
-def _number(name: str, value: Any, lo: float, hi: float) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or not lo <= value <= hi:
-        raise AugmentError(f"audio.{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
-
-
-def _integer(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise AugmentError(f"audio.{name} must be an integer in [{lo}, {hi}], got {value!r}")
-
-
-def _pair(name: str, value: Any) -> None:
-    if value is None:
-        return
-    lo, hi = _RANGES[name]
-    if not isinstance(value, tuple) or len(value) != 2:
-        raise AugmentError(f"audio.{name} must be a (low, high) pair of dB, got {value!r}")
-    for v in value:
-        _number(name, v, lo, hi)
-    if value[0] > value[1]:
-        raise AugmentError(f"audio.{name} low {value[0]} is above high {value[1]}")
 
 
 @dataclass(frozen=True)
@@ -97,21 +74,22 @@ class AudioAugment:
 
     def __post_init__(self) -> None:
         if self.crop is not None:
-            _integer("crop", self.crop, 1, (1 << 31) - 1)
-        _pair("gain_db", self.gain_db)
-        _pair("noise_snr_db", self.noise_snr_db)
+            check_integer("audio.crop", self.crop, 1, (1 << 31) - 1)
+        for name, (lo, hi) in _RANGES.items():
+            if getattr(self, name) is not None:
+                check_pair(f"audio.{name}", getattr(self, name), lo, hi, "dB")
         for name, hi in _COUNTS.items():
-            _integer(name, getattr(self, name), 0, hi)
+            check_integer(f"audio.{name}", getattr(self, name), 0, hi)
         for axis in ("time", "freq"):
             if getattr(self, f"{axis}_masks") and not getattr(self, f"{axis}_mask_width"):
                 raise AugmentError(f"audio.{axis}_masks needs {axis}_mask_width >= 1")
-        _number("mask_value", self.mask_value, -1e4, 1e4)
+        check_number("audio.mask_value", self.mask_value, -1e4, 1e4)
         for name in ("mixup_alpha", "cutmix_alpha"):
-            _number(name, getattr(self, name), 0.0, 100.0)
-        _number("mix_prob", self.mix_prob, 0.0, 1.0)
-        _number("switch_prob", self.switch_prob, 0.0, 1.0)
+            check_number(f"audio.{name}", getattr(self, name), 0.0, 100.0)
+        check_number("audio.mix_prob", self.mix_prob, 0.0, 1.0)
+        check_number("audio.switch_prob", self.switch_prob, 0.0, 1.0)
         if self.mixes or self.num_classes is not None:
-            _integer("num_classes", self.num_classes, 1, 1 << 24)
+            check_integer("audio.num_classes", self.num_classes, 1, 1 << 24)
 
     @property
     def mixes(self) -> bool:
@@ -238,8 +216,7 @@ class AudioAugment:
             raise AugmentError(
                 f"mixing needs (B,) int64 labels, got {tuple(label.shape)} {label.dtype}"
             )
-        if label.device.type == "cpu" and bool(((label < 0) | (label >= classes)).any()):
-            raise AugmentError(f"audio mixing: a label is not in [0, {classes})")
+        check_labels(label, classes, "audio mixing")
         targets = smooth_targets(label.to(x.device), classes, 0.0)
         switch = (
             1.0 if self.mixup_alpha == 0 else 0.0 if self.cutmix_alpha == 0 else self.switch_prob

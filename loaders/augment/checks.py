@@ -1,12 +1,68 @@
-"""Checks of an augment policy's inputs: shapes, dtypes and devices, extent values."""
+"""Checks of an augment policy: its numbers and ranges, its inputs' shapes, dtypes and devices.
+
+The number checks serve the parameters whose ranges are a policy's own (audio, mixup, threads);
+the image crop, flip, jitter and normalisation ranges are the shared table's
+(:data:`precompute.policy.BOUNDS`, checked by its ``check_number`` / ``check_pair``). Every
+message names the parameter and the value (:func:`precompute.policy.show`: huge integers too).
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
 from loaders.augment.errors import AugmentError
+from precompute.policy import show
 
-__all__ = ["check_extent_values", "check_inputs"]
+__all__ = [
+    "check_extent_values",
+    "check_inputs",
+    "check_integer",
+    "check_labels",
+    "check_number",
+    "check_pair",
+]
+
+
+def check_number(where: str, value: Any, lo: float, hi: float) -> float:
+    """Return ``value`` if it is a number (not a bool) in ``[lo, hi]`` (NaN never is).
+
+    Raises:
+        AugmentError: ``WHERE must be a number in [lo, hi], got VALUE``.
+    """
+    # int and float compare exactly, so an integer of any size is refused without overflow
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+        raise AugmentError(f"{where} must be a number in [{lo:g}, {hi:g}], got {show(value)}")
+    return value
+
+
+def check_integer(where: str, value: Any, lo: int, hi: int | None = None) -> int:
+    """Return ``value`` if it is an integer (not a bool) in ``[lo, hi]`` (``hi`` None: >= lo).
+
+    Raises:
+        AugmentError: ``WHERE must be an integer in [lo, hi] (or >= lo), got VALUE``.
+    """
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if is_int and lo <= value and (hi is None or value <= hi):
+        return int(value)
+    want = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+    raise AugmentError(f"{where} must be an integer {want}, got {show(value)}")
+
+
+def check_pair(where: str, value: Any, lo: float, hi: float, unit: str) -> tuple[float, float]:
+    """Return ``value`` if it is a tuple ``(low, high)`` of numbers in ``[lo, hi]``, low <= high.
+
+    Raises:
+        AugmentError: Not a pair (``WHERE must be a (low, high) pair of UNIT``), a number out
+            of range (as :func:`check_number`) or low above high; naming the value.
+    """
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise AugmentError(f"{where} must be a (low, high) pair of {unit}, got {show(value)}")
+    low, high = (check_number(where, v, lo, hi) for v in value)
+    if low > high:
+        raise AugmentError(f"{where} low {low} is above high {high}")
+    return (low, high)
 
 
 def check_inputs(
@@ -42,4 +98,23 @@ def check_extent_values(
         raise AugmentError(
             f"sample {i}: {what} (top, left, height, width) = {extents[i].tolist()} is "
             f"empty or not inside the {height}x{width} {frame}"
+        )
+
+
+def check_labels(labels: torch.Tensor, num_classes: int, where: str) -> None:
+    """Raise if a class label is outside ``[0, num_classes)``.
+
+    Reads values only when ``labels`` are on the host: device labels are left unchecked rather
+    than synchronising the device.
+
+    Raises:
+        AugmentError: ``WHERE: label L of sample I is not in [0, num_classes)`` (the first).
+    """
+    if labels.device.type != "cpu":
+        return
+    bad = (labels < 0) | (labels >= num_classes)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise AugmentError(
+            f"{where}: label {int(labels[i])} of sample {i} is not in [0, {num_classes})"
         )

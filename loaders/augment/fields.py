@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from loaders.augment.audio_fields import check_audio_policies
+from loaders.augment.checks import check_labels
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.geometry import apply_field
@@ -204,12 +205,5 @@ def _targets(mix: Mixup, field: FieldSpec, x: torch.Tensor) -> torch.Tensor:
         return x.to(torch.float32)
     if x.dtype != torch.int64:
         raise AugmentError(f"field {field.name!r}: mixing needs int64 labels, got {x.dtype}")
-    if x.device.type == "cpu":  # values only on the host: no device sync
-        bad = (x < 0) | (x >= mix.num_classes)
-        if bool(bad.any()):
-            i = int(bad.nonzero()[0, 0])
-            raise AugmentError(
-                f"field {field.name!r}: label {int(x[i])} of sample {i} is not in "
-                f"[0, {mix.num_classes})"
-            )
+    check_labels(x, mix.num_classes, f"field {field.name!r}")
     return smooth_targets(x, mix.num_classes, mix.label_smoothing)

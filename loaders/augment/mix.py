@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from loaders.augment.checks import check_integer, check_labels, check_number
 from loaders.augment.errors import AugmentError, refuse_unknown
 from precompute.fields import FieldSpec
 
@@ -83,14 +84,7 @@ class Mixup:
     label_smoothing: float = 0.1
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.num_classes, bool)
-            or not isinstance(self.num_classes, int)
-            or (self.num_classes < 1)
-        ):
-            raise AugmentError(
-                f"mixup.num_classes must be an integer >= 1, got {self.num_classes!r}"
-            )
+        check_integer("mixup.num_classes", self.num_classes, 1)
         for name, hi in (
             ("mixup_alpha", 100.0),
             ("cutmix_alpha", 100.0),
@@ -98,13 +92,7 @@ class Mixup:
             ("switch_prob", 1.0),
             ("label_smoothing", 1.0),
         ):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not (0.0 <= value <= hi)
-            ):
-                raise AugmentError(f"mixup.{name} must lie in [0, {hi}], got {value!r}")
+            check_number(f"mixup.{name}", getattr(self, name), 0.0, hi)
         if self.mixup_alpha == 0 and self.cutmix_alpha == 0:
             raise AugmentError("mixup: mixup_alpha and cutmix_alpha are both 0; drop Mixup")
 
@@ -168,13 +156,7 @@ class Mixup:
                 f"mixup needs [{images.shape[0]}] int64 labels, got "
                 f"{tuple(labels.shape)} {labels.dtype}"
             )
-        if labels.device.type == "cpu":
-            bad = (labels < 0) | (labels >= self.num_classes)
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0, 0])
-                raise AugmentError(
-                    f"mixup: label {int(labels[i])} of sample {i} is not in [0, {self.num_classes})"
-                )
+        check_labels(labels, self.num_classes, "mixup")
 
     def apply(
         self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator

@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import NoneType
 from typing import Any, ClassVar
 
 import torch
 
 from loaders.augment.arrays import BandNormalize, finish_fields
-from loaders.augment.checks import check_extent_values, check_inputs
+from loaders.augment.checks import check_extent_values, check_inputs, check_integer
 from loaders.augment.color import (
     DTYPES,
     apply_color,
@@ -89,12 +90,7 @@ class _Augment:
             raise AugmentError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.path not in PATHS:
             raise AugmentError(f"path must be one of {PATHS}, got {self.path!r}")
-        if (
-            isinstance(self.threads, bool)
-            or not isinstance(self.threads, int)
-            or not (1 <= self.threads <= 64)
-        ):
-            raise AugmentError(f"threads must be an integer in [1, 64], got {self.threads!r}")
+        check_integer("threads", self.threads, 1, 64)
         rot90 = getattr(self, "rot90", False)
         if not isinstance(rot90, bool) or (rot90 and self.size[0] != self.size[1]):
             raise AugmentError(
@@ -238,9 +234,12 @@ class TrainAugment(_Augment):
     jitter: ColorJitter | None = None
     rot90: bool = False
 
-    @property
+    @cached_property
     def policy(self) -> Policy:
-        """The crop, flip and jitter ranges, as the box sampler takes them."""
+        """The crop, flip and jitter ranges, as the box sampler takes them.
+
+        Built on first use and kept (the spec is frozen), not once per batch.
+        """
         jitter = self.jitter
         return Policy(
             scale=self.crop.scale,

@@ -6,7 +6,8 @@ Settings, epochs, the plan of an epoch, the state and mixup's generator are the 
 (:class:`loaders.contract.ContractLoader`, shared with ``StoreLoader``). What lives here:
 
 * order: the contract's plan, so the same order as ``StoreLoader`` for the same arguments;
-  with ``drop_last=False`` the ranks are evened out by repeats, marked ``is_pad``;
+  with ``drop_last=False`` the ranks are evened out by repeats, marked ``is_pad`` by their
+  position in the plan (:func:`loaders.contract.pad_positions`, as ``StoreLoader``'s reader);
 * randomness: :func:`loaders.dali.params.draw_batch_params`, keyed by the batch position;
 * resume: an iteration builds a pipeline whose feeder starts at the contract's first batch,
   so the remainder after :meth:`load_state_dict` is identical to an uninterrupted run.
@@ -22,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.contract import ContractLoader, Mixup, check_int, pad_flags
+from loaders.contract import ContractLoader, Mixup, check_int, pad_positions
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
-from loaders.dali.graph import GraphSpec, build_pipeline
+from loaders.dali.graph import PASSED, GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
@@ -50,6 +51,8 @@ class Fetched:
         offset: (n, 2) top-left of that region inside each input (None: the origin).
         label: (n,) int64 labels.
         index: (n,) int64 sample indices.
+        rows: (n,) which of the requested samples each row is, when some were left out
+            (None: row ``i`` is the ``i``-th requested sample).
     """
 
     data: list[np.ndarray] | np.ndarray
@@ -57,6 +60,7 @@ class Fetched:
     offset: npt.NDArray[np.int64] | None
     label: npt.NDArray[np.int64]
     index: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.intp] | None = None
 
 
 class _Feeder:
@@ -64,7 +68,8 @@ class _Feeder:
 
     def __init__(self, loader: DaliLoaderBase, epoch: int, start: int) -> None:
         self._loader, self._epoch, self._start = loader, epoch, start
-        self._order = loader.epoch_indices(epoch)
+        self._plan = loader.plan(epoch)
+        self._order = self._plan.order
         self._stop = loader.num_batches(epoch)
         self._next = start
         self._names = loader._graph().feed_names
@@ -78,7 +83,9 @@ class _Feeder:
             raise StopIteration
         b, bs, ld = self._next, self._loader.batch_size, self._loader
         self._next += 1
-        got = ld._fetch(self._epoch, b, self._order[b * bs : (b + 1) * bs])
+        indices = self._order[b * bs : (b + 1) * bs]
+        got = ld._fetch(self._epoch, b, indices)
+        is_pad = pad_positions(self._plan, b * bs, len(indices))
         p = draw_batch_params(
             ld.augment,
             got.hw,
@@ -92,7 +99,8 @@ class _Feeder:
             "data": got.data,
             "label": got.label,
             "index": got.index,
-            **{k: getattr(p, k) for k in self._names[1:-2]},
+            "is_pad": is_pad if got.rows is None else is_pad[got.rows],
+            **{k: getattr(p, k) for k in self._names[1 : -len(PASSED)]},
         }
         return tuple(feeds[k] for k in self._names)
 
@@ -225,14 +233,10 @@ class DaliLoaderBase(ContractLoader):
         """Apply the bad-input policy to what feeding ``batch`` found (nothing by default)."""
 
     def _to_batch(self, outs: Any, epoch: int, batch: int) -> dict[str, torch.Tensor]:
-        image, label, index = outs
-        host_index = torch.from_numpy(np.array(index.as_tensor())).reshape(-1)
-        out = {
-            "image": to_torch(image, self.device),
-            "label": torch.from_numpy(np.array(label.as_tensor())).reshape(-1),
-            "index": host_index,
-            "is_pad": pad_flags(host_index, torch.from_numpy(self.plan(epoch).repeats)),
-        }
+        image, *passed = outs
+        out = {"image": to_torch(image, self.device)}
+        for key, value in zip(PASSED, passed, strict=True):
+            out[key] = torch.from_numpy(np.array(value.as_tensor())).reshape(-1)
         if self.augment.channels_last and self.augment.layout == "CHW":
             out["image"] = out["image"].permute(0, 3, 1, 2)  # NCHW view, channels_last memory
         if self.augment.dtype == "bfloat16":

@@ -18,7 +18,10 @@ from typing import Any
 from loaders.dali._compat import require_dali
 from loaders.dali.params import DaliAugment
 
-__all__ = ["GraphSpec", "build_pipeline"]
+__all__ = ["PASSED", "GraphSpec", "build_pipeline"]
+
+# Per-sample feeds the graph passes through to its outputs unchanged, after the image.
+PASSED = ("label", "index", "is_pad")
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class GraphSpec:
         names += ["mirror"]
         names += ["brightness", "contrast"] if self.aug.brightness or self.aug.contrast else []
         names += ["saturation"] if self.aug.saturation else []
-        return (*names, "label", "index")
+        return (*names, *PASSED)
 
 
 def _images(spec: GraphSpec, data: Any, start: Any, end: Any) -> Any:
@@ -114,7 +117,7 @@ def _normalise(aug: DaliAugment, img: Any, mirror: Any) -> Any:
 
 
 def build_pipeline(spec: GraphSpec, feeder: Iterable[tuple[Any, ...]]) -> Any:
-    """Return a built DALI pipeline whose outputs are ``(image, label, index)``.
+    """Return a built DALI pipeline whose outputs are ``(image, label, index, is_pad)``.
 
     ``feeder`` yields, per batch, a tuple of per-sample inputs named by ``spec.feed_names``.
     """
@@ -133,6 +136,6 @@ def build_pipeline(spec: GraphSpec, feeder: Iterable[tuple[Any, ...]]) -> Any:
         f = dict(zip(names, feeds, strict=True))
         img = _images(spec, f["data"], f.get("roi_start"), f.get("roi_end"))
         img = _colour(spec.aug, img, f)
-        pipe.set_outputs(_normalise(spec.aug, img, f["mirror"]), f["label"], f["index"])
+        pipe.set_outputs(_normalise(spec.aug, img, f["mirror"]), *(f[k] for k in PASSED))
     pipe.build()
     return pipe

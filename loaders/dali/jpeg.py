@@ -191,8 +191,8 @@ class JpegLoader(DaliLoaderBase):
         return np.frombuffer(raw, np.uint8), (h, w)
 
     def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
-        data, hw, keep = [], [], []
-        for i in (int(i) for i in indices):
+        data, hw, keep, rows = [], [], [], []
+        for row, i in enumerate(int(i) for i in indices):
             if i not in self._bad:
                 try:
                     raw, shape = self._read(i)
@@ -202,12 +202,20 @@ class JpegLoader(DaliLoaderBase):
                     data.append(raw)
                     hw.append(shape)
                     keep.append(i)
+                    rows.append(row)
         self._batch_bad[(epoch, batch)] = [int(i) for i in indices if int(i) in self._bad]
-        if not keep:
-            data, hw, keep = [_placeholder()], [(1, 1)], [-1]
+        if not keep:  # a placeholder row, left out of the batch by its index -1
+            data, hw, keep, rows = [_placeholder()], [(1, 1)], [-1], [0]
         idx = np.asarray(keep, np.int64)
         labels = np.asarray([self.source.items[i][1] if i >= 0 else -1 for i in keep], np.int64)
-        return Fetched(data=data, hw=np.asarray(hw, np.int64), offset=None, label=labels, index=idx)
+        return Fetched(
+            data=data,
+            hw=np.asarray(hw, np.int64),
+            offset=None,
+            label=labels,
+            index=idx,
+            rows=np.asarray(rows, np.intp),
+        )
 
     def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
         b = start

@@ -14,6 +14,7 @@ colour factors the same as ``StoreLoader`` with the same policy draws for the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -125,9 +126,12 @@ class DaliAugment:
             layout="HWC",
         )
 
-    @property
+    @cached_property
     def policy(self) -> Policy:
-        """The crop, flip and jitter ranges, as the box sampler takes them."""
+        """The crop, flip and jitter ranges, as the box sampler takes them.
+
+        Built on first use and kept (the spec is frozen), not once per batch.
+        """
         return Policy(
             scale=self.scale or _DALI.scale,  # drawn but unused without a random crop
             ratio=self.ratio,

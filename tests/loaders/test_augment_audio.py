@@ -185,6 +185,27 @@ def test_bad_parameters_are_refused_by_name(kwargs, message: str) -> None:
         AudioAugment(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"mask_value": 10**400},
+            r"audio\.mask_value must be a number in \[-10000, 10000\], got 10+\.\.\.$",
+        ),
+        (
+            {"gain_db": (0.0, 10**400)},
+            r"audio\.gain_db must be a number in \[-60, 60\], got 10+\.\.\.$",
+        ),
+        ({"crop": 10**5000}, r"audio\.crop must be .*, got <an integer of 16610 bits>$"),
+        ({"mix_prob": float("nan")}, r"audio\.mix_prob must be a number in \[0, 1\], got nan$"),
+    ],
+)
+def test_huge_and_nan_numbers_are_refused_by_name(kwargs, message: str) -> None:
+    # one set of checkers (loaders.augment.checks): no OverflowError, no failing repr
+    with pytest.raises(AugmentError, match=message):
+        AudioAugment(**kwargs)
+
+
 def test_bad_batches_are_refused(waves, mels) -> None:
     with pytest.raises(AugmentError, match=r"audio\.noise_snr_db needs waveforms"):
         AudioAugment(noise_snr_db=(1.0, 2.0))(mels, _gen())
@@ -196,7 +217,7 @@ def test_bad_batches_are_refused(waves, mels) -> None:
         AudioAugment()({"audio": waves["audio"], "label": waves["label"]}, _gen())
     with pytest.raises(AugmentError, match=r"audio: unknown field\(s\) \['speed'\]"):
         AudioAugment.from_dict({"speed": 1.1})
-    with pytest.raises(AugmentError, match=r"audio mixing: a label is not in \[0, 2\)"):
+    with pytest.raises(AugmentError, match=r"audio mixing: label 2 of sample 2 is not in \[0, 2\)"):
         AudioAugment(num_classes=2, mixup_alpha=1.0)(waves, _gen())
 
 

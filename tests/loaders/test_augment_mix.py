@@ -142,6 +142,10 @@ def test_policy_round_trip_and_bad_values():
         Mixup(num_classes=0)
     with pytest.raises(AugmentError, match=r"mixup\.prob"):
         Mixup(num_classes=2, prob=2.0)
+    with pytest.raises(AugmentError, match=r"mixup\.prob .*, got <an integer of 16610 bits>$"):
+        Mixup(num_classes=2, prob=10**5000)
+    with pytest.raises(AugmentError, match=r"mixup\.num_classes must be an integer >= 1, got 2\.0"):
+        Mixup(num_classes=2.0)
     with pytest.raises(AugmentError, match="both 0"):
         Mixup(num_classes=2, mixup_alpha=0, cutmix_alpha=0)
     with pytest.raises(AugmentError, match="unknown"):
@@ -154,3 +158,20 @@ def test_policy_round_trip_and_bad_values():
         Mixup(num_classes=2)(
             torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4).long(), _gen()
         )
+
+
+def test_every_mixing_path_names_the_label_out_of_range():
+    # one check (loaders.augment.checks.check_labels) behind Mixup, a v2 label field and audio
+    from loaders.augment import AudioAugment
+    from precompute.fields import FieldSpec
+
+    labels = torch.tensor([0, 5, 1])
+    with pytest.raises(AugmentError, match=r"^mixup: label 5 of sample 1 is not in \[0, 3\)$"):
+        Mixup(3)(torch.rand(3, 3, 8, 8), labels, _gen())
+    fields = (FieldSpec("image", "image", {}), FieldSpec("label", "label", {}))
+    values = {"image": torch.rand(3, 3, 8, 8), "label": labels}
+    with pytest.raises(AugmentError, match=r"^field 'label': label 5 of sample 1 is not in \["):
+        Mixup(3).apply_fields(values, fields, _gen())
+    audio = {"audio": torch.zeros(3, 64), "label": labels, "length": torch.full((3,), 64)}
+    with pytest.raises(AugmentError, match=r"^audio mixing: label 5 of sample 1 is not in \["):
+        AudioAugment(num_classes=3, mixup_alpha=1.0)(audio, _gen())

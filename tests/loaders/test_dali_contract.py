@@ -163,3 +163,29 @@ def test_a_store_loaders_state_resumes_the_other_store_loader(tmp_path: Path) ->
         for got, w in zip(head + tail, want, strict=True):
             np.testing.assert_array_equal(got["index"], w["index"])
             np.testing.assert_array_equal(got["image"], w["image"])
+
+
+@pytest.mark.parametrize("world_size", [3, 7])
+def test_is_pad_is_the_plan_position_for_both_store_loaders(
+    tmp_path: Path, world_size: int
+) -> None:
+    # one definition (loaders.contract.pad_positions): the repeats are the plan's last positions
+    from loaders import StoreLoader
+    from loaders.contract import pad_positions
+    from loaders.dali import DaliStoreLoader
+
+    path = make_index_store(tmp_path / "s", 50)
+    kw = {"batch_size": 4, "drop_last": False, "world_size": world_size, "device": "cpu"}
+    for rank in range(world_size):
+        torch_side, dali_side = (
+            StoreLoader(path, rank=rank, **kw),
+            DaliStoreLoader(path, rank=rank, **kw),
+        )
+        plan = dali_side.plan(0)
+        flags = pad_positions(plan, 0, len(plan.order))
+        np.testing.assert_array_equal(plan.order[flags], plan.repeats)
+        got, want = collect(dali_side), collect(torch_side)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g["index"], w["index"])
+            np.testing.assert_array_equal(g["is_pad"], w["is_pad"])

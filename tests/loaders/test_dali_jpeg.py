@@ -139,6 +139,29 @@ def test_skip_never_loses_good_files_of_a_failed_batch(tmp_path: Path) -> None:
     assert truncated in loader.skipped
 
 
+@pytest.mark.parametrize("world_size", [5, 7])
+def test_skipped_files_leave_is_pad_on_the_repeats(tmp_path: Path, world_size: int) -> None:
+    # a row's is_pad is its plan position's (repeats come last), also when files of its batch
+    # were dropped: every good file once across ranks, only the plan's repeats marked
+    root, garbage, truncated = _broken(tmp_path)
+    real, pads = [], []
+    for rank in range(world_size):
+        loader = _loader(
+            root, on_error="skip", drop_last=False, rank=rank, world_size=world_size, batch_size=3
+        )
+        plan = loader.plan(0)
+        position = {int(i): p for p, i in enumerate(plan.order)}
+        for b in collect(loader):
+            want = [position[int(i)] >= plan.real for i in b["index"]]
+            assert b["is_pad"].tolist() == want
+            real += b["index"][~b["is_pad"]].tolist()
+            pads += b["index"][b["is_pad"]].tolist()
+    keys = [k for k, _ in loader.source.items]
+    good = sorted(set(range(24)) - {keys.index(garbage), keys.index(truncated)})
+    assert sorted(real) == good
+    assert 0 < len(pads) < world_size and set(pads) <= set(good)
+
+
 def test_raise_names_the_bad_file(tmp_path: Path) -> None:
     root, garbage, truncated = _broken(tmp_path)
     with pytest.raises(DecodeError, match=re.escape(garbage)):

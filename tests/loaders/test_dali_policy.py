@@ -12,7 +12,8 @@ from loaders.augment import CenterCrop, ColorJitter, EvalAugment, HorizontalFlip
 from loaders.augment.ops import Normalize, RandomResizedCrop
 from loaders.dali.params import DaliAugment, draw_batch_params
 from loaders.dali.policy import as_dali_augment, from_policy
-from tests.contracts.loader_contract import make_index_store
+from precompute.policy import Policy
+from tests.contracts.loader_contract import collect, make_index_store
 
 
 def test_train_policy_translates_field_by_field() -> None:
@@ -101,3 +102,27 @@ def test_loader_takes_an_eval_policy(tmp_path: Path) -> None:
     for batch in loader:
         want = (batch["index"] % 256).to(torch.float32) / 255
         torch.testing.assert_close(batch["image"][:, 0, 6, 6], want)
+
+
+class _RebuiltPerBatch(DaliAugment):
+    """The same policy with its box-sampler ``Policy`` built on every access (the old way)."""
+
+    @property  # type: ignore[override]
+    def policy(self) -> Policy:
+        return DaliAugment.policy.func(self)  # type: ignore[attr-defined]
+
+
+def test_a_loader_builds_its_policy_once_and_serves_the_same_bytes(
+    tmp_path: Path, built_policies: list[Policy]
+) -> None:
+    from loaders.dali import DaliStoreLoader
+
+    path = make_index_store(tmp_path / "s", 64)
+    spec = {"size": 12, "brightness": 0.3, "contrast": 0.2, "saturation": 0.1}
+    kw = {"batch_size": 8, "seed": 3, "device": "cpu"}
+    got = collect(DaliStoreLoader(path, augment=DaliAugment(**spec), **kw))
+    assert len(got) == 8 and len(built_policies) == 1  # not one per batch
+    want = collect(DaliStoreLoader(path, augment=_RebuiltPerBatch(**spec), **kw))
+    assert len(built_policies) == 1 + len(want)  # the reference rebuilds it for every batch
+    for g, w in zip(got, want, strict=True):
+        assert g["image"].tobytes() == w["image"].tobytes()
