@@ -28,7 +28,6 @@ __all__ = [
     "Mixup",
     "check_int",
     "check_state",
-    "pad_positions",
     "resolve_device",
     "resolve_rank",
     "store_identity",
@@ -82,15 +81,6 @@ def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
             "start the epoch afresh with set_epoch() instead"
         )
     raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
-
-
-def pad_positions(plan: EpochPlan, lo: int, n: int) -> npt.NDArray[np.bool_]:
-    """Return the ``is_pad`` of the ``n`` samples served from ``plan`` position ``lo`` on.
-
-    The repeats that even out the ranks come last in a plan's order (positions from
-    :attr:`loaders.batching.plan.EpochPlan.real` on), so a row's flag is its position's.
-    """
-    return np.arange(lo, lo + n) >= plan.real
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

@@ -61,6 +61,15 @@ class EpochPlan:
         """The samples served as padding repeats (none without ``pad``)."""
         return self.order[self.real :]
 
+    def is_pad(self, lo: int, n: int) -> npt.NDArray[np.bool_]:
+        """Return the ``is_pad`` flags of the ``n`` positions from ``lo`` on.
+
+        The repeats that even out the ranks come last in the order (positions from
+        :attr:`real` on), so a row's flag is its position's. Every loader marks ``is_pad``
+        with this.
+        """
+        return np.arange(lo, lo + n) >= self.real
+
     def batches(self, batch_size: int, drop_last: bool) -> int:
         """Return the number of batches of this epoch."""
         return num_batches(len(self.order), batch_size, drop_last)

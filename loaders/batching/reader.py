@@ -171,7 +171,7 @@ class BatchReader(Node[HostBatch]):
         arrays = {name: values[index] for name, values in self.small.items()}
         arrays["extent"] = self.extents[index]
         arrays["index"] = index
-        arrays["is_pad"] = np.arange(lo, hi) >= self.plan.real
+        arrays["is_pad"] = self.plan.is_pad(lo, hi - lo)
         self._per_sample = (batch, stop, arrays)
 
     def _limits(self) -> tuple[int, int]:

@@ -7,7 +7,8 @@ Settings, epochs, the plan of an epoch, the state and mixup's generator are the 
 
 * order: the contract's plan, so the same order as ``StoreLoader`` for the same arguments;
   with ``drop_last=False`` the ranks are evened out by repeats, marked ``is_pad`` by their
-  position in the plan (:func:`loaders.contract.pad_positions`, as ``StoreLoader``'s reader);
+  position in the plan (:meth:`loaders.batching.plan.EpochPlan.is_pad`, as ``StoreLoader``'s
+  reader);
 * randomness: :func:`loaders.dali.params.draw_batch_params`, keyed by the batch position;
 * resume: an iteration builds a pipeline whose feeder starts at the contract's first batch,
   so the remainder after :meth:`load_state_dict` is identical to an uninterrupted run.
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.contract import ContractLoader, Mixup, check_int, pad_positions
+from loaders.contract import ContractLoader, Mixup, check_int
 from loaders.dali._compat import dali_device_id, require_dali, to_torch
 from loaders.dali.graph import PASSED, GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
@@ -85,7 +86,7 @@ class _Feeder:
         self._next += 1
         indices = self._order[b * bs : (b + 1) * bs]
         got = ld._fetch(self._epoch, b, indices)
-        is_pad = pad_positions(self._plan, b * bs, len(indices))
+        is_pad = self._plan.is_pad(b * bs, len(indices))
         p = draw_batch_params(
             ld.augment,
             got.hw,

@@ -169,9 +169,8 @@ def test_a_store_loaders_state_resumes_the_other_store_loader(tmp_path: Path) ->
 def test_is_pad_is_the_plan_position_for_both_store_loaders(
     tmp_path: Path, world_size: int
 ) -> None:
-    # one definition (loaders.contract.pad_positions): the repeats are the plan's last positions
+    # one definition (EpochPlan.is_pad): the repeats are the plan's last positions
     from loaders import StoreLoader
-    from loaders.contract import pad_positions
     from loaders.dali import DaliStoreLoader
 
     path = make_index_store(tmp_path / "s", 50)
@@ -182,7 +181,7 @@ def test_is_pad_is_the_plan_position_for_both_store_loaders(
             DaliStoreLoader(path, rank=rank, **kw),
         )
         plan = dali_side.plan(0)
-        flags = pad_positions(plan, 0, len(plan.order))
+        flags = plan.is_pad(0, len(plan.order))
         np.testing.assert_array_equal(plan.order[flags], plan.repeats)
         got, want = collect(dali_side), collect(torch_side)
         assert len(got) == len(want)
