@@ -21,6 +21,7 @@ import torch
 from loaders.batching.order import batch_seed, epoch_after
 from loaders.batching.plan import EpochPlan, epoch_plan
 from loaders.errors import DeviceUnavailableError, LoaderError
+from precompute.policy import show
 
 __all__ = [
     "SETTINGS_KEYS",
@@ -39,6 +40,7 @@ Mixup = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tens
 _Loader = TypeVar("_Loader", bound="ContractLoader")
 
 # The settings a saved state must match (besides the data identity a loader adds).
+INT_MOST = 2**31 - 1  # the largest size or count check_int takes by default
 SETTINGS_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
 
 
@@ -106,14 +108,19 @@ def store_identity(spec_hash: str) -> dict[str, Any]:
     return {"spec_hash": spec_hash}
 
 
-def check_int(name: str, value: object, least: int) -> int:
-    """Return ``value`` if it is an integer (not a bool) >= ``least``.
+def check_int(name: str, value: object, least: int, most: int | None = INT_MOST) -> int:
+    """Return ``value`` if it is an integer (not a bool) in ``[least, most]``.
+
+    ``most`` (default 2**31 - 1) keeps sizes and counts within what numpy indexes (a seed
+    takes up to 2**64 - 1); None: no upper bound.
 
     Raises:
         ValueError: Naming ``name`` and the value otherwise.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {least}, got {show(value)}")
+    if most is not None and value > most:
+        raise ValueError(f"{name} must be an integer in [{least}, {most}], got {show(value)}")
     return value
 
 
@@ -158,7 +165,7 @@ class ContractLoader:
     ) -> None:
         self.batch_size = check_int("batch_size", batch_size, 1)
         self.buffer_chunks = check_int("buffer_chunks", buffer_chunks, 1)
-        self.seed = check_int("seed", seed, 0)
+        self.seed = check_int("seed", seed, 0, 2**64 - 1)
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.device = resolve_device(device)

@@ -20,10 +20,13 @@ before the first batch, what cannot serve array fields (colour jitter: arrays ha
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from loaders.augment.bandbuf import empty
@@ -33,6 +36,7 @@ from loaders.augment.errors import AugmentError
 from loaders.augment.ops import Op, register_op
 from loaders.augment.rot90 import draw_k, rotate_field
 from precompute.fields import FieldSpec
+from precompute.policy import show
 
 __all__ = ["BandNormalize", "bind_band_stats", "check_array_policy", "finish_fields"]
 
@@ -40,14 +44,19 @@ __all__ = ["BandNormalize", "bind_band_stats", "check_array_policy", "finish_fie
 def _floats(name: str, value: Any) -> tuple[float, ...] | None:
     if value is None:
         return None
+    if isinstance(value, np.ndarray | torch.Tensor):
+        value = value.tolist()
+    numbers = isinstance(value, Sequence) and not isinstance(value, str | bytes)
+    if numbers:  # a number each: no strings ("1" or "123" would parse), no bools
+        numbers = all(isinstance(v, Real) and not isinstance(v, bool) for v in value)
+    if not numbers:
+        raise AugmentError(f"band_normalize.{name} must be a list of numbers, got {show(value)}")
     try:
         out = tuple(float(v) for v in value)
-    except (TypeError, ValueError):
-        raise AugmentError(
-            f"band_normalize.{name} must be a list of numbers, got {value!r}"
-        ) from None
-    if not out or not all(torch.isfinite(torch.tensor(out))):
-        raise AugmentError(f"band_normalize.{name} must be finite numbers, got {value!r}")
+    except (TypeError, ValueError, OverflowError):
+        out = ()
+    if not out or not all(math.isfinite(v) for v in out):
+        raise AugmentError(f"band_normalize.{name} must be finite numbers, got {show(value)}")
     return out
 
 

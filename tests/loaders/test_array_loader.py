@@ -153,3 +153,26 @@ def test_dali_refuses_the_array_store_naming_the_field(store: Path) -> None:
 
     with pytest.raises(StoreOpenError, match=r"field\(s\) 'image' \(array\) it cannot serve"):
         refuse_unserved_fields(open_store(store))
+
+
+@pytest.mark.parametrize(
+    "mean, match",
+    [
+        ("123", "must be a list of numbers, got '123'"),  # would parse as bands 1, 2, 3
+        (["1", 2.0], "must be a list of numbers"),
+        ([True, 1.0], "must be a list of numbers"),
+        ([10**400], "must be finite numbers, got \\[1000"),  # float() overflows
+        ([float("nan")], "must be finite numbers"),
+    ],
+)
+def test_band_normalize_refuses_what_is_not_a_list_of_finite_numbers(
+    mean: object, match: str
+) -> None:
+    with pytest.raises(AugmentError, match=f"band_normalize.mean {match}"):
+        BandNormalize(mean=mean, std=[1.0])  # type: ignore[arg-type]
+
+
+def test_band_normalize_takes_numpy_and_torch_vectors() -> None:
+    want = BandNormalize(mean=[1.0, 2.5], std=[1.0, 2.0])
+    assert BandNormalize(mean=np.array([1.0, 2.5]), std=torch.tensor([1.0, 2.0])) == want
+    assert BandNormalize(mean=(np.float32(1.0), 2.5), std=[1, 2]) == want

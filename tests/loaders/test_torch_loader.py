@@ -156,6 +156,10 @@ def test_rank_and_world_from_torchrun_env(store: Path, monkeypatch: pytest.Monke
         ({"prefetch": -1}, "prefetch must be an integer >= 0"),
         ({"buffer_chunks": 0}, "buffer_chunks"),
         ({"seed": -1}, "seed must be"),
+        # past what numpy indexes: a clear error, not an OverflowError from the plan
+        ({"batch_size": 10**5000}, r"batch_size must be an integer in \[1, 2147483647\], got <an"),
+        ({"num_threads": 2**40}, r"num_threads must be an integer in \[1, 2147483647\]"),
+        ({"seed": 10**5000}, r"seed must be an integer in \[0, 18446744073709551615\]"),
     ],
 )
 def test_bad_arguments(store: Path, kw: dict, match: str) -> None:
