@@ -39,6 +39,8 @@ from service.objholder import (
     STALE_S,
     Beats,
     describe_holder,
+    fenced_delete,
+    fenced_put,
     holder_doc,
     inspect_holder,
     read_holder,
@@ -76,11 +78,19 @@ class Backoff:
 
 
 class Claim:
-    """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent)."""
+    """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent).
 
-    def __init__(self, url: str, body: bytes, beat_s: float = BEAT_S) -> None:
+    Args:
+        url: The claim object.
+        body: The holder document this process wrote.
+        etag: The ETag of that write: beats and the release are fenced on the latest one.
+        beat_s: How often the claim is re-PUT.
+    """
+
+    def __init__(self, url: str, body: bytes, etag: str, beat_s: float = BEAT_S) -> None:
         self.url = url
         self._token = json.loads(body)["token"]
+        self._etag = etag
         self._held = True
         self._beats = Beats(url, self._beat, beat_s)
 
@@ -89,19 +99,21 @@ class Claim:
         return isinstance(holder, dict) and holder.get("token") == self._token
 
     def _beat(self, n: int) -> bool:
-        if not self._mine():
+        body = holder_doc(self._token, n)  # checked first: a store may ignore If-Match
+        etag = fenced_put("beat", self.url, body, self._token, self._etag) if self._mine() else None
+        if etag is None:
             log.warning("%s: the claim was taken over; no longer beating", self.url)
             return False
-        object_call("beat", objstore.put_bytes, self.url, holder_doc(self._token, n))
+        self._etag = etag
         return True
 
     def release(self) -> None:
         """Stop beating and delete the claim object, unless another process took it over."""
         if self._held:
             self._held = False
-            self._beats.stop()
-            if self._mine():
-                object_call("release", objstore.delete, self.url)
+            self._beats.stop()  # waits for a beat under way: the ETag is the last write's
+            if not (self._mine() and fenced_delete("release", self.url, self._etag)):
+                log.warning("%s: the claim was taken over; left to its new holder", self.url)
 
     def __enter__(self) -> Claim:
         return self
@@ -124,17 +136,25 @@ def try_claim(url: str, stale_s: float = STALE_S, beat_s: float = BEAT_S) -> Cla
         return None
     if holder is None:
         try:
-            object_call("claim", objstore.put_bytes, url, me, only_new=True)
+            etag = object_call("claim", objstore.put_bytes, url, me, only_new=True)
         except FileExistsError:
             return None  # another process took it first
-        return Claim(url, me, beat_s)
-    tag = holder.etag.strip('"') or "none"
+        return Claim(url, me, etag, beat_s)
+    return _take_over(url, me, holder.etag, beat_s)
+
+
+def _take_over(url: str, me: bytes, dead: str, beat_s: float) -> Claim | None:
+    """Replace the dead claim of ETag ``dead`` with ``me``; None if another process acted first."""
+    marker = f"{url}.takeover/{dead.strip(chr(34)) or 'none'}"
     try:
-        object_call("takeover", objstore.put_bytes, f"{url}.takeover/{tag}", me, only_new=True)
+        object_call("takeover", objstore.put_bytes, marker, me, only_new=True)
     except FileExistsError:
         return None  # another process took this dead claim over first
-    object_call("takeover", objstore.put_bytes, url, me)
-    return Claim(url, me, beat_s)
+    etag = fenced_put("takeover", url, me, json.loads(me)["token"], dead)
+    if etag is None:  # the claim changed since it was read (released, a fresh claim made)
+        object_call("takeover", objstore.delete, marker)  # If-Match held: no marker needed
+        return None
+    return Claim(url, me, etag, beat_s)
 
 
 def wait_claim(
