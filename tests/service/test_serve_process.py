@@ -54,7 +54,7 @@ def test_client_disconnecting_mid_request_costs_one_log_line(tmp_path: Path) -> 
 
 def _name(proc: psutil.Process) -> str:
     try:
-        return proc.name()
+        return str(proc.name())
     except psutil.NoSuchProcess:
         return ""
 
