@@ -5,6 +5,11 @@ S3-compatible server such as MinIO, Ceph or moto), ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE`` and ``~/.aws/config``. Nothing here logs or puts
 credentials in a message: errors name the URL and the service's error code only.
 
+Writes can be conditional: :func:`put_bytes` with ``only_new`` (``If-None-Match: *``) or
+``if_match`` (an ETag), :func:`delete` with ``if_match``; a lost ``if_match`` raises
+:class:`VersionChangedError`. :func:`put_bytes` returns the new ETag, so a writer can make its
+next write conditional on its own last one.
+
 :class:`ObjectPath` is a :class:`pathlib.Path` whose file reads (``read_text``,
 ``read_bytes``, ``is_file``, ``exists``, ``stat``) go to the object store, so the store
 metadata checks of :mod:`precompute.format` and :mod:`precompute.storecheck` apply to a store in

@@ -5,19 +5,29 @@
 creates it holds the claim, re-PUTs it every ``BEAT_S`` seconds (a new ETag) while it holds it,
 and deletes it on release. A claim is dead when its holder is a dead process on this host, or
 (a holder on another host) when it was last written more than ``stale_s`` seconds ago by the
-object store's clock (:func:`service.objholder.inspect_holder`; no caller's clock matters). A
-dead claim is taken over: the taker first creates ``claims/<name>.json.takeover/<etag>`` with a
-conditional PUT, where ``<etag>`` is the dead claim's ETag, so of several processes that saw the
-same dead claim exactly one wins, then overwrites the claim with its own. A holder that checks
-the claim before each beat and finds another token stops beating. There is no fencing: a
-holder stalled for longer than ``stale_s`` (and then resuming its build) can race the process
-that took its claim over.
+object store's clock (:func:`service.objholder.inspect_holder`; no caller's clock matters).
+
+**Takeover**: a dead claim of ETag ``E`` is taken over in two conditional PUTs. First the
+marker ``claims/<name>.json.takeover/E`` (``If-None-Match: *``): of several processes that saw
+the same dead claim, exactly one wins. Then the claim itself, ``If-Match: E``: if the claim
+changed since it was read (the dead holder resumed and released it, a collection removed it, a
+third process made a fresh, live claim), the PUT fails, the taker deletes its marker (the store
+honours ``If-Match``, so the marker cannot matter) and waits on. The marker stays as the guard
+for servers that ignore ``If-Match`` on PUT; garbage collection deletes markers older than
+``stale_s`` (:func:`service.objevict.clean_markers`).
+
+**Fencing**: the holder keeps the ETag of its last write; each beat re-PUTs ``If-Match`` it and
+the release deletes ``If-Match`` it (:func:`service.objholder.fenced_put`), so a holder stalled
+past ``stale_s`` whose claim was taken over gets a precondition failure, logs it and stops
+beating, and never overwrites or deletes its taker's claim. It also reads the claim before each
+beat and before its release (the guard where ``If-Match`` is ignored). The store's own objects
+are not fenced: a stalled builder that carries on can still race its taker in writing them.
 
 **Waiting** (:func:`wait_claim`, the one wait path of builds, removals and collections): poll
 with a backoff from ``POLL_FIRST_S`` doubling to ``POLL_CAP_S`` (each delay drawn between half
 and all of it, so waiters spread out), so a waiter makes O(log) polls while the claim is young
-and one per second or so after that. Each poll reads the claim (a GET, plus a HEAD for a holder
-of another host); the conditional PUT is tried only when the claim is gone.
+and one per second or so after that. Each poll reads the claim (one GET: its own headers date
+the version read); the conditional PUT is tried only when the claim is gone.
 
 Leases (readers) are objects too: :mod:`service.objlease`.
 """
