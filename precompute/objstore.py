@@ -104,6 +104,11 @@ def _failed_precondition(exc: Exception) -> bool:
     return _code(exc) in ("PreconditionFailed", "412")
 
 
+def _lost_if_match(exc: Exception) -> bool:
+    """A conditional write lost to another (409: a conflicting write was under way meanwhile)."""
+    return _failed_precondition(exc) or _code(exc) in ("ConditionalRequestConflict", "409")
+
+
 def _age(response: dict[str, Any], modified: datetime | None) -> float | None:
     """Seconds from ``modified`` to the ``Date`` of ``response`` (the server's clock)."""
     date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
@@ -209,7 +214,7 @@ def put_bytes(url: str, data: bytes, *, only_new: bool = False, if_match: str | 
     except Exception as exc:
         if only_new and _failed_precondition(exc):
             raise FileExistsError(f"{url}: exists") from None
-        if if_match and (_failed_precondition(exc) or _missing(exc)):
+        if if_match and (_lost_if_match(exc) or _missing(exc)):
             raise VersionChangedError(f"{url}: no longer the version {if_match}") from None
         raise OSError(f"{url}: PUT failed ({_code(exc)})") from exc
 
@@ -232,7 +237,7 @@ def delete(url: str, *, if_match: str | None = None) -> None:
     except Exception as exc:
         if if_match and _missing(exc):
             return
-        if if_match and _failed_precondition(exc):
+        if if_match and _lost_if_match(exc):
             raise VersionChangedError(f"{url}: no longer the version {if_match}") from None
         raise OSError(f"{url}: DELETE failed ({_code(exc)})") from exc
 

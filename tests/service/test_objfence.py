@@ -168,3 +168,22 @@ def test_gc_removes_takeover_markers_older_than_stale_s(root: str) -> None:
     objstore.put_bytes(young, b"{}")
     assert cache.gc().cleaned == ("claims/a.json.takeover/e",)
     assert list(objstore.list_sizes(f"{root}/claims")) == [young]
+
+
+def test_conditional_writes_name_the_object_and_the_version_lost(root: str) -> None:
+    url = f"{root}/claims/k.json"
+    first = objstore.put_bytes(url, b"1")
+    second = objstore.put_bytes(url, b"2", if_match=first)  # returns the ETag it wrote
+    assert second == objstore.get_range(url).etag != first
+    with pytest.raises(objstore.VersionChangedError) as lost:
+        objstore.put_bytes(url, b"3", if_match=first)
+    assert str(lost.value) == f"{url}: no longer the version {first}"
+    with pytest.raises(objstore.VersionChangedError):
+        objstore.delete(url, if_match=first)
+    assert objstore.get_range(url).data == b"2"
+    objstore.delete(url, if_match=second)
+    objstore.delete(url, if_match=second)  # gone: nothing to do
+    with pytest.raises(objstore.VersionChangedError):
+        objstore.put_bytes(url, b"4", if_match=second)  # gone: not that version either
+    with pytest.raises(ValueError, match=f"{url}: a PUT is only_new or if_match='x', not both"):
+        objstore.put_bytes(url, b"5", only_new=True, if_match="x")
