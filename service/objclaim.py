@@ -155,7 +155,8 @@ def try_claim(url: str, stale_s: float = STALE_S, beat_s: float = BEAT_S) -> Cla
 
 def _take_over(url: str, me: bytes, dead: str, beat_s: float) -> Claim | None:
     """Replace the dead claim of ETag ``dead`` with ``me``; None if another process acted first."""
-    marker = f"{url}.takeover/{dead.strip(chr(34)) or 'none'}"
+    tag = dead.strip('"') or "none"
+    marker = f"{url}.takeover/{tag}"
     try:
         object_call("takeover", objstore.put_bytes, marker, me, only_new=True)
     except FileExistsError:

@@ -152,7 +152,11 @@ def fenced_put(what: str, url: str, body: bytes, token: str, etag: str) -> str |
 
 
 def fenced_delete(what: str, url: str, etag: str) -> bool:
-    """Delete the version ``etag`` of ``url`` (or nothing, if it is gone); False if replaced."""
+    """Delete the version ``etag`` of ``url``; False if another version replaced it.
+
+    True also when the object is gone already (deleted by this holder's retried DELETE, or by a
+    collection that judged it dead).
+    """
     try:
         object_call(what, objstore.delete, url, if_match=etag)
     except objstore.VersionChangedError:
