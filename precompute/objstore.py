@@ -5,6 +5,11 @@ S3-compatible server such as MinIO, Ceph or moto), ``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE`` and ``~/.aws/config``. Nothing here logs or puts
 credentials in a message: errors name the URL and the service's error code only.
 
+Writes can be conditional: :func:`put_bytes` with ``only_new`` (``If-None-Match: *``) or
+``if_match`` (an ETag), :func:`delete` with ``if_match``; a lost ``if_match`` raises
+:class:`VersionChangedError`. :func:`put_bytes` returns the new ETag, so a writer can make its
+next write conditional on its own last one.
+
 :class:`ObjectPath` is a :class:`pathlib.Path` whose file reads (``read_text``,
 ``read_bytes``, ``is_file``, ``exists``, ``stat``) go to the object store, so the store
 metadata checks of :mod:`precompute.format` and :mod:`precompute.storecheck` apply to a store in
@@ -13,9 +18,11 @@ object storage unchanged: ``str()`` of it is the ``s3://`` URL.
 
 from __future__ import annotations
 
+import email.utils
 import os
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path, PosixPath
 from typing import Any
 
@@ -24,12 +31,14 @@ from precompute.errors import StoreError
 __all__ = [
     "ObjectPath",
     "Range",
+    "VersionChangedError",
     "client",
     "delete",
     "get_range",
     "head",
     "head_object",
     "is_object_url",
+    "list_ages",
     "list_sizes",
     "put_bytes",
     "split_url",
@@ -39,6 +48,10 @@ __all__ = [
 SCHEME = "s3://"
 _lock = threading.Lock()
 _clients: dict[int, Any] = {}  # pid -> client
+
+
+class VersionChangedError(OSError):
+    """A conditional write (``if_match``) found the object changed or gone: another wrote it."""
 
 
 def is_object_url(path: str | os.PathLike[str]) -> bool:
@@ -87,13 +100,35 @@ def _missing(exc: Exception) -> bool:
     return _code(exc) in ("404", "NoSuchKey", "NotFound")
 
 
+def _failed_precondition(exc: Exception) -> bool:
+    return _code(exc) in ("PreconditionFailed", "412")
+
+
+def _lost_if_match(exc: Exception) -> bool:
+    """A conditional write lost to another (409: a conflicting write was under way meanwhile)."""
+    return _failed_precondition(exc) or _code(exc) in ("ConditionalRequestConflict", "409")
+
+
+def _age(response: dict[str, Any], modified: datetime | None) -> float | None:
+    """Seconds from ``modified`` to the ``Date`` of ``response`` (the server's clock)."""
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not date or modified is None:
+        return None
+    return float((email.utils.parsedate_to_datetime(date) - modified).total_seconds())
+
+
 @dataclass(frozen=True)
 class Range:
-    """Bytes of a ranged GET and what the response says about the whole object."""
+    """Bytes of a ranged GET and what the response says about the whole object.
+
+    ``age_s``: seconds since the object was last written, by the server's clock (its ``Date``
+    minus the object's ``Last-Modified``); None when the response lacks either.
+    """
 
     data: bytes
     size: int  # of the whole object
     etag: str
+    age_s: float | None = None
 
 
 def get_range(
@@ -121,12 +156,13 @@ def get_range(
     except Exception as exc:  # botocore raises many types; every one names a code
         if _missing(exc):
             raise FileNotFoundError(f"{url}: no such object") from None
-        if _code(exc) in ("PreconditionFailed", "412"):
+        if _failed_precondition(exc):
             raise OSError(f"{url}: the object was replaced while the store was read") from exc
         raise OSError(f"{url}: GET failed ({_code(exc)})") from exc
     total = response.get("ContentRange", "").rpartition("/")[2]
     size = int(total) if total.isdigit() else int(response["ContentLength"])
-    return Range(data, size, str(response.get("ETag", "")))
+    age = _age(response, response.get("LastModified"))
+    return Range(data, size, str(response.get("ETag", "")), age)
 
 
 def head_object(url: str) -> dict[str, Any]:
@@ -151,35 +187,82 @@ def head(url: str) -> tuple[int, str]:
     return int(response["ContentLength"]), str(response.get("ETag", ""))
 
 
-def put_bytes(url: str, data: bytes, *, only_new: bool = False) -> None:
+def put_bytes(url: str, data: bytes, *, only_new: bool = False, if_match: str | None = None) -> str:
     """PUT ``data`` as the whole object ``url`` (atomic: readers see the old or the new object).
 
     Args:
         url: Destination.
         data: The object's bytes.
         only_new: Fail if the object exists (a conditional PUT, ``If-None-Match: *``).
+        if_match: Replace only the object version of this ETag (``If-Match``).
+
+    Returns:
+        The ETag of the object written.
 
     Raises:
+        ValueError: Both ``only_new`` and ``if_match``.
         FileExistsError: ``only_new`` and the object exists.
+        VersionChangedError: ``if_match`` and the object is another version, or gone.
         OSError: The PUT failed.
     """
+    if only_new and if_match:
+        raise ValueError(f"{url}: a PUT is only_new or if_match={if_match!r}, not both")
     bucket, key = split_url(url)
-    extra = {"IfNoneMatch": "*"} if only_new else {}
+    extra = {"IfNoneMatch": "*"} if only_new else {"IfMatch": if_match} if if_match else {}
     try:
-        client().put_object(Bucket=bucket, Key=key, Body=data, **extra)
+        return str(client().put_object(Bucket=bucket, Key=key, Body=data, **extra).get("ETag", ""))
     except Exception as exc:
-        if _code(exc) in ("PreconditionFailed", "412"):
+        if only_new and _failed_precondition(exc):
             raise FileExistsError(f"{url}: exists") from None
+        if if_match and (_lost_if_match(exc) or _missing(exc)):
+            raise VersionChangedError(f"{url}: no longer the version {if_match}") from None
         raise OSError(f"{url}: PUT failed ({_code(exc)})") from exc
 
 
-def delete(url: str) -> None:
-    """Delete the object ``url`` (no error if it does not exist)."""
+def delete(url: str, *, if_match: str | None = None) -> None:
+    """Delete the object ``url`` (no error if it does not exist).
+
+    Args:
+        url: The object.
+        if_match: Delete only the object version of this ETag (``If-Match``).
+
+    Raises:
+        VersionChangedError: ``if_match`` and the object is another version.
+        OSError: The DELETE failed.
+    """
     bucket, key = split_url(url)
+    extra = {"IfMatch": if_match} if if_match else {}
     try:
-        client().delete_object(Bucket=bucket, Key=key)
+        client().delete_object(Bucket=bucket, Key=key, **extra)
     except Exception as exc:
+        if if_match and _missing(exc):
+            return
+        if if_match and _lost_if_match(exc):
+            raise VersionChangedError(f"{url}: no longer the version {if_match}") from None
         raise OSError(f"{url}: DELETE failed ({_code(exc)})") from exc
+
+
+def _pages(prefix_url: str) -> Any:
+    bucket, prefix = split_url(prefix_url)
+    prefix = f"{prefix}/" if prefix else ""
+    return client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+
+
+def list_ages(prefix_url: str) -> dict[str, float]:
+    """Return ``{url: seconds since last written}`` under ``prefix_url``, by the server's clock.
+
+    Raises:
+        OSError: The listing failed.
+    """
+    bucket, ages = split_url(prefix_url)[0], dict[str, float]()
+    try:
+        for page in _pages(prefix_url):
+            for obj in page.get("Contents", ()):
+                age = _age(page, obj.get("LastModified"))
+                ages[f"{SCHEME}{bucket}/{obj['Key']}"] = 0.0 if age is None else age
+    except Exception as exc:
+        raise OSError(f"{prefix_url}: LIST failed ({_code(exc)})") from exc
+    return ages
 
 
 def list_sizes(prefix_url: str) -> dict[str, int]:
@@ -188,13 +271,9 @@ def list_sizes(prefix_url: str) -> dict[str, int]:
     Raises:
         OSError: The listing failed.
     """
-    bucket, prefix = split_url(prefix_url)
-    prefix = f"{prefix}/" if prefix else ""
-    sizes: dict[str, int] = {}
+    bucket, sizes = split_url(prefix_url)[0], dict[str, int]()
     try:
-        for page in (
-            client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        ):
+        for page in _pages(prefix_url):
             for obj in page.get("Contents", ()):
                 sizes[f"{SCHEME}{bucket}/{obj['Key']}"] = int(obj["Size"])
     except Exception as exc:

@@ -34,11 +34,12 @@ __all__ = ["ObjectLayout", "object_call"]
 def object_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Call an :mod:`precompute.objstore` function, turning failures into ``ServiceError``.
 
-    ``FileNotFoundError`` and ``FileExistsError`` pass through (callers branch on them).
+    ``FileNotFoundError``, ``FileExistsError`` and ``objstore.VersionChangedError`` pass
+    through (callers branch on them).
     """
     try:
         return fn(*args, **kwargs)
-    except (FileNotFoundError, FileExistsError):
+    except (FileNotFoundError, FileExistsError, objstore.VersionChangedError):
         raise
     except OSError as exc:
         raise ServiceError(f"cache {what}: {exc}") from exc

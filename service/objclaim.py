@@ -5,19 +5,29 @@
 creates it holds the claim, re-PUTs it every ``BEAT_S`` seconds (a new ETag) while it holds it,
 and deletes it on release. A claim is dead when its holder is a dead process on this host, or
 (a holder on another host) when it was last written more than ``stale_s`` seconds ago by the
-object store's clock (:func:`service.objholder.inspect_holder`; no caller's clock matters). A
-dead claim is taken over: the taker first creates ``claims/<name>.json.takeover/<etag>`` with a
-conditional PUT, where ``<etag>`` is the dead claim's ETag, so of several processes that saw the
-same dead claim exactly one wins, then overwrites the claim with its own. A holder that checks
-the claim before each beat and finds another token stops beating. There is no fencing: a
-holder stalled for longer than ``stale_s`` (and then resuming its build) can race the process
-that took its claim over.
+object store's clock (:func:`service.objholder.inspect_holder`; no caller's clock matters).
+
+**Takeover**: a dead claim of ETag ``E`` is taken over in two conditional PUTs. First the
+marker ``claims/<name>.json.takeover/E`` (``If-None-Match: *``): of several processes that saw
+the same dead claim, exactly one wins. Then the claim itself, ``If-Match: E``: if the claim
+changed since it was read (the dead holder resumed and released it, a collection removed it, a
+third process made a fresh, live claim), the PUT fails, the taker deletes its marker (the store
+honours ``If-Match``, so the marker cannot matter) and waits on. The marker stays as the guard
+for servers that ignore ``If-Match`` on PUT; garbage collection deletes markers older than
+``stale_s`` (:func:`service.objevict.clean_markers`).
+
+**Fencing**: the holder keeps the ETag of its last write; each beat re-PUTs ``If-Match`` it and
+the release deletes ``If-Match`` it (:func:`service.objholder.fenced_put`), so a holder stalled
+past ``stale_s`` whose claim was taken over gets a precondition failure, logs it and stops
+beating, and never overwrites or deletes its taker's claim. It also reads the claim before each
+beat and before its release (the guard where ``If-Match`` is ignored). The store's own objects
+are not fenced: a stalled builder that carries on can still race its taker in writing them.
 
 **Waiting** (:func:`wait_claim`, the one wait path of builds, removals and collections): poll
 with a backoff from ``POLL_FIRST_S`` doubling to ``POLL_CAP_S`` (each delay drawn between half
 and all of it, so waiters spread out), so a waiter makes O(log) polls while the claim is young
-and one per second or so after that. Each poll reads the claim (a GET, plus a HEAD for a holder
-of another host); the conditional PUT is tried only when the claim is gone.
+and one per second or so after that. Each poll reads the claim (one GET: its own headers date
+the version read); the conditional PUT is tried only when the claim is gone.
 
 Leases (readers) are objects too: :mod:`service.objlease`.
 """
@@ -39,6 +49,8 @@ from service.objholder import (
     STALE_S,
     Beats,
     describe_holder,
+    fenced_delete,
+    fenced_put,
     holder_doc,
     inspect_holder,
     read_holder,
@@ -76,11 +88,19 @@ class Backoff:
 
 
 class Claim:
-    """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent)."""
+    """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent).
 
-    def __init__(self, url: str, body: bytes, beat_s: float = BEAT_S) -> None:
+    Args:
+        url: The claim object.
+        body: The holder document this process wrote.
+        etag: The ETag of that write: beats and the release are fenced on the latest one.
+        beat_s: How often the claim is re-PUT.
+    """
+
+    def __init__(self, url: str, body: bytes, etag: str, beat_s: float = BEAT_S) -> None:
         self.url = url
         self._token = json.loads(body)["token"]
+        self._etag = etag
         self._held = True
         self._beats = Beats(url, self._beat, beat_s)
 
@@ -89,19 +109,21 @@ class Claim:
         return isinstance(holder, dict) and holder.get("token") == self._token
 
     def _beat(self, n: int) -> bool:
-        if not self._mine():
+        body = holder_doc(self._token, n)  # checked first: a store may ignore If-Match
+        etag = fenced_put("beat", self.url, body, self._token, self._etag) if self._mine() else None
+        if etag is None:
             log.warning("%s: the claim was taken over; no longer beating", self.url)
             return False
-        object_call("beat", objstore.put_bytes, self.url, holder_doc(self._token, n))
+        self._etag = etag
         return True
 
     def release(self) -> None:
         """Stop beating and delete the claim object, unless another process took it over."""
         if self._held:
             self._held = False
-            self._beats.stop()
-            if self._mine():
-                object_call("release", objstore.delete, self.url)
+            self._beats.stop()  # waits for a beat under way: the ETag is the last write's
+            if not (self._mine() and fenced_delete("release", self.url, self._etag)):
+                log.warning("%s: the claim was taken over; left to its new holder", self.url)
 
     def __enter__(self) -> Claim:
         return self
@@ -124,17 +146,26 @@ def try_claim(url: str, stale_s: float = STALE_S, beat_s: float = BEAT_S) -> Cla
         return None
     if holder is None:
         try:
-            object_call("claim", objstore.put_bytes, url, me, only_new=True)
+            etag = object_call("claim", objstore.put_bytes, url, me, only_new=True)
         except FileExistsError:
             return None  # another process took it first
-        return Claim(url, me, beat_s)
-    tag = holder.etag.strip('"') or "none"
+        return Claim(url, me, etag, beat_s)
+    return _take_over(url, me, holder.etag, beat_s)
+
+
+def _take_over(url: str, me: bytes, dead: str, beat_s: float) -> Claim | None:
+    """Replace the dead claim of ETag ``dead`` with ``me``; None if another process acted first."""
+    tag = dead.strip('"') or "none"
+    marker = f"{url}.takeover/{tag}"
     try:
-        object_call("takeover", objstore.put_bytes, f"{url}.takeover/{tag}", me, only_new=True)
+        object_call("takeover", objstore.put_bytes, marker, me, only_new=True)
     except FileExistsError:
         return None  # another process took this dead claim over first
-    object_call("takeover", objstore.put_bytes, url, me)
-    return Claim(url, me, beat_s)
+    etag = fenced_put("takeover", url, me, json.loads(me)["token"], dead)
+    if etag is None:  # the claim changed since it was read (released, a fresh claim made)
+        object_call("takeover", objstore.delete, marker)  # If-Match held: no marker needed
+        return None
+    return Claim(url, me, etag, beat_s)
 
 
 def wait_claim(

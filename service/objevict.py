@@ -20,7 +20,7 @@ from service.objclaim import try_claim, wait_claim
 from service.objholder import DEFAULT_TIMING, Timing
 from service.objlease import live_leases
 
-__all__ = ["clean_debris", "collect", "remove_store", "try_evict"]
+__all__ = ["clean_debris", "clean_markers", "collect", "remove_store", "try_evict"]
 
 
 def _unpublish(layout: ObjectLayout, entry: Entry, stale_s: float) -> bool:
@@ -65,6 +65,24 @@ def try_evict(layout: ObjectLayout, entry: Entry, timing: Timing = DEFAULT_TIMIN
         return _unpublish(layout, entry, timing.stale_s)
 
 
+def clean_markers(layout: ObjectLayout, stale_s: float) -> list[str]:
+    """Delete takeover markers older than ``stale_s`` by the object store's clock.
+
+    A marker (``claims/<key>.json.takeover/<etag>``) only stops a second process that read the
+    same dead claim from taking it over as well; once older than ``stale_s`` no such reader is
+    still waiting to act on its read (one stalled as long is as dead as a stalled holder).
+
+    Returns:
+        The markers removed, relative to the cache root.
+    """
+    removed, claims = [], f"{layout.url}/claims"
+    for url, age in sorted(object_call("list", objstore.list_ages, claims).items()):
+        if ".json.takeover/" in url and age > stale_s:
+            object_call("delete", objstore.delete, url)
+            removed.append(url[len(layout.url) + 1 :])
+    return removed
+
+
 def clean_debris(layout: ObjectLayout, timing: Timing = DEFAULT_TIMING) -> list[str]:
     """Delete stores without an entry whose build claim is free or dead (their builder died).
 
@@ -95,9 +113,10 @@ def collect(
 ) -> GcReport:
     """Clean debris, then evict the least recently used of ``entries`` until under ``budget``.
 
-    Runs under the cache's ``gc`` claim, so two collections never overshoot together.
+    Runs under the cache's ``gc`` claim, so two collections never overshoot together. Debris
+    is old takeover markers (:func:`clean_markers`), then stores nobody published.
     """
     url = layout.claim_url("gc")
     with wait_claim(url, lock_timeout, stale_s=timing.stale_s, beat_s=timing.beat_s, what="gc"):
-        cleaned = clean_debris(layout, timing)
+        cleaned = clean_markers(layout, timing.stale_s) + clean_debris(layout, timing)
         return evict_lru(entries, budget, keep, lambda e: try_evict(layout, e, timing), cleaned)

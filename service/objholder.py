@@ -5,14 +5,18 @@ A claim (:mod:`service.objclaim`) or a lease (:mod:`service.objlease`) is a smal
 it. Whoever finds one judges it the same way (:func:`inspect_holder`): it is **dead** when its
 holder is a dead process on this host, or, for a holder on another host, when the object was
 last written more than ``stale_s`` seconds ago *by the object store's own clock* (the ``Date``
-of a HEAD response minus the object's ``Last-Modified``). No caller's clock is consulted, so
-a caller whose clock is skewed, or one that has just arrived, judges a holder exactly as every
-other caller does.
+of the GET response that read it minus the object's ``Last-Modified``). No caller's clock is
+consulted, so a caller whose clock is skewed, or one that has just arrived, judges a holder
+exactly as every other caller does.
+
+A holder's writes are fenced (:func:`fenced_put`, :func:`fenced_delete`): each beat replaces,
+and the release deletes, only the version of the holder's own last write (``If-Match`` on its
+ETag), so a holder whose object another process replaced or deleted meanwhile (a takeover, a
+collection of a lease judged dead) gets a precondition failure instead of overwriting it.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
@@ -36,10 +40,11 @@ __all__ = [
     "Holder",
     "Timing",
     "describe_holder",
+    "fenced_delete",
+    "fenced_put",
     "holder_alive",
     "holder_doc",
     "inspect_holder",
-    "object_age",
     "read_holder",
 ]
 
@@ -79,32 +84,25 @@ def holder_alive(holder: Any) -> bool:
     return pid_alive(holder["pid"])
 
 
+def _read(url: str) -> objstore.Range | None:
+    try:
+        found: objstore.Range = object_call("claim", objstore.get_range, url)
+    except FileNotFoundError:
+        return None
+    return found
+
+
+def _doc(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {}
+
+
 def read_holder(url: str) -> tuple[Any, str] | None:
     """Return ``(holder document, etag)`` of the claim or lease at ``url``, None if absent."""
-    try:
-        found = object_call("claim", objstore.get_range, url)
-    except FileNotFoundError:
-        return None
-    try:
-        return json.loads(found.data), found.etag
-    except ValueError:
-        return {}, found.etag
-
-
-def object_age(url: str) -> tuple[float, str] | None:
-    """Return ``(seconds since last written, etag)`` of ``url`` by the store's clock; None if gone.
-
-    An answer without a ``Date`` or ``Last-Modified`` gives age 0 (no clock to judge by).
-    """
-    try:
-        response = object_call("claim", objstore.head_object, url)
-    except FileNotFoundError:
-        return None
-    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-    modified, etag = response.get("LastModified"), str(response.get("ETag", ""))
-    if not date or modified is None:
-        return 0.0, etag
-    return float((email.utils.parsedate_to_datetime(date) - modified).total_seconds()), etag
+    found = _read(url)
+    return None if found is None else (_doc(found.data), found.etag)
 
 
 @dataclass(frozen=True)
@@ -124,18 +122,46 @@ class Holder:
 
 
 def inspect_holder(url: str, stale_s: float = STALE_S) -> Holder | None:
-    """Read the claim or lease at ``url`` and judge its holder; None if there is none."""
-    found = read_holder(url)
+    """Read the claim or lease at ``url`` and judge its holder; None if there is none.
+
+    One GET: its own ``Date`` and ``Last-Modified`` give the age of the version read.
+    """
+    found = _read(url)
     if found is None:
         return None
-    doc, etag = found
+    doc = _doc(found.data)
     if not isinstance(doc, dict) or doc.get("host") == socket.gethostname():
-        return Holder(doc, etag, not holder_alive(doc))
-    aged = object_age(url)
-    if aged is None:
-        return None  # released meanwhile
-    stale = aged[1] == etag and aged[0] > stale_s  # the version read, not a newer beat
-    return Holder(doc, etag, stale)
+        return Holder(doc, found.etag, not holder_alive(doc))
+    return Holder(doc, found.etag, (found.age_s or 0.0) > stale_s)
+
+
+def fenced_put(what: str, url: str, body: bytes, token: str, etag: str) -> str | None:
+    """PUT ``body`` over the version ``etag`` of ``url``; return the new ETag, None if lost.
+
+    A precondition failure means another process wrote or deleted the object since (a takeover,
+    a collection): the holder has lost it. If the object there still carries ``token``, the
+    failed PUT was a retry of this holder's own PUT that had landed, and its ETag is returned.
+    """
+    try:
+        new: str = object_call(what, objstore.put_bytes, url, body, if_match=etag)
+    except objstore.VersionChangedError:
+        found = read_holder(url)
+        mine = found is not None and isinstance(found[0], dict) and found[0].get("token") == token
+        return found[1] if found is not None and mine else None
+    return new
+
+
+def fenced_delete(what: str, url: str, etag: str) -> bool:
+    """Delete the version ``etag`` of ``url``; False if another version replaced it.
+
+    True also when the object is gone already (deleted by this holder's retried DELETE, or by a
+    collection that judged it dead).
+    """
+    try:
+        object_call(what, objstore.delete, url, if_match=etag)
+    except objstore.VersionChangedError:
+        return False
+    return True
 
 
 def describe_holder(url: str) -> str:

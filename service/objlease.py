@@ -2,14 +2,19 @@
 
 ``leases/<key>/<id>.json`` holds ``{host, pid, token, beat}``. The reader PUTs it before it
 re-checks that the store is still published, re-PUTs it every ``BEAT_S`` seconds while it
-reads, and deletes it on release. Eviction and removal (:mod:`service.objevict`) judge a lease
-as a claim is judged (:func:`service.objholder.inspect_holder`): live unless its holder is a
-dead process on this host, or (another host) the object was last written more than ``STALE_S``
-seconds ago by the object store's own clock; dead leases are deleted.
+reads, and deletes it on release; each re-PUT and the release are fenced on the ETag of the
+reader's last write (:func:`service.objholder.fenced_put`), so a lease a collection deleted as
+dead is never PUT back by a reader that resumes. Eviction and removal
+(:mod:`service.objevict`) judge a lease as a claim is judged
+(:func:`service.objholder.inspect_holder`): live unless its holder is a dead process on this
+host, or (another host) the object was last written more than ``STALE_S`` seconds ago by the
+object store's own clock; dead leases are deleted (only in the version judged: a lease re-PUT
+meanwhile is live).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 import weakref
 from pathlib import Path
@@ -17,20 +22,32 @@ from pathlib import Path
 from precompute import objstore
 from service.lease import StoreLease
 from service.objcatalog import ObjectLayout, object_call
-from service.objholder import BEAT_S, STALE_S, Beats, holder_doc, inspect_holder
+from service.objholder import (
+    BEAT_S,
+    STALE_S,
+    Beats,
+    fenced_delete,
+    fenced_put,
+    holder_doc,
+    inspect_holder,
+)
 
 __all__ = ["ObjectLease", "live_leases"]
 
+log = logging.getLogger("service.objlease")
+
 
 def live_leases(layout: ObjectLayout, key: str, stale_s: float = STALE_S) -> list[str]:
-    """Return the lease objects of ``key`` held by live readers; delete the dead ones."""
+    """Return the lease objects of ``key`` held by live readers; delete the dead ones.
+
+    A dead lease is deleted only in the version judged (``If-Match``): one its reader re-PUT
+    meanwhile is live.
+    """
     live = []
     for url in sorted(object_call("list", objstore.list_sizes, layout.lease_prefix(key))):
         holder = inspect_holder(url, stale_s)
-        if holder is not None and not holder.dead:
+        if holder is not None and not (holder.dead and fenced_delete("delete", url, holder.etag)):
             live.append(url)
-        elif holder is not None:
-            object_call("delete", objstore.delete, url)
     return live
 
 
@@ -44,19 +61,26 @@ class ObjectLease(StoreLease):
         super().__init__(key, path)
         self._token = uuid.uuid4().hex
         self._url = f"{layout.lease_prefix(key)}/{self._token}.json"
-        object_call("lease", objstore.put_bytes, self._url, holder_doc(self._token))
+        self._etag: str = object_call(
+            "lease", objstore.put_bytes, self._url, holder_doc(self._token)
+        )
         self._acquired()
         ref = weakref.ref(self)  # the beats must not keep a forgotten lease alive
         self._beats = Beats(self._url, lambda n: _beat(ref, n), beat_s)
 
     def _beat(self, n: int) -> bool:
-        if self.held:
-            object_call("lease", objstore.put_bytes, self._url, holder_doc(self._token, n))
-        return self.held
+        if not self.held:
+            return False
+        etag = fenced_put("lease", self._url, holder_doc(self._token, n), self._token, self._etag)
+        if etag is None:  # judged dead and deleted by a collection: never PUT it back
+            log.warning("%s: the lease was collected as dead; no longer beating", self._url)
+            return False
+        self._etag = etag
+        return True
 
     def _drop(self) -> None:
         self._beats.stop()  # waits for a beat under way: no PUT after the DELETE
-        object_call("release", objstore.delete, self._url)
+        fenced_delete("release", self._url, self._etag)
 
 
 def _beat(ref: weakref.ref[ObjectLease], n: int) -> bool:

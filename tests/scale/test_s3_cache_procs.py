@@ -13,17 +13,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from precompute.format import open_store_info
 from service import Cache, ServiceError
-from tests.processes import REPO, spawn_module
+from tests.processes import spawn_module
 from tests.scale.test_s3_cache import hanging_s3_builder, s3_builder
 from tests.servers import wait_for
 from tests.service.helpers import SPEC, make_source, read_log
+from tests.service.serving import serve_process
 
 WORKER = "tests.scale.test_s3_cache_procs"  # the module each spawned process runs
 
@@ -75,39 +75,16 @@ def test_a_killed_builders_claim_is_taken_over(
     assert cache.status(key)["status"] == "ready"
 
 
-def test_serve_with_an_s3_cache_shares_it_with_other_processes(
-    bucket: str, tmp_path: Path, procs: list[subprocess.Popen[str]]
-) -> None:
-    import socket
-
+def test_serve_with_an_s3_cache_shares_it_with_other_processes(bucket: str, tmp_path: Path) -> None:
     import httpx
 
     source, root = make_source(tmp_path / "data" / "ds"), f"{bucket}/cache"
     key = Cache(root, builder=s3_builder()).get_or_build(source, SPEC).name  # built here
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = ["--cache", root, "--source-root", tmp_path / "data", "--port", port]
-    procs.append(
-        subprocess.Popen(
-            [sys.executable, "-m", "service", *map(str, args)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    )
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 60
-    while True:
-        assert procs[0].poll() is None, procs[0].communicate()
-        try:
-            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                break
-        except httpx.TransportError:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
-    with httpx.Client(base_url=url, timeout=30) as c:
+    args = ["--cache", root, "--source-root", tmp_path / "data"]
+    with (
+        serve_process(tmp_path / "server.log", *args) as (_, url),
+        httpx.Client(base_url=url, timeout=30) as c,
+    ):
         hit = c.post("/stores", json={"source": "ds", "spec": SPEC})  # no build: a hit
         assert hit.status_code == 200 and hit.json()["path"] == f"{root}/stores/{key}", hit.text
         assert [s["key"] for s in c.get("/stores").json()["stores"]] == [key]

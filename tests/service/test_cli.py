@@ -6,7 +6,6 @@ import itertools
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ from service.cli import cache as cache_cli
 from service.cli import human_bytes, parse_bytes
 from tests.servers import free_port
 from tests.service.helpers import SPEC, index_builder, make_source
+from tests.service.serving import serve_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,41 +111,8 @@ def test_python_m_service_refuses_public_bind_without_token(tmp_path: Path) -> N
 
 
 def test_python_m_service_serves_with_token(tmp_path: Path) -> None:
-    port, token = free_port(), "t" * 24
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "--root",
-            str(tmp_path / "c"),
-            "--source-root",
-            str(tmp_path),
-            "--port",
-            str(port),
-            "--token",
-            token,
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                r = httpx.get(f"{url}/healthz", headers={"Authorization": f"Bearer {token}"})
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(proc.communicate()) from None
-                time.sleep(0.1)
+    token, args = "t" * 24, ["--root", tmp_path / "c", "--source-root", tmp_path]
+    with serve_process(tmp_path / "log", *args, "--log-level", "warning", token=token) as (_, url):
+        r = httpx.get(f"{url}/healthz", headers={"Authorization": f"Bearer {token}"})
         assert r.json() == {"status": "ok"}
         assert httpx.get(f"{url}/stores").status_code == 401
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)

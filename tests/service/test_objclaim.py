@@ -2,7 +2,7 @@
 and how every caller judges a holder of another host by the object store's clock.
 
 Requests are counted by a botocore event hook (``before-parameter-build``) on the real
-client, not a mock.
+client, not a mock (the ``calls`` fixture of ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -27,28 +25,6 @@ from tests.scale.test_s3_cache import s3_builder
 from tests.service.helpers import SPEC, make_source, read_log
 
 ELSEWHERE = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
-
-
-@pytest.fixture
-def root(s3_server: str) -> str:
-    """An ``s3://`` cache root in a new empty bucket of the test server."""
-    name = f"nostall-claims-{uuid.uuid4().hex[:12]}"
-    objstore.client().create_bucket(Bucket=name)
-    return f"s3://{name}/cache"
-
-
-@pytest.fixture
-def calls(s3_server: str) -> Iterator[Counter[tuple[str, str]]]:
-    """Count ``(operation, object key)`` of every S3 call this process makes while it lasts."""
-    seen: Counter[tuple[str, str]] = Counter()
-
-    def count(model: Any, params: dict[str, Any], **_: Any) -> None:
-        seen[model.name, str(params.get("Key", ""))] += 1
-
-    events = objstore.client().meta.events
-    events.register("before-parameter-build.s3", count, unique_id="nostall-test-calls")
-    yield seen
-    events.unregister("before-parameter-build.s3", unique_id="nostall-test-calls")
 
 
 def put_elsewhere(url: str, beat: int = 0) -> None:
@@ -95,7 +71,8 @@ def test_a_waiter_backs_off_to_about_one_poll_a_second(
     # then one per 0.5-1 s; polling every 50 ms would be about 80
     assert 4 <= polls <= 6 + 4 / 0.5 + 1
     assert calls["PutObject", key_of(claim_url)] == 0  # no conditional PUT while it is held
-    per_poll = 3 if waiter == "build" else 2  # (HEAD entry), GET + HEAD of the claim
+    assert calls["HeadObject", key_of(claim_url)] == 0  # the GET's own headers give the age
+    per_poll = 2 if waiter == "build" else 1  # (HEAD entry), GET of the claim
     assert sum(calls.values()) <= per_poll * polls + 4
     assert str(raised.value) == (
         f"timed out after 4 s waiting for {what} {key} by another-host pid 1 ({claim_url})"

@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,44 +16,17 @@ import psutil
 import pytest
 
 from tests.processes import running
-from tests.servers import free_port
 from tests.service.helpers import SPEC, make_source
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.service.serving import answers, serve_process
 
 
 @contextmanager
 def _serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
-    """Run the server in its own session (as a shell job is); yield it, its URL and its log."""
+    """Run the server on a new source root; yield it, its URL and its log."""
     make_source(tmp_path / "data" / "ds")
-    port, log = free_port(), tmp_path / "server.log"
-    args = ["--root", str(tmp_path / "cache"), "--source-root", str(tmp_path / "data")]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service", *args, "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _until(lambda: _answers(url) or proc.poll() is not None, 60, "the server did not start")
-        assert proc.poll() is None, log.read_text()
+    log, args = tmp_path / "server.log", ["--root", tmp_path / "cache"]
+    with serve_process(log, *args, "--source-root", tmp_path / "data") as (proc, url):
         yield proc, url, log
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _until(ready: object, seconds: float, message: str) -> None:
@@ -71,7 +43,7 @@ def test_client_disconnecting_mid_request_costs_one_log_line(tmp_path: Path) -> 
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(head + b'{"source": "ds", ')  # then hang up mid-body
         _until(lambda: b"disconnect" in log.read_bytes().lower(), 30, "nothing logged")
-        assert _answers(url)
+        assert answers(url)
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)
     text = log.read_text()
@@ -82,7 +54,7 @@ def test_client_disconnecting_mid_request_costs_one_log_line(tmp_path: Path) -> 
 
 def _name(proc: psutil.Process) -> str:
     try:
-        return proc.name()
+        return str(proc.name())
     except psutil.NoSuchProcess:
         return ""
 

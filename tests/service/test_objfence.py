@@ -1,0 +1,189 @@
+"""Fenced claims and leases of an ``s3://`` cache, against moto's real S3 server on 127.0.0.1.
+
+Each race is made to happen at one exact point: a botocore event hook on this process's real
+client runs the other process's move (through a second client of its own) just before this
+process's request goes out, between its read and its write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+import pytest
+
+from precompute import objstore
+from service import Cache
+from service.objcache import ObjectCache
+from service.objcatalog import ObjectLayout
+from service.objclaim import Claim, try_claim
+from service.objlease import ObjectLease, live_leases
+
+OTHER = {"host": "another-host", "pid": 1, "token": "other", "beat": 0}  # alive, for all we know
+
+
+def dead_here() -> bytes:
+    """A holder document of a process of this host that has exited."""
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return json.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "x"}).encode()
+
+
+@pytest.fixture
+def other(s3_server: str) -> Any:
+    """The S3 client of another process: its requests do not pass this process's hooks."""
+    return boto3.session.Session().client("s3")
+
+
+@contextmanager
+def just_before(operation: str, url: str, move: Callable[[], None]) -> Iterator[list[bool]]:
+    """Run ``move`` once, just before this process's next ``operation`` request on ``url``."""
+    fired: list[bool] = []  # set once the move is done
+    busy: list[bool] = []
+    key = objstore.split_url(url)[1]
+
+    def hook(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name == operation and params.get("Key") == key and not busy:
+            busy.append(True)
+            move()
+            fired.append(True)
+
+    events = objstore.client().meta.events
+    events.register("before-parameter-build.s3", hook, unique_id="nostall-test-race")
+    try:
+        yield fired
+    finally:
+        events.unregister("before-parameter-build.s3", unique_id="nostall-test-race")
+
+
+def put_by(client: Any, url: str, doc: dict[str, Any]) -> None:
+    bucket, key = objstore.split_url(url)
+    client.put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
+
+
+def doc_at(url: str) -> Any:
+    return json.loads(objstore.get_range(url).data)
+
+
+def test_a_takeover_never_overwrites_a_fresh_claim_made_after_its_look(
+    root: str, other: Any
+) -> None:
+    url = f"{root}/claims/k.json"
+    objstore.put_bytes(url, dead_here())
+
+    def released_and_claimed_afresh() -> None:  # between the taker's GET and its PUT
+        bucket, key = objstore.split_url(url)
+        other.delete_object(Bucket=bucket, Key=key)
+        put_by(other, url, OTHER)
+
+    with just_before("PutObject", url, released_and_claimed_afresh) as fired:
+        assert try_claim(url) is None
+    assert fired and doc_at(url) == OTHER  # the live claim stands: one builder
+    assert objstore.list_sizes(f"{url}.takeover") == {}  # If-Match held: its marker is gone
+
+
+def test_a_stalled_holder_stops_beating_and_never_overwrites_its_taker(
+    root: str, other: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"{root}/claims/k.json"
+    claim = try_claim(url, beat_s=0.2)
+    assert isinstance(claim, Claim)
+    taken = lambda: put_by(other, url, OTHER)  # noqa: E731
+    with (
+        just_before("PutObject", url, taken) as fired,
+        caplog.at_level(logging.WARNING, logger="service.objclaim"),
+    ):
+        deadline = time.monotonic() + 10
+        while not fired and time.monotonic() < deadline:
+            time.sleep(0.05)  # the next beat checks the claim, then it is taken over
+        time.sleep(1.0)  # four more beats, had it gone on
+    assert fired and doc_at(url) == OTHER
+    assert "the claim was taken over; no longer beating" in caplog.text
+    claim.release()
+    assert doc_at(url) == OTHER  # and its release leaves the new holder's claim
+
+
+def test_a_release_never_deletes_the_claim_of_its_taker(root: str, other: Any) -> None:
+    url = f"{root}/claims/k.json"
+    claim = try_claim(url, beat_s=60)
+    assert isinstance(claim, Claim)
+    with just_before("DeleteObject", url, lambda: put_by(other, url, OTHER)):
+        claim.release()  # checked its claim, then taken over before the DELETE went out
+    assert doc_at(url) == OTHER
+
+
+def test_a_retried_beat_whose_first_try_landed_is_adopted(root: str, other: Any) -> None:
+    url = f"{root}/claims/k.json"
+    claim = try_claim(url, beat_s=0.2)
+    assert isinstance(claim, Claim)
+    mine = {**json.loads(objstore.get_range(url).data), "beat": 99}
+    with just_before("PutObject", url, lambda: put_by(other, url, mine)) as fired:
+        deadline = time.monotonic() + 10  # the beat's If-Match fails on "its own" write ...
+        while not (fired and doc_at(url)["beat"] != 99) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert doc_at(url)["token"] == mine["token"] and doc_at(url)["beat"] != 99  # ... adopted
+    claim.release()
+    assert objstore.list_sizes(f"{root}/claims") == {}
+
+
+def test_a_lease_collected_as_dead_is_never_put_back(
+    root: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    layout = ObjectLayout(root)
+    with caplog.at_level(logging.WARNING, logger="service.objlease"):
+        lease = ObjectLease("k", layout.store("k"), layout, beat_s=0.2)
+        (url,) = objstore.list_sizes(layout.lease_prefix("k"))
+        objstore.delete(url)  # a collection judged its reader dead (stalled past stale_s)
+        time.sleep(1.0)  # four beats, had it gone on
+    assert objstore.list_sizes(layout.lease_prefix("k")) == {}
+    assert "the lease was collected as dead; no longer beating" in caplog.text
+    lease.release()
+
+
+def test_a_dead_lease_re_put_before_its_deletion_is_live(root: str, other: Any) -> None:
+    layout = ObjectLayout(root)
+    url = f"{layout.lease_prefix('k')}/r.json"
+    objstore.put_bytes(url, dead_here())
+    with just_before("DeleteObject", url, lambda: put_by(other, url, OTHER)) as fired:
+        assert live_leases(layout, "k") == [url]  # its reader resumed: judged dead, yet live
+    assert fired and doc_at(url) == OTHER
+
+
+def test_gc_removes_takeover_markers_older_than_stale_s(root: str) -> None:
+    cache = Cache(root)
+    assert isinstance(cache, ObjectCache)
+    cache.claim_stale_s = 1.0
+    old, young = (f"{root}/claims/{k}.json.takeover/e" for k in ("a", "b"))
+    objstore.put_bytes(old, b"{}")
+    time.sleep(2.5)  # over 1 s old by the server's clock (whole seconds)
+    objstore.put_bytes(young, b"{}")
+    assert cache.gc().cleaned == ("claims/a.json.takeover/e",)
+    assert list(objstore.list_sizes(f"{root}/claims")) == [young]
+
+
+def test_conditional_writes_name_the_object_and_the_version_lost(root: str) -> None:
+    url = f"{root}/claims/k.json"
+    first = objstore.put_bytes(url, b"1")
+    second = objstore.put_bytes(url, b"2", if_match=first)  # returns the ETag it wrote
+    assert second == objstore.get_range(url).etag != first
+    with pytest.raises(objstore.VersionChangedError) as lost:
+        objstore.put_bytes(url, b"3", if_match=first)
+    assert str(lost.value) == f"{url}: no longer the version {first}"
+    with pytest.raises(objstore.VersionChangedError):
+        objstore.delete(url, if_match=first)
+    assert objstore.get_range(url).data == b"2"
+    objstore.delete(url, if_match=second)
+    objstore.delete(url, if_match=second)  # gone: nothing to do
+    with pytest.raises(objstore.VersionChangedError):
+        objstore.put_bytes(url, b"4", if_match=second)  # gone: not that version either
+    with pytest.raises(ValueError, match=f"{url}: a PUT is only_new or if_match='x', not both"):
+        objstore.put_bytes(url, b"5", only_new=True, if_match="x")
