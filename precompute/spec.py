@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 from precompute.errors import SpecError
@@ -66,9 +67,12 @@ class AugmentPolicy:
             value = check_number(f"augment.{name}", getattr(self, name), "jitter")
             object.__setattr__(self, name, float(value))
 
-    @property
+    @cached_property
     def policy(self) -> Policy:
-        """The crop and jitter ranges, as the box sampler takes them (no flip)."""
+        """The crop and jitter ranges, as the box sampler takes them (no flip).
+
+        Built once per spec (the spec is frozen), not once per sample and variant.
+        """
         return Policy(
             scale=self.scale,
             ratio=self.ratio,

@@ -204,3 +204,25 @@ def test_cuda_boxes_equal_host_boxes() -> None:
     for a, b in zip(cpu, cuda, strict=True):
         assert torch.equal(a, b.cpu())
     assert f_cpu is not None and f_cuda is not None and torch.equal(f_cpu, f_cuda.cpu())
+
+
+def test_a_build_spec_builds_its_box_policy_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``variant_params`` runs per sample and variant; the sampler's Policy is built once per
+    spec and every draw is the one a freshly built Policy gives."""
+    import precompute.spec as spec_module
+
+    built = []
+    real = spec_module.Policy
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(spec_module, "Policy", counted)
+    policy = AugmentPolicy(scale=(0.3, 0.9), brightness=0.2)
+    draws = [variant_params(variant_key(7, slot, 0), 40, 30, policy) for slot in range(50)]
+    assert len(built) == 1
+    fresh = [variant_params(variant_key(7, s, 0), 40, 30, AugmentPolicy(scale=(0.3, 0.9),
+             brightness=0.2)) for s in range(50)]  # fmt: skip
+    assert [d[0] for d in draws] == [f[0] for f in fresh]
+    np.testing.assert_array_equal(np.stack([d[1] for d in draws]), np.stack([f[1] for f in fresh]))
