@@ -33,6 +33,7 @@ from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import read_input
+from precompute.listing import per_input
 from precompute.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
@@ -131,12 +132,6 @@ def audio_fields(
         raise SpecError(f"{src}: {exc}") from None
 
 
-def _per_input(src: str, on_error: str, skipped: Skipped, key: str, why: str) -> None:
-    if on_error == "raise":
-        raise SourceError(f"{src}: {key}: {why}")
-    skipped.append((key, why))
-
-
 def _duration(path: str, key: str) -> float:
     """Seconds of audio the header of ``path`` declares (``ValueError`` for a bad header)."""
     import soundfile
@@ -202,7 +197,7 @@ def _entries(
                 raise ValueError("needs path and label")
             out.append((path, label, _segment(row, "start"), _segment(row, "end")))
         except ValueError as exc:
-            _per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
+            per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
     return root, out, None
 
 
@@ -278,13 +273,13 @@ def _items(
     try:
         seconds = _duration(where, path)
     except ValueError as exc:
-        _per_input(src, on_error, skipped, path, str(exc))
+        per_input(src, on_error, skipped, path, str(exc))
         return []
     clip = float(opts["clip_seconds"])
     hop = float(opts["hop_seconds"] or clip)
     spans = _windows(seconds, clip, hop, lo or 0.0, hi)
     if not spans:
-        _per_input(src, on_error, skipped, path, f"segment starts after the end ({seconds:.3f} s)")
+        per_input(src, on_error, skipped, path, f"segment starts after the end ({seconds:.3f} s)")
     return [
         FieldItem(f"{path}@{a:.3f}", files, (*value, ("audio.segment", [a, b, "window"])))
         for a, b in spans
