@@ -33,7 +33,7 @@ from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import read_input
-from precompute.listing import per_input
+from precompute.listing import checkpoint, per_input
 from precompute.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
@@ -270,6 +270,7 @@ def _items(
         seg = () if lo is None and hi is None else (("audio.segment", [lo, hi, "center"]),)
         return [FieldItem(path, files, value + seg)]
     where = path if "://" in path or os.path.isabs(path) else os.path.join(root, path)
+    checkpoint()  # a header read per file: where a stopped listing ends
     try:
         seconds = _duration(where, path)
     except ValueError as exc:
