@@ -216,9 +216,14 @@ def _same_counts(
 
 
 def list_field_manifest(
-    src: str | os.PathLike[str], fields: Sequence[FieldSpec], on_error: str = "raise"
+    src: str | os.PathLike[str],
+    fields: Sequence[FieldSpec],
+    on_error: str = "raise",
+    text: str | None = None,
 ) -> FieldSource:
     """List a CSV/JSONL manifest with one column per field of ``fields``.
+
+    ``text``: the manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: The manifest is missing or malformed, lacks a field's column, has no
@@ -231,7 +236,7 @@ def list_field_manifest(
     keyed = [f.name for f in fields if f.spec.source == "file"]
     if not keyed:
         raise SourceError(f"{src}: a manifest needs at least one file field (an image path)")
-    text = read_text(src)
+    text = read_text(src) if text is None else text
     names = [f.name for f in fields]
     raw = csv_rows(src, text, names) if src.lower().endswith(".csv") else jsonl_rows(src, text)
     root = src.rsplit("/", 1)[0] if is_url(src) else os.path.dirname(os.path.abspath(src))

@@ -114,7 +114,9 @@ class Source:
         return int(info.get("size") or 0), int(float(mtime) * 1e9)
 
 
-def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
+def list_source(
+    src: str | os.PathLike[str], on_error: str = "raise", text: str | None = None
+) -> Source:
     """List ``src``: a class-folder tree or a ``.csv``/``.jsonl`` manifest of ``path,label``.
 
     In a folder source every sub-folder of the root is a class (sorted by name; label = index)
@@ -126,6 +128,7 @@ def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
         src: A folder, a manifest, or an fsspec URL of either.
         on_error: The build's policy for a manifest line with an unusable label: ``raise``
             (a :class:`SourceError` naming the line) or ``skip`` (recorded in ``skipped``).
+        text: The manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: The path is missing, holds no images, the manifest is malformed, or
@@ -135,7 +138,7 @@ def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
         raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     src = _strip_file_scheme(os.fspath(src))
     if src.lower().endswith(MANIFEST_EXTENSIONS):
-        return _list_manifest(src, on_error)
+        return _list_manifest(src, on_error, text)
     if is_url(src):
         return _list_remote_folder(src)
     return _list_local_folder(src)
@@ -183,8 +186,8 @@ def _list_remote_folder(src: str) -> Source:
 # -- manifests -------------------------------------------------------------------------------
 
 
-def _list_manifest(src: str, on_error: str) -> Source:
-    text = read_manifest_text(src)
+def _list_manifest(src: str, on_error: str, text: str | None) -> Source:
+    text = read_manifest_text(src) if text is None else text
     rows, classes, skipped = parse_manifest(src, text, on_error)
     if not rows:
         raise SourceError(f"{src}: manifest lists no images")

@@ -77,13 +77,17 @@ def _manifest_rows(src: str, text: str | None = None) -> list[tuple[int, dict[st
             enumerate(rows[1:])]  # fmt: skip
 
 
-def is_audio_source(src: str) -> bool:
-    """Whether ``src`` is a local folder of audio class folders or a manifest of audio paths."""
+def is_audio_source(src: str, text: str | None = None) -> bool:
+    """Whether ``src`` is a local folder of audio class folders or a manifest of audio paths.
+
+    ``text``: the manifest's text when the caller has read it already (else its first 64 KiB
+    are read here).
+    """
     path = src.removeprefix("file://")
     if "://" in path:
         return False
     if path.lower().endswith(MANIFESTS):
-        return _ext(_first_path(path)) in AUDIO_EXTENSIONS
+        return _ext(_first_path(path, text)) in AUDIO_EXTENSIONS
     if not os.path.isdir(path):
         return False
     audio = False
@@ -94,14 +98,17 @@ def is_audio_source(src: str) -> bool:
     return audio
 
 
-def _first_path(src: str) -> str:
-    """The ``path`` of a local manifest's first row ("" if none), from its first 64 KiB."""
-    try:
-        with open(src, "rb") as f:
-            head = f.read(1 << 16).decode("utf-8-sig", "replace")
-    except OSError:
-        return ""
-    lines = head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines()
+def _first_path(src: str, text: str | None) -> str:
+    """The ``path`` of a local manifest's first row ("" if none), from ``text`` or 64 KiB."""
+    if text is not None:
+        lines = text.splitlines()
+    else:
+        try:
+            with open(src, "rb") as f:
+                head = f.read(1 << 16).decode("utf-8-sig", "replace")
+        except OSError:
+            return ""
+        lines = head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines()
     try:
         rows = _manifest_rows(src, "\n".join(lines[:8]) + "\n")
     except SourceError:
@@ -175,7 +182,7 @@ def _segment(row: Mapping[str, Any], name: str) -> float | None:
 
 
 def _entries(
-    src: str, on_error: str, skipped: Skipped
+    src: str, on_error: str, skipped: Skipped, text: str | None
 ) -> tuple[str, list[tuple[Any, ...]], tuple[str, ...] | None]:
     """``root``, ``(path, label, start, end)`` of every entry, and the class folders' names.
 
@@ -190,7 +197,7 @@ def _entries(
         return root, [(k, c, None, None) for k, c in files], tuple(classes)
     root = os.path.dirname(os.path.abspath(src))
     out = []
-    for n, row in _manifest_rows(src):
+    for n, row in _manifest_rows(src, text):
         path, label = str(row.get("path") or ""), row.get("label")
         try:
             if not path or label in (None, ""):
@@ -217,8 +224,12 @@ def _order(item: FieldItem) -> tuple[str, float]:
     return item.file("audio"), float(seg[0] or 0.0) if seg else 0.0
 
 
-def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+def list_audio_source(
+    src: str, fields: Sequence[FieldSpec], on_error: str, text: str | None = None
+) -> FieldSource:
     """List the audio source ``src`` for ``fields`` (``audio`` + ``label``).
+
+    ``text``: the manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: No audio file, a duplicate path, labels mixing integers and names, or
@@ -231,7 +242,7 @@ def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> F
         raise SpecError(f"{src}: an audio source has the fields audio and label; spec: {names}")
     opts = next(f.options for f in fields if f.name == "audio")
     skipped: Skipped = []
-    root, entries, folders = _entries(src, on_error, skipped)
+    root, entries, folders = _entries(src, on_error, skipped, text)
     kept = []
     for e in entries:
         if escapes(root, e[0]):
