@@ -77,9 +77,18 @@ def is_segmentation(src: str) -> bool:
     return subs == set(SEGMENTATION)
 
 
-def _columns(src: str) -> list[str]:
+def _manifest_text(src: str) -> str | None:
+    """The text of manifest ``src`` (read once for the whole listing); None for a folder.
+
+    Raises:
+        SourceError: The manifest is missing, unreadable, too large or not UTF-8.
+    """
+    return read_text(src) if src.lower().endswith(MANIFEST_EXTENSIONS) else None
+
+
+def _columns(src: str, text: str | None) -> list[str]:
     """The header row of a CSV manifest, or the keys of a JSONL manifest's first object."""
-    text = read_text(src)
+    text = read_text(src) if text is None else text
     if not src.lower().endswith(".csv"):
         docs = jsonl_rows(src, text)
         return [str(k) for k in docs[0][1]] if docs else []
@@ -90,11 +99,11 @@ def _columns(src: str) -> list[str]:
         raise SourceError(f"{src}: not CSV ({exc})") from exc
 
 
-def _field_columns(src: str) -> list[str]:
+def _field_columns(src: str, text: str | None = None) -> list[str]:
     """The columns of a field manifest that name kinds; empty for anything else."""
     if not src.lower().endswith(MANIFEST_EXTENSIONS):
         return []
-    cols = _columns(src)
+    cols = _columns(src, text)
     named = [c for c in cols if c in KINDS]
     has_file = any(KINDS[c].source == "file" for c in named)
     return named if "path" not in cols and has_file else []
@@ -113,7 +122,10 @@ def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:
 
 
 def infer_fields(
-    src: str, options: Mapping[str, Mapping[str, Any]] | None = None, fill: int = 0
+    src: str,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    fill: int = 0,
+    text: str | None = None,
 ) -> tuple[FieldSpec, ...]:
     """Return the fields of ``src`` when the spec names none (empty: a v1 source).
 
@@ -122,6 +134,8 @@ def infer_fields(
         options: Options by kind name (``{"mask": {"classes": 4}}``), applied to the field of
             that kind.
         fill: The spec's letterbox fill, given to the image field.
+        text: The text of a manifest ``src`` when the caller has read it already (else it is
+            read here, once).
 
     Raises:
         SpecError: A required option no one gave (the mask's class count), or options given
@@ -129,13 +143,14 @@ def infer_fields(
     """
     if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
         return infer_scene_fields(src, options or {})
-    if is_array_source(src):  # class folders / manifest of .npy, .npz, .mat (issue 14)
-        return infer_array_fields(src, options)
+    text = _manifest_text(src) if text is None else text
+    if is_array_source(src, text):  # class folders / manifest of .npy, .npz, .mat (issue 14)
+        return infer_array_fields(src, options, text)
     options = dict(options or {})
-    if is_audio_source(src):  # class folders / a manifest of audio files: audio + label
+    if is_audio_source(src, text):  # class folders / a manifest of audio files: audio + label
         return audio_fields(src, options)
     seg = is_segmentation(src)
-    names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src)
+    names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src, text)
     if not names:
         if options:
             raise SpecError(
@@ -164,9 +179,11 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
     return tuple(out)
 
 
-def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
-    if is_audio_source(src):
-        return list_audio_source(src, fields, on_error)
+def _list_fields(
+    src: str, fields: Sequence[FieldSpec], on_error: str, text: str | None
+) -> FieldSource:
+    if is_audio_source(src, text):
+        return list_audio_source(src, fields, on_error, text)
     if is_scene_fields(fields):
         return list_scene(src, fields)
     if is_segmentation(src):
@@ -177,32 +194,35 @@ def _list_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldS
                 f"names {names}"
             )
         return list_segmentation(src, on_error)
-    if is_array_source(src) or (is_array_fields(fields) and not _field_columns(src)):
-        return list_array_fields(src, fields, on_error)  # arrays: image (array) + label
+    if is_array_source(src, text) or (is_array_fields(fields) and not _field_columns(src, text)):
+        return list_array_fields(src, fields, on_error, text)  # arrays: image (array) + label
     if not src.lower().endswith(MANIFEST_EXTENSIONS):
         raise SourceError(
             f"{src}: a build with fields reads a segmentation folder (images/ + masks/) or "
             "a CSV/JSONL manifest with one column per field"
         )
-    return list_field_manifest(src, fields, on_error)
+    return list_field_manifest(src, fields, on_error, text)
 
 
 def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, BuildSpec]:
     """List ``src`` for ``spec``; return the source and the spec with its fields resolved.
 
     A spec without fields builds a v1 store, unless the source has fields (a segmentation
-    folder or a field manifest): then they are inferred (:func:`infer_fields`).
+    folder or a field manifest): then they are inferred (:func:`infer_fields`). A manifest is
+    read once and its text handed to every detector and lister.
 
     Raises:
         SpecError: The source needs an option the spec does not give, or a field's decoder
             or build rule is not registered.
         SourceError: The source cannot be listed.
     """
-    fields = spec.fields or infer_fields(src, fill=spec.fill)
+    scene = is_scene_fields(spec.fields)  # a scene file is not a manifest, whatever its name
+    text = None if scene else _manifest_text(src)  # a manifest is read once, here
+    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text)
     if not fields:
-        return list_source(src, spec.on_error), spec
+        return list_source(src, spec.on_error, text), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
-    source = _list_fields(src, fields, spec.on_error)
+    source = _list_fields(src, fields, spec.on_error, text)
     learned = learn_fields(fields, source)
     return source, dataclasses.replace(spec, fields=learned)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from precompute.errors import InputError
 from precompute.inputs import hash_input
+from precompute.listing import checkpoint
 
 if TYPE_CHECKING:
     from precompute.fieldsources import FieldSource
@@ -18,6 +19,7 @@ __all__ = ["field_fingerprint", "fingerprint"]
 
 def _content_record(source: Source, key: str, label: object) -> str:
     """``key, sha256, label``; an unreadable input records its stable reason instead."""
+    checkpoint()
     try:
         digest = hash_input(source.locate(key))
     except InputError as exc:  # a FIFO, a device, a stuck read: the build skips or names it
@@ -29,6 +31,7 @@ def _content_record(source: Source, key: str, label: object) -> str:
 
 def _stat_record(source: Source, key: str, label: object) -> str:
     """``key, size, mtime_ns, label``; an input that cannot be stat-ed records its reason."""
+    checkpoint()
     try:
         size, mtime = source.stat(key)
     except OSError as exc:  # missing, a symlink loop, ...: the build skips or names it

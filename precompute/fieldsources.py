@@ -38,6 +38,7 @@ from precompute.fields.labels import name_classes
 from precompute.fields.rows import csv_rows, jsonl_rows, read_text
 from precompute.folders import ESCAPES, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
+from precompute.listing import is_url, per_input
 from precompute.sources import Source
 
 __all__ = ["FieldItem", "FieldSource", "list_field_manifest", "list_segmentation"]
@@ -124,16 +125,6 @@ class FieldSource:
         return data, len(data)
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-def _per_input(src: str, on_error: str, skipped: list[tuple[str, str]], key: str, why: str) -> None:
-    if on_error == "raise":
-        raise SourceError(f"{src}: {key}: {why}")
-    skipped.append((key, why))
-
-
 def _check_policy(on_error: str) -> None:
     if on_error not in ("raise", "skip"):
         raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -151,7 +142,7 @@ def _by_stem(
         stem = os.path.splitext(key.split("/", 1)[1])[0]
         if stem in out:
             why = f"another file has the same name {stem!r} ({out[stem]})"
-            _per_input(src, on_error, skipped, key, why)
+            per_input(src, on_error, skipped, key, why)
             continue
         out[stem] = key
     return out
@@ -166,7 +157,7 @@ def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> F
     """
     _check_policy(on_error)
     src = os.fspath(src).removeprefix("file://")
-    if _is_url(src):
+    if is_url(src):
         raise SourceError(
             f"{src}: a segmentation folder must be a local folder (for a URL, "
             "list the pairs in a manifest with image and mask columns)"
@@ -184,9 +175,9 @@ def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> F
     images = _by_stem(src, folder["images"], on_error, skipped)
     masks = _by_stem(src, folder["masks"], on_error, skipped)
     for stem in sorted(set(images) - set(masks)):
-        _per_input(src, on_error, skipped, images[stem], f"no mask masks/{stem}.*")
+        per_input(src, on_error, skipped, images[stem], f"no mask masks/{stem}.*")
     for stem in sorted(set(masks) - set(images)):
-        _per_input(src, on_error, skipped, masks[stem], f"no image images/{stem}.*")
+        per_input(src, on_error, skipped, masks[stem], f"no image images/{stem}.*")
     pairs = sorted(set(images) & set(masks))
     if not pairs:
         raise SourceError(f"{src}: no image has its mask (images/<name>.* + masks/<name>.*)")
@@ -206,7 +197,7 @@ def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
         return field.spec.parse_inline(raw)
     if not isinstance(raw, str) or "\0" in raw:
         raise ValueError(f"{field.name} must be a file path, got {json.dumps(raw)[:40]}")
-    return raw if _is_url(raw) else raw.replace("\\", "/")
+    return raw if is_url(raw) else raw.replace("\\", "/")
 
 
 def _same_counts(
@@ -225,9 +216,14 @@ def _same_counts(
 
 
 def list_field_manifest(
-    src: str | os.PathLike[str], fields: Sequence[FieldSpec], on_error: str = "raise"
+    src: str | os.PathLike[str],
+    fields: Sequence[FieldSpec],
+    on_error: str = "raise",
+    text: str | None = None,
 ) -> FieldSource:
     """List a CSV/JSONL manifest with one column per field of ``fields``.
+
+    ``text``: the manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: The manifest is missing or malformed, lacks a field's column, has no
@@ -240,10 +236,10 @@ def list_field_manifest(
     keyed = [f.name for f in fields if f.spec.source == "file"]
     if not keyed:
         raise SourceError(f"{src}: a manifest needs at least one file field (an image path)")
-    text = read_text(src)
+    text = read_text(src) if text is None else text
     names = [f.name for f in fields]
     raw = csv_rows(src, text, names) if src.lower().endswith(".csv") else jsonl_rows(src, text)
-    root = src.rsplit("/", 1)[0] if _is_url(src) else os.path.dirname(os.path.abspath(src))
+    root = src.rsplit("/", 1)[0] if is_url(src) else os.path.dirname(os.path.abspath(src))
     rows: list[tuple[int, dict[str, Any]]] = []
     skipped: list[tuple[str, str]] = []
     for n, row in raw:
@@ -251,7 +247,7 @@ def list_field_manifest(
         try:
             cells = {f.name: _cell(f, row) for f in fields}
         except ValueError as exc:
-            _per_input(src, on_error, skipped, key, f"line {n}: {exc}")
+            per_input(src, on_error, skipped, key, f"line {n}: {exc}")
             continue
         if any(escapes(root, cells[k]) for k in keyed):
             skipped.append((cells[keyed[0]], ESCAPES))

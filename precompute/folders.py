@@ -19,6 +19,7 @@ import os
 from collections.abc import Set as AbstractSet
 
 from precompute.inputs import file_kind
+from precompute.listing import checkpoint
 
 __all__ = ["ESCAPES", "IMAGE_EXTENSIONS", "inside", "walk_classes"]
 
@@ -46,6 +47,7 @@ def escapes(root: str, path: str) -> bool:
     """
     if "://" in root or "://" in path or os.path.isabs(path):
         return False
+    checkpoint()  # resolves symlinks on disk, once per manifest line
     root = os.path.normpath(root)
     lexical = os.path.normpath(os.path.join(root, path))
     in_root = os.path.commonpath([lexical, root]) == root  # as written, before symlinks
@@ -107,6 +109,7 @@ def _walk(
         return
     seen.add(real)
     for entry in _entries(folder, root, skipped):
+        checkpoint()  # a stat per entry: where a stopped listing ends
         key = os.path.relpath(entry.path, root).replace(os.sep, "/")
         try:
             kind = _classify(entry, root_real, wanted)

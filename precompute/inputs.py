@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from precompute.errors import InputError
+from precompute.listing import is_url
 
 __all__ = ["DEFAULT_MAX_BYTES", "READ_DEADLINE_S", "file_kind", "hash_input", "read_input"]
 
@@ -44,10 +45,6 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-
-
-def _is_url(where: str) -> bool:
-    return "://" in where and not where.startswith("file://")
 
 
 def file_kind(mode: int) -> str | None:
@@ -76,7 +73,7 @@ def _open_local(path: str) -> IO[bytes]:
 
 
 def _opener(where: str) -> Callable[[], Any]:
-    if not _is_url(where):
+    if not is_url(where):
         path = where[len("file://") :] if where.startswith("file://") else where
         return lambda: _open_local(path)
     from precompute.s3fsspec import fsspec_s3  # lazy: only URL sources need it
@@ -217,7 +214,7 @@ def read_input(
         InputError: Not a regular file, more than ``max_bytes`` bytes, or stuck.
         OSError: The file cannot be opened or read (missing, permissions, ...).
     """
-    if not _is_url(where):
+    if not is_url(where):
         return _read_local(where, max_bytes, deadline_s)
     parts: list[bytes] = []
     size = 0

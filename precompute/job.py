@@ -165,7 +165,7 @@ def build(
     with ExitStack() as ray_stack:
         # Ray starts while the source is listed, unless a complete store makes it likely that
         # none is needed (an identical re-run, or a refused one).
-        ray = None if complete else open_build_ray(ray_stack, ray_address)
+        ray = None if complete else open_build_ray(ray_stack, ray_address, listed)
         source, spec, fp = listed.result()
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):

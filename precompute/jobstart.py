@@ -3,7 +3,9 @@
 :func:`precompute.job.build` lists the source on a background thread (:func:`in_background`,
 :func:`list_source`) while the main thread starts or joins Ray (:func:`open_build_ray`). A
 complete store at ``--out`` (:func:`holds_complete`) makes the build list first and start Ray
-only if it turns out to be needed: an identical re-run returns without starting Ray.
+only if it turns out to be needed: an identical re-run returns without starting Ray. If Ray
+cannot be started or joined, the listing is stopped (:meth:`Background.stop`) before the build
+raises its :class:`~precompute.errors.ClusterError`.
 """
 
 from __future__ import annotations
@@ -14,33 +16,65 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from precompute.buildsource import resolve_build
 from precompute.errors import PrecomputeError
 from precompute.fieldsources import FieldSource
-from precompute.format import _read_group_attrs
+from precompute.listing import listing_until
+from precompute.outputs import complete_attrs
 from precompute.raysession import RaySession, open_ray
 from precompute.sources import Source
 from precompute.spec import BuildSpec
 
-__all__ = ["holds_complete", "in_background", "list_source", "open_build_ray"]
+__all__ = ["Background", "holds_complete", "in_background", "list_source", "open_build_ray"]
+
+# How long a build whose Ray failed waits for its listing to reach its next checkpoint (the
+# listing thread may still be importing Ray Data); a read stuck longer is abandoned.
+STOP_WAIT_S = 60.0
+
 
 T = TypeVar("T")
 
 
-def in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """Run ``fn(*args)`` on a daemon thread (Ctrl-C never waits for it); its result or error."""
-    future: Future[T] = Future()
+class Background(Generic[T]):
+    """A function running on a daemon thread (Ctrl-C never waits for it) that can be stopped.
 
-    def run() -> None:
+    The function runs under :func:`precompute.listing.listing_until`: a listing ends at its
+    next :func:`~precompute.listing.checkpoint` once :meth:`stop` is called.
+    """
+
+    def __init__(self, fn: Callable[..., T], *args: Any) -> None:
+        self._future: Future[T] = Future()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(fn, args), name="precompute-listing", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
         try:
-            future.set_result(fn(*args))
-        except BaseException as exc:  # re-raised by future.result() on the caller's thread
-            future.set_exception(exc)
+            self._future.set_result(listing_until(self._stop, fn, *args))
+        except BaseException as exc:  # re-raised by result() on the caller's thread
+            self._future.set_exception(exc)
 
-    threading.Thread(target=run, name="precompute-listing", daemon=True).start()
-    return future
+    def result(self) -> T:
+        """The function's result; its error is raised here, on the caller's thread."""
+        return self._future.result()
+
+    def stop(self, wait_s: float = STOP_WAIT_S) -> None:
+        """Ask the function to stop and wait up to ``wait_s`` for its thread to end.
+
+        A thread stuck in one read past ``wait_s`` is abandoned: it is a daemon thread, so
+        the interpreter still exits.
+        """
+        self._stop.set()
+        self._thread.join(wait_s)
+
+
+def in_background(fn: Callable[..., T], *args: Any) -> Background[T]:
+    """Run ``fn(*args)`` on a daemon thread; :meth:`Background.result` gives its result."""
+    return Background(fn, *args)
 
 
 def list_source(
@@ -60,17 +94,26 @@ def list_source(
 def holds_complete(root: Path) -> bool:
     """Whether ``root`` holds a complete store (a re-run then needs no Ray, nor waits for one)."""
     try:
-        return (root / "zarr.json").is_file() and bool(_read_group_attrs(root).get("complete"))
+        return complete_attrs(root) is not None
     except PrecomputeError:  # not a store: the build's own checks say why, later
         return False
 
 
-def open_build_ray(stack: ExitStack, address: str | None) -> RaySession:
+def open_build_ray(
+    stack: ExitStack, address: str | None, listing: Background[Any] | None = None
+) -> RaySession:
     """Open the build's Ray (:func:`precompute.raysession.open_ray`), closed by ``stack``.
 
-    Ray Data logs at ERROR only until ``stack`` closes.
+    Ray Data logs at ERROR only until ``stack`` closes. If Ray cannot be opened (or Ctrl-C
+    interrupts it), ``listing`` is stopped before the error is raised: no thread goes on
+    reading the source after the build has failed.
     """
-    session = open_ray(address)
+    try:
+        session = open_ray(address)
+    except BaseException:
+        if listing is not None:
+            listing.stop()
+        raise
     stack.callback(session.close)
     stack.enter_context(_quiet_ray_data())
     return session

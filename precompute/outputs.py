@@ -17,6 +17,7 @@ __all__ = [
     "build_lock",
     "build_report",
     "check_output",
+    "complete_attrs",
     "existing_complete",
     "remove_partials",
     "store_bytes",
@@ -140,12 +141,26 @@ def _check_apart_urls(out: str, src: str) -> None:
         raise StoreError(f"--out {out}: holds the source {src}; choose another prefix")
 
 
-def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
-    """Return the attrs of an identical complete store at ``out`` (nothing to do), else None."""
+def complete_attrs(out: Path) -> dict[str, Any] | None:
+    """Return the attrs of the complete store at ``out``; None if none is (or it is partial).
+
+    Raises:
+        StoreError: ``out/zarr.json`` exists but is not a nostall store's group metadata.
+    """
     if not (out / "zarr.json").is_file():
         return None
     attrs = dict(_read_group_attrs(out))
-    if not attrs.get("complete"):
+    return attrs if attrs.get("complete") else None
+
+
+def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
+    """Return the attrs of an identical complete store at ``out`` (nothing to do), else None.
+
+    Raises:
+        StoreMismatchError: ``out`` holds a complete store of another spec or source.
+    """
+    attrs = complete_attrs(out)
+    if attrs is None:
         return None
     if attrs.get("spec_hash") != spec.digest() or attrs.get("source_fingerprint") != fp:
         raise StoreMismatchError(

@@ -70,8 +70,9 @@ def open_ray(option: str | None) -> RaySession:
     """Connect this process to the Ray a build with ``--ray-address option`` uses.
 
     Raises:
-        ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached, or a
-            local Ray cannot be started; the message names the address and where it came from.
+        ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached, a
+            local Ray cannot be started, or a ``ray start`` Ray found on this machine fails
+            while it is joined; the message names the address and where it came from.
     """
     import ray
 
@@ -139,7 +140,13 @@ def _address_file() -> Path:
 
 
 def _join_local(address: str) -> RaySession | None:
-    """Join the ``ray start`` Ray at ``address`` if a build's own Ray would be its size."""
+    """Join the ``ray start`` Ray at ``address`` if a build's own Ray would be its size.
+
+    Raises:
+        ClusterError: Ray failed otherwise than by refusing the connection, or the joined
+            Ray did not answer for its nodes (a GCS that went away); the message names
+            ``address``.
+    """
     import ray
 
     try:
@@ -149,9 +156,16 @@ def _join_local(address: str) -> RaySession | None:
     except _CONNECT_ERRORS as exc:
         log.info("not joining the local Ray at %s (%s): starting a local Ray", address, exc)
         return None
-    why = _unrelated(ray.nodes(), available_cpus())  # type: ignore[no-untyped-call]
-    if ray.get_runtime_context().gcs_address != address:  # `ray start` ran again meanwhile
-        why = f"Ray joined {ray.get_runtime_context().gcs_address} instead"
+    except Exception as exc:  # grpc and Ray's own errors: Ray documents no narrower type
+        raise _local_error(address, "cannot join", exc) from exc
+    try:
+        why = _unrelated(ray.nodes(), available_cpus())  # type: ignore[no-untyped-call]
+        joined = ray.get_runtime_context().gcs_address
+    except Exception as exc:  # as above: whatever a GCS that stops answering raises
+        ray.shutdown()
+        raise _local_error(address, "joined, but cannot list the nodes of", exc) from exc
+    if joined != address:  # `ray start` ran again meanwhile
+        why = f"Ray joined {joined} instead"
     if why is not None:
         ray.shutdown()
         log.info(
@@ -163,6 +177,14 @@ def _join_local(address: str) -> RaySession | None:
         return None
     log.info("joined the local Ray at %s (--ray-address local starts a separate one)", address)
     return RaySession(address=address, joined=True)
+
+
+def _local_error(address: str, what: str, exc: Exception) -> ClusterError:
+    """The error of a failed join of the ``ray start`` Ray at ``address``, naming both."""
+    return ClusterError(
+        f"{what} the local Ray at {address} (found in {_address_file()}): "
+        f"{type(exc).__name__}: {exc}; stop it (ray stop) or give --ray-address local"
+    )
 
 
 def _unrelated(nodes: list[dict[str, Any]], cpus: int) -> str | None:

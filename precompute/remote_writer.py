@@ -7,7 +7,8 @@ The order is the one of :mod:`precompute.writer`:
 1. :func:`create_or_resume`: the array ``zarr.json`` objects, then the group's with
    ``complete: false`` (or, resuming, the existing store's header is checked and kept).
 2. :func:`write_shard` (each shard task, on any node: no shared filesystem is needed): the
-   shard's four data objects, then its marker ``_nostall/shards/NNNNNN.json``.
+   shard's four data objects, then its marker ``_nostall/shards/NNNNNN.json``. The arrays'
+   ``zarr.json`` are read once per process (:func:`_array_meta`), not once per shard.
 3. :func:`finalize`: the group's ``zarr.json`` with ``complete: true``, last.
 
 A killed build leaves shards without markers (redone on resume: their objects are replaced
@@ -17,6 +18,7 @@ host is gone, and otherwise names the holder.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -30,6 +32,7 @@ from precompute import objstore
 from precompute.errors import BuildLockedError, StoreError
 from precompute.format import MARKER_DIR, StoreLayout, shard_marker_path
 from precompute.spec import BuildSpec
+from precompute.storearrays import ArraySpec
 from precompute.storecheck import shard_file
 
 __all__ = ["build_lock", "create_or_resume", "finalize", "pid_alive", "store_bytes", "write_shard"]
@@ -85,6 +88,17 @@ def create_or_resume(url: str, spec: BuildSpec, layout: StoreLayout, fingerprint
     return done
 
 
+@functools.lru_cache(maxsize=16)
+def _array_meta(url: str, arrays: tuple[ArraySpec, ...]) -> tuple[tuple[str, bytes], ...]:
+    """Each array's ``zarr.json`` under ``url``: one GET each per process, store and arrays.
+
+    A build never changes an array's metadata once :func:`create_or_resume` has PUT it, and
+    that metadata is a function of the :class:`ArraySpec` alone (part of the key): a store
+    rebuilt at ``url`` with other arrays is read afresh.
+    """
+    return tuple((a.name, objstore.get_range(f"{url}/{a.name}/zarr.json").data) for a in arrays)
+
+
 def write_shard(url: str, layout: StoreLayout, shard: int, **arrays: Any) -> None:
     """Write ``shard`` locally, PUT its four objects, then its marker (see writer.write_shard)."""
     from precompute import writer
@@ -92,11 +106,9 @@ def write_shard(url: str, layout: StoreLayout, shard: int, **arrays: Any) -> Non
     url = url.rstrip("/")
     with tempfile.TemporaryDirectory(prefix="nostall-shard-") as tmp:
         local = Path(tmp)
-        for name in layout.arrays:  # the arrays' metadata: one small GET each
+        for name, meta in _array_meta(url, tuple(layout.arrays.values())):
             (local / name).mkdir()
-            (local / name / "zarr.json").write_bytes(
-                objstore.get_range(f"{url}/{name}/zarr.json").data
-            )
+            (local / name / "zarr.json").write_bytes(meta)
         writer.write_shard(local, layout, shard, **arrays)
         remote = objstore.store_path(url)
         for name in layout.arrays:

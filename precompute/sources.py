@@ -24,6 +24,7 @@ from precompute.digests import fingerprint
 from precompute.errors import SourceError
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
+from precompute.listing import is_url
 from precompute.manifests import MAX_LABEL, parse_manifest, read_manifest_text
 
 __all__ = [
@@ -36,10 +37,6 @@ __all__ = [
 ]
 
 MANIFEST_EXTENSIONS = (".csv", ".jsonl", ".ndjson")
-
-
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
 
 
 def _strip_file_scheme(path: str) -> str:
@@ -77,11 +74,11 @@ class Source:
     @property
     def is_local(self) -> bool:
         """Whether the root is a local folder."""
-        return not _is_url(self.root)
+        return not is_url(self.root)
 
     def locate(self, key: str) -> str:
         """Return the local path or URL of item ``key``."""
-        if _is_url(key) or os.path.isabs(key):
+        if is_url(key) or os.path.isabs(key):
             return key
         if self.is_local:
             return os.path.join(self.root, *key.split("/"))
@@ -104,7 +101,7 @@ class Source:
     def stat(self, key: str) -> tuple[int, int]:
         """Return ``(size, mtime_ns)`` of item ``key`` (mtime 0 where the filesystem has none)."""
         where = self.locate(key)
-        if not _is_url(where):
+        if not is_url(where):
             st = os.stat(where)
             return st.st_size, st.st_mtime_ns
         from precompute.s3fsspec import fsspec_s3
@@ -117,7 +114,9 @@ class Source:
         return int(info.get("size") or 0), int(float(mtime) * 1e9)
 
 
-def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
+def list_source(
+    src: str | os.PathLike[str], on_error: str = "raise", text: str | None = None
+) -> Source:
     """List ``src``: a class-folder tree or a ``.csv``/``.jsonl`` manifest of ``path,label``.
 
     In a folder source every sub-folder of the root is a class (sorted by name; label = index)
@@ -129,6 +128,7 @@ def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
         src: A folder, a manifest, or an fsspec URL of either.
         on_error: The build's policy for a manifest line with an unusable label: ``raise``
             (a :class:`SourceError` naming the line) or ``skip`` (recorded in ``skipped``).
+        text: The manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: The path is missing, holds no images, the manifest is malformed, or
@@ -138,8 +138,8 @@ def list_source(src: str | os.PathLike[str], on_error: str = "raise") -> Source:
         raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     src = _strip_file_scheme(os.fspath(src))
     if src.lower().endswith(MANIFEST_EXTENSIONS):
-        return _list_manifest(src, on_error)
-    if _is_url(src):
+        return _list_manifest(src, on_error, text)
+    if is_url(src):
         return _list_remote_folder(src)
     return _list_local_folder(src)
 
@@ -186,15 +186,15 @@ def _list_remote_folder(src: str) -> Source:
 # -- manifests -------------------------------------------------------------------------------
 
 
-def _list_manifest(src: str, on_error: str) -> Source:
-    text = read_manifest_text(src)
+def _list_manifest(src: str, on_error: str, text: str | None) -> Source:
+    text = read_manifest_text(src) if text is None else text
     rows, classes, skipped = parse_manifest(src, text, on_error)
     if not rows:
         raise SourceError(f"{src}: manifest lists no images")
-    root = src.rsplit("/", 1)[0] if _is_url(src) else os.path.dirname(os.path.abspath(src))
+    root = src.rsplit("/", 1)[0] if is_url(src) else os.path.dirname(os.path.abspath(src))
     items: dict[str, int] = {}
     for n, path, label in rows:
-        key = path.replace("\\", "/") if not _is_url(path) else path
+        key = path.replace("\\", "/") if not is_url(path) else path
         if key in items:
             raise SourceError(f"{src}: line {n}: duplicate path {key!r}")
         if escapes(root, key):

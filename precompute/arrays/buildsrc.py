@@ -46,9 +46,9 @@ def _first_folder_file(root: str) -> str | None:
     return None
 
 
-def _first_manifest_path(src: str) -> str | None:
+def _first_manifest_path(src: str, text: str | None) -> str | None:
     try:
-        text = read_manifest_text(src)
+        text = read_manifest_text(src) if text is None else text
         if src.lower().endswith(".csv"):
             rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
             if len(rows) < 2 or "path" not in [c.strip() for c in rows[0]]:
@@ -61,11 +61,14 @@ def _first_manifest_path(src: str) -> str | None:
     return path if isinstance(path, str) else None
 
 
-def is_array_source(src: str) -> bool:
-    """Whether ``src`` (class folders or a ``path,label`` manifest) holds array files."""
+def is_array_source(src: str, text: str | None = None) -> bool:
+    """Whether ``src`` (class folders or a ``path,label`` manifest) holds array files.
+
+    ``text``: the manifest's text when the caller has read it already (read here if None).
+    """
     local = src.removeprefix("file://")
     if local.lower().endswith(_MANIFESTS):
-        first = _first_manifest_path(src)
+        first = _first_manifest_path(src, text)
     elif "://" not in local and os.path.isdir(local):
         first = _first_folder_file(local)
     else:
@@ -79,8 +82,12 @@ def is_array_fields(fields: Sequence[FieldSpec]) -> bool:
     return kinds == {"image": "array", "label": "label"}
 
 
-def list_array_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+def list_array_fields(
+    src: str, fields: Sequence[FieldSpec], on_error: str, text: str | None = None
+) -> FieldSource:
     """List ``src`` for an array source's ``fields`` (:func:`is_array_fields`).
+
+    ``text``: the manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SpecError: Other fields than ``image`` (array) and ``label``.
@@ -92,7 +99,7 @@ def list_array_fields(src: str, fields: Sequence[FieldSpec], on_error: str) -> F
             f"{src}: array files give the fields {list(FIELDS)} (image of kind array, "
             f"label); the spec names {names}"
         )
-    return list_arrays(src, on_error)
+    return list_arrays(src, on_error, text)
 
 
 def _options(src: str, options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -103,20 +110,21 @@ def _options(src: str, options: Mapping[str, Mapping[str, Any]]) -> dict[str, An
 
 
 def infer_array_fields(
-    src: str, options: Mapping[str, Mapping[str, Any]] | None = None
+    src: str, options: Mapping[str, Mapping[str, Any]] | None = None, text: str | None = None
 ) -> tuple[FieldSpec, FieldSpec]:
     """The fields of an array source, learned from its first file (read once).
 
     Args:
         src: Class folders or a manifest of array files.
         options: ``{"array": {"key": NAME}}``: the ``.npz`` member / ``.mat`` variable.
+        text: The manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SpecError: Options for fields the source does not have.
         SourceError: Nothing to list, or the first file cannot be read (naming it).
     """
     opts = _options(src, options or {})
-    source = list_arrays(src, "skip")
+    source = list_arrays(src, "skip", text)
     first = source.items[0]
     key = first.file("image")
     try:

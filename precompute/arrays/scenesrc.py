@@ -5,7 +5,9 @@
 file is ``SCENE#patch=ROW,COL`` (also its key): the build reads the scene's bytes once per
 worker process (:class:`SceneSource` caches the last file read, keyed by path, size and
 mtime), decodes it once (:func:`decode_patch` keeps the last decoded scene, reflect-padded by
-``P // 2``) and cuts each patch from it, so a shard never re-reads the scene per patch.
+``P // 2``) and cuts each patch from it, so a shard never re-reads the scene per patch. The
+driver decodes the scene once too: the scene :func:`infer_scene_fields` decoded (the CLI's
+``--labels``/``--patch``) is handed to the build's :func:`list_scene`.
 
 Fields: ``image`` (``array``, spatial, ``[P, P, C]``, the scene's dtype), ``label`` (class -
 1) and ``position`` (:mod:`precompute.fields.position`, whose options hold the recipe). NaN/inf
@@ -46,6 +48,9 @@ __all__ = [
 _PATCH = re.compile(r"^(?P<path>.+)#patch=(?P<row>\d+),(?P<col>\d+)$")
 _BYTES: dict[str, Any] = {}  # this process's last scene read: (path, size, mtime) -> bytes
 _DECODED: dict[str, Any] = {}  # its last decode: the bytes object, P, key -> padded scene
+# The scene infer_scene_fields decoded, kept for the list_scene of the same build (which takes
+# it): (path, size, mtime_ns, key) -> the decoded scene.
+_INFERRED: dict[str, Any] = {}
 
 
 def patch_file(path: str, row: int, col: int) -> str:
@@ -146,6 +151,27 @@ def _read(path: str, key: str | None, what: str) -> np.ndarray:
         raise SourceError(f"{path}: cannot read the {what}: {exc}") from None
 
 
+def _scene(path: str, key: str | None, keep: bool) -> np.ndarray:
+    """The scene ``path`` decoded: the one :func:`infer_scene_fields` kept, else read now.
+
+    With ``keep`` the scene is kept for the next call (one scene at most); without, the kept
+    one is dropped, so the driver does not hold it while the build runs. A scene whose file
+    changed in between (size, mtime) is read again.
+    """
+    try:
+        st = os.stat(path)
+        ident: tuple[Any, ...] | None = (path, st.st_size, st.st_mtime_ns, key)
+    except OSError:
+        ident = None  # _read names the problem
+    same = ident is not None and _INFERRED.get("ident") == ident
+    kept = _INFERRED.get("scene") if same else None
+    _INFERRED.clear()
+    scene = kept if kept is not None else _read(path, key, "scene")
+    if keep and ident is not None:
+        _INFERRED.update(ident=ident, scene=scene)
+    return scene
+
+
 def _labels_path(scene: str, labels: str) -> str:
     return labels if os.path.isabs(labels) else os.path.join(os.path.dirname(scene), labels)
 
@@ -172,7 +198,7 @@ def list_scene(src: str, fields: Sequence[FieldSpec]) -> SceneSource:
     path = os.path.abspath(src.removeprefix("file://"))
     opts = next(f for f in fields if f.kind == "position").options
     image = next((f for f in fields if f.name == "image"), None)
-    scene = _read(path, image.options["key"] if image else None, "scene")
+    scene = _scene(path, image.options["key"] if image else None, keep=False)
     gt = _ground_truth(path, scene, opts)
     labels_file = os.path.abspath(_labels_path(path, opts["labels"]))
     name = os.path.basename(path)
@@ -208,7 +234,7 @@ def infer_scene_fields(
     except SpecError as exc:
         raise SpecError(f"{src}: {exc} (a scene build: --labels GT --patch P)") from None
     key = options.get("array", {}).get("key")
-    scene = _read(os.path.abspath(src.removeprefix("file://")), key, "scene")
+    scene = _scene(os.path.abspath(src.removeprefix("file://")), key, keep=True)
     if scene.ndim != 3:
         raise SourceError(f"{src}: the scene must be (H, W, C), got shape {list(scene.shape)}")
     p = position.options["patch"]

@@ -53,8 +53,9 @@ def _list_folder(src: str) -> FieldSource:
     return FieldSource(root, FIELDS, ordered, (("label", tuple(classes)),), tuple(sorted(skipped)))
 
 
-def _list_manifest(src: str, on_error: str) -> FieldSource:
-    rows, classes, skipped = parse_manifest(src, read_manifest_text(src), on_error)
+def _list_manifest(src: str, on_error: str, text: str | None) -> FieldSource:
+    text = read_manifest_text(src) if text is None else text
+    rows, classes, skipped = parse_manifest(src, text, on_error)
     url = "://" in src
     root = src.rsplit("/", 1)[0] if url else os.path.dirname(os.path.abspath(src))
     items: dict[str, FieldItem] = {}
@@ -78,12 +79,15 @@ def _list_manifest(src: str, on_error: str) -> FieldSource:
     return FieldSource(root, FIELDS, ordered, named, tuple(sorted(skipped)))
 
 
-def list_arrays(src: str | os.PathLike[str], on_error: str = "raise") -> FieldSource:
+def list_arrays(
+    src: str | os.PathLike[str], on_error: str = "raise", text: str | None = None
+) -> FieldSource:
     """List class folders or a ``path,label`` manifest of array files as ``image`` + ``label``.
 
     Args:
         src: A local folder of class folders, or a ``.csv``/``.jsonl``/``.ndjson`` manifest.
         on_error: ``raise`` or ``skip`` (a bad manifest line is recorded in ``skipped``).
+        text: The manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: No such folder, no class folder, no array file, a malformed manifest, a
@@ -93,7 +97,7 @@ def list_arrays(src: str | os.PathLike[str], on_error: str = "raise") -> FieldSo
         raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     src = os.fspath(src).removeprefix("file://")
     if src.lower().endswith(_MANIFESTS):
-        return _list_manifest(src, on_error)
+        return _list_manifest(src, on_error, text)
     if "://" in src:
         raise SourceError(f"{src}: array folders must be local; list remote files in a manifest")
     return _list_folder(src)

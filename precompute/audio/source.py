@@ -33,6 +33,7 @@ from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import read_input
+from precompute.listing import checkpoint, per_input
 from precompute.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
@@ -76,13 +77,17 @@ def _manifest_rows(src: str, text: str | None = None) -> list[tuple[int, dict[st
             enumerate(rows[1:])]  # fmt: skip
 
 
-def is_audio_source(src: str) -> bool:
-    """Whether ``src`` is a local folder of audio class folders or a manifest of audio paths."""
+def is_audio_source(src: str, text: str | None = None) -> bool:
+    """Whether ``src`` is a local folder of audio class folders or a manifest of audio paths.
+
+    ``text``: the manifest's text when the caller has read it already (else its first 64 KiB
+    are read here).
+    """
     path = src.removeprefix("file://")
     if "://" in path:
         return False
     if path.lower().endswith(MANIFESTS):
-        return _ext(_first_path(path)) in AUDIO_EXTENSIONS
+        return _ext(_first_path(path, text)) in AUDIO_EXTENSIONS
     if not os.path.isdir(path):
         return False
     audio = False
@@ -93,14 +98,17 @@ def is_audio_source(src: str) -> bool:
     return audio
 
 
-def _first_path(src: str) -> str:
-    """The ``path`` of a local manifest's first row ("" if none), from its first 64 KiB."""
-    try:
-        with open(src, "rb") as f:
-            head = f.read(1 << 16).decode("utf-8-sig", "replace")
-    except OSError:
-        return ""
-    lines = head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines()
+def _first_path(src: str, text: str | None) -> str:
+    """The ``path`` of a local manifest's first row ("" if none), from ``text`` or 64 KiB."""
+    if text is not None:
+        lines = text.splitlines()
+    else:
+        try:
+            with open(src, "rb") as f:
+                head = f.read(1 << 16).decode("utf-8-sig", "replace")
+        except OSError:
+            return ""
+        lines = head.splitlines()[:-1] if len(head) == 1 << 16 else head.splitlines()
     try:
         rows = _manifest_rows(src, "\n".join(lines[:8]) + "\n")
     except SourceError:
@@ -129,12 +137,6 @@ def audio_fields(
         return (FieldSpec("audio", "audio", opts), FieldSpec("label", "label", {}))
     except SpecError as exc:
         raise SpecError(f"{src}: {exc}") from None
-
-
-def _per_input(src: str, on_error: str, skipped: Skipped, key: str, why: str) -> None:
-    if on_error == "raise":
-        raise SourceError(f"{src}: {key}: {why}")
-    skipped.append((key, why))
 
 
 def _duration(path: str, key: str) -> float:
@@ -180,7 +182,7 @@ def _segment(row: Mapping[str, Any], name: str) -> float | None:
 
 
 def _entries(
-    src: str, on_error: str, skipped: Skipped
+    src: str, on_error: str, skipped: Skipped, text: str | None
 ) -> tuple[str, list[tuple[Any, ...]], tuple[str, ...] | None]:
     """``root``, ``(path, label, start, end)`` of every entry, and the class folders' names.
 
@@ -195,14 +197,14 @@ def _entries(
         return root, [(k, c, None, None) for k, c in files], tuple(classes)
     root = os.path.dirname(os.path.abspath(src))
     out = []
-    for n, row in _manifest_rows(src):
+    for n, row in _manifest_rows(src, text):
         path, label = str(row.get("path") or ""), row.get("label")
         try:
             if not path or label in (None, ""):
                 raise ValueError("needs path and label")
             out.append((path, label, _segment(row, "start"), _segment(row, "end")))
         except ValueError as exc:
-            _per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
+            per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
     return root, out, None
 
 
@@ -222,8 +224,12 @@ def _order(item: FieldItem) -> tuple[str, float]:
     return item.file("audio"), float(seg[0] or 0.0) if seg else 0.0
 
 
-def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> FieldSource:
+def list_audio_source(
+    src: str, fields: Sequence[FieldSpec], on_error: str, text: str | None = None
+) -> FieldSource:
     """List the audio source ``src`` for ``fields`` (``audio`` + ``label``).
+
+    ``text``: the manifest's text when the caller has read it already (read here if None).
 
     Raises:
         SourceError: No audio file, a duplicate path, labels mixing integers and names, or
@@ -236,7 +242,7 @@ def list_audio_source(src: str, fields: Sequence[FieldSpec], on_error: str) -> F
         raise SpecError(f"{src}: an audio source has the fields audio and label; spec: {names}")
     opts = next(f.options for f in fields if f.name == "audio")
     skipped: Skipped = []
-    root, entries, folders = _entries(src, on_error, skipped)
+    root, entries, folders = _entries(src, on_error, skipped, text)
     kept = []
     for e in entries:
         if escapes(root, e[0]):
@@ -275,16 +281,17 @@ def _items(
         seg = () if lo is None and hi is None else (("audio.segment", [lo, hi, "center"]),)
         return [FieldItem(path, files, value + seg)]
     where = path if "://" in path or os.path.isabs(path) else os.path.join(root, path)
+    checkpoint()  # a header read per file: where a stopped listing ends
     try:
         seconds = _duration(where, path)
     except ValueError as exc:
-        _per_input(src, on_error, skipped, path, str(exc))
+        per_input(src, on_error, skipped, path, str(exc))
         return []
     clip = float(opts["clip_seconds"])
     hop = float(opts["hop_seconds"] or clip)
     spans = _windows(seconds, clip, hop, lo or 0.0, hi)
     if not spans:
-        _per_input(src, on_error, skipped, path, f"segment starts after the end ({seconds:.3f} s)")
+        per_input(src, on_error, skipped, path, f"segment starts after the end ({seconds:.3f} s)")
     return [
         FieldItem(f"{path}@{a:.3f}", files, (*value, ("audio.segment", [a, b, "window"])))
         for a, b in spans

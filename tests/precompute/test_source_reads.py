@@ -1,0 +1,115 @@
+"""A build reads its manifest, and decodes its scene, once in the driver (real files, counted).
+
+The counters wrap the real functions (``builtins.open``, the scene reader) and call them: every
+read still happens, it is only counted.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from benchmarks.spectral_data import make_scene
+from precompute.arrays import scenesrc
+from precompute.buildsource import resolve_build
+from precompute.cli import main
+from precompute.fields import FieldSpec
+from precompute.format import open_store_info
+from precompute.sample import make_sample_dataset
+from precompute.spec import BuildSpec
+from tests.precompute.audio_bytes import tone
+from tests.precompute.fielddata import make_keypoints_manifest, make_labels_manifest
+
+
+@pytest.fixture
+def opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count every ``open`` of a file in this process by its path (the open still happens)."""
+    seen: Counter[str] = Counter()
+    real = builtins.open
+
+    def counting(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, str | Path):
+            seen[str(file)] += 1
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    return seen
+
+
+def _image_manifest(root: Path) -> Path:
+    data = make_sample_dataset(root / "data", 8, size_range=(16, 24))
+    rows = ["path,label"] + [
+        f"{p.relative_to(root).as_posix()},{p.parent.name}" for p in sorted(data.rglob("*.*"))
+    ]
+    (root / "list.csv").write_text("\n".join(rows) + "\n")
+    return root / "list.csv"
+
+
+def _array_manifest(root: Path) -> Path:
+    lines = []
+    for i in range(4):
+        np.save(root / f"{i}.npy", np.full((6, 6, 3), i, dtype=np.float32))
+        lines.append(json.dumps({"path": f"{i}.npy", "label": i % 2}))
+    (root / "arrays.jsonl").write_text("\n".join(lines) + "\n")
+    return root / "arrays.jsonl"
+
+
+def _audio_manifest(root: Path) -> Path:
+    rows = ["path,label"]
+    for i in range(3):
+        sf.write(root / f"{i}.wav", tone(220.0 * (i + 1), 8000, 0.5), 8000, subtype="PCM_16")
+        rows.append(f"{i}.wav,{i % 2}")
+    (root / "clips.csv").write_text("\n".join(rows) + "\n")
+    return root / "clips.csv"
+
+
+AUDIO = (FieldSpec("audio", "audio", {"clip_seconds": 0.25}), FieldSpec("label", "label"))
+MANIFESTS: dict[str, tuple[Callable[[Path], Path], BuildSpec]] = {
+    "images (v1)": (_image_manifest, BuildSpec(size=16)),
+    "keypoints": (make_keypoints_manifest, BuildSpec(size=16)),
+    "labels": (make_labels_manifest, BuildSpec(size=16)),
+    "arrays": (_array_manifest, BuildSpec(size=6)),
+    "audio": (_audio_manifest, BuildSpec(size=16, fields=AUDIO)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MANIFESTS))
+def test_a_manifest_is_read_once_per_listing(
+    kind: str, tmp_path: Path, opens: Counter[str]
+) -> None:
+    make, spec = MANIFESTS[kind]
+    manifest = make(tmp_path)
+    opens.clear()
+    source, _, _ = resolve_build(str(manifest), spec)
+    assert len(source.items) > 0
+    assert opens[str(manifest)] == 1
+
+
+def test_a_scene_is_decoded_once_in_the_driver(
+    ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opens: Counter[str]
+) -> None:
+    cube, gt = make_scene(20, 18, 5, 3, seed=2)
+    np.save(tmp_path / "scene.npy", cube)
+    np.save(tmp_path / "gt.npy", gt)
+    scene = str(tmp_path / "scene.npy")
+    decoded: Counter[str] = Counter()
+    real = scenesrc.read_array  # type: ignore[attr-defined]
+
+    def counting(data: bytes, key: str, *args: Any, **kwargs: Any) -> np.ndarray:
+        decoded[key] += 1
+        return real(data, key, *args, **kwargs)
+
+    monkeypatch.setattr(scenesrc, "read_array", counting)  # in this process: the driver
+    opens.clear()  # np.save opened the scene
+    main(["build", scene, "--out", str(tmp_path / "s"), "--labels", "gt.npy", "--patch", "5",
+          "--shard-samples", "64", "--quiet"])  # fmt: skip
+    assert decoded[scene] == 1 and opens[scene] == 1  # the shards decode it in the workers
+    assert open_store_info(tmp_path / "s").layout.num_samples == int((gt > 0).sum())
