@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -34,6 +35,8 @@ from precompute.format import MARKER_DIR, StoreLayout, shard_marker_path
 from precompute.spec import BuildSpec
 from precompute.storearrays import ArraySpec
 from precompute.storecheck import shard_file
+
+log = logging.getLogger("precompute.remote_writer")
 
 __all__ = ["build_lock", "create_or_resume", "finalize", "pid_alive", "store_bytes", "write_shard"]
 
@@ -161,31 +164,58 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+_LOCK_TRIES = 5  # looks at a lock that keeps changing under us before giving up
+
+
 @contextmanager
 def build_lock(url: str) -> Iterator[None]:
     """Hold the object ``OUT/_nostall/build.lock`` (a conditional PUT) during a build.
+
+    The lock of a build that died on this host is taken over with a PUT conditional on the
+    version that was judged dead (``If-Match`` its ETag), so of several builds that find the
+    same dead lock exactly one takes it, and none overwrites a lock taken meanwhile. The
+    release deletes only this build's own version.
 
     Raises:
         BuildLockedError: Another live build holds it (the message names its host and pid).
     """
     lock = f"{url.rstrip('/')}/{MARKER_DIR}/build.lock"
-    me = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
-    try:
-        objstore.put_bytes(lock, me, only_new=True)
-    except FileExistsError:
-        try:
-            holder = json.loads(objstore.get_range(lock).data)
-        except (OSError, ValueError):
-            holder = {}
-        holder = holder if isinstance(holder, dict) else {}
-        if _alive_here(holder):
-            raise BuildLockedError(
-                f"{url}: another build is writing this store (lock {lock} held by "
-                f"{holder.get('host', '?')} pid {holder.get('pid', '?')}); wait for it to "
-                "finish, or delete the lock object if that build is gone"
-            ) from None
-        objstore.put_bytes(lock, me)  # its holder died on this host: take it over
+    etag = _take_lock(url, lock)
     try:
         yield
     finally:
-        objstore.delete(lock)
+        try:
+            objstore.delete(lock, if_match=etag or None)
+        except objstore.VersionChangedError:
+            log.warning("%s: the build lock was taken over; left to its new holder", lock)
+
+
+def _take_lock(url: str, lock: str) -> str:
+    """Create the lock, or take over a dead build's; return its ETag."""
+    me = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
+    holder: dict[str, Any] = {}
+    for _ in range(_LOCK_TRIES):
+        try:
+            return objstore.put_bytes(lock, me, only_new=True)
+        except FileExistsError:
+            pass
+        try:
+            found = objstore.get_range(lock)
+        except FileNotFoundError:
+            continue  # released meanwhile: create it again
+        try:
+            doc = json.loads(found.data)
+        except ValueError:
+            doc = {}
+        holder = doc if isinstance(doc, dict) else {}
+        if _alive_here(holder):
+            break
+        try:  # its holder died on this host: take over that version, no other
+            return objstore.put_bytes(lock, me, if_match=found.etag)
+        except objstore.VersionChangedError:
+            continue  # taken over or released meanwhile: look again
+    raise BuildLockedError(
+        f"{url}: another build is writing this store (lock {lock} held by "
+        f"{holder.get('host', '?')} pid {holder.get('pid', '?')}); wait for it to "
+        "finish, or delete the lock object if that build is gone"
+    )

@@ -7,7 +7,9 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +43,82 @@ def test_the_lock_of_a_dead_build_on_this_host_is_taken_over(bucket: str) -> Non
     out = objstore.store_path(f"{bucket}/s.zarr")
     with pytest.raises(BuildLockedError, match="held by other-host pid 1"), build_lock(out):
         pass
+
+
+def _hook_before(
+    operation: str, key: str, move: Callable[[], None], skip: str = ""
+) -> Callable[[], None]:
+    """Run ``move`` once just before this process's next ``operation`` on ``key`` (one without
+    the parameter ``skip``); return the unhook. ``move`` stands for another process: it uses
+    a client of its own."""
+    fired: list[bool] = []
+
+    def hook(model: Any, params: dict[str, Any], **_: Any) -> None:
+        mine = model.name == operation and params.get("Key") == key and skip not in params
+        if mine and not fired:
+            fired.append(True)
+            move()
+
+    events = objstore.client().meta.events
+    events.register("before-parameter-build.s3", hook, unique_id="nostall-lock-race")
+    return lambda: events.unregister("before-parameter-build.s3", unique_id="nostall-lock-race")
+
+
+def _dead_holder() -> bytes:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout)}).encode()
+
+
+def test_a_takeover_never_overwrites_a_lock_taken_after_its_look(bucket: str) -> None:
+    """Two builds find the same dead lock: the one whose takeover comes second must not
+    overwrite the lock the first took (that would be two writers of one store)."""
+    import boto3
+
+    out = objstore.store_path(f"{bucket}/s.zarr")
+    lock = f"{bucket}/s.zarr/_nostall/build.lock"
+    objstore.put_bytes(lock, _dead_holder())
+    other = boto3.session.Session().client("s3")
+    b, key = objstore.split_url(lock)
+    first = {"host": "other-host", "pid": 7}
+
+    def other_takes_it() -> None:  # the other build's takeover lands between look and PUT
+        other.put_object(Bucket=b, Key=key, Body=json.dumps(first).encode())
+
+    unhook = _hook_before("PutObject", key, other_takes_it, skip="IfNoneMatch")  # the takeover
+    try:
+        with pytest.raises(BuildLockedError, match="held by other-host pid 7"), build_lock(out):
+            pass
+    finally:
+        unhook()
+    assert json.loads(objstore.get_range(lock).data) == first
+
+
+def test_a_build_whose_lock_was_taken_over_leaves_it_to_its_new_holder(bucket: str) -> None:
+    out = objstore.store_path(f"{bucket}/s.zarr")
+    lock = f"{bucket}/s.zarr/_nostall/build.lock"
+    taker = json.dumps({"host": "other-host", "pid": 9}).encode()
+    with build_lock(out):
+        objstore.put_bytes(lock, taker)  # e.g. deleted by hand, then taken by another build
+    assert objstore.get_range(lock).data == taker  # not deleted by the first build's release
+
+
+def test_a_lock_released_while_looked_at_is_created_again(bucket: str) -> None:
+    out = objstore.store_path(f"{bucket}/s.zarr")
+    lock = f"{bucket}/s.zarr/_nostall/build.lock"
+    objstore.put_bytes(lock, json.dumps({"host": "other-host", "pid": 3}).encode())
+    b, key = objstore.split_url(lock)
+    import boto3
+
+    other = boto3.session.Session().client("s3")
+    unhook = _hook_before("GetObject", key, lambda: other.delete_object(Bucket=b, Key=key))
+    try:
+        with build_lock(out):  # the holder finished between the refused PUT and the look
+            assert json.loads(objstore.get_range(lock).data)["pid"] == os.getpid()
+    finally:
+        unhook()
+    with pytest.raises(FileNotFoundError):
+        objstore.get_range(lock)
 
 
 def test_outputs_other_than_s3_urls_are_refused() -> None:
