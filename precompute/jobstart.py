@@ -110,9 +110,9 @@ def open_build_ray(
     """
     try:
         session = open_ray(address)
-    except BaseException:
-        if listing is not None:
-            listing.stop()
+    except BaseException as exc:
+        if listing is not None:  # Ctrl-C never waits for it (a daemon thread)
+            listing.stop(STOP_WAIT_S if isinstance(exc, Exception) else 0)
         raise
     stack.callback(session.close)
     stack.enter_context(_quiet_ray_data())

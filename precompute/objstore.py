@@ -21,8 +21,9 @@ from __future__ import annotations
 import email.utils
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path, PosixPath
 from typing import Any
 
@@ -114,7 +115,15 @@ def _age(response: dict[str, Any], modified: datetime | None) -> float | None:
     date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
     if not date or modified is None:
         return None
-    return float((email.utils.parsedate_to_datetime(date) - modified).total_seconds())
+    try:  # a server's odd Date never fails the read: the age is unknown then
+        now = email.utils.parsedate_to_datetime(date)
+        if now.tzinfo is None:  # "-0000" or no zone: HTTP dates are GMT
+            now = now.replace(tzinfo=timezone.utc)
+        if modified.tzinfo is None:
+            modified = modified.replace(tzinfo=timezone.utc)
+        return float((now - modified).total_seconds())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -242,10 +251,21 @@ def delete(url: str, *, if_match: str | None = None) -> None:
         raise OSError(f"{url}: DELETE failed ({_code(exc)})") from exc
 
 
-def _pages(prefix_url: str) -> Any:
+def _objects(prefix_url: str) -> Iterator[tuple[str, Any, Any]]:
+    """Yield ``(url, object, page)`` of every object under ``prefix_url`` (one paginated LIST).
+
+    Raises:
+        OSError: The listing failed.
+    """
     bucket, prefix = split_url(prefix_url)
     prefix = f"{prefix}/" if prefix else ""
-    return client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    try:
+        pages = client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for page in pages:
+            for obj in page.get("Contents", ()):
+                yield f"{SCHEME}{bucket}/{obj['Key']}", obj, page
+    except Exception as exc:
+        raise OSError(f"{prefix_url}: LIST failed ({_code(exc)})") from exc
 
 
 def list_ages(prefix_url: str) -> dict[str, float]:
@@ -254,15 +274,8 @@ def list_ages(prefix_url: str) -> dict[str, float]:
     Raises:
         OSError: The listing failed.
     """
-    bucket, ages = split_url(prefix_url)[0], dict[str, float]()
-    try:
-        for page in _pages(prefix_url):
-            for obj in page.get("Contents", ()):
-                age = _age(page, obj.get("LastModified"))
-                ages[f"{SCHEME}{bucket}/{obj['Key']}"] = 0.0 if age is None else age
-    except Exception as exc:
-        raise OSError(f"{prefix_url}: LIST failed ({_code(exc)})") from exc
-    return ages
+    ages = {url: _age(page, obj.get("LastModified")) for url, obj, page in _objects(prefix_url)}
+    return {url: 0.0 if age is None else age for url, age in ages.items()}
 
 
 def list_sizes(prefix_url: str) -> dict[str, int]:
@@ -271,14 +284,7 @@ def list_sizes(prefix_url: str) -> dict[str, int]:
     Raises:
         OSError: The listing failed.
     """
-    bucket, sizes = split_url(prefix_url)[0], dict[str, int]()
-    try:
-        for page in _pages(prefix_url):
-            for obj in page.get("Contents", ()):
-                sizes[f"{SCHEME}{bucket}/{obj['Key']}"] = int(obj["Size"])
-    except Exception as exc:
-        raise OSError(f"{prefix_url}: LIST failed ({_code(exc)})") from exc
-    return sizes
+    return {url: int(obj["Size"]) for url, obj, _ in _objects(prefix_url)}
 
 
 @dataclass(frozen=True)

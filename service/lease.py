@@ -51,6 +51,11 @@ class StoreLease(abc.ABC):
         with self._mutex:
             self._held = True
 
+    def _lost(self) -> None:
+        """The hold was taken away (a collection judged it dead): not held, nothing to drop."""
+        with self._mutex:
+            self._held = False
+
     @abc.abstractmethod
     def _drop(self) -> None:
         """Let the hold go (called once, by the first :meth:`release`)."""

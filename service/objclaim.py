@@ -122,7 +122,7 @@ class Claim:
         if self._held:
             self._held = False
             self._beats.stop()  # waits for a beat under way: the ETag is the last write's
-            if not (self._mine() and fenced_delete("release", self.url, self._etag)):
+            if not (self._mine() and fenced_delete("release", self.url, self._etag, self._token)):
                 log.warning("%s: the claim was taken over; left to its new holder", self.url)
 
     def __enter__(self) -> Claim:
@@ -150,18 +150,30 @@ def try_claim(url: str, stale_s: float = STALE_S, beat_s: float = BEAT_S) -> Cla
         except FileExistsError:
             return None  # another process took it first
         return Claim(url, me, etag, beat_s)
-    return _take_over(url, me, holder.etag, beat_s)
+    return _take_over(url, me, holder.etag, beat_s, stale_s)
 
 
-def _take_over(url: str, me: bytes, dead: str, beat_s: float) -> Claim | None:
-    """Replace the dead claim of ETag ``dead`` with ``me``; None if another process acted first."""
+def _take_over(url: str, me: bytes, dead: str, beat_s: float, stale_s: float) -> Claim | None:
+    """Replace the dead claim of ETag ``dead`` with ``me``; None if another process acted first.
+
+    A marker whose taker is dead (it died between its two PUTs: judged as a claim's holder) is
+    deleted, so the next poll can take the claim over; a taker whose PUT fails deletes its
+    marker.
+    """
     tag = dead.strip('"') or "none"
     marker = f"{url}.takeover/{tag}"
     try:
         object_call("takeover", objstore.put_bytes, marker, me, only_new=True)
-    except FileExistsError:
-        return None  # another process took this dead claim over first
-    etag = fenced_put("takeover", url, me, json.loads(me)["token"], dead)
+    except FileExistsError:  # another process is taking this dead claim over, or died doing it
+        taker = inspect_holder(marker, stale_s)  # the marker holds its taker's document
+        if taker is not None and taker.dead:
+            fenced_delete("takeover", marker, taker.etag)
+        return None
+    try:
+        etag = fenced_put("takeover", url, me, json.loads(me)["token"], dead)
+    except BaseException:
+        object_call("takeover", objstore.delete, marker)
+        raise
     if etag is None:  # the claim changed since it was read (released, a fresh claim made)
         object_call("takeover", objstore.delete, marker)  # If-Match held: no marker needed
         return None

@@ -151,16 +151,21 @@ def fenced_put(what: str, url: str, body: bytes, token: str, etag: str) -> str |
     return new
 
 
-def fenced_delete(what: str, url: str, etag: str) -> bool:
-    """Delete the version ``etag`` of ``url``; False if another version replaced it.
+def fenced_delete(what: str, url: str, etag: str, token: str | None = None) -> bool:
+    """Delete the version ``etag`` of ``url``; False if another holder's version replaced it.
 
     True also when the object is gone already (deleted by this holder's retried DELETE, or by a
-    collection that judged it dead).
+    collection that judged it dead). With ``token`` (the holder's own), a version that still
+    carries it is this holder's too (a beat whose PUT landed although the call failed) and is
+    deleted.
     """
     try:
         object_call(what, objstore.delete, url, if_match=etag)
     except objstore.VersionChangedError:
-        return False
+        found = read_holder(url) if token is not None else None
+        if found is None or not (isinstance(found[0], dict) and found[0].get("token") == token):
+            return found is None and token is not None  # gone meanwhile: nothing left to delete
+        return fenced_delete(what, url, found[1])
     return True
 
 

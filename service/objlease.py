@@ -4,7 +4,8 @@
 re-checks that the store is still published, re-PUTs it every ``BEAT_S`` seconds while it
 reads, and deletes it on release; each re-PUT and the release are fenced on the ETag of the
 reader's last write (:func:`service.objholder.fenced_put`), so a lease a collection deleted as
-dead is never PUT back by a reader that resumes. Eviction and removal
+dead is never PUT back by a reader that resumes (on a server that honours ``If-Match``; one that
+ignores it takes the PUT), and the lease's ``held`` turns False. Eviction and removal
 (:mod:`service.objevict`) judge a lease as a claim is judged
 (:func:`service.objholder.inspect_holder`): live unless its holder is a dead process on this
 host, or (another host) the object was last written more than ``STALE_S`` seconds ago by the
@@ -73,14 +74,19 @@ class ObjectLease(StoreLease):
             return False
         etag = fenced_put("lease", self._url, holder_doc(self._token, n), self._token, self._etag)
         if etag is None:  # judged dead and deleted by a collection: never PUT it back
-            log.warning("%s: the lease was collected as dead; no longer beating", self._url)
+            log.warning(
+                "%s: the lease was collected as dead (its reader stalled past stale_s); no "
+                "longer held: the store may be evicted under its reader",
+                self._url,
+            )
+            self._lost()
             return False
         self._etag = etag
         return True
 
     def _drop(self) -> None:
         self._beats.stop()  # waits for a beat under way: no PUT after the DELETE
-        fenced_delete("release", self._url, self._etag)
+        fenced_delete("release", self._url, self._etag, self._token)
 
 
 def _beat(ref: weakref.ref[ObjectLease], n: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import pytest
 
 from precompute import objstore
 from service import Cache
+from service.errors import ServiceError
 from service.objcache import ObjectCache
 from service.objcatalog import ObjectLayout
 from service.objclaim import Claim, try_claim
@@ -135,6 +137,65 @@ def test_a_retried_beat_whose_first_try_landed_is_adopted(root: str, other: Any)
     assert objstore.list_sizes(f"{root}/claims") == {}
 
 
+@pytest.mark.parametrize("kind", ["claim", "lease"])
+def test_a_release_deletes_its_own_version_written_by_a_beat_it_thought_failed(
+    root: str, other: Any, kind: str
+) -> None:
+    """A beat whose PUT landed but whose call failed leaves the holder with the ETag before
+    it; the release still deletes the object (it carries the holder's token), leaving no claim
+    nobody holds (it would block the key for as long as this process lives) and no lease."""
+    layout = ObjectLayout(root)
+    held: Claim | ObjectLease | None
+    if kind == "claim":
+        url = f"{root}/claims/k.json"
+        held = try_claim(url, beat_s=60)
+    else:
+        held = ObjectLease("k", layout.store("k"), layout, beat_s=60)
+        (url,) = objstore.list_sizes(layout.lease_prefix("k"))
+    assert held is not None
+    put_by(other, url, {**json.loads(objstore.get_range(url).data), "beat": 1})  # "its" beat
+    held.release()
+    assert objstore.list_sizes(f"{root}/claims") == {}
+    assert objstore.list_sizes(layout.lease_prefix("k")) == {}
+
+
+def test_a_marker_left_by_a_dead_taker_does_not_block_the_takeover(root: str) -> None:
+    url = f"{root}/claims/gc.json"
+    etag = objstore.put_bytes(url, dead_here())  # a claim whose holder died on this host
+    marker = f"{url}.takeover/{etag.strip(chr(34))}"
+    objstore.put_bytes(marker, dead_here())  # its taker died between its two PUTs
+    assert try_claim(url) is None  # the marker is in the way once, and removed
+    claim = try_claim(url)
+    assert isinstance(claim, Claim)
+    # the dead taker's marker was replaced by this taker's, kept for gc (a store may ignore
+    # If-Match); the claim itself is released
+    assert doc_at(marker)["pid"] == os.getpid()
+    claim.release()
+    assert url not in objstore.list_sizes(f"{root}/claims")
+
+
+def test_a_taker_whose_put_fails_removes_its_marker(root: str) -> None:
+    url = f"{root}/claims/k.json"
+    objstore.put_bytes(url, dead_here())
+    key = objstore.split_url(url)[1]
+
+    def fail(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name == "PutObject" and params.get("Key") == key and "IfMatch" in params:
+            raise ConnectionError("the network went away")
+
+    events = objstore.client().meta.events
+    events.register("before-parameter-build.s3", fail, unique_id="nostall-test-fail")
+    try:
+        with pytest.raises(ServiceError, match="PUT failed"):
+            try_claim(url)
+    finally:
+        events.unregister("before-parameter-build.s3", unique_id="nostall-test-fail")
+    assert list(objstore.list_sizes(f"{root}/claims")) == [url]  # no marker left
+    claim = try_claim(url)
+    assert isinstance(claim, Claim)
+    claim.release()
+
+
 def test_a_lease_collected_as_dead_is_never_put_back(
     root: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -145,7 +206,8 @@ def test_a_lease_collected_as_dead_is_never_put_back(
         objstore.delete(url)  # a collection judged its reader dead (stalled past stale_s)
         time.sleep(1.0)  # four beats, had it gone on
     assert objstore.list_sizes(layout.lease_prefix("k")) == {}
-    assert "the lease was collected as dead; no longer beating" in caplog.text
+    assert "the lease was collected as dead" in caplog.text
+    assert not lease.held  # its reader can see it lost the lease
     lease.release()
 
 
