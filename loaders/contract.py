@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from numbers import Integral
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,6 +42,7 @@ _Loader = TypeVar("_Loader", bound="ContractLoader")
 
 # The settings a saved state must match (besides the data identity a loader adds).
 INT_MOST = 2**31 - 1  # the largest size or count check_int takes by default
+EPOCH_MOST = 2**63 - 1  # the largest epoch (set_epoch, a saved state)
 SETTINGS_KEYS = ("seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks")
 
 
@@ -109,7 +111,7 @@ def store_identity(spec_hash: str) -> dict[str, Any]:
 
 
 def check_int(name: str, value: object, least: int, most: int | None = INT_MOST) -> int:
-    """Return ``value`` if it is an integer (not a bool) in ``[least, most]``.
+    """Return ``value`` as an ``int`` if it is an integer (not a bool) in ``[least, most]``.
 
     ``most`` (default 2**31 - 1) keeps sizes and counts within what numpy indexes (a seed
     takes up to 2**64 - 1); None: no upper bound.
@@ -117,11 +119,14 @@ def check_int(name: str, value: object, least: int, most: int | None = INT_MOST)
     Raises:
         ValueError: Naming ``name`` and the value otherwise.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    number = None
+    if isinstance(value, Integral) and not isinstance(value, bool | np.bool_):
+        number = int(value)  # a numpy integer too (a setting or state that went through numpy)
+    if number is None or number < least:
         raise ValueError(f"{name} must be an integer >= {least}, got {show(value)}")
-    if most is not None and value > most:
+    if most is not None and number > most:
         raise ValueError(f"{name} must be an integer in [{least}, {most}], got {show(value)}")
-    return value
+    return number
 
 
 class ContractLoader:
@@ -187,7 +192,7 @@ class ContractLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Serve ``epoch`` from its first batch on the next iteration."""
-        self._epoch, self._batch, self._resume = check_int("epoch", epoch, 0), 0, 0
+        self._epoch, self._batch, self._resume = check_int("epoch", epoch, 0, EPOCH_MOST), 0, 0
 
     def plan(self, epoch: int | None = None) -> EpochPlan:
         """Return the reading plan of ``epoch`` (default: the current one) on this rank."""
@@ -276,7 +281,11 @@ class ContractLoader:
         if missing:
             raise LoaderError(f"state lacks {missing}: not a loader state_dict(): {dict(state)}")
         check_state(state, self._identity())
-        epoch, batch = int(state["epoch"]), int(state["batch"])
+        try:  # whole numbers only: an epoch of 1.7 or "x" is not quietly made one
+            epoch = check_int("state epoch", state["epoch"], 0, EPOCH_MOST)
+            batch = check_int("state batch", state["batch"], 0, EPOCH_MOST)
+        except ValueError as exc:
+            raise LoaderError(str(exc)) from None
         total = self.num_batches(epoch)
         if not 0 <= batch <= total:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")

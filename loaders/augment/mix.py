@@ -84,7 +84,7 @@ class Mixup:
     label_smoothing: float = 0.1
 
     def __post_init__(self) -> None:
-        check_integer("mixup.num_classes", self.num_classes, 1)
+        check_integer("mixup.num_classes", self.num_classes, 1, 1 << 24)
         for name, hi in (
             ("mixup_alpha", 100.0),
             ("cutmix_alpha", 100.0),

@@ -265,18 +265,19 @@ class BatchReader(Node[HostBatch]):
         keys = np.repeat(np.arange(w1 - w0), lens) * self._num_chunks + np.concatenate(lists)
         slots = np.arange(len(keys)) - np.repeat(np.cumsum(lens) - lens, lens)
         by_key = np.argsort(keys, kind="stable")
+        keys, slots = keys[by_key], slots[by_key]
         needed = served // cs
         if not len(keys):
             raise LoaderError(
                 f"window {windows[w0].number} serves samples of chunks it does not read"
             )
         wanted = win * self._num_chunks + needed
-        at = np.minimum(np.searchsorted(keys[by_key], wanted), len(keys) - 1)
-        found = keys[by_key][at] == wanted
+        at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+        found = keys[at] == wanted
         if not found.all():
             number = windows[w0 + int(win[np.argmin(found)])].number
             raise LoaderError(f"window {number} serves samples of chunks it does not read")
-        slot = slots[by_key][at]
+        slot = slots[at]
         by = np.lexsort((positions, slot, win))
         win, slot, positions = win[by], slot[by], positions[by]
         batch = positions // bs

@@ -245,7 +245,7 @@ class DaliLoaderBase(ContractLoader):
         keep = out["index"] >= 0  # a placeholder fed for a batch whose inputs were all skipped
         if not bool(keep.all()):
             out = {k: v[keep.to(v.device)] for k, v in out.items()}
-        for key in ("label", "index", "is_pad"):
+        for key in PASSED:
             out[key] = out[key].to(self.device)
         if self.mixup is not None:
             gen = self.batch_generator(epoch, batch)

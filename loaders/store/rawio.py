@@ -113,12 +113,24 @@ class MapCache:
             os.close(fd)
         return np.frombuffer(mapped, np.uint8), file_stamp(st)
 
+    def touch(self, path: str) -> None:
+        """Mark ``path``'s mapping as just used (a read that went by a view kept of it)."""
+        with self._lock:
+            if path in self._maps:
+                self._maps.move_to_end(path)
+
     def clear(self) -> None:
         """Drop every mapping (each is unmapped once no array still views it)."""
         with self._lock:
             self.drops += 1
             self._maps.clear()
             self._bytes = 0
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The files kept mapped, least recently used first."""
+        with self._lock:
+            return tuple(self._maps)
 
     @property
     def mapped_bytes(self) -> int:

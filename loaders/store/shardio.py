@@ -242,6 +242,7 @@ class ShardedArrayReader:
             current = self._current(chunk, path)
             hot = self._hot_view(chunk, current)
             if hot is not None:
+                self._maps.touch(path)  # least recently used stays true for the budget
                 take_runs(hot, runs)
                 return
             drops = self._maps.drops
@@ -272,7 +273,7 @@ class ShardedArrayReader:
         taken, so they never keep an unmapped file alive past the next read.
         """
         maps = self._maps
-        if maps is None or current is None:
+        if maps is None or current is None or self.verify != "first":
             return None
         if maps.drops != self._hot_drops:
             with self._hot_lock:

@@ -82,7 +82,7 @@ class ToDevice(Node[DeviceBatch]):
             self._state = self.source.get_state()
             if self.device.type == "cpu":  # the host arrays as tensors, shared, not copied
                 return {k: torch.from_numpy(v) for k, v in batch.items()}
-            return {k: self._move(v) for k, v in batch.items()}
+            return {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
         current = self._ahead if self._ahead is not None else self._launch_or_error()
         if isinstance(current, BaseException):
             self._ahead = None
@@ -94,10 +94,6 @@ class ToDevice(Node[DeviceBatch]):
         for tensor in out.values():
             tensor.record_stream(consumer)
         return out
-
-    def _move(self, value: np.ndarray) -> torch.Tensor:
-        tensor = torch.from_numpy(value)
-        return tensor if self.device.type == "cpu" else tensor.to(self.device)
 
     def _launch_or_error(self) -> tuple[DeviceBatch, dict[str, Any], Any] | BaseException:
         try:

@@ -144,8 +144,14 @@ def test_policy_round_trip_and_bad_values():
         Mixup(num_classes=2, prob=2.0)
     with pytest.raises(AugmentError, match=r"mixup\.prob .*, got <an integer of 16610 bits>$"):
         Mixup(num_classes=2, prob=10**5000)
-    with pytest.raises(AugmentError, match=r"mixup\.num_classes must be an integer >= 1, got 2\.0"):
+    with pytest.raises(
+        AugmentError, match=r"mixup\.num_classes must be an integer in \[1, 16777216\], got 2\.0"
+    ):
         Mixup(num_classes=2.0)
+    with pytest.raises(
+        AugmentError, match=r"mixup\.num_classes must be an integer in \[1, 16777216\]"
+    ):
+        Mixup(num_classes=2**31)  # at construction, not a 34 GB allocation at the first batch
     with pytest.raises(AugmentError, match="both 0"):
         Mixup(num_classes=2, mixup_alpha=0, cutmix_alpha=0)
     with pytest.raises(AugmentError, match="unknown"):

@@ -257,9 +257,11 @@ def _mapped_files() -> str:
     return Path("/proc/self/maps").read_text()
 
 
-def test_kept_chunk_views_serve_reads_and_never_keep_a_dropped_mapping(store: Path) -> None:
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+def test_kept_chunk_views_serve_reads_and_never_keep_a_dropped_mapping(tmp_path: Path) -> None:
     """A chunk read again from the same file version reuses its checked view; a view never
     keeps a shard file mapped after the map cache dropped it (RSS stays within the budget)."""
+    store = make_index_store(tmp_path / "s", 50, holes=(0, 1, 2, 3, 7))  # mapped by no one else
     maps = MapCache(budget=1)  # one shard file mapped at a time
     reader = ShardedArrayReader(store / "image", io="mmap", maps=maps)
     dest = np.zeros((2, 16 * 16 * 3), np.uint8)
@@ -277,3 +279,17 @@ def test_kept_chunk_views_serve_reads_and_never_keep_a_dropped_mapping(store: Pa
     reader.close()
     gc.collect()
     assert str(second) not in _mapped_files()
+
+
+def test_reads_from_kept_views_keep_their_file_most_recently_used(tmp_path: Path) -> None:
+    store = make_index_store(tmp_path / "s", 50)
+    shard = store / "image" / "c"
+    size = (shard / "0" / "0" / "0" / "0").stat().st_size
+    maps = MapCache(budget=2 * size)  # two shard files mapped at a time
+    reader = ShardedArrayReader(store / "image", io="mmap", maps=maps)
+    dest = np.zeros((1, 16 * 16 * 3), np.uint8)
+    for chunk in (0, 4, 0, 0):  # shard 0, shard 1, then shard 0 twice (from its kept view)
+        reader.read_chunk_runs((chunk, 0, 0, 0), [(dest, np.array([1]))])
+        assert dest[0, 0] == chunk * 4 + 1
+    reader.read_chunk_runs((8, 0, 0, 0), [(dest, np.array([0]))])  # shard 2: one must go
+    assert maps.paths == tuple(str(shard / n / "0" / "0" / "0") for n in "02")

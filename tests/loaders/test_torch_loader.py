@@ -258,3 +258,18 @@ def test_io_auto_maps_a_store_that_fits_the_budget_and_preads_one_that_does_not(
     assert len(served) == len(other) > 0  # the same bytes either way
     for a, b in zip(served, other, strict=True):
         assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("epoch", [1.7, "x", -1, True, 2**64])
+def test_a_hostile_saved_epoch_is_a_loader_error_naming_it(store: Path, epoch: object) -> None:
+    loader = StoreLoader(store, 8)
+    state = {**loader.state_dict(), "epoch": epoch}
+    with pytest.raises(LoaderError, match=r"state epoch must be an integer"):
+        loader.load_state_dict(state)  # never quietly epoch 1 for 1.7
+
+
+def test_numpy_integers_are_integers(store: Path) -> None:
+    loader = StoreLoader(store, np.int64(8), seed=np.uint32(3))
+    assert (loader.batch_size, loader.seed) == (8, 3) and type(loader.batch_size) is int
+    loader.load_state_dict({**loader.state_dict(), "epoch": np.int64(2)})
+    loader.set_epoch(2**40)  # epochs are not sizes: far past 2**31
