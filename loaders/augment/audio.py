@@ -77,7 +77,8 @@ class AudioAugment:
             check_integer("audio.crop", self.crop, 1, (1 << 31) - 1)
         for name, (lo, hi) in _RANGES.items():
             if getattr(self, name) is not None:
-                check_pair(f"audio.{name}", getattr(self, name), lo, hi, "dB")
+                pair = check_pair(f"audio.{name}", getattr(self, name), lo, hi, "dB")
+                object.__setattr__(self, name, pair)  # a list given: kept as a (hashable) tuple
         for name, hi in _COUNTS.items():
             check_integer(f"audio.{name}", getattr(self, name), 0, hi)
         for axis in ("time", "freq"):

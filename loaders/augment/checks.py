@@ -51,13 +51,15 @@ def check_integer(where: str, value: Any, lo: int, hi: int | None = None) -> int
 
 
 def check_pair(where: str, value: Any, lo: float, hi: float, unit: str) -> tuple[float, float]:
-    """Return ``value`` if it is a tuple ``(low, high)`` of numbers in ``[lo, hi]``, low <= high.
+    """Return ``value`` as a tuple if it is a pair ``(low, high)`` of numbers in ``[lo, hi]``.
+
+    A tuple or a list, as the image ranges take; low <= high.
 
     Raises:
         AugmentError: Not a pair (``WHERE must be a (low, high) pair of UNIT``), a number out
             of range (as :func:`check_number`) or low above high; naming the value.
     """
-    if not isinstance(value, tuple) or len(value) != 2:
+    if not isinstance(value, tuple | list) or len(value) != 2:
         raise AugmentError(f"{where} must be a (low, high) pair of {unit}, got {show(value)}")
     low, high = (check_number(where, v, lo, hi) for v in value)
     if low > high:

@@ -230,3 +230,11 @@ def test_cuda_matches_the_rules(waves) -> None:
     out = AudioAugment(gain_db=(6.0, 6.0))(cuda, gen())
     x = torch.from_numpy(from_int16(waves["audio"].numpy())).cuda()
     torch.testing.assert_close(out["audio"], x * 10 ** (6 / 20), rtol=1e-6, atol=0)
+
+
+def test_a_range_given_as_a_list_is_taken_as_the_image_ranges_are() -> None:
+    listed = AudioAugment(gain_db=[-6, 6], noise_snr_db=[10.0, 30.0])
+    assert listed == AudioAugment(gain_db=(-6, 6), noise_snr_db=(10.0, 30.0))
+    assert hash(listed) == hash(AudioAugment(gain_db=(-6, 6), noise_snr_db=(10.0, 30.0)))
+    with pytest.raises(AugmentError, match=r"audio\.gain_db must be a \(low, high\) pair of dB"):
+        AudioAugment(gain_db=[-6, 0, 6])
