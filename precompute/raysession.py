@@ -148,7 +148,7 @@ def _address_file() -> Path:
 
 
 def _join_local(address: str) -> RaySession | None:
-    """Join the ``ray start`` Ray at ``address`` if a build's own Ray would be its size.
+    """Join the ``ray start`` Ray at ``address`` if its GCS answers and it is a local build's size.
 
     Raises:
         ClusterError: Ray failed otherwise than by refusing the connection, or the joined
