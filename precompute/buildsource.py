@@ -54,6 +54,7 @@ __all__ = [
     "learn_fields",
     "list_build_source",
     "manifest_file_columns",
+    "manifest_text",
     "plan_tasks",
     "resolve_build",
     "source_fingerprint",
@@ -61,6 +62,9 @@ __all__ = [
 
 SEGMENTATION_FIELDS = ("image", "mask")  # the fields of a segmentation folder
 CLI_HINT = "on the command line: --mask-classes N (and --ignore-index, --colormap) or --fields"
+# The manifest text infer_fields read for the CLI, taken by the build's listing of the same
+# file (manifest_text): {"ident": (path, size, mtime_ns), "text": the text}.
+_KEPT: dict[str, Any] = {}
 
 
 def _local(src: str) -> str | None:
@@ -77,13 +81,38 @@ def is_segmentation(src: str) -> bool:
     return subs == set(SEGMENTATION)
 
 
-def _manifest_text(src: str) -> str | None:
-    """The text of manifest ``src`` (read once for the whole listing); None for a folder.
+def _ident(src: str) -> tuple[Any, ...] | None:
+    """``(path, size, mtime_ns)`` of a local file; None for a URL or a file not stat-able."""
+    path = _local(src)
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.abspath(path), st.st_size, st.st_mtime_ns
+
+
+def manifest_text(src: str, keep: bool = False) -> str | None:
+    """The text of manifest ``src`` (read once for the whole build); None for a folder.
+
+    With ``keep`` the text is kept (one manifest at most) for the next call: the CLI infers a
+    manifest's fields before the build lists it, and the build takes the text the inference
+    read instead of reading the file again. What was kept is given out once, for the same
+    local file unchanged since (path, size, mtime); any call drops it.
 
     Raises:
         SourceError: The manifest is missing, unreadable, too large or not UTF-8.
     """
-    return read_text(src) if src.lower().endswith(MANIFEST_EXTENSIONS) else None
+    if not src.lower().endswith(MANIFEST_EXTENSIONS):
+        return None
+    ident = _ident(src)  # before the read: a file changed after it is read again next time
+    kept = _KEPT.get("text") if ident is not None and _KEPT.get("ident") == ident else None
+    _KEPT.clear()
+    text = read_text(src) if kept is None else kept
+    if keep and ident is not None:
+        _KEPT.update(ident=ident, text=text)
+    return text
 
 
 def _columns(src: str, text: str | None) -> list[str]:
@@ -126,6 +155,7 @@ def infer_fields(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     fill: int = 0,
     text: str | None = None,
+    keep_text: bool = False,
 ) -> tuple[FieldSpec, ...]:
     """Return the fields of ``src`` when the spec names none (empty: a v1 source).
 
@@ -136,6 +166,8 @@ def infer_fields(
         fill: The spec's letterbox fill, given to the image field.
         text: The text of a manifest ``src`` when the caller has read it already (else it is
             read here, once).
+        keep_text: Keep the text read here for the build's listing of ``src``
+            (:func:`manifest_text`): the CLI infers the fields, then builds.
 
     Raises:
         SpecError: A required option no one gave (the mask's class count), or options given
@@ -143,7 +175,7 @@ def infer_fields(
     """
     if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
         return infer_scene_fields(src, options or {})
-    text = _manifest_text(src) if text is None else text
+    text = manifest_text(src, keep_text) if text is None else text
     if is_array_source(src, text):  # class folders / manifest of .npy, .npz, .mat (issue 14)
         return infer_array_fields(src, options, text)
     options = dict(options or {})
@@ -209,7 +241,8 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, 
 
     A spec without fields builds a v1 store, unless the source has fields (a segmentation
     folder or a field manifest): then they are inferred (:func:`infer_fields`). A manifest is
-    read once and its text handed to every detector and lister.
+    read once and its text handed to every detector and lister; the text the CLI's
+    :func:`infer_fields` kept is used instead of a second read (:func:`manifest_text`).
 
     Raises:
         SpecError: The source needs an option the spec does not give, or a field's decoder
@@ -217,7 +250,7 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, 
         SourceError: The source cannot be listed.
     """
     scene = is_scene_fields(spec.fields)  # a scene file is not a manifest, whatever its name
-    text = None if scene else _manifest_text(src)  # a manifest is read once, here
+    text = None if scene else manifest_text(src)  # read once: here, or by the CLI
     fields = spec.fields or infer_fields(src, fill=spec.fill, text=text)
     if not fields:
         return list_source(src, spec.on_error, text), spec

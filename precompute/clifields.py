@@ -105,4 +105,5 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
     patch = options.get("position", {}).get("patch")
     if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
         flags["size"] = patch
-    return [f.to_dict() for f in infer_fields(src, options, fill)]
+    # the manifest's text is kept for the build, which then lists it without reading it again
+    return [f.to_dict() for f in infer_fields(src, options, fill, keep_text=True)]

@@ -38,7 +38,7 @@ from precompute.fields.labels import name_classes
 from precompute.fields.rows import csv_rows, jsonl_rows, read_text
 from precompute.folders import ESCAPES, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
-from precompute.listing import is_url, per_input
+from precompute.listing import check_policy, is_url, per_input
 from precompute.sources import Source
 
 __all__ = ["FieldItem", "FieldSource", "list_field_manifest", "list_segmentation"]
@@ -125,11 +125,6 @@ class FieldSource:
         return data, len(data)
 
 
-def _check_policy(on_error: str) -> None:
-    if on_error not in ("raise", "skip"):
-        raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-
-
 # -- segmentation folders --------------------------------------------------------------------
 
 
@@ -155,7 +150,7 @@ def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> F
         SourceError: No such folder, no ``images/`` or ``masks/`` in it, no pair at all, or
             (under ``on_error: raise``) a file without its pair.
     """
-    _check_policy(on_error)
+    check_policy(on_error)
     src = os.fspath(src).removeprefix("file://")
     if is_url(src):
         raise SourceError(
@@ -230,7 +225,7 @@ def list_field_manifest(
             file field, a duplicate path, keypoint counts that differ, labels mixing integers
             and names, no usable line, or (``on_error: raise``) a bad cell.
     """
-    _check_policy(on_error)
+    check_policy(on_error)
     fields = check_fields(fields)
     src = os.fspath(src).removeprefix("file://")
     keyed = [f.name for f in fields if f.spec.source == "file"]

@@ -1,4 +1,4 @@
-"""What every source lister shares: the URL test, the per-input policy, the listing's stop.
+"""What every source lister shares: the URL test, the policy check, the per-input policy, the stop.
 
 A build lists its source on a thread while Ray starts (:mod:`precompute.jobstart`). When Ray
 fails to start, the build asks the listing to stop: :func:`listing_until` runs the listing
@@ -16,10 +16,22 @@ from contextvars import ContextVar, copy_context
 from typing import TypeVar
 
 from precompute.errors import PrecomputeError, SourceError
+from precompute.policy import show
 
-__all__ = ["ListingStopped", "checkpoint", "is_url", "listing_until", "per_input"]
+__all__ = [
+    "ON_ERROR",
+    "ListingStopped",
+    "check_policy",
+    "checkpoint",
+    "is_url",
+    "listing_until",
+    "per_input",
+]
 
 T = TypeVar("T")
+
+# The policies a lister applies to one unusable input (see :func:`per_input`).
+ON_ERROR = ("raise", "skip")
 
 # The stop event of the listing running in this context (None: not a stoppable listing).
 _STOP: ContextVar[threading.Event | None] = ContextVar("precompute_listing_stop", default=None)
@@ -32,6 +44,16 @@ class ListingStopped(PrecomputeError):
 def is_url(path: str) -> bool:
     """Whether ``path`` is a URL other than ``file://`` (read through fsspec, never stat-ed)."""
     return "://" in path and not path.startswith("file://")
+
+
+def check_policy(on_error: object) -> None:
+    """Refuse an ``on_error`` that is neither ``raise`` nor ``skip`` (every lister's first step).
+
+    Raises:
+        SourceError: Naming the value (shortened, so a huge int or an odd object still prints).
+    """
+    if not (isinstance(on_error, str) and on_error in ON_ERROR):
+        raise SourceError(f"on_error must be 'raise' or 'skip', got {show(on_error)}")
 
 
 def per_input(src: str, on_error: str, skipped: list[tuple[str, str]], key: str, why: str) -> None:

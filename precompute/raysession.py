@@ -14,6 +14,11 @@ The rules, in order (``docs/scale.md``, "Which Ray a build uses"):
    (:func:`precompute.raylocal.start_local_ray`) and stops it afterwards. The choice is
    logged (logger ``precompute.raysession``), never made silently.
 
+Before ``ray.init`` (which retries a silent GCS for minutes) an address is asked for the
+answer every GCS gives at once (:func:`precompute.gcsprobe.check_gcs`): a named one that
+gives none within :data:`JOIN_PROBE_S` is a :class:`ClusterError`, a recorded one that gives
+none within :data:`~precompute.gcsprobe.PROBE_S` is not joined.
+
 A joined Ray is only disconnected from (``ray.shutdown()`` in this process): it keeps running,
 unchanged, for the next build.
 """
@@ -23,11 +28,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 from precompute.errors import ClusterError
+from precompute.gcsprobe import PROBE_S, check_gcs
 from precompute.raylocal import LocalRay, available_cpus, init_options, start_local_ray
 
 __all__ = ["RaySession", "open_ray", "running_local_address"]
@@ -35,6 +40,7 @@ __all__ = ["RaySession", "open_ray", "running_local_address"]
 log = logging.getLogger("precompute.raysession")
 
 LOCAL = "local"
+JOIN_PROBE_S = 5.0  # a named Ray may be across a network; one on this machine gets PROBE_S
 # Errors ray.init raises for an address it cannot reach or use.
 _CONNECT_ERRORS = (ConnectionError, RuntimeError, ValueError, TimeoutError)
 
@@ -70,9 +76,10 @@ def open_ray(option: str | None) -> RaySession:
     """Connect this process to the Ray a build with ``--ray-address option`` uses.
 
     Raises:
-        ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached, a
-            local Ray cannot be started, or a ``ray start`` Ray found on this machine fails
-            while it is joined; the message names the address and where it came from.
+        ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached or
+            gives no gRPC answer, a local Ray cannot be started, or a ``ray start`` Ray found
+            on this machine fails while it is joined; the message names the address and where
+            it came from.
     """
     import ray
 
@@ -96,26 +103,11 @@ def _join(address: str, origin: str) -> RaySession:
     import ray
 
     try:
-        _check_listening(address)
+        check_gcs(_target(address), JOIN_PROBE_S)
         ray.init(address=address, **init_options())
     except _CONNECT_ERRORS as exc:
         raise ClusterError(f"cannot start or reach Ray at {address} ({origin}): {exc}") from exc
     return RaySession(address=address, probe=True, joined=True)
-
-
-def _check_listening(address: str) -> None:
-    """Fail at once if nothing listens at a ``host:port`` address (Ray retries for minutes).
-
-    Raises:
-        ConnectionError: The port refuses connections or does not answer in time.
-    """
-    host, sep, port = address.rpartition(":")
-    if "://" in address or not sep or not port.isdigit():  # auto, ray://..., a bare host
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
-    except OSError as exc:
-        raise ConnectionError(f"nothing answers at {host}:{port} ({exc.strerror or exc})") from exc
 
 
 def running_local_address() -> str | None:
@@ -125,12 +117,28 @@ def running_local_address() -> str | None:
     ``$TMPDIR/ray`` or ``/tmp/ray``) and removes it on ``ray stop``; a file left by a Ray that
     died is recognised by its closed port, without waiting on a connection.
     """
+    address = _recorded()
     try:
-        address = _address_file().read_text(encoding="utf-8").strip()
-        _check_listening(address)
-    except (OSError, ValueError):  # no file, unreadable, malformed, or nothing listening
+        check_gcs(address, JOIN_PROBE_S, handshake=False)
+    except ConnectionError:  # nothing listening: a Ray that died
         return None
     return address or None
+
+
+def _target(address: str) -> str:
+    """What ``ray.init(address)`` connects to: for ``auto``, ``RAY_ADDRESS``, else the file's."""
+    if address != "auto":
+        return address
+    env = os.environ.get("RAY_ADDRESS")
+    return env if env and env != "auto" else _recorded()
+
+
+def _recorded() -> str:
+    """The address in :func:`_address_file` ("" if there is none, or it cannot be read)."""
+    try:
+        return _address_file().read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):  # no file, unreadable, not UTF-8
+        return ""
 
 
 def _address_file() -> Path:
@@ -140,7 +148,7 @@ def _address_file() -> Path:
 
 
 def _join_local(address: str) -> RaySession | None:
-    """Join the ``ray start`` Ray at ``address`` if a build's own Ray would be its size.
+    """Join the ``ray start`` Ray at ``address`` if its GCS answers and it is a local build's size.
 
     Raises:
         ClusterError: Ray failed otherwise than by refusing the connection, or the joined
@@ -149,6 +157,16 @@ def _join_local(address: str) -> RaySession | None:
     """
     import ray
 
+    try:
+        check_gcs(address, PROBE_S)  # what accepts and says nothing would hold ray.init
+    except ConnectionError as exc:
+        log.info(
+            "not joining the local Ray at %s (found in %s): %s; starting a local Ray",
+            address,
+            _address_file(),
+            exc,
+        )
+        return None
     try:
         # "auto", not the address: Ray then also takes up the token that `ray start` uses
         # when token authentication is on (an explicit address never does, in Ray 2.60)

@@ -24,7 +24,7 @@ from precompute.digests import fingerprint
 from precompute.errors import SourceError
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
-from precompute.listing import is_url
+from precompute.listing import check_policy, is_url
 from precompute.manifests import MAX_LABEL, parse_manifest, read_manifest_text
 
 __all__ = [
@@ -134,8 +134,7 @@ def list_source(
         SourceError: The path is missing, holds no images, the manifest is malformed, or
             ``on_error`` is neither ``raise`` nor ``skip``.
     """
-    if on_error not in ("raise", "skip"):
-        raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_policy(on_error)
     src = _strip_file_scheme(os.fspath(src))
     if src.lower().endswith(MANIFEST_EXTENSIONS):
         return _list_manifest(src, on_error, text)

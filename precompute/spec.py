@@ -18,13 +18,13 @@ from typing import Any, ClassVar
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, check_fields
 from precompute.inputs import DEFAULT_MAX_BYTES
+from precompute.listing import ON_ERROR
 from precompute.policy import POLICIES, Policy, check_number, check_pair
 from precompute.policy import show as _show
 
 __all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
 
 MODES = ("letterbox", "center-crop", "squash")
-ON_ERROR = ("raise", "skip")
 # Pillow's own default decompression-bomb limit; a header claiming more pixels is refused.
 DEFAULT_MAX_PIXELS = 89_478_485
 _OFFLINE = POLICIES["offline"]

@@ -25,6 +25,7 @@ from precompute.arrays.readers import ARRAY_EXTENSIONS
 from precompute.errors import SourceError
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.folders import ESCAPES, escapes, walk_classes
+from precompute.listing import check_policy
 from precompute.manifests import parse_manifest, read_manifest_text
 
 __all__ = ["FIELDS", "list_arrays"]
@@ -93,8 +94,7 @@ def list_arrays(
         SourceError: No such folder, no class folder, no array file, a malformed manifest, a
             duplicate path, or (``on_error: raise``) a manifest line that is no array file.
     """
-    if on_error not in ("raise", "skip"):
-        raise SourceError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    check_policy(on_error)
     src = os.fspath(src).removeprefix("file://")
     if src.lower().endswith(_MANIFESTS):
         return _list_manifest(src, on_error, text)

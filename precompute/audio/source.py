@@ -33,7 +33,7 @@ from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import read_input
-from precompute.listing import checkpoint, per_input
+from precompute.listing import check_policy, checkpoint, per_input
 from precompute.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
@@ -234,9 +234,10 @@ def list_audio_source(
     Raises:
         SourceError: No audio file, a duplicate path, labels mixing integers and names, or
             (``on_error: raise``) an unusable line or an unreadable header under
-            ``--clips all``.
+            ``--clips all``, or ``on_error`` is neither ``raise`` nor ``skip``.
         SpecError: ``fields`` are not ``audio`` + ``label``.
     """
+    check_policy(on_error)
     names = sorted(f.name for f in fields)
     if names != ["audio", "label"]:
         raise SpecError(f"{src}: an audio source has the fields audio and label; spec: {names}")

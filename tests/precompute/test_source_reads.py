@@ -19,14 +19,18 @@ import soundfile as sf
 
 from benchmarks.spectral_data import make_scene
 from precompute.arrays import scenesrc
-from precompute.buildsource import resolve_build
+from precompute.buildsource import infer_fields, resolve_build
 from precompute.cli import main
 from precompute.fields import FieldSpec
 from precompute.format import open_store_info
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
 from tests.precompute.audio_bytes import tone
-from tests.precompute.fielddata import make_keypoints_manifest, make_labels_manifest
+from tests.precompute.fielddata import (
+    make_keypoints_manifest,
+    make_labels_manifest,
+    make_segmentation,
+)
 
 
 @pytest.fixture
@@ -113,3 +117,61 @@ def test_a_scene_is_decoded_once_in_the_driver(
           "--shard-samples", "64", "--quiet"])  # fmt: skip
     assert decoded[scene] == 1 and opens[scene] == 1  # the shards decode it in the workers
     assert open_store_info(tmp_path / "s").layout.num_samples == int((gt > 0).sum())
+
+
+def _mask_manifest(root: Path) -> Path:
+    seg = make_segmentation(root / "seg", n=6)
+    rows = ["image,mask"] + [
+        f"seg/images/{p.name},seg/masks/{p.stem}.png" for p in sorted((seg / "images").iterdir())
+    ]
+    (root / "pairs.csv").write_text("\n".join(rows) + "\n")
+    return root / "pairs.csv"
+
+
+def _npz_manifest(root: Path) -> Path:
+    rows = ["path,label"]
+    for i in range(4):
+        np.savez(root / f"{i}.npz", cube=np.full((6, 6, 3), i, dtype=np.float32))
+        rows.append(f"{i}.npz,{i % 2}")
+    (root / "cubes.csv").write_text("\n".join(rows) + "\n")
+    return root / "cubes.csv"
+
+
+# A manifest and the field flag that makes the CLI infer its fields before the build lists it.
+FLAGGED: dict[str, tuple[Callable[[Path], Path], list[str]]] = {
+    "mask": (_mask_manifest, ["--mask-classes", "4", "--size", "16"]),
+    "keypoints": (make_keypoints_manifest, ["--flip-pairs", "[[0, 1]]", "--size", "16"]),
+    "audio": (_audio_manifest, ["--clip-seconds", "0.25"]),
+    "arrays": (_npz_manifest, ["--key", "cube", "--size", "6"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FLAGGED))
+def test_a_cli_build_with_field_flags_reads_its_manifest_once(
+    ray_local: None, kind: str, tmp_path: Path, opens: Counter[str]
+) -> None:
+    make, flags = FLAGGED[kind]
+    manifest = make(tmp_path)
+    opens.clear()
+    main(["build", str(manifest), "--out", str(tmp_path / "s"), "--quiet", *flags])
+    assert opens[str(manifest)] == 1  # the fields inferred and the build listed from one read
+    assert open_store_info(tmp_path / "s").layout.num_samples > 0
+
+
+def test_the_kept_text_is_taken_once_and_never_for_a_changed_file(
+    tmp_path: Path, opens: Counter[str]
+) -> None:
+    manifest = make_labels_manifest(tmp_path)
+    spec = BuildSpec(size=16)
+    fields = infer_fields(str(manifest), keep_text=True)
+    opens.clear()
+    source, _, _ = resolve_build(str(manifest), BuildSpec(size=16, fields=fields))
+    assert opens[str(manifest)] == 0 and len(source.items) == 16  # the CLI's read, taken
+    resolve_build(str(manifest), spec)
+    assert opens[str(manifest)] == 1  # given out once: a later build reads the file
+    infer_fields(str(manifest), keep_text=True)
+    lines = manifest.read_text().splitlines()
+    manifest.write_text("\n".join(lines[:5]) + "\n")  # edited after the inference read it
+    opens.clear()
+    source, _, _ = resolve_build(str(manifest), spec)
+    assert opens[str(manifest)] == 1 and len(source.items) == 4
