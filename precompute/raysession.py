@@ -172,9 +172,11 @@ def _join_local(address: str) -> RaySession | None:
         # when token authentication is on (an explicit address never does, in Ray 2.60)
         ray.init(address="auto", **init_options())
     except _CONNECT_ERRORS as exc:
+        _disconnect(ray)  # a half-made connection would be reused by the next open_ray
         log.info("not joining the local Ray at %s (%s): starting a local Ray", address, exc)
         return None
     except Exception as exc:  # grpc and Ray's own errors: Ray documents no narrower type
+        _disconnect(ray)
         raise _local_error(address, "cannot join", exc) from exc
     try:
         why = _unrelated(ray.nodes(), available_cpus())  # type: ignore[no-untyped-call]
@@ -195,6 +197,12 @@ def _join_local(address: str) -> RaySession | None:
         return None
     log.info("joined the local Ray at %s (--ray-address local starts a separate one)", address)
     return RaySession(address=address, joined=True)
+
+
+def _disconnect(ray: Any) -> None:
+    """Undo a ``ray.init`` that failed part-way (the process may open Ray again: the service)."""
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def _local_error(address: str, what: str, exc: Exception) -> ClusterError:
