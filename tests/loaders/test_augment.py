@@ -22,10 +22,8 @@ from loaders.augment import (
     augment_from_dict,
     op_from_dict,
 )
-from precompute.policy import Policy
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays
-from tests.contracts.loader_contract import collect, make_index_store
 
 S = 32
 # letterboxed (top, left, h, w) extents of various shapes, and the full image
@@ -367,27 +365,3 @@ def test_fast_path_works_in_a_forked_child():
 
 def _augment_shape() -> tuple[int, ...]:
     return tuple(TrainAugment(size=8)(_images(4), _extents(4), _gen()).shape)
-
-
-class _RebuiltPerBatch(TrainAugment):
-    """The same policy with its box-sampler ``Policy`` built on every access (the old way)."""
-
-    @property  # type: ignore[override]
-    def policy(self) -> Policy:
-        return TrainAugment.policy.func(self)  # type: ignore[attr-defined]
-
-
-def test_a_loader_builds_its_policy_once_and_serves_the_same_bytes(
-    tmp_path, built_policies: list[Policy]
-) -> None:
-    from loaders import StoreLoader
-
-    path = make_index_store(tmp_path / "s", 64)
-    spec = {"size": 12, "jitter": ColorJitter(0.3, 0.2, 0.1), "flip": HorizontalFlip(p=0.5)}
-    kw = {"batch_size": 8, "seed": 3, "device": "cpu"}
-    got = collect(StoreLoader(path, augment=TrainAugment(**spec), **kw))
-    assert len(got) == 8 and len(built_policies) == 1  # not one per batch
-    want = collect(StoreLoader(path, augment=_RebuiltPerBatch(**spec), **kw))
-    assert len(built_policies) == 1 + len(want)  # the reference rebuilds it for every batch
-    for g, w in zip(got, want, strict=True):
-        assert g["image"].tobytes() == w["image"].tobytes()

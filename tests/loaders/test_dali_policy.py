@@ -104,25 +104,41 @@ def test_loader_takes_an_eval_policy(tmp_path: Path) -> None:
         torch.testing.assert_close(batch["image"][:, 0, 6, 6], want)
 
 
-class _RebuiltPerBatch(DaliAugment):
+class _TrainRebuilt(TrainAugment):
     """The same policy with its box-sampler ``Policy`` built on every access (the old way)."""
+
+    @property  # type: ignore[override]
+    def policy(self) -> Policy:
+        return TrainAugment.policy.func(self)  # type: ignore[attr-defined]
+
+
+class _DaliRebuilt(DaliAugment):
+    """As :class:`_TrainRebuilt`, for the DALI loader's policy."""
 
     @property  # type: ignore[override]
     def policy(self) -> Policy:
         return DaliAugment.policy.func(self)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("kind", ["StoreLoader", "DaliStoreLoader"])
 def test_a_loader_builds_its_policy_once_and_serves_the_same_bytes(
-    tmp_path: Path, built_policies: list[Policy]
+    tmp_path: Path, built_policies: list[Policy], kind: str
 ) -> None:
+    from loaders import StoreLoader
     from loaders.dali import DaliStoreLoader
 
     path = make_index_store(tmp_path / "s", 64)
-    spec = {"size": 12, "brightness": 0.3, "contrast": 0.2, "saturation": 0.1}
+    loader: type[StoreLoader] | type[DaliStoreLoader]
+    if kind == "StoreLoader":
+        loader, aug, rebuilt = StoreLoader, TrainAugment, _TrainRebuilt
+        spec: dict[str, object] = {"jitter": ColorJitter(0.3, 0.2, 0.1), "flip": HorizontalFlip()}
+    else:
+        loader, aug, rebuilt = DaliStoreLoader, DaliAugment, _DaliRebuilt
+        spec = {"brightness": 0.3, "contrast": 0.2, "saturation": 0.1}
     kw = {"batch_size": 8, "seed": 3, "device": "cpu"}
-    got = collect(DaliStoreLoader(path, augment=DaliAugment(**spec), **kw))
+    got = collect(loader(path, augment=aug(size=12, **spec), **kw))  # type: ignore[arg-type]
     assert len(got) == 8 and len(built_policies) == 1  # not one per batch
-    want = collect(DaliStoreLoader(path, augment=_RebuiltPerBatch(**spec), **kw))
+    want = collect(loader(path, augment=rebuilt(size=12, **spec), **kw))  # type: ignore[arg-type]
     assert len(built_policies) == 1 + len(want)  # the reference rebuilds it for every batch
     for g, w in zip(got, want, strict=True):
         assert g["image"].tobytes() == w["image"].tobytes()
