@@ -21,11 +21,12 @@ from collections.abc import Set as AbstractSet
 from precompute.inputs import file_kind
 from precompute.listing import checkpoint
 
-__all__ = ["ESCAPES", "IMAGE_EXTENSIONS", "inside", "walk_classes"]
+__all__ = ["AUDIO_EXTENSIONS", "ESCAPES", "IMAGE_EXTENSIONS", "inside", "walk_classes"]
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
+AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff"})
 ESCAPES = "symlink leaves the source root; not followed"
 Skipped = list[tuple[str, str]]
 Extensions = AbstractSet[str]
@@ -102,8 +103,13 @@ def _walk(
     seen: set[str],
     files: list[str],
     skipped: Skipped,
+    alien: Extensions = frozenset(),
+    aliens: list[str] | None = None,
 ) -> None:
-    """Collect ``wanted`` files below ``folder`` (keys relative to ``root``), inside the root."""
+    """Collect ``wanted`` files below ``folder`` (keys relative to ``root``), inside the root.
+
+    Files with an ``alien`` extension go to ``aliens`` (by name: no ``stat``).
+    """
     real = os.path.realpath(folder)
     if real in seen:
         return
@@ -111,25 +117,33 @@ def _walk(
     for entry in _entries(folder, root, skipped):
         checkpoint()  # a stat per entry: where a stopped listing ends
         key = os.path.relpath(entry.path, root).replace(os.sep, "/")
+        if aliens is not None and os.path.splitext(entry.name)[1].lower() in alien:
+            aliens.append(key)
+            continue
         try:
             kind = _classify(entry, root_real, wanted)
         except _Skip as exc:
             skipped.append((shown(key), str(exc)))
             continue
         if kind == "dir":
-            _walk(root, entry.path, root_real, wanted, seen, files, skipped)
+            _walk(root, entry.path, root_real, wanted, seen, files, skipped, alien, aliens)
         elif kind == "file":
             files.append(key)
 
 
 def walk_classes(
-    root: str, extensions: Extensions = IMAGE_EXTENSIONS
+    root: str,
+    extensions: Extensions = IMAGE_EXTENSIONS,
+    alien: Extensions = frozenset(),
+    aliens: list[str] | None = None,
 ) -> tuple[list[tuple[str, int]], list[str], Skipped]:
     """List the folder ``root`` (absolute): ``(items, classes, skipped)``, items unsorted.
 
     Args:
         root: The absolute path of the folder of class folders.
         extensions: The lower-case extensions (with the dot) of the files to list.
+        alien: Extensions of files that must not be there (another kind of source).
+        aliens: Where the keys of such files go.
 
     Returns:
         ``(key, class index)`` of every listed file, the class folder names in name order
@@ -149,7 +163,7 @@ def walk_classes(
         if kind != "dir":
             continue
         files: list[str] = []
-        _walk(root, entry.path, root_real, extensions, seen, files, skipped)
+        _walk(root, entry.path, root_real, extensions, seen, files, skipped, alien, aliens)
         items.extend((key, len(classes)) for key in files)
         classes.append(entry.name)
     return items, classes, skipped

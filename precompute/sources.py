@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from precompute.digests import fingerprint
 from precompute.errors import SourceError
-from precompute.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
+from precompute.folders import AUDIO_EXTENSIONS, ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
 from precompute.listing import check_policy, is_url
 from precompute.manifests import MAX_LABEL, parse_manifest, read_manifest_text
@@ -150,7 +150,14 @@ def _list_local_folder(src: str) -> Source:
     root = os.path.abspath(src)
     if not os.path.isdir(root):
         raise SourceError(f"{src}: source folder does not exist (or is not a folder)")
-    items, classes, skipped = walk_classes(root)
+    audio: list[str] = []
+    items, classes, skipped = walk_classes(root, alien=AUDIO_EXTENSIONS, aliens=audio)
+    if audio:  # e.g. cover art beside recordings: never a store of the few images alone
+        example = min(items)[0] if items else "none"
+        raise SourceError(
+            f"{src}: mixes image files ({len(items)}, e.g. {example}) and audio files "
+            f"({len(audio)}, e.g. {min(audio)}): keep one kind per source folder"
+        )
     if not classes:
         raise SourceError(f"{src}: no class sub-folders (expected SRC/<class>/<image>)")
     if not items:

@@ -66,6 +66,15 @@ def check_audio_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
             f"mixup={type(mixup).__name__} cannot mix the audio field {audio.name!r}: mix "
             "with AudioAugment(mixup_alpha=..., cutmix_alpha=..., num_classes=...)"
         )
+    channels = audio.options.get("channels", "mono")
+    if isinstance(augment, AudioAugment) and channels != "mono":
+        # its ops read (B, L) as waveforms and (B, n_mels, frames) as features: a (B, C, L)
+        # stereo batch would pass as features (a frequency mask zeroing whole channels)
+        raise AugmentError(
+            f"AudioAugment serves mono audio; the field {audio.name!r} keeps {channels} "
+            "channels: build with --channels mono, or use augment=None and augment the "
+            "channels yourself"
+        )
     classes = _label(fields).options.get("classes")
     want = augment.num_classes if isinstance(augment, AudioAugment) and augment.mixes else None
     if want is not None and classes is not None and want != classes:

@@ -70,8 +70,16 @@ def _channels(where: str, value: Any) -> str | int:
     return value
 
 
+MIN_HOP_SECONDS = 0.001  # a window's key names its start in milliseconds
+
+
 def _hop(where: str, value: Any) -> float | None:
-    return None if value is None else _seconds(where, value)
+    if value is None:
+        return None
+    hop = _seconds(where, value)
+    if hop < MIN_HOP_SECONDS:  # windows under a millisecond apart: duplicate keys and samples
+        raise SpecError(f"{where} must be at least {MIN_HOP_SECONDS:g} seconds, got {show(value)}")
+    return hop
 
 
 def clip_frames(opts: Mapping[str, Any]) -> int:

@@ -140,3 +140,20 @@ def test_audio_augment_on_a_v1_store_is_refused(tmp_path: Path) -> None:
     write_store_from_arrays(tmp_path / "v1", images, np.arange(8) % 2, BuildSpec(size=8))
     with pytest.raises(AugmentError, match=r"AudioAugment needs a field of kind audio; .* \[\]"):
         StoreLoader(tmp_path / "v1", 4, augment=AudioAugment())
+
+
+def test_audio_augment_on_a_store_that_keeps_channels_is_refused(
+    ray_local: None, tmp_path: Path
+) -> None:
+    """Its ops read (B, C, L) as (B, n_mels, frames): a frequency mask would zero channels."""
+    make_audio_dataset(tmp_path / "ds", 4, 2, 2, (0.3, 0.6))
+    opts = {"clip_seconds": 0.2, "representation": "waveform", "channels": 2}
+    fields = (FieldSpec("audio", "audio", opts), FieldSpec("label", "label"))
+    spec = BuildSpec(size=8, shard_samples=8, chunk_samples=4, seed=1, fields=fields)
+    build(str(tmp_path / "ds"), str(tmp_path / "s"), spec, progress=False)
+    policy = AudioAugment(freq_masks=1, freq_mask_width=2)
+    with pytest.raises(AugmentError, match=r"AudioAugment serves mono audio; the field 'audio' "
+                       r"keeps 2 channels: build with --channels mono"):  # fmt: skip
+        StoreLoader(tmp_path / "s", 2, augment=policy)
+    batch = next(iter(StoreLoader(tmp_path / "s", 2, augment=None)))
+    assert tuple(batch["audio"].shape[:2]) == (2, 2)  # still served as stored

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 import zarr
+from PIL import Image
 
 from benchmarks.audio_data import make_audio_dataset
 from precompute.audio.features import logmel, to_int16
-from precompute.audio.source import is_audio_source, list_audio_source
-from precompute.buildsource import infer_fields
+from precompute.audio.source import _windows, is_audio_source, list_audio_source
+from precompute.buildsource import infer_fields, list_build_source
 from precompute.cli import main
 from precompute.errors import PrecomputeError, SourceError, SpecError
 from precompute.fields import FieldSpec
@@ -294,3 +295,23 @@ def test_class_folders_named_by_numbers_or_mixed_names_label_like_v1_folders(
     assert names == ("0", "10", "2", "cat")  # sorted folder names, as class folders give
     for item in source.items:
         assert names[item.value("label")] == item.file("audio").split("/")[0]
+
+
+def test_a_folder_of_recordings_with_an_image_is_refused_naming_both(tmp_path: Path) -> None:
+    """Cover art beside recordings: never a store of the one image (the audio left out)."""
+    src = _long(tmp_path)
+    Image.new("RGB", (8, 8)).save(src / "x" / "cover.png")
+    with pytest.raises(SourceError, match=r"mixes image files \(1, e\.g\. x/cover\.png\) and "
+                       r"audio files \(2, e\.g\. x/a\.flac\)"):  # fmt: skip
+        list_build_source(str(src), BuildSpec(size=8))
+
+
+def test_windows_that_reach_the_end_are_the_last_whatever_the_float_sums() -> None:
+    # 3 * 0.3 + 0.4 is 1.2999999999999998 in floats: the window at 0.9 already reaches 1.3
+    assert _windows(1.3, 0.4, 0.3, 0.0, None)[-1] == (0.9, 1.3)
+    assert len(_windows(1.3, 0.4, 0.3, 0.0, None)) == 4
+
+
+def test_a_hop_under_a_millisecond_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"hop_seconds must be at least 0\.001 seconds, got 1e-05"):
+        _spec(clips="all", hop_seconds=0.00001)
