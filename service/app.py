@@ -161,6 +161,9 @@ def create_app(
     def delete_store(key: str) -> dict[str, Any] | JSONResponse:
         if (bad := _bad_key(key)) is not None:
             return bad
+        job = queue.get(key)
+        if job is not None and job.status in ("queued", "building"):  # known, not absent
+            return _error(409, f"the store with key {key} is {job.status}: remove it once built")
         return {"removed": cache.remove(key).to_dict()}
 
     return app

@@ -201,6 +201,8 @@ def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
         pending = client.get(f"/stores/{first.json()['key']}").json()
         assert pending["status"] in ("queued", "building") and pending["job"]["error"] is None
         assert [j["key"] for j in client.get("/stores").json()["jobs"]] == [first.json()["key"]]
+        refused = client.delete(f"/stores/{first.json()['key']}")  # known: building, not absent
+        assert refused.status_code == 409 and "remove it once built" in refused.json()["error"]
         gate.set()
         assert wait_ready(client, first.json()["key"])["status"] == "ready"
         assert (
