@@ -251,8 +251,11 @@ def list_audio_source(
             kept.append(e)
     if not kept:
         raise SourceError(f"{src}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
-    if len({e[0] for e in kept}) != len(kept):
-        raise SourceError(f"{src}: a path is listed twice")
+    seen: set[str] = set()
+    for e in kept:
+        if e[0] in seen:  # one row per recording (its key names it)
+            raise SourceError(f"{src}: {e[0]!r} is listed twice (one row per audio file)")
+        seen.add(e[0])
     if folders is None:
         labels, classes = _labels(src, kept)
     else:

@@ -315,3 +315,10 @@ def test_windows_that_reach_the_end_are_the_last_whatever_the_float_sums() -> No
 def test_a_hop_under_a_millisecond_is_refused() -> None:
     with pytest.raises(SpecError, match=r"hop_seconds must be at least 0\.001 seconds, got 1e-05"):
         _spec(clips="all", hop_seconds=0.00001)
+
+
+def test_a_recording_listed_twice_is_named(tmp_path: Path) -> None:
+    src = _long(tmp_path)
+    (src / "m.csv").write_text("path,label\nx/a.flac,dog\nx/b.wav,cat\nx/a.flac,cat\n")
+    with pytest.raises(SourceError, match=r"m\.csv: 'x/a\.flac' is listed twice"):
+        list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
