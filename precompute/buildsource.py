@@ -43,6 +43,7 @@ from precompute.fieldsources import (
 )
 from precompute.fieldwork import backends_of, plan_field_shards
 from precompute.format import StoreLayout
+from precompute.listing import read_kept
 from precompute.plan import ShardTask, plan_shards
 from precompute.sources import MANIFEST_EXTENSIONS, Source, list_source
 from precompute.spec import BuildSpec
@@ -63,7 +64,7 @@ __all__ = [
 SEGMENTATION_FIELDS = ("image", "mask")  # the fields of a segmentation folder
 CLI_HINT = "on the command line: --mask-classes N (and --ignore-index, --colormap) or --fields"
 # The manifest text infer_fields read for the CLI, taken by the build's listing of the same
-# file (manifest_text): {"ident": (path, size, mtime_ns), "text": the text}.
+# file (manifest_text, through listing.read_kept).
 _KEPT: dict[str, Any] = {}
 
 
@@ -81,18 +82,6 @@ def is_segmentation(src: str) -> bool:
     return subs == set(SEGMENTATION)
 
 
-def _ident(src: str) -> tuple[Any, ...] | None:
-    """``(path, size, mtime_ns)`` of a local file; None for a URL or a file not stat-able."""
-    path = _local(src)
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return os.path.abspath(path), st.st_size, st.st_mtime_ns
-
-
 def manifest_text(src: str, keep: bool = False) -> str | None:
     """The text of manifest ``src`` (read once for the whole build); None for a folder.
 
@@ -106,13 +95,7 @@ def manifest_text(src: str, keep: bool = False) -> str | None:
     """
     if not src.lower().endswith(MANIFEST_EXTENSIONS):
         return None
-    ident = _ident(src)  # before the read: a file changed after it is read again next time
-    kept = _KEPT.get("text") if ident is not None and _KEPT.get("ident") == ident else None
-    _KEPT.clear()
-    text = read_text(src) if kept is None else kept
-    if keep and ident is not None:
-        _KEPT.update(ident=ident, text=text)
-    return text
+    return read_kept(_KEPT, src, lambda: read_text(src), keep)
 
 
 def _columns(src: str, text: str | None) -> list[str]:

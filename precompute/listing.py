@@ -10,10 +10,11 @@ file instead of walking the rest of the source. Outside :func:`listing_until` (t
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar, copy_context
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from precompute.errors import PrecomputeError, SourceError
 from precompute.policy import show
@@ -26,6 +27,7 @@ __all__ = [
     "is_url",
     "listing_until",
     "per_input",
+    "read_kept",
 ]
 
 T = TypeVar("T")
@@ -87,3 +89,31 @@ def listing_until(stop: threading.Event, fn: Callable[..., T], *args: object) ->
         return fn(*args)
 
     return copy_context().run(run)
+
+
+def read_kept(
+    slot: dict[str, Any], path: str, read: Callable[[], T], keep: bool, extra: tuple[Any, ...] = ()
+) -> T:
+    """``read()`` the local file ``path``, or take what an earlier call kept of it in ``slot``.
+
+    The CLI works out a source's fields before the build lists it, so both would read (or
+    decode) the same file: the first call keeps what it read (``keep``), the next one takes
+    it. What was kept is given out once, and only for the same file unchanged since (absolute
+    path, size, mtime; plus ``extra``, e.g. the array key); any call drops it, so a process
+    holds one such value at most. A URL, or a file that cannot be stat-ed, is always read.
+    """
+    local = path.removeprefix("file://")
+    ident: tuple[Any, ...] | None = None
+    if "://" not in local:
+        try:
+            st = os.stat(local)  # before the read: a file changed after it is read again
+            ident = (os.path.abspath(local), st.st_size, st.st_mtime_ns, *extra)
+        except OSError:
+            ident = None  # read() names the problem
+    same = ident is not None and slot.get("ident") == ident
+    kept = slot.get("value") if same else None
+    slot.clear()
+    value: T = read() if kept is None else kept
+    if keep and ident is not None:
+        slot.update(ident=ident, value=value)
+    return value

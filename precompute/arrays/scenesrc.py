@@ -35,6 +35,7 @@ from precompute.errors import DecodeError, InputError, SourceError, SpecError
 from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
+from precompute.listing import read_kept
 
 __all__ = [
     "SceneSource",
@@ -49,7 +50,7 @@ _PATCH = re.compile(r"^(?P<path>.+)#patch=(?P<row>\d+),(?P<col>\d+)$")
 _BYTES: dict[str, Any] = {}  # this process's last scene read: (path, size, mtime) -> bytes
 _DECODED: dict[str, Any] = {}  # its last decode: the bytes object, P, key -> padded scene
 # The scene infer_scene_fields decoded, kept for the list_scene of the same build (which takes
-# it): (path, size, mtime_ns, key) -> the decoded scene.
+# it; listing.read_kept).
 _INFERRED: dict[str, Any] = {}
 
 
@@ -158,18 +159,7 @@ def _scene(path: str, key: str | None, keep: bool) -> np.ndarray:
     one is dropped, so the driver does not hold it while the build runs. A scene whose file
     changed in between (size, mtime) is read again.
     """
-    try:
-        st = os.stat(path)
-        ident: tuple[Any, ...] | None = (path, st.st_size, st.st_mtime_ns, key)
-    except OSError:
-        ident = None  # _read names the problem
-    same = ident is not None and _INFERRED.get("ident") == ident
-    kept = _INFERRED.get("scene") if same else None
-    _INFERRED.clear()
-    scene = kept if kept is not None else _read(path, key, "scene")
-    if keep and ident is not None:
-        _INFERRED.update(ident=ident, scene=scene)
-    return scene
+    return read_kept(_INFERRED, path, lambda: _read(path, key, "scene"), keep, (key,))
 
 
 def _labels_path(scene: str, labels: str) -> str:
