@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.batching.order import batch_seed, epoch_after
+from loaders.batching.order import ORDER_VERSION, batch_seed, epoch_after
 from loaders.batching.plan import EpochPlan, epoch_plan
 from loaders.errors import DeviceUnavailableError, LoaderError
 from precompute.policy import show
@@ -83,6 +83,11 @@ def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
         hint = (
             "; saved with another world size, whose rank shards hold other samples: "
             "start the epoch afresh with set_epoch() instead"
+        )
+    elif "order" in diff:
+        hint = (
+            "; saved by a nostall whose sample order differs: start the epoch afresh with "
+            "set_epoch() instead"
         )
     raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
 
@@ -257,7 +262,8 @@ class ContractLoader:
 
     def _identity(self) -> dict[str, Any]:
         """What a saved state must match to be resumed by this loader."""
-        return {**{k: getattr(self, k) for k in SETTINGS_KEYS}, **self._data_identity()}
+        settings = {k: getattr(self, k) for k in SETTINGS_KEYS}
+        return {**settings, "order": ORDER_VERSION, **self._data_identity()}
 
     def state_dict(self) -> dict[str, Any]:
         """Return ``{epoch, batch, rank, ...}``: the epoch, the batches served of it, identity.

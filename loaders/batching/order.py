@@ -7,8 +7,10 @@ The order reads the store chunk by chunk. Each epoch permutes the chunks; the ep
 *sequence* is every valid sample once, chunk by chunk in that order (store order inside a
 chunk). Rank ``r`` serves positions ``[r * share, (r + 1) * share)`` of the sequence, so ranks
 are disjoint, equally long, and share at most the chunk on each boundary. ``share`` is
-``total // world_size`` (the last ``total % world_size < world_size`` samples of the sequence
-are left out this epoch) or, with ``pad=True``, ``ceil(total / world_size)``: then positions
+``total // world_size`` (``total % world_size < world_size`` samples are left out this epoch:
+drawn from the whole sequence by (seed, epoch) when shuffling, so every sample is served
+equally often over epochs, even in a store of one chunk; the last ones of the sequence
+without shuffling) or, with ``pad=True``, ``ceil(total / world_size)``: then positions
 past the end wrap around to the start of the sequence, fewer than ``world_size`` repeats in
 all, always the last positions of a rank's order (:func:`rank_windows` says how many), so a
 loader can mark them and every sample is served exactly once otherwise. The samples of each
@@ -25,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "ORDER_VERSION",
     "RankWindow",
     "batch_seed",
     "epoch_after",
@@ -38,7 +41,13 @@ __all__ = [
     "variant_for_epoch",
 ]
 
-_ORDER, _WINDOW, _VARIANT, _BATCH = 0x0D, 0x1E, 0x7A, 0xB5
+_ORDER, _WINDOW, _VARIANT, _BATCH, _DROP = 0x0D, 0x1E, 0x7A, 0xB5, 0x5C
+ORDER_VERSION = 2
+"""Version of the order these functions give; a loader state saved under another is refused.
+
+2: without ``pad``, the samples several ranks leave out are drawn from the whole epoch, not
+the tail of the chunk read last.
+"""
 Indices = npt.NDArray[np.int64]
 RankWindow = tuple[Indices, Indices]  # (chunks read, samples served in serving order)
 
@@ -152,6 +161,9 @@ def rank_windows(
             f"{world_size} ranks share {total} samples: every rank would get none; use fewer "
             "ranks, or pad the last ranks with marked repeats (the loaders' drop_last=False)"
         )
+    if not pad and shuffle and total % world_size:
+        left_out = _rng(seed, _DROP, epoch).choice(total, total % world_size, replace=False)
+        seq, total = np.delete(seq, left_out), total - total % world_size
     lo, hi = rank * share, (rank + 1) * share
     real = seq[lo : min(hi, total)]
     repeats = seq[np.arange(max(lo, total), hi) % max(total, 1)]
@@ -206,8 +218,9 @@ def epoch_order(
         valid: Optional mask of real samples; holes (skipped inputs) are left out.
         batch_size: When given, sort each batch's samples by store index within each window
             it spans (see :func:`sort_within_batches`); ``None`` keeps the shuffled positions.
-        pad: False: every rank gets ``total // world_size`` samples and the epoch leaves the
-            last ``total % world_size`` samples of its sequence out. True: every rank gets
+        pad: False: every rank gets ``total // world_size`` samples and the epoch leaves
+            ``total % world_size`` samples out (drawn by (seed, epoch) when ``shuffle``, else
+            the last of its sequence). True: every rank gets
             ``ceil(total / world_size)``; the last ranks end with repeats of the first samples
             of the sequence (fewer than ``world_size`` in all; :func:`rank_windows` counts
             them), so the ranks together serve every sample.

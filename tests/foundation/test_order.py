@@ -224,3 +224,31 @@ def test_rank_shares_hold_for_any_geometry(
         for chunks, samples in windows:
             assert len(chunks) <= buffer_chunks
             assert set((samples // chunk).tolist()) == set(chunks.tolist())
+
+
+@pytest.mark.parametrize(("n", "chunk", "world"), [(10, 16, 3), (50, 64, 4), (100, 8, 3)])
+def test_samples_left_out_on_several_ranks_change_every_epoch(n, chunk, world):
+    # drop_last on several ranks used to leave out the tail of the chunk read last: in a store
+    # of one chunk, the same samples every epoch, never trained on
+    kw = dict(seed=3, world_size=world, buffer_chunks=2)
+    left_out = []
+    for epoch in range(60):
+        served = np.concatenate(
+            [epoch_order(n, chunk, epoch=epoch, rank=r, **kw) for r in range(world)]
+        )
+        assert len(served) == n - n % world and len(np.unique(served)) == len(served)
+        left_out.append(sorted(set(range(n)) - set(served.tolist())))
+    counts = np.bincount(np.concatenate(left_out).astype(np.int64), minlength=n)
+    assert (counts > 0).sum() > 0.6 * min(n, 60 * (n % world))  # spread, not a fixed few
+    assert counts.max() < 60 * (n % world) / n * 3 + 5
+    again = [epoch_order(n, chunk, epoch=7, rank=r, **kw) for r in range(world)]
+    assert sorted(set(range(n)) - set(np.concatenate(again).tolist())) == left_out[7]
+
+
+def test_without_shuffle_the_last_samples_are_left_out():
+    orders = [
+        epoch_order(10, 4, seed=0, epoch=e, rank=r, world_size=3, shuffle=False)
+        for r in range(3)
+        for e in (0, 1)
+    ]
+    assert set(np.concatenate(orders).tolist()) == set(range(9))

@@ -16,7 +16,7 @@ from loaders.errors import ChunkReadError, LoaderError, StoreOpenError
 from precompute.format import open_store_info
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays
-from tests.contracts.loader_contract import collect, make_index_store
+from tests.contracts.loader_contract import collect, decode_index, make_index_store
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +273,27 @@ def test_numpy_integers_are_integers(store: Path) -> None:
     assert (loader.batch_size, loader.seed) == (8, 3) and type(loader.batch_size) is int
     loader.load_state_dict({**loader.state_dict(), "epoch": np.int64(2)})
     loader.set_epoch(2**40)  # epochs are not sizes: far past 2**31
+
+
+def test_one_chunk_store_on_three_ranks_trains_on_every_sample(tmp_path: Path) -> None:
+    # drop_last=True used to leave out the tail of the one chunk: samples 9 never trained on
+    path = make_index_store(tmp_path / "one", 10, chunk_samples=16, shard_samples=16)
+    served: set[int] = set()
+    loaders = [StoreLoader(path, 3, seed=4, rank=r, world_size=3) for r in range(3)]
+    for epoch in range(12):
+        indices = []
+        for loader in loaders:
+            loader.set_epoch(epoch)
+            for b in collect(loader):
+                assert np.array_equal(b["index"], decode_index(b["image"]))
+                indices += b["index"].tolist()
+        assert len(indices) == len(set(indices)) == 9
+        served |= set(indices)
+    assert served == set(range(10))
+
+
+def test_state_saved_under_another_sample_order_is_refused(store: Path) -> None:
+    state = StoreLoader(store, 8, seed=1).state_dict()
+    old = {k: v for k, v in state.items() if k != "order"}  # saved before order version 2
+    with pytest.raises(LoaderError, match="sample order differs: start the epoch afresh"):
+        StoreLoader(store, 8, seed=1).load_state_dict(old)
