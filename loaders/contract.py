@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from numbers import Integral
 from typing import Any, TypeVar
 
 import numpy as np
@@ -22,7 +21,7 @@ import torch
 from loaders.batching.order import ORDER_VERSION, batch_seed, epoch_after
 from loaders.batching.plan import EpochPlan, epoch_plan
 from loaders.errors import DeviceUnavailableError, LoaderError
-from precompute.policy import show
+from precompute.checks import check_integer
 
 __all__ = [
     "SETTINGS_KEYS",
@@ -119,19 +118,14 @@ def check_int(name: str, value: object, least: int, most: int | None = INT_MOST)
     """Return ``value`` as an ``int`` if it is an integer (not a bool) in ``[least, most]``.
 
     ``most`` (default 2**31 - 1) keeps sizes and counts within what numpy indexes (a seed
-    takes up to 2**64 - 1); None: no upper bound.
+    takes up to 2**64 - 1); None: no upper bound. A numpy integer is one too (a setting or
+    state that went through numpy).
 
     Raises:
         ValueError: Naming ``name`` and the value otherwise.
     """
-    number = None
-    if isinstance(value, Integral) and not isinstance(value, bool | np.bool_):
-        number = int(value)  # a numpy integer too (a setting or state that went through numpy)
-    if number is None or number < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {show(value)}")
-    if most is not None and number > most:
-        raise ValueError(f"{name} must be an integer in [{least}, {most}], got {show(value)}")
-    return number
+    number = check_integer(name, value, least)  # below: ">= least", the bound that matters
+    return number if most is None else check_integer(name, number, least, most)
 
 
 class ContractLoader:

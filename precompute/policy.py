@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from types import MappingProxyType
 from typing import Any
 
+from precompute.checks import check_integer, check_number, check_pair, show
 from precompute.errors import SpecError
 
 __all__ = [
@@ -35,9 +37,10 @@ __all__ = [
     "POLICIES",
     "RATIO",
     "Policy",
-    "check_number",
-    "check_pair",
+    "check_bounded",
+    "check_bounded_pair",
     "check_rgb",
+    "show",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -63,41 +66,22 @@ BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
 )
 
 
-def show(value: Any) -> str:
-    """A short repr of a user value for a one-line error (huge ints have no repr)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int beyond sys.get_int_max_str_digits()
-        text = f"<an integer of {value.bit_length()} bits>"
-    return text if len(text) <= 60 else text[:57] + "..."
+def check_bounded(
+    where: str, value: Any, bound: str, error: type[Exception] = SpecError
+) -> int | float:
+    """Return ``value`` if it is a number inside ``BOUNDS[bound]``, else raise ``error``.
+
+    An integer stays an ``int`` (a count such as ``attempts``), any other number a ``float``.
+    """
+    number = check_number(where, value, *BOUNDS[bound], error)
+    return int(value) if isinstance(value, Integral) else number
 
 
-def check_number(where: str, value: Any, bound: str, error: type[Exception] = SpecError) -> Any:
-    """Return ``value`` if it is a number inside ``BOUNDS[bound]``, else raise ``error``."""
-    lo, hi = BOUNDS[bound]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise error(f"{where} must be a number, got {show(value)}")
-    if not lo <= value <= hi:
-        raise error(f"{where} must lie in [{lo}, {hi}], got {show(value)}")
-    return value
-
-
-def _floats(where: str, value: Any, bound: str, error: type[Exception]) -> tuple[float, ...]:
-    if not isinstance(value, list | tuple):
-        raise error(f"{where} must be a sequence of numbers, got {show(value)}")
-    return tuple(float(check_number(f"{where}[{i}]", v, bound, error)) for i, v in enumerate(value))
-
-
-def check_pair(
+def check_bounded_pair(
     where: str, value: Any, bound: str, error: type[Exception] = SpecError
 ) -> tuple[float, float]:
     """Return ``value`` as an ordered ``(low, high)`` pair of floats inside ``BOUNDS[bound]``."""
-    if not isinstance(value, list | tuple) or len(value) != 2:
-        raise error(f"{where} must be a pair of numbers (low, high), got {show(value)}")
-    out = _floats(where, value, bound, error)
-    if len(out) != 2 or out[0] > out[1]:
-        raise error(f"{where} must be a pair (low, high) with low <= high, got {show(value)}")
-    return (out[0], out[1])
+    return check_pair(where, value, *BOUNDS[bound], error)
 
 
 def check_rgb(
@@ -108,9 +92,9 @@ def check_rgb(
     names: str = "R, G, B",
 ) -> tuple[float, float, float]:
     """Return ``value`` as three floats (``names``) inside ``BOUNDS[bound]``."""
-    out = _floats(where, value, bound, error)
-    if len(out) != 3:
+    if not isinstance(value, list | tuple) or len(value) != 3:
         raise error(f"{where} must have 3 values ({names}), got {show(value)}")
+    out = [check_bounded(f"{where}[{i}]", v, bound, error) for i, v in enumerate(value)]
     return (out[0], out[1], out[2])
 
 
@@ -135,12 +119,13 @@ class Policy:
     jitter: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", check_pair("policy.scale", self.scale, "scale"))
-        object.__setattr__(self, "ratio", check_pair("policy.ratio", self.ratio, "ratio"))
-        check_number("policy.attempts", self.attempts, "attempts")
-        if not isinstance(self.attempts, int):
-            raise SpecError(f"policy.attempts must be an integer, got {self.attempts!r}")
-        object.__setattr__(self, "flip", float(check_number("policy.flip", self.flip, "flip")))
+        scale = check_bounded_pair("policy.scale", self.scale, "scale")
+        object.__setattr__(self, "scale", scale)
+        object.__setattr__(self, "ratio", check_bounded_pair("policy.ratio", self.ratio, "ratio"))
+        lo, hi = BOUNDS["attempts"]
+        attempts = check_integer("policy.attempts", self.attempts, int(lo), int(hi), SpecError)
+        object.__setattr__(self, "attempts", attempts)
+        object.__setattr__(self, "flip", check_bounded("policy.flip", self.flip, "flip"))
         object.__setattr__(
             self, "jitter", check_rgb("policy.jitter", self.jitter, "jitter", names=_JITTER)
         )

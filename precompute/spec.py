@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
+from precompute.checks import check_integer
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, check_fields
 from precompute.inputs import DEFAULT_MAX_BYTES
 from precompute.listing import ON_ERROR
-from precompute.policy import POLICIES, Policy, check_number, check_pair
+from precompute.policy import POLICIES, Policy, check_bounded, check_bounded_pair
 from precompute.policy import show as _show
 
 __all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
@@ -61,11 +62,11 @@ class AugmentPolicy:
     def __post_init__(self) -> None:
         for name, bound in (("scale", "scale"), ("ratio", "ratio")):
             object.__setattr__(
-                self, name, check_pair(f"augment.{name}", getattr(self, name), bound)
+                self, name, check_bounded_pair(f"augment.{name}", getattr(self, name), bound)
             )
         for name in ("brightness", "contrast", "saturation"):
-            value = check_number(f"augment.{name}", getattr(self, name), "jitter")
-            object.__setattr__(self, name, float(value))
+            value = check_bounded(f"augment.{name}", getattr(self, name), "jitter")
+            object.__setattr__(self, name, value)
 
     @cached_property
     def policy(self) -> Policy:
@@ -192,9 +193,8 @@ class BuildSpec:
             )
 
     def _check_int(self, name: str, lo: int, hi: int) -> None:
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise SpecError(f"{name} must be an integer in [{lo}, {hi}], got {_show(value)}")
+        value = check_integer(name, getattr(self, name), lo, hi, SpecError)
+        object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the canonical JSON-ready dict (every field, defaults included).

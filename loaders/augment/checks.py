@@ -2,8 +2,8 @@
 
 The number checks serve the parameters whose ranges are a policy's own (audio, mixup, threads);
 the image crop, flip, jitter and normalisation ranges are the shared table's
-(:data:`precompute.policy.BOUNDS`, checked by its ``check_number`` / ``check_pair``). Every
-message names the parameter and the value (:func:`precompute.policy.show`: huge integers too).
+(:data:`precompute.policy.BOUNDS`). Both are :mod:`precompute.checks`, raising
+:class:`AugmentError` here: every message names the parameter and the value.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from loaders.augment.errors import AugmentError
-from precompute.policy import show
+from precompute import checks
 
 __all__ = [
     "check_extent_values",
@@ -26,45 +26,30 @@ __all__ = [
 
 
 def check_number(where: str, value: Any, lo: float, hi: float) -> float:
-    """Return ``value`` if it is a number (not a bool) in ``[lo, hi]`` (NaN never is).
+    """Return ``value`` as a float if it is a number in ``[lo, hi]`` (NaN never is).
 
     Raises:
         AugmentError: ``WHERE must be a number in [lo, hi], got VALUE``.
     """
-    # int and float compare exactly, so an integer of any size is refused without overflow
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
-        raise AugmentError(f"{where} must be a number in [{lo:g}, {hi:g}], got {show(value)}")
-    return value
+    return checks.check_number(where, value, lo, hi, AugmentError)
 
 
 def check_integer(where: str, value: Any, lo: int, hi: int | None = None) -> int:
-    """Return ``value`` if it is an integer (not a bool) in ``[lo, hi]`` (``hi`` None: >= lo).
+    """Return ``value`` as an int if it is an integer in ``[lo, hi]`` (``hi`` None: >= lo).
 
     Raises:
         AugmentError: ``WHERE must be an integer in [lo, hi] (or >= lo), got VALUE``.
     """
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if is_int and lo <= value and (hi is None or value <= hi):
-        return int(value)
-    want = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-    raise AugmentError(f"{where} must be an integer {want}, got {show(value)}")
+    return checks.check_integer(where, value, lo, hi, AugmentError)
 
 
 def check_pair(where: str, value: Any, lo: float, hi: float, unit: str) -> tuple[float, float]:
-    """Return ``value`` as a tuple if it is a pair ``(low, high)`` of numbers in ``[lo, hi]``.
-
-    A tuple or a list, as the image ranges take; low <= high.
+    """Return ``value`` as ``(low, high)``: a tuple or list of two numbers in ``[lo, hi]``.
 
     Raises:
-        AugmentError: Not a pair (``WHERE must be a (low, high) pair of UNIT``), a number out
-            of range (as :func:`check_number`) or low above high; naming the value.
+        AugmentError: Not a pair, a number out of range or low above high; naming the value.
     """
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        raise AugmentError(f"{where} must be a (low, high) pair of {unit}, got {show(value)}")
-    low, high = (check_number(where, v, lo, hi) for v in value)
-    if low > high:
-        raise AugmentError(f"{where} low {low} is above high {high}")
-    return (low, high)
+    return checks.check_pair(where, value, lo, hi, AugmentError, unit)
 
 
 def check_inputs(

@@ -12,7 +12,7 @@ store metadata. The tensor code that executes the ops lives in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -22,8 +22,8 @@ from precompute.policy import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     POLICIES,
-    check_number,
-    check_pair,
+    check_bounded,
+    check_bounded_pair,
     check_rgb,
 )
 
@@ -43,7 +43,11 @@ _ONLINE = POLICIES["online"]
 
 OPS: dict[str, type[Op]] = {}
 _T = TypeVar("_T", bound="type[Op]")
-_CHECKS = {"scalar": check_number, "range": check_pair, "rgb": check_rgb}
+_CHECKS: dict[str, Callable[..., Any]] = {
+    "scalar": check_bounded,
+    "range": check_bounded_pair,
+    "rgb": check_rgb,
+}
 
 
 def register_op(cls: _T) -> _T:

@@ -28,8 +28,8 @@ from precompute.policy import (
     IMAGENET_STD,
     POLICIES,
     Policy,
-    check_number,
-    check_pair,
+    check_bounded,
+    check_bounded_pair,
     check_rgb,
 )
 
@@ -83,9 +83,9 @@ class DaliAugment:
             raise AugmentError(f"size must be a positive int or None, got {self.size!r}")
         self._check_crop()
         flip = 0.5 if self.flip is True else 0.0 if self.flip is False else self.flip
-        object.__setattr__(self, "flip", float(_check(check_number, "flip", flip)))
+        object.__setattr__(self, "flip", float(_check(check_bounded, "flip", flip)))
         for name in ("brightness", "contrast", "saturation"):
-            value = _check(check_number, name, getattr(self, name), "jitter")
+            value = _check(check_bounded, name, getattr(self, name), "jitter")
             object.__setattr__(self, name, float(value))
         object.__setattr__(self, "mean", _check(check_rgb, "mean", self.mean))
         object.__setattr__(self, "std", _check(check_rgb, "std", self.std))
@@ -96,19 +96,19 @@ class DaliAugment:
 
     def _check_crop(self) -> None:
         """Check (and normalise) the random resized crop or the centre crop."""
-        _check(check_number, "attempts", self.attempts)
+        _check(check_bounded, "attempts", self.attempts)
         if not isinstance(self.attempts, int):
             raise AugmentError(f"attempts must be an integer, got {self.attempts!r}")
         if self.center is not None:
-            _check(check_number, "center", self.center)
+            _check(check_bounded, "center", self.center)
             if self.scale is not None:
                 raise AugmentError(
                     "center needs scale=None (a centre crop replaces the random one), got "
                     f"center={self.center!r} scale={self.scale!r}"
                 )
         if self.scale is not None:
-            object.__setattr__(self, "scale", _check(check_pair, "scale", self.scale))
-        object.__setattr__(self, "ratio", _check(check_pair, "ratio", self.ratio))
+            object.__setattr__(self, "scale", _check(check_bounded_pair, "scale", self.scale))
+        object.__setattr__(self, "ratio", _check(check_bounded_pair, "ratio", self.ratio))
 
     @classmethod
     def identity(cls, size: int | None = None) -> DaliAugment:

@@ -28,6 +28,7 @@ from loaders.diagnostics.evidence import CpuReading, gather
 from loaders.diagnostics.loader_info import describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 from loaders.diagnostics.report import Diagnosis
+from precompute.checks import check_integer
 from precompute.raylocal import available_cpus as usable_cores  # the one affinity count
 
 __all__ = ["Diagnose", "Diagnosis", "usable_cores"]
@@ -74,12 +75,9 @@ class Diagnose(Generic[T]):
         clock: Clock = time.perf_counter,
         thread_clock: Clock = time.thread_time,
     ) -> None:
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
-        if cores is not None and (
-            isinstance(cores, bool) or not isinstance(cores, int) or cores < 1
-        ):
-            raise ValueError(f"cores must be an integer >= 1, got {cores!r}")
+        warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
+        if cores is not None:
+            cores = check_integer("cores", cores, 1)
         self.iterable = iterable
         self.warmup_steps = warmup_steps
         self.cores = cores or usable_cores()

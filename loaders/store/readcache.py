@@ -21,6 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from loaders.errors import LoaderError
+from precompute.checks import check_integer
 
 __all__ = ["ReadCache"]
 
@@ -37,8 +38,7 @@ class ReadCache:
     """
 
     def __init__(self, folder: str | Path, max_bytes: int) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-            raise LoaderError(f"cache_bytes must be an integer >= 0, got {max_bytes!r}")
+        max_bytes = check_integer("cache_bytes", max_bytes, 0, None, LoaderError)
         self.folder, self.max_bytes = Path(folder), max_bytes
         try:
             self.folder.mkdir(parents=True, exist_ok=True)

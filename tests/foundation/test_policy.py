@@ -45,8 +45,8 @@ def test_every_backend_takes_its_defaults_from_the_table():
 
 @pytest.mark.parametrize("bound", ["scale", "ratio", "jitter", "flip"])
 def test_every_backend_refuses_the_same_out_of_bounds_values(bound):
-    lo, hi = BOUNDS[bound]
-    bad = hi * 1.5
+    lo, high = BOUNDS[bound]
+    bad, hi = high * 1.5, f"{high:g}"  # the bound as messages give it
     pair = bound in ("scale", "ratio")
     value = (lo, bad) if pair else bad
     spec_field = {"jitter": "brightness", "scale": "scale", "ratio": "ratio"}.get(bound)

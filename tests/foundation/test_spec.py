@@ -78,9 +78,9 @@ def test_max_bytes_keeps_old_digests_at_its_default():
     [
         ({"max_bytes": 0}, "max_bytes must be an integer"),
         ({"max_bytes": "1MB"}, "max_bytes must be an integer"),
-        ({"variants": 2, "augment": {"scale": "01"}}, r"augment\.scale must be a pair"),
+        ({"variants": 2, "augment": {"scale": "01"}}, r"augment\.scale must be a \(low, high\)"),
         ({"variants": 2, "augment": {"brightness": True}}, r"augment\.brightness must be a number"),
-        ({"variants": 2, "augment": {"contrast": 10**400}}, r"augment\.contrast must lie in"),
+        ({"variants": 2, "augment": {"contrast": 10**400}}, r"augment\.contrast .* in \[0, 1\]"),
         ({"size": 10**5000}, "an integer of 16610 bits"),
         ({1: 2, "a": 3}, r"unknown build spec field\(s\) \['1', 'a'\]"),
     ],
