@@ -94,7 +94,7 @@ def check_rgb(
     """Return ``value`` as three floats (``names``) inside ``BOUNDS[bound]``."""
     if not isinstance(value, list | tuple) or len(value) != 3:
         raise error(f"{where} must have 3 values ({names}), got {show(value)}")
-    out = [check_bounded(f"{where}[{i}]", v, bound, error) for i, v in enumerate(value)]
+    out = [float(check_bounded(f"{where}[{i}]", v, bound, error)) for i, v in enumerate(value)]
     return (out[0], out[1], out[2])
 
 
@@ -125,7 +125,7 @@ class Policy:
         lo, hi = BOUNDS["attempts"]
         attempts = check_integer("policy.attempts", self.attempts, int(lo), int(hi), SpecError)
         object.__setattr__(self, "attempts", attempts)
-        object.__setattr__(self, "flip", check_bounded("policy.flip", self.flip, "flip"))
+        object.__setattr__(self, "flip", float(check_bounded("policy.flip", self.flip, "flip")))
         object.__setattr__(
             self, "jitter", check_rgb("policy.jitter", self.jitter, "jitter", names=_JITTER)
         )

@@ -65,7 +65,7 @@ class AugmentPolicy:
                 self, name, check_bounded_pair(f"augment.{name}", getattr(self, name), bound)
             )
         for name in ("brightness", "contrast", "saturation"):
-            value = check_bounded(f"augment.{name}", getattr(self, name), "jitter")
+            value = float(check_bounded(f"augment.{name}", getattr(self, name), "jitter"))
             object.__setattr__(self, name, value)
 
     @cached_property

@@ -71,3 +71,16 @@ def test_every_package_refuses_the_same_way_in_its_own_error_type() -> None:
         BuildSpec(size=np.int64(16)).size == 16 and type(BuildSpec(size=np.int64(16)).size) is int
     )
     assert Mixup(num_classes=np.int32(5)).num_classes == 5  # a count that went through numpy
+
+
+def test_whole_number_settings_keep_the_spec_identity() -> None:
+    """An int where a float is meant (brightness 0) is stored as the float: same spec hash."""
+    from precompute.spec import AugmentPolicy
+
+    as_int = BuildSpec(size=16, variants=2, augment=AugmentPolicy(brightness=0, scale=(1, 1)))
+    as_float = BuildSpec(
+        size=16, variants=2, augment=AugmentPolicy(brightness=0.0, scale=(1.0, 1.0))
+    )
+    assert as_int.to_dict() == as_float.to_dict()
+    assert as_int.canonical_json() == as_float.canonical_json()
+    assert as_int.digest() == as_float.digest()
