@@ -7,7 +7,9 @@ Same guarantees as the local cache, with objects in place of folders, renames an
   (one wait path, :func:`~service.objclaim.wait_claim`, with a backoff).
   The claim holder re-checks the catalog, builds into ``stores/<key>/`` (resuming or wiping
   what a dead builder left), checks the store like the local cache does, and publishes it by
-  PUTting ``catalog/<key>.json`` last. A store without an entry is never served.
+  PUTting ``catalog/<key>.json`` last, if its claim is still its own (a builder that stalled
+  past ``claim_stale_s`` and lost it publishes nothing). A store without an entry is never
+  served.
 * **LRU and eviction**: a hit PUTs ``access/<key>.json``; :meth:`gc` evicts under the budget,
   never a leased or building store (:mod:`service.objevict`).
 * **Leases**: lease objects that beat while held (:class:`~service.objlease.ObjectLease`).
@@ -93,7 +95,7 @@ class ObjectCache(Cache):
         )
         if isinstance(got, Claim):
             with got:
-                got = self._lookup(key) or self._build_claimed(request)
+                got = self._lookup(key) or self._build_claimed(request, got)
         if self.budget_bytes is not None:
             self.gc(keep=(request.key,))
         return got
@@ -115,13 +117,28 @@ class ObjectCache(Cache):
             return False
         return bool(info.attrs.get("complete"))  # else: the builder resumes it
 
-    def _build_claimed(self, request: BuildRequest) -> Path:
+    def _build_claimed(self, request: BuildRequest, claim: Claim) -> Path:
+        """Build under ``claim``; publish the entry only while the claim is still ours.
+
+        Raises:
+            BuildFailedError: The builder failed, or the claim was taken over while it ran
+                (this process stalled past ``claim_stale_s``): the taker builds and
+                publishes the key, and this builder's store is not described by an entry.
+        """
         key, store = request.key, self.layout.store(request.key)
         started = time.monotonic()
         if not self._prepare(request):
             self._run_builder(request)
         info = self._check_built(request)
-        return self._publish(request, info, store, self.layout.store_bytes(key), started)
+        size = self.layout.store_bytes(key)
+        if not claim.still_mine():
+            self.stats.inc("build_failures")
+            raise BuildFailedError(
+                f"build of {key}: its claim {claim.url} was taken over by another builder "
+                f"while this one ran (stalled past {self.claim_stale_s:g} s); the entry is "
+                "left to that builder"
+            )
+        return self._publish(request, info, store, size, started)
 
     def _discard_build(self, request: BuildRequest) -> None:
         self.layout.wipe(self.layout.store_url(request.key))

@@ -117,6 +117,14 @@ class Claim:
         self._etag = etag
         return True
 
+    def still_mine(self) -> bool:
+        """Whether this process holds the claim now (not released, not taken over).
+
+        A builder asks before it publishes: one that stalled past ``stale_s`` may have lost
+        the claim to another builder, whose store the late entry would then describe.
+        """
+        return self._held and self._mine()
+
     def release(self) -> None:
         """Stop beating and delete the claim object, unless another process took it over."""
         if self._held:

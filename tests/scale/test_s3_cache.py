@@ -322,3 +322,31 @@ def test_a_lease_of_another_host_counts_until_it_stops_beating(bucket: str, tmp_
         assert report.evicted == (k1,) and report.skipped_leased == (k2,)
     assert objstore.list_sizes(f"{bucket}/cache/leases") == {}
     assert cache.gc(budget_bytes=0).evicted == (k2,)
+
+
+def test_a_builder_that_lost_its_claim_while_building_publishes_no_entry(
+    bucket: str, tmp_path: Path
+) -> None:
+    """A builder stalled past stale_s: another took the claim over; the late one must not
+    publish an entry for a store the taker now owns."""
+    import boto3
+
+    source, root = make_source(tmp_path / "src"), f"{bucket}/cache"
+    inner = s3_builder()
+
+    def stalled(request: BuildRequest) -> None:
+        inner(request)  # then, as if it stalled: another builder takes the key's claim over
+        url = cache.layout.claim_url(request.key)
+        name, key = objstore.split_url(url)
+        taker = {"host": "another-host", "pid": 1, "token": "taker", "beat": 0}
+        boto3.session.Session().client("s3").put_object(
+            Bucket=name, Key=key, Body=json.dumps(taker).encode()
+        )
+
+    cache = Cache(root, builder=stalled)
+    assert isinstance(cache, ObjectCache)
+    with pytest.raises(ServiceError, match=r"its claim .* was taken over by another builder"):
+        cache.get_or_build(source, SPEC)
+    assert cache.list() == []  # no entry: the key is the taker's to publish
+    claim = cache.layout.claim_url(cache.key_for(source, SPEC))
+    assert json.loads(objstore.get_range(claim).data)["token"] == "taker"  # left to it
