@@ -20,7 +20,7 @@ from precompute.format import FORMAT_VERSION, StoreInfo, StoreLayout, open_store
 from precompute.spec import AugmentPolicy, BuildSpec
 
 # Bumped whenever decoding or a stage changes the bytes it produces; part of the cache key.
-TRANSFORM_VERSION = "1"
+TRANSFORM_VERSION = "2"
 
 # Lazily imported public API: ``import precompute`` must not import Ray (or fsspec backends).
 _LAZY = {

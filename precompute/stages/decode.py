@@ -1,6 +1,6 @@
 """Decode stage: encoded bytes -> a Pillow RGB image, guarded and normalised.
 
-Rules (part of ``TRANSFORM_VERSION`` "1"):
+Rules (part of ``TRANSFORM_VERSION`` "2"):
 
 - The header is read first; an image whose header claims more than ``max_pixels`` pixels is
   refused before any pixel is decoded (decompression bombs). Pillow's own limit (twice its
@@ -8,10 +8,14 @@ Rules (part of ``TRANSFORM_VERSION`` "1"):
 - The EXIF orientation is applied (``ImageOps.exif_transpose``).
 - Modes: ``RGB`` as is; ``L``/``1``/``CMYK``/``YCbCr``/... via Pillow's ``convert("RGB")``;
   16-bit and 32-bit integer gray (``I;16*``, ``I``) scaled by ``round(v / 257)`` after clipping
-  to [0, 65535]; float gray (``F``) clipped to [0, 255] and rounded; anything with alpha
+  to [0, 65535]; float gray (``F``) kept as is when every value is a whole number in [0, 255],
+  refused otherwise (NaN, infinity, out of range, or a fraction such as reflectance in [0, 1]:
+  the scale of the values is unknown, and rounding would store a black image); anything with alpha
   (``RGBA``, ``LA``, ``PA``, ``P`` with transparency, ...) composited over white with integer
   arithmetic ``(c * a + 255 * (255 - a) + 127) // 255``.
-- The first frame of animated files is used.
+- The first frame of animated files (GIF, PNG, WebP) is used. A TIFF of several pages is
+  refused: its pages are the bands or slices of a cube, an array (``docs/arrays.md``), not
+  frames of one picture.
 
 Any failure becomes a :class:`~precompute.errors.DecodeError` naming the key and the reason.
 """
@@ -28,10 +32,17 @@ from PIL import Image, ImageOps
 from precompute.errors import DecodeError
 from precompute.stages.base import Port, SampleContext, Stage
 
-__all__ = ["Decode", "decode_bytes", "to_rgb"]
+__all__ = ["ARRAY_HINT", "Decode", "RefusedPixelsError", "decode_bytes", "to_rgb"]
 
 _ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
+ARRAY_HINT = (
+    "to keep such values, build the files as arrays (--fields with kind 'array', docs/arrays.md)"
+)
 _WIDE_GRAY = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+
+
+class RefusedPixelsError(ValueError):
+    """A decoded image whose values no mode rule turns into 8-bit pixels faithfully."""
 
 
 def _composite_white(rgba: np.ndarray) -> np.ndarray:
@@ -46,7 +57,11 @@ def _gray_to_rgb(gray: np.ndarray) -> Image.Image:
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
-    """Convert a decoded image of any mode to 8-bit RGB (rules in the module docstring)."""
+    """Convert a decoded image of any mode to 8-bit RGB (rules in the module docstring).
+
+    Raises:
+        RefusedPixelsError: Float pixels that are not whole numbers in [0, 255].
+    """
     mode = img.mode
     if mode == "RGB":
         return img
@@ -59,9 +74,28 @@ def to_rgb(img: Image.Image) -> Image.Image:
         wide = np.clip(np.asarray(img, dtype=np.int64), 0, 65535)
         return _gray_to_rgb(((wide * 2 + 257) // 514).astype(np.uint8))
     if mode == "F":
-        flt = np.nan_to_num(np.asarray(img, dtype=np.float64), nan=0.0)
-        return _gray_to_rgb(np.rint(np.clip(flt, 0, 255)).astype(np.uint8))
+        return _gray_to_rgb(_float_pixels(np.asarray(img, dtype=np.float64)))
     return img.convert("RGB")
+
+
+def _float_pixels(flt: np.ndarray) -> np.ndarray:
+    """Float gray as uint8 when every value is a whole number in [0, 255]; else refused.
+
+    Raises:
+        RefusedPixelsError: Naming the first offending value and what the image holds.
+    """
+    bad = ~np.isfinite(flt) | (flt < 0) | (flt > 255) | (flt != np.floor(flt))
+    if bad.any():
+        first = flt.flat[int(np.argmax(bad.ravel()))]
+        finite = flt[np.isfinite(flt)]
+        span = (
+            f"values in [{finite.min():g}, {finite.max():g}]" if finite.size else "no finite values"
+        )
+        raise RefusedPixelsError(
+            f"float pixels are not whole numbers in [0, 255] (e.g. {float(first):g}; "
+            f"{span}): {ARRAY_HINT}"
+        )
+    return flt.astype(np.uint8)
 
 
 def _open_checked(data: bytes, key: str, max_pixels: int) -> Image.Image:
@@ -94,12 +128,19 @@ def decode_bytes(data: bytes, key: str, max_pixels: int) -> Image.Image:
         DecodeError: Empty, not an image, truncated, corrupt, or over ``max_pixels``.
     """
     img = _open_checked(data, key, max_pixels)
+    pages = getattr(img, "n_frames", 1)
+    if img.format == "TIFF" and pages > 1:
+        raise DecodeError(
+            key, f"a TIFF of {pages} pages is a cube of bands or slices, not an image: {ARRAY_HINT}"
+        )
     try:
         img.load()
         img = ImageOps.exif_transpose(img)
         return to_rgb(img)
     except DecodeError:
         raise
+    except RefusedPixelsError as exc:  # a mode rule refused the values: its own message
+        raise DecodeError(key, str(exc)) from None
     except Exception as exc:  # truncated or corrupt data, bad EXIF, ...
         raise DecodeError(key, f"cannot decode ({type(exc).__name__}: {exc})") from exc
 

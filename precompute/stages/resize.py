@@ -1,6 +1,6 @@
 """Resize stage: an RGB image -> an S x S x 3 uint8 array and its valid extent.
 
-Modes (part of ``TRANSFORM_VERSION`` "1"; the filter is always ``FILTER``, bilinear with
+Modes (part of ``TRANSFORM_VERSION`` "2"; the filter is always ``FILTER``, bilinear with
 Pillow's antialiasing support):
 
 - ``squash``: ``img.resize((S, S))``; extent ``(0, 0, S, S)``.

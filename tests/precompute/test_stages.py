@@ -115,3 +115,40 @@ def test_pipeline_declares_shapes_and_rejects_misordering() -> None:
         check_chain([Resize(16, "squash"), Decode(100)], pipe.output)
     with pytest.raises(SpecError, match="layout wants"):
         check_chain([Decode(100), Resize(16, "squash")], Port("pixels", (32, 32, 3), "uint8"))
+
+
+def _tiff(array: np.ndarray) -> bytes:
+    import tifffile
+
+    buf = io.BytesIO()
+    tifffile.imwrite(buf, array)
+    return buf.getvalue()
+
+
+def test_a_multi_page_tiff_is_refused_as_an_image_naming_the_pages() -> None:
+    cube = np.arange(20 * 8 * 8, dtype=np.float32).reshape(20, 8, 8)  # 20 bands, as pages
+    with pytest.raises(DecodeError, match=r"cube\.tif: a TIFF of 20 pages is a cube .* array"):
+        decode_bytes(_tiff(cube), "cube.tif", 10**6)
+    frames = [Image.new("L", (8, 8), v) for v in (10, 200)]  # animated GIF: its first frame
+    gif = _encode(frames[0], "GIF", save_all=True, append_images=frames[1:])
+    assert np.asarray(decode_bytes(gif, "a.gif", 10**6))[0, 0].tolist() == [10, 10, 10]
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [
+        ([0.25, 0.5], r"e\.g\. 0\.25; values in \[0\.25, 0\.5\]"),  # reflectance in [0, 1]
+        ([12.0, 300.0], r"e\.g\. 300; values in \[12, 300\]"),
+        ([np.nan, 3.0], r"e\.g\. nan; values in \[3, 3\]"),
+        ([-1.0, 3.0], r"e\.g\. -1"),
+    ],
+)
+def test_float_pixels_are_refused_unless_whole_numbers_in_0_255(
+    values: list[float], shown: str
+) -> None:
+    flt = np.array([values * 2], dtype=np.float32)
+    with pytest.raises(DecodeError, match=rf"r\.tif: float pixels are not whole .*{shown}"):
+        decode_bytes(_tiff(flt), "r.tif", 10**6)
+    whole = np.array([[0.0, 1.0, 128.0, 255.0]], dtype=np.float32)
+    got = np.asarray(decode_bytes(_tiff(whole), "w.tif", 10**6))
+    assert got[0, :, 1].tolist() == [0, 1, 128, 255]
