@@ -9,6 +9,7 @@ from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
 from precompute.format import MARKER_DIR, _read_group_attrs
+from precompute.notes import summary_lines
 from precompute.objstore import is_object_url, split_url
 from precompute.sources import MANIFEST_EXTENSIONS, Source
 from precompute.spec import BuildSpec
@@ -200,6 +201,7 @@ def build_report(
         **_classes(source),
         "num_inputs": len(source.items) + len(source.skipped),
         "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
+        "skipped_listing": len(source.skipped),
         "shards_built": len(results),
         "shards_resumed": resumed,
         "seconds": round(seconds, 3),
@@ -211,13 +213,22 @@ def build_report(
 
 
 def summary_line(out: Path, attrs: dict[str, Any]) -> str:
-    """Return the one summary line printed after a build."""
+    """Return the summary printed after a build: one line, plus one per build note.
+
+    ``N samples, V valid, S skipped``: the store's sample slots, those that hold data, and
+    those left empty by a skipped input (``N = V + S``). Inputs skipped while listing (an
+    escaping symlink, a manifest line with an unusable label) have no slot: counted apart.
+    """
     rep = attrs["report"]
     table = attrs.get("fields") or {}
     named = ", ".join(f"{name} {entry['kind']}" for name, entry in table.items())
     fields = f" (fields: {named})" if table else ""
-    return (
+    listed = rep.get("skipped_listing", 0)
+    inputs = "1 more input" if listed == 1 else f"{listed} more inputs"
+    unlisted = f", {inputs} skipped while listing (no slot)" if listed else ""
+    line = (
         f"built {out}{fields}: {rep['num_samples']} samples, {rep['num_valid']} valid, "
-        f"{len(rep['skipped'])} skipped, {rep['samples_per_s']:.1f} samples/s, "
-        f"{rep['bytes_written'] / 1e6:.1f} MB"
+        f"{rep['num_samples'] - rep['num_valid']} skipped{unlisted}, "
+        f"{rep['samples_per_s']:.1f} samples/s, {rep['bytes_written'] / 1e6:.1f} MB"
     )
+    return "\n".join([line, *summary_lines(rep.get("notes", {}))])

@@ -20,6 +20,7 @@ from precompute.arrays.bandstats import shard_band_stats
 from precompute.errors import DecodeError, InputError
 from precompute.fieldwork import Backends, ensure_backends, run_field_samples
 from precompute.format import HOLE_LABEL, StoreLayout
+from precompute.notes import collecting
 from precompute.objstore import store_path
 from precompute.plan import ShardTask
 from precompute.sources import Source
@@ -101,7 +102,8 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     """Decode and write ``task``'s shard; return its result (``error`` set under ``raise``)."""
     t0 = time.perf_counter()
     result = ShardResult(task.shard)
-    arrays = _run_samples(job, task, result)
+    with collecting() as notes:  # inputs kept with something to say (precompute.notes)
+        arrays = _run_samples(job, task, result)
     if arrays is None:
         return result
     result.num_valid = num_valid(arrays)
@@ -109,6 +111,8 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     stats: dict[str, Any] = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
     if result.truncated:
         stats["truncated"] = sorted(result.truncated)
+    if notes:
+        stats["notes"] = {name: sorted(keys) for name, keys in notes.items()}
     bands = shard_band_stats(job.layout.fields, arrays)  # spectral fields (docs/arrays.md)
     if bands:
         stats["bands"] = bands

@@ -39,6 +39,7 @@ from precompute.format import (
     _read_group_attrs,
     shard_marker_path,
 )
+from precompute.notes import fold as fold_notes
 from precompute.objstore import is_object_url
 from precompute.spec import BuildSpec
 from precompute.storecheck import file_digest, shard_file
@@ -255,6 +256,9 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
     truncated = sorted(k for m in markers for k in m.get("stats", {}).get("truncated", ()))
     if truncated:  # inputs kept with the data that was there (an audio file cut short)
         attrs["report"]["truncated"] = truncated
+    notes = fold_notes(m.get("stats", {}).get("notes", {}) for m in markers)
+    if notes:  # inputs kept with something the user should know (precompute.notes)
+        attrs["report"]["notes"] = notes
     bands = fold_markers(markers)  # per-band statistics of spectral fields (docs/arrays.md)
     if bands:
         attrs["report"]["band_stats"] = bands

@@ -7,12 +7,14 @@ Rules (part of ``TRANSFORM_VERSION`` "2"):
   ``MAX_IMAGE_PIXELS``) also applies.
 - The EXIF orientation is applied (``ImageOps.exif_transpose``).
 - Modes: ``RGB`` as is; ``L``/``1``/``CMYK``/``YCbCr``/... via Pillow's ``convert("RGB")``;
-  16-bit and 32-bit integer gray (``I;16*``, ``I``) scaled by ``round(v / 257)`` after clipping
-  to [0, 65535]; float gray (``F``) kept as is when every value is a whole number in [0, 255],
-  refused otherwise (NaN, infinity, out of range, or a fraction such as reflectance in [0, 1]:
-  the scale of the values is unknown, and rounding would store a black image); anything with alpha
-  (``RGBA``, ``LA``, ``PA``, ``P`` with transparency, ...) composited over white with integer
-  arithmetic ``(c * a + 255 * (255 - a) + 127) // 255``.
+  16-bit and 32-bit integer gray (``I;16*``, ``I``) scaled by ``round(v / 257)`` after
+  clipping to [0, 65535] (an input whose values all stay below 4096, 12-bit data such as an
+  X-ray, is kept and named in the build's notes: it comes out dark); float gray (``F``) kept
+  as is when every value is a whole number in [0, 255], refused otherwise (NaN, infinity, out
+  of range, or a fraction such as reflectance in [0, 1]: the scale of the values is unknown,
+  and rounding would store a black image); anything with alpha (``RGBA``, ``LA``, ``PA``,
+  ``P`` with transparency, ...) composited over white with integer arithmetic
+  ``(c * a + 255 * (255 - a) + 127) // 255``.
 - The first frame of animated files (GIF, PNG, WebP) is used. A TIFF of several pages is
   refused: its pages are the bands or slices of a cube, an array (``docs/arrays.md``), not
   frames of one picture.
@@ -30,6 +32,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from precompute.errors import DecodeError
+from precompute.notes import note
 from precompute.stages.base import Port, SampleContext, Stage
 
 __all__ = ["ARRAY_HINT", "Decode", "RefusedPixelsError", "decode_bytes", "to_rgb"]
@@ -39,6 +42,7 @@ ARRAY_HINT = (
     "to keep such values, build the files as arrays (--fields with kind 'array', docs/arrays.md)"
 )
 _WIDE_GRAY = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+LOW_BITS = 4096  # 16-bit grey entirely below this is noted: 12-bit data, dark once scaled
 
 
 class RefusedPixelsError(ValueError):
@@ -56,8 +60,11 @@ def _gray_to_rgb(gray: np.ndarray) -> Image.Image:
     return Image.fromarray(np.repeat(gray[..., None], 3, axis=2), "RGB")
 
 
-def to_rgb(img: Image.Image) -> Image.Image:
+def to_rgb(img: Image.Image, key: str | None = None) -> Image.Image:
     """Convert a decoded image of any mode to 8-bit RGB (rules in the module docstring).
+
+    ``key`` names the input in a build note (:mod:`precompute.notes`): 16-bit grey whose
+    values all stay below :data:`LOW_BITS` (12-bit data, which the scaling leaves dark).
 
     Raises:
         RefusedPixelsError: Float pixels that are not whole numbers in [0, 255].
@@ -72,6 +79,8 @@ def to_rgb(img: Image.Image) -> Image.Image:
         return Image.fromarray(_composite_white(rgba), "RGB")
     if mode in _WIDE_GRAY:
         wide = np.clip(np.asarray(img, dtype=np.int64), 0, 65535)
+        if key is not None and 0 < wide.max() < LOW_BITS:  # 12-bit data in 16 bits: dark
+            note("gray_low_bits", key)
         return _gray_to_rgb(((wide * 2 + 257) // 514).astype(np.uint8))
     if mode == "F":
         return _gray_to_rgb(_float_pixels(np.asarray(img, dtype=np.float64)))
@@ -136,7 +145,7 @@ def decode_bytes(data: bytes, key: str, max_pixels: int) -> Image.Image:
     try:
         img.load()
         img = ImageOps.exif_transpose(img)
-        return to_rgb(img)
+        return to_rgb(img, key)
     except DecodeError:
         raise
     except RefusedPixelsError as exc:  # a mode rule refused the values: its own message

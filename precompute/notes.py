@@ -1,0 +1,74 @@
+"""Build notes: inputs kept, but with something the user should know (never silently).
+
+A decoder that keeps an input whose values it had to change or that look wrong calls
+:func:`note` with the note's name and the input's key. A shard task collects its notes
+(:func:`collecting`), its marker keeps them (resume-safe), and the finalized report holds
+``notes: {name: {"count", "examples", "says"}}``; the build's summary prints one line per note.
+Outside a build (a loader decoding a file) notes go nowhere.
+
+Every note's text is here, once: what happened to the inputs and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["EXAMPLES", "NOTES", "collecting", "fold", "note", "summary_lines"]
+
+NOTES: Mapping[str, str] = {
+    "gray_low_bits": (
+        "16-bit grey with every value below 4096 (12-bit data, e.g. X-ray): scaled by 1/257 "
+        "its 8-bit pixels are at most 16 of 255 (dark); rescale such files to the 16-bit "
+        "range (v * 16) before the build, or save them as .npy and build arrays, which keep "
+        "uint16 values (docs/arrays.md)"
+    ),
+}
+EXAMPLES = 5  # keys kept per note in the report
+
+_SINK: ContextVar[dict[str, list[str]] | None] = ContextVar("nostall_build_notes", default=None)
+
+
+@contextmanager
+def collecting() -> Iterator[dict[str, list[str]]]:
+    """Collect the notes made in this context: ``{name: [key, ...]}``."""
+    sink: dict[str, list[str]] = {}
+    token = _SINK.set(sink)
+    try:
+        yield sink
+    finally:
+        _SINK.reset(token)
+
+
+def note(name: str, key: str) -> None:
+    """Record note ``name`` (one of :data:`NOTES`) for input ``key``, if a build collects."""
+    if name not in NOTES:
+        raise KeyError(f"unknown build note {name!r}")
+    sink = _SINK.get()
+    if sink is not None:
+        sink.setdefault(name, []).append(key)
+
+
+def fold(per_shard: Iterable[Mapping[str, Iterable[str]]]) -> dict[str, dict[str, Any]]:
+    """The report's ``notes`` from every shard's ``{name: keys}``: counts and a few keys."""
+    keys: dict[str, list[str]] = {}
+    for notes in per_shard:
+        for name, found in notes.items():
+            keys.setdefault(name, []).extend(found)
+    return {
+        name: {"count": len(found), "examples": sorted(found)[:EXAMPLES], "says": NOTES[name]}
+        for name, found in sorted(keys.items())
+        if name in NOTES
+    }
+
+
+def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per note of a report: ``note: N inputs (e.g. KEY): what it says``."""
+    lines = []
+    for entry in notes.values():
+        n, first = entry["count"], entry["examples"][0] if entry["examples"] else "?"
+        inputs = "1 input" if n == 1 else f"{n} inputs"
+        lines.append(f"note: {inputs} (e.g. {first}): {entry['says']}")
+    return lines
