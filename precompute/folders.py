@@ -27,6 +27,8 @@ IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff"})
+# Array files that are never images (a .tif may be either: docs/arrays.md)
+ARRAY_ONLY_EXTENSIONS = frozenset({".npy", ".npz", ".mat"})
 ESCAPES = "symlink leaves the source root; not followed"
 Skipped = list[tuple[str, str]]
 Extensions = AbstractSet[str]

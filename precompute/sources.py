@@ -22,7 +22,14 @@ from dataclasses import dataclass
 
 from precompute.digests import fingerprint
 from precompute.errors import SourceError
-from precompute.folders import AUDIO_EXTENSIONS, ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
+from precompute.folders import (
+    ARRAY_ONLY_EXTENSIONS,
+    AUDIO_EXTENSIONS,
+    ESCAPES,
+    IMAGE_EXTENSIONS,
+    escapes,
+    walk_classes,
+)
 from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
 from precompute.listing import check_policy, is_url
 from precompute.manifests import MAX_LABEL, parse_manifest, read_manifest_text
@@ -37,6 +44,11 @@ __all__ = [
 ]
 
 MANIFEST_EXTENSIONS = (".csv", ".jsonl", ".ndjson")
+_OTHER_KINDS = AUDIO_EXTENSIONS | ARRAY_ONLY_EXTENSIONS  # never beside images in one folder
+_CUBE_HINT = (
+    "a folder whose first file is a .tif is read as images: for cubes give --fields with "
+    "kind 'array' (docs/arrays.md)"
+)
 
 
 def _strip_file_scheme(path: str) -> str:
@@ -150,18 +162,22 @@ def _list_local_folder(src: str) -> Source:
     root = os.path.abspath(src)
     if not os.path.isdir(root):
         raise SourceError(f"{src}: source folder does not exist (or is not a folder)")
-    audio: list[str] = []
-    items, classes, skipped = walk_classes(root, alien=AUDIO_EXTENSIONS, aliens=audio)
-    if audio:  # e.g. cover art beside recordings: never a store of the few images alone
+    others: list[str] = []
+    items, classes, skipped = walk_classes(root, alien=_OTHER_KINDS, aliens=others)
+    if others and items:  # e.g. cover art beside recordings: never a store of them alone
         example = min(items)[0] if items else "none"
+        first = min(others)
+        kind = "audio" if os.path.splitext(first)[1].lower() in AUDIO_EXTENSIONS else "array"
+        hint = "" if kind == "audio" else f"; {_CUBE_HINT}"
         raise SourceError(
-            f"{src}: mixes image files ({len(items)}, e.g. {example}) and audio files "
-            f"({len(audio)}, e.g. {min(audio)}): keep one kind per source folder"
+            f"{src}: mixes image files ({len(items)}, e.g. {example}) and {kind} files "
+            f"({len(others)}, e.g. {first}): keep one kind per source folder{hint}"
         )
     if not classes:
         raise SourceError(f"{src}: no class sub-folders (expected SRC/<class>/<image>)")
     if not items:
-        raise SourceError(f"{src}: no image files found under the class folders")
+        found = f" (but {len(others)} audio or array files, e.g. {min(others)})" if others else ""
+        raise SourceError(f"{src}: no image files found under the class folders{found}")
     return Source(root, tuple(sorted(items)), tuple(classes), tuple(sorted(skipped)))
 
 

@@ -5,9 +5,11 @@ Two layouts, each giving fields ``image`` (kind ``array``, a file field) and ``l
 * **Class folders** ``SRC/<class>/**/<file>`` of ``.npy``, ``.npz``, ``.tif``/``.tiff`` and
   ``.mat`` files (:data:`~precompute.arrays.readers.ARRAY_EXTENSIONS`); classes are the
   folder names in name order, a label is the index of its folder. Hidden entries and other
-  files are ignored. Listed by :func:`precompute.folders.walk_classes` (its rules: a symlink
-  leaving the root, a name that is not UTF-8, an entry that cannot be examined and a
-  non-regular array file are recorded in ``skipped``, not followed).
+  files are ignored, but image or audio files beside the arrays are refused (a
+  :class:`SourceError` naming one of each kind), never dropped. Listed by
+  :func:`precompute.folders.walk_classes` (its rules: a symlink leaving the root, a name
+  that is not UTF-8, an entry that cannot be examined and a non-regular array file are
+  recorded in ``skipped``, not followed).
 * **Manifest** (``.csv``/``.jsonl``/``.ndjson``) of ``path,label`` lines, parsed by
   :func:`precompute.manifests.parse_manifest` (the rules of ``docs/manifests.md``); a path
   that is not an array file is a per-line error under ``on_error``.
@@ -24,7 +26,13 @@ import os
 from precompute.arrays.readers import ARRAY_EXTENSIONS
 from precompute.errors import SourceError
 from precompute.fieldsources import FieldItem, FieldSource
-from precompute.folders import ESCAPES, escapes, walk_classes
+from precompute.folders import (
+    AUDIO_EXTENSIONS,
+    ESCAPES,
+    IMAGE_EXTENSIONS,
+    escapes,
+    walk_classes,
+)
 from precompute.listing import check_policy
 from precompute.manifests import parse_manifest, read_manifest_text
 
@@ -32,6 +40,7 @@ __all__ = ["FIELDS", "list_arrays"]
 
 FIELDS = ("image", "label")
 _MANIFESTS = (".csv", ".jsonl", ".ndjson")
+_OTHER_KINDS = (IMAGE_EXTENSIONS | AUDIO_EXTENSIONS) - frozenset(ARRAY_EXTENSIONS)
 
 
 def _is_array(name: str) -> bool:
@@ -42,7 +51,16 @@ def _list_folder(src: str) -> FieldSource:
     root = os.path.abspath(src)
     if not os.path.isdir(root):
         raise SourceError(f"{src}: source folder does not exist (or is not a folder)")
-    files, classes, skipped = walk_classes(root, frozenset(ARRAY_EXTENSIONS))
+    others: list[str] = []
+    files, classes, skipped = walk_classes(
+        root, frozenset(ARRAY_EXTENSIONS), alien=_OTHER_KINDS, aliens=others
+    )
+    if others:  # pictures or recordings beside the cubes: never dropped unsaid
+        raise SourceError(
+            f"{src}: mixes array files ({len(files)}, e.g. {min(files)[0] if files else 'none'})"
+            f" and image or audio files ({len(others)}, e.g. {min(others)}): keep one kind "
+            "per source folder"
+        )
     if not classes:
         raise SourceError(f"{src}: no class sub-folders (expected SRC/<class>/<array file>)")
     items = [FieldItem(k, (("image", k),), (("label", label),)) for k, label in files]

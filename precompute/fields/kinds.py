@@ -235,7 +235,7 @@ class ArrayKind(Kind):
         return Storage((size, size, shape[2]) if opts["spatial"] else shape, opts["dtype"], 0)
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
-        """An array of the declared shape whose dtype casts safely to the declared one."""
+        """An array of the declared shape and dtype (:func:`values.exact_array`)."""
         return values.exact_array(value, tuple(opts["shape"]), opts["dtype"])
 
 

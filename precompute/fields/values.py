@@ -152,10 +152,18 @@ def index_list(value: Any, classes: int) -> list[int]:
 
 
 def exact_array(value: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """An array of exactly ``shape`` whose dtype casts safely to ``dtype`` (dtype kept)."""
+    """An array of exactly ``shape`` and ``dtype`` (byte order aside): values kept as they are.
+
+    Another dtype is refused even where it would cast exactly (uint8 into float32): files of
+    one dataset in different dtypes usually hold values on different scales (0-255 counts
+    beside 0-1 reflectance), which a cast would mix silently.
+    """
     a = _array(value)
     if a.shape != shape:
         raise ValueError(f"expected shape {list(shape)}, got {list(a.shape)}")
-    if not np.can_cast(a.dtype, dtype, casting="safe"):
-        raise ValueError(f"dtype {a.dtype} does not cast safely to the field's {dtype}")
-    return a.astype(dtype)
+    if a.dtype.newbyteorder("=") != np.dtype(dtype).newbyteorder("="):
+        raise ValueError(
+            f"dtype {a.dtype} differs from the field's {dtype} (the first file's or the "
+            "declared one): files of other dtypes often hold other scales; convert them"
+        )
+    return a.astype(dtype, copy=False)

@@ -93,17 +93,21 @@ def test_a_cube_of_another_shape_or_with_nan_is_a_per_input_error(
     nan = _cube(7)
     nan[2, 3, 1] = np.nan
     np.save(cubes / "b" / "8_nan.npy", nan)
+    np.save(cubes / "b" / "7_counts.npy", np.full((H, H, C), 200, np.uint8))  # another scale
     attrs = build(str(cubes), str(tmp_path / "s"), _spec(on_error="skip"), progress=False)
     reasons = {s["key"]: s["reason"] for s in attrs["report"]["skipped"]}
     assert reasons["b/9_bands.npy"] == (
         "field 'image' (array): expected shape [10, 10, 5], got [10, 10, 4]"
     )
+    assert reasons["b/7_counts.npy"].startswith(
+        "field 'image' (array): dtype uint8 differs from the field's float32"
+    )  # never cast into the float32 cubes: 0-255 counts beside other values
     assert reasons["b/8_nan.npy"].startswith(
         "field 'image': 1 NaN/inf value(s), the first at index [2, 3, 1]"
     )
     assert attrs["num_valid"] == 10
     assert attrs["report"]["band_stats"]["image"]["count"] == [10 * H * H] * C
-    with pytest.raises(DecodeError, match=r"b/(9_bands|8_nan)\.npy"):
+    with pytest.raises(DecodeError, match=r"b/(9_bands|8_nan|7_counts)\.npy"):
         build(str(cubes), str(tmp_path / "r"), _spec(), progress=False)
 
 

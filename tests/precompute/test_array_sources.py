@@ -103,3 +103,42 @@ def test_a_folder_without_arrays_is_refused_clearly(
     setup(path)  # type: ignore[operator]
     with pytest.raises(SourceError, match=rf"src: {why}"):
         list_arrays(path)
+
+
+@pytest.mark.parametrize(
+    ("first", "other", "message"),
+    [
+        (
+            "a.tif",
+            "b.npy",
+            r"mixes image files \(1, e\.g\. c/a\.tif\) and array files \(1, "
+            r"e\.g\. c/b\.npy\): keep one kind per source folder; a folder whose first file is a "
+            r"\.tif is read as images",
+        ),
+        (
+            "a.npy",
+            "b.png",
+            r"mixes array files \(1, e\.g\. c/a\.npy\) and image or audio "
+            r"files \(1, e\.g\. c/b\.png\)",
+        ),
+        ("a.npy", "b.wav", r"mixes array files .* and image or audio files \(1, e\.g\. c/b\.wav"),
+    ],
+)
+def test_a_folder_mixing_arrays_with_images_or_audio_is_refused_never_halved(
+    tmp_path: Path, first: str, other: str, message: str
+) -> None:
+    """The kind of the first file decides the lister; the other kind was dropped unsaid."""
+    from precompute.buildsource import list_build_source
+    from precompute.spec import BuildSpec
+
+    (tmp_path / "c").mkdir()
+    for name in (first, other):
+        path = tmp_path / "c" / name
+        if name.endswith(".npy"):
+            np.save(path, CUBE)
+        elif name.endswith(".tif"):
+            tifffile.imwrite(path, CUBE.astype(np.uint8), photometric="rgb")
+        else:
+            path.write_bytes(b"\x00" * 64)
+    with pytest.raises(SourceError, match=message):
+        list_build_source(str(tmp_path), BuildSpec(size=4))
