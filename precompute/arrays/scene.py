@@ -41,11 +41,15 @@ class Patch(NamedTuple):
     col: int
 
 
-def check_scene(scene: np.ndarray, gt: np.ndarray, where: str = "scene") -> None:
-    """Refuse a scene that is not ``(H, W, C)`` or a ground truth that does not match it.
+def check_scene(scene: np.ndarray, gt: np.ndarray, where: str = "scene") -> np.ndarray:
+    """Return the ground truth as int64 classes, refusing a scene or ground truth that is bad.
+
+    The scene must be ``(H, W, C)`` and the ground truth ``(H, W)`` of integers >= 0; a float
+    ground truth (as many ``.mat`` files store it) is taken when every value is a finite
+    whole number >= 0.
 
     Raises:
-        SourceError: Naming ``where`` and both shapes or the bad dtype.
+        SourceError: Naming ``where`` and both shapes, or the first bad value and its pixel.
     """
     if scene.ndim != 3:
         raise SourceError(f"{where}: the scene must be (H, W, C), got shape {list(scene.shape)}")
@@ -54,8 +58,19 @@ def check_scene(scene: np.ndarray, gt: np.ndarray, where: str = "scene") -> None
             f"{where}: the ground truth is {list(gt.shape)} but the scene is "
             f"{list(scene.shape[:2])} (H, W)"
         )
-    if gt.dtype.kind not in "iub" or (gt.size and gt.min() < 0):
+    if gt.dtype.kind not in "iubf":
         raise SourceError(f"{where}: ground truth must hold integers >= 0, got dtype {gt.dtype}")
+    with np.errstate(invalid="ignore"):
+        bad = gt < 0 if gt.dtype.kind != "f" else ~np.isfinite(gt) | (gt < 0) | (gt != np.floor(gt))
+    if bad.any():
+        row, col = (int(i) for i in np.unravel_index(int(np.argmax(bad)), gt.shape))
+        raise SourceError(
+            f"{where}: ground truth must hold integers >= 0, got {gt[row, col].item()!r} at "
+            f"pixel (row {row}, col {col}) ({gt.dtype})"
+        )
+    if gt.dtype.kind == "f" and gt.size and gt.max() >= 2**53:
+        raise SourceError(f"{where}: ground truth class {gt.max().item()!r} is too large")
+    return gt.astype(np.int64)
 
 
 def _positive(name: str, value: int) -> None:
@@ -78,7 +93,7 @@ def scene_patches(
         SourceError: The shapes disagree, or ``gt`` is not non-negative integers.
         SpecError: ``patch`` is not a positive integer.
     """
-    check_scene(scene, gt, where)
+    gt = check_scene(scene, gt, where)
     _positive("patch", patch)
     half = patch // 2
     padded = np.pad(scene, ((half, patch - 1 - half), (half, patch - 1 - half), (0, 0)), "reflect")

@@ -170,7 +170,7 @@ def _ground_truth(scene_path: str, scene: np.ndarray, opts: Mapping[str, Any]) -
     gt_path = _labels_path(scene_path, opts["labels"])
     gt = _read(gt_path, opts["labels_key"], "ground truth")
     gt = gt[..., 0] if gt.ndim == 3 and gt.shape[2] == 1 else gt
-    check_scene(scene, gt, f"{scene_path} and {gt_path}")
+    gt = check_scene(scene, gt, f"{scene_path} and {gt_path}")
     if opts["split"] is None:
         return gt
     side = block_split(gt, opts["split_block"], opts["test_fraction"], opts["split_seed"],

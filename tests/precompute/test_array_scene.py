@@ -60,7 +60,9 @@ def test_the_corner_patch_mirrors_without_repeating_the_border() -> None:
             r"ground truth is \[7, 8\] but the scene is \[7, 9\]",
         ),
         (np.zeros((7, 9)), np.ones((7, 9), int), r"scene must be \(H, W, C\), got shape \[7, 9\]"),
-        (np.zeros((7, 9, 3)), np.ones((7, 9)), r"integers >= 0, got dtype float64"),
+        (np.zeros((7, 9, 3)), np.full((7, 9), 1.5), r"integers >= 0, got 1\.5 at pixel \(row 0"),
+        (np.zeros((7, 9, 3)), np.full((7, 9), np.nan), r"integers >= 0, got nan at pixel"),
+        (np.zeros((7, 9, 3)), np.ones((7, 9), complex), r"integers >= 0, got dtype complex128"),
         (np.zeros((7, 9, 3)), -np.ones((7, 9), int), r"integers >= 0"),
     ],
 )

@@ -63,6 +63,22 @@ def test_one_patch_per_labelled_pixel_with_its_position(
     assert verify_store(tmp_path / "s") == []
 
 
+def test_a_float_ground_truth_of_whole_numbers_builds_as_its_integers(
+    ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    """Many .mat files store the classes as float64 (0.0, 1.0, ...): the same store."""
+    root, cube, gt = scene
+    np.save(tmp_path / "scene.npy", cube)
+    buf = io.BytesIO()
+    scipy.io.savemat(buf, {"gt": gt.astype(np.float64)})
+    (tmp_path / "gt.mat").write_bytes(buf.getvalue())
+    main(["build", str(tmp_path / "scene.npy"), "--out", str(tmp_path / "f"), "--labels",
+          "gt.mat", "--patch", str(P), "--shard-samples", "64", "--quiet"])  # fmt: skip
+    floats, ints = _read(tmp_path / "f"), _build(root / "scene.npy", tmp_path / "i")
+    for name in ("image", "label", "position"):
+        assert np.array_equal(floats[name], ints[name]), name
+
+
 def test_a_block_split_gives_disjoint_train_and_test_stores(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
