@@ -63,6 +63,15 @@ __all__ = [
 
 SEGMENTATION_FIELDS = ("image", "mask")  # the fields of a segmentation folder
 CLI_HINT = "on the command line: --mask-classes N (and --ignore-index, --colormap) or --fields"
+# The command-line options of each inferred field, named when its options are refused.
+_KIND_HINTS = {
+    "mask": CLI_HINT,
+    "keypoints": "on the command line: --flip-pairs '[[a, b], ...]' or --fields",
+    "audio": (
+        "on the command line: --clip-seconds T (and --sample-rate, --clips, --hop-seconds, "
+        "--channels, --features) or --fields"
+    ),
+}
 # The manifest text infer_fields read for the CLI, taken by the build's listing of the same
 # file (manifest_text, through listing.read_kept).
 _KEPT: dict[str, Any] = {}
@@ -130,7 +139,27 @@ def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:
     try:
         return FieldSpec(name, name, opts)
     except SpecError as exc:
-        raise SpecError(f"{src}: {exc} ({CLI_HINT})") from None
+        hint = _KIND_HINTS.get(name, "on the command line: --fields")
+        raise SpecError(f"{src}: {exc} ({hint})") from None
+
+
+def _refuse_options(src: str, options: Mapping[str, Any], text: str | None) -> None:
+    """Field options given for a source of plain images: say why, naming what is there.
+
+    Raises:
+        SourceError: The source mixes images with another kind of file (its lister's message).
+        SpecError: Otherwise: which kind of source the options need.
+    """
+    list_source(src, "skip", text)  # a folder of images beside recordings: that, named
+    if "audio" in options:
+        raise SpecError(
+            f"{src}: audio options (--clip-seconds and the others) need class folders or a "
+            "manifest of audio files (.wav, .flac, .ogg, .mp3, ...); this source lists images"
+        )
+    raise SpecError(
+        f"{src}: field options ({', '.join(sorted(options))}) need a segmentation "
+        "folder (images/ + masks/) or a manifest with field columns"
+    )
 
 
 def infer_fields(
@@ -168,10 +197,7 @@ def infer_fields(
     names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src, text)
     if not names:
         if options:
-            raise SpecError(
-                f"{src}: field options ({', '.join(sorted(options))}) need a segmentation "
-                "folder (images/ + masks/) or a manifest with field columns"
-            )
+            _refuse_options(src, options, text)
         return ()
     unused = sorted(set(options) - set(names))
     if unused:

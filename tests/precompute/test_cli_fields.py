@@ -10,7 +10,7 @@ import pytest
 
 from precompute.buildsource import infer_fields, is_segmentation
 from precompute.cli import UsageFailure, spec_from_options
-from precompute.errors import SpecError
+from precompute.errors import SourceError, SpecError
 from precompute.sample import make_sample_dataset
 from tests.precompute.fielddata import COLORMAP, make_keypoints_manifest, make_segmentation
 
@@ -107,3 +107,27 @@ def test_the_fingerprint_of_fields_covers_every_file_and_value(tmp_path: Path) -
     before = fp(seg, True)
     (seg / "masks" / "001.png").write_bytes((seg / "masks" / "000.png").read_bytes())
     assert fp(seg, True) != before  # a mask file
+
+
+def test_a_bad_field_flag_names_its_own_flags(tmp_path: Path) -> None:
+    """A refused --flip-pairs hinted at --mask-classes; each kind names its own flags."""
+    manifest = make_keypoints_manifest(tmp_path / "kp", 3)
+    with pytest.raises(UsageFailure, match=r"\(on the command line: --flip-pairs '\[\[a, b\]") as e:
+        spec_from_options(None, {"flip_pairs": "[[0, 0]]"}, str(manifest))
+    assert "--mask-classes" not in str(e.value)
+    with pytest.raises(UsageFailure, match=r"\(on the command line: --mask-classes N"):
+        spec_from_options(None, {"mask_classes": 0}, str(make_segmentation(tmp_path / "s", 3)))
+
+
+def test_audio_options_for_a_folder_of_images_or_of_images_and_audio(tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    folder = make_sample_dataset(tmp_path / "cls", 4, size_range=(8, 8))
+    audio = {"audio": {"clip_seconds": 1.0}}
+    with pytest.raises(SpecError, match=r"audio options \(--clip-seconds and the others\) need"):
+        infer_fields(str(folder), audio)
+    cls = sorted(p for p in folder.iterdir() if p.is_dir())[0]
+    sf.write(cls / "zz.wav", np.zeros(800, np.float32), 8000)  # a recording beside the images
+    with pytest.raises(SourceError, match=r"mixes image files \(4, .*\) and audio files \(1, "):
+        infer_fields(str(folder), audio)
