@@ -25,6 +25,15 @@ NOTES: Mapping[str, str] = {
         "range (v * 16) before the build, or save them as .npy and build arrays, which keep "
         "uint16 values (docs/arrays.md)"
     ),
+    "keypoints_outside": (
+        "visible keypoints outside the image (annotations of another image size or "
+        "orientation?): stored with visibility 0; check the coordinates are pixels of the "
+        "image as stored in its file, EXIF orientation applied (docs/fields.md)"
+    ),
+    "keypoints_cropped": (
+        "visible keypoints cut off by --mode center-crop: stored with visibility 0; "
+        "letterbox or squash keep every point"
+    ),
 }
 EXAMPLES = 5  # keys kept per note in the report
 

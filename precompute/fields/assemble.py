@@ -24,6 +24,7 @@ from precompute.fields.masks import decode_mask
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.fieldsources import FieldItem
+from precompute.notes import note
 from precompute.stages.decode import decode_bytes
 
 __all__ = ["DECODE", "assemble", "decoder_of", "register_decoder"]
@@ -153,4 +154,25 @@ def assemble(
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
+    for f in fields:
+        if f.kind == "keypoints":
+            _note_lost_points(item.key, values[f.name], placed[f.name], (w, h))
     return {**placed, **companions}, p.extent
+
+
+def _note_lost_points(
+    key: str, source: np.ndarray, stored: np.ndarray, frame: tuple[int, int]
+) -> None:
+    """Name a sample whose visible keypoints were made invisible (:mod:`precompute.notes`).
+
+    Outside the source frame is likely an annotation of another image size or orientation;
+    inside it but lost, the build's ``center-crop`` cut them off.
+    """
+    w, h = frame
+    shown = source[:, 2] > 0
+    x, y = source[:, 0], source[:, 1]
+    outside = shown & ~((x >= 0) & (x < w) & (y >= 0) & (y < h))
+    if outside.any():
+        note("keypoints_outside", key)
+    if (shown & ~outside & (stored[:, 2] == 0)).any():
+        note("keypoints_cropped", key)

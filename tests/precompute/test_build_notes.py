@@ -66,3 +66,49 @@ def test_notes_outside_a_build_go_nowhere_and_unknown_names_are_refused() -> Non
     assert sink == {"gray_low_bits": ["k1"]}
     with pytest.raises(KeyError, match="unknown build note 'nope'"):
         note("nope", "k")
+
+
+def _exif_rotated_jpeg(path: Path, spot: tuple[int, int]) -> None:
+    """A 48 x 24 (w x h) JPEG whose EXIF orientation 6 shows it as 24 x 48, white at ``spot``.
+
+    ``spot`` is ``(x, y)`` in the displayed (rotated) frame: a 4 x 4 white square there.
+    """
+    shown = np.zeros((48, 24, 3), np.uint8)  # displayed: h 48, w 24
+    x, y = spot
+    shown[y - 2 : y + 2, x - 2 : x + 2] = 255
+    raw = np.rot90(shown, 1)  # orientation 6 shows the file turned 90 degrees clockwise
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(np.ascontiguousarray(raw)).save(path, quality=95, exif=exif.tobytes())
+
+
+def test_keypoints_follow_the_exif_orientation_and_lost_ones_are_noted(
+    ray_local: None, tmp_path: Path
+) -> None:
+    src = tmp_path / "kp"
+    (src / "img").mkdir(parents=True)
+    lines = []
+    for i, spot in enumerate([(6, 16), (18, 40), (12, 24)]):
+        _exif_rotated_jpeg(src / "img" / f"{i}.jpg", spot)
+        with Image.open(src / "img" / f"{i}.jpg") as im:
+            assert im.size == (48, 24)  # as stored in the file: the points are not in this frame
+        points = [[spot[0], spot[1], 2]]
+        points.append([30.0, 5.0, 2] if i == 0 else [1.0, 1.0, 2])  # outside the 24-wide frame
+        points.append([12.0, 2.0, 2])  # cut off by center-crop (48 high -> the middle 24)
+        lines.append(json.dumps({"image": f"img/{i}.jpg", "keypoints": points, "label": i % 2}))
+    (src / "p.jsonl").write_text("\n".join(lines) + "\n")
+    spec = BuildSpec(size=24, mode="center-crop", shard_samples=4, chunk_samples=2)
+    attrs = build(str(src / "p.jsonl"), str(tmp_path / "out"), spec, progress=False)
+    import zarr
+
+    group = zarr.open_group(str(tmp_path / "out"), mode="r")
+    keys, images, points = group["key"][:], group["image"][:], group["keypoints"][:]
+    for j, key in enumerate(keys):
+        x, y, v = points[j, 0]
+        if v == 0:  # the (18, 40) spot is below the centre crop: cut off, noted
+            assert key == "img/1.jpg"
+            continue
+        assert images[j, int(y), int(x)].min() > 200, (key, x, y)  # on the white square
+    notes = attrs["report"]["notes"]
+    assert notes["keypoints_outside"]["examples"] == ["img/0.jpg"]
+    assert notes["keypoints_cropped"]["count"] == 3
