@@ -152,18 +152,24 @@ def index_list(value: Any, classes: int) -> list[int]:
 
 
 def exact_array(value: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """An array of exactly ``shape`` and ``dtype`` (byte order aside): values kept as they are.
+    """An array of exactly ``shape``, cast to ``dtype`` only within its family, exactly.
 
-    Another dtype is refused even where it would cast exactly (uint8 into float32): files of
-    one dataset in different dtypes usually hold values on different scales (0-255 counts
-    beside 0-1 reflectance), which a cast would mix silently.
+    A narrower integer into a wider one (int16 into int32) or a narrower float into a wider
+    one is cast (exact, same scale); an integer into a float is refused even where the cast
+    would be exact (uint8 into float32): files of one dataset with integer and float values
+    usually hold them on different scales (0-255 counts beside 0-1 reflectance), which a cast
+    would mix silently.
     """
     a = _array(value)
     if a.shape != shape:
         raise ValueError(f"expected shape {list(shape)}, got {list(a.shape)}")
-    if a.dtype.newbyteorder("=") != np.dtype(dtype).newbyteorder("="):
+    want = np.dtype(dtype)
+    family = {"i": "int", "u": "int", "f": "float", "b": "bool"}
+    same = family.get(a.dtype.kind, a.dtype.kind) == family.get(want.kind, want.kind)
+    if not (same and np.can_cast(a.dtype, want, casting="safe")):
         raise ValueError(
-            f"dtype {a.dtype} differs from the field's {dtype} (the first file's or the "
-            "declared one): files of other dtypes often hold other scales; convert them"
+            f"dtype {a.dtype} does not fit the field's {dtype} (the first file's or the "
+            "declared one): only a narrower integer into a wider integer, or float into "
+            "float, is cast; integers beside floats often hold other scales: convert them"
         )
-    return a.astype(dtype, copy=False)
+    return a.astype(want, copy=False)

@@ -156,8 +156,8 @@ def test_v1_stores_read_as_image_and_label() -> None:
         (EVERY[2], np.zeros((2, 2, 3), np.uint8), "expected an (H, W) integer mask"),
         (EVERY[5], np.zeros((3, 3), np.float32), "3 keypoints, the field has 4"),
         (EVERY[5], [[0, 0, 5]] * 4, "visibility must be 0, 1 or 2"),
-        (EVERY[6], np.zeros((8, 8, 5), np.float32), "dtype float32 differs from the field's"),
-        (EVERY[6], np.zeros((8, 8, 5), np.uint8), "dtype uint8 differs from the field's uint16"),
+        (EVERY[6], np.zeros((8, 8, 5), np.float32), "dtype float32 does not fit the field's"),
+        (EVERY[6], np.zeros((8, 8, 5), np.int8), "dtype int8 does not fit the field's uint16"),
         (EVERY[6], np.zeros((8, 8, 4), np.uint8), "expected shape [8, 8, 5], got [8, 8, 4]"),
         (EVERY[7], 10, "label 10 is outside the classes 0..9"),
         (EVERY[8], [1, 1], "labels [1, 1] repeat a class"),
@@ -181,6 +181,7 @@ def test_good_values_come_back_in_their_storage_dtype() -> None:
     assert ok(EVERY[8], [0, 5]).tolist() == [1, 0, 0, 0, 0, 1]
     assert ok(EVERY[7], np.int32(3)).dtype == np.int64
     assert ok(EVERY[6], np.ones((8, 8, 5), ">u2")).dtype == np.uint16  # byte order aside
+    assert ok(EVERY[6], np.ones((8, 8, 5), np.uint8)).dtype == np.uint16  # a wider integer
     assert ok(EVERY[1], np.zeros((3, 2), np.uint8)).shape == (3, 2, 1)
 
 

@@ -100,7 +100,7 @@ def test_a_cube_of_another_shape_or_with_nan_is_a_per_input_error(
         "field 'image' (array): expected shape [10, 10, 5], got [10, 10, 4]"
     )
     assert reasons["b/7_counts.npy"].startswith(
-        "field 'image' (array): dtype uint8 differs from the field's float32"
+        "field 'image' (array): dtype uint8 does not fit the field's float32"
     )  # never cast into the float32 cubes: 0-255 counts beside other values
     assert reasons["b/8_nan.npy"].startswith(
         "field 'image': 1 NaN/inf value(s), the first at index [2, 3, 1]"
