@@ -34,6 +34,11 @@ NOTES: Mapping[str, str] = {
         "visible keypoints cut off by --mode center-crop: stored with visibility 0; "
         "letterbox or squash keep every point"
     ),
+    "audio_clipped": (
+        "audio samples beyond [-1, 1] (a float WAV over full scale, or resampling overshoot) "
+        "clipped to int16's range; store --features logmel, or scale the files down, to keep "
+        "their peaks"
+    ),
 }
 EXAMPLES = 5  # keys kept per note in the report
 

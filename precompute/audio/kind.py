@@ -22,13 +22,14 @@ import numpy as np
 
 from precompute.audio.clips import fit_clip, segment
 from precompute.audio.decode import MAX_CHANNELS, decode_audio
-from precompute.audio.features import logmel, mel_filterbank, num_frames, to_int16
+from precompute.audio.features import INT16_SCALE, logmel, mel_filterbank, num_frames, to_int16
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.assemble import DECODE, register_decoder
 from precompute.fields.base import Kind, Storage
 from precompute.fields.kinds import KINDS, register_kind
 from precompute.fields.options import REQUIRED, Option, integer, one_of
 from precompute.fields.spec import FieldSpec
+from precompute.notes import note
 from precompute.policy import show
 
 __all__ = ["AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
@@ -246,6 +247,8 @@ def decode_audio_field(
         clip = clip[0]
     start = first / rate
     if opts["representation"] == "waveform":
+        if clip.size and float(np.abs(clip).max()) * INT16_SCALE > 32767.5:
+            note("audio_clipped", key)  # float samples beyond [-1, 1): int16 clips them
         return AudioValue(to_int16(clip), valid, info.truncated, start)
     try:
         mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])

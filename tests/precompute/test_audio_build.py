@@ -322,3 +322,20 @@ def test_a_recording_listed_twice_is_named(tmp_path: Path) -> None:
     (src / "m.csv").write_text("path,label\nx/a.flac,dog\nx/b.wav,cat\nx/a.flac,cat\n")
     with pytest.raises(SourceError, match=r"m\.csv: 'x/a\.flac' is listed twice"):
         list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
+
+
+def test_a_float_wav_over_full_scale_is_clipped_and_named_in_the_notes(
+    ray_local: None, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    loud = (3.0 * tone(440, RATE, 0.25)).astype(np.float32)  # peaks at 1.5: beyond int16
+    sf.write(src / "beep" / "loud.wav", loud, RATE, subtype="FLOAT")
+    sf.write(src / "beep" / "ok.wav", (loud / 2).astype(np.float32), RATE, subtype="FLOAT")
+    attrs = build(str(src), str(tmp_path / "s"), _spec(), progress=False)
+    notes = attrs["report"]["notes"]
+    assert notes["audio_clipped"]["count"] == 1
+    assert notes["audio_clipped"]["examples"] == ["beep/loud.wav"]
+    got = _read(tmp_path / "s")
+    j = list(got["key"]).index("beep/loud.wav")
+    assert got["audio"][j].max() == 32767 and got["audio"][j].min() == -32768  # clipped
