@@ -128,6 +128,21 @@ def check_int(name: str, value: object, least: int, most: int | None = INT_MOST)
     return number if most is None else check_integer(name, number, least, most)
 
 
+class EpochSetter:
+    """``loader.sampler``: forwards ``set_epoch`` to its loader (nothing else of a sampler).
+
+    Frameworks written for ``DistributedSampler`` set each epoch there; this keeps the loader
+    on the framework's epoch, whatever number of batches it takes from each.
+    """
+
+    def __init__(self, loader: ContractLoader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        """:meth:`ContractLoader.set_epoch` of the loader."""
+        self.loader.set_epoch(epoch)
+
+
 class ContractLoader:
     """The settings, epoch bookkeeping and resume state every loader of the contract shares.
 
@@ -190,8 +205,27 @@ class ContractLoader:
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Serve ``epoch`` from its first batch on the next iteration."""
-        self._epoch, self._batch, self._resume = check_int("epoch", epoch, 0, EPOCH_MOST), 0, 0
+        """Serve ``epoch`` from its first batch on the next iteration.
+
+        Except right after :meth:`load_state_dict` of a state of that same epoch: its resume
+        is kept, so the usual loop (load the checkpoint, then ``set_epoch(e)`` at the top of
+        every epoch, as with ``DistributedSampler``) serves the rest of the saved epoch, not
+        its first batches a second time.
+        """
+        epoch = check_int("epoch", epoch, 0, EPOCH_MOST)
+        if self._resume and epoch == self._epoch:
+            return
+        self._epoch, self._batch, self._resume = epoch, 0, 0
+
+    @property
+    def sampler(self) -> EpochSetter:
+        """What a trainer that sets each epoch on ``loader.sampler`` finds: :class:`EpochSetter`.
+
+        Lightning calls ``loader.sampler.set_epoch(e)`` at the start of every epoch; without
+        it, a trainer that takes fewer batches than ``len(loader)`` an epoch
+        (``limit_train_batches``) would start the same epoch again each time.
+        """
+        return EpochSetter(self)
 
     def plan(self, epoch: int | None = None) -> EpochPlan:
         """Return the reading plan of ``epoch`` (default: the current one) on this rank."""

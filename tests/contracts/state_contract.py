@@ -72,6 +72,25 @@ class LoaderStateContract:
         np.testing.assert_array_equal(cat(head, "index"), cat(again[:3], "index"))
         assert loader.epoch == 3
 
+    def test_set_epoch_of_the_loaded_epoch_keeps_the_resume(self, store: Path) -> None:
+        # the DistributedSampler habit: load the checkpoint, then set_epoch(e) at the top of
+        # every epoch; resetting there served the saved epoch's first batches a second time
+        first = self.make_loader(store, batch_size=8, seed=0)
+        first.set_epoch(2)
+        collect(first, limit=3)
+        resumed = self.make_loader(store, batch_size=8, seed=0)
+        resumed.load_state_dict(first.state_dict())
+        resumed.set_epoch(2)
+        resumed.sampler.set_epoch(2)  # as Lightning calls it, at every epoch's start
+        whole = cat(self._epoch(store, 2), "index")
+        np.testing.assert_array_equal(cat(collect(resumed), "index"), whole[3 * 8 :])
+        other = self.make_loader(store, batch_size=8, seed=0)
+        other.load_state_dict(first.state_dict())
+        other.sampler.set_epoch(5)  # another epoch: a fresh start of it
+        np.testing.assert_array_equal(
+            cat(collect(other), "index"), cat(self._epoch(store, 5), "index")
+        )
+
     @pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])
     def test_set_epoch_takes_a_non_negative_integer(self, store: Path, bad: Any) -> None:
         loader = self.make_loader(store, batch_size=8, seed=0)

@@ -106,6 +106,24 @@ def test_each_epoch_is_a_new_permutation(store: Path) -> None:
     assert epochs[0] != epochs[1] != epochs[2]
 
 
+def test_limit_train_batches_gives_each_epoch_its_own_batches(store: Path, tmp_path: Path) -> None:
+    """Lightning takes 2 of 6 batches an epoch: each epoch must be a new one, not the same 2."""
+    model = Recorder()
+    _trainer(3, limit_train_batches=2).fit(model, Data(store))
+    for e in range(3):
+        want = StoreLoader(store, BATCH, seed=3)
+        want.set_epoch(e)
+        head = np.concatenate([b["index"] for b in collect(want, limit=2)]).tolist()
+        assert _epoch(model.seen, e) == head
+    assert _epoch(model.seen, 0) != _epoch(model.seen, 1)
+    ckpt = tmp_path / "end0.ckpt"  # saved at the end of Lightning's epoch 0 (2 batches in)
+    first = Recorder()
+    _trainer(3, [SaveAt(2, ckpt)], limit_train_batches=2).fit(first, Data(store))
+    resumed = Recorder()
+    _trainer(3, limit_train_batches=2).fit(resumed, Data(store), ckpt_path=ckpt)
+    assert resumed.seen == first.seen[2:]
+
+
 @pytest.mark.parametrize("step", [9, 6, 2])  # mid-epoch 1, the end of epoch 0, mid-epoch 0
 def test_resume_from_a_checkpoint_serves_the_same_remainder(
     store: Path, tmp_path: Path, step: int
