@@ -42,6 +42,7 @@ ARRAY_HINT = (
     "to keep such values, build the files as arrays (--fields with kind 'array', docs/arrays.md)"
 )
 _WIDE_GRAY = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic and BigTIFF
 LOW_BITS = 4096  # 16-bit grey entirely below this is noted: 12-bit data, dark once scaled
 
 
@@ -117,7 +118,9 @@ def _open_checked(data: bytes, key: str, max_pixels: int) -> Image.Image:
     except Image.DecompressionBombError as exc:
         raise DecodeError(key, f"decompression bomb refused: {exc}") from exc
     except Exception as exc:  # Pillow raises many types on garbage input
-        raise DecodeError(key, f"not a readable image ({type(exc).__name__}: {exc})") from exc
+        # a TIFF Pillow cannot open is most often a cube (more than 4 samples per pixel)
+        hint = f"; a TIFF cube? {ARRAY_HINT}" if data[:4] in _TIFF_MAGIC else ""
+        raise DecodeError(key, f"not a readable image ({type(exc).__name__}: {exc}){hint}") from exc
     w, h = img.size
     if w < 1 or h < 1:
         raise DecodeError(key, f"header claims an empty image ({w}x{h})")

@@ -152,3 +152,16 @@ def test_float_pixels_are_refused_unless_whole_numbers_in_0_255(
     whole = np.array([[0.0, 1.0, 128.0, 255.0]], dtype=np.float32)
     got = np.asarray(decode_bytes(_tiff(whole), "w.tif", 10**6))
     assert got[0, :, 1].tolist() == [0, 1, 128, 255]
+
+
+def test_a_tiff_pillow_cannot_open_hints_at_arrays() -> None:
+    import tifffile
+
+    buf = io.BytesIO()  # 6 samples per pixel: a small multispectral cube Pillow cannot read
+    tifffile.imwrite(
+        buf, np.zeros((8, 8, 6), np.uint16), photometric="minisblack", planarconfig="contig"
+    )
+    with pytest.raises(DecodeError, match=r"ms\.tif: not a readable image .*a TIFF cube\? "):
+        decode_bytes(buf.getvalue(), "ms.tif", 10**6)
+    with pytest.raises(DecodeError, match=r"not a readable image \(Unidentified[^;]*$"):
+        decode_bytes(b"GIF89a garbage", "g.gif", 10**6)  # not a TIFF: no such hint
