@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -129,10 +130,10 @@ def check_int(name: str, value: object, least: int, most: int | None = INT_MOST)
 
 
 class EpochSetter:
-    """``loader.sampler``: forwards ``set_epoch`` to its loader (nothing else of a sampler).
+    """Forwards ``set_epoch`` to its loader (nothing else of a sampler).
 
-    Frameworks written for ``DistributedSampler`` set each epoch there; this keeps the loader
-    on the framework's epoch, whatever number of batches it takes from each.
+    Frameworks written for ``DistributedSampler`` set each epoch on a sampler; this keeps the
+    loader on the framework's epoch, whatever number of batches it takes from each.
     """
 
     def __init__(self, loader: ContractLoader) -> None:
@@ -141,6 +142,13 @@ class EpochSetter:
     def set_epoch(self, epoch: int) -> None:
         """:meth:`ContractLoader.set_epoch` of the loader."""
         self.loader.set_epoch(epoch)
+
+
+@dataclass(frozen=True)
+class EpochHook:
+    """``loader.batch_sampler``: holds the :class:`EpochSetter` as its ``sampler``."""
+
+    sampler: EpochSetter
 
 
 class ContractLoader:
@@ -218,14 +226,15 @@ class ContractLoader:
         self._epoch, self._batch, self._resume = epoch, 0, 0
 
     @property
-    def sampler(self) -> EpochSetter:
-        """What a trainer that sets each epoch on ``loader.sampler`` finds: :class:`EpochSetter`.
+    def batch_sampler(self) -> EpochHook:
+        """Where Lightning sets each epoch: ``loader.batch_sampler.sampler.set_epoch(e)``.
 
-        Lightning calls ``loader.sampler.set_epoch(e)`` at the start of every epoch; without
-        it, a trainer that takes fewer batches than ``len(loader)`` an epoch
-        (``limit_train_batches``) would start the same epoch again each time.
+        Lightning calls it at the start of every epoch (as for a ``DataLoader`` with a batch
+        sampler); without it, a trainer that takes fewer batches than ``len(loader)`` an
+        epoch (``limit_train_batches``) would start the same epoch again each time. There is
+        no ``loader.sampler``: Lightning would take it for a ``DataLoader``'s and inspect it.
         """
-        return EpochSetter(self)
+        return EpochHook(EpochSetter(self))
 
     def plan(self, epoch: int | None = None) -> EpochPlan:
         """Return the reading plan of ``epoch`` (default: the current one) on this rank."""

@@ -81,12 +81,13 @@ class LoaderStateContract:
         resumed = self.make_loader(store, batch_size=8, seed=0)
         resumed.load_state_dict(first.state_dict())
         resumed.set_epoch(2)
-        resumed.sampler.set_epoch(2)  # as Lightning calls it, at every epoch's start
+        resumed.batch_sampler.sampler.set_epoch(2)  # as Lightning calls it, each epoch
+        assert not hasattr(resumed, "sampler")  # Lightning would inspect it as a DataLoader's
         whole = cat(self._epoch(store, 2), "index")
         np.testing.assert_array_equal(cat(collect(resumed), "index"), whole[3 * 8 :])
         other = self.make_loader(store, batch_size=8, seed=0)
         other.load_state_dict(first.state_dict())
-        other.sampler.set_epoch(5)  # another epoch: a fresh start of it
+        other.batch_sampler.sampler.set_epoch(5)  # another epoch: a fresh start of it
         np.testing.assert_array_equal(
             cat(collect(other), "index"), cat(self._epoch(store, 5), "index")
         )

@@ -106,10 +106,22 @@ def test_each_epoch_is_a_new_permutation(store: Path) -> None:
     assert epochs[0] != epochs[1] != epochs[2]
 
 
+class WithValidation(Data):
+    """The DataModule with a validation StoreLoader (Lightning inspects its sampler)."""
+
+    def val_dataloader(self) -> StoreLoader:
+        return StoreLoader(self.store, BATCH, shuffle=False, drop_last=False, prefetch=0)
+
+
+class Validated(Recorder):
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.log("seen", float(len(batch["index"])))
+
+
 def test_limit_train_batches_gives_each_epoch_its_own_batches(store: Path, tmp_path: Path) -> None:
     """Lightning takes 2 of 6 batches an epoch: each epoch must be a new one, not the same 2."""
-    model = Recorder()
-    _trainer(3, limit_train_batches=2).fit(model, Data(store))
+    model = Validated()
+    _trainer(3, limit_train_batches=2, limit_val_batches=1).fit(model, WithValidation(store))
     for e in range(3):
         want = StoreLoader(store, BATCH, seed=3)
         want.set_epoch(e)
