@@ -278,10 +278,14 @@ class ContractLoader:
     def _begin_pass(self) -> tuple[int, int, int]:
         """Start an iteration; return (epoch, first batch, batches in the epoch).
 
-        The first batch is 0, or the saved one right after :meth:`load_state_dict` (once):
-        an iteration broken off and started again serves its epoch from the beginning. An
-        epoch with nothing left to serve is a complete pass at once (the epoch advances).
+        The first batch is 0, or the saved one right after :meth:`load_state_dict` (once).
+        An iteration broken off (batches of the epoch served, no resume pending) ended its
+        epoch: the new one serves the next epoch, as a new iteration of a shuffling
+        ``DataLoader`` draws a new order, never the same first batches again. An epoch with
+        nothing left to serve is a complete pass at once (the epoch advances).
         """
+        if self._batch and not self._resume:  # the last pass broke off: its epoch is over
+            self._epoch, self._batch = epoch_after(self._epoch, 1, 1)
         epoch, start = self._epoch, self._resume
         self._batch, self._resume = start, 0
         total = self.num_batches(epoch)

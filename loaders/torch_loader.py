@@ -216,7 +216,8 @@ class StoreLoader(ContractLoader):
         A new iteration starts the epoch from its first batch, except right after
         :meth:`load_state_dict`, which resumes at the saved batch once. Handing out the last
         batch completes the pass and advances the epoch by one (the iterator need not be run
-        to its end), so calling :meth:`set_epoch` each epoch is optional.
+        to its end), so calling :meth:`set_epoch` each epoch is optional; an iteration broken
+        off ends its epoch too, and the next one serves the next epoch.
         """
         epoch, start, total = self._begin_pass()
         if start >= total:

@@ -17,8 +17,8 @@ raises one naming the shard file. A ``mixup`` keyword is passed through too: the
 ``mixup(images, labels, generator)`` with the batch's generator.
 
 Epochs and state (the rules of :class:`loaders.contract.ContractLoader`): ``epoch`` is read-only
-and ``set_epoch`` takes a non-negative integer; an iteration broken off and started again serves
-its epoch from the first batch, only ``load_state_dict`` resumes mid-epoch; a state is plain JSON
+and ``set_epoch`` takes a non-negative integer; an iteration broken off ends its epoch (the next
+iteration serves the next one), only ``load_state_dict`` resumes mid-epoch; a state is plain JSON
 holding ``epoch``, ``batch``, ``rank``, the settings and the data identity, and a state that
 differs in any setting or in the data is refused naming it (:mod:`tests.contracts.state_contract`).
 

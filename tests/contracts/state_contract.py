@@ -5,8 +5,9 @@
 
 * ``epoch`` is read-only; ``set_epoch`` takes a non-negative integer; settings that are not
   integers in range raise ``ValueError`` naming the setting and the value.
-* An iteration broken off and started again serves its epoch from the first batch, as torch's
-  ``DataLoader`` does; only ``load_state_dict`` resumes mid-epoch.
+* An iteration broken off ends its epoch: the next iteration serves the next epoch (a new order,
+  as a shuffling ``DataLoader`` draws on each iteration); only ``load_state_dict`` resumes
+  mid-epoch, and ``set_epoch`` restarts one explicitly.
 * A state is plain JSON: ``epoch``, ``batch``, ``rank``, the settings and the data identity; a
   state differing in any setting or in the data, or lacking its position, is refused naming it.
 * ``mixup(images, labels, generator)`` draws from a generator seeded by
@@ -61,16 +62,22 @@ class LoaderStateContract:
         loader.set_epoch(epoch)
         return collect(loader)
 
-    def test_breaking_off_restarts_the_epoch(self, store: Path) -> None:
-        # as torch's DataLoader: only load_state_dict resumes mid-epoch
+    def test_breaking_off_ends_the_epoch_and_the_next_iteration_serves_the_next(
+        self, store: Path
+    ) -> None:
+        # `for b in loader: ... break` each epoch used to serve the same first batches forever
         loader = self.make_loader(store, batch_size=8, seed=0)
         loader.set_epoch(2)
         head = collect(loader, limit=3)
-        assert (loader.epoch, loader.state_dict()["batch"]) == (2, 3)
-        again = collect(loader)
-        np.testing.assert_array_equal(cat(again, "index"), cat(self._epoch(store, 2), "index"))
-        np.testing.assert_array_equal(cat(head, "index"), cat(again[:3], "index"))
-        assert loader.epoch == 3
+        assert (loader.epoch, loader.state_dict()["batch"]) == (2, 3)  # a checkpoint here
+        again = collect(loader)  # a new iteration: epoch 2 ended when it broke off
+        np.testing.assert_array_equal(cat(again, "index"), cat(self._epoch(store, 3), "index"))
+        np.testing.assert_array_equal(
+            cat(head, "index"), cat(self._epoch(store, 2), "index")[: 3 * 8]
+        )
+        assert loader.epoch == 4
+        loader.set_epoch(2)  # an explicit restart still serves epoch 2 from its start
+        np.testing.assert_array_equal(cat(collect(loader, limit=3), "index"), cat(head, "index"))
 
     def test_set_epoch_of_the_loaded_epoch_keeps_the_resume(self, store: Path) -> None:
         # the DistributedSampler habit: load the checkpoint, then set_epoch(e) at the top of
@@ -170,4 +177,5 @@ class LoaderStateContract:
         loader.close()  # again: nothing left to release
         want = self._epoch(store, 0)
         np.testing.assert_array_equal(cat(head, "index"), cat(want[:2], "index"))
-        np.testing.assert_array_equal(cat(collect(loader), "index"), cat(want, "index"))
+        again = cat(collect(loader), "index")  # still iterable: the next epoch (0 broke off)
+        np.testing.assert_array_equal(again, cat(self._epoch(store, 1), "index"))
