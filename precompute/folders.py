@@ -27,8 +27,9 @@ IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff"})
-# Array files that are never images (a .tif may be either: docs/arrays.md)
-ARRAY_ONLY_EXTENSIONS = frozenset({".npy", ".npz", ".mat"})
+# Array files (precompute.arrays), and those that are never images (a .tif may be either)
+ARRAY_EXTENSIONS = (".npy", ".npz", ".tif", ".tiff", ".mat")
+ARRAY_ONLY_EXTENSIONS = frozenset(ARRAY_EXTENSIONS) - IMAGE_EXTENSIONS
 ESCAPES = "symlink leaves the source root; not followed"
 Skipped = list[tuple[str, str]]
 Extensions = AbstractSet[str]

@@ -27,8 +27,8 @@ NOTES: Mapping[str, str] = {
     ),
     "keypoints_outside": (
         "visible keypoints outside the image (annotations of another image size or "
-        "orientation?): stored with visibility 0; check the coordinates are pixels of the "
-        "image as stored in its file, EXIF orientation applied (docs/fields.md)"
+        "orientation?): stored with visibility 0; coordinates are pixels of the image as "
+        "decoded, EXIF orientation applied (docs/FORMAT.md)"
     ),
     "keypoints_cropped": (
         "visible keypoints cut off by --mode center-crop: stored with visibility 0; "

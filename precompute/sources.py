@@ -165,8 +165,7 @@ def _list_local_folder(src: str) -> Source:
     others: list[str] = []
     items, classes, skipped = walk_classes(root, alien=_OTHER_KINDS, aliens=others)
     if others and items:  # e.g. cover art beside recordings: never a store of them alone
-        example = min(items)[0] if items else "none"
-        first = min(others)
+        example, first = min(items)[0], min(others)
         kind = "audio" if os.path.splitext(first)[1].lower() in AUDIO_EXTENSIONS else "array"
         hint = "" if kind == "audio" else f"; {_CUBE_HINT}"
         raise SourceError(

@@ -26,12 +26,11 @@ from precompute.arrays.sources import FIELDS, list_arrays
 from precompute.errors import DecodeError, InputError, SourceError, SpecError
 from precompute.fields import FieldSpec
 from precompute.fieldsources import FieldSource
-from precompute.folders import IMAGE_EXTENSIONS
+from precompute.folders import ARRAY_ONLY_EXTENSIONS, IMAGE_EXTENSIONS
 from precompute.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["infer_array_fields", "is_array_fields", "is_array_source", "list_array_fields"]
 
-_ONLY_ARRAYS = tuple(e for e in ARRAY_EXTENSIONS if e not in IMAGE_EXTENSIONS)
 _MANIFESTS = (".csv", ".jsonl", ".ndjson")
 
 
@@ -73,7 +72,7 @@ def is_array_source(src: str, text: str | None = None) -> bool:
         first = _first_folder_file(local)
     else:
         return False
-    return first is not None and os.path.splitext(first)[1].lower() in _ONLY_ARRAYS
+    return first is not None and os.path.splitext(first)[1].lower() in ARRAY_ONLY_EXTENSIONS
 
 
 def is_array_fields(fields: Sequence[FieldSpec]) -> bool:

@@ -32,11 +32,10 @@ from precompute.arrays.checks import check_finite, guard_size, pick_one
 from precompute.arrays.matfiles import read_mat
 from precompute.errors import DecodeError
 from precompute.fields.spec import FieldSpec
+from precompute.folders import ARRAY_EXTENSIONS
 from precompute.inputs import DEFAULT_MAX_BYTES
 
 __all__ = ["ARRAY_EXTENSIONS", "READERS", "decode_array", "read_array"]
-
-ARRAY_EXTENSIONS = (".npy", ".npz", ".tif", ".tiff", ".mat")
 
 
 def _npy_header(key: str, stream: Any, what: str, max_bytes: int) -> None:
