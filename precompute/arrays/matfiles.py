@@ -57,7 +57,14 @@ def _v73(data: bytes, key: str, array_key: str | None, max_bytes: int) -> np.nda
             found = {n: f[n] for n in f if not n.startswith("#")}
             name = pick_one(key, sorted(found), array_key, "variable")
             node = found[name]
-            cls = node.attrs.get("MATLAB_class", b"?")
+            cls = node.attrs.get("MATLAB_class")
+            if cls is None and isinstance(node, h5py.Dataset):
+                raise DecodeError(
+                    key,
+                    f"variable {name!r} has no MATLAB_class attribute: an HDF5 dataset MATLAB "
+                    "did not write, whose axis order (MATLAB's column-major or numpy's "
+                    "row-major) is unknown; save it with MATLAB (-v7.3) or as .npy",
+                )
             cls = cls.decode() if isinstance(cls, bytes) else str(cls)
             if not isinstance(node, h5py.Dataset) or node.dtype.fields or cls not in _CLASS_BYTES:
                 raise DecodeError(key, f"variable {name!r} is a MATLAB {cls}, not a numeric array")

@@ -110,6 +110,15 @@ def test_mat_v73_is_transposed_back_to_the_shape_matlab_shows(tmp_path: Path) ->
         _read(path)
 
 
+def test_an_hdf5_dataset_matlab_did_not_write_is_refused_not_guessed(tmp_path: Path) -> None:
+    """No MATLAB_class: h5py's row-major (H, W, C) would come out transposed; never guess."""
+    path = tmp_path / "h5.mat"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("cube", data=np.zeros((4, 3, 2), np.float32))
+    with pytest.raises(DecodeError, match=r"^h5.mat: variable 'cube' has no MATLAB_class .* \.npy"):
+        _read(path)
+
+
 @pytest.mark.parametrize("name", ["big.npy", "big.npz", "big.tif", "big.mat", "big73.mat"])
 def test_a_declared_size_over_max_bytes_is_refused_before_reading(
     tmp_path: Path, name: str
