@@ -41,6 +41,7 @@ from precompute.format import (
 )
 from precompute.notes import fold as fold_notes
 from precompute.objstore import is_object_url
+from precompute.rawshard import raw_writable, write_raw_shard
 from precompute.spec import BuildSpec
 from precompute.storecheck import file_digest, shard_file
 
@@ -209,8 +210,18 @@ def write_shard(
     root = Path(root)
     start, stop = layout.shard_range(shard)
     data = _shard_arrays(layout, shard, given)
+    files = {}
     for name, arr in data.items():  # every chunk written, fill values too: no file is optional
-        zarr.open_array(str(root / name), mode="r+").with_config(_DENSE)[start:stop] = arr
+        a = layout.arrays[name]
+        path = shard_file(root, layout, name, shard)
+        if raw_writable(a.shape, a.shard, a.chunk, a.dtype):  # the file zarr would write
+            files[name] = write_raw_shard(
+                path, arr, shape=a.shape, shard_shape=a.shard, chunk_shape=a.chunk,
+                dtype=a.dtype, fill=a.fill, shard=shard,
+            )  # fmt: skip
+        else:  # key: variable-length strings
+            zarr.open_array(str(root / name), mode="r+").with_config(_DENSE)[start:stop] = arr
+            files[name] = file_digest(path)
     marker = {
         "shard": shard,
         "start": start,
@@ -218,9 +229,7 @@ def write_shard(
         "num_valid": num_valid(data),
         "skipped": list(skipped),
         "stats": dict(stats or {}),
-        "files": {
-            name: file_digest(shard_file(root, layout, name, shard)) for name in layout.arrays
-        },
+        "files": {name: files[name] for name in layout.arrays},
     }
     atomic_write_bytes(shard_marker_path(root, shard), json.dumps(marker).encode())
 
