@@ -195,6 +195,7 @@ class ContractLoader:
         self.seed = check_int("seed", seed, 0, 2**64 - 1)
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.rank, self.world_size = resolve_rank(rank, world_size)
+        self._rank_given = rank is not None
         self.device = resolve_device(device)
         self._epoch, self._batch, self._resume = 0, 0, 0
         self._plans: dict[int, EpochPlan] = {}
@@ -284,6 +285,7 @@ class ContractLoader:
         ``DataLoader`` draws a new order, never the same first batches again. An epoch with
         nothing left to serve is a complete pass at once (the epoch advances).
         """
+        self._check_rank()
         if self._batch and not self._resume:  # the last pass broke off: its epoch is over
             self._epoch, self._batch = epoch_after(self._epoch, 1, 1)
         epoch, start = self._epoch, self._resume
@@ -292,6 +294,29 @@ class ContractLoader:
         if start >= total:
             self._mark_served(epoch, start, total)
         return epoch, start, total
+
+    def _check_rank(self) -> None:
+        """Refuse to serve when torch.distributed disagrees with the rank found at creation.
+
+        A loader made before ``init_process_group`` (without torchrun's ``RANK`` and
+        ``WORLD_SIZE``, e.g. under ``mp.spawn``) took itself for rank 0 of 1: every process
+        would serve every sample, each epoch ``world_size`` times over, without a sign.
+
+        Raises:
+            LoaderError: The process group has another rank or world size.
+        """
+        if self._rank_given or not (
+            torch.distributed.is_available() and torch.distributed.is_initialized()
+        ):
+            return
+        now = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        if now != (self.rank, self.world_size):
+            raise LoaderError(
+                f"this loader was made as rank {self.rank} of {self.world_size}, but "
+                f"torch.distributed now says rank {now[0]} of {now[1]}: it was made before "
+                "init_process_group. Make it after init_process_group, or pass rank= and "
+                "world_size="
+            )
 
     def _mark_served(self, epoch: int, served: int, total: int) -> None:
         """Record that ``served`` of the ``total`` batches of ``epoch`` were handed out.
