@@ -12,6 +12,9 @@ outside the timed part, and serve one epoch per run):
 * ``store raw mmap``: the same with ``io="mmap"`` and ``map_bytes`` covering the store (its
   shard files stay mapped across epochs, as the memmap reference keeps its mapping), read on
   the calling thread (``prefetch=0, num_threads=1``, as the reference reads);
+* ``store raw ram``: ``io="ram"``: the store read into memory once (at open, outside the
+  timed part) and each batch one gather, as from the memmap; read on the calling thread, as
+  ``store raw mmap``;
 * ``store aug``: ``StoreLoader`` with ``TrainAugment`` (crop/flip, per-band normalise) to
   ``[B, C, P, P]`` float32;
 * ``memmap``: the store's patches as one ``.npy``, memory-mapped once (as a ``Dataset`` keeps
@@ -22,9 +25,10 @@ outside the timed part, and serve one epoch per run):
 
 It prints patches/s of each and the ratios of each store row to ``memmap`` and to ``np.load``,
 then the peak RSS of a process that streams one epoch of ``StoreLoader`` for this scene and
-for one of twice the rows, with ``io="pread"`` (flat: it does not grow with the dataset) and
+for one of twice the rows, with ``io="pread"`` (flat: it does not grow with the dataset),
 the default ``io="auto"`` (a store that fits in ``map_bytes`` stays mapped, and mapped pages
-count in RSS: bounded by ``map_bytes``, not by the dataset).
+count in RSS: bounded by ``map_bytes``, not by the dataset) and ``io="ram"`` (the store's
+bytes in private memory: RSS grows with the dataset up to ``map_bytes``).
 Setup is outside the timed part; results are printed, never committed. The
 timing process runs torch with ``--torch-threads`` intra-op threads (default 1): the augmented
 path is a handful of small torch ops per batch, which an OpenMP pool stalls on when the machine
@@ -50,12 +54,14 @@ import zarr
 from benchmarks.common import store_bytes
 from benchmarks.spectral_data import ArrayFileDataset, make_scene, write_patches
 from loaders.augment import RandomResizedCrop, TrainAugment
+from loaders.store.open_store import MAP_BYTES
 from loaders.torch_loader import StoreLoader
 from precompute.cli import main as precompute
 
 __all__ = ["build_scene_store", "main", "peak_rss_mb"]
 
 BATCH = 64  # --batch
+RAM_BUDGET = 4 * 2**30  # io="ram" in the RSS runs: the large scene's store (1 GiB) fits
 
 
 def build_scene_store(work: Path, height: int, bands: int, patch: int) -> Path:
@@ -117,7 +123,8 @@ def peak_rss_mb(store: Path, io: str = "auto") -> float:
         "import sys\n"
         "from benchmarks.common import peak_rss_mib\n"
         "from loaders.torch_loader import StoreLoader\n"
-        f"for b in StoreLoader(sys.argv[1], {BATCH}, augment=None, io=sys.argv[2]): pass\n"
+        f"for b in StoreLoader(sys.argv[1], {BATCH}, augment=None, io=sys.argv[2],\n"
+        f"                     map_bytes={RAM_BUDGET if io == 'ram' else MAP_BYTES}): pass\n"
         "print(peak_rss_mib())\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -164,12 +171,14 @@ def main(argv: list[str] | None = None) -> None:
                              prefetch=0, num_threads=1)  # fmt: skip
         memmap = np.load(work / "patches.npy", mmap_mode="r")
         served = np.array(order)
+        ram = StoreLoader(store, BATCH, seed=0, augment=None, io="ram", prefetch=0, num_threads=1)
         aug = TrainAugment(size=(args.patch, args.patch), crop=RandomResizedCrop(scale=(0.6, 1.0)))
         augmented = StoreLoader(store, BATCH, seed=0, augment=aug)
         rates = _interleaved(
             {
                 "store raw": lambda: _store_epoch(raw),
                 "store raw mmap": lambda: _store_epoch(mapped),
+                "store raw ram": lambda: _store_epoch(ram),
                 "store aug": lambda: _store_epoch(augmented),
                 "memmap": lambda: _memmap_epoch(memmap, served),
                 "np.load": lambda: _npload_epoch(work / "files"),
@@ -181,13 +190,14 @@ def main(argv: list[str] | None = None) -> None:
               f"torch threads {args.torch_threads}")  # fmt: skip
         for name, rate in rates.items():
             print(f"{name:14s} {rate:10.0f} patches/s")
-        for a in ("store raw", "store raw mmap", "store aug"):
+        for a in ("store raw", "store raw mmap", "store raw ram", "store aug"):
             for b in ("memmap", "np.load"):
                 print(f"ratio {a} / {b}: {rates[a] / rates[b]:.2f}x")
         big = build_scene_store(work / "big", 2 * args.height, args.bands, args.patch)
         n_big = zarr.open_array(str(big / "key"), mode="r").shape[0]
         for io, what in (("pread", "no mapped pages"),
-                         ("auto", "a store that fits in map_bytes stays mapped")):  # fmt: skip
+                         ("auto", "a store that fits in map_bytes stays mapped"),
+                         ("ram", "the store in memory: grows with it")):  # fmt: skip
             print(f"loader peak RSS, io={io!r} ({what}): {peak_rss_mb(store, io):.0f} MiB "
                   f"for {n} patches, {peak_rss_mb(big, io):.0f} MiB for {n_big}")  # fmt: skip
 

@@ -37,12 +37,15 @@ from loaders.contract import (
     store_identity,
 )
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
-from loaders.store.open_store import MAP_BYTES, open_store
+from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
+from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.transfer.device import ToDevice
 from precompute.format import StoreInfo
 
 __all__ = ["StoreLoader"]
+
+LOADER_IO_MODES = (*OPEN_IO_MODES, "ram")  # "ram": loaders.store.ramrows
 
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 
@@ -83,9 +86,14 @@ class StoreLoader(ContractLoader):
             already set up), else ``pread``. ``pread``: one ``preadv`` per chunk straight
             into the batch rows; no mapped pages, so RSS holds the batch buffers alone (see
             ``buffer_chunks``). ``mmap``: shard files stay mapped, up to ``map_bytes`` of
-            them, which count in RSS (``bench_loader`` prints each).
+            them, which count in RSS (``bench_loader`` prints each). ``ram``: every streamed
+            array is read once, at open, into one block of rows in this process's memory
+            (crc32c checked), and each batch is one gather per array, as from a numpy memmap:
+            fastest for small samples (spectral patches), but RSS holds the whole store (up to
+            ``map_bytes``; each rank its own copy) and a store with variants is refused.
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"`` and ``"auto"``; mapped
             file pages count in RSS, so RSS stays below about this plus the batch buffers.
+            With ``io="ram"``, the most bytes read into memory (more raises ``LoaderError``).
         verify: ``first`` checks each image chunk's crc32c on its first read in this process
             and again whenever its shard file changed (inode, size, mtime), so no byte is
             served unchecked while later epochs from a hot page cache skip the re-check;
@@ -173,7 +181,13 @@ class StoreLoader(ContractLoader):
         """Open and check the store, allocate the batch buffers and plan the first epoch."""
         if not isinstance(store, (str, Path, StoreInfo)):
             raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
-        self.source = open_store(store, io=io, map_bytes=map_bytes, verify=verify, cache=read_cache)
+        if io not in LOADER_IO_MODES:
+            raise ValueError(f"io must be one of {LOADER_IO_MODES}, got {io!r}")
+        ram = io == "ram"
+        self.source = open_store(
+            store, io="pread" if ram else io, map_bytes=map_bytes, verify=verify, cache=read_cache
+        )
+        self._rows = load_rows(self.source, map_bytes) if ram else None
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
@@ -205,6 +219,7 @@ class StoreLoader(ContractLoader):
             variant,
             self.num_threads,
             self._buffers,
+            self._rows,
         )
         if self.prefetch == 0:
             return ToDevice(reader, self.device)
@@ -271,6 +286,7 @@ class StoreLoader(ContractLoader):
     def close(self) -> None:
         """Drop shard mappings and release the cache lease, if any (idempotent)."""
         self.source.close()
+        self._rows = None  # io="ram": a later iteration reads chunks (the same batches)
         self._release()
 
     def _release(self) -> None:

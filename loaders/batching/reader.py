@@ -11,7 +11,9 @@ beside ``image``) is read the same way, chunk by chunk with the same routes, int
 buffers. Rows the epoch does not serve (holes, the cut remainder, rows before a resume point,
 edge padding) are not copied (mmap) or land in scratch (pread). A batch is handed out once
 every window serving it was read; its per-sample arrays (labels, ``index``, ``extent``,
-``is_pad``) are indexed for a few dozen batches at once and sliced.
+``is_pad``) are indexed for a few dozen batches at once and sliced. With ``io="ram"`` (every
+streamed array already in memory, :mod:`loaders.store.ramrows`) no chunk is read: each batch is
+one gather of its samples' rows per array, in the same order.
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ class BatchReader(Node[HostBatch]):
         num_threads: Parallel chunk reads.
         pools: Where each streamed array's batch buffers come from, by name (shared across
             epochs by the loader); default pools of its own.
+        rows: Every streamed array already in memory, sample ``i`` in row ``i``
+            (:func:`loaders.store.ramrows.load_rows`, ``io="ram"``): each batch is then one
+            gather per array, in the same order; no chunk is read.
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class BatchReader(Node[HostBatch]):
         variant: int = 0,
         num_threads: int = 2,
         pools: Mapping[str, BufferPool] | None = None,
+        rows: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.source, self.plan, self.batch_size, self.variant = source, plan, batch_size, variant
         self.pools = dict(pools) if pools is not None else stream_pools(source, batch_size, 8)
@@ -110,10 +116,13 @@ class BatchReader(Node[HostBatch]):
         self.small = {k: v[:, variant] if k in axis else v for k, v in source.small.items()}
         extents = source.extents
         self.extents = extents[:, variant] if extents.ndim == 3 else extents
+        if rows is not None and (variant or set(rows) != set(self.streams)):
+            raise LoaderError(f"rows of {sorted(rows)}, variant {variant}: {sorted(self.streams)}")
+        self.rows = rows
         self.num_threads = num_threads
         self._pool = (
             ThreadPoolExecutor(num_threads - 1, thread_name_prefix="nostall-read")
-            if num_threads > 1
+            if num_threads > 1 and rows is None
             else None
         )
         self._num_chunks = -(-source.layout.num_samples // plan.chunk_samples)
@@ -143,6 +152,8 @@ class BatchReader(Node[HostBatch]):
         """Return the next batch, reading windows until it is complete."""
         if self._batch >= self.num_batches:
             raise StopIteration
+        if self.rows is not None:
+            self._ready[self._batch] = self._take_rows(self._batch)
         while self._batch not in self._ready:
             if self._window >= len(self.plan.windows):
                 raise LoaderError(f"batch {self._batch} is served by no window of the plan")
@@ -157,6 +168,16 @@ class BatchReader(Node[HostBatch]):
         batch = {name: values[lo:hi] for name, values in self._per_sample[2].items()}
         batch.update(streamed)
         return batch
+
+    def _take_rows(self, batch: int) -> dict[str, np.ndarray]:
+        """Batch ``batch`` gathered from :attr:`rows`: one ``take`` per streamed array."""
+        assert self.rows is not None
+        lo = batch * self.batch_size
+        samples = self.plan.order[lo : lo + self._rows_of(batch)]
+        for name, flat in zip(self.streams, self._flat(batch), strict=True):
+            # "clip": numpy writes straight into the batch; the plan's samples are in range
+            self.rows[name].take(samples, 0, flat, "clip")
+        return self._filling.pop(batch)
 
     def _gather(self, batch: int) -> None:
         """Index every array read whole at open for :data:`GATHER_BATCHES` batches at once.

@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 import torch
 
-__all__ = ["BufferPool"]
+__all__ = ["BufferPool", "page_aligned"]
 
 
 class BufferPool:
@@ -78,7 +78,7 @@ class BufferPool:
     def _new(self) -> np.ndarray:
         shape = (self.rows, *self.row_shape)
         if not self.pin:
-            return _page_aligned(shape, self.dtype)
+            return page_aligned(shape, self.dtype)
         dtype = torch.from_numpy(np.empty(0, self.dtype)).dtype
         try:
             return torch.empty(shape, dtype=dtype, pin_memory=True).numpy()
@@ -91,11 +91,15 @@ class BufferPool:
                     RuntimeWarning,
                     stacklevel=2,
                 )
-            return _page_aligned(shape, self.dtype)
+            return page_aligned(shape, self.dtype)
 
 
-def _page_aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def page_aligned(shape: tuple[int, ...], dtype: np.dtype, huge: bool = False) -> np.ndarray:
     """Return an uninitialised array of ``shape`` in its own private anonymous mapping.
+
+    ``huge``: ask the kernel for transparent huge pages (``MADV_HUGEPAGE``; numpy asks the same
+    for its large arrays): rows gathered at random from a large block then miss the TLB far
+    less often.
 
     The array's base is the ``mmap`` object, not another array, so numpy views of it keep
     the array itself referenced (the reference count :meth:`BufferPool.take` relies on), and
@@ -105,4 +109,6 @@ def _page_aligned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     # buffer must not write into the parent's (a shared mapping would)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     buffer = mmap.mmap(-1, max(math.prod(shape) * dtype.itemsize, 1), flags=flags)
+    if huge and hasattr(mmap, "MADV_HUGEPAGE"):  # Linux; as numpy does for large arrays
+        buffer.madvise(mmap.MADV_HUGEPAGE)
     return np.ndarray(shape, dtype, buffer)  # made on the mapping: views collapse onto it

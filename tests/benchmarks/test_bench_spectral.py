@@ -15,8 +15,9 @@ def test_the_spectral_benchmark_prints_rates_ratios_and_rss(
 ) -> None:
     main(["--height", "20", "--bands", "6", "--runs", "1", "--work", str(tmp_path)])
     out = capsys.readouterr().out
-    for name in ("store raw", "store raw mmap", "store aug", "memmap", "np.load"):
+    for name in ("store raw", "store raw mmap", "store raw ram", "store aug", "memmap", "np.load"):
         assert f"{name:14s} " in out
     assert "ratio store raw / memmap: " in out and "ratio store raw / np.load: " in out
-    assert "ratio store raw mmap / memmap: " in out
-    assert "loader peak RSS, io='pread' " in out and "loader peak RSS, io='auto' " in out
+    assert "ratio store raw mmap / memmap: " in out and "ratio store raw ram / memmap: " in out
+    for io in ("pread", "auto", "ram"):
+        assert f"loader peak RSS, io='{io}' " in out
