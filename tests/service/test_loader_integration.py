@@ -47,7 +47,7 @@ def test_store_loader_takes_a_cache_reference(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"io": "bogus"}, "io must be one of ('auto', 'pread', 'mmap'), got 'bogus'"),
+        ({"io": "bogus"}, "io must be one of ('auto', 'pread', 'mmap', 'ram'), got 'bogus'"),
         ({"rank": 0, "world_size": 13}, "13 ranks share 12 samples: every rank would get none"),
     ],
 )
