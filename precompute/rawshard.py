@@ -65,8 +65,8 @@ def write_raw_shard(
 
     Args:
         path: The shard file (``ARRAY/c/<shard>/0/...``).
-        values: The shard's rows, ``(rows, *shape[1:])``, cast to ``dtype``; a cast across
-            kinds (float to integer) only where every value survives it.
+        values: The shard's rows, ``(rows, *shape[1:])``, cast to ``dtype``: a narrowing
+            cast into an integer array only where every value survives it.
         shape: The array's shape.
         shard_shape: Its shard shape (:func:`raw_writable` holds for the three).
         chunk_shape: Its inner chunk shape.
@@ -123,13 +123,18 @@ def write_raw_shard(
 
 
 def _cast(path: Path, values: np.ndarray, target: np.dtype) -> np.ndarray:
-    """``values`` as ``target``: a ``same_kind`` cast, else only if every value survives it.
+    """``values`` as ``target``: safe casts and float to float as numpy casts, others exactly.
+
+    A float stored in a narrower float is rounded (what such a field means); any other cast
+    that is not safe (float or a wider integer into an integer array) only goes through if
+    every value survives it.
 
     Raises:
-        ValueError: A value the cast would change (a fraction or an out-of-range number into
+        ValueError: A value the cast would change (a fraction, or a number out of range, into
             an integer array): zarr-python would have stored it changed, without a word.
     """
-    if np.can_cast(values.dtype, target, "same_kind"):
+    floats = values.dtype.kind == target.kind == "f"
+    if floats or np.can_cast(values.dtype, target, "safe"):
         return values.astype(target, copy=False)
     with np.errstate(invalid="ignore", over="ignore"):
         cast = values.astype(target)

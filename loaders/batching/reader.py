@@ -153,7 +153,7 @@ class BatchReader(Node[HostBatch]):
         if self._batch >= self.num_batches:
             raise StopIteration
         if self.rows is not None:
-            self._ready[self._batch] = self._take_rows(self._batch)
+            self._ready[self._batch] = self._take_rows(self._batch, self.rows)
         while self._batch not in self._ready:
             if self._window >= len(self.plan.windows):
                 raise LoaderError(f"batch {self._batch} is served by no window of the plan")
@@ -169,14 +169,13 @@ class BatchReader(Node[HostBatch]):
         batch.update(streamed)
         return batch
 
-    def _take_rows(self, batch: int) -> dict[str, np.ndarray]:
-        """Batch ``batch`` gathered from :attr:`rows`: one ``take`` per streamed array."""
-        assert self.rows is not None
+    def _take_rows(self, batch: int, rows: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Batch ``batch`` gathered from ``rows``: one ``take`` per streamed array."""
         lo = batch * self.batch_size
         samples = self.plan.order[lo : lo + self._rows_of(batch)]
         for name, flat in zip(self.streams, self._flat(batch), strict=True):
             # "clip": numpy writes straight into the batch; the plan's samples are in range
-            self.rows[name].take(samples, 0, flat, "clip")
+            rows[name].take(samples, 0, flat, "clip")
         return self._filling.pop(batch)
 
     def _gather(self, batch: int) -> None:

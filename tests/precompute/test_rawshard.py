@@ -112,6 +112,9 @@ def test_a_cast_across_kinds_keeps_exact_values_and_refuses_the_rest(tmp_path: P
     for bad in (np.full((4, 2), 2.5), np.full((4, 2), 2.0**40), np.full((4, 2), np.nan)):
         with pytest.raises(ValueError, match="float64 values that int32 cannot hold exactly"):
             write_raw_shard(tmp_path / "b", bad, shard=0, **geometry)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="int64 values that int32 cannot hold exactly"):
+        write_raw_shard(tmp_path / "b", np.full((4, 2), 2**40), shard=0, **geometry)  # type: ignore[arg-type]
+    write_raw_shard(tmp_path / "c", np.full((4, 2), 7, np.int64), shard=0, **geometry)  # type: ignore[arg-type]
     assert not (tmp_path / "b").exists() and not list(tmp_path.glob("*.partial"))
 
 
