@@ -55,13 +55,41 @@ from tests.contracts.index_store import (
 from tests.contracts.state_contract import LoaderStateContract
 
 __all__ = [
+    "Epochs",
     "LoaderContract",
     "LoaderFactory",
+    "assert_same_epochs",
     "collect",
     "decode_index",
     "make_index_store",
+    "serve_epochs",
     "to_numpy",
 ]
+
+Epochs = list[list[dict[str, np.ndarray]]]
+
+
+def serve_epochs(loader: Any, epochs: int) -> Epochs:
+    """Epochs ``0 .. epochs - 1`` of ``loader``, every batch copied to numpy; then close it."""
+    out: Epochs = []
+    try:
+        for epoch in range(epochs):
+            loader.set_epoch(epoch)
+            out.append([{k: v.numpy().copy() for k, v in b.items()} for b in loader])
+    finally:
+        loader.close()
+    return out
+
+
+def assert_same_epochs(got: Epochs, want: Epochs) -> None:
+    """The same number of epochs, of the same non-empty batches, key by key and value by value."""
+    assert len(got) == len(want)
+    for got_epoch, want_epoch in zip(got, want, strict=True):
+        assert len(got_epoch) == len(want_epoch) > 0
+        for a, b in zip(got_epoch, want_epoch, strict=True):
+            assert a.keys() == b.keys()
+            for key in a:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 def _flip_byte(path: Path, offset: int) -> None:

@@ -7,31 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from loaders import StoreLoader
 from loaders.errors import CorruptChunkError, LoaderError
 from tests.contracts.damage import image_shard
 from tests.contracts.index_store import decode_index, make_index_store
+from tests.contracts.loader_contract import assert_same_epochs, serve_epochs
 from tests.loaders.v2stores import make_v2_index_store
-
-
-def _epochs(loader: StoreLoader, epochs: int) -> list[list[dict[str, Any]]]:
-    out = []
-    for epoch in range(epochs):
-        loader.set_epoch(epoch)
-        out.append([{k: v.clone() for k, v in b.items()} for b in loader])
-    return out
-
-
-def _same(got: list[list[dict[str, Any]]], want: list[list[dict[str, Any]]]) -> None:
-    assert len(got) == len(want)
-    for a_epoch, b_epoch in zip(got, want, strict=True):
-        assert len(a_epoch) == len(b_epoch) > 0
-        for a, b in zip(a_epoch, b_epoch, strict=True):
-            assert a.keys() == b.keys()
-            for key in a:
-                assert torch.equal(a[key], b[key]), key
 
 
 @pytest.mark.parametrize(
@@ -46,17 +28,19 @@ def _same(got: list[list[dict[str, Any]]], want: list[list[dict[str, Any]]]) -> 
 def test_ram_serves_the_batches_pread_serves(tmp_path: Path, settings: dict[str, Any]) -> None:
     store = make_index_store(tmp_path / "s", 70, holes=(10, 11, 69))
     kw = {"seed": 3, "augment": None, **settings}
-    ram = _epochs(StoreLoader(store, 6, io="ram", **kw), 3)
-    _same(ram, _epochs(StoreLoader(store, 6, io="pread", **kw), 3))
+    ram = serve_epochs(StoreLoader(store, 6, io="ram", **kw), 3)
+    assert_same_epochs(ram, serve_epochs(StoreLoader(store, 6, io="pread", **kw), 3))
     for batch in ram[1]:  # every served row is the sample its index names
-        np.testing.assert_array_equal(decode_index(batch["image"].numpy()), batch["index"])
+        np.testing.assert_array_equal(decode_index(batch["image"]), batch["index"])
 
 
 def test_ram_serves_every_field_of_a_v2_store(tmp_path: Path) -> None:
     store = make_v2_index_store(tmp_path / "v2", 37, holes=(4,))
     loader = StoreLoader(store, 5, seed=1, io="ram")
     assert set(loader._rows or {}) == {"image", "mask"}  # both streamed arrays in memory
-    _same(_epochs(loader, 2), _epochs(StoreLoader(store, 5, seed=1, io="pread"), 2))
+    assert_same_epochs(
+        serve_epochs(loader, 2), serve_epochs(StoreLoader(store, 5, seed=1, io="pread"), 2)
+    )
 
 
 def test_ram_resumes_mid_epoch_like_pread(tmp_path: Path) -> None:

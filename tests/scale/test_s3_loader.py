@@ -15,7 +15,12 @@ from loaders.store.s3io import _sound
 from precompute import objstore
 from precompute.errors import StoreError
 from precompute.objupload import put_folder
-from tests.contracts.loader_contract import make_index_store
+from tests.contracts.loader_contract import (
+    Epochs,
+    assert_same_epochs,
+    make_index_store,
+    serve_epochs,
+)
 
 NUM = 90  # 6 shards of 16 (the last one cut), chunks of 4
 
@@ -32,32 +37,15 @@ def s3_store(bucket: str, local_store: Path) -> str:
     return url
 
 
-def _epochs(store: Any, epochs: int = 2, **kw: Any) -> list[list[dict[str, np.ndarray]]]:
+def _epochs(store: Any, epochs: int = 2, **kw: Any) -> Epochs:
     loader = StoreLoader(store, batch_size=8, seed=3, num_threads=4, prefetch=1, **kw)
-    out = []
-    try:
-        for epoch in range(epochs):
-            loader.set_epoch(epoch)
-            out.append([{k: v.numpy() for k, v in b.items()} for b in loader])
-    finally:
-        loader.close()
-    return out
-
-
-def _same(a: list[list[dict[str, np.ndarray]]], b: list[list[dict[str, np.ndarray]]]) -> None:
-    assert len(a) == len(b)
-    for ea, eb in zip(a, b, strict=True):
-        assert len(ea) == len(eb) > 0
-        for ba, bb in zip(ea, eb, strict=True):
-            assert ba.keys() == bb.keys()
-            for key in ba:
-                np.testing.assert_array_equal(ba[key], bb[key])
+    return serve_epochs(loader, epochs)
 
 
 def test_s3_store_streams_the_same_batches_as_the_local_one(
     s3_store: str, local_store: Path
 ) -> None:
-    _same(_epochs(s3_store), _epochs(local_store))
+    assert_same_epochs(_epochs(s3_store), _epochs(local_store))
 
 
 def test_chunks_are_ranged_gets_and_epoch_two_reads_the_local_cache(
@@ -101,7 +89,7 @@ def test_a_damaged_cache_entry_is_fetched_again(
         data = bytearray(entry.read_bytes())
         data[5] ^= 0xFF
         entry.write_bytes(bytes(data))
-    _same(
+    assert_same_epochs(
         _epochs(s3_store, 1, read_cache=ReadCache(tmp_path / "cache", 1 << 30)),
         _epochs(local_store, 1),
     )
