@@ -26,6 +26,8 @@ from precompute.format import StoreLayout, metadata_error, read_json
 from precompute.objstore import is_object_url
 
 __all__ = [
+    "CRC_BYTES",
+    "MISSING",
     "SHARDED",
     "array_geometry",
     "check_array_meta",
@@ -38,7 +40,8 @@ __all__ = [
 ]
 
 SHARDED = ("image", "label", "extent")  # v1's arrays with sharding_indexed: one file per shard
-_CRC = 4  # bytes of a crc32c
+CRC_BYTES = 4  # bytes of a crc32c (after every inner chunk, and after the shard index)
+MISSING = 2**64 - 1  # offset and nbytes, in a shard index, of a chunk never written
 
 
 def sharded_names(layout: StoreLayout) -> tuple[str, ...]:
@@ -85,8 +88,10 @@ def sharded_file_size(
     written = 1
     for n, s, c, i in zip(shape, shard_shape, chunk_shape, coords, strict=True):
         written *= math.ceil((min((i + 1) * s, n) - i * s) / c)
-    index = math.prod(s // c for s, c in zip(shard_shape, chunk_shape, strict=True)) * 16 + _CRC
-    return written * (math.prod(chunk_shape) * itemsize + _CRC) + index
+    index = (
+        math.prod(s // c for s, c in zip(shard_shape, chunk_shape, strict=True)) * 16 + CRC_BYTES
+    )
+    return written * (math.prod(chunk_shape) * itemsize + CRC_BYTES) + index
 
 
 def shard_file_problems(

@@ -219,7 +219,7 @@ def write_shard(
                 path, arr, shape=a.shape, shard_shape=a.shard, chunk_shape=a.chunk,
                 dtype=a.dtype, fill=a.fill, shard=shard,
             )  # fmt: skip
-        else:  # key: variable-length strings
+        else:  # key (variable-length strings) and variant-chunked arrays
             zarr.open_array(str(root / name), mode="r+").with_config(_DENSE)[start:stop] = arr
             files[name] = file_digest(path)
     marker = {

@@ -21,12 +21,9 @@ import numpy as np
 from loaders.errors import CorruptChunkError
 from loaders.store.rawio import Stamp, file_stamp
 from loaders.store.zarrmeta import ArrayMeta
-from precompute.storecheck import sharded_file_size
+from precompute.storecheck import CRC_BYTES, MISSING, sharded_file_size
 
 __all__ = ["CRC_BYTES", "MISSING", "ShardIndexCache"]
-
-MISSING = 2**64 - 1  # offset and nbytes of an inner chunk that was never written
-CRC_BYTES = 4
 
 
 TailReader = Callable[[str, int], tuple[bytes, int, Stamp]]

@@ -97,9 +97,9 @@ class BufferPool:
 def page_aligned(shape: tuple[int, ...], dtype: np.dtype, huge: bool = False) -> np.ndarray:
     """Return an uninitialised array of ``shape`` in its own private anonymous mapping.
 
-    ``huge``: ask the kernel for transparent huge pages (``MADV_HUGEPAGE``; numpy asks the same
-    for its large arrays): rows gathered at random from a large block then miss the TLB far
-    less often.
+    ``huge``: ask the kernel for transparent huge pages (``MADV_HUGEPAGE``), as numpy does for
+    its large arrays; for a large block that rows are gathered from at random
+    (``io="ram"``: ``bench_spectral``'s ram row).
 
     The array's base is the ``mmap`` object, not another array, so numpy views of it keep
     the array itself referenced (the reference count :meth:`BufferPool.take` relies on), and
