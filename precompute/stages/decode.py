@@ -35,7 +35,14 @@ from precompute.errors import DecodeError
 from precompute.notes import note
 from precompute.stages.base import Port, SampleContext, Stage
 
-__all__ = ["ARRAY_HINT", "Decode", "RefusedPixelsError", "decode_bytes", "to_rgb"]
+__all__ = [
+    "ARRAY_HINT",
+    "Decode",
+    "RefusedPixelsError",
+    "composite_white",
+    "decode_bytes",
+    "to_rgb",
+]
 
 _ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
 ARRAY_HINT = (
@@ -50,11 +57,16 @@ class RefusedPixelsError(ValueError):
     """A decoded image whose values no mode rule turns into 8-bit pixels faithfully."""
 
 
-def _composite_white(rgba: np.ndarray) -> np.ndarray:
-    """Composite an (H, W, 4) uint8 array over white with exact integer arithmetic."""
-    rgb = rgba[..., :3].astype(np.uint32)
-    a = rgba[..., 3:4].astype(np.uint32)
-    return ((rgb * a + 255 * (255 - a) + 127) // 255).astype(np.uint8)
+def composite_white(rgba: Image.Image) -> Image.Image:
+    """Composite an ``RGBA`` image over white: ``(c * a + 255 * (255 - a) + 127) // 255``.
+
+    Pillow's masked paste computes exactly that, the nearest integer to ``(c * a + 255 * (255
+    - a)) / 255`` (a test checks all 65,536 pairs ``(c, a)``), in one C pass: 0.56 ms for a
+    480 x 480 image here, where the same formula in numpy ``uint32`` took 9.5 ms.
+    """
+    out = Image.new("RGB", rgba.size, (255, 255, 255))
+    out.paste(rgba, mask=rgba)  # the mask is rgba's alpha band
+    return out
 
 
 def _gray_to_rgb(gray: np.ndarray) -> Image.Image:
@@ -76,8 +88,7 @@ def to_rgb(img: Image.Image, key: str | None = None) -> Image.Image:
     if mode == "P" and "transparency" in img.info:
         img, mode = img.convert("RGBA"), "RGBA"
     if mode in _ALPHA_MODES:
-        rgba = np.asarray(img.convert("RGBA"), dtype=np.uint8)
-        return Image.fromarray(_composite_white(rgba), "RGB")
+        return composite_white(img.convert("RGBA"))
     if mode in _WIDE_GRAY:
         wide = np.clip(np.asarray(img, dtype=np.int64), 0, 65535)
         if key is not None and 0 < wide.max() < LOW_BITS:  # 12-bit data in 16 bits: dark

@@ -13,7 +13,7 @@ from precompute import BuildSpec, DecodeError, SpecError
 from precompute.sample import make_image
 from precompute.stages import Port, SampleContext, check_chain, make_pipeline
 from precompute.stages.augment import augment_variant
-from precompute.stages.decode import Decode, decode_bytes
+from precompute.stages.decode import Decode, composite_white, decode_bytes
 from precompute.stages.resize import Resize, resize_image
 from tests.precompute.conftest import bad_inputs, reference_rgb
 
@@ -51,6 +51,14 @@ def test_alpha_and_transparent_palette_composited_over_white() -> None:
     pal.putpalette([0, 0, 0, 10, 20, 30] + [0] * 762)
     got = decode_bytes(_encode(pal, "PNG", transparency=1), "p.png", 100)
     assert np.all(np.asarray(got) == 255)
+
+
+def test_composite_over_white_is_the_documented_integer_formula_for_every_pair() -> None:
+    c, a = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    rgba = np.stack([c, 255 - c, c // 2, a], -1).astype(np.uint8)  # every (c, a) pair
+    got = np.asarray(composite_white(Image.fromarray(rgba, "RGBA"))).astype(np.int64)
+    rgb, alpha = rgba[..., :3].astype(np.int64), rgba[..., 3:].astype(np.int64)
+    assert np.array_equal(got, (rgb * alpha + 255 * (255 - alpha) + 127) // 255)
 
 
 def test_exif_orientation_applied() -> None:
