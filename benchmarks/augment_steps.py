@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"thread CPU per sample, batch {a.batch}, {a.store_size} px -> {a.size} px, 1 thread:")
     for name, seconds in results.items():
         print(_line(name, seconds, a.batch))
+    # the steps' closures hold an output batch per dtype and format: dropped, so that the
+    # whole calls below reuse pooled outputs (three per dtype) as a training loop does
+    del timed
     augs = {
         f"call {_name(dtype, cl)}, {threads} thr": TrainAugment(
             size=a.size, path="fast", threads=threads, dtype=dtype, channels_last=cl

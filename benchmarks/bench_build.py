@@ -57,7 +57,8 @@ def time_pool(paths: list[str], size: int, cores: int) -> tuple[float, float]:
         c0, t0 = tree_cpu_seconds(), time.perf_counter()
         out = pool.map(pillow_job, [(p, size) for p in paths], chunksize=8)
         elapsed = time.perf_counter() - t0
-    pool.join()
+        pool.close()  # workers exit on their own: a SIGTERM (terminate) makes the forked
+        pool.join()  # copies of the Ray driver print its signal handler's stack dumps
     cpu = tree_cpu_seconds() - c0  # the workers are reaped now: their CPU is in children_*
     assert len(out) == len(paths)
     return elapsed, cpu
