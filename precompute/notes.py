@@ -39,6 +39,12 @@ NOTES: Mapping[str, str] = {
         "clipped to int16's range; store --features logmel, or scale the files down, to keep "
         "their peaks"
     ),
+    "audio_downmix_cancelled": (
+        "multi-channel audio whose mono downmix (the mean of its channels) is at least 20 dB "
+        "quieter than its channels: channels in anti-phase (one with inverted polarity) cancel "
+        "out; fix the file's polarity, or build with --channels 1 (the first channel only) or "
+        "--channels N (every channel kept)"
+    ),
 }
 EXAMPLES = 5  # keys kept per note in the report
 

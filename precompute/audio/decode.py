@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from precompute.errors import DecodeError, SpecError
+from precompute.notes import note
 
 if TYPE_CHECKING:
     import soundfile as sf
@@ -149,12 +150,30 @@ def _read(f: sf.SoundFile, key: str) -> np.ndarray:
     return wave
 
 
-def _mix(wave: np.ndarray, channels: str | int) -> np.ndarray:
+# A downmix this much quieter than its channels (20 dB in power) has cancelled them out ...
+CANCELLED_POWER = 0.01
+# ... unless the channels are near silence themselves (mean power under -60 dBFS)
+QUIET_POWER = 1e-6
+
+
+def _downmix(wave: np.ndarray, key: str) -> np.ndarray:
+    """The mean of ``wave``'s channels; a downmix that cancels them is noted for ``key``."""
+    mono = np.asarray(wave.mean(axis=1, keepdims=True, dtype=np.float32))
+    if wave.shape[1] > 1:
+        power = float(np.mean(np.square(wave, dtype=np.float64)))
+        if power > QUIET_POWER and np.mean(np.square(mono, dtype=np.float64)) < (
+            CANCELLED_POWER * power
+        ):
+            note("audio_downmix_cancelled", key)
+    return mono
+
+
+def _mix(wave: np.ndarray, channels: str | int, key: str) -> np.ndarray:
     """(frames, C) -> (frames, C') by the channel rule (see :func:`decode_audio`)."""
     if channels == "keep":
         return wave
     if channels == "mono":
-        return np.asarray(wave.mean(axis=1, keepdims=True, dtype=np.float32))
+        return _downmix(wave, key)
     if wave.shape[1] == 1:
         return np.repeat(wave, int(channels), axis=1)
     return wave[:, : int(channels)]
@@ -174,7 +193,9 @@ def decode_audio(
         data: The encoded file.
         key: The input's name, for errors.
         sample_rate: The output rate in Hz; other rates are resampled by soxr (``QUALITY``).
-        channels: ``"mono"``: the mean of all channels; ``"keep"``: every channel as stored;
+        channels: ``"mono"``: the mean of all channels (in a build, a mean 20 dB quieter
+            than the channels, anti-phase channels cancelling, is noted as
+            ``audio_downmix_cancelled``); ``"keep"``: every channel as stored;
             ``N``: exactly N channels: the first N of the file, a mono file repeated N times
             (a file with 2..N-1 channels is an error).
         max_bytes: Budget of the decoded float32 samples at the file's own rate; a header
@@ -202,7 +223,7 @@ def decode_audio(
             f.format, f.subtype, f.samplerate, f.channels, wave.shape[0], declared,
             wave.shape[0] < declared,
         )  # fmt: skip
-    wave = _mix(wave, rule)
+    wave = _mix(wave, rule, key)
     if info.sample_rate != sample_rate:
         wave = backend("soxr").resample(wave, info.sample_rate, sample_rate, quality=QUALITY)
     return np.ascontiguousarray(wave.T, dtype=np.float32), info

@@ -339,3 +339,20 @@ def test_a_float_wav_over_full_scale_is_clipped_and_named_in_the_notes(
     got = _read(tmp_path / "s")
     j = list(got["key"]).index("beep/loud.wav")
     assert got["audio"][j].max() == 32767 and got["audio"][j].min() == -32768  # clipped
+
+
+def test_a_stereo_file_whose_downmix_cancels_is_named_in_the_notes(
+    ray_local: None, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    wave = tone(440, RATE, 0.25)
+    sf.write(src / "beep" / "anti.wav", np.hstack([wave, -wave]), RATE)  # one channel inverted
+    sf.write(src / "beep" / "fine.wav", np.hstack([wave, wave]), RATE)
+    attrs = build(str(src), str(tmp_path / "s"), _spec(), progress=False)
+    note = attrs["report"]["notes"]["audio_downmix_cancelled"]
+    assert note["count"] == 1 and note["examples"] == ["beep/anti.wav"]
+    assert "anti-phase" in note["says"]
+    got = _read(tmp_path / "s")
+    j = list(got["key"]).index("beep/anti.wav")
+    assert np.abs(got["audio"][j]).max() <= 1  # stored as decoded: the silent mean

@@ -11,6 +11,7 @@ import soundfile as sf
 
 from precompute.audio.decode import MAX_CHANNELS, decode_audio, wav_declared_frames
 from precompute.errors import DecodeError, SpecError
+from precompute.notes import collecting
 from tests.precompute.audio_bytes import (
     ENCODINGS,
     LOSSLESS,
@@ -73,6 +74,33 @@ def test_channel_rules() -> None:
         decode_audio(data, "s.wav", sample_rate=16000, channels=4)
     with pytest.raises(SpecError, match=r"channels must be 'mono', 'keep' or 1\.\.64, got 'both'"):
         decode_audio(data, "s.wav", sample_rate=16000, channels="both")
+
+
+def test_a_downmix_that_cancels_its_channels_is_noted() -> None:
+    wave = tone(440.0, 16000, 0.2)  # (frames, 1), amplitude 0.5
+    # downmix power over the channels' mean power: noted under 1/100 (-20 dB)
+    cases = {
+        "anti.wav": (np.hstack([wave, -wave]), True),  # opposite polarity: silence
+        "mostly.wav": (np.hstack([wave, -0.9 * wave]), True),  # 0.0025 / 0.905: -25.6 dB
+        "partly.wav": (np.hstack([wave, -0.8 * wave]), False),  # 0.01 / 0.82: -19.1 dB
+        "same.wav": (np.hstack([wave, wave]), False),
+        "one.wav": (np.hstack([wave, 0 * wave]), False),  # one silent channel: -3 dB
+        "quiet.wav": (np.hstack([wave, -wave]) * 1e-4, False),  # near silence itself
+    }
+    with collecting() as notes:
+        for key, (samples, _) in cases.items():
+            data = encode(samples.astype(np.float32), 16000, "wav16")
+            mono, _ = decode_audio(data, key, sample_rate=16000)
+            assert mono.shape[0] == 1  # kept as decoded: the note only names it
+        decode_audio(encode(wave, 16000, "wav16"), "mono.wav", sample_rate=16000)
+        both, _ = decode_audio(
+            encode(np.hstack([wave, -wave]), 16000, "wav16"),
+            "k.wav",
+            sample_rate=16000,
+            channels="keep",
+        )
+    assert both.shape[0] == 2
+    assert notes == {"audio_downmix_cancelled": [k for k, (_, bad) in cases.items() if bad]}
 
 
 def test_truncated_wav_keeps_the_frames_that_are_there(tmp_path) -> None:
