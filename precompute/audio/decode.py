@@ -156,14 +156,25 @@ CANCELLED_POWER = 0.01
 QUIET_POWER = 1e-6
 
 
+_POWER_BLOCK = 1 << 20  # samples per dot product: no temporary the size of the recording
+
+
+def _power(x: np.ndarray) -> float:
+    """Mean square of ``x``'s samples, block by block (float32 dots summed in float64)."""
+    flat = x.reshape(-1)
+    total = 0.0
+    for i in range(0, flat.size, _POWER_BLOCK):
+        block = flat[i : i + _POWER_BLOCK]
+        total += float(np.dot(block, block))
+    return total / max(flat.size, 1)
+
+
 def _downmix(wave: np.ndarray, key: str) -> np.ndarray:
     """The mean of ``wave``'s channels; a downmix that cancels them is noted for ``key``."""
     mono = np.asarray(wave.mean(axis=1, keepdims=True, dtype=np.float32))
     if wave.shape[1] > 1:
-        power = float(np.mean(np.square(wave, dtype=np.float64)))
-        if power > QUIET_POWER and np.mean(np.square(mono, dtype=np.float64)) < (
-            CANCELLED_POWER * power
-        ):
+        power = _power(wave)
+        if power > QUIET_POWER and _power(mono) < CANCELLED_POWER * power:
             note("audio_downmix_cancelled", key)
     return mono
 
