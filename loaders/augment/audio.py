@@ -50,7 +50,10 @@ class AudioAugment:
         freq_masks: Frequency masks per clip (features only), each up to ``freq_mask_width``
             mel bands.
         freq_mask_width: Widest frequency mask.
-        mask_value: What masked steps and bands become.
+        mask_value: What masked steps and bands become: a number, ``"min"`` (each clip's
+            minimum over its valid steps: the floor of a dB feature, a silence), or None
+            (the default: ``"min"`` for features, 0.0 for waveforms). A 0 in a stored
+            log-mel (about -70 to +26 dB, mean about -41) is a loud stripe, not a silence.
         num_classes: Classes of the soft targets that mixing returns (needed to mix).
         mixup_alpha: Beta concentration of mixup's lambda; 0 disables mixup.
         cutmix_alpha: Beta concentration of cutmix's lambda; 0 disables cutmix.
@@ -65,7 +68,7 @@ class AudioAugment:
     time_mask_width: int = 0
     freq_masks: int = 0
     freq_mask_width: int = 0
-    mask_value: float = 0.0
+    mask_value: float | str | None = None
     num_classes: int | None = None
     mixup_alpha: float = 0.0
     cutmix_alpha: float = 0.0
@@ -84,13 +87,23 @@ class AudioAugment:
         for axis in ("time", "freq"):
             if getattr(self, f"{axis}_masks") and not getattr(self, f"{axis}_mask_width"):
                 raise AugmentError(f"audio.{axis}_masks needs {axis}_mask_width >= 1")
-        check_number("audio.mask_value", self.mask_value, -1e4, 1e4)
+        if self.mask_value is not None and self.mask_value != "min":
+            if isinstance(self.mask_value, str):
+                raise AugmentError(
+                    f"audio.mask_value must be a number, 'min' or None, got {self.mask_value!r}"
+                )
+            check_number("audio.mask_value", self.mask_value, -1e4, 1e4)
         for name in ("mixup_alpha", "cutmix_alpha"):
             check_number(f"audio.{name}", getattr(self, name), 0.0, 100.0)
         check_number("audio.mix_prob", self.mix_prob, 0.0, 1.0)
         check_number("audio.switch_prob", self.switch_prob, 0.0, 1.0)
         if self.mixes or self.num_classes is not None:
             check_integer("audio.num_classes", self.num_classes, 1, 1 << 24)
+        if self.mixes and self.num_classes == 1:
+            raise AugmentError(
+                "audio mixing needs num_classes >= 2: with one class every mixed target is "
+                "1.0 and mixing only blurs the clips; set mixup_alpha and cutmix_alpha to 0"
+            )
 
     @property
     def mixes(self) -> bool:
@@ -193,14 +206,16 @@ class AudioAugment:
             x = audio_ops.gain(x, *self.gain_db, features, generator)
         if self.noise_snr_db is not None:
             x = audio_ops.noise(x, length, *self.noise_snr_db, generator)
+        if self.time_masks or self.freq_masks:
+            fill = self._fill(x, length, features)
         if self.time_masks:
             x = audio_ops.mask_spans(
-                x, length, self.time_masks, self.time_mask_width, -1, self.mask_value, generator
+                x, length, self.time_masks, self.time_mask_width, -1, fill, generator
             )
         if self.freq_masks:
             bands = torch.full_like(length, x.shape[1])
             x = audio_ops.mask_spans(
-                x, bands, self.freq_masks, self.freq_mask_width, 1, self.mask_value, generator
+                x, bands, self.freq_masks, self.freq_mask_width, 1, fill, generator
             )
         out = {**batch, "audio": x, "length": length}
         if self.mixes:
@@ -208,6 +223,15 @@ class AudioAugment:
                 x, length, batch["label"], generator
             )
         return out
+
+    def _fill(self, x: torch.Tensor, length: torch.Tensor, features: bool) -> torch.Tensor:
+        """``(B,)`` float32: what each clip's masked steps become (see ``mask_value``)."""
+        rule = self.mask_value
+        if rule is None:
+            rule = "min" if features else 0.0
+        if rule != "min":
+            return torch.full((x.shape[0],), float(rule), device=x.device)
+        return audio_ops.valid_min(x, length)
 
     def _mix(
         self, x: torch.Tensor, length: torch.Tensor, label: torch.Tensor, gen: torch.Generator

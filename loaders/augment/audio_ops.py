@@ -13,7 +13,7 @@ import torch
 
 from loaders.augment.mix import beta_pair
 
-__all__ = ["crop", "gain", "mask_spans", "mix", "noise"]
+__all__ = ["crop", "gain", "mask_spans", "mix", "noise", "valid_min"]
 
 
 def _uniform(n: tuple[int, ...], gen: torch.Generator, dev: torch.device) -> torch.Tensor:
@@ -75,14 +75,22 @@ def noise(
     return x + n * scale[:, None] * valid
 
 
+def valid_min(x: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: each clip's minimum over its valid time steps (0 for an empty clip)."""
+    inside = torch.where(_valid(x, length), x, torch.full_like(x, float("inf")))
+    low = inside.flatten(1).amin(1)
+    return torch.where(torch.isfinite(low), low, torch.zeros_like(low))
+
+
 def mask_spans(
     x: torch.Tensor, extent: torch.Tensor, count: int, width: int, axis: int,
-    value: float, gen: torch.Generator,
+    value: torch.Tensor, gen: torch.Generator,
 ) -> torch.Tensor:  # fmt: skip
     """SpecAugment masks: ``count`` spans per sample along ``axis``, inside ``[0, extent)``.
 
     Each span's width is uniform in ``[0, min(width, extent)]`` and its start uniform among
-    the positions that keep it inside ``extent``; masked values become ``value``.
+    the positions that keep it inside ``extent``; masked values of sample ``i`` become
+    ``value[i]``.
     """
     b, size = x.shape[0], x.shape[axis]
     u = _uniform((2, b, count), gen, x.device)
@@ -93,7 +101,8 @@ def mask_spans(
     hit = ((pos >= start[..., None]) & (pos < (start + w)[..., None])).any(1)  # (B, size)
     shape = [b] + [1] * (x.dim() - 1)
     shape[axis] = size
-    return torch.where(hit.view(shape), torch.full_like(x, value), x)
+    fill = value.to(x.dtype).view([b] + [1] * (x.dim() - 1))
+    return torch.where(hit.view(shape), fill, x)
 
 
 def mix(

@@ -140,6 +140,34 @@ def test_time_masks_stay_inside_the_valid_length(mels) -> None:
     assert hits > 0
 
 
+def test_masks_of_features_default_to_each_clips_floor(mels) -> None:
+    # a stored log-mel lies around -70..+26 dB: a 0 is a loud stripe; the default is silence
+    policy = AudioAugment(time_masks=2, time_mask_width=30, freq_masks=2, freq_mask_width=10)
+    x = mels["audio"].float()
+    floor = torch.where(_valid(x, mels["length"])[:, None, :], x, torch.inf).flatten(1).amin(1)
+    out = policy(mels, _gen(3))["audio"]
+    changed = out != x
+    assert changed.any()
+    for i in range(x.shape[0]):
+        assert float(floor[i]) < -20  # the clip's floor is far below 0 dB
+        assert torch.equal(out[i][changed[i]], torch.full_like(out[i][changed[i]], floor[i]))
+    assert not (out == 0).any()
+
+
+def test_masks_of_waveforms_default_to_zero_and_a_number_is_kept(waves) -> None:
+    x = torch.from_numpy(from_int16(waves["audio"].numpy()))
+    policy = {"time_masks": 2, "time_mask_width": 400}
+    marked = AudioAugment(**policy, mask_value=0.25)(waves, _gen(1))["audio"]
+    spans = marked == 0.25  # the same draws: the spans the default masks too
+    assert spans.any() and torch.equal(marked[~spans], x[~spans])
+    out = AudioAugment(**policy)(waves, _gen(1))["audio"]
+    assert not out[spans].any()  # masked steps of a waveform are silence: 0
+    assert torch.equal(out[~spans], x[~spans])
+    assert AudioAugment.from_dict(AudioAugment(mask_value="min").to_dict()).mask_value == "min"
+    with pytest.raises(AugmentError, match="mask_value must be a number, 'min' or None"):
+        AudioAugment(mask_value="floor")
+
+
 def test_cutmix_mixes_labels_by_the_pasted_time_fraction() -> None:
     b, t = 6, 1000
     batch = {
@@ -178,6 +206,11 @@ def test_mixup_blends_clips_and_labels_with_one_lambda(mels) -> None:
             r"audio\.num_classes must be an integer in \[1, 16777216\], got None",
         ),
         ({"mix_prob": 1.5}, r"audio\.mix_prob must be a number in \[0, 1\], got 1\.5"),
+        (
+            {"num_classes": 1, "mixup_alpha": 0.4},
+            r"audio mixing needs num_classes >= 2: with one class every mixed target is 1\.0",
+        ),
+        ({"num_classes": 1, "cutmix_alpha": 1.0}, r"audio mixing needs num_classes >= 2"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(kwargs, message: str) -> None:
