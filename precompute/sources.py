@@ -173,11 +173,37 @@ def _list_local_folder(src: str) -> Source:
             f"({len(others)}, e.g. {first}): keep one kind per source folder{hint}"
         )
     if not classes:
-        raise SourceError(f"{src}: no class sub-folders (expected SRC/<class>/<image>)")
+        raise SourceError(f"{src}: no class sub-folders ({_expected(root)})")
     if not items:
         found = f" (but {len(others)} audio or array files, e.g. {min(others)})" if others else ""
         raise SourceError(f"{src}: no image files found under the class folders{found}")
     return Source(root, tuple(sorted(items)), tuple(classes), tuple(sorted(skipped)))
+
+
+_KIND_OF_EXTENSION = {
+    **{ext: "image" for ext in IMAGE_EXTENSIONS},
+    **{ext: "audio" for ext in AUDIO_EXTENSIONS},
+    **{ext: "array" for ext in ARRAY_ONLY_EXTENSIONS},
+}
+
+
+def _expected(root: str) -> str:
+    """What a class-folder source should look like, naming the files lying at its top."""
+    try:
+        top = sorted(e.name for e in os.scandir(root) if e.is_file() and e.name[:1] != ".")
+    except OSError:
+        top = []
+    kinds = sorted({_KIND_OF_EXTENSION.get(os.path.splitext(n)[1].lower(), "") for n in top})
+    kinds = [k for k in kinds if k]
+    if not kinds:
+        return "expected SRC/<class>/<file>: one sub-folder of image, audio or array files a class"
+    found = [n for n in top if os.path.splitext(n)[1].lower() in _KIND_OF_EXTENSION]
+    what = " and ".join(f"{k} files" for k in kinds)
+    return (
+        f"expected SRC/<class>/<{kinds[0]} file>; {len(found)} {what} lie at its top, e.g. "
+        f"{found[0]}: put each class's files in a sub-folder named after the class, or list "
+        "them in a CSV/JSONL manifest"
+    )
 
 
 def _list_remote_folder(src: str) -> Source:

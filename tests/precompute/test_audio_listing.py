@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,33 @@ def test_a_symlinked_folder_inside_the_root_is_followed_once(tmp_path: Path) -> 
     source = list_audio_source(str(root), FIELDS, "skip")
     assert [it.key for it in source.items] == ["cat/again/a.wav"]
     assert source.skipped == ()
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (
+            ["a.wav", "b.flac"],
+            r"no class sub-folders \(expected SRC/<class>/<audio file>; 2 audio files lie at its "
+            r"top, e.g\. a\.wav: put each class's files in a sub-folder named after the class",
+        ),
+        (["x.npy"], r"expected SRC/<class>/<array file>; 1 array files lie at its top"),
+        (["p.jpg", "notes.txt"], r"expected SRC/<class>/<image file>; 1 image files"),
+        ([], r"expected SRC/<class>/<file>: one sub-folder of image, audio or array files"),
+    ],
+)
+def test_a_folder_without_class_folders_names_the_files_at_its_top(
+    tmp_path: Path, names: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precompute.cli import main
+
+    for name in names:
+        if name.endswith((".wav", ".flac")):
+            sf.write(tmp_path / name, tone(440, 8000, 0.2), 8000)
+        else:
+            (tmp_path / name).write_bytes(b"\0" * 16)
+    flags = ["--clip-seconds", "1"] if names[:1] == ["a.wav"] else []
+    with pytest.raises(SystemExit) as stop:
+        main(["build", str(tmp_path), "--out", str(tmp_path.parent / "out"), "--quiet", *flags])
+    assert stop.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
