@@ -36,7 +36,7 @@ def make_data(out: Path, images: int, seed: int) -> None:
 @click.option("--batch-size", default=256, show_default=True, type=click.IntRange(min=1))
 @click.option("--workers", default=16, show_default=True, type=click.IntRange(min=0))
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(min=1))
-@click.option("--train-epochs", default=8, show_default=True, type=click.IntRange(min=1))
+@click.option("--train-epochs", default=12, show_default=True, type=click.IntRange(min=1))
 @click.option("--model", default="auto", show_default=True, type=click.Choice(MODELS))
 @click.option("--budget-s", default=360.0, show_default=True, type=click.FloatRange(min=1))
 @click.option("--no-tests", is_flag=True, help="Skip the gpu tests.")

@@ -69,7 +69,7 @@ class CheckConfig:
     batch_size: int = 256
     workers: int = 16
     epochs: int = 8
-    train_epochs: int = 8
+    train_epochs: int = 12
     model: str = "auto"
     budget_s: float = 360.0
     tests: bool = True
