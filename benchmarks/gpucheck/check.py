@@ -93,9 +93,10 @@ def _cuda_state(cfg: CheckConfig) -> tuple[torch.device, list[str]]:
     if not cfg.cpu and torch.cuda.is_available():
         return torch.device("cuda"), []
     why = "--cpu" if cfg.cpu else "torch.cuda.is_available() is False"
+    tests = ["the gpu tests ran and skipped (they need a CUDA device)"] if cfg.tests else []
     return torch.device("cpu"), [
         f"CUDA steps skipped ({why}):",
-        "the gpu tests ran and skipped (they need a CUDA device)",
+        *tests,
         "pinned host buffers and the side-stream copy (StoreLoader's CPU path ran)",
         "on-device augmentation and mixup on CUDA (the CPU fast path ran)",
         "nvJPEG: torchvision's CPU decode_jpeg ran in its place, where torchvision imports",
