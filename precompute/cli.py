@@ -147,6 +147,14 @@ def cli() -> None:
     help="Ray to join (ADDR or auto), or local: the build's own. Default: RAY_ADDRESS, else a "
     "`ray start` Ray of this machine's CPUs, else the build's own (docs/scale.md).",
 )
+@click.option(
+    "--runner",
+    type=click.Choice(["ray", "sequential"]),
+    default="ray",
+    show_default=True,
+    help="sequential: every shard in this process, one after another, without Ray "
+    "(debugging, machines without Ray); the same store.",
+)
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -155,6 +163,7 @@ def build(
     out: str,
     spec_file: str | None,
     ray_address: str | None,
+    runner: str,
     content_hash: bool,
     quiet: bool,
     **options: Any,
@@ -173,7 +182,9 @@ def build(
     from precompute.job import build as run_build
     from precompute.outputs import check_output
 
-    if not quiet:
+    if runner == "sequential" and ray_address is not None:
+        raise UsageFailure("--ray-address and --runner sequential exclude each other")
+    if not quiet and runner == "ray":
         _show_ray_choice()
 
     spec = spec_from_options(spec_file, options, src)
@@ -183,7 +194,13 @@ def build(
         raise UsageFailure(str(exc)) from exc
     try:
         run_build(
-            src, out, spec, ray_address=ray_address, progress=not quiet, content_hash=content_hash
+            src,
+            out,
+            spec,
+            ray_address=ray_address,
+            progress=not quiet,
+            content_hash=content_hash,
+            runner=runner,
         )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc

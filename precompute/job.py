@@ -5,7 +5,8 @@ on a background thread while Ray starts or is joined (:mod:`precompute.raysessio
 build lock ``OUT/_nostall/build.lock`` (non-blocking; a second build gets
 :class:`~precompute.errors.BuildLockedError`), creates or resumes the store, runs the missing
 shards as a Ray Data ``map`` over shard rows (each shard decoded and written by exactly one
-task), and finalizes the store last.
+task), and finalizes the store last. ``runner="sequential"`` runs the same shard tasks in this
+process instead, one after another, and never imports Ray (:mod:`precompute.sequential`).
 """
 
 from __future__ import annotations
@@ -41,11 +42,16 @@ from precompute.outputs import (
     summary_line,
 )
 from precompute.plan import ShardTask
+from precompute.sequential import NO_RAY, run_in_process
 from precompute.shardwork import ShardJob, build_shard
 from precompute.spec import BuildSpec
 from precompute.writer import create_or_resume, finalize
 
-__all__ = ["build", "store_bytes"]
+__all__ = ["RUNNERS", "build", "store_bytes"]
+
+# ``ray``: the Ray Data job; ``sequential``: every shard in this process, no Ray (debugging,
+# tests, machines without Ray such as the GPU check kit).
+RUNNERS = ("ray", "sequential")
 
 # A worker that dies (e.g. killed for memory) is retried this often, then the build fails
 # (Ray Data's default is to retry forever, which would hang on an input that always kills it).
@@ -123,6 +129,7 @@ def build(
     ray_address: str | None = None,
     progress: bool = True,
     content_hash: bool = False,
+    runner: str = "ray",
 ) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
@@ -138,6 +145,9 @@ def build(
             its own (:mod:`precompute.raysession`).
         progress: Show a progress bar over shards and print the summary line (stderr).
         content_hash: Fingerprint the source by file contents instead of size and mtime.
+        runner: ``ray`` (the Ray Data job) or ``sequential``: the same shard tasks in this
+            process, one after another, without importing Ray (:mod:`precompute.sequential`;
+            for debugging, tests and machines without Ray). The shard files are the same.
 
     Returns:
         The store's final ``nostall`` attributes, including ``report``.
@@ -150,6 +160,7 @@ def build(
         StoreMismatchError: ``out`` holds a store of another spec or source.
         StoreError: ``out`` is a URL other than ``s3://`` or a file, or a non-empty folder (or
             object prefix) that is not a store.
+        ValueError: An unknown ``runner``, or ``ray_address`` with the sequential runner.
         DecodeError: A bad input under ``on_error: raise`` (the store stays resumable).
         ClusterError: Ray cannot be started, or the Ray named by ``ray_address`` or
             ``RAY_ADDRESS`` cannot be reached (the message names the address).
@@ -157,15 +168,16 @@ def build(
     """
     from tqdm import tqdm
 
+    sequential = _check_runner(runner, ray_address)
     t0 = time.perf_counter()
     check_output(out, src)
     root = store_path(out) if is_object_url(out) else Path(out).absolute()
     complete = holds_complete(root)
-    listed = in_background(list_source, src, spec, content_hash, not complete)
+    listed = in_background(list_source, src, spec, content_hash, not (complete or sequential))
     with ExitStack() as ray_stack:
         # Ray starts while the source is listed, unless a complete store makes it likely that
-        # none is needed (an identical re-run, or a refused one).
-        ray = None if complete else open_build_ray(ray_stack, ray_address, listed)
+        # none is needed (an identical re-run, or a refused one), or the runner needs none.
+        ray = None if complete or sequential else open_build_ray(ray_stack, ray_address, listed)
         source, spec, fp = listed.result()
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
@@ -178,7 +190,9 @@ def build(
                 todo = [s for s in range(layout.num_shards) if s not in finished]
                 reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
                 job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
-                ray = ray or open_build_ray(ray_stack, ray_address)
+                tasks = plan_tasks(source, layout, spec.seed, todo)
+                if not sequential:
+                    ray = ray or open_build_ray(ray_stack, ray_address)
                 with tqdm(
                     total=layout.num_shards,
                     initial=len(finished),
@@ -187,20 +201,41 @@ def build(
                     desc="precompute build",
                     file=sys.stderr,
                 ) as bar:
-                    if ray.probe:  # every node writes --out and reads a local SRC
+                    if ray is not None and ray.probe:  # every node writes --out, reads SRC
                         check_shared_paths([str(root), source.root])
                     t1 = time.perf_counter()
-                    results = _run_shards(job, plan_tasks(source, layout, spec.seed, todo), bar)
+                    if ray is None:
+                        results = run_in_process(job, tasks, bar)
+                    else:
+                        results = _run_shards(job, tasks, bar)
                     t2 = time.perf_counter()
             finally:
                 # Ray stops (or is left) while the lock is held, on failure too: no shard task
                 # of this build still writes when another build takes the lock
                 ray_stack.close()
-            report = build_report(source, results, len(finished), t2 - t0, t2 - t1, ray.address)
+            address = NO_RAY if ray is None else ray.address
+            report = build_report(source, results, len(finished), t2 - t0, t2 - t1, address)
             remove_partials(root)  # a killed build's writers may have outlived its driver
             report["bytes_written"] = store_bytes(root)
-            report["ray_nodes"] = len({r["node"] for r in results})  # nodes that built shards
+            # Ray nodes that built shards (none for the sequential runner)
+            report["ray_nodes"] = len({r["node"] for r in results if "node" in r})
             attrs = finalize(root, report)
     if progress:
         print(summary_line(root, attrs), file=sys.stderr)
     return dict(attrs)
+
+
+def _check_runner(runner: str, ray_address: str | None) -> bool:
+    """Return whether ``runner`` is the sequential one.
+
+    Raises:
+        ValueError: An unknown runner, or a Ray address given to the sequential runner.
+    """
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+    if runner == "sequential" and ray_address is not None:
+        raise ValueError(
+            f"ray_address {ray_address!r} was given with runner 'sequential', which runs "
+            "without Ray: give one or the other"
+        )
+    return runner == "sequential"

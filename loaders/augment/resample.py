@@ -16,6 +16,9 @@ outside the box, e.g. letterbox fill, is ever read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -27,7 +30,35 @@ from loaders.augment.threads import pool, scratch
 
 __all__ = ["crop_resample", "grid_resample"]
 
-_upsample = torch._C._nn.upsample_bilinear2d  # what F.interpolate runs for 4-d bilinear
+
+def _interpolate_into(
+    x: torch.Tensor, size: tuple[int, int], align: bool, *args: Any, out: torch.Tensor
+) -> None:
+    """The public equivalent of the ``out=`` kernel: resize, then copy into ``out``."""
+    out.copy_(F.interpolate(x, size, mode="bilinear", align_corners=align))
+
+
+def _out_kernel() -> Callable[..., Any]:
+    """The bilinear kernel ``F.interpolate`` runs, with its ``out=`` overload, where it works.
+
+    ``torch._C._nn.upsample_bilinear2d(x, size, align_corners, scale_h, scale_w, out=)`` is
+    private (present and the same in torch 2.11 and 2.13): it is probed once on a tiny uint8
+    batch, and a torch where it is missing or refuses ``out=`` gets
+    :func:`_interpolate_into` (the same values, one more allocation and copy per sample).
+    """
+    kernel = getattr(getattr(torch._C, "_nn", None), "upsample_bilinear2d", None)
+    if kernel is None:
+        return _interpolate_into
+    probe = torch.arange(12, dtype=torch.uint8).reshape(1, 2, 2, 3).permute(0, 3, 1, 2)
+    out = torch.empty((1, 1, 1, 3), dtype=torch.uint8).permute(0, 3, 1, 2)
+    try:
+        kernel(probe, (1, 1), True, None, None, out=out)
+    except (TypeError, RuntimeError):
+        return _interpolate_into
+    return kernel  # type: ignore[no-any-return]
+
+
+_upsample = _out_kernel()
 
 
 def _theta(crops: CropParams, height: int, width: int, size: tuple[int, int]) -> torch.Tensor:
@@ -82,7 +113,7 @@ def _resize_one(crop: torch.Tensor, size: tuple[int, int], flip: bool) -> torch.
     x = dense.unsqueeze(0).permute(0, 3, 1, 2)
     h, w = size
     out = scratch("resized", (1, h, w, 3), torch.uint8).permute(0, 3, 1, 2)
-    _upsample(x, size, True, None, None, out=out)  # type: ignore[call-arg]  # the out= overload
+    _upsample(x, size, True, None, None, out=out)  # the out= overload (or its equivalent)
     return out[0]
 
 

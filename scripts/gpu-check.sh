@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The GPU check kit (docs/gpu.md). Two steps, one per machine:
+#   bash scripts/gpu-check.sh prepare        here: wheels the GPU machine lacks + a raw JPEG
+#                                            dataset into .gpucheck/ (ignored); prints what to
+#                                            carry and its size, fails over 64 MiB
+#   bash scripts/gpu-check.sh run [--cpu] [-- ARGS]
+#                                            on the GPU machine, from the repository root:
+#                                            installs the carried wheels into a temporary
+#                                            --target folder (unless this Python already
+#                                            imports them), then python -m benchmarks.gpucheck
+#                                            run (ARGS go to it); --cpu skips the CUDA steps
+# Environment: PYTHON (default python3; for prepare, the Python whose installed versions the
+# wheels match, e.g. .venv/bin/python), GPUCHECK_PY (wheels' Python version, default 3.12),
+# GPUCHECK_IMAGES (default 2304), OUT (where run writes; default gpucheck-out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+KIT=.gpucheck
+LIMIT_MIB=64
+# What the loaders, the in-process build and the gpu tests import that the GPU machine's image
+# lacks (its package list: /work/.library/device/KINDS.md); checked by importing them there.
+WHEELS=(zarr numcodecs crc32c donfig google-crc32c soundfile cffi pycparser soxr)
+
+version_of() {
+  "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"
+}
+
+download_wheels() {
+  local pins=() name
+  for name in "${WHEELS[@]}"; do
+    pins+=("$name==$(version_of "$name")")
+  done
+  rm -rf "$KIT/wheels"
+  "$PY" -m pip download -q --no-deps --only-binary=:all: \
+    --python-version "${GPUCHECK_PY:-3.12}" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+    -d "$KIT/wheels" "${pins[@]}"
+}
+
+carried_report() {
+  local kit_bytes tracked_bytes total
+  kit_bytes=$(du -sb "$KIT" | cut -f1)
+  tracked_bytes=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  total=$((kit_bytes + tracked_bytes))
+  echo "carry: $KIT ($(ls "$KIT/wheels" | wc -l) wheels, $(find "$KIT/data" -type f | wc -l) images)"
+  echo "size: $KIT $((kit_bytes / 1024)) KiB + tracked files $((tracked_bytes / 1024)) KiB" \
+    "= $((total / 1024)) KiB of the $LIMIT_MIB MiB a command may carry"
+  if [ "$total" -gt $((LIMIT_MIB * 1024 * 1024)) ]; then
+    echo "too large: lower GPUCHECK_IMAGES" >&2
+    return 1
+  fi
+}
+
+prepare() {
+  download_wheels
+  rm -rf "$KIT/data"
+  "$PY" -m benchmarks.gpucheck make-data --out "$KIT/data" --images "${GPUCHECK_IMAGES:-2304}"
+  carried_report
+}
+
+install_wheels() {
+  # The wheels only where this Python lacks what they bring (here, a dev .venv has it all).
+  if "$PY" -c "import zarr, numcodecs, crc32c, soundfile" 2>/dev/null; then
+    echo "gpu-check: this Python imports zarr, numcodecs, crc32c, soundfile: no wheels installed"
+    return
+  fi
+  local site
+  site=$(mktemp -d "${TMPDIR:-/tmp}/gpucheck-site.XXXXXX")
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+    "$KIT"/wheels/*.whl
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  echo "gpu-check: carried wheels installed into $site"
+}
+
+run() {
+  local args=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --cpu) args+=(--cpu); shift ;;
+      --) shift; args+=("$@"); break ;;
+      *) echo "run: unknown option $1 (extra options go after --)" >&2; exit 2 ;;
+    esac
+  done
+  install_wheels
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  "$PY" -m benchmarks.gpucheck run --data "$KIT/data" --out "${OUT:-gpucheck-out}" \
+    "${args[@]+"${args[@]}"}"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) shift; run "$@" ;;
+  *)
+    echo "usage: bash scripts/gpu-check.sh prepare | run [--cpu] [-- ARGS]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,107 @@
+"""scripts/gpu-check.sh run --cpu end to end, at small sizes: the GPU check kit cannot rot."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.gpucheck.data import make_photos
+from benchmarks.gpucheck.gputests import gpu_test_files
+from tests.processes import REPO
+
+FILES = {
+    "report.md",
+    "report.json",
+    "pytest.txt",
+    "throughput.png",
+    "utilisation.png",
+    "step_times.png",
+}
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("gpucheck")
+    data = ["--out", str(root / "data"), "--images", "64"]
+    made = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gpucheck", "make-data", *data],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    args = ["--data", str(root / "data"), "--size", "32", "--stored", "40", "--batch-size", "8"]
+    args += ["--workers", "1", "--epochs", "2", "--train-epochs", "2"]
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(root / "out")}
+    proc = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", "run", "--cpu", "--", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return root / "out", proc.stdout
+
+
+@pytest.mark.slow
+def test_the_cpu_run_writes_its_report_files(cpu_run: tuple[Path, str]) -> None:
+    out, stdout = cpu_run
+    assert {p.name for p in out.iterdir()} == FILES  # at most 8 files come back from a GPU
+    assert all(p.stat().st_size > 0 for p in out.iterdir())
+    assert "gpu-check summary:" in stdout and "CUDA steps skipped (--cpu)" in stdout
+
+
+@pytest.mark.slow
+def test_the_cpu_run_reports_finite_positive_figures(cpu_run: tuple[Path, str]) -> None:
+    report = json.loads((cpu_run[0] / "report.json").read_text())
+    assert report["config"]["device"] == "cpu" and report["model"]["name"] == "tiny"
+    assert report["build"]["runner"] == "sequential" and report["build"]["num_valid"] == 64
+    assert _positive(report["build"]["samples_per_s"])
+    for phase in ("alone", "trained"):
+        ran = [s for s in report[phase] if s["status"] == "ok"]
+        assert {s["name"] for s in ran} >= {"store-f32", "store-bf16", "workers"}
+        for s in ran:
+            assert _positive(s["samples_per_s"]) and _positive(s["cpu_s_per_sample"])
+            assert s["util_source"] == "cpu_percent"  # no NVML figures invented
+        others = [s for s in report[phase] if s["status"] != "ok"]
+        assert all(s["name"] == "nvjpeg" and "torchvision" in s["reason"] for s in others)
+
+
+@pytest.mark.slow
+def test_the_cpu_run_says_the_cuda_steps_were_skipped(cpu_run: tuple[Path, str]) -> None:
+    md = (cpu_run[0] / "report.md").read_text()
+    assert "CUDA steps skipped (--cpu)" in md
+    report = json.loads((cpu_run[0] / "report.json").read_text())
+    tests = report["tests"]
+    assert tests["counts"]["skipped"] > 0 and tests["counts"]["passed"] == 0
+    assert set(tests["skipped"].values()) <= {"Skipped: needs a CUDA device", "Skipped: needs CUDA"}
+    assert tests["cannot_run"] and all("DALI" in why for why in tests["cannot_run"].values())
+
+
+def test_the_gpu_test_files_are_found_by_what_they_hold() -> None:
+    files = {p.relative_to(REPO).as_posix() for p in gpu_test_files(REPO / "tests")}
+    assert "tests/loaders/test_augment_gpu.py" in files  # a module-wide gpu marker
+    assert "tests/loaders/test_augment_bands.py" in files  # the CUDA case of the shared device list
+    assert "tests/benchmarks/test_gpucheck.py" not in files
+
+
+def test_the_photos_are_jpegs_in_class_folders(tmp_path: Path) -> None:
+    size = make_photos(tmp_path, 10, classes=3)
+    files = sorted(tmp_path.rglob("*.jpg"))
+    assert len(files) == 10 and sum(f.stat().st_size for f in files) == size
+    assert {f.parent.name for f in files} == {"circles", "crosses", "dots"}
+    assert all(f.read_bytes()[:2] == b"\xff\xd8" for f in files)
+    assert make_photos(tmp_path / "again", 10, classes=3) == size  # a pure function of the seed
