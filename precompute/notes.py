@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["EXAMPLES", "NOTES", "collecting", "fold", "note", "summary_lines"]
+__all__ = ["EXAMPLES", "NOTES", "collecting", "fold", "note", "source_note", "summary_lines"]
 
 NOTES: Mapping[str, str] = {
     "gray_low_bits": (
@@ -44,6 +44,11 @@ NOTES: Mapping[str, str] = {
         "quieter than its channels: channels in anti-phase (one with inverted polarity) cancel "
         "out; fix the file's polarity, or build with --channels 1 (the first channel only) or "
         "--channels N (every channel kept)"
+    ),
+    "single_class": (
+        "every input has the same class: a classifier trained on this store has nothing to "
+        "tell apart; check the source (class folders missing or empty?), or build every class "
+        "into one store"
     ),
 }
 EXAMPLES = 5  # keys kept per note in the report
@@ -82,6 +87,11 @@ def fold(per_shard: Iterable[Mapping[str, Iterable[str]]]) -> dict[str, dict[str
         for name, found in sorted(keys.items())
         if name in NOTES
     }
+
+
+def source_note(name: str, count: int, examples: Iterable[str]) -> dict[str, Any]:
+    """A report note about the source as a whole (not one input): ``count`` inputs it covers."""
+    return {"count": count, "examples": sorted(examples)[:EXAMPLES], "says": NOTES[name]}
 
 
 def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:

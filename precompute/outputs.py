@@ -9,7 +9,7 @@ from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
 from precompute.format import MARKER_DIR, _read_group_attrs
-from precompute.notes import summary_lines
+from precompute.notes import source_note, summary_lines
 from precompute.objstore import is_object_url, split_url
 from precompute.sources import MANIFEST_EXTENSIONS, Source
 from precompute.spec import BuildSpec
@@ -194,11 +194,12 @@ def build_report(
     from precompute import TRANSFORM_VERSION
 
     made = sum(r["num_valid"] + len(r["skipped"]) for r in results)
-    return {
+    classes = _classes(source)
+    report = {
         "builder": "precompute.job",
         "transform_version": TRANSFORM_VERSION,
         "source": source.root,
-        **_classes(source),
+        **classes,
         "num_inputs": len(source.items) + len(source.skipped),
         "skipped": [{"key": k, "reason": r} for k, r in source.skipped],
         "skipped_listing": len(source.skipped),
@@ -210,6 +211,19 @@ def build_report(
         "bytes_read": sum(r["bytes_read"] for r in results),
         "ray_address": address or "local",
     }
+    notes = _source_notes(classes["classes"], len(source.items))
+    if notes:
+        report["notes"] = notes
+    return report
+
+
+def _source_notes(classes: Any, num_items: int) -> dict[str, Any]:
+    """Notes about the whole source: one class only (class folders, or a label's names)."""
+    by_field = classes if isinstance(classes, dict) else {"label": classes}
+    single = [names[0] for names in by_field.values() if len(names) == 1]
+    if single and num_items:
+        return {"single_class": source_note("single_class", num_items, single)}
+    return {}
 
 
 def summary_line(out: Path, attrs: dict[str, Any]) -> str:

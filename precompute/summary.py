@@ -7,6 +7,7 @@ from typing import Any
 
 from precompute.arrays.bandstats import band_lines
 from precompute.format import MARKER_DIR, StoreInfo, open_store_info
+from precompute.notes import summary_lines
 from precompute.objstore import is_object_url, list_sizes
 
 __all__ = ["store_summary"]
@@ -30,7 +31,9 @@ def _shown(names: list[str]) -> str:
 def _image_lines(info: StoreInfo) -> list[str]:
     """v1: the image line; v2: one line per field (kind, per-sample shape, dtype, options)."""
     lay, spec = info.layout, info.spec
-    head = f"mode {spec.mode}, variants {lay.variants}"
+    spatial = not lay.fields or any(f.spatial for f in lay.fields)
+    # the build's mode and variants act on spatial fields only (not on audio clips, labels)
+    head = f"mode {spec.mode}, variants {lay.variants}" if spatial else "no spatial field"
     if not lay.fields:
         return [f"image      {lay.size}x{lay.size}x3 uint8, {head}"]
     lines = [f"fields     {len(lay.fields)} (format v2), {head}"]
@@ -77,6 +80,7 @@ def store_summary(path: str | Path, max_skipped: int = 50) -> str:
             f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "
             f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written"
         )
+    lines += summary_lines(rep.get("notes", {}))  # inputs kept with something to say
     skipped = rep.get("skipped", [])
     for item in skipped[:max_skipped]:
         lines.append(f"skipped    {item['key']}: {item['reason']}")

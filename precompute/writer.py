@@ -265,7 +265,10 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
     truncated = sorted(k for m in markers for k in m.get("stats", {}).get("truncated", ()))
     if truncated:  # inputs kept with the data that was there (an audio file cut short)
         attrs["report"]["truncated"] = truncated
-    notes = fold_notes(m.get("stats", {}).get("notes", {}) for m in markers)
+    notes = {
+        **report.get("notes", {}),  # about the source as a whole (one class)
+        **fold_notes(m.get("stats", {}).get("notes", {}) for m in markers),
+    }
     if notes:  # inputs kept with something the user should know (precompute.notes)
         attrs["report"]["notes"] = notes
     bands = fold_markers(markers)  # per-band statistics of spectral fields (docs/arrays.md)

@@ -1,0 +1,60 @@
+"""What a build says about its source as a whole: one class only; what `inspect` shows of it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from precompute.cli import main
+from precompute.sample import make_sample_dataset
+from precompute.summary import store_summary
+from tests.precompute.audio_bytes import encode, tone
+
+
+def _audio_classes(root: Path, classes: list[str]) -> Path:
+    for c, name in enumerate(classes):
+        for i in range(3):
+            path = root / name / f"{i}.wav"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(encode(tone(300 + 100 * c + 10 * i, 8000, 0.3), 8000, "wav16"))
+    return root
+
+
+def _build(capsys: pytest.CaptureFixture[str], src: Path, out: Path, *flags: str) -> str:
+    main(["build", str(src), "--out", str(out), "--runner", "sequential", *flags])
+    return capsys.readouterr().err
+
+
+def test_a_class_folder_build_of_one_class_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _audio_classes(tmp_path / "one", ["dog"])
+    err = _build(capsys, src, tmp_path / "one.zarr", "--clip-seconds", "0.5")
+    assert "note: 3 inputs (e.g. dog): every input has the same class" in err
+    summary = store_summary(tmp_path / "one.zarr")
+    assert "note: 3 inputs (e.g. dog): every input has the same class" in summary
+    images = make_sample_dataset(tmp_path / "img", 6, num_classes=1, size_range=(16, 24))
+    err = _build(capsys, images, tmp_path / "img.zarr", "--size", "16")
+    assert "note: 6 inputs (e.g. " in err and "every input has the same class" in err
+
+
+def test_two_classes_get_no_such_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _audio_classes(tmp_path / "two", ["dog", "cat"])
+    err = _build(capsys, src, tmp_path / "two.zarr", "--clip-seconds", "0.5")
+    assert "same class" not in err
+    shutil.rmtree(src / "cat")
+
+
+def test_inspect_names_the_mode_only_for_stores_with_a_spatial_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _audio_classes(tmp_path / "a", ["dog", "cat"])
+    _build(capsys, src, tmp_path / "a.zarr", "--clip-seconds", "0.5")
+    audio = store_summary(tmp_path / "a.zarr")
+    assert "center-crop" not in audio and "variants" not in audio
+    assert "fields     2 (format v2), no spatial field" in audio
+    images = make_sample_dataset(tmp_path / "img", 4, size_range=(16, 24))
+    _build(capsys, images, tmp_path / "i.zarr", "--size", "16", "--mode", "center-crop")
+    assert "mode center-crop, variants 1" in store_summary(tmp_path / "i.zarr")
