@@ -103,6 +103,9 @@ class StoreLoader(ContractLoader):
         cache: A :class:`service.Cache` to resolve a cache reference with, instead.
         read_cache: For an ``s3://`` store: a :class:`~loaders.store.readcache.ReadCache` on
             local disk that image chunks are read through (``docs/scale.md``).
+        keys: Add ``key`` to every batch: a list of each sample's source key (its path
+            relative to the source root, or a manifest's key; ``""`` for a hole), to map a
+            sample back to its file. Read once, when the loader opens.
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -146,6 +149,7 @@ class StoreLoader(ContractLoader):
         cache_root: str | Path | None = None,
         cache: Any = None,
         read_cache: ReadCache | None = None,
+        keys: bool = False,
     ) -> None:
         super().__init__(
             batch_size,
@@ -165,6 +169,7 @@ class StoreLoader(ContractLoader):
             store, self._lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
         try:
             self._open(store, io=io, map_bytes=map_bytes, verify=verify, read_cache=read_cache)
+            self._keys = self.source.keys() if keys else None
         except BaseException:
             self._release()  # a loader that was never made holds no lease
             raise
@@ -244,6 +249,8 @@ class StoreLoader(ContractLoader):
             for host in pipeline:
                 served = int(pipeline.get_state()["batch"])  # batches handed out so far
                 batch = self._finish(host, epoch, served - 1)
+                if self._keys is not None:  # each sample's source key, a list of str
+                    batch["key"] = [self._keys[i] for i in batch["index"].tolist()]  # type: ignore[assignment]
                 self._mark_served(epoch, served, total)
                 yield batch
         finally:

@@ -85,6 +85,19 @@ class OpenedStore:
             raise StoreOpenError(str(self.info.path), "the store has no field 'label'")
         return self.small["label"]
 
+    def keys(self) -> list[str]:
+        """Every slot's source key (``""`` for a hole), read from the ``key`` array at once.
+
+        Raises:
+            StoreOpenError: The ``key`` array cannot be read.
+        """
+        from precompute.zarrs3 import open_array  # lazy: zarr-python, only when asked
+
+        try:
+            return [str(k) for k in open_array(self.info.path / "key")[:].tolist()]
+        except Exception as exc:  # zarr raises many types for a damaged array
+            raise StoreOpenError(str(self.info.path), f"cannot read its keys: {exc}") from exc
+
     def _stream(self, name: str) -> ShardedArrayReader:
         if name not in self.streams:
             raise StoreOpenError(str(self.info.path), f"the store streams no field {name!r}")
