@@ -30,14 +30,14 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
 from precompute.fields.rows import csv_rows, jsonl_rows, read_text
 from precompute.folders import ESCAPES, escapes, walk_classes
-from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
+from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input, read_input
 from precompute.listing import check_policy, is_url, per_input
 from precompute.sources import Source
 
@@ -108,6 +108,15 @@ class FieldSource:
             OSError: Missing or unreadable.
         """
         return self.read_counted(item, field, max_bytes, deadline_s)[0]
+
+    def open_input(self, item: FieldItem, field: str) -> IO[bytes]:
+        """``item``'s file field ``field`` as a seekable binary stream (part of a long file).
+
+        Raises:
+            InputError: Not a regular file.
+            OSError: The file cannot be opened.
+        """
+        return open_input(self.locate(item.file(field)))
 
     def read_counted(
         self,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from precompute.fields.assemble import DECODE, assemble, decoder_of, register_de
 from precompute.fields.geometry import PLACE, register_rule, rule_of
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.format import StoreLayout
+from precompute.inputs import counted
 from precompute.plan import ShardTask, shard_items
 
 if TYPE_CHECKING:
@@ -116,9 +117,11 @@ def _empty(layout: StoreLayout, n: int) -> dict[str, Any]:
     return out
 
 
-def _sample(item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: Any) -> dict[str, Any]:
+def _sample(
+    item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: Any, opener: Any
+) -> dict[str, Any]:
     """One stored sample by array name: every field, its companions, ``extent``, ``valid``."""
-    values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels)
+    values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels, opener)
     return {**values, "extent": extent, "valid": 1, "key": item.key}
 
 
@@ -132,9 +135,15 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
         result.bytes_read += got[1]  # a scene a worker's cache serves counts once, when read
         return got[0]
 
+    def count(n: int) -> None:
+        result.bytes_read += n
+
+    def opener(item: FieldItem, field: str) -> IO[bytes]:  # part of a long file (FileInput)
+        return counted(reader.open_input(item, field), count)
+
     for j, text in enumerate(task.items):
         try:
-            sample = _sample(item_from_json(text), job.layout.fields, read, spec)
+            sample = _sample(item_from_json(text), job.layout.fields, read, spec, opener)
         except DecodeError as exc:
             if spec.on_error == "raise":
                 result.error = {"key": exc.key, "reason": exc.reason}

@@ -20,17 +20,26 @@ Refusals raise :class:`~precompute.errors.InputError` (an ``OSError``) with a st
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import queue
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from precompute.errors import InputError
 from precompute.listing import is_url
 
-__all__ = ["DEFAULT_MAX_BYTES", "READ_DEADLINE_S", "file_kind", "hash_input", "read_input"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "READ_DEADLINE_S",
+    "counted",
+    "file_kind",
+    "hash_input",
+    "open_input",
+    "read_input",
+]
 
 # The spec's default bound on the bytes of one input (``max_bytes``): 256 MiB.
 DEFAULT_MAX_BYTES = 256 * 2**20
@@ -80,6 +89,54 @@ def _opener(where: str) -> Callable[[], Any]:
 
     fsspec = fsspec_s3()  # s3:// through boto3 when s3fs is missing
     return lambda: fsspec.open(where, "rb").open()
+
+
+def open_input(where: str) -> IO[bytes]:
+    """Open the local path or URL ``where`` as a seekable binary stream (regular files only).
+
+    For decoders that read part of a long file (an audio window); reads through it have no
+    deadline, unlike :func:`read_input`.
+
+    Raises:
+        InputError: Not a regular file.
+        OSError: The file cannot be opened (missing, permissions, ...).
+    """
+    return cast("IO[bytes]", _opener(where)())
+
+
+class _Counted(io.RawIOBase):
+    """A binary stream that reports the bytes read through it."""
+
+    def __init__(self, inner: IO[bytes], on_read: Callable[[int], None]) -> None:
+        super().__init__()
+        self._inner, self._on_read = inner, on_read
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._inner.read(len(memoryview(buffer)))
+        memoryview(buffer)[: len(data)] = data
+        self._on_read(len(data))
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._inner.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+def counted(stream: IO[bytes], on_read: Callable[[int], None]) -> IO[bytes]:
+    """``stream``, calling ``on_read(n)`` with the bytes of every read through it."""
+    return cast("IO[bytes]", io.BufferedReader(_Counted(stream, on_read)))
 
 
 def _put(q: queue.Queue[Any], item: object, stop: threading.Event) -> None:

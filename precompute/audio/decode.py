@@ -14,7 +14,7 @@ import io
 import struct
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,8 @@ __all__ = [
     "backend",
     "check_channels",
     "decode_audio",
+    "mix_channels",
+    "open_sound",
     "wav_declared_frames",
 ]
 
@@ -109,12 +111,20 @@ def wav_declared_frames(data: bytes) -> int | None:
     return None
 
 
-def _open(data: bytes, key: str) -> sf.SoundFile:
-    if not data:
+def open_sound(data: bytes | IO[bytes], key: str) -> sf.SoundFile:
+    """Open encoded audio (bytes, or a seekable binary file) with soundfile.
+
+    Raises:
+        DecodeError: Empty, or not a readable audio file (naming ``key``).
+    """
+    if isinstance(data, bytes | bytearray):
+        data = io.BytesIO(data)
+    if data.seek(0, io.SEEK_END) == 0:
         raise DecodeError(key, "empty file (0 bytes)")
+    data.seek(0)
     sndfile = backend("soundfile")
     try:
-        return sndfile.SoundFile(io.BytesIO(data))
+        return sndfile.SoundFile(data)
     except sndfile.LibsndfileError as exc:
         raise DecodeError(key, f"not a readable audio file: {exc.error_string}") from None
     except (RuntimeError, TypeError, ValueError) as exc:
@@ -179,7 +189,7 @@ def _downmix(wave: np.ndarray, key: str) -> np.ndarray:
     return mono
 
 
-def _mix(wave: np.ndarray, channels: str | int, key: str) -> np.ndarray:
+def mix_channels(wave: np.ndarray, channels: str | int, key: str) -> np.ndarray:
     """(frames, C) -> (frames, C') by the channel rule (see :func:`decode_audio`)."""
     if channels == "keep":
         return wave
@@ -224,7 +234,7 @@ def decode_audio(
     rule = check_channels(channels)
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 1:
         raise SpecError(f"sample_rate must be a positive integer, got {sample_rate!r}")
-    with _open(data, key) as f:
+    with open_sound(data, key) as f:
         declared = max(wav_declared_frames(data) or 0, f.frames)
         _guard(f, declared, key, max_bytes)
         if isinstance(rule, int) and 1 < f.channels < rule:
@@ -234,7 +244,7 @@ def decode_audio(
             f.format, f.subtype, f.samplerate, f.channels, wave.shape[0], declared,
             wave.shape[0] < declared,
         )  # fmt: skip
-    wave = _mix(wave, rule, key)
+    wave = mix_channels(wave, rule, key)
     if info.sample_rate != sample_rate:
         wave = backend("soxr").resample(wave, info.sample_rate, sample_rate, quality=QUALITY)
     return np.ascontiguousarray(wave.T, dtype=np.float32), info

@@ -21,10 +21,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from precompute.audio.clips import fit_clip, segment
-from precompute.audio.decode import MAX_CHANNELS, decode_audio
+from precompute.audio.decode import MAX_CHANNELS, AudioInfo, decode_audio
 from precompute.audio.features import INT16_SCALE, logmel, mel_filterbank, num_frames, to_int16
+from precompute.audio.windows import decode_window
 from precompute.errors import DecodeError, SpecError
-from precompute.fields.assemble import DECODE, register_decoder
+from precompute.fields.assemble import DECODE, FileInput, register_decoder
 from precompute.fields.base import Kind, Storage
 from precompute.fields.kinds import KINDS, register_kind
 from precompute.fields.options import REQUIRED, Option, integer, one_of
@@ -212,8 +213,38 @@ def _cut(wave: np.ndarray, rate: int, seg: Sequence[Any], key: str) -> tuple[np.
     return wave[:, cut], int(cut.start)
 
 
+def _is_window(segment_seconds: Sequence[Any] | None) -> bool:
+    return (
+        segment_seconds is not None and len(segment_seconds) > 2 and segment_seconds[2] == "window"
+    )
+
+
+def _decoded(
+    data: bytes | FileInput, key: str, opts: Mapping[str, Any], budget: int, seg: Any
+) -> tuple[np.ndarray, AudioInfo, int]:
+    """``(wave, info, first frame)``: a window seeks, anything else decodes the whole file.
+
+    A window of a format whose seeking is unreliable (OGG) decodes the whole file too.
+    """
+    rate, channels = opts["sample_rate"], opts["channels"]
+    if _is_window(seg) and isinstance(data, FileInput):
+        with data.open() as stream:
+            window = decode_window(
+                stream, key, sample_rate=rate, channels=channels,
+                start=float(seg[0]), end=float(seg[1]), max_bytes=budget,
+            )  # fmt: skip
+        if window is not None:
+            return window
+    raw = data.read() if isinstance(data, FileInput) else data
+    wave, info = decode_audio(raw, key, sample_rate=rate, channels=channels, max_bytes=budget)
+    if seg is None:
+        return wave, info, 0
+    part, first = _cut(wave, rate, seg, key)
+    return part, info, first
+
+
 def decode_audio_field(
-    data: bytes,
+    data: bytes | FileInput,
     key: str,
     field: FieldSpec,
     max_pixels: int,
@@ -225,8 +256,11 @@ def decode_audio_field(
     the most decoded samples (frames x channels at the file's rate) a file may declare.
     ``segment_seconds`` ``(start, end)`` (a manifest's segment columns) cuts the resampled
     wave before the clip is fitted (centre crop or zero pad); ``(start, end, "window")`` is a
-    ``--clips all`` window: the clip starts at ``start`` (padded past the end of the file).
-    The value's ``start`` is the source time of the clip's first sample.
+    ``--clips all`` window: the clip starts at ``start`` (padded past the end of the file),
+    and only its span of the file is decoded (:mod:`precompute.audio.windows`), so the budget
+    bounds the window, not the recording. The value's ``start`` is the source time of the
+    clip's first sample. ``data``: the file's bytes, or a
+    :class:`~precompute.fields.assemble.FileInput` (the build's: ``takes_input``).
 
     Raises:
         DecodeError: Naming ``key``: see :func:`~precompute.audio.decode.decode_audio` and
@@ -234,12 +268,7 @@ def decode_audio_field(
     """
     opts = field.options
     rate = opts["sample_rate"]
-    wave, info = decode_audio(
-        data, key, sample_rate=rate, channels=opts["channels"], max_bytes=4 * max_pixels
-    )
-    first = 0
-    if segment_seconds is not None:
-        wave, first = _cut(wave, rate, segment_seconds, key)
+    wave, info, first = _decoded(data, key, opts, 4 * max_pixels, segment_seconds)
     length = clip_frames(opts)
     clip, valid = fit_clip(wave, length)
     first += max(wave.shape[1] - length, 0) // 2  # the centre crop's first frame
@@ -260,5 +289,6 @@ def decode_audio_field(
 
 if "audio" not in KINDS:
     register_kind(AudioKind())
+decode_audio_field.takes_input = True  # type: ignore[attr-defined]  # a FileInput, not bytes
 if "audio" not in DECODE:
     register_decoder("audio", decode_audio_field)

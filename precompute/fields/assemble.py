@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -27,9 +28,25 @@ from precompute.fieldsources import FieldItem
 from precompute.notes import note
 from precompute.stages.decode import decode_bytes
 
-__all__ = ["DECODE", "assemble", "decoder_of", "register_decoder"]
+__all__ = ["DECODE", "FileInput", "assemble", "decoder_of", "register_decoder"]
 
 Reader = Callable[[FieldItem, str], bytes]
+Opener = Callable[[FieldItem, str], IO[bytes]]
+
+
+@dataclass(frozen=True)
+class FileInput:
+    """A file field's input, handed to a decoder that reads it itself (``takes_input``).
+
+    A decoder whose function has ``takes_input = True`` gets this instead of the bytes: it
+    may read the whole file (``read``: bounded by the spec's ``max_bytes``, with the read
+    deadline) or open it as a seekable stream (``open``: to decode only part of a long file).
+    Errors of either are :class:`~precompute.errors.DecodeError` naming the file.
+    """
+
+    key: str
+    read: Callable[[], bytes]
+    open: Callable[[], IO[bytes]]
 
 
 def _image(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
@@ -57,7 +74,7 @@ def _array(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarr
     return decode_patch(data, key, field, max_pixels)
 
 
-Decoder = Callable[[bytes, str, FieldSpec, int], Any]
+Decoder = Callable[[Any, str, FieldSpec, int], Any]  # bytes; a FileInput with takes_input
 
 # Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
 _DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy, "array": _array}
@@ -89,6 +106,31 @@ def _read(read: Reader, item: FieldItem, field: str) -> bytes:
         raise DecodeError(key, f"cannot read: {exc}") from exc
 
 
+def _open(opener: Opener | None, read: Reader, item: FieldItem, field: str) -> IO[bytes]:
+    if opener is None:  # a caller without streams: the whole file, in memory
+        return io.BytesIO(_read(read, item, field))
+    key = item.file(field)
+    try:
+        return opener(item, field)
+    except InputError as exc:
+        raise DecodeError(key, exc.reason) from exc
+    except OSError as exc:
+        raise DecodeError(key, f"cannot read: {exc}") from exc
+
+
+def _input(
+    item: FieldItem, field: str, read: Reader, opener: Opener | None, takes_input: bool
+) -> bytes | FileInput:
+    """What the field's decoder takes: the file's bytes, or a :class:`FileInput`."""
+    if not takes_input:
+        return _read(read, item, field)
+    return FileInput(
+        item.file(field),
+        lambda: _read(read, item, field),
+        lambda: _open(opener, read, item, field),
+    )
+
+
 def _segment_of(item: FieldItem, field: FieldSpec) -> tuple[Any, ...]:
     """``(segment,)`` when the item carries ``FIELD.segment`` (an audio clip's span), or ``()``."""
     seg = dict(item.values).get(f"{field.name}.segment")
@@ -96,7 +138,7 @@ def _segment_of(item: FieldItem, field: FieldSpec) -> tuple[Any, ...]:
 
 
 def _value(
-    item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int
+    item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int, opener: Opener | None
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The checked value of ``field`` and its companions' values by ``FIELD.WHAT``."""
     kind = field.spec
@@ -104,8 +146,9 @@ def _value(
         key, raw = item.key, item.value(field.name)
     else:
         key = item.file(field.name)
-        extra_args = _segment_of(item, field)
-        raw = decoder_of(field)(_read(read, item, field.name), key, field, max_pixels, *extra_args)
+        decoder = decoder_of(field)
+        data = _input(item, field.name, read, opener, getattr(decoder, "takes_input", False))
+        raw = decoder(data, key, field, max_pixels, *_segment_of(item, field))
     value = kind.validate(raw, field.name, field.options, key)
     try:
         extra = kind.companion_values(raw, field.options)
@@ -121,6 +164,7 @@ def assemble(
     size: int,
     mode: str,
     max_pixels: int,
+    opener: Opener | None = None,
 ) -> tuple[dict[str, np.ndarray], tuple[int, int, int, int]]:
     """Return one item's stored values by array name, and its ``extent``.
 
@@ -134,6 +178,8 @@ def assemble(
         size: The stored side S.
         mode: The build's ``mode`` (``squash``, ``center-crop``, ``letterbox``).
         max_pixels: The decompression-bomb guard of every image-like file.
+        opener: ``opener(item, field) -> binary stream`` of a file field, for decoders that
+            read part of a file (:class:`FileInput`); None: they get its bytes in memory.
 
     Raises:
         DecodeError: A file that cannot be read or decoded, a value its kind refuses, or a
@@ -143,7 +189,7 @@ def assemble(
     values: dict[str, Any] = {}
     companions: dict[str, Any] = {}
     for f in fields:
-        values[f.name], extra = _value(item, f, read, max_pixels)
+        values[f.name], extra = _value(item, f, read, max_pixels, opener)
         companions.update(extra)
     frame = frame_field(fields)
     if frame is None:  # no spatial field: nothing to place
