@@ -31,12 +31,13 @@ from precompute.arrays.buildsrc import (
 )
 from precompute.arrays.scenesrc import SceneSource, infer_scene_fields, is_scene_fields, list_scene
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
-from precompute.digests import field_fingerprint, fingerprint
+from precompute.digests import field_fingerprint
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.fields.rows import jsonl_rows, read_text
 from precompute.fieldsources import (
     SEGMENTATION,
+    ClassSource,
     FieldSource,
     list_field_manifest,
     list_segmentation,
@@ -44,8 +45,8 @@ from precompute.fieldsources import (
 from precompute.fieldwork import backends_of, plan_field_shards
 from precompute.format import StoreLayout
 from precompute.listing import read_kept
-from precompute.plan import ShardTask, plan_shards
-from precompute.sources import MANIFEST_EXTENSIONS, Source, list_source
+from precompute.plan import ShardTask
+from precompute.sources import MANIFEST_EXTENSIONS, list_source
 from precompute.spec import BuildSpec
 
 __all__ = [
@@ -245,11 +246,12 @@ def _list_fields(
     return list_field_manifest(src, fields, on_error, text)
 
 
-def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, BuildSpec]:
+def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec]:
     """List ``src`` for ``spec``; return the source and the spec with its fields resolved.
 
-    A spec without fields builds a v1 store, unless the source has fields (a segmentation
-    folder or a field manifest): then they are inferred (:func:`infer_fields`). A manifest is
+    A spec without fields builds a v1 store (a :class:`ClassSource` of image + label),
+    unless the source has fields (a segmentation folder or a field manifest): then they are
+    inferred (:func:`infer_fields`). A manifest is
     read once and its text handed to every detector and lister; the text the CLI's
     :func:`infer_fields` kept is used instead of a second read (:func:`manifest_text`).
 
@@ -261,35 +263,31 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[Source | FieldSource, 
     scene = is_scene_fields(spec.fields)  # a scene file is not a manifest, whatever its name
     text = None if scene else manifest_text(src)  # read once: here, or by the CLI
     fields = spec.fields or infer_fields(src, fill=spec.fill, text=text)
-    if not fields:
-        return list_source(src, spec.on_error, text), spec
+    if not fields:  # class folders or path,label: image + label, a v1 store
+        return ClassSource.of(list_source(src, spec.on_error, text)), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
     source = _list_fields(src, fields, spec.on_error, text)
     learned = learn_fields(fields, source)
     return source, dataclasses.replace(spec, fields=learned)
 
 
-def source_fingerprint(source: Source | FieldSource, content_hash: bool = False) -> str:
-    """The source fingerprint of a v1 source or of a source of fields."""
-    if isinstance(source, SceneSource):
+def source_fingerprint(source: FieldSource, content_hash: bool = False) -> str:
+    """The source fingerprint: a scene's or class folders' own, else every field's files."""
+    if isinstance(source, SceneSource | ClassSource):
         return source.fingerprint(content_hash)
-    if isinstance(source, FieldSource):
-        return field_fingerprint(source, content_hash)
-    return fingerprint(source, content_hash=content_hash)
+    return field_fingerprint(source, content_hash)
 
 
 def plan_tasks(
-    source: Source | FieldSource, layout: StoreLayout, seed: int, shards: list[int]
+    source: FieldSource, layout: StoreLayout, seed: int, shards: list[int]
 ) -> list[ShardTask]:
-    """The shard tasks of ``shards`` for a v1 source or a source of fields."""
-    if isinstance(source, FieldSource):
-        return plan_field_shards(source, layout, seed, shards)
-    return plan_shards(source, layout, seed, shards)
+    """The shard tasks of ``shards``."""
+    return plan_field_shards(source, layout, seed, shards)
 
 
 def resolve_build(
     src: str, spec: BuildSpec, content_hash: bool = False
-) -> tuple[Source | FieldSource, BuildSpec, str]:
+) -> tuple[FieldSource, BuildSpec, str]:
     """The source, the resolved spec and the source fingerprint a build of ``spec`` uses.
 
     What :func:`precompute.job.build` computes before it writes anything: a caller that keys

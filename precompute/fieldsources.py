@@ -41,7 +41,7 @@ from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input, re
 from precompute.listing import check_policy, is_url, per_input
 from precompute.sources import Source
 
-__all__ = ["FieldItem", "FieldSource", "list_field_manifest", "list_segmentation"]
+__all__ = ["ClassSource", "FieldItem", "FieldSource", "list_field_manifest", "list_segmentation"]
 
 SEGMENTATION = ("images", "masks")
 
@@ -132,6 +132,38 @@ class FieldSource:
         """
         data = read_input(self.locate(item.file(field)), max_bytes, deadline_s)
         return data, len(data)
+
+
+class ClassSource(FieldSource):
+    """Class folders or a ``path,label`` manifest as a source of fields ``image`` + ``label``.
+
+    The one build pipeline reads it like any other source of fields; the store it makes is
+    format v1 (``image``, ``label``, ``extent``, ``key``: the layout's v1 profile), and its
+    fingerprint is the v1 one (:func:`precompute.digests.fingerprint` of the listed
+    :class:`~precompute.sources.Source`), so stores and cache keys built before the one
+    pipeline keep their identity.
+    """
+
+    @classmethod
+    def of(cls, source: Source) -> ClassSource:
+        """The items of a listed class-folder or ``path,label`` source, as fields."""
+        items = tuple(
+            FieldItem(key, (("image", key),), (("label", label),)) for key, label in source.items
+        )
+        classes = (("label", source.classes),) if source.classes else ()
+        return cls(source.root, ("image", "label"), items, classes, source.skipped)
+
+    def as_source(self) -> Source:
+        """The :class:`~precompute.sources.Source` this was listed as."""
+        names = dict(self.classes).get("label", ())
+        pairs = tuple((item.key, int(item.value("label"))) for item in self.items)
+        return Source(self.root, pairs, tuple(names), self.skipped)
+
+    def fingerprint(self, content_hash: bool = False) -> str:
+        """The v1 source fingerprint (:func:`precompute.digests.fingerprint`)."""
+        from precompute.digests import fingerprint
+
+        return fingerprint(self.as_source(), content_hash=content_hash)
 
 
 # -- segmentation folders --------------------------------------------------------------------

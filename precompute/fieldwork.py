@@ -1,14 +1,17 @@
-"""The shard work of a store with fields (format v2): plan, assemble each item, hole values.
+"""The one build pipeline's shard work: plan, assemble each item, hole values.
 
-:func:`plan_field_shards` puts item ``perm[i]`` in slot ``i`` (the v1 plan's permutation) and
+Every store is built here: a store with fields (format v2) from its fields, a v1 store from
+its profile's fields, image + label (:func:`build_fields`; the layout writes v1's arrays).
+:func:`plan_field_shards` puts item ``perm[i]`` in slot ``i`` (:mod:`precompute.plan`) and
 carries each slot's item as JSON in its :class:`~precompute.plan.ShardTask`.
-:func:`run_field_samples` is the v2 body of :func:`precompute.shardwork.build_shard`: every
+:func:`run_field_samples` is the body of :func:`precompute.shardwork.build_shard`: every
 item is read, decoded, checked and placed by :func:`precompute.fields.assemble.assemble`
-(which gives its kinds' companions too, ``Kind.companion_values``), and written into the
-arrays of the layout's table by name. A hole (a skipped input) keeps every array's fill, a
-zero ``extent``, ``valid`` 0 and an empty key. A sample whose ``FIELD.truncated`` companion
-is set (an audio file cut short, kept) is listed in the shard's ``truncated``. Nothing here
-names a kind.
+(which gives its kinds' companions too, ``Kind.companion_values``; a store of K offline
+variants places each spatial field K times), and written into the arrays of the layout's
+table by name. A hole (a skipped input) keeps every array's fill, a zero ``extent``,
+``valid`` 0 (v2) and an empty key. A sample whose ``FIELD.truncated`` companion is set (an
+audio file cut short, kept) is listed in the shard's ``truncated``. Nothing here names a
+kind.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import numpy as np
 from precompute.errors import DecodeError
 from precompute.fields import KINDS, FieldSpec, Kind, register_kind
 from precompute.fields.assemble import DECODE, assemble, decoder_of, register_decoder
-from precompute.fields.geometry import PLACE, register_rule, rule_of
+from precompute.fields.geometry import PLACE, register_rule, rule_of, variant_draws
+from precompute.fields.spec import v1_fields
 from precompute.fieldsources import FieldItem, FieldSource
 from precompute.format import StoreLayout
 from precompute.inputs import counted
 from precompute.plan import ShardTask, shard_items
+from precompute.spec import AugmentPolicy, BuildSpec
 
 if TYPE_CHECKING:
     from precompute.shardwork import ShardJob, ShardResult
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Backends",
     "backends_of",
+    "build_fields",
     "ensure_backends",
     "item_from_json",
     "item_to_json",
@@ -60,9 +66,7 @@ def plan_field_shards(
 ) -> list[ShardTask]:
     """Return the tasks of ``shards`` (default: all) in shard order (the v1 permutation)."""
     return [
-        ShardTask(
-            shard, start, tuple(it.key for it in picked), (), tuple(map(item_to_json, picked))
-        )
+        ShardTask(shard, start, tuple(it.key for it in picked), tuple(map(item_to_json, picked)))
         for shard, start, picked in shard_items(source.items, layout, seed, shards)
     ]
 
@@ -117,12 +121,27 @@ def _empty(layout: StoreLayout, n: int) -> dict[str, Any]:
     return out
 
 
+def build_fields(layout: StoreLayout, spec: BuildSpec) -> tuple[FieldSpec, ...]:
+    """The fields a shard of ``layout`` is built from: its own, or v1's image + label."""
+    return layout.fields or v1_fields(fill=spec.fill)
+
+
 def _sample(
-    item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: Any, opener: Any
+    item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: BuildSpec, io: tuple[Any, Any]
 ) -> dict[str, Any]:
     """One stored sample by array name: every field, its companions, ``extent``, ``valid``."""
-    values, extent = assemble(item, fields, read, spec.size, spec.mode, spec.max_pixels, opener)
+    opener, variants = io
+    values, extent = assemble(
+        item, fields, read, spec.size, spec.mode, spec.max_pixels, opener, variants
+    )
     return {**values, "extent": extent, "valid": 1, "key": item.key}
+
+
+def _variants(spec: BuildSpec, slot: int) -> Any:
+    """The variant draws of store slot ``slot`` (None: one placement by ``mode``)."""
+    if spec.variants == 1:
+        return None
+    return variant_draws(spec.seed, slot, spec.variants, spec.size, spec.augment or AugmentPolicy())
 
 
 def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
@@ -141,9 +160,11 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
     def opener(item: FieldItem, field: str) -> IO[bytes]:  # part of a long file (FileInput)
         return counted(reader.open_input(item, field), count)
 
+    fields = build_fields(job.layout, spec)
     for j, text in enumerate(task.items):
         try:
-            sample = _sample(item_from_json(text), job.layout.fields, read, spec, opener)
+            io = (opener, _variants(spec, task.start + j))
+            sample = _sample(item_from_json(text), fields, read, spec, io)
         except DecodeError as exc:
             if spec.on_error == "raise":
                 result.error = {"key": exc.key, "reason": exc.reason}

@@ -188,7 +188,7 @@ def build(
                 finished = create_or_resume(root, spec, layout, fp)
                 remove_partials(root)
                 todo = [s for s in range(layout.num_shards) if s not in finished]
-                reader = dataclasses.replace(source, items=(), skipped=())  # type: ignore[arg-type]
+                reader = dataclasses.replace(source, items=(), skipped=())
                 job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
                 tasks = plan_tasks(source, layout, spec.seed, todo)
                 if not sequential:

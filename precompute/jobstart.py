@@ -24,7 +24,6 @@ from precompute.fieldsources import FieldSource
 from precompute.listing import listing_until
 from precompute.outputs import complete_attrs
 from precompute.raysession import RaySession, open_ray
-from precompute.sources import Source
 from precompute.spec import BuildSpec
 
 __all__ = ["Background", "holds_complete", "in_background", "list_source", "open_build_ray"]
@@ -79,7 +78,7 @@ def in_background(fn: Callable[..., T], *args: Any) -> Background[T]:
 
 def list_source(
     src: str, spec: BuildSpec, content_hash: bool, import_ray: bool = True
-) -> tuple[Source | FieldSource, BuildSpec, str]:
+) -> tuple[FieldSource, BuildSpec, str]:
     """List and fingerprint the source: what runs while Ray starts.
 
     With ``import_ray`` Ray Data is imported here too (it configures its loggers on import:

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
+from precompute.fieldsources import ClassSource
 from precompute.format import MARKER_DIR, _read_group_attrs
 from precompute.notes import source_note, summary_lines
 from precompute.objstore import is_object_url, split_url
-from precompute.sources import MANIFEST_EXTENSIONS, Source
+from precompute.sources import MANIFEST_EXTENSIONS
 from precompute.spec import BuildSpec
 
 __all__ = [
@@ -173,8 +174,9 @@ def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | N
 
 def _classes(source: Any) -> dict[str, Any]:
     """v1: ``classes`` and ``num_classes``; v2: ``classes`` by field (names given by name)."""
-    if isinstance(source, Source):
-        return {"classes": list(source.classes), "num_classes": source.num_classes}
+    if isinstance(source, ClassSource):  # a v1 store's report
+        listed = source.as_source()
+        return {"classes": list(listed.classes), "num_classes": listed.num_classes}
     return {"classes": {field: list(names) for field, names in source.classes}}
 
 
@@ -188,8 +190,8 @@ def build_report(
 ) -> dict[str, Any]:
     """Return the build report (``finalize`` adds counts and the shards' skipped inputs).
 
-    ``source``: a :class:`~precompute.sources.Source` or a
-    :class:`~precompute.fieldsources.FieldSource` (v2: ``classes`` by field).
+    ``source``: a :class:`~precompute.fieldsources.FieldSource` (``classes`` by field; a
+    :class:`~precompute.fieldsources.ClassSource`: v1's ``classes`` and ``num_classes``).
     """
     from precompute import TRANSFORM_VERSION
 

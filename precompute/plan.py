@@ -14,9 +14,8 @@ from typing import TypeVar
 import numpy as np
 
 from precompute.format import StoreLayout
-from precompute.sources import Source
 
-__all__ = ["ShardTask", "plan_shards", "shard_items", "slot_permutation"]
+__all__ = ["ShardTask", "shard_items", "slot_permutation"]
 
 T = TypeVar("T")
 
@@ -25,52 +24,37 @@ _PLAN_STREAM = 0x5A4D  # separates the plan's random stream from augmentation st
 
 @dataclass(frozen=True)
 class ShardTask:
-    """The work of one shard: its index, first slot, and the ``(key, label)`` of each slot.
+    """The work of one shard: its index, first slot, and each slot's key and item (JSON).
 
-    A store with fields (v2) has no labels; ``items`` holds each slot's item as JSON
-    (:mod:`precompute.fieldwork`).
+    ``items`` holds each slot's :class:`~precompute.fieldsources.FieldItem` as JSON
+    (:mod:`precompute.fieldwork`): what a Ray Data row carries to the task.
     """
 
     shard: int
     start: int
     keys: tuple[str, ...]
-    labels: tuple[int, ...]
     items: tuple[str, ...] = ()
 
     def to_row(self) -> dict[str, object]:
         """Return the task as a Ray Data row."""
-        row: dict[str, object] = {
+        return {
             "shard": self.shard,
             "start": self.start,
             "keys": list(self.keys),
-            "labels": list(self.labels),
+            "items": list(self.items),
         }
-        if self.items:
-            row["items"] = list(self.items)
-        return row
 
     @classmethod
     def from_row(cls, row: dict[str, object]) -> ShardTask:
         """Parse a row made by :meth:`to_row`."""
         keys = tuple(str(k) for k in row["keys"])  # type: ignore[attr-defined]
-        labels = tuple(int(v) for v in row["labels"])  # type: ignore[attr-defined]
         items = tuple(str(v) for v in row.get("items", ()))  # type: ignore[attr-defined]
-        return cls(int(row["shard"]), int(row["start"]), keys, labels, items)  # type: ignore[call-overload]
+        return cls(int(row["shard"]), int(row["start"]), keys, items)  # type: ignore[call-overload]
 
 
 def slot_permutation(seed: int, num_items: int) -> np.ndarray:
     """Return ``perm`` with ``perm[slot] = source index`` (a pure function of the seed)."""
     return np.random.default_rng([seed, _PLAN_STREAM]).permutation(num_items)
-
-
-def plan_shards(
-    source: Source, layout: StoreLayout, seed: int, shards: list[int] | None = None
-) -> list[ShardTask]:
-    """Return the tasks of ``shards`` (default: all) in shard order."""
-    return [
-        ShardTask(shard, start, tuple(k for k, _ in picked), tuple(lab for _, lab in picked))
-        for shard, start, picked in shard_items(source.items, layout, seed, shards)
-    ]
 
 
 def shard_items(

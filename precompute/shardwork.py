@@ -1,11 +1,11 @@
 """Build one shard: read, decode and transform its samples, then write it (no Ray here).
 
-:func:`build_shard` is what each Ray task runs. Bad inputs follow the spec's ``on_error``
-policy: ``skip`` leaves a hole (label -1, zero pixels, empty key) and records ``(key,
-reason)`` in the shard marker; ``raise`` returns the failure as a value (the shard is not
-written) so the driver can abort naming the file. A store with fields (format v2) is built
-by :func:`precompute.fieldwork.run_field_samples`: its holes hold every array's fill and
-``valid`` 0.
+:func:`build_shard` is what each Ray task runs (or the sequential runner). Every store is
+built by the one field pipeline, :func:`precompute.fieldwork.run_field_samples` (a v1 store
+from its image + label profile). Bad inputs follow the spec's ``on_error`` policy: ``skip``
+leaves a hole (every array's fill: label -1 in v1, zero pixels, an empty key, ``valid`` 0 in
+v2) and records ``(key, reason)`` in the shard marker; ``raise`` returns the failure as a
+value (the shard is not written) so the driver can abort naming the file.
 """
 
 from __future__ import annotations
@@ -14,18 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from precompute.arrays.bandstats import shard_band_stats
-from precompute.errors import DecodeError, InputError
 from precompute.fieldwork import Backends, ensure_backends, run_field_samples
-from precompute.format import HOLE_LABEL, StoreLayout
+from precompute.format import StoreLayout
 from precompute.notes import collecting
 from precompute.objstore import store_path
 from precompute.plan import ShardTask
-from precompute.sources import Source
 from precompute.spec import BuildSpec
-from precompute.stages import SampleContext, make_pipeline
 from precompute.writer import num_valid, write_shard
 
 __all__ = ["ShardJob", "ShardResult", "build_shard"]
@@ -42,7 +37,7 @@ class ShardJob:
     out: str
     layout: StoreLayout
     spec: BuildSpec
-    reader: Any  # a Source or FieldSource, item list dropped (locate/read_bytes/read_counted)
+    reader: Any  # a FieldSource, item list dropped (locate/read_counted/open_input)
     backends: Backends = field(default_factory=Backends)
 
 
@@ -63,39 +58,9 @@ class ShardResult:
         return dict(self.__dict__)
 
 
-def _read(reader: Source, key: str, max_bytes: int) -> bytes:
-    try:
-        return reader.read_bytes(key, max_bytes)
-    except InputError as exc:
-        raise DecodeError(key, exc.reason) from exc
-    except OSError as exc:
-        raise DecodeError(key, f"cannot read: {exc}") from exc
-
-
 def _run_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
-    if job.layout.fields:
-        ensure_backends(job.backends)
-        return run_field_samples(job, task, result)
-    pipe = make_pipeline(job.spec)
-    layout, n = job.layout, len(task.keys)
-    image = np.zeros((n, *layout.image_shape[1:]), dtype=np.uint8)
-    extent = np.zeros((n, *layout.extent_shape[1:]), dtype=np.int32)
-    label = np.full(n, HOLE_LABEL, dtype=np.int64)
-    keys = [""] * n
-    for j, (key, lab) in enumerate(zip(task.keys, task.labels, strict=True)):
-        ctx = SampleContext(key=key, slot=task.start + j, seed=job.spec.seed)
-        try:
-            data = _read(job.reader, key, job.spec.max_bytes)
-            result.bytes_read += len(data)
-            image[j], extent[j] = pipe(data, ctx)
-        except DecodeError as exc:
-            if job.spec.on_error == "raise":
-                result.error = {"key": exc.key, "reason": exc.reason}
-                return None
-            result.skipped.append({"key": exc.key, "reason": exc.reason})
-            continue
-        label[j], keys[j] = lab, key
-    return {"image": image, "label": label, "extent": extent, "key": keys}
+    ensure_backends(job.backends)
+    return run_field_samples(job, task, result)
 
 
 def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:

@@ -20,15 +20,18 @@ from typing import IO, Any
 import numpy as np
 
 from precompute.errors import DecodeError, InputError
-from precompute.fields.geometry import check_frame, place_field, placement
+from precompute.fields.geometry import Placement, check_frame, place_field, placement
 from precompute.fields.masks import decode_mask
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.fieldsources import FieldItem
 from precompute.notes import note
+from precompute.stages.augment import colour_jitter
 from precompute.stages.decode import decode_bytes
 
 __all__ = ["DECODE", "FileInput", "assemble", "decoder_of", "register_decoder"]
+
+VariantDraw = tuple[Placement, Any]  # where one variant lands, and its colour factors
 
 Reader = Callable[[FieldItem, str], bytes]
 Opener = Callable[[FieldItem, str], IO[bytes]]
@@ -165,7 +168,8 @@ def assemble(
     mode: str,
     max_pixels: int,
     opener: Opener | None = None,
-) -> tuple[dict[str, np.ndarray], tuple[int, int, int, int]]:
+    variants: Callable[[int, int], Sequence[VariantDraw]] | None = None,
+) -> tuple[dict[str, np.ndarray], Any]:
     """Return one item's stored values by array name, and its ``extent``.
 
     The values are every field's, placed, and its kind's companions
@@ -180,6 +184,11 @@ def assemble(
         max_pixels: The decompression-bomb guard of every image-like file.
         opener: ``opener(item, field) -> binary stream`` of a file field, for decoders that
             read part of a file (:class:`FileInput`); None: they get its bytes in memory.
+        variants: For a store of K offline-augmented variants: ``variants(w, h)`` gives the
+            K ``(placement, colour factors)`` of the item's frame
+            (:func:`~precompute.fields.geometry.variant_draws`); every spatial field is
+            placed once per variant, photometric ones jittered, and the ``extent`` is
+            ``(K, 4)``.
 
     Raises:
         DecodeError: A file that cannot be read or decoded, a value its kind refuses, or a
@@ -198,12 +207,32 @@ def assemble(
     for f in fields:
         if f.spatial and f.spec.source == "file":
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
+    if variants is not None:
+        placed_k, extents = _variants(fields, values, variants(w, h))
+        return {**placed_k, **companions}, extents
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
     for f in fields:
         if f.kind == "keypoints":
             _note_lost_points(item.key, values[f.name], placed[f.name], (w, h))
     return {**placed, **companions}, p.extent
+
+
+def _variants(
+    fields: Sequence[FieldSpec], values: Mapping[str, Any], draws: Sequence[VariantDraw]
+) -> tuple[dict[str, Any], Any]:
+    """Every spatial field placed once per variant (stacked on a variant axis), jittered."""
+    out: dict[str, Any] = dict(values)
+    for f in fields:
+        if f.spatial:
+            out[f.name] = np.stack(
+                [_jittered(f, place_field(f, values[f.name], p), c) for p, c in draws]
+            )
+    return out, np.asarray([p.extent for p, _ in draws], dtype=np.int32)
+
+
+def _jittered(field: FieldSpec, value: np.ndarray, factors: Any) -> np.ndarray:
+    return colour_jitter(value, factors) if field.spec.photometric else value
 
 
 def _note_lost_points(

@@ -30,7 +30,8 @@ from PIL import Image
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec
-from precompute.spec import MODES
+from precompute.spec import MODES, AugmentPolicy
+from precompute.stages.augment import variant_key, variant_params
 from precompute.stages.resize import FILTER, center_crop_box, letterbox_size
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "placement",
     "register_rule",
     "rule_of",
+    "variant_draws",
 ]
 
 
@@ -83,6 +85,27 @@ def placement(w: int, h: int, size: int, mode: str) -> Placement:
         nw, nh = letterbox_size(w, h, size)
         return Placement((w, h), whole, (nw, nh), ((size - nw) // 2, (size - nh) // 2), size)
     raise SpecError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def variant_draws(
+    seed: int, slot: int, count: int, size: int, policy: AugmentPolicy
+) -> Callable[[int, int], list[tuple[Placement, Any]]]:
+    """``draws(w, h)``: the placement and colour factors of each of ``count`` variants.
+
+    Variant ``v`` of store slot ``slot`` is the box sampler's draw from
+    :func:`~precompute.stages.augment.variant_key` ``(seed, slot, v)``: its random resized
+    crop box, resized to ``size x size`` (extent ``(0, 0, S, S)``), and its 3 colour factors.
+    """
+
+    def draws(w: int, h: int) -> list[tuple[Placement, Any]]:
+        out = []
+        for v in range(count):
+            box, factors = variant_params(variant_key(seed, slot, v), w, h, policy)
+            crop = (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+            out.append((Placement((w, h), crop, (size, size), (0, 0), size), factors))
+        return out
+
+    return draws
 
 
 def place_image(pixels: np.ndarray, p: Placement, pad: Any) -> np.ndarray:

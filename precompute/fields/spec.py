@@ -206,9 +206,12 @@ def parse_fields_table(table: Any, size: int) -> tuple[FieldSpec, ...]:
     return check_fields(out)
 
 
-def v1_fields(num_classes: int | None = None) -> tuple[FieldSpec, ...]:
-    """The fields a v1 store reads as: ``image`` (RGB) and ``label`` (int64)."""
+def v1_fields(num_classes: int | None = None, fill: int = 0) -> tuple[FieldSpec, ...]:
+    """The fields of a v1 store: ``image`` (RGB, letterboxed on ``fill``), ``label`` (int64).
+
+    A v1 store is built from these fields (the layout's v1 profile) and read as them.
+    """
     return (
-        FieldSpec("image", "image", {"channels": 3}),
+        FieldSpec("image", "image", {"channels": 3, "fill": fill}),
         FieldSpec("label", "label", {"classes": num_classes or None}),
     )

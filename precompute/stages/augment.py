@@ -17,8 +17,6 @@ The extent of every variant is the full image ``(0, 0, S, S)``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import numpy as np
 import numpy.typing as npt
 from PIL import Image
@@ -26,10 +24,9 @@ from PIL import Image
 from precompute import boxes
 from precompute.policy import GREY
 from precompute.spec import AugmentPolicy
-from precompute.stages.base import Port, SampleContext, Stage
 from precompute.stages.resize import FILTER
 
-__all__ = ["Augment", "augment_variant", "colour_jitter", "variant_key", "variant_params"]
+__all__ = ["augment_variant", "colour_jitter", "variant_key", "variant_params"]
 
 _LUMA = np.array(GREY, dtype=np.float32)
 _VARIANT_KEY = 0x7A2  # keeps variant keys apart from other keys derived from the build seed
@@ -70,28 +67,3 @@ def augment_variant(
     box, factors = variant_params(variant_key(seed, slot, variant), img.width, img.height, policy)
     crop = np.asarray(img.resize((size, size), FILTER, box=box), dtype=np.uint8)
     return colour_jitter(crop, factors)
-
-
-class Augment(Stage):
-    """image -> (pixels (K, S, S, 3) uint8, extent (K, 4) int32)."""
-
-    name: ClassVar[str] = "augment"
-    consumes: ClassVar[Port] = Port("image")
-
-    def __init__(self, size: int, variants: int, policy: AugmentPolicy) -> None:
-        self.size, self.variants, self.policy = size, variants, policy
-
-    def produces(self) -> Port:
-        """Pixels of shape (K, S, S, 3), uint8."""
-        return Port("pixels", (self.variants, self.size, self.size, 3), "uint8")
-
-    def __call__(self, value: Any, ctx: SampleContext) -> tuple[np.ndarray, np.ndarray]:
-        """Make the K variants of one image."""
-        out = np.stack(
-            [
-                augment_variant(value, self.size, self.policy, ctx.seed, ctx.slot, v)
-                for v in range(self.variants)
-            ]
-        )
-        extent = np.tile(np.array([0, 0, self.size, self.size], dtype=np.int32), (self.variants, 1))
-        return out, extent

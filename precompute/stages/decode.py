@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import io
 import warnings
-from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from precompute.errors import DecodeError
 from precompute.notes import note
-from precompute.stages.base import Port, SampleContext, Stage
 
 __all__ = [
     "ARRAY_HINT",
-    "Decode",
     "RefusedPixelsError",
     "composite_white",
     "decode_bytes",
@@ -167,21 +164,3 @@ def decode_bytes(data: bytes, key: str, max_pixels: int) -> Image.Image:
         raise DecodeError(key, str(exc)) from None
     except Exception as exc:  # truncated or corrupt data, bad EXIF, ...
         raise DecodeError(key, f"cannot decode ({type(exc).__name__}: {exc})") from exc
-
-
-class Decode(Stage):
-    """bytes -> Pillow RGB image of the source's (oriented) size."""
-
-    name: ClassVar[str] = "decode"
-    consumes: ClassVar[Port] = Port("bytes")
-
-    def __init__(self, max_pixels: int) -> None:
-        self.max_pixels = max_pixels
-
-    def produces(self) -> Port:
-        """An RGB image of any size."""
-        return Port("image")
-
-    def __call__(self, value: Any, ctx: SampleContext) -> Image.Image:
-        """Decode one file's bytes."""
-        return decode_bytes(value, ctx.key, self.max_pixels)

@@ -14,16 +14,13 @@ Pillow's antialiasing support):
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import numpy as np
 from PIL import Image
 
 from precompute.errors import SpecError
 from precompute.spec import MODES
-from precompute.stages.base import Port, SampleContext, Stage
 
-__all__ = ["FILTER", "Resize", "center_crop_box", "letterbox_size", "resize_image"]
+__all__ = ["FILTER", "center_crop_box", "letterbox_size", "resize_image"]
 
 FILTER = Image.Resampling.BILINEAR
 
@@ -60,24 +57,3 @@ def resize_image(
     else:
         raise SpecError(f"mode must be one of {MODES}, got {mode!r}")
     return np.asarray(out, dtype=np.uint8), (0, 0, size, size)
-
-
-class Resize(Stage):
-    """image -> (pixels (S, S, 3) uint8, extent (4,) int32)."""
-
-    name: ClassVar[str] = "resize"
-    consumes: ClassVar[Port] = Port("image")
-
-    def __init__(self, size: int, mode: str, fill: int = 0) -> None:
-        if mode not in MODES:
-            raise SpecError(f"mode must be one of {MODES}, got {mode!r}")
-        self.size, self.mode, self.fill = size, mode, fill
-
-    def produces(self) -> Port:
-        """Pixels of shape (S, S, 3), uint8."""
-        return Port("pixels", (self.size, self.size, 3), "uint8")
-
-    def __call__(self, value: Any, ctx: SampleContext) -> tuple[np.ndarray, np.ndarray]:
-        """Resize one image."""
-        pixels, extent = resize_image(value, self.size, self.mode, self.fill)
-        return pixels, np.asarray(extent, dtype=np.int32)

@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from precompute import BuildSpec, DecodeError, SpecError
+from precompute import BuildSpec, DecodeError
+from precompute.fields import v1_fields
+from precompute.fields.assemble import assemble
+from precompute.fields.geometry import variant_draws
+from precompute.fieldsources import FieldItem
 from precompute.sample import make_image
-from precompute.stages import Port, SampleContext, check_chain, make_pipeline
 from precompute.stages.augment import augment_variant
-from precompute.stages.decode import Decode, composite_white, decode_bytes
-from precompute.stages.resize import Resize, resize_image
+from precompute.stages.decode import composite_white, decode_bytes
+from precompute.stages.resize import resize_image
 from tests.precompute.conftest import bad_inputs, reference_rgb
 
 
@@ -110,19 +113,12 @@ def test_augment_is_seeded_by_build_seed_slot_and_variant() -> None:
     assert np.array_equal(a, augment_variant(img, 16, spec.augment, 5, 10, 1))
     for other in [(6, 10, 1), (5, 11, 1), (5, 10, 2)]:
         assert not np.array_equal(a, augment_variant(img, 16, spec.augment, *other))
-    pipe = make_pipeline(spec)
-    px, ext = pipe(_encode(img, "PNG"), SampleContext("k", 10, 5))
-    assert px.shape == (3, 16, 16, 3) and ext.tolist() == [[0, 0, 16, 16]] * 3
-    assert np.array_equal(px[1], a)
-
-
-def test_pipeline_declares_shapes_and_rejects_misordering() -> None:
-    pipe = make_pipeline(BuildSpec(size=16, mode="letterbox"))
-    assert pipe.output == Port("pixels", (16, 16, 3), "uint8")
-    with pytest.raises(SpecError, match="mis-ordered"):
-        check_chain([Resize(16, "squash"), Decode(100)], pipe.output)
-    with pytest.raises(SpecError, match="layout wants"):
-        check_chain([Decode(100), Resize(16, "squash")], Port("pixels", (32, 32, 3), "uint8"))
+    item = FieldItem("k.png", (("image", "k.png"),), (("label", 0),))
+    draws = variant_draws(5, 10, 3, 16, spec.augment)
+    out, ext = assemble(item, v1_fields(), lambda _i, _f: _encode(img, "PNG"), 16, "squash", 10**8,
+                        variants=draws)  # fmt: skip
+    assert out["image"].shape == (3, 16, 16, 3) and ext.tolist() == [[0, 0, 16, 16]] * 3
+    assert np.array_equal(out["image"][1], a)
 
 
 def _tiff(array: np.ndarray) -> bytes:
