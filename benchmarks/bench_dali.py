@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m benchmarks.bench_dali [--images 256] [--batch 32] [--runs 3]``
 
-Pairs (each strategy from :mod:`benchmarks.strategies`, so all do the same work: random resized
+Pairs (each strategy from :mod:`benchmarks.harness.strategies`, so all do the same work: random resized
 crop to ``--size``, horizontal flip, normalise, float32 NCHW on ``--device``):
 
 * store: ``precompute-dali`` (``DaliStoreLoader``) vs ``precompute`` (``StoreLoader`` +
@@ -65,7 +65,7 @@ def _epoch(source: Any, epoch: int) -> int:
 
 def measure(name: str, cfg: Any, runs: int) -> dict[str, Any]:
     """Open strategy ``name``, run a warm-up epoch, then time ``runs`` epochs."""
-    from benchmarks.strategies import get_strategy
+    from benchmarks.harness.strategies import get_strategy
 
     strategy = get_strategy(name)
     reason = strategy.unavailable(cfg)
@@ -117,7 +117,7 @@ def _report(results: dict[str, dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, build the data, measure every strategy and print the comparison."""
-    from benchmarks.strategies import RunConfig
+    from benchmarks.harness.strategies import RunConfig
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=256)

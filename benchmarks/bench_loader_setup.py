@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.strategy_workers import random_resized_crop_box
+from benchmarks.harness.strategy_workers import random_resized_crop_box
 from precompute.policy import IMAGENET_MEAN, IMAGENET_STD
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays

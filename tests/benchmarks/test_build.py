@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from benchmarks.runner import run_benchmark
+from benchmarks.harness.run import run_benchmark
 
 
 @pytest.fixture
