@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness.consumers import parse_consumer
 from benchmarks.environment import environment
 from benchmarks.errors import BenchConfigError
+from benchmarks.harness.consumers import parse_consumer
 from benchmarks.harness.loop import RunOptions, run_all
 from benchmarks.harness.prepare_store import build_store, check_store_source, store_build_info
 from benchmarks.harness.report import write_report
