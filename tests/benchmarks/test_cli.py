@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.cli import bench
-from benchmarks.harness.doctor import feed_rates
 from benchmarks.errors import BenchConfigError
+from benchmarks.harness.doctor import feed_rates
 from benchmarks.harness.prepare_store import check_store_source
 from precompute.sample import make_sample_dataset
 from precompute.sources import fingerprint, list_source

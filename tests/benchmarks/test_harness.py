@@ -7,8 +7,8 @@ import pytest
 import torch
 from PIL import Image
 
-from benchmarks.harness.consumers import ModelStep, parse_consumer
 from benchmarks.errors import BenchConfigError
+from benchmarks.harness.consumers import ModelStep, parse_consumer
 from benchmarks.harness.report import REPORT_KEYS, STRATEGY_KEYS
 from benchmarks.harness.run import run_benchmark
 from benchmarks.harness.strategies import STRATEGIES, RunConfig, Strategy, get_strategy, register
