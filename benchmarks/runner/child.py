@@ -4,7 +4,8 @@
 ``FUNCTION(*ARGS)`` and prints one JSON line: the figures the function returned, plus
 ``imports_s`` (the import of ``MODULE`` and what the function reports as its own lazy
 imports), ``call_s`` (the rest of the call) and ``peak_rss_mib`` (this process's own peak).
-Only the standard library is imported here, so the imports counted are the function's.
+This module imports only the standard library (its package adds psutil), so the imports
+counted are the function's.
 """
 
 from __future__ import annotations

@@ -166,8 +166,14 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def measure(rows: Sequence[Row | Command], runs: int, warmup: int = 1) -> Results:
+def measure(
+    rows: Sequence[Row | Command], runs: int, warmup: int = 1, interleave: bool = True
+) -> Results:
     """Call every row once per round, in turn: ``warmup`` rounds, then ``runs`` timed ones.
+
+    With ``interleave=False`` each row runs all its rounds before the next row starts (A A B B):
+    for rows that work ahead in the background between their turns (a DALI pipeline fills its
+    prefetch queue as soon as an epoch ends), which taking turns would favour.
 
     Raises:
         ValueError: two rows share a name, or ``runs`` < 1 or ``warmup`` < 0.
@@ -178,9 +184,14 @@ def measure(rows: Sequence[Row | Command], runs: int, warmup: int = 1) -> Result
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs} warmup={warmup}")
     results = {r.name: RowResult(r.name, r.unit, r.show) for r in rows}
-    for index in range(warmup + runs):
-        for row in rows:
-            sample = call_row(row, index) if isinstance(row, Row) else call_command(row, index)
-            got = results[row.name]
-            (got.warmup if index < warmup else got.runs).append(sample)
+    rounds = range(warmup + runs)
+    calls = (
+        [(i, row) for i in rounds for row in rows]
+        if interleave
+        else [(i, row) for row in rows for i in rounds]
+    )
+    for index, row in calls:
+        sample = call_row(row, index) if isinstance(row, Row) else call_command(row, index)
+        got = results[row.name]
+        (got.warmup if index < warmup else got.runs).append(sample)
     return results

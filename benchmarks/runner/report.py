@@ -155,10 +155,11 @@ class Bench:
         runs: int,
         warmup: int = 1,
         lines: Sequence[Line] = (),
+        interleave: bool = True,
     ) -> Results:
-        """Measure ``rows`` interleaved; print the title, the table and ``lines``; keep all."""
-        results = measure(rows, runs, warmup)
-        self.report(title, results, lines, runs=runs, warmup=warmup)
+        """Measure ``rows`` (:func:`measure`); print the title, the table and ``lines``."""
+        results = measure(rows, runs, warmup, interleave)
+        self.report(title, results, lines, runs=runs, warmup=warmup, interleave=interleave)
         return results
 
     def report(
@@ -166,8 +167,9 @@ class Bench:
     ) -> None:
         """Print (and keep for the JSON) a section measured with :func:`measure` directly."""
         runs, warmup = about.get("runs"), about.get("warmup")
-        turns = f"{runs} run{'s' * (runs != 1)} after {warmup} warm-up" if about else ""
-        print(f"\n{title}" + (f" ({turns}, rows interleaved)" if turns else ""))
+        order = "rows interleaved" if about.get("interleave", True) else "one row after another"
+        turns = f"{runs} run{'s' * (runs != 1)} after {warmup} warm-up, {order}"
+        print(f"\n{title}" + (f" ({turns})" if about else ""))
         print("\n".join(table(results)))
         derived = []
         for line in lines:

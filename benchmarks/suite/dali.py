@@ -12,8 +12,9 @@ resized crop to ``--size``, horizontal flip, normalise, float32 NCHW on ``--devi
 
 Setup (not timed): a sample JPEG/PNG dataset (``precompute.sample``) and a store of the same
 images centre-cropped to ``--store-size`` (``write_store_from_arrays``); each loader is built
-and runs one warm-up epoch. Then ``--runs`` epochs per strategy, the strategies taking turns
-epoch by epoch (:mod:`benchmarks.runner`), reported as samples/s and host CPU ms per sample
+and runs one warm-up epoch, then ``--runs`` epochs, one strategy after another
+(:mod:`benchmarks.runner`; taking turns would let a DALI pipeline refill its prefetch queue
+while the others run), reported as samples/s and host CPU ms per sample
 (this process and its children: DALI threads, DataLoader workers). Without a GPU every figure
 is a CPU figure: DALI runs its CPU operators (``device_id=None``) and "gpu-decode" decodes on
 the CPU. Results are printed, not committed.
@@ -131,7 +132,9 @@ def main(argv: list[str] | None = None) -> None:
                     sources[name] = strategy.open(cfg)
             rows = [_row(name, source) for name, source in sources.items()]
             lines = pair_lines(list(sources))
-            bench.measure("strategies", rows, runs=args.runs, lines=lines)
+            # one strategy after another: a DALI pipeline refills its prefetch queue as soon as
+            # an epoch ends, so taking turns would hand it a head start on every epoch
+            bench.measure("strategies", rows, runs=args.runs, lines=lines, interleave=False)
         finally:
             for source in sources.values():
                 source.close()

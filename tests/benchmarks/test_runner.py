@@ -45,6 +45,13 @@ def test_rows_take_turns_round_by_round_after_the_warm_up() -> None:
     assert [s.index for s in res["B"].runs] == [1, 2]
 
 
+def test_rows_can_run_one_after_another_instead() -> None:
+    calls: list[tuple[str, int]] = []
+    rows = [Row(n, lambda run, n=n: calls.append((n, run.index)) or 1) for n in "AB"]
+    measure(rows, runs=2, warmup=1, interleave=False)
+    assert calls == [("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
+
+
 def test_min_median_max_of_a_recorded_figure_and_the_ratio_line() -> None:
     def body(run: Run) -> int:
         run.record("value", [5.0, 1.0, 3.0, 2.0][run.index])
