@@ -81,9 +81,9 @@ def run(
 ) -> None:
     """Run the strategies one after another and write report.md/json and plots to OUT."""
     from benchmarks.environment import usable_cores
-    from benchmarks.harness import RunOptions
-    from benchmarks.report import markdown_table
-    from benchmarks.runner import run_benchmark
+    from benchmarks.harness.loop import RunOptions
+    from benchmarks.harness.report import markdown_table
+    from benchmarks.harness.run import run_benchmark
     from precompute.errors import PrecomputeError
 
     names = [s.strip() for s in strategies.split(",") if s.strip()]
@@ -136,7 +136,7 @@ def doctor_cmd(
     as_json: bool,
 ) -> None:
     """Check cores, GPU, decode and read speed, and the feed rate each strategy could reach."""
-    from benchmarks.doctor import doctor, format_doctor
+    from benchmarks.harness.doctor import doctor, format_doctor
     from precompute.errors import PrecomputeError
 
     try:

@@ -11,7 +11,7 @@ import psutil
 from loaders.diagnostics.diagnose import usable_cores
 from loaders.monitor import GpuProbe
 
-__all__ = ["cpu_model", "environment", "usable_cores"]
+__all__ = ["cpu_model", "environment", "environment_line", "usable_cores"]
 
 PACKAGES = (
     "nostall",
@@ -77,3 +77,13 @@ def environment() -> dict[str, Any]:
         "gpu": _gpu(),
         "versions": {name: _version(name) for name in PACKAGES},
     }
+
+
+def environment_line() -> str:
+    """Return one line of the machine: CPU, memory, and whether CUDA is available."""
+    import torch
+
+    env = environment()
+    keep: dict[str, Any] = {k: env[k] for k in ("cpu", "cores", "memory_gib") if k in env}
+    keep["cuda"] = torch.cuda.is_available()
+    return " ".join(f"{k}={v}" for k, v in keep.items())

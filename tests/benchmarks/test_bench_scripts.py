@@ -2,57 +2,38 @@
 
 from __future__ import annotations
 
-import sys
+import json
 
-from benchmarks import bench_augment, bench_loader
+from benchmarks.suite import augment, loader
+from tests.benchmarks.figures import assert_positive
 
 
-def test_bench_loader_reports_the_contiguous_memmap_reference(capsys, tmp_path) -> None:
-    bench_loader.main(
-        [
-            "--only",
-            "1",
-            "--samples",
-            "96",
-            "--size",
-            "16",
-            "--batch",
-            "16",
-            "--runs",
-            "1",
-            "--workdir",
-            str(tmp_path),
-        ]
-    )
+def test_loader_benchmark_reports_the_contiguous_memmap_reference(capsys, tmp_path) -> None:
+    argv = ["--only", "1", "--samples", "96", "--size", "16", "--batch", "16", "--runs", "1"]
+    loader.main([*argv, "--workdir", str(tmp_path), "--json", str(tmp_path / "out.json")])
     out = capsys.readouterr().out
-    assert bench_loader.CONTIGUOUS in out and bench_loader.SAME_ORDER in out
-    assert "contiguous" in out.split("-> StoreLoader (no augment, device=cpu)")[1]
-    assert f"-> {bench_loader.MAPPED_WHOLE} / memmap" in out
+    for row in (loader.CONTIGUOUS, loader.SAME_ORDER, *loader.LOADER_ROWS):
+        assert_positive(out, row, "samples/s")
+    for row in ("numpy memmap chunk copy + gather (2 copies)", "zarr-python whole chunks"):
+        assert_positive(out, row, "samples/s")
+    for reference, target in (("same order", "0.7"), ("contiguous", "0.8")):
+        line = f"-> {loader.MAPPED_WHOLE} / memmap samples/s: {reference} "
+        assert line in out and f"(target >= {target})" in out.split(line)[1].splitlines()[0]
+    doc = json.loads((tmp_path / "out.json").read_text())
+    lines = [line for section in doc["sections"] for line in section["lines"]]
+    assert len(lines) == 2 * len(loader.LOADER_ROWS) and all(x["value"] > 0 for x in lines)
 
 
-def test_bench_augment_times_every_output_format(capsys, monkeypatch) -> None:
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        [
-            "bench_augment",
-            "--images",
-            "32",
-            "--batch",
-            "8",
-            "--size",
-            "16",
-            "--store-size",
-            "24",
-            "--runs",
-            "1",
-            "--no-grid",
-        ],
-    )
-    bench_augment.main()
+def test_augment_benchmark_times_every_output_format(capsys) -> None:
+    argv = ["--images", "32", "--batch", "8", "--size", "16", "--store-size", "24"]
+    augment.main([*argv, "--runs", "1", "--no-grid"])
     out = capsys.readouterr().out
+    assert_positive(out, augment.CLASSIC, "samples/s")
+    assert_positive(out, augment.CLASSIC, "CPU ms/sample")
     for name in ("float32 channels_last", "bfloat16", "bfloat16 channels_last"):
-        assert f"augment fast, 2 threads, {name} " in out
-    assert "ratios vs StoreLoader + augment fast, 2 threads, float32 planar" in out
-    same = out.split("bfloat16 vs float32 of the same memory format")[1]
-    assert "bfloat16 channels_last" in same and "x" in same
+        assert_positive(out, f"StoreLoader + augment fast, 2 threads, {name}", "samples/s")
+        assert f"{name} / float32 planar, StoreLoader + augment fast, 2 threads (samples/s) " in out
+    for layout in ("", " channels_last"):
+        same = f"bfloat16{layout} vs float32 of the same memory format"
+        assert f"{same} (samples/s) " in out and f"{same} (CPU: " in out
+    assert "profiler aten ops per batch, grid (device) path: batch 32 -> " in out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_spectral import main
+from benchmarks.suite.spectral import STORE_ROWS, main
+from tests.benchmarks.figures import assert_positive
 
 
 @pytest.mark.slow
@@ -15,9 +17,13 @@ def test_the_spectral_benchmark_prints_rates_ratios_and_rss(
 ) -> None:
     main(["--height", "20", "--bands", "6", "--runs", "1", "--work", str(tmp_path)])
     out = capsys.readouterr().out
-    for name in ("store raw", "store raw mmap", "store raw ram", "store aug", "memmap", "np.load"):
-        assert f"{name:14s} " in out
-    assert "ratio store raw / memmap: " in out and "ratio store raw / np.load: " in out
-    assert "ratio store raw mmap / memmap: " in out and "ratio store raw ram / memmap: " in out
+    for name in (*STORE_ROWS, "memmap", "np.load"):
+        assert_positive(out, name, "patches/s")
+    for name in STORE_ROWS:
+        for reference in ("memmap", "np.load"):
+            ratio = re.search(rf"ratio {name} / {reference}: ([0-9.]+)x", out)
+            assert ratio is not None and float(ratio.group(1)) > 0
     for io in ("pread", "auto", "ram"):
-        assert f"loader peak RSS, io='{io}' " in out
+        for n in (192, 900):  # patches served of the scene, then all of one twice its side
+            assert assert_positive(out, f"loader peak RSS, io='{io}', {n} patches", "peak_rss_mib")
+        assert re.search(rf"loader peak RSS, io='{io}' \(.*\), 900 / 192 patches: [0-9.]+x", out)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from benchmarks.runner import run_benchmark
+from benchmarks.harness.run import run_benchmark
 
 
 @pytest.fixture
@@ -41,19 +41,22 @@ def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path
 @pytest.mark.ray
 @pytest.mark.slow
 def test_end_to_end_section_times_fresh_pool_and_build_runs(tiny_data, tmp_path):
-    from benchmarks.build_fresh import bench_end_to_end
+    from benchmarks.runner import measure
+    from benchmarks.suite.build.e2e import end_to_end_lines, end_to_end_rows
     from precompute import open_store_info
 
-    e2e = bench_end_to_end(tiny_data, tmp_path, size=16, shard=(8, 4), small=4, runs=1, cores=1)
-    med = e2e["median"]
-    assert set(med) == {"pool_small", "build_small", "pool_large", "build_large"}
-    for row in med.values():  # every run is a fresh process: imports and start-up included
-        assert row["seconds"] >= row["call_s"] > 0 and row["peak_rss_mb"] > 0
-    assert e2e["fixed_cost_s"] == med["build_small"]["seconds"]
+    rows = end_to_end_rows(tiny_data, tmp_path, size=16, shard=(8, 4), small=4, cores=1)
+    res = measure(rows, runs=1, warmup=0)
+    assert list(res) == ["pool_small", "build_small", "pool_large", "build_large"]
+    for row in res.values():  # every run is a fresh process: imports and start-up included
+        got = row.runs[0].figures
+        assert got["wall_s"] >= got["call_s"] > 0 and got["imports_s"] > 0
+        assert got["tree_peak_rss_mib"] > 0 and got["cpu_s"] > 0
     for name in ("build_small", "build_large"):  # where the time went, from the build's report
-        row = med[name]
-        phases = (row["start_s"], row["shards_s"], row["stop_s"])
-        assert min(phases) > 0 and sum(phases) == pytest.approx(row["call_s"], abs=0.01)
-    assert e2e["ratio_end_to_end"] > 0
+        got = res[name].runs[0].figures
+        phases = (got["start_s"], got["shards_s"], got["stop_s"])
+        assert min(phases) > 0 and sum(phases) == pytest.approx(got["call_s"], abs=0.01)
+    fixed, end_to_end, _ = (line.render(res)[1] for line in end_to_end_lines(4))
+    assert fixed == res["build_small"].median("wall_s") and end_to_end > 0
     info = open_store_info(tmp_path / "e2e_large.store")
     assert info.num_valid == 48 and info.report["shards_built"] == 6

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.cli import bench
-from benchmarks.doctor import feed_rates
 from benchmarks.errors import BenchConfigError
-from benchmarks.prepare_store import check_store_source
+from benchmarks.harness.doctor import feed_rates
+from benchmarks.harness.prepare_store import check_store_source
 from precompute.sample import make_sample_dataset
 from precompute.sources import fingerprint, list_source
 from precompute.spec import BuildSpec

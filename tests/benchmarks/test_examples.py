@@ -4,12 +4,14 @@ a Lightning model trained one epoch, the metric computed and finite (no quality 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from benchmarks.examples import landmarks, segmentation
 from precompute.format import open_store_info
+from tests.benchmarks.figures import assert_positive
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -46,10 +48,15 @@ def test_landmark_example_reports_mean_radial_error(
 def test_bench_fields_prints_the_ratio_and_rss_rows(
     ray_session: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from benchmarks import bench_fields
+    from benchmarks.suite import fields
 
     argv = ["--images", "16", "--batch", "4", "--size", "24", "--store-size", "32"]
-    bench_fields.main([*argv, "--runs", "1", "--rss-factor", "2"])
+    fields.main([*argv, "--runs", "1", "--rss-factor", "2"])
     out = capsys.readouterr().out
-    assert f"ratio {bench_fields.STORE} vs classic:" in out
-    assert "peak RSS, StoreLoader epoch over 32 samples:" in out
+    for row in (fields.CLASSIC, fields.STORE):
+        assert_positive(out, row, "samples/s")
+    ratio = re.search(rf"ratio {re.escape(fields.STORE)} vs classic: ([0-9.]+)x", out)
+    assert ratio is not None and float(ratio.group(1)) > 0
+    for n in (16, 32):
+        assert assert_positive(out, f"StoreLoader epoch over {n} samples", "peak_rss_mib")[0] > 50
+    assert re.search(r"peak RSS ratio 32 / 16 samples: [0-9.]+", out)

@@ -7,11 +7,11 @@ import pytest
 import torch
 from PIL import Image
 
-from benchmarks.consumers import ModelStep, parse_consumer
 from benchmarks.errors import BenchConfigError
-from benchmarks.report import REPORT_KEYS, STRATEGY_KEYS
-from benchmarks.runner import run_benchmark
-from benchmarks.strategies import STRATEGIES, RunConfig, Strategy, get_strategy, register
+from benchmarks.harness.consumers import ModelStep, parse_consumer
+from benchmarks.harness.report import REPORT_KEYS, STRATEGY_KEYS
+from benchmarks.harness.run import run_benchmark
+from benchmarks.harness.strategies import STRATEGIES, RunConfig, Strategy, get_strategy, register
 
 PLOTS = ("throughput.png", "utilisation.png", "step_times.png")
 TAB_BLUE, TAB_ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's first two colours

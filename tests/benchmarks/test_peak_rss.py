@@ -13,7 +13,7 @@ from tests.processes import REPO
 def test_a_child_started_by_a_large_parent_reports_its_own_peak() -> None:
     ballast = np.ones(600 << 20, np.uint8)  # 600 MiB resident in this (the parent) process
     code = (
-        "import numpy as np\nfrom benchmarks.common import peak_rss_mib\n"
+        "import numpy as np\nfrom benchmarks.runner.child import peak_rss_mib\n"
         "x = np.ones(64 << 20, np.uint8)\nprint(peak_rss_mib())"
     )
     out = subprocess.run(

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from benchmarks.sources import num_classes
+from benchmarks.harness.sources import num_classes
 from precompute.sample import make_sample_dataset
 
 

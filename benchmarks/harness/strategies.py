@@ -127,8 +127,8 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def _load_builtin() -> None:
-    importlib.import_module("benchmarks.strategy_workers")
-    importlib.import_module("benchmarks.strategy_store")
+    importlib.import_module("benchmarks.harness.strategy_workers")
+    importlib.import_module("benchmarks.harness.strategy_store")
 
 
 def strategy_names() -> list[str]:

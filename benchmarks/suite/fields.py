@@ -1,12 +1,12 @@
 """Segmentation training-ready batches per second: StoreLoader vs a classic DataLoader; peak RSS.
 
-Run: ``.venv/bin/python -m benchmarks.bench_fields [--images 192] [--batch 32] [--runs 3]``
+Run: ``.venv/bin/python -m benchmarks.suite.fields [--images 192] [--batch 32] [--runs 3]``
 
 Setup (not timed): a segmentation folder of PNG image/mask pairs (4 classes, mixed sizes,
 :func:`benchmarks.fields_data.make_segmentation`) and its mask store, built by
 ``precompute.job.build`` on a local Ray (fields ``image`` + ``mask``). Timed, side by side in
-one run, the median over ``--runs`` epochs after a warm-up epoch, the rows taking turns epoch
-by epoch (``bench_augment.time_epochs``) so the host's load hits them alike; every batch is
+one run, ``--runs`` epochs after a warm-up epoch, the rows taking turns epoch by epoch
+(:mod:`benchmarks.runner`) so the host's load hits them alike; every batch is
 training-ready: a float image normalised ``[B, 3, S, S]`` and an integer mask ``[B, S, S]``
 after one random resized crop + flip per sample:
 
@@ -16,17 +16,16 @@ after one random resized crop + flip per sample:
 * ``StoreLoader + TrainAugment``: the mask store, one draw per sample applied to the image
   (bilinear) and the mask (nearest), on the CPU.
 
-Then the peak RSS of a fresh process that makes a ``StoreLoader`` over the store and runs one
-epoch, for the store and one ``--rss-factor`` times larger: the loader's memory should not grow
-with the dataset. Prints samples/s, CPU ms per sample, ratios and RSS. Results are not committed.
+Then the peak RSS (its own ``VmHWM``) of a fresh process that makes a ``StoreLoader`` over the store
+and runs one epoch (:func:`stream_epoch`), for the store and one ``--rss-factor`` times larger: the
+loader's memory should not grow with the dataset. Prints samples/s, CPU ms per sample, ratios and
+RSS. Results are not committed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -34,9 +33,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_augment import time_epochs
-from benchmarks.common import peak_rss_mib
 from benchmarks.fields_data import PillowPairs, make_segmentation
+from benchmarks.runner import Bench, Command, Line, Row, add_json_argument, ratio
 
 __all__ = ["main"]
 
@@ -120,22 +118,19 @@ def store_epochs(store: Path, size: int, batch: int) -> Callable[[int], Iterable
     return epoch
 
 
-def peak_rss_child(store: str, size: int, batch: int) -> None:
-    """(In a fresh process) one StoreLoader epoch over ``store``; print the peak RSS in MiB."""
-    epoch = store_epochs(Path(store), size, batch)
-    n = sum(epoch(0))
-    print(json.dumps({"samples": n, "peak_rss_mib": peak_rss_mib()}))
+def stream_epoch(store: str, size: str, batch: str) -> dict[str, float]:
+    """(In a fresh process, :class:`~benchmarks.runner.Command`) one StoreLoader epoch."""
+    epoch = store_epochs(Path(store), int(size), int(batch))
+    return {"samples": float(sum(epoch(0)))}
 
 
-def peak_rss(store: Path, size: int, batch: int) -> dict[str, float]:
-    """Run :func:`peak_rss_child` in a fresh interpreter; return its figures."""
-    code = (
-        "import sys\nfrom benchmarks.bench_fields import peak_rss_child as run\n"
-        "run(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))"
-    )
-    args = [sys.executable, "-c", code, str(store), str(size), str(batch)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
+def rss_rows(stores: list[tuple[int, Path]], size: int, batch: int) -> list[Command]:
+    """A fresh-process epoch over each store: its peak RSS."""
+    target = "benchmarks.suite.fields:stream_epoch"
+    return [
+        Command(f"StoreLoader epoch over {n} samples", target, (str(s), str(size), str(batch)))
+        for n, s in stores
+    ]
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -146,6 +141,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--store-size", type=int, default=192)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--rss-factor", type=int, default=4, help="size of the larger RSS dataset")
+    add_json_argument(p)
     return p.parse_args(argv)
 
 
@@ -155,33 +151,33 @@ def main(argv: list[str] | None = None) -> None:
 
     a = _args(argv)
     env = environment()
-    print(json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}))
-    with tempfile.TemporaryDirectory() as tmp:
+    with Bench("fields", a.json) as bench, tempfile.TemporaryDirectory() as tmp:
+        bench.note(json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}))
         t0 = time.perf_counter()
         counts = [a.images, a.images * a.rss_factor]
         (folder, store), (_, big) = build_stores(Path(tmp), counts, a.store_size)
-        print(
+        bench.note(
             f"setup: {counts} PNG pairs ({IMAGE_SIDES[0]}-{IMAGE_SIDES[1]} px, 4 classes) and "
             f"their mask stores at {a.store_size}px in {time.perf_counter() - t0:.0f}s; "
-            f"batch {a.batch}, output {a.size}px, median of {a.runs} interleaved epochs "
-            "after 1 warm-up each"
+            f"batch {a.batch}, output {a.size}px"
         )
         classic, close = classic_epochs(folder, a.size, a.batch)
-        rows = {CLASSIC: classic, STORE: store_epochs(store, a.size, a.batch)}
+        stored = store_epochs(store, a.size, a.batch)
+        rows = [
+            Row(CLASSIC, lambda run: sum(classic(run.index)), clock="tree"),
+            Row(STORE, lambda run: sum(stored(run.index))),
+        ]
+        lines = [ratio(f"ratio {STORE} vs classic:", STORE, CLASSIC)]
         try:
-            results = time_epochs(rows, a.runs)
+            bench.measure("segmentation batches", rows, runs=a.runs, lines=lines)
         finally:
             close()
-        rss = [peak_rss(s, a.size, a.batch) for s in (store, big)]
-    for name, (rate, cpu) in results.items():
-        print(f"{name:50s} {rate:9.0f} samples/s  {cpu:7.3f} CPU ms/sample")
-    print(f"ratio {STORE} vs classic: {results[STORE][0] / results[CLASSIC][0]:.2f}x")
-    for n, r in zip(counts, rss, strict=True):
-        print(f"peak RSS, StoreLoader epoch over {n} samples: {r['peak_rss_mib']:.0f} MiB")
-    print(
-        f"peak RSS ratio {counts[1]} / {counts[0]} samples: "
-        f"{rss[1]['peak_rss_mib'] / rss[0]['peak_rss_mib']:.2f}"
-    )
+        small, large = rss_rows(list(zip(counts, (store, big), strict=True)), a.size, a.batch)
+        rss = Line(
+            f"peak RSS ratio {counts[1]} / {counts[0]} samples:",
+            lambda r: r[large.name].median("peak_rss_mib") / r[small.name].median("peak_rss_mib"),
+        )
+        bench.measure("peak RSS of a fresh process", [small, large], runs=1, warmup=0, lines=[rss])
 
 
 if __name__ == "__main__":

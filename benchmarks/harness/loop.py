@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.consumers import Consumer
-from benchmarks.strategies import Batch, RunConfig, get_strategy
+from benchmarks.harness.consumers import Consumer
+from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
 from loaders.diagnostics.advice import advise
 from loaders.diagnostics.analysis import (
     coefficient_of_variation,

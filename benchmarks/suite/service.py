@@ -1,13 +1,14 @@
 """Cache-hit latency with 1,000 stores in the catalog: in process and over HTTP.
 
-    .venv/bin/python -m benchmarks.bench_service [--stores 1000] [--runs 300] [--images 64]
+    .venv/bin/python -m benchmarks.suite.service [--stores 1000] [--runs 300] [--images 64]
 
 Setup (untimed): a tiny real image source, one tiny real store, and ``--stores`` catalog
 entries (one per spec seed) whose store folders link to that store. Timed: ``get_or_build``
 hits (fingerprint the source + key + catalog lookup + LRU touch), ``get(key)``, and over HTTP
 (a ``python -m service`` subprocess on loopback, keep-alive client) ``POST /stores`` hits and
-``GET /stores/{key}``. Prints median / p95 per path and the HTTP / in-process ratio.
-Target: a hit answers in under 50 ms.
+``GET /stores/{key}``, each call one run (:mod:`benchmarks.runner`, paths taking turns, 20
+warm-up calls). Prints min / median / max ms per call, the p95 of each path against the target
+(a hit answers in under 50 ms) and the HTTP / in-process ratio.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import platform
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.runner import Bench, Line, Results, Row, Run, add_json_argument
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays
@@ -68,23 +69,22 @@ def _populate(root: Path, source: Path, stores: int) -> tuple[Cache, list[dict[s
     return cache, specs
 
 
-def _time_ms(fn: Callable[[], object], runs: int, warmup: int = 20) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
+def _row(name: str, call: Callable[[], object]) -> Row:
+    def body(run: Run) -> int:
+        call()
+        return 1
+
+    return Row(name, body, unit="call", show=("ms",))
 
 
-def _stats(name: str, ms: list[float], *, is_hit: bool = True) -> float:
-    med = statistics.median(ms)
-    p95 = float(np.percentile(ms, 95))
-    verdict = ("ok" if p95 < TARGET_MS else "OVER TARGET") if is_hit else "not a hit; info"
-    print(f"{name:<34} median {med:8.3f} ms   p95 {p95:8.3f} ms   ({len(ms)} runs, {verdict})")
-    return med
+def _p95(name: str, is_hit: bool = True) -> Line:
+    def value(r: Results) -> float:
+        return float(np.percentile(r[name].values("ms"), 95))
+
+    def verdict(v: float) -> str:
+        return ("ok" if v < TARGET_MS else "OVER TARGET") if is_hit else "(not a hit; info)"
+
+    return Line(f"p95 {name}:", value, "{:.3f} ms", verdict)
 
 
 def _free_port() -> int:
@@ -124,33 +124,43 @@ def _start_server(root: Path, source_root: Path) -> tuple[subprocess.Popen[bytes
     raise RuntimeError(f"server did not start: {proc.communicate()[1].decode()[-2000:]}")
 
 
-def main() -> None:
+GET_OR_BUILD = "in-process get_or_build hit"
+POST = "HTTP POST /stores hit"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Populate a catalog, time cache hits in process and over HTTP, print the latencies."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stores", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--images", type=int, default=64, help="files in the source")
-    args = ap.parse_args()
-    print(
-        f"# bench_service: python {platform.python_version()}, {platform.platform()}, "
-        f"{os.cpu_count()} cpus; {args.stores} stores, source of {args.images} images"
-    )
+    add_json_argument(ap)
+    args = ap.parse_args(argv)
     rng = random.Random(0)
-    with tempfile.TemporaryDirectory() as tmp:
+    with Bench("service", args.json) as bench, tempfile.TemporaryDirectory() as tmp:
+        bench.note(
+            f"# bench_service: python {platform.python_version()}, {platform.platform()}, "
+            f"{os.cpu_count()} cpus; {args.stores} stores, source of {args.images} images"
+        )
         base = Path(tmp)
         source = make_sample_dataset(
             base / "data" / "src", num_images=args.images, num_classes=4, size_range=(16, 32)
         )
         t0 = time.perf_counter()
         cache, specs = _populate(base, source, args.stores)
-        setup_s = time.perf_counter() - t0
-        print(f"# setup: catalog of {len(cache.list())} entries in {setup_s:.1f} s")
-        keys = [cache.key_for(source, s) for s in specs]
-        local = _stats(
-            "in-process get_or_build hit",
-            _time_ms(lambda: cache.get_or_build(source, rng.choice(specs)), args.runs),
+        bench.note(
+            f"# setup: catalog of {len(cache.list())} entries in {time.perf_counter() - t0:.1f} s"
         )
-        _stats("in-process get(key) hit", _time_ms(lambda: cache.get(rng.choice(keys)), args.runs))
-        _stats("in-process list() of all stores", _time_ms(cache.list, 10, warmup=2), is_hit=False)
+        keys = [cache.key_for(source, s) for s in specs]
+        rows = [
+            _row(GET_OR_BUILD, lambda: cache.get_or_build(source, rng.choice(specs))),
+            _row("in-process get(key) hit", lambda: cache.get(rng.choice(keys))),
+        ]
+        lines = [_p95(row.name) for row in rows]
+        local = bench.measure("in process", rows, runs=args.runs, warmup=20, lines=lines)
+        listing = [_row("in-process list() of all stores", cache.list)]
+        lines = [_p95(listing[0].name, is_hit=False)]
+        bench.measure("in process, not a hit", listing, runs=10, warmup=2, lines=lines)
         proc, url = _start_server(cache.root, base / "data")
         try:
             with httpx.Client(base_url=url, timeout=30) as client:
@@ -160,18 +170,23 @@ def main() -> None:
                     if r.status_code != 200:
                         raise RuntimeError(f"expected a hit, got {r.status_code}: {r.text}")
 
-                remote = _stats("HTTP POST /stores hit", _time_ms(post_hit, args.runs))
-                _stats(
-                    "HTTP GET /stores/{key}",
-                    _time_ms(
+                rows = [
+                    _row(POST, post_hit),
+                    _row(
+                        "HTTP GET /stores/{key}",
                         lambda: client.get(f"/stores/{rng.choice(keys)}").raise_for_status(),
-                        args.runs,
                     ),
+                ]
+                ratio = Line(
+                    "ratio HTTP POST hit / in-process get_or_build hit (medians):",
+                    lambda r: r[POST].median("ms") / local[GET_OR_BUILD].median("ms"),
+                    "{:.2f}x",
                 )
+                lines = [*(_p95(row.name) for row in rows), ratio]
+                bench.measure("over HTTP", rows, runs=args.runs, warmup=20, lines=lines)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    print(f"ratio HTTP POST hit / in-process get_or_build hit (medians): {remote / local:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Where a sample's time goes on the CPU fast path, step by step, per output dtype and format.
 
-Run: ``.venv/bin/python -m benchmarks.augment_steps [--batch 64] [--runs 15] [--threads 2]``
+Run: ``.venv/bin/python -m benchmarks.suite.augment_steps [--batch 64] [--runs 15] [--threads 2]``
 
 Setup (not timed): a random uint8 batch of ``--store-size`` px and its crop boxes, drawn as
 ``TrainAugment`` draws them. Timed, each step on its own over the whole batch, the steps taking
-turns run by run; printed is the thread CPU time per sample (``time.thread_time``, so time the
-thread spent descheduled on a busy host does not count), min and median over ``--runs``:
+turns run by run (:mod:`benchmarks.runner`); printed is the thread CPU time per sample
+(``time.thread_time``, so time the thread spent descheduled on a busy host does not count),
+min / median / max over ``--runs`` in milliseconds:
 
 * ``crop copy``: each crop copied out dense (mirrored when flipped);
 * ``resize``: torch's uint8 bilinear kernel on the dense crops, into the thread's buffer;
@@ -20,11 +21,11 @@ thread spent descheduled on a busy host does not count), min and median over ``-
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import torch
 
+from benchmarks.runner import Bench, Row, Run, add_json_argument
 from loaders.augment import TrainAugment
 from loaders.augment.color import normalize_converter
 from loaders.augment.crop import random_crops
@@ -44,6 +45,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--store-size", type=int, default=256)
     p.add_argument("--runs", type=int, default=15)
     p.add_argument("--threads", type=int, default=2)
+    add_json_argument(p)
     return p.parse_args(argv)
 
 
@@ -51,8 +53,8 @@ def _name(dtype: str, channels_last: bool) -> str:
     return f"{dtype} {'channels_last' if channels_last else 'planar'}"
 
 
-def steps(images: torch.Tensor, aug: TrainAugment) -> dict[str, Callable[[], float]]:
-    """Return step name -> a function timing that step over the batch (thread CPU seconds)."""
+def steps(images: torch.Tensor, aug: TrainAugment) -> list[Row]:
+    """Return one row per step over the batch, timed by the thread's CPU clock."""
     b = images.shape[0]
     extents = torch.tensor([[0, 0, images.shape[1], images.shape[2]]] * b, dtype=torch.int32)
     crops, _ = random_crops(extents, torch.Generator().manual_seed(0), aug.policy)
@@ -63,99 +65,85 @@ def steps(images: torch.Tensor, aug: TrainAugment) -> dict[str, Callable[[], flo
     ]
     dense = [c.flip(1) if f else c.contiguous() for c, f in boxes]
     convert = normalize_converter(aug.normalize)
-    clock = time.thread_time
 
-    def crop_copy() -> float:
-        t0 = clock()
+    def crop_copy(run: Run) -> int:
         for c, f in boxes:
             c.flip(1) if f else c.contiguous()
-        return clock() - t0
+        return b
 
-    def resize() -> float:
-        t0 = clock()
+    def resize(run: Run) -> int:
         for d in dense:
             _resize_one(d, aug.size, False)
-        return clock() - t0
+        return b
 
-    def normalise(dtype: torch.dtype, channels_last: bool, rounding: bool) -> Callable[[], float]:
+    def normalise(dtype: torch.dtype, channels_last: bool, rounding: bool) -> Callable[[Run], int]:
         out = output_batch(b, aug.size, dtype, channels_last)
 
-        def run() -> float:
-            spent = 0.0
+        def body(run: Run) -> int:
             for i, d in enumerate(dense):
-                x = _resize_one(d, aug.size, False)  # in cache, as the path leaves it
-                t0 = clock()
+                with run.untimed():  # in cache, as the path leaves it
+                    x = _resize_one(d, aug.size, False)
                 if rounding:  # the rounding copy alone, from the float32 result
                     work = scratch("normalised", (aug.size[0], 3 * aug.size[1]), torch.float32)
                     out[i].permute(1, 2, 0).view_as(work).copy_(work)
                 else:
                     convert(x, i, out[i])
-                spent += clock() - t0
-            return spent
+            return b
 
-        return run
+        return body
 
-    timed = {"crop copy": crop_copy, "resize": resize}
+    timed = [Row("crop copy", crop_copy, "thread"), Row("resize", resize, "thread")]
     for dtype, cl in FORMATS:
-        timed[f"normalise {_name(dtype, cl)}"] = normalise(getattr(torch, dtype), cl, False)
+        body = normalise(getattr(torch, dtype), cl, False)
+        timed.append(Row(f"normalise {_name(dtype, cl)}", body, "thread"))
         if cl and dtype != "float32":
-            timed[f"  of which rounding to {dtype}"] = normalise(getattr(torch, dtype), cl, True)
-    return timed
+            body = normalise(getattr(torch, dtype), cl, True)
+            timed.append(Row(f"  of which rounding to {dtype}", body, "thread"))
+    return [Row(r.name, r.body, r.clock, show=("cpu_ms",)) for r in timed]
 
 
-def whole_calls(
-    images: torch.Tensor, augs: dict[str, TrainAugment], runs: int
-) -> dict[str, tuple[list[float], list[float]]]:
-    """Wall and process CPU seconds of ``runs`` calls of each policy, taking turns."""
+def whole_calls(images: torch.Tensor, augs: dict[str, TrainAugment]) -> list[Row]:
+    """One row per policy: a whole call on the batch (box draw included), process CPU."""
     b, s = images.shape[0], images.shape[1]
     extents = torch.tensor([[0, 0, s, s]] * b, dtype=torch.int32)
-    out: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in augs}
-    for r in range(runs + 1):
-        for name, aug in augs.items():
-            t0, c0 = time.perf_counter(), time.process_time()
-            aug(images, extents, torch.Generator().manual_seed(r))
-            if r:  # the first round warms up (thread pools, buffers)
-                out[name][0].append(time.perf_counter() - t0)
-                out[name][1].append(time.process_time() - c0)
-    return out
 
+    def call(aug: TrainAugment) -> Callable[[Run], int]:
+        def body(run: Run) -> int:
+            aug(images, extents, torch.Generator().manual_seed(run.index))
+            return b
 
-def _line(name: str, seconds: list[float], b: int) -> str:
-    v = sorted(seconds)
-    return f"{name:44s} min {1e6 * v[0] / b:7.1f}  median {1e6 * v[len(v) // 2] / b:7.1f} us/sample"
+        return body
+
+    return [Row(name, call(aug), show=("ms", "cpu_ms")) for name, aug in augs.items()]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Time every step, then whole calls, and print microseconds per sample."""
+    """Time every step, then whole calls, and print milliseconds per sample."""
     a = _args(argv)
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
     shape = (a.batch, a.store_size, a.store_size, 3)
     images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
     base = TrainAugment(size=a.size, path="fast", threads=1)
-    timed = steps(images, base)
-    results: dict[str, list[float]] = {name: [] for name in timed}
-    for _ in range(a.runs):
-        for name, step in timed.items():
-            results[name].append(step())
-    print(f"thread CPU per sample, batch {a.batch}, {a.store_size} px -> {a.size} px, 1 thread:")
-    for name, seconds in results.items():
-        print(_line(name, seconds, a.batch))
-    # the steps' closures hold an output batch per dtype and format: dropped, so that the
-    # whole calls below reuse pooled outputs (three per dtype) as a training loop does
-    del timed
-    augs = {
-        f"call {_name(dtype, cl)}, {threads} thr": TrainAugment(
-            size=a.size, path="fast", threads=threads, dtype=dtype, channels_last=cl
+    with Bench("augment_steps", a.json) as bench:
+        title = (
+            f"thread CPU per sample, batch {a.batch}, {a.store_size} px -> {a.size} px, 1 thread"
         )
-        for dtype, cl in FORMATS
-        if dtype != "float16"
-        for threads in sorted({1, a.threads})
-    }
-    print("whole TrainAugment calls, wall and process CPU per sample:")
-    for name, (walls, cpus) in whole_calls(images, augs, a.runs).items():
-        print(_line(name + " wall", walls, a.batch))
-        print(_line(name + " CPU", cpus, a.batch))
+        timed = steps(images, base)
+        bench.measure(title, timed, runs=a.runs, warmup=0)
+        # the steps' closures hold an output batch per dtype and format: dropped, so that the
+        # whole calls below reuse pooled outputs (three per dtype) as a training loop does
+        del timed
+        augs = {
+            f"call {_name(dtype, cl)}, {threads} thr": TrainAugment(
+                size=a.size, path="fast", threads=threads, dtype=dtype, channels_last=cl
+            )
+            for dtype, cl in FORMATS
+            if dtype != "float16"
+            for threads in sorted({1, a.threads})
+        }
+        title = "whole TrainAugment calls, wall (ms/sample) and process CPU per sample"
+        bench.measure(title, whole_calls(images, augs), runs=a.runs)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """Training-ready batches per second on the CPU: nostall's augment paths vs a classic DataLoader.
 
-Run: ``.venv/bin/python -m benchmarks.bench_augment [--images 512] [--batch 64] [--runs 5]``
+Run: ``.venv/bin/python -m benchmarks.suite.augment [--images 512] [--batch 64] [--runs 5]``
 
 Setup (not timed): a sample JPEG/PNG dataset (``precompute.sample.make_sample_dataset``) and a
 store of the same images centre-cropped to ``--store-size`` px (``write_store_from_arrays``).
-Timed, side by side in one run, each a median over ``--runs`` epochs after a warm-up epoch;
-the rows take turns epoch by epoch, so the host's load hits them alike:
+Timed by :mod:`benchmarks.runner`, side by side in one run, ``--runs`` epochs after a warm-up
+epoch; the rows take turns epoch by epoch, so the host's load hits them alike:
 
 * ``classic``: torch DataLoader, 2 worker processes, Pillow decode + random resized crop +
-  flip + normalise (``benchmarks.strategy_workers.PillowTrainDataset``).
+  flip + normalise (``benchmarks.harness.strategy_workers.PillowTrainDataset``).
 * ``store+fast`` / ``store+grid``: ``loaders.StoreLoader`` reading the store, with
   ``TrainAugment`` (crop + flip + normalise) on the CPU fast path / the batched grid path;
   the fast path also into float32 channels-last and bfloat16 (planar and channels-last).
@@ -34,13 +34,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import Row, aten_op_counts, center_crop, interleaved
+from benchmarks.common import aten_op_counts, center_crop
+from benchmarks.runner import Bench, Line, Results, Row, Run, add_json_argument, ratio
 
 __all__ = ["main"]
 
 SEED = 0
 CLASSIC = "classic DataLoader (2 Pillow workers)"
 Augment = Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+FORMATS = ["float32 channels_last", "bfloat16", "bfloat16 channels_last"]
 
 
 def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int], Path]:
@@ -61,33 +63,13 @@ def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int
     return paths, labels, root / "store"
 
 
-def time_epochs(
-    epochs: dict[str, Callable[[int], Iterable[int]]], runs: int
-) -> dict[str, tuple[float, float]]:
-    """Return median samples/s and CPU ms/sample of each row over ``runs`` epochs.
-
-    The rows take turns after a warm-up epoch each (:func:`benchmarks.common.interleaved`);
-    an epoch yields the sizes of its batches. Rows that run in this process alone (all but
-    the classic loader's worker processes) read this process's CPU clock, which counts
-    nanoseconds where the process-tree clock counts scheduler ticks.
-    """
-    rows: dict[str, Row] = {name: _counted(epoch) for name, epoch in epochs.items()}
-    clocks = {name: time.process_time for name in epochs if name != CLASSIC}
-    timed = interleaved(rows, runs, clocks)
-    return {name: (rate, 1e3 * cpu) for name, (rate, cpu) in timed.items()}
-
-
-def _counted(epoch: Callable[[int], Iterable[int]]) -> Row:
-    return lambda e: sum(epoch(e))
-
-
 def classic_epochs(
     paths: list[Path], labels: list[int], size: int, batch: int
 ) -> tuple[Callable[[int], Iterable[int]], Callable[[], None]]:
     """The DataLoader + 2 Pillow workers baseline; returns (epoch fn, close fn)."""
     from torch.utils.data import DataLoader
 
-    from benchmarks.strategy_workers import EpochSampler, PillowTrainDataset
+    from benchmarks.harness.strategy_workers import EpochSampler, PillowTrainDataset
 
     sampler = EpochSampler(len(paths), SEED)
     loader = DataLoader(
@@ -146,21 +128,30 @@ def op_count(aug: Augment, batch: int, store_size: int) -> int:
     return sum(counts.values())
 
 
-def same_format(results: dict[str, tuple[float, float]], threads: int) -> None:
-    """Print bfloat16 against float32 of the same memory format: samples/s and CPU/sample."""
-    row = f"StoreLoader + augment fast, {threads} threads"
-    print(
-        "bfloat16 vs float32 of the same memory format "
-        "(samples/s; CPU: float32's CPU ms/sample over bfloat16's):"
-    )
+def _cpu_over(num: str, den: str) -> Callable[[Results], float]:
+    """Median CPU ms/sample of row ``num`` over that of row ``den``."""
+    return lambda r: r[num].median("cpu_ms") / r[den].median("cpu_ms")
+
+
+def ratio_lines(names: list[str], formats: list[str], threads: int) -> list[Line]:
+    """Each row vs the classic loader; each output format vs float32 planar; bf16 vs float32."""
+    lines = [ratio(f"{name} / classic (samples/s)", name, CLASSIC) for name in names]
+    ref = f"StoreLoader + augment fast, {threads} threads"
+    for fmt in formats:
+        label = f"{fmt} / float32 planar, {ref} (samples/s)"
+        lines.append(ratio(label, f"{ref}, {fmt}", ref))
     for layout in ("", " channels_last"):
-        f32 = results[row + (", float32 channels_last" if layout else "")]
-        bf16 = results[f"{row}, bfloat16{layout}"]
-        ratio, cpu = bf16[0] / f32[0], f32[1] / bf16[1]
-        print(f"  {'bfloat16' + layout:60s} {ratio:6.2f}x   CPU {cpu:6.2f}x")
+        f32 = ref + (", float32 channels_last" if layout else "")
+        bf16 = f"{ref}, bfloat16{layout}"
+        same = f"bfloat16{layout} vs float32 of the same memory format"
+        lines.append(ratio(f"{same} (samples/s)", bf16, f32))
+        lines.append(
+            Line(f"{same} (CPU: float32's CPU ms/sample over bfloat16's)", _cpu_over(f32, bf16))
+        )
+    return lines
 
 
-def _args() -> argparse.Namespace:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--images", type=int, default=320)
     p.add_argument("--batch", type=int, default=64)
@@ -173,96 +164,94 @@ def _args() -> argparse.Namespace:
         action="store_true",
         help="leave out the (slow on a CPU) StoreLoader + grid path row",
     )
-    return p.parse_args()
+    add_json_argument(p)
+    return p.parse_args(argv)
 
 
-def main() -> None:
-    """Run the comparison and print the table and ratios."""
-    from benchmarks.environment import environment
+def _policies(a: argparse.Namespace) -> dict[str, Augment]:
+    """The augment policies by role: fast (1 and N threads), grid, jitter, output formats."""
     from loaders.augment import ColorJitter, TrainAugment
 
-    a = _args()
-    env = environment()
-    print(
-        json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}),
-        f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}",
-    )
-    fast = TrainAugment(size=a.size, path="fast", threads=1)
-    grid = TrainAugment(size=a.size, path="grid")
-    fast_t = TrainAugment(size=a.size, path="fast", threads=a.threads)
-    fast_j = TrainAugment(size=a.size, path="fast", jitter=ColorJitter(0.4, 0.4, 0.4))
-    formats = {
-        f"{dtype}{' channels_last' if cl else ''}": TrainAugment(
+    policies: dict[str, Augment] = {
+        "fast": TrainAugment(size=a.size, path="fast", threads=1),
+        "grid": TrainAugment(size=a.size, path="grid"),
+        "fast_t": TrainAugment(size=a.size, path="fast", threads=a.threads),
+        "fast_j": TrainAugment(size=a.size, path="fast", jitter=ColorJitter(0.4, 0.4, 0.4)),
+    }
+    for dtype, cl in (("float32", True), ("bfloat16", False), ("bfloat16", True)):
+        policies[f"{dtype}{' channels_last' if cl else ''}"] = TrainAugment(
             size=a.size, path="fast", threads=a.threads, dtype=dtype, channels_last=cl
         )
-        for dtype, cl in (("float32", True), ("bfloat16", False), ("bfloat16", True))
+    return policies
+
+
+def _rows(
+    a: argparse.Namespace, store: Path, batch: torch.Tensor, extents: torch.Tensor
+) -> dict[str, Callable[[int], Iterable[int]]]:
+    """The StoreLoader and augment-alone epochs by row name (the classic row apart)."""
+    aug = _policies(a)
+    reps = max(1, a.images // a.batch)
+    fast = f"StoreLoader + augment fast, {a.threads} threads"
+    rows = {
+        "StoreLoader + augment fast, 1 thread": store_epochs(store, a.batch, aug["fast"]),
+        fast: store_epochs(store, a.batch, aug["fast_t"]),
     }
-    with tempfile.TemporaryDirectory() as tmp:
+    for name in FORMATS:
+        rows[f"{fast}, {name}"] = store_epochs(store, a.batch, aug[name])
+    if not a.no_grid:
+        rows["StoreLoader + augment grid"] = store_epochs(store, a.batch, aug["grid"])
+    rows["augment fast alone, 1 thread"] = augment_only(aug["fast"], batch, extents, reps)
+    rows[f"augment fast alone, {a.threads} threads"] = augment_only(
+        aug["fast_t"], batch, extents, reps
+    )
+    rows["augment grid alone (batch in memory)"] = augment_only(aug["grid"], batch, extents, reps)
+    rows["augment fast + colour jitter alone"] = augment_only(aug["fast_j"], batch, extents, reps)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the comparison and print the table and ratios."""
+    from benchmarks.environment import environment
+    from loaders.augment import TrainAugment
+
+    a = _args(argv)
+    env = environment()
+    with Bench("augment", a.json) as bench, tempfile.TemporaryDirectory() as tmp:
+        bench.note(
+            json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")})
+            + f" torch {torch.__version__}, intra-op threads {torch.get_num_threads()}"
+        )
         t0 = time.perf_counter()
         paths, labels, store = make_data(Path(tmp), a.images, a.store_size)
-        print(
+        bench.note(
             f"setup: {a.images} images (300-500 px JPEG/PNG) + store of {a.store_size}px "
-            f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px, "
-            f"median of {a.runs} interleaved epochs after 1 warm-up each"
+            f"in {time.perf_counter() - t0:.1f}s; batch {a.batch}, output {a.size}px"
         )
         batch = torch.from_numpy(np.stack([center_crop(p, a.store_size) for p in paths[: a.batch]]))
         extents = torch.tensor([[0, 0, a.store_size, a.store_size]] * a.batch, dtype=torch.int32)
-        reps = max(1, a.images // a.batch)
         classic, close = classic_epochs(paths, labels, a.size, a.batch)
-        rows = {CLASSIC: classic}
-        rows.update(
-            {
-                "StoreLoader + augment fast, 1 thread": store_epochs(store, a.batch, fast),
-                f"StoreLoader + augment fast, {a.threads} threads": store_epochs(
-                    store, a.batch, fast_t
-                ),
-            }
-        )
-        rows.update(
-            {
-                f"StoreLoader + augment fast, {a.threads} threads, {name}": store_epochs(
-                    store, a.batch, aug
-                )
-                for name, aug in formats.items()
-            }
-        )
-        if not a.no_grid:
-            rows["StoreLoader + augment grid"] = store_epochs(store, a.batch, grid)
-        rows.update(
-            {
-                "augment fast alone, 1 thread": augment_only(fast, batch, extents, reps),
-                f"augment fast alone, {a.threads} threads": augment_only(
-                    fast_t, batch, extents, reps
-                ),
-                "augment grid alone (batch in memory)": augment_only(grid, batch, extents, reps),
-                "augment fast + colour jitter alone": augment_only(fast_j, batch, extents, reps),
-            }
-        )
+        epochs = {CLASSIC: classic, **_rows(a, store, batch, extents)}
+        rows = [
+            Row(name, _counted(epoch), clock="tree" if name == CLASSIC else "process")
+            for name, epoch in epochs.items()
+        ]
+        lines = ratio_lines(list(epochs), FORMATS, a.threads)
         try:
-            results = time_epochs(rows, a.runs)
+            bench.measure("training-ready batches on the CPU", rows, runs=a.runs, lines=lines)
         finally:
             close()
-    for name, (rate, cpu) in results.items():
-        print(f"{name:62s} {rate:9.0f} samples/s  {cpu:7.3f} CPU ms/sample")
-    base = results[CLASSIC][0]
-    print("ratios vs classic DataLoader (samples/s):")
-    for name, (rate, _) in results.items():
-        print(f"  {name:60s} {rate / base:6.2f}x")
-    ref = results[f"StoreLoader + augment fast, {a.threads} threads"][0]
-    print(f"ratios vs StoreLoader + augment fast, {a.threads} threads, float32 planar:")
-    for name in formats:
-        rate = results[f"StoreLoader + augment fast, {a.threads} threads, {name}"][0]
-        print(f"  {name:60s} {rate / ref:6.2f}x")
-    same_format(results, a.threads)
-    counts = {b: op_count(grid, b, a.store_size) for b in (32, 256)}
-    print(
-        f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "
-        f"batch 256 -> {counts[256]}"
-    )
-    print(
-        "  (the CPU fast path runs one small resize per sample on worker threads by design; "
-        "its op count grows with the batch and is not shown)"
-    )
+        grid = TrainAugment(size=a.size, path="grid")
+        counts = {b: op_count(grid, b, a.store_size) for b in (32, 256)}
+        bench.note(
+            f"profiler aten ops per batch, grid (device) path: batch 32 -> {counts[32]}, "
+            f"batch 256 -> {counts[256]}",
+            "  (the CPU fast path runs one small resize per sample on worker threads by design; "
+            "its op count grows with the batch and is not shown)",
+        )
+
+
+def _counted(epoch: Callable[[int], Iterable[int]]) -> Callable[[Run], int]:
+    return lambda run: sum(epoch(run.index))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmarks.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
+from benchmarks.harness.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
 
 __all__ = ["DaliStoreStrategy", "GpuDecodeStrategy", "PrecomputeStrategy"]
 

@@ -249,7 +249,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def write_report(report: dict[str, Any], out: str | Path) -> dict[str, Path]:
     """Write plots, ``report.json`` and ``report.md`` into ``out``; return their paths."""
-    from benchmarks.report_plots import write_plots
+    from benchmarks.harness.report_plots import write_plots
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

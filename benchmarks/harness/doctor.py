@@ -18,7 +18,7 @@ from typing import Any
 from PIL import Image
 
 from benchmarks.environment import environment
-from benchmarks.sources import list_items
+from benchmarks.harness.sources import list_items
 
 __all__ = ["decode_rate", "doctor", "feed_rates", "format_doctor", "loader_rate", "read_rate"]
 
@@ -55,7 +55,7 @@ def read_rate(paths: list[Path], *, cold: bool = True) -> dict[str, Any]:
 
 def decode_rate(paths: list[Path], size: int) -> dict[str, Any]:
     """Decode ``paths`` on one core: plain decode, and decode + RRC/flip/normalise to ``size``."""
-    from benchmarks.strategy_workers import PillowTrainDataset
+    from benchmarks.harness.strategy_workers import PillowTrainDataset
 
     blobs = [p.read_bytes() for p in paths]  # read first: measure decoding only
     t0 = time.perf_counter()

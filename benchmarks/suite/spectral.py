@@ -1,10 +1,10 @@
 """Spectral patches per second: StoreLoader vs a memmap of the same bytes vs ``np.load`` per file.
 
-``python -m benchmarks.bench_spectral [--height 64] [--bands 100] [--patch 9] [--runs 3]``
+``python -m benchmarks.suite.spectral [--height 64] [--bands 100] [--patch 9] [--runs 3]``
 writes a synthetic scene (:func:`benchmarks.spectral_data.make_scene`), builds its patch store
 (``precompute build SCENE --labels GT --patch P``) and times, interleaved run by run on the same
-machine (median of ``--runs`` epochs after one warm-up epoch each; loaders are opened once,
-outside the timed part, and serve one epoch per run):
+machine (:mod:`benchmarks.runner`: ``--runs`` epochs after one warm-up epoch each; loaders are
+opened once, outside the timed part, and serve one epoch per run):
 
 * ``store raw``: ``StoreLoader(augment=None)``, ``[B, P, P, C]`` as stored, default settings
   (``io="auto"``: mapped when the store fits in ``map_bytes``, else ``pread``; a prefetch
@@ -24,7 +24,8 @@ outside the timed part, and serve one epoch per run):
   ``DataLoader`` with 2 workers (``benchmarks.spectral_data.ArrayFileDataset``).
 
 It prints patches/s of each and the ratios of each store row to ``memmap`` and to ``np.load``,
-then the peak RSS of a process that streams one epoch of ``StoreLoader`` for this scene and
+then the peak RSS (its ``VmHWM``) of a fresh process that streams one epoch of ``StoreLoader``
+(:func:`stream_epoch`) for this scene and
 for one of twice the rows, with ``io="pread"`` (flat: it does not grow with the dataset),
 the default ``io="auto"`` (a store that fits in ``map_bytes`` stays mapped, and mapped pages
 count in RSS: bounded by ``map_bytes``, not by the dataset) and ``io="ram"`` (the store's
@@ -38,27 +39,21 @@ has fewer free cores than threads.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
-import zarr
 
 from benchmarks.common import store_bytes
+from benchmarks.runner import Bench, Command, Line, Row, Run, add_json_argument, ratio
 from benchmarks.spectral_data import ArrayFileDataset, make_scene, write_patches
 from loaders.augment import RandomResizedCrop, TrainAugment
 from loaders.store.open_store import MAP_BYTES
 from loaders.torch_loader import StoreLoader
-from precompute.cli import main as precompute
 
-__all__ = ["build_scene_store", "main", "peak_rss_mb"]
+__all__ = ["build_scene_store", "main", "stream_epoch"]
 
 BATCH = 64  # --batch
 RAM_BUDGET = 4 * 2**30  # io="ram" in the RSS runs: the large scene's store (1 GiB) fits
@@ -70,6 +65,8 @@ def build_scene_store(work: Path, height: int, bands: int, patch: int) -> Path:
     scene, gt = make_scene(height, height, bands, 16, seed=0)
     np.save(work / "scene.npy", scene)
     np.save(work / "gt.npy", gt)
+    from precompute.cli import main as precompute  # lazy: the RSS children leave it out
+
     out = work / "store"
     precompute(["build", str(work / "scene.npy"), "--out", str(out), "--labels", "gt.npy",
                 "--patch", str(patch), "--quiet"])  # fmt: skip
@@ -104,33 +101,37 @@ def _npload_epoch(folder: Path) -> int:
     return sum(len(labels) for _, labels in loader)
 
 
-def _interleaved(runners: dict[str, Callable[[], int]], runs: int) -> dict[str, float]:
-    """Patches/s of each runner: one warm-up, then ``runs`` rounds, runners interleaved."""
-    for run in runners.values():
-        run()
-    rates: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(runs):
-        for name, run in runners.items():
-            t0 = time.perf_counter()
-            n = run()
-            rates[name].append(n / (time.perf_counter() - t0))
-    return {name: statistics.median(r) for name, r in rates.items()}
+def stream_epoch(store: str, io: str, batch: str) -> dict[str, float]:
+    """(In a fresh process) stream one epoch of ``store`` (augment=None) with ``io``."""
+    budget = RAM_BUDGET if io == "ram" else MAP_BYTES
+    n = 0
+    for b in StoreLoader(store, int(batch), augment=None, io=io, map_bytes=budget):
+        n += b["index"].shape[0]
+    return {"patches": float(n)}
 
 
-def peak_rss_mb(store: Path, io: str = "auto") -> float:
-    """Peak RSS (MiB) of a fresh process streaming one epoch of ``store`` (augment=None)."""
-    code = (
-        "import sys\n"
-        "from benchmarks.common import peak_rss_mib\n"
-        "from loaders.torch_loader import StoreLoader\n"
-        f"for b in StoreLoader(sys.argv[1], {BATCH}, augment=None, io=sys.argv[2],\n"
-        f"                     map_bytes={RAM_BUDGET if io == 'ram' else MAP_BYTES}): pass\n"
-        "print(peak_rss_mib())\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", code, str(store), io], capture_output=True,
-                          text=True, check=True, env=env)  # fmt: skip
-    return float(done.stdout.split()[-1])
+STORE_ROWS = ("store raw", "store raw mmap", "store raw ram", "store aug")
+RSS_IO = (
+    ("pread", "no mapped pages"),
+    ("auto", "a store that fits in map_bytes stays mapped"),
+    ("ram", "the store in memory: grows with it"),
+)
+
+
+def rss_rows(stores: dict[int, Path]) -> tuple[list[Command], list[Line]]:
+    """A fresh process per store and ``io``: its peak RSS; then large over small per ``io``."""
+    rows, lines = [], []
+    small, large = stores
+    for io, what in RSS_IO:
+        names = {n: f"loader peak RSS, io={io!r}, {n} patches" for n in stores}
+        target = "benchmarks.suite.spectral:stream_epoch"
+        for n, store in stores.items():
+            rows.append(
+                Command(names[n], target, (str(store), io, str(BATCH)), show=("peak_rss_mib",))
+            )
+        label = f"loader peak RSS, io={io!r} ({what}), {large} / {small} patches:"
+        lines.append(ratio(label, names[large], names[small], figure="peak_rss_mib"))
+    return rows, lines
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -147,16 +148,35 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="torch intra-op threads here (default 1: on a busy machine a pool of 2 stalls).",
     )
     p.add_argument("--work", help="Folder for the data (default: a temporary one).")
+    add_json_argument(p)
     return p.parse_args(argv)
+
+
+def _epochs(loader: StoreLoader) -> Callable[[Run], int]:
+    return lambda run: _store_epoch(loader)
+
+
+def _rows(
+    loaders: dict[str, StoreLoader], memmap: np.ndarray, served: np.ndarray, files: Path
+) -> list[Row]:
+    rows = [Row(name, _epochs(loader), unit="patch") for name, loader in loaders.items()]
+    rows.append(Row("memmap", lambda run: _memmap_epoch(memmap, served), unit="patch"))
+    rows.append(Row("np.load", lambda run: _npload_epoch(files), "tree", unit="patch"))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     """Set up, time side by side, print the rates, ratios and RSS."""
+    import zarr
+
     args = _args(argv)
     global BATCH
     BATCH = args.batch
     torch.set_num_threads(args.torch_threads)
-    with tempfile.TemporaryDirectory(prefix="nostall-bench-spectral-") as tmp:
+    with (
+        Bench("spectral", args.json) as bench,
+        tempfile.TemporaryDirectory(prefix="nostall-bench-spectral-") as tmp,
+    ):
         work = Path(args.work or tmp)
         store = build_scene_store(work / "small", args.height, args.bands, args.patch)
         images = zarr.open_array(str(store / "image"), mode="r")[:]
@@ -165,41 +185,30 @@ def main(argv: list[str] | None = None) -> None:
         write_patches(work / "files", scene, gt, args.patch)
         order: list[int] = []
         _store_epoch(StoreLoader(store, BATCH, seed=0, augment=None), order)
-        raw = StoreLoader(store, BATCH, seed=0, augment=None)
         size = store_bytes(store)
-        mapped = StoreLoader(store, BATCH, seed=0, augment=None, io="mmap", map_bytes=size,
-                             prefetch=0, num_threads=1)  # fmt: skip
-        memmap = np.load(work / "patches.npy", mmap_mode="r")
-        served = np.array(order)
-        ram = StoreLoader(store, BATCH, seed=0, augment=None, io="ram", prefetch=0, num_threads=1)
         aug = TrainAugment(size=(args.patch, args.patch), crop=RandomResizedCrop(scale=(0.6, 1.0)))
-        augmented = StoreLoader(store, BATCH, seed=0, augment=aug)
-        rates = _interleaved(
-            {
-                "store raw": lambda: _store_epoch(raw),
-                "store raw mmap": lambda: _store_epoch(mapped),
-                "store raw ram": lambda: _store_epoch(ram),
-                "store aug": lambda: _store_epoch(augmented),
-                "memmap": lambda: _memmap_epoch(memmap, served),
-                "np.load": lambda: _npload_epoch(work / "files"),
-            },
-            args.runs,
+        loaders = {
+            "store raw": StoreLoader(store, BATCH, seed=0, augment=None),
+            "store raw mmap": StoreLoader(store, BATCH, seed=0, augment=None, io="mmap",
+                                          map_bytes=size, prefetch=0, num_threads=1),
+            "store raw ram": StoreLoader(store, BATCH, seed=0, augment=None, io="ram",
+                                         prefetch=0, num_threads=1),
+            "store aug": StoreLoader(store, BATCH, seed=0, augment=aug),
+        }  # fmt: skip
+        memmap = np.load(work / "patches.npy", mmap_mode="r")
+        rows = _rows(loaders, memmap, np.array(order), work / "files")
+        lines = [
+            ratio(f"ratio {a} / {b}:", a, b) for a in STORE_ROWS for b in ("memmap", "np.load")
+        ]
+        title = (
+            f"{len(order)} patches of {args.patch}x{args.patch}x{args.bands} float32, "
+            f"batch {BATCH}, torch threads {args.torch_threads}"
         )
-        n = len(order)
-        print(f"{n} patches of {args.patch}x{args.patch}x{args.bands} float32, batch {BATCH}, "
-              f"torch threads {args.torch_threads}")  # fmt: skip
-        for name, rate in rates.items():
-            print(f"{name:14s} {rate:10.0f} patches/s")
-        for a in ("store raw", "store raw mmap", "store raw ram", "store aug"):
-            for b in ("memmap", "np.load"):
-                print(f"ratio {a} / {b}: {rates[a] / rates[b]:.2f}x")
+        bench.measure(title, rows, runs=args.runs, lines=lines)
         big = build_scene_store(work / "big", 2 * args.height, args.bands, args.patch)
         n_big = zarr.open_array(str(big / "key"), mode="r").shape[0]
-        for io, what in (("pread", "no mapped pages"),
-                         ("auto", "a store that fits in map_bytes stays mapped"),
-                         ("ram", "the store in memory: grows with it")):  # fmt: skip
-            print(f"loader peak RSS, io={io!r} ({what}): {peak_rss_mb(store, io):.0f} MiB "
-                  f"for {n} patches, {peak_rss_mb(big, io):.0f} MiB for {n_big}")  # fmt: skip
+        rss, rss_lines = rss_rows({len(order): store, n_big: big})
+        bench.measure("peak RSS of a fresh loader process", rss, runs=1, warmup=0, lines=rss_lines)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from benchmarks.errors import BenchmarkError
-from benchmarks.sources import list_items
-from benchmarks.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
+from benchmarks.harness.sources import list_items
+from benchmarks.harness.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
 from precompute.policy import ATTEMPTS, POLICIES, RATIO
 
 __all__ = ["PillowTrainDataset", "WorkersStrategy", "random_resized_crop_box"]

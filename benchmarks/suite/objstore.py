@@ -1,21 +1,21 @@
 """Benchmark StoreLoader from local disk against the same store in S3-compatible storage.
 
-Run: ``.venv/bin/python -m benchmarks.bench_objstore`` (``--help`` for sizes). One run, same
-store, three sources side by side:
+Run: ``.venv/bin/python -m benchmarks.suite.objstore`` (``--help`` for sizes). One run, same
+store, three sources side by side, taking turns epoch by epoch (:mod:`benchmarks.runner`):
 
 1. ``local``: the store on local disk (page cache hot after the warm-up).
 2. ``s3``: the store in an S3-compatible server, every chunk a ranged GET (no local cache).
    Without ``--endpoint`` the server is moto's server mode started on 127.0.0.1 by this script
    (a single-process Python server: its own CPU is part of the measurement, so this row is a
    floor, not what a real object store gives).
-3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk, measured
-   on epochs after the first (the cache holds the whole store): what epoch 2 costs.
+3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk,
+   measured on epochs after the first (the cache holds the whole store): what epoch 2 costs.
 
 For each: samples/s, read bandwidth (MB/s of pixel bytes), host CPU ms/sample of this process
 (the moto server runs in its own process and is not counted), and GET requests and bytes per
 sample. Also bytes per sample of each format (JPEG and PNG inputs as generated, the stored
 sample with its crc32c and index overhead). Setup happens outside the timed parts; each
-figure is the median of ``--runs`` epochs after a warm-up epoch.
+figure is over ``--runs`` epochs after a warm-up epoch.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_loader_setup import environment_line
+from benchmarks.environment import environment_line
+from benchmarks.runner import Bench, Line, Row, Run, add_json_argument
 from loaders import StoreLoader
 from loaders.store.readcache import ReadCache
 from precompute import BuildSpec
@@ -91,32 +91,30 @@ def _moto() -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("moto server did not start")
 
 
-def _epoch(loader: StoreLoader, epoch: int) -> tuple[int, float, float]:
-    """Return (samples, wall s, CPU s) of one epoch."""
-    loader.set_epoch(epoch)
-    cpu0, t0, n = time.process_time(), time.perf_counter(), 0
-    for batch in loader:
-        n += len(batch["index"])
-    return n, time.perf_counter() - t0, time.process_time() - cpu0
-
-
-def _row(loader: StoreLoader, runs: int, sample_bytes: float) -> dict[str, Any]:
+def _row(name: str, loader: StoreLoader) -> Row:
+    """One epoch per call; records GET requests and bytes fetched per sample (``s3`` rows)."""
     remote = loader.source.image._s3
-    _epoch(loader, 0)  # warm-up (fills the read cache, if any)
-    req0 = (remote.requests, remote.bytes_fetched) if remote else (0, 0)
-    got = [_epoch(loader, 1 + r) for r in range(runs)]
-    n = got[0][0]
-    wall = statistics.median(g[1] for g in got)
-    cpu = statistics.median(g[2] for g in got)
-    reqs = (remote.requests - req0[0], remote.bytes_fetched - req0[1]) if remote else (0, 0)
-    per = n * runs
-    return {
-        "samples_per_s": n / wall,
-        "MB_per_s": n * sample_bytes / wall / 1e6,
-        "cpu_ms_per_sample": cpu / n * 1e3,
-        "gets_per_sample": reqs[0] / per,
-        "bytes_fetched_per_sample": reqs[1] / per,
-    }
+
+    def body(run: Run) -> int:
+        loader.set_epoch(run.index)
+        req0 = (remote.requests, remote.bytes_fetched) if remote else (0, 0)
+        n = 0
+        for batch in loader:
+            n += len(batch["index"])
+        reqs = (remote.requests - req0[0], remote.bytes_fetched - req0[1]) if remote else (0, 0)
+        run.record("gets_per_sample", reqs[0] / n)
+        run.record("bytes_fetched_per_sample", reqs[1] / n)
+        return n
+
+    return Row(name, body, show=("rate", "cpu_ms", "gets_per_sample"))
+
+
+def _bandwidth(name: str, sample_bytes: float) -> Line:
+    return Line(
+        f"{name} read bandwidth (pixel bytes), MB/s:",
+        lambda r: r[name].median("rate") * sample_bytes / 1e6,
+        "{:.1f}",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=8, help="loader num_threads (GETs in flight)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--endpoint", help="an S3-compatible endpoint (default: start moto)")
+    add_json_argument(ap)
     args = ap.parse_args(argv)
     proc = None
     if args.endpoint is None:
@@ -138,16 +137,15 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["AWS_ENDPOINT_URL"] = args.endpoint
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-objstore-") as tmp:
-            report = _run(args, Path(tmp))
+        with Bench("objstore", args.json) as bench, tempfile.TemporaryDirectory() as tmp:
+            _run(args, Path(tmp), bench)
     finally:
         if proc is not None:
             proc.kill()
             proc.wait()
-    print(json.dumps(report, indent=2))
 
 
-def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def _run(args: argparse.Namespace, tmp: Path, bench: Bench) -> None:
     import boto3
 
     n, s = args.samples, args.size
@@ -160,32 +158,21 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     put_folder(tmp / "store", url)
     sample_bytes = float(s * s * 3)
     kw = {"batch_size": args.batch, "num_threads": args.threads, "prefetch": 2, "seed": 0}
-    rows = {}
-    for name, store, cache in (
-        ("local", tmp / "store", None),
-        ("s3", url, None),
-        ("s3+cache", url, ReadCache(tmp / "cache", 64 << 30)),
-    ):
-        loader = StoreLoader(store, read_cache=cache, **kw)
-        try:
-            rows[name] = _row(loader, args.runs, sample_bytes)
-        finally:
-            loader.close()
-    table = [
-        f"{'source':10} {'samples/s':>10} {'MB/s':>8} {'CPU ms/sample':>14} {'GETs/sample':>12}"
-    ]
-    for name, r in rows.items():
-        table.append(
-            f"{name:10} {r['samples_per_s']:10.0f} {r['MB_per_s']:8.1f} "
-            f"{r['cpu_ms_per_sample']:14.3f} {r['gets_per_sample']:12.4f}"
-        )
-    print("\n".join([environment_line(), *table]), file=sys.stderr)
-    return {
-        "environment": environment_line(),
-        "args": vars(args),
-        "rows": rows,
-        "bytes_per_sample": _format_bytes(s),
+    loaders = {
+        "local": StoreLoader(tmp / "store", **kw),
+        "s3": StoreLoader(url, **kw),
+        "s3+cache": StoreLoader(url, read_cache=ReadCache(tmp / "cache", 64 << 30), **kw),
     }
+    bench.note(environment_line(), f"args: {json.dumps(vars(args), default=str)}")
+    try:
+        rows = [_row(name, loader) for name, loader in loaders.items()]
+        lines = [_bandwidth(name, sample_bytes) for name in loaders]
+        bench.measure("StoreLoader epochs by source", rows, runs=args.runs, lines=lines)
+    finally:
+        for loader in loaders.values():
+            loader.close()
+    sizes = _format_bytes(s)
+    bench.note("bytes per sample: " + json.dumps(sizes))
 
 
 if __name__ == "__main__":

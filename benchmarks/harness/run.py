@@ -8,14 +8,14 @@ from typing import Any
 
 import torch
 
-from benchmarks.consumers import parse_consumer
 from benchmarks.environment import environment
 from benchmarks.errors import BenchConfigError
-from benchmarks.harness import RunOptions, run_all
-from benchmarks.prepare_store import build_store, check_store_source, store_build_info
-from benchmarks.report import write_report
-from benchmarks.sources import num_classes
-from benchmarks.strategies import RunConfig, get_strategy
+from benchmarks.harness.consumers import parse_consumer
+from benchmarks.harness.loop import RunOptions, run_all
+from benchmarks.harness.prepare_store import build_store, check_store_source, store_build_info
+from benchmarks.harness.report import write_report
+from benchmarks.harness.sources import num_classes
+from benchmarks.harness.strategies import RunConfig, get_strategy
 
 __all__ = ["DEFAULT_STRATEGIES", "run_benchmark"]
 

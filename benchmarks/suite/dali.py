@@ -1,9 +1,9 @@
 """DALI loaders vs their torch counterparts, side by side in one run.
 
-Run: ``.venv/bin/python -m benchmarks.bench_dali [--images 256] [--batch 32] [--runs 3]``
+Run: ``.venv/bin/python -m benchmarks.suite.dali [--images 256] [--batch 32] [--runs 3]``
 
-Pairs (each strategy from :mod:`benchmarks.strategies`, so all do the same work: random resized
-crop to ``--size``, horizontal flip, normalise, float32 NCHW on ``--device``):
+Pairs (each strategy from :mod:`benchmarks.harness.strategies`, so all do the same work: random
+resized crop to ``--size``, horizontal flip, normalise, float32 NCHW on ``--device``):
 
 * store: ``precompute-dali`` (``DaliStoreLoader``) vs ``precompute`` (``StoreLoader`` +
   ``TrainAugment``), both reading the same store;
@@ -12,10 +12,12 @@ crop to ``--size``, horizontal flip, normalise, float32 NCHW on ``--device``):
 
 Setup (not timed): a sample JPEG/PNG dataset (``precompute.sample``) and a store of the same
 images centre-cropped to ``--store-size`` (``write_store_from_arrays``); each loader is built
-and runs one warm-up epoch. Then ``--runs`` epochs per strategy, in turn; the median is reported
-as samples/s and host CPU seconds per sample (this process and its children: DALI threads,
-DataLoader workers). Without a GPU every figure is a CPU figure: DALI runs its CPU operators
-(``device_id=None``) and "gpu-decode" decodes on the CPU. Results are printed, not committed.
+and runs one warm-up epoch, then ``--runs`` epochs, one strategy after another
+(:mod:`benchmarks.runner`; taking turns would let a DALI pipeline refill its prefetch queue
+while the others run), reported as samples/s and host CPU ms per sample
+(this process and its children: DALI threads, DataLoader workers). Without a GPU every figure
+is a CPU figure: DALI runs its CPU operators (``device_id=None``) and "gpu-decode" decodes on
+the CPU. Results are printed, not committed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.common import center_crop, interleaved
+from benchmarks.common import center_crop
+from benchmarks.runner import Bench, Line, Row, add_json_argument, ratio
 
 __all__ = ["main"]
 
@@ -63,26 +66,19 @@ def _epoch(source: Any, epoch: int) -> int:
     return n
 
 
-def measure(name: str, cfg: Any, runs: int) -> dict[str, Any]:
-    """Open strategy ``name``, run a warm-up epoch, then time ``runs`` epochs."""
-    from benchmarks.strategies import get_strategy
+def _row(name: str, source: Any) -> Row:
+    return Row(name, lambda run: _epoch(source, run.index), clock="tree")
 
-    strategy = get_strategy(name)
-    reason = strategy.unavailable(cfg)
-    if reason:
-        return {"name": name, "status": f"unavailable: {reason}"}
-    source = strategy.open(cfg)
-    try:  # epoch 0 warms up: worker start, page cache, pipeline build
-        rate, cpu = interleaved({name: lambda e: _epoch(source, e)}, runs)[name]
-    finally:
-        source.close()
-    return {
-        "name": name,
-        "status": "ok",
-        "samples_per_s": rate,
-        "cpu_s_per_sample": cpu,
-        "runs": runs,
-    }
+
+def pair_lines(names: list[str]) -> list[Line]:
+    """Throughput and CPU per sample of each DALI loader over its torch counterpart."""
+    lines = []
+    for dali, other in PAIRS:
+        if dali in names and other in names:
+            lines.append(ratio(f"{dali} / {other}: throughput", dali, other, fmt="x{:.2f}"))
+            label = f"{dali} / {other}: CPU per sample"
+            lines.append(ratio(label, dali, other, figure="cpu_ms", fmt="x{:.2f}"))
+    return lines
 
 
 def _env(args: argparse.Namespace) -> dict[str, Any]:
@@ -98,26 +94,9 @@ def _env(args: argparse.Namespace) -> dict[str, Any]:
     return env
 
 
-def _report(results: dict[str, dict[str, Any]]) -> None:
-    print(f"\n{'strategy':<18}{'samples/s':>12}{'CPU ms/sample':>16}")
-    for r in results.values():
-        if r["status"] != "ok":
-            print(f"{r['name']:<18}{r['status']}")
-            continue
-        print(f"{r['name']:<18}{r['samples_per_s']:>12.1f}{r['cpu_s_per_sample'] * 1e3:>16.2f}")
-    print()
-    for dali, other in PAIRS:
-        a, b = results[dali], results[other]
-        if a["status"] == b["status"] == "ok":
-            print(
-                f"{dali} / {other}: throughput x{a['samples_per_s'] / b['samples_per_s']:.2f}, "
-                f"CPU per sample x{a['cpu_s_per_sample'] / b['cpu_s_per_sample']:.2f}"
-            )
-
-
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, build the data, measure every strategy and print the comparison."""
-    from benchmarks.strategies import RunConfig
+    from benchmarks.harness.strategies import RunConfig, get_strategy
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=256)
@@ -127,9 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers / DALI threads")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_json_argument(ap)
     args = ap.parse_args(argv)
-    print(json.dumps(_env(args), indent=1, default=str))
-    with tempfile.TemporaryDirectory(prefix="bench_dali_") as tmp:
+    bench = Bench("dali", args.json)
+    bench.note(json.dumps(_env(args), indent=1, default=str))
+    with bench, tempfile.TemporaryDirectory(prefix="bench_dali_") as tmp:
         data, store = make_data(Path(tmp), args.images, args.store_size)
         cfg = RunConfig(
             data=str(data),
@@ -140,8 +121,23 @@ def main(argv: list[str] | None = None) -> None:
             seed=0,
             device=args.device,
         )
-        results = {n: measure(n, cfg, args.runs) for pair in PAIRS for n in pair}
-    _report(results)
+        sources = {}
+        try:
+            for name in (n for pair in PAIRS for n in pair):
+                strategy = get_strategy(name)
+                reason = strategy.unavailable(cfg)
+                if reason:
+                    bench.note(f"{name}: unavailable: {reason}")
+                else:
+                    sources[name] = strategy.open(cfg)
+            rows = [_row(name, source) for name, source in sources.items()]
+            lines = pair_lines(list(sources))
+            # one strategy after another: a DALI pipeline refills its prefetch queue as soon as
+            # an epoch ends, so taking turns would hand it a head start on every epoch
+            bench.measure("strategies", rows, runs=args.runs, lines=lines, interleave=False)
+        finally:
+            for source in sources.values():
+                source.close()
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """Training-ready audio batches per second and host CPU per sample: nostall vs a classic loader.
 
-Run: ``.venv/bin/python -m benchmarks.bench_audio [--clips 300] [--batch 32] [--runs 3]``
+Run: ``.venv/bin/python -m benchmarks.suite.audio [--clips 300] [--batch 32] [--runs 3]``
 
 Setup (not timed): ``--clips`` generated clips in 4 class folders, mixed formats (WAV 16/24-bit,
 FLAC, OGG/Vorbis, MP3), rates (8-48 kHz) and channel counts
 (:func:`benchmarks.audio_data.make_audio_dataset`), and their log-mel store built by
 ``precompute build SRC --out OUT --clip-seconds 1 --features logmel`` in a child process (so
-no Ray process is alive while the rows are timed). Timed, side by side in one run, each a
-median over ``--runs`` epochs after a warm-up epoch, the rows taking turns epoch by epoch
-(:func:`benchmarks.bench_augment.time_epochs`):
+no Ray process is alive while the rows are timed). Timed by :mod:`benchmarks.runner`, side
+by side in one run, ``--runs`` epochs after a warm-up epoch, the rows taking turns epoch by
+epoch:
 
 * ``classic``: a torch DataLoader with 2 worker processes over
   :class:`~benchmarks.audio_data.ClassicAudioDataset`: per item decode (soundfile), resample
@@ -18,15 +18,16 @@ median over ``--runs`` epochs after a warm-up epoch, the rows taking turns epoch
   process with ``--threads`` torch intra-op threads (default 1, as each DataLoader worker
   has: on a small, shared host, idle intra-op threads spinning on tiny tensors cost CPU).
 
-Prints samples/s and host CPU ms per sample (this process and its children) of each row and
-the two ratios against the goals (throughput >= 10x, CPU per sample <= 1/20). Results are not
-committed.
+Prints samples/s and host CPU ms per sample (the classic row: this process and its workers;
+the other: this process's nanosecond clock) of each row and the two ratios against the goals
+(throughput >= 10x, CPU per sample <= 1/20). Results are not committed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,7 @@ from typing import Any
 import torch
 
 from benchmarks.audio_data import ClassicAudioDataset, make_audio_dataset
-from benchmarks.bench_augment import time_epochs
+from benchmarks.runner import Bench, Line, Results, Row, add_json_argument, ratio
 
 __all__ = ["main"]
 
@@ -88,7 +89,7 @@ def store_epochs(store: Path, batch: int) -> Callable[[int], Iterable[int]]:
     return epoch
 
 
-def _args() -> argparse.Namespace:
+def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--clips", type=int, default=300)
     p.add_argument("--batch", type=int, default=32)
@@ -97,43 +98,57 @@ def _args() -> argparse.Namespace:
         "--threads", type=int, default=1,
         help="torch intra-op threads of this process (DataLoader workers use 1 each)",
     )  # fmt: skip
-    return p.parse_args()
+    add_json_argument(p)
+    return p.parse_args(argv)
 
 
-def main() -> None:
+def _cpu_ratio(results: Results) -> float:
+    """Classic CPU per sample over nostall's (0 when the loader measured no clock tick)."""
+    nostall = results[NOSTALL].median("cpu_ms")
+    return results[CLASSIC].median("cpu_ms") / nostall if nostall > 0 else math.inf
+
+
+LINES = (
+    ratio("throughput nostall/classic", NOSTALL, CLASSIC, fmt="{:.1f}x", note="(goal >= 10x)"),
+    Line(
+        "CPU per sample nostall/classic",
+        _cpu_ratio,  # CPU seconds come in clock ticks: a short run may measure none at all
+        lambda v: f"1/{v:.1f}" if math.isfinite(v) else "below one clock tick (run longer)",
+        "(goal <= 1/20)",
+    ),
+)
+
+
+def main(argv: list[str] | None = None) -> None:
     """Run the comparison and print the rows and ratios."""
     from benchmarks.environment import environment
 
-    a = _args()
+    a = _args(argv)
     torch.set_num_threads(a.threads)
     env = environment()
-    print(
-        json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")}),
-        f"torch {torch.__version__}, intra-op threads {torch.get_num_threads()}",
-    )
-    with tempfile.TemporaryDirectory() as tmp:
+    with Bench("audio", a.json) as bench, tempfile.TemporaryDirectory() as tmp:
+        bench.note(
+            json.dumps({k: env[k] for k in ("cpu", "cores_usable", "memory_gib")})
+            + f" torch {torch.__version__}, intra-op threads {torch.get_num_threads()}"
+        )
         t0 = time.perf_counter()
         src = make_audio_dataset(Path(tmp) / "clips", a.clips, 4, SEED, (0.5, 3.0))
         build_store(src, Path(tmp) / "store")
-        print(f"setup: {a.clips} clips (WAV/FLAC/OGG/MP3, 8-48 kHz, 1-2 ch, 0.5-3 s) + log-mel "
-              f"store in {time.perf_counter() - t0:.1f}s; batch {a.batch}, median of {a.runs} "
-              "interleaved epochs after 1 warm-up each")  # fmt: skip
+        took = time.perf_counter() - t0
+        bench.note(f"setup: {a.clips} clips (WAV/FLAC/OGG/MP3, 8-48 kHz, 1-2 ch, 0.5-3 s) + "
+                   f"log-mel store in {took:.1f}s; batch {a.batch}")  # fmt: skip
         classic, loader = classic_epochs(src, a.batch)
-        rows = {CLASSIC: classic, NOSTALL: store_epochs(Path(tmp) / "store", a.batch)}
+        nostall = store_epochs(Path(tmp) / "store", a.batch)
+        rows = [
+            Row(CLASSIC, lambda run: sum(classic(run.index)), clock="tree"),
+            Row(NOSTALL, lambda run: sum(nostall(run.index))),
+        ]
         try:
-            res = time_epochs(rows, a.runs)
+            bench.measure("audio batches", rows, runs=a.runs, lines=LINES)
         finally:
             it = getattr(loader, "_iterator", None)
             if it is not None:
                 it._shutdown_workers()
-    for name, (rate, cpu) in res.items():
-        print(f"{name:58s} {rate:9.1f} samples/s {rate / a.batch:8.1f} batches/s "
-              f"{cpu:8.3f} CPU ms/sample")  # fmt: skip
-    (c_rate, c_cpu), (n_rate, n_cpu) = res[CLASSIC], res[NOSTALL]
-    # CPU seconds come in clock ticks: a short run of the loader may measure none at all
-    cpu_ratio = f"1/{c_cpu / n_cpu:.1f}" if n_cpu > 0 else "below one clock tick (run longer)"
-    print(f"throughput nostall/classic {n_rate / c_rate:.1f}x (goal >= 10x); CPU per sample "
-          f"nostall/classic {cpu_ratio} (goal <= 1/20)")  # fmt: skip
 
 
 if __name__ == "__main__":
