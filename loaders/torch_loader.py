@@ -86,9 +86,9 @@ class StoreLoader(ContractLoader):
             already set up), else ``pread``. ``pread``: one ``preadv`` per chunk straight
             into the batch rows; no mapped pages, so RSS holds the batch buffers alone (see
             ``buffer_chunks``). ``mmap``: shard files stay mapped, up to ``map_bytes`` of
-            them, which count in RSS (``bench_loader`` prints each). ``ram``: every streamed
-            array is read once, at open, into one block of rows in this process's memory
-            (crc32c checked), and each batch is one gather per array, as from a numpy memmap:
+            them, which count in RSS (``benchmarks.suite.loader`` prints each). ``ram``: every
+            streamed array is read once, at open, into one block of rows in this process's
+            memory (crc32c checked), and each batch is one gather per array, as from a memmap:
             fastest for small samples (spectral patches), but RSS holds the whole store (up to
             ``map_bytes``; each rank its own copy) and a store with variants is refused.
         map_bytes: Budget of mapped shard-file bytes for ``io="mmap"`` and ``"auto"``; mapped

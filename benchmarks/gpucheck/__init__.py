@@ -13,8 +13,8 @@ See ``docs/gpu.md``.
 | --- | --- |
 | ``data.py`` | the raw dataset: photo-like JPEGs in class folders |
 | ``gputests.py``, ``plugin.py`` | find and run the ``gpu`` tests; say which cannot run and why |
-| ``feeds.py`` | the strategies the check adds to :mod:`benchmarks.strategies` |
+| ``feeds.py`` | the strategies the check adds to :mod:`benchmarks.harness.strategies` |
 | ``consumers.py`` | the training step each feed drives (ResNet-50 bf16, or the small net) |
 | ``check.py`` | the whole run, within its time budget |
-| ``report.py`` | ``report.md`` / ``report.json`` / plots, through :mod:`benchmarks.report` |
+| ``report.py`` | ``report.md`` / ``report.json`` / plots (:mod:`benchmarks.harness.report`) |
 """

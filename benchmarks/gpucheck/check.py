@@ -5,7 +5,7 @@
 3. Each feed alone (consumer ``none``): samples/s, host CPU ms per sample.
 4. Each feed under a real training step (:mod:`.consumers`): GPU utilisation over time
    (NVML), data-wait share, step-time variation, against the targets, through the harness
-   (:func:`benchmarks.harness.run_strategy`: the monitor, :mod:`loaders.diagnostics`' figures,
+   (:func:`benchmarks.harness.loop.run_strategy`: the monitor, :mod:`loaders.diagnostics`' figures,
    verdicts and advice).
 
 A run that would start after the budget is spent is reported as skipped, not run. With
@@ -27,9 +27,9 @@ from benchmarks.environment import environment
 from benchmarks.gpucheck import feeds  # noqa: F401  (registers the check's strategies)
 from benchmarks.gpucheck.consumers import make_consumer, pick_model
 from benchmarks.gpucheck.gputests import run_gpu_tests
-from benchmarks.harness import RunOptions, run_strategy
-from benchmarks.sources import num_classes
-from benchmarks.strategies import RunConfig
+from benchmarks.harness.loop import RunOptions, run_strategy
+from benchmarks.harness.sources import num_classes
+from benchmarks.harness.strategies import RunConfig
 
 __all__ = ["FEEDS", "CheckConfig", "run_check"]
 

@@ -2,8 +2,8 @@
 
 ``resnet50``: torchvision's ResNet-50 (random weights: nothing is downloaded), channels-last,
 autocast to bfloat16, SGD with momentum, synchronised at the end of each step so its compute
-time is real. ``tiny``: :class:`benchmarks.consumers.ModelStep` (a three-block CNN). ``auto``
-picks ``resnet50`` on CUDA where torchvision imports, else ``tiny``.
+time is real. ``tiny``: :class:`benchmarks.harness.consumers.ModelStep` (a three-block
+CNN). ``auto`` picks ``resnet50`` on CUDA where torchvision imports, else ``tiny``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import importlib.util
 import torch
 from torch import nn
 
-from benchmarks.consumers import Consumer, ModelStep, NoConsumer
+from benchmarks.harness.consumers import Consumer, ModelStep, NoConsumer
 
 __all__ = ["MODELS", "ResNetStep", "make_consumer", "pick_model"]
 

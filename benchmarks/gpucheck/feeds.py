@@ -1,4 +1,4 @@
-"""The feeds the check adds to :mod:`benchmarks.strategies`: the store with mixup, and nvJPEG.
+"""The feeds the check adds to :mod:`benchmarks.harness.strategies`: store + mixup, nvJPEG.
 
 * ``store-f32`` / ``store-bf16``: :class:`loaders.StoreLoader` + :class:`TrainAugment` (float32
   NCHW, or bfloat16 channels-last) + :class:`Mixup`, batches ``(image, soft target)``.
@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from benchmarks.sources import list_items, num_classes
-from benchmarks.strategies import Batch, RunConfig, Strategy, register
+from benchmarks.harness.sources import list_items, num_classes
+from benchmarks.harness.strategies import Batch, RunConfig, Strategy, register
 from loaders.augment import Mixup, TrainAugment
 from loaders.batching.order import batch_seed
 

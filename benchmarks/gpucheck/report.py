@@ -1,9 +1,9 @@
 """The check's report: ``report.md``, ``report.json`` and the harness's plots of the trained runs.
 
-Tables are :func:`benchmarks.report.markdown_table`'s and the plots
-:func:`benchmarks.report_plots.write_plots`' (throughput, utilisation over time, step times),
-so the check reads like ``python -m benchmarks run``. Every figure is one measured in this run;
-what was not measured reads ``-`` or says why.
+Tables are :func:`benchmarks.harness.report.markdown_table`'s and the plots
+:func:`benchmarks.harness.report_plots.write_plots`' (throughput, utilisation over time,
+step times), so the check reads like ``python -m benchmarks run``. Every figure is one
+measured in this run; what was not measured reads ``-`` or says why.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.report import fmt, markdown_table
-from benchmarks.report_plots import write_plots
+from benchmarks.harness.report import fmt, markdown_table
+from benchmarks.harness.report_plots import write_plots
 
 __all__ = ["render", "summary_lines", "utilisation", "write"]
 

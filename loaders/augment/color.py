@@ -115,8 +115,8 @@ def normalize_converter(norm: Normalize | None) -> Converter:
       row of per-channel constants repeated ``W`` times: float32 math (the uint8 input cast
       once), the result rounded once into a half type, so it is bit for bit the float32
       result rounded to nearest even. Its temporaries cost less than the copies that avoided
-      them (bench_augment: bfloat16 channels-last 0.93x float32 with a reused float32 buffer
-      and one rounding copy, 0.96-1.01x with the one call).
+      them (benchmarks.suite.augment: bfloat16 channels-last 0.93x float32 with a reused
+      float32 buffer and one rounding copy, 0.96-1.01x with the one call).
     """
     scale, shift = channel_affine(norm)
     mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)

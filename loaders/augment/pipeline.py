@@ -214,7 +214,7 @@ class TrainAugment(_Augment):
         path: ``grid`` (batched ``grid_sample``, any device), ``fast`` (CPU: per-crop resize)
             or ``auto`` (``fast`` for CPU tensors, else ``grid``).
         threads: Threads the CPU fast path splits a batch over (default 2;
-            ``benchmarks.bench_augment`` times 1 and 2 side by side).
+            ``benchmarks.suite.augment`` times 1 and 2 side by side).
         bands: Per-band normalisation of array fields (spectral cubes); the default
             ``BandNormalize()`` takes the store's statistics, None only casts.
         rot90: Rotate every spatial field of a v2 sample by the same random multiple of 90

@@ -99,7 +99,7 @@ def page_aligned(shape: tuple[int, ...], dtype: np.dtype, huge: bool = False) ->
 
     ``huge``: ask the kernel for transparent huge pages (``MADV_HUGEPAGE``), as numpy does for
     its large arrays; for a large block that rows are gathered from at random
-    (``io="ram"``: ``bench_spectral``'s ram row).
+    (``io="ram"``: ``benchmarks.suite.spectral``'s ram row).
 
     The array's base is the ``mmap`` object, not another array, so numpy views of it keep
     the array itself referenced (the reference count :meth:`BufferPool.take` relies on), and
