@@ -16,15 +16,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from loaders.augment import audio_ops
 from loaders.augment.audio_fields import apply_audio_fields
 from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
+from loaders.augment.draws import smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
-from loaders.augment.mix import smooth_targets
 from precompute.audio.features import INT16_SCALE
 from precompute.fields import FieldSpec
 
@@ -60,6 +60,8 @@ class AudioAugment:
         mix_prob: Probability that a batch is mixed at all.
         switch_prob: Probability of cutmix rather than mixup when both are enabled.
     """
+
+    serves_audio: ClassVar[bool] = True  # the loader's check of a store's audio policies
 
     crop: int | None = None
     gain_db: tuple[float, float] | None = None

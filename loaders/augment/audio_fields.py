@@ -12,16 +12,16 @@ mixing is part of ``AudioAugment``), or mixing to another class count than the l
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
 from loaders.augment.errors import AugmentError
 from precompute.fields import FieldSpec
 
-if TYPE_CHECKING:
-    from loaders.augment.audio import AudioAugment
+# AudioAugment's call: a batch dict and the generator -> the augmented batch dict
+AudioPolicy = Callable[[Mapping[str, torch.Tensor], torch.Generator], dict[str, torch.Tensor]]
 
 __all__ = ["apply_audio_fields", "audio_field", "check_audio_policies"]
 
@@ -42,21 +42,24 @@ def _label(fields: Sequence[FieldSpec]) -> FieldSpec:
     return found[0]
 
 
+def _is_audio_policy(policy: Any) -> bool:
+    """An :class:`~loaders.augment.audio.AudioAugment` (it says so: ``serves_audio``)."""
+    return bool(getattr(policy, "serves_audio", False))
+
+
 def check_audio_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) -> None:
     """Refuse policies that cannot serve a store's audio field (or an audio policy without one).
 
     Raises:
         AugmentError: Naming the field and the policy to use.
     """
-    from loaders.augment.audio import AudioAugment
-
     audio = audio_field(fields)
     if audio is None:
-        if isinstance(augment, AudioAugment):
+        if _is_audio_policy(augment):
             names = [f.name for f in fields]
             raise AugmentError(f"AudioAugment needs a field of kind audio; the store has {names}")
         return
-    if augment is not None and not isinstance(augment, AudioAugment):
+    if augment is not None and not _is_audio_policy(augment):
         raise AugmentError(
             f"augment={type(augment).__name__} cannot serve the audio field {audio.name!r} "
             "(kind audio): use loaders.augment.AudioAugment(...) or augment=None"
@@ -67,7 +70,7 @@ def check_audio_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
             "with AudioAugment(mixup_alpha=..., cutmix_alpha=..., num_classes=...)"
         )
     channels = audio.options.get("channels", "mono")
-    if isinstance(augment, AudioAugment) and channels != "mono":
+    if _is_audio_policy(augment) and channels != "mono":
         # its ops read (B, L) as waveforms and (B, n_mels, frames) as features: a (B, C, L)
         # stereo batch would pass as features (a frequency mask zeroing whole channels)
         raise AugmentError(
@@ -76,7 +79,7 @@ def check_audio_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
             "channels yourself"
         )
     classes = _label(fields).options.get("classes")
-    want = augment.num_classes if isinstance(augment, AudioAugment) and augment.mixes else None
+    want = augment.num_classes if _is_audio_policy(augment) and augment.mixes else None
     if want is not None and classes is not None and want != classes:
         raise AugmentError(
             f"the label field has {classes} classes; AudioAugment(num_classes="
@@ -85,7 +88,7 @@ def check_audio_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
 
 
 def apply_audio_fields(
-    policy: AudioAugment,
+    policy: AudioPolicy,
     values: Mapping[str, torch.Tensor],
     fields: Sequence[FieldSpec],
     generator: torch.Generator,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from loaders.augment.mix import beta_pair
+from loaders.augment.draws import beta_pair
 
 __all__ = ["crop", "gain", "mask_spans", "mix", "noise", "valid_min"]
 
@@ -111,7 +111,7 @@ def mix(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """Mixup or cutmix along time of sample ``i`` with ``B - 1 - i``, one draw per batch.
 
-    Draws 3 uniforms and one Beta candidate per method (:func:`~loaders.augment.mix.beta_pair`).
+    Draws 3 uniforms and one Beta candidate per method (:func:`~loaders.augment.draws.beta_pair`).
     Mixup blends the clips and the ``targets`` with lambda; cutmix pastes the partner's time
     span ``[s, s + w)``, ``w = floor((1 - lambda) * T)``, and mixes the targets by the time
     fraction kept, ``1 - w / T``. The new length ends at the last valid step of either part.

@@ -11,7 +11,8 @@ image path does from the same generator, then each field is moved by what its ki
   :data:`loaders.augment.geometry.APPLY` (masks nearest, values never blended and dtype kept;
   keypoints the exact map with ``flip_pairs``, float32; ``none``: as stored).
 
-Mixing (:func:`mix_fields`) follows the kinds' ``mixup`` and ``cutmix`` rules: images blend
+Mixing (:func:`loaders.augment.mix.mix_fields`) follows the kinds' ``mixup`` and ``cutmix``
+rules: images blend
 or take the pasted box, masks take the same pasted box (CutMix only: a policy that may blend
 a field whose kind refuses it is an :class:`AugmentError` naming the field), label fields
 become soft targets mixed by the same lambda (the pasted area under CutMix).
@@ -25,20 +26,12 @@ from typing import Any
 import torch
 
 from loaders.augment.audio_fields import check_audio_policies
-from loaders.augment.checks import check_labels
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.geometry import apply_field
-from loaders.augment.mix import Mixup, smooth_targets
 from precompute.fields import FieldSpec
 
-__all__ = [
-    "augment_fields",
-    "check_field_policies",
-    "check_field_values",
-    "check_mixable",
-    "mix_fields",
-]
+__all__ = ["augment_fields", "check_field_policies", "check_field_values"]
 
 
 def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) -> None:
@@ -47,7 +40,7 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
     A v2 store's policies are called as ``augment.apply_fields(values, fields, extents,
     generator)`` and ``mixup.apply_fields(values, fields, generator)`` (a plain image
     callable could not move the other fields); a :class:`Mixup` that could blend or paste a
-    field whose kind refuses it is refused too (:func:`check_mixable`). Nothing to check for
+    field whose kind refuses it is refused too (``Mixup.check_fields``). Nothing to check for
     a v1 store (``fields`` empty).
 
     Raises:
@@ -66,8 +59,9 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
                 f"{what}={policy!r} cannot serve a store of fields {names}: it needs "
                 f"{what}.apply_fields(...) (TrainAugment, EvalAugment, Mixup have it)"
             )
-    if isinstance(mixup, Mixup):
-        check_mixable(mixup, fields)
+    check = getattr(mixup, "check_fields", None)  # Mixup: fields its kinds refuse to mix
+    if callable(check):
+        check(fields)
 
 
 def check_field_values(
@@ -116,94 +110,3 @@ def augment_fields(
         else:
             out[f.name] = apply_field(f, values[f.name], crops, policy.size)
     return out
-
-
-def check_mixable(mix: Mixup, fields: Sequence[FieldSpec]) -> None:
-    """Refuse a policy that could blend (mixup) or paste (CutMix) a field whose kind refuses it.
-
-    A class-index field (``label``) with ``classes`` must have ``mix.num_classes`` of them.
-
-    Raises:
-        AugmentError: Naming the field, its kind and what to do.
-    """
-    for f in fields:
-        rules = (f.spec.mixup, f.spec.cutmix)
-        if rules == ("refuse", "refuse"):
-            raise AugmentError(
-                f"field {f.name!r} (kind {f.kind}) can be neither blended (mixup) nor pasted "
-                "(CutMix): leave mixup out for this store"
-            )
-        if mix.mixup_alpha > 0 and rules[0] == "refuse":
-            raise AugmentError(
-                f"mixup would blend field {f.name!r} (kind {f.kind}), whose values cannot be "
-                "blended: use Mixup(mixup_alpha=0) for CutMix only"
-            )
-        if mix.cutmix_alpha > 0 and rules[1] == "refuse":
-            raise AugmentError(
-                f"CutMix would paste into field {f.name!r} (kind {f.kind}), which cannot be "
-                "pasted: use Mixup(cutmix_alpha=0) for mixup only"
-            )
-        classes = f.options.get("classes")
-        if f.storage(1).shape == () and classes is not None and classes != mix.num_classes:
-            raise AugmentError(
-                f"field {f.name!r} has {classes} classes; Mixup(num_classes="
-                f"{mix.num_classes}) would give targets of another width: use "
-                f"Mixup({classes}, ...)"
-            )
-
-
-def _frame(values: Mapping[str, torch.Tensor], fields: Sequence[FieldSpec]) -> torch.Tensor:
-    """The first image field: ``[B, C, H, W]`` float (mixing comes after augmentation)."""
-    images = [values[f.name] for f in fields if f.spec.photometric]
-    if not images:
-        raise AugmentError("mixing needs an image field; the store has none")
-    x = images[0]
-    if x.dim() != 4 or not x.is_floating_point():
-        raise AugmentError(
-            f"mixing needs [B, C, H, W] float images (augment first), got "
-            f"{tuple(x.shape)} {x.dtype}"
-        )
-    return x
-
-
-def mix_fields(
-    mix: Mixup,
-    values: Mapping[str, torch.Tensor],
-    fields: Sequence[FieldSpec],
-    generator: torch.Generator,
-) -> dict[str, torch.Tensor]:
-    """Mix a batch of fields with one draw of ``mix`` (sample ``i`` with ``B - 1 - i``).
-
-    Returns:
-        ``values`` with image fields blended or pasted, masks pasted (the same box), and
-        each label field replaced by ``[B, classes]`` float32 soft targets (a ``label``
-        field: one-hot over ``mix.num_classes`` with label smoothing; a multi-hot field:
-        its vector); other entries as given.
-    """
-    check_mixable(mix, fields)
-    frame = _frame(values, fields)
-    height, width = frame.shape[2], frame.shape[3]
-    p = mix.params(height, width, generator, frame.device)
-    out = dict(values)
-    lam = torch.where(p.cutmix, p.lam, p.lam.to(frame.dtype).to(torch.float32))
-    for f in fields:
-        x, rule = values[f.name], (f.spec.mixup, f.spec.cutmix)
-        if rule == ("blend", "paste"):
-            out[f.name] = torch.lerp(x.flip(0), x, mix._weights(p, height, width, x.dtype))
-        elif rule[1] == "paste":
-            keep = mix._weights(p, height, width, torch.float32) > 0.5
-            out[f.name] = torch.where(keep, x, x.flip(0))
-        elif rule[1] == "area":
-            target = _targets(mix, f, x)
-            out[f.name] = torch.lerp(target.flip(0), target, lam)
-    return out
-
-
-def _targets(mix: Mixup, field: FieldSpec, x: torch.Tensor) -> torch.Tensor:
-    """Soft targets of a label field: one-hot (smoothed) for class ids, else the vector."""
-    if x.dim() != 1:
-        return x.to(torch.float32)
-    if x.dtype != torch.int64:
-        raise AugmentError(f"field {field.name!r}: mixing needs int64 labels, got {x.dtype}")
-    check_labels(x, mix.num_classes, f"field {field.name!r}")
-    return smooth_targets(x, mix.num_classes, mix.label_smoothing)

@@ -15,52 +15,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from loaders.augment.checks import check_integer, check_labels, check_number
+from loaders.augment.draws import MixParams, beta_pair, smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
 from precompute.fields import FieldSpec
 
-__all__ = ["MixParams", "Mixup", "beta_pair", "smooth_targets"]
-
-
-class MixParams(NamedTuple):
-    """One batch's mixing decision; all fields are 0-d tensors except ``box`` (4,)."""
-
-    apply: torch.Tensor  # bool: mix this batch at all
-    cutmix: torch.Tensor  # bool: cutmix rather than mixup
-    lam: torch.Tensor  # float32: weight of the sample's own image/target (area-corrected)
-    box: torch.Tensor  # int64 (y0, y1, x0, x1) of the pasted box (empty unless cutmix)
-
-
-def beta_pair(
-    alphas: tuple[float, float], generator: torch.Generator, device: torch.device
-) -> torch.Tensor:
-    """Draw one Beta(a, a) value per entry of ``alphas`` from two Gamma draws each.
-
-    ``torch._standard_gamma`` accepts an explicit generator (``Beta.sample`` does not). A zero
-    alpha gives 1.0 (that method is off).
-    """
-    conc = torch.ones((len(alphas), 2), dtype=torch.float32, device=device)
-    for i, a in enumerate(alphas):
-        if a > 0:
-            conc[i].fill_(a)  # a fill kernel: no host-to-device copy
-    g = torch._standard_gamma(conc, generator=generator)
-    total = g.sum(1)
-    lam = torch.where(total > 0, g[:, 0] / total.clamp_min(1e-30), torch.full_like(total, 0.5))
-    for i, a in enumerate(alphas):
-        if a <= 0:
-            lam[i].fill_(1.0)
-    return lam
-
-
-def smooth_targets(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:
-    """One-hot ``[B, C]`` float32 targets with ``smoothing`` spread over all classes."""
-    off = smoothing / num_classes
-    out = torch.full((labels.shape[0], num_classes), off, device=labels.device)
-    return out.scatter_(1, labels.view(-1, 1), 1.0 - smoothing + off)
+__all__ = ["MixParams", "Mixup", "beta_pair", "check_mixable", "mix_fields", "smooth_targets"]
 
 
 @dataclass(frozen=True)
@@ -177,10 +141,12 @@ class Mixup:
         fields: Sequence[FieldSpec],
         generator: torch.Generator,
     ) -> dict[str, torch.Tensor]:
-        """Mix a batch of a v2 store's fields (see :func:`loaders.augment.fields.mix_fields`)."""
-        from loaders.augment.fields import mix_fields  # it imports this module
-
+        """Mix a batch of a v2 store's fields (see :func:`mix_fields`)."""
         return mix_fields(self, values, fields, generator)
+
+    def check_fields(self, fields: Sequence[FieldSpec]) -> None:
+        """Refuse, before the first batch, fields this policy would mix against their kind."""
+        check_mixable(self, fields)
 
     def __call__(
         self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator
@@ -193,3 +159,94 @@ class Mixup:
         """
         self.check(images, labels)
         return self.apply(images, labels, generator)
+
+
+def check_mixable(mix: Mixup, fields: Sequence[FieldSpec]) -> None:
+    """Refuse a policy that could blend (mixup) or paste (CutMix) a field whose kind refuses it.
+
+    A class-index field (``label``) with ``classes`` must have ``mix.num_classes`` of them.
+
+    Raises:
+        AugmentError: Naming the field, its kind and what to do.
+    """
+    for f in fields:
+        rules = (f.spec.mixup, f.spec.cutmix)
+        if rules == ("refuse", "refuse"):
+            raise AugmentError(
+                f"field {f.name!r} (kind {f.kind}) can be neither blended (mixup) nor pasted "
+                "(CutMix): leave mixup out for this store"
+            )
+        if mix.mixup_alpha > 0 and rules[0] == "refuse":
+            raise AugmentError(
+                f"mixup would blend field {f.name!r} (kind {f.kind}), whose values cannot be "
+                "blended: use Mixup(mixup_alpha=0) for CutMix only"
+            )
+        if mix.cutmix_alpha > 0 and rules[1] == "refuse":
+            raise AugmentError(
+                f"CutMix would paste into field {f.name!r} (kind {f.kind}), which cannot be "
+                "pasted: use Mixup(cutmix_alpha=0) for mixup only"
+            )
+        classes = f.options.get("classes")
+        if f.storage(1).shape == () and classes is not None and classes != mix.num_classes:
+            raise AugmentError(
+                f"field {f.name!r} has {classes} classes; Mixup(num_classes="
+                f"{mix.num_classes}) would give targets of another width: use "
+                f"Mixup({classes}, ...)"
+            )
+
+
+def _frame(values: Mapping[str, torch.Tensor], fields: Sequence[FieldSpec]) -> torch.Tensor:
+    """The first image field: ``[B, C, H, W]`` float (mixing comes after augmentation)."""
+    images = [values[f.name] for f in fields if f.spec.photometric]
+    if not images:
+        raise AugmentError("mixing needs an image field; the store has none")
+    x = images[0]
+    if x.dim() != 4 or not x.is_floating_point():
+        raise AugmentError(
+            f"mixing needs [B, C, H, W] float images (augment first), got "
+            f"{tuple(x.shape)} {x.dtype}"
+        )
+    return x
+
+
+def mix_fields(
+    mix: Mixup,
+    values: Mapping[str, torch.Tensor],
+    fields: Sequence[FieldSpec],
+    generator: torch.Generator,
+) -> dict[str, torch.Tensor]:
+    """Mix a batch of fields with one draw of ``mix`` (sample ``i`` with ``B - 1 - i``).
+
+    Returns:
+        ``values`` with image fields blended or pasted, masks pasted (the same box), and
+        each label field replaced by ``[B, classes]`` float32 soft targets (a ``label``
+        field: one-hot over ``mix.num_classes`` with label smoothing; a multi-hot field:
+        its vector); other entries as given.
+    """
+    check_mixable(mix, fields)
+    frame = _frame(values, fields)
+    height, width = frame.shape[2], frame.shape[3]
+    p = mix.params(height, width, generator, frame.device)
+    out = dict(values)
+    lam = torch.where(p.cutmix, p.lam, p.lam.to(frame.dtype).to(torch.float32))
+    for f in fields:
+        x, rule = values[f.name], (f.spec.mixup, f.spec.cutmix)
+        if rule == ("blend", "paste"):
+            out[f.name] = torch.lerp(x.flip(0), x, mix._weights(p, height, width, x.dtype))
+        elif rule[1] == "paste":
+            keep = mix._weights(p, height, width, torch.float32) > 0.5
+            out[f.name] = torch.where(keep, x, x.flip(0))
+        elif rule[1] == "area":
+            target = _targets(mix, f, x)
+            out[f.name] = torch.lerp(target.flip(0), target, lam)
+    return out
+
+
+def _targets(mix: Mixup, field: FieldSpec, x: torch.Tensor) -> torch.Tensor:
+    """Soft targets of a label field: one-hot (smoothed) for class ids, else the vector."""
+    if x.dim() != 1:
+        return x.to(torch.float32)
+    if x.dtype != torch.int64:
+        raise AugmentError(f"field {field.name!r}: mixing needs int64 labels, got {x.dtype}")
+    check_labels(x, mix.num_classes, f"field {field.name!r}")
+    return smooth_targets(x, mix.num_classes, mix.label_smoothing)
