@@ -20,14 +20,24 @@ epoch:
 
 Prints samples/s and host CPU ms per sample (the classic row: this process and its workers;
 the other: this process's nanosecond clock) of each row and the two ratios against the goals
-(throughput >= 10x, CPU per sample <= 1/20). Results are not committed.
+(throughput >= 10x, CPU per sample <= 1/20).
+
+**Long recordings** (``--long-minutes 10,60``, ``--skip-long`` to leave them out): a WAV of
+each length (44.1 kHz stereo, :mod:`benchmarks.recordings`) and a 1 s one, each timed as a
+fresh process, the rows taking turns: one streaming decode + resample of the file to 16 kHz
+(the least any build must do), and ``precompute build --clips all --clip-seconds 1`` of it
+(``--runner``, default ``ray``), whose 1 s recording is the fixed start cost. Prints, per
+length, build time less the fixed cost over the decode (goal <= 1.5) and the build's peak RSS
+(its process tree) against the shortest length's (goal: flat). Results are not committed.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +49,8 @@ from typing import Any
 import torch
 
 from benchmarks.audio_data import ClassicAudioDataset, make_audio_dataset
-from benchmarks.runner import Bench, Line, Results, Row, add_json_argument, ratio
+from benchmarks.recordings import write_recording
+from benchmarks.runner import Bench, Command, Line, Results, Row, add_json_argument, ratio
 
 __all__ = ["main"]
 
@@ -98,8 +109,48 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--threads", type=int, default=1,
         help="torch intra-op threads of this process (DataLoader workers use 1 each)",
     )  # fmt: skip
+    p.add_argument("--long-minutes", default="10,60", help="lengths of the long recordings")
+    p.add_argument("--long-runs", type=int, default=2)
+    p.add_argument("--runner", default="ray", choices=["ray", "sequential"])
+    p.add_argument("--skip-long", action="store_true")
     add_json_argument(p)
     return p.parse_args(argv)
+
+
+def _long_rows(tmp: Path, minutes: list[float], runner: str) -> list[Command]:
+    """Per length (and the 1 s fixed cost): decode + resample, and the build, fresh processes."""
+    rows = []
+    for m in [1 / 60, *minutes]:
+        name = "1 s" if m < 1 else f"{m:g} min"
+        src = tmp / f"long-{name.replace(' ', '')}"
+        write_recording(src / "rec" / "field.wav", m, seed=round(m * 60))
+        out = tmp / f"{src.name}.zarr"
+        if m >= 1:
+            rows.append(Command(f"decode+resample {name}", "benchmarks.recordings:decode_resample",
+                                (str(src / "rec" / "field.wav"),), memory=True))  # fmt: skip
+        rows.append(Command(f"build {name}", "benchmarks.recordings:build_windows",
+                            (str(src), str(out), runner), memory=True,
+                            before=functools.partial(shutil.rmtree, out, True)))  # fmt: skip
+    return rows
+
+
+def _long_lines(minutes: list[float]) -> list[Line]:
+    def over(m: float) -> Callable[[Results], float]:
+        def value(r: Results) -> float:
+            fixed = r["build 1 s"].median("wall_s")
+            return (r[f"build {m:g} min"].median("wall_s") - fixed) / r[
+                f"decode+resample {m:g} min"
+            ].median("wall_s")
+
+        return value
+
+    lines = [Line(f"build/decode {m:g} min, less the fixed cost", over(m), "{:.2f}",
+                  "(goal <= 1.5)") for m in minutes]  # fmt: skip
+    for m in minutes[1:]:
+        lines.append(ratio(f"build peak RSS {m:g} min / {minutes[0]:g} min", f"build {m:g} min",
+                           f"build {minutes[0]:g} min", "tree_peak_rss_mib", fmt="{:.2f}",
+                           note="(goal: flat, about 1)"))  # fmt: skip
+    return lines
 
 
 def _cpu_ratio(results: Results) -> float:
@@ -149,6 +200,12 @@ def main(argv: list[str] | None = None) -> None:
             it = getattr(loader, "_iterator", None)
             if it is not None:
                 it._shutdown_workers()
+        if not a.skip_long:
+            minutes = [float(m) for m in a.long_minutes.split(",")]
+            long_rows = _long_rows(Path(tmp), minutes, a.runner)
+            bench.note(f"long recordings: 44.1 kHz stereo WAV, 1 s windows, runner {a.runner}")
+            bench.measure("long recordings", long_rows, runs=a.long_runs,
+                          lines=_long_lines(minutes))  # fmt: skip
 
 
 if __name__ == "__main__":
