@@ -37,7 +37,8 @@ def s3_server() -> Iterator[str]:
     """
     import logging
 
-    server_mod = pytest.importorskip("moto.server")
+    import moto.server as server_mod  # a dev dependency (moto[server]): missing fails the run
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -64,7 +65,8 @@ def ray_local(request: pytest.FixtureRequest):
     Started by ``precompute.raylocal``, so it dies with the test process even when that is
     killed (a timeout): no Ray process outlives the session.
     """
-    ray = pytest.importorskip("ray")
+    import ray
+
     from precompute.raylocal import start_local_ray
 
     if request.config.stash.get(_NEEDS_S3, False):

@@ -50,6 +50,7 @@ def _stored(store: Path, name: str) -> np.ndarray:
     return np.asarray(zarr.open_array(str(store / name), mode="r")[:])
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize(("kind", "shape", "dtype"), [
     ("logmel", (32, 51), torch.float16), ("waveform", (8000,), torch.int16),
 ])  # fmt: skip
@@ -80,6 +81,7 @@ def _policy() -> AudioAugment:
     )  # fmt: skip
 
 
+@pytest.mark.ray
 def test_audio_augment_through_the_loader(stores: dict[str, Path]) -> None:
     batches = _batches(StoreLoader(stores["logmel"], 4, seed=3, device="cpu", augment=_policy()))
     b = batches[0]
@@ -91,12 +93,14 @@ def test_audio_augment_through_the_loader(stores: dict[str, Path]) -> None:
     assert not torch.equal(b["audio"], plain[0]["audio"][..., :40].float())
 
 
+@pytest.mark.ray
 def test_waveform_augment_adds_noise_and_gain(stores: dict[str, Path]) -> None:
     policy = AudioAugment(crop=4000, gain_db=(-3.0, 3.0), noise_snr_db=(10.0, 20.0))
     b = _batches(StoreLoader(stores["waveform"], 4, seed=3, device="cpu", augment=policy))[0]
     assert tuple(b["audio"].shape) == (4, 4000) and b["label"].dtype == torch.int64
 
 
+@pytest.mark.ray
 def test_resume_mid_epoch_reproduces_augmented_batches(stores: dict[str, Path]) -> None:
     kw = {"seed": 5, "device": "cpu", "augment": _policy()}
     want = collect(StoreLoader(stores["logmel"], 4, **kw))
@@ -111,6 +115,7 @@ def test_resume_mid_epoch_reproduces_augmented_batches(stores: dict[str, Path]) 
             np.testing.assert_array_equal(g[key], w[key])
 
 
+@pytest.mark.ray
 def test_image_policies_are_refused_on_audio(stores: dict[str, Path]) -> None:
     with pytest.raises(AugmentError, match=r"TrainAugment cannot serve the audio field 'audio'"):
         StoreLoader(stores["logmel"], 4, augment=TrainAugment(8))
@@ -126,6 +131,7 @@ def test_audio_augment_on_an_image_store_is_refused(tmp_path: Path) -> None:
         StoreLoader(store, 4, augment=AudioAugment())
 
 
+@pytest.mark.ray
 def test_dali_refuses_an_audio_store_naming_the_field(stores: dict[str, Path]) -> None:
     source = open_store(stores["logmel"])
     try:
@@ -142,6 +148,7 @@ def test_audio_augment_on_a_v1_store_is_refused(tmp_path: Path) -> None:
         StoreLoader(tmp_path / "v1", 4, augment=AudioAugment())
 
 
+@pytest.mark.ray
 def test_audio_augment_on_a_store_that_keeps_channels_is_refused(
     ray_local: None, tmp_path: Path
 ) -> None:

@@ -12,14 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import numpy as np
 import pytest
 import torch
 
 from loaders import StoreLoader
 from tests.contracts.loader_contract import collect, make_index_store
-
-L = pytest.importorskip("lightning")
 
 N, BATCH = 48, 8  # 6 batches an epoch
 

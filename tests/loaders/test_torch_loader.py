@@ -204,7 +204,8 @@ def test_cuda_batches_match_cpu_batches(store: Path) -> None:
 
 
 def test_real_augment_and_mixup_policies_resume_exactly(store: Path) -> None:
-    augment = pytest.importorskip("loaders.augment")
+    from loaders import augment
+
     kw = {
         "batch_size": 8,
         "seed": 1,
