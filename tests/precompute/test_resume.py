@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +23,7 @@ from precompute import (
     build,
     open_store_info,
 )
-from precompute.format import MARKER_DIR
+from precompute.format import ATTR_KEY, MARKER_DIR
 from precompute.sample import make_sample_dataset
 from precompute.verify import verify_store
 
@@ -47,6 +49,20 @@ def _arrays(out: Path) -> dict[str, object]:
     }
     data["key"] = zarr.open_array(str(out / "key"), mode="r")[:].tolist()
     return data
+
+
+def _store_files(out: Path) -> dict[str, str]:
+    """sha256 of every file of the store (docs/FORMAT.md: the same build gives the same bytes):
+    the arrays' metadata and shard files, and the group's ``zarr.json`` less its build report."""
+    files = {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.relative_to(out).parts[0] not in ("zarr.json", MARKER_DIR)
+    }
+    group = json.loads((out / "zarr.json").read_text())
+    group["attributes"][ATTR_KEY].pop("report")
+    files["zarr.json less the report"] = json.dumps(group, sort_keys=True)
+    return files
 
 
 def _wait(child: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
@@ -135,6 +151,7 @@ def test_kill_9_then_resume_is_identical_and_second_build_refused(
     assert attrs["report"]["shards_built"] == num_shards - attrs["report"]["shards_resumed"]
     build(str(src), str(tmp_path / "clean"), BuildSpec(**SPEC), progress=False)
     assert _arrays(out) == _arrays(tmp_path / "clean")
+    assert _store_files(out) == _store_files(tmp_path / "clean")  # byte for byte
     assert not [p for p in debris if p.exists()]
     assert not list(out.rglob("*.partial"))  # temporary files of the killed writers are gone
     assert verify_store(out) == []
