@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from tests.storeclock import StoreClock
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why."""
@@ -56,6 +58,15 @@ def s3_server() -> Iterator[str]:
         mp.delenv("AWS_PROFILE", raising=False)
         yield endpoint
     server.stop()
+
+
+@pytest.fixture
+def store_clock(s3_server: str) -> Iterator[StoreClock]:
+    """The object store's clock as this process sees it; ``advance(s)`` ages every object
+    written so far by ``s`` seconds at once (:mod:`tests.storeclock`), instead of a sleep."""
+    clock = StoreClock()
+    yield clock
+    clock.close()
 
 
 @pytest.fixture(scope="session")
