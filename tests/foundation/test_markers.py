@@ -112,6 +112,7 @@ def _build_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module in ("precompute", "precompute.job"):
             builds |= {a.asname or a.name for a in node.names if a.name == "build"}
+            builds |= {f"{a.asname or a.name}.build" for a in node.names if a.name == "job"}
         if isinstance(node, ast.ImportFrom) and node.module == "precompute.cli":
             mains |= {a.asname or a.name for a in node.names if a.name == "main"}
         if isinstance(node, ast.Import):
