@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from tests.storeclock import StoreClock
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why."""
@@ -37,7 +39,8 @@ def s3_server() -> Iterator[str]:
     """
     import logging
 
-    server_mod = pytest.importorskip("moto.server")
+    import moto.server as server_mod  # a dev dependency (moto[server]): missing fails the run
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -57,6 +60,15 @@ def s3_server() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture
+def store_clock(s3_server: str) -> Iterator[StoreClock]:
+    """The object store's clock as this process sees it; ``advance(s)`` ages every object
+    written so far by ``s`` seconds at once (:mod:`tests.storeclock`), instead of a sleep."""
+    clock = StoreClock()
+    yield clock
+    clock.close()
+
+
 @pytest.fixture(scope="session")
 def ray_local(request: pytest.FixtureRequest):
     """One local Ray for the whole test session (2 CPUs, no dashboard), shut down at the end.
@@ -64,7 +76,8 @@ def ray_local(request: pytest.FixtureRequest):
     Started by ``precompute.raylocal``, so it dies with the test process even when that is
     killed (a timeout): no Ray process outlives the session.
     """
-    ray = pytest.importorskip("ray")
+    import ray
+
     from precompute.raylocal import start_local_ray
 
     if request.config.stash.get(_NEEDS_S3, False):

@@ -57,5 +57,5 @@ def test_v2_without_spatial_fields_has_no_extent() -> None:
     arrays = StoreLayout(5, 4, 1, 4, 2, fields).arrays
     assert list(arrays) == ["x", "valid", "key"]
     assert arrays["x"].itemsize == 8
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=r"^'extent'$"):
         expected_shard_size(StoreLayout(5, 4, 1, 4, 2, fields), "extent", 0)

@@ -44,6 +44,7 @@ def _batches(loader: StoreLoader) -> list[dict[str, torch.Tensor]]:
     return list(loader)
 
 
+@pytest.mark.ray
 def test_without_augment_batches_are_the_stored_values_bit_exact(store: Path) -> None:
     stored = _stored(store)
     seen = []
@@ -55,6 +56,7 @@ def test_without_augment_batches_are_the_stored_values_bit_exact(store: Path) ->
     assert sorted(seen) == list(range(N))
 
 
+@pytest.mark.ray
 def test_train_augment_normalises_each_band_with_the_store_statistics(store: Path) -> None:
     stats = open_store_info(store).report["band_stats"]["image"]
     mean, std = np.array(stats["mean"]), np.array(stats["std"])
@@ -70,6 +72,7 @@ def test_train_augment_normalises_each_band_with_the_store_statistics(store: Pat
         np.testing.assert_allclose(x.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.ray
 def test_bands_none_or_given_and_the_output_dtype(store: Path) -> None:
     stored = _stored(store)
     aug = EvalAugment(size=H, crop={"op": "center_crop", "fraction": 1.0}, bands=None)
@@ -89,6 +92,7 @@ def test_bands_none_or_given_and_the_output_dtype(store: Path) -> None:
         )
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize(
     ("dtype", "channels_last"), [("float32", False), ("bfloat16", True), ("float16", False)]
 )
@@ -115,6 +119,7 @@ def test_output_dtype_and_memory_format_with_and_without_bands(
             torch.testing.assert_close(x.double(), want, rtol=0, atol=tol)
 
 
+@pytest.mark.ray
 def test_colour_jitter_is_refused_naming_the_band_count(store: Path) -> None:
     aug = TrainAugment(size=H, jitter={"op": "color_jitter"})
     with pytest.raises(
@@ -123,6 +128,7 @@ def test_colour_jitter_is_refused_naming_the_band_count(store: Path) -> None:
         StoreLoader(store, 4, augment=aug)
 
 
+@pytest.mark.ray
 def test_rot90_turns_each_sample_by_one_drawn_quarter_turn(store: Path) -> None:
     plain = TrainAugment(size=H, crop=WHOLE, flip=None, bands=None)
     turned = TrainAugment(size=H, crop=WHOLE, flip=None, bands=None, rot90=True)
@@ -147,6 +153,7 @@ def test_rot90_turns_each_sample_by_one_drawn_quarter_turn(store: Path) -> None:
         TrainAugment(size=(8, 6), rot90=True)
 
 
+@pytest.mark.ray
 def test_dali_refuses_the_array_store_naming_the_field(store: Path) -> None:
     from loaders.dali.store import refuse_unserved_fields
     from loaders.store.open_store import open_store

@@ -15,6 +15,7 @@ from loaders.augment import AudioAugment, AugmentError, Mixup, TrainAugment
 from loaders.dali.store import refuse_unserved_fields
 from loaders.errors import StoreOpenError
 from loaders.store.open_store import open_store
+from precompute.audio.features import INT16_SCALE
 from precompute.fields import FieldSpec
 from precompute.job import build
 from precompute.spec import BuildSpec
@@ -50,6 +51,7 @@ def _stored(store: Path, name: str) -> np.ndarray:
     return np.asarray(zarr.open_array(str(store / name), mode="r")[:])
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize(("kind", "shape", "dtype"), [
     ("logmel", (32, 51), torch.float16), ("waveform", (8000,), torch.int16),
 ])  # fmt: skip
@@ -80,6 +82,7 @@ def _policy() -> AudioAugment:
     )  # fmt: skip
 
 
+@pytest.mark.ray
 def test_audio_augment_through_the_loader(stores: dict[str, Path]) -> None:
     batches = _batches(StoreLoader(stores["logmel"], 4, seed=3, device="cpu", augment=_policy()))
     b = batches[0]
@@ -91,12 +94,72 @@ def test_audio_augment_through_the_loader(stores: dict[str, Path]) -> None:
     assert not torch.equal(b["audio"], plain[0]["audio"][..., :40].float())
 
 
+@pytest.mark.ray
 def test_waveform_augment_adds_noise_and_gain(stores: dict[str, Path]) -> None:
     policy = AudioAugment(crop=4000, gain_db=(-3.0, 3.0), noise_snr_db=(10.0, 20.0))
     b = _batches(StoreLoader(stores["waveform"], 4, seed=3, device="cpu", augment=policy))[0]
     assert tuple(b["audio"].shape) == (4, 4000) and b["label"].dtype == torch.int64
 
 
+def _waveforms(store: Path, augment: AudioAugment | None) -> list[dict[str, torch.Tensor]]:
+    """One epoch of the waveform store, the int16 steps as floats in [-1, 1) without augment."""
+    batches = _batches(StoreLoader(store, 4, seed=3, device="cpu", augment=augment))
+    if augment is None:
+        for b in batches:
+            b["audio"] = b["audio"].to(torch.float32) / INT16_SCALE
+    return batches
+
+
+def _pairs(stores: dict[str, Path], augment: AudioAugment) -> list[tuple[torch.Tensor, ...]]:
+    """(augmented clip, stored clip, valid length) for every clip of an epoch."""
+    plain = _waveforms(stores["waveform"], None)
+    out = []
+    for a, p in zip(_waveforms(stores["waveform"], augment), plain, strict=True):
+        assert torch.equal(a["index"], p["index"])
+        torch.testing.assert_close(a["audio.length"], p["audio.length"], check_dtype=False)
+        out += zip(a["audio"], p["audio"], p["audio.length"].tolist(), strict=True)
+    assert len(out) >= 12
+    return out
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("db", [-6.0, 4.5])
+def test_a_gain_multiplies_each_clip_by_its_decibels(stores: dict[str, Path], db: float) -> None:
+    for aug, clip, _ in _pairs(stores, AudioAugment(gain_db=(db, db))):
+        torch.testing.assert_close(aug, clip * 10 ** (db / 20), rtol=1e-6, atol=0)
+        assert clip.abs().max() > 0.01  # not a silent clip: the ratio says something
+
+
+@pytest.mark.ray
+def test_a_gain_range_draws_one_gain_per_clip_inside_it(stores: dict[str, Path]) -> None:
+    gains = []
+    for aug, clip, _ in _pairs(stores, AudioAugment(gain_db=(-6.0, 6.0))):
+        loud = clip.abs() > 0.01
+        ratio = aug[loud] / clip[loud]
+        torch.testing.assert_close(ratio, ratio[:1].expand_as(ratio), rtol=1e-5, atol=0)
+        gains.append(20 * np.log10(float(ratio[0])))
+    assert all(-6.0 - 1e-4 <= g <= 6.0 + 1e-4 for g in gains)
+    assert max(gains) - min(gains) > 1.0  # drawn per clip, not once
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("snr", [(10.0, 20.0), (15.0, 15.0)])
+def test_noise_has_the_drawn_snr_over_the_valid_steps_only(
+    stores: dict[str, Path], snr: tuple[float, float]
+) -> None:
+    measured = []
+    for aug, clip, length in _pairs(stores, AudioAugment(noise_snr_db=snr)):
+        noise = aug - clip
+        assert torch.count_nonzero(noise[length:]) == 0  # padding stays silent
+        signal = clip[:length].square().mean()
+        measured.append(10 * float(torch.log10(signal / noise[:length].square().mean())))
+    # the noise power of a few thousand Gaussian steps is within about 5 % of its own
+    assert all(snr[0] - 0.5 <= m <= snr[1] + 0.5 for m in measured), measured
+    if snr[0] < snr[1]:
+        assert max(measured) - min(measured) > 1.0  # drawn per clip
+
+
+@pytest.mark.ray
 def test_resume_mid_epoch_reproduces_augmented_batches(stores: dict[str, Path]) -> None:
     kw = {"seed": 5, "device": "cpu", "augment": _policy()}
     want = collect(StoreLoader(stores["logmel"], 4, **kw))
@@ -111,6 +174,7 @@ def test_resume_mid_epoch_reproduces_augmented_batches(stores: dict[str, Path]) 
             np.testing.assert_array_equal(g[key], w[key])
 
 
+@pytest.mark.ray
 def test_image_policies_are_refused_on_audio(stores: dict[str, Path]) -> None:
     with pytest.raises(AugmentError, match=r"TrainAugment cannot serve the audio field 'audio'"):
         StoreLoader(stores["logmel"], 4, augment=TrainAugment(8))
@@ -126,6 +190,7 @@ def test_audio_augment_on_an_image_store_is_refused(tmp_path: Path) -> None:
         StoreLoader(store, 4, augment=AudioAugment())
 
 
+@pytest.mark.ray
 def test_dali_refuses_an_audio_store_naming_the_field(stores: dict[str, Path]) -> None:
     source = open_store(stores["logmel"])
     try:
@@ -142,6 +207,7 @@ def test_audio_augment_on_a_v1_store_is_refused(tmp_path: Path) -> None:
         StoreLoader(tmp_path / "v1", 4, augment=AudioAugment())
 
 
+@pytest.mark.ray
 def test_audio_augment_on_a_store_that_keeps_channels_is_refused(
     ray_local: None, tmp_path: Path
 ) -> None:

@@ -204,7 +204,8 @@ def test_cuda_batches_match_cpu_batches(store: Path) -> None:
 
 
 def test_real_augment_and_mixup_policies_resume_exactly(store: Path) -> None:
-    augment = pytest.importorskip("loaders.augment")
+    from loaders import augment
+
     kw = {
         "batch_size": 8,
         "seed": 1,
@@ -273,8 +274,22 @@ def test_a_hostile_saved_epoch_is_a_loader_error_naming_it(store: Path, epoch: o
 def test_numpy_integers_are_integers(store: Path) -> None:
     loader = StoreLoader(store, np.int64(8), seed=np.uint32(3))
     assert (loader.batch_size, loader.seed) == (8, 3) and type(loader.batch_size) is int
-    loader.load_state_dict({**loader.state_dict(), "epoch": np.int64(2)})
-    loader.set_epoch(2**40)  # epochs are not sizes: far past 2**31
+    uninterrupted = StoreLoader(store, 8, seed=3)
+    uninterrupted.set_epoch(2)
+    want = collect(uninterrupted)
+    first = StoreLoader(store, 8, seed=3)
+    first.set_epoch(2)
+    head = collect(first, limit=2)
+    saved = {**first.state_dict(), "epoch": np.int64(2), "batch": np.int64(2)}
+    loader.load_state_dict(saved)  # numpy integers, as a checkpoint may hold them
+    got = head + collect(loader)
+    assert len(got) == len(want) > 2
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g["index"], w["index"])
+        np.testing.assert_array_equal(g["image"], w["image"])
+    far = StoreLoader(store, 8, seed=3)
+    far.set_epoch(2**40)  # epochs are not sizes: far past 2**31
+    assert far.state_dict()["epoch"] == 2**40 and len(collect(far)) == len(want)
 
 
 def test_one_chunk_store_on_three_ranks_trains_on_every_sample(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ def _read(store: Path) -> dict[str, np.ndarray]:
     return {name: np.asarray(zarr.open_array(str(store / name), mode="r")[:]) for name in names}
 
 
+@pytest.mark.ray
 def test_class_folders_of_npy_build_bit_exact_with_band_statistics(
     ray_local: None, cubes: Path, tmp_path: Path
 ) -> None:
@@ -78,6 +79,7 @@ def test_class_folders_of_npy_build_bit_exact_with_band_statistics(
     assert verify_store(tmp_path / "s") == []
 
 
+@pytest.mark.ray
 def test_another_size_resamples_each_band(ray_local: None, cubes: Path, tmp_path: Path) -> None:
     build(str(cubes), str(tmp_path / "s"), _spec(size=8, mode="squash"), progress=False)
     data = _read(tmp_path / "s")
@@ -86,6 +88,7 @@ def test_another_size_resamples_each_band(ray_local: None, cubes: Path, tmp_path
     assert data["image"][j].shape == (8, 8, C) and np.array_equal(data["image"][j], want)
 
 
+@pytest.mark.ray
 def test_a_cube_of_another_shape_or_with_nan_is_a_per_input_error(
     ray_local: None, cubes: Path, tmp_path: Path
 ) -> None:
@@ -117,6 +120,7 @@ def _mat(path: Path, **arrays: np.ndarray) -> None:
     path.write_bytes(buf.getvalue())
 
 
+@pytest.mark.ray
 def test_a_manifest_of_mat_files_needs_key_when_they_hold_several_variables(
     ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -42,6 +42,7 @@ def _build(src: Path, out: Path, *extra: str) -> dict[str, np.ndarray]:
     return _read(out)
 
 
+@pytest.mark.ray
 def test_one_patch_per_labelled_pixel_with_its_position(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
@@ -63,6 +64,7 @@ def test_one_patch_per_labelled_pixel_with_its_position(
     assert verify_store(tmp_path / "s") == []
 
 
+@pytest.mark.ray
 def test_a_float_ground_truth_of_whole_numbers_builds_as_its_integers(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
@@ -79,6 +81,7 @@ def test_a_float_ground_truth_of_whole_numbers_builds_as_its_integers(
         assert np.array_equal(floats[name], ints[name]), name
 
 
+@pytest.mark.ray
 def test_a_block_split_gives_disjoint_train_and_test_stores(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
@@ -136,6 +139,7 @@ def test_the_scene_is_read_once_for_all_patches(scene: tuple[Path, np.ndarray, n
     assert src.read_bytes(first, "image") is src.read_bytes(last, "image")
 
 
+@pytest.mark.ray
 def test_the_loader_serves_patches_and_positions(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
@@ -168,6 +172,7 @@ def test_cli_mistakes_name_the_flags(
     )
 
 
+@pytest.mark.ray
 def test_small_patches_are_stored_as_cut(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:
@@ -185,6 +190,7 @@ def test_small_patches_are_stored_as_cut(
         assert np.array_equal(data["image"][i], want)
 
 
+@pytest.mark.ray
 def test_the_report_counts_the_scene_once_per_worker_read_not_once_per_patch(
     ray_local: None, scene: tuple[Path, np.ndarray, np.ndarray], tmp_path: Path
 ) -> None:

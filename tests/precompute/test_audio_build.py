@@ -68,6 +68,7 @@ def test_cli_without_clip_seconds_names_the_flag(mixed: Path, tmp_path: Path, ca
     assert "give --clip-seconds T" in capsys.readouterr().err
 
 
+@pytest.mark.ray
 def test_logmel_build_stores_features_length_start_label(
     ray_local: None, mixed: Path, tmp_path: Path
 ) -> None:
@@ -87,6 +88,7 @@ def test_logmel_build_stores_features_length_start_label(
         assert got["audio.start"][j] == pytest.approx(max(n - 8000, 0) // 2 / RATE, abs=1e-4)
 
 
+@pytest.mark.ray
 def test_waveform_values_are_the_decoded_clip(ray_local: None, tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "beep").mkdir(parents=True)
@@ -114,6 +116,7 @@ def _long(tmp_path: Path) -> Path:
     return src
 
 
+@pytest.mark.ray
 def test_clips_all_cuts_consecutive_windows(ray_local: None, tmp_path: Path) -> None:
     src, spec = _long(tmp_path), _spec(clips="all", hop_seconds=0.25)
     build(str(src), str(tmp_path / "s"), spec, progress=False)
@@ -136,6 +139,7 @@ def test_clips_all_cuts_consecutive_windows(ray_local: None, tmp_path: Path) -> 
         np.testing.assert_array_equal(got[name], again[name])
 
 
+@pytest.mark.ray
 def test_manifest_segments_and_names(ray_local: None, tmp_path: Path) -> None:
     src = _long(tmp_path)
     (src / "m.csv").write_text("path,label,start,end\nx/a.flac,dog,0.2,0.6\nx/b.wav,cat,,\n")
@@ -185,6 +189,7 @@ def _hostile(root: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.ray
 def test_hostile_audio_is_skipped_with_reasons(ray_local: None, tmp_path: Path) -> None:
     want = _hostile(tmp_path / "src")
     spec = dataclasses.replace(_spec(), on_error="skip")
@@ -200,6 +205,7 @@ def test_hostile_audio_is_skipped_with_reasons(ray_local: None, tmp_path: Path) 
     assert got["audio.truncated"][j] == 1 and 0 < got["audio.length"][j] < 4800
 
 
+@pytest.mark.ray
 def test_hostile_audio_stops_a_raise_build_naming_the_file(ray_local: None, tmp_path: Path) -> None:
     (tmp_path / "src" / "k").mkdir(parents=True)
     (tmp_path / "src" / "k" / "text.wav").write_bytes(b"not audio at all\n" * 8)
@@ -218,6 +224,7 @@ def test_clips_all_lists_unreadable_headers_per_policy(tmp_path: Path) -> None:
         list_audio_source(str(tmp_path / "src"), fields, "raise")
 
 
+@pytest.mark.ray
 def test_logmel_matches_the_feature_function(ray_local: None, tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "c").mkdir(parents=True)
@@ -268,6 +275,7 @@ def test_cli_feature_flags_set_field_options_and_the_hash(mixed: Path) -> None:
     assert spec(channels="2").fields[0].options["channels"] == 2
 
 
+@pytest.mark.ray
 def test_kept_channels_are_an_axis(ray_local: None, tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "c").mkdir(parents=True)
@@ -324,6 +332,7 @@ def test_a_recording_listed_twice_is_named(tmp_path: Path) -> None:
         list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
 
 
+@pytest.mark.ray
 def test_a_float_wav_over_full_scale_is_clipped_and_named_in_the_notes(
     ray_local: None, tmp_path: Path
 ) -> None:
@@ -341,6 +350,7 @@ def test_a_float_wav_over_full_scale_is_clipped_and_named_in_the_notes(
     assert got["audio"][j].max() == 32767 and got["audio"][j].min() == -32768  # clipped
 
 
+@pytest.mark.ray
 def test_a_stereo_file_whose_downmix_cancels_is_named_in_the_notes(
     ray_local: None, tmp_path: Path
 ) -> None:

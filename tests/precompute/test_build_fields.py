@@ -87,6 +87,7 @@ def test_variants_with_fields_are_refused_naming_the_option() -> None:
         BuildSpec(variants=2, fields=SEG)
 
 
+@pytest.mark.ray
 def test_a_segmentation_folder_is_never_two_classes(
     ray_local: None, seg: Path, tmp_path: Path
 ) -> None:
@@ -95,6 +96,7 @@ def test_a_segmentation_folder_is_never_two_classes(
     assert not (tmp_path / "s" / "zarr.json").exists()
 
 
+@pytest.mark.ray
 def test_segmentation_letterbox_masks_nearest_and_padded(
     ray_local: None, seg: Path, tmp_path: Path
 ) -> None:
@@ -126,6 +128,7 @@ def test_segmentation_letterbox_masks_nearest_and_padded(
     assert _files(tmp_path / "a") == _files(tmp_path / "b")  # same spec, same bytes
 
 
+@pytest.mark.ray
 def test_rgb_masks_through_the_colormap(ray_local: None, tmp_path: Path) -> None:
     src = make_segmentation(tmp_path / "rgb", 6, rgb=True)
     fields = (SEG[0], FieldSpec("mask", "mask", {"classes": 4, "colormap": COLORMAP}))
@@ -151,6 +154,7 @@ def bad_seg(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.ray
 def test_bad_pairs_are_skipped_as_holes_or_raised(
     ray_local: None, bad_seg: Path, tmp_path: Path
 ) -> None:
@@ -186,6 +190,7 @@ def _frame_map(w: int, h: int, mode: str) -> tuple[float, float, float, float, f
     return 0, 0, nw / w, nh / h, (S - nw) // 2, (S - nh) // 2
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("mode", ["center-crop", "letterbox"])
 def test_keypoints_are_the_exact_map_into_the_stored_frame(
     ray_local: None, tmp_path: Path, mode: str
@@ -213,6 +218,7 @@ def test_keypoints_are_the_exact_map_into_the_stored_frame(
     assert verify_store(tmp_path / "s") == []
 
 
+@pytest.mark.ray
 def test_a_labels_manifest_is_multi_hot(ray_local: None, tmp_path: Path) -> None:
     manifest = make_labels_manifest(tmp_path / "tags", 12)
     attrs = build(str(manifest), str(tmp_path / "s"), _spec(), progress=False)
@@ -236,6 +242,7 @@ def _reopen_incomplete(store: Path, shard: int) -> None:
         (store / name / "c" / str(shard)).rename(store / f"gone-{name}")
 
 
+@pytest.mark.ray
 def test_an_interrupted_v2_build_resumes_to_the_same_bytes(
     ray_local: None, seg: Path, tmp_path: Path
 ) -> None:
@@ -252,6 +259,7 @@ def test_an_interrupted_v2_build_resumes_to_the_same_bytes(
     assert _files(tmp_path / "s") == before
 
 
+@pytest.mark.ray
 def test_verify_names_a_damaged_shard_and_values_written_behind_its_back(
     ray_local: None, seg: Path, tmp_path: Path
 ) -> None:
@@ -308,6 +316,7 @@ if "stamp" not in KINDS:  # also when a Ray worker imports this module to unpick
     register_kind(StampKind())
 
 
+@pytest.mark.ray
 def test_a_kind_registered_here_needs_no_change_to_the_build(
     ray_local: None, tmp_path: Path
 ) -> None:
@@ -330,6 +339,7 @@ def test_a_kind_registered_here_needs_no_change_to_the_build(
     assert any("field 'stamp' (stamp): a negative stamp" in p for p in verify_store(tmp_path / "s"))
 
 
+@pytest.mark.ray
 def test_the_cli_builds_a_segmentation_folder(
     ray_local: None, seg: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -377,6 +387,7 @@ def _corner(value: np.ndarray, p: Any, pad: Any) -> np.ndarray:
     return out
 
 
+@pytest.mark.ray
 def test_decoders_and_build_rules_are_registries_checked_before_ray(
     ray_local: None, tmp_path: Path
 ) -> None:

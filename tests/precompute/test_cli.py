@@ -124,6 +124,7 @@ def test_demo(ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0 and "24 slots" in out  # re-running reuses the images and the store
 
 
+@pytest.mark.ray
 def test_unreachable_ray_address_is_one_line_exit_1(small_dataset: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
         [

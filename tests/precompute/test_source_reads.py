@@ -97,6 +97,7 @@ def test_a_manifest_is_read_once_per_listing(
     assert opens[str(manifest)] == 1
 
 
+@pytest.mark.ray
 def test_a_scene_is_decoded_once_in_the_driver(
     ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opens: Counter[str]
 ) -> None:
@@ -146,6 +147,7 @@ FLAGGED: dict[str, tuple[Callable[[Path], Path], list[str]]] = {
 }
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("kind", sorted(FLAGGED))
 def test_a_cli_build_with_field_flags_reads_its_manifest_once(
     ray_local: None, kind: str, tmp_path: Path, opens: Counter[str]

@@ -17,7 +17,7 @@ def ray_cluster(s3_server: str) -> Iterator[Any]:
     cluster's address is not written to Ray's machine-wide ``ray_current_cluster`` file, so
     other processes' ``ray.init()`` keep starting their own local Ray.
     """
-    ray_utils = pytest.importorskip("ray._private.utils")
+    import ray._private.utils as ray_utils
     from ray.cluster_utils import Cluster
 
     with pytest.MonkeyPatch.context() as mp:

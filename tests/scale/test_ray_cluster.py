@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from precompute.cluster import check_shared_paths
@@ -33,7 +34,8 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def local_store(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("local") / "store"
     # RAY_ADDRESS=local: a Ray of its own, whatever cluster this machine also runs
-    _build(src, out, env={"RAY_ADDRESS": "local"}).wait(timeout=240)
+    _finish(_build(src, out, env={"RAY_ADDRESS": "local"}))
+    assert _report(out)["shards_built"] == NUM // 4
     return out
 
 
@@ -107,19 +109,48 @@ def _report_s3(url: str) -> dict[str, Any]:
     return dict(doc["attributes"]["nostall"]["report"])
 
 
+def _shard_tasks(node: Any) -> list[psutil.Process]:
+    """The node's Ray workers running a shard task now (titled ``ray::Map(run)``; an idle
+    worker is ``ray::IDLE``)."""
+    raylet = node.all_processes["raylet"][0].process.pid
+    busy = []
+    for proc in psutil.Process(raylet).children(recursive=True):
+        try:
+            if proc.cmdline()[:1] == ["ray::Map(run)"] or proc.name() == "ray::Map(run)":
+                busy.append(proc)
+        except psutil.Error:
+            continue
+    return busy
+
+
+def _status(proc: psutil.Process) -> str:
+    try:
+        return str(proc.status())
+    except psutil.NoSuchProcess:
+        return "gone"
+
+
 def test_losing_a_worker_node_mid_build_still_completes_identically(
     ray_cluster: Any, src: Path, local_store: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "cluster"
     child = _build(src, out, address=ray_cluster.address)
     deadline = time.monotonic() + 240
-    while _markers(out) < 2:
+    lost, running = None, []
+    while lost is None:  # whichever worker node Ray gave a shard task, once 2 shards are done
         assert child.poll() is None and time.monotonic() < deadline, "build made no progress"
+        for node in ray_cluster.worker_nodes if _markers(out) >= 2 else ():
+            if running := _shard_tasks(node):
+                lost = node
+                break
         time.sleep(0.01)
     done = _markers(out)
-    ray_cluster.remove_node(next(iter(ray_cluster.worker_nodes)), allow_graceful=False)
+    ray_cluster.remove_node(lost, allow_graceful=False)  # the task running there dies with it
     assert done < NUM // 4, "the node must be lost mid-build"
-    _finish(child)  # Ray re-runs the lost node's shard tasks on the nodes left
+    _gone, alive = psutil.wait_procs(running, timeout=60)  # workers follow their raylet
+    assert [p for p in alive if _status(p) not in (psutil.STATUS_ZOMBIE, "gone")] == []
+    _finish(child)  # so Ray ran that shard task again on a node left: every shard is built
+    assert _markers(out) == NUM // 4
     assert _report(out)["shards_built"] == NUM // 4
     assert _array_files(out) == _array_files(local_store)
     assert verify_store(out) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from service.paths import SourcePolicy
 from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 from tests.service.server_util import serving
+from tests.storeclock import StoreClock
 
 
 def s3_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
@@ -50,7 +52,7 @@ def hanging_s3_builder(started: Path, log: Path | None = None) -> Builder:
     def build(request: BuildRequest) -> None:
         if log is not None:
             with open(log, "a") as f:
-                f.write(f"hang {request.key}\n")
+                f.write(f"{os.getpid()} {request.key}\n")  # as every builder of the tests
         n = 12
         layout = StoreLayout.from_spec(request.spec, n)
         with tempfile.TemporaryDirectory(prefix="s3cache-hang-") as tmp:
@@ -85,38 +87,6 @@ def test_an_s3_root_makes_an_object_cache_and_bad_roots_are_named(bucket: str) -
     assert cache.list() == [] and cache.status("a" * 64) == {"key": "a" * 64, "status": "absent"}
     with pytest.raises(ServiceError, match="s3://no-such-bucket-x/c/claims: LIST failed"):
         Cache("s3://no-such-bucket-x/c")
-
-
-def test_threads_build_once_and_a_second_instance_sees_the_store(
-    bucket: str, tmp_path: Path
-) -> None:
-    source, log = make_source(tmp_path / "src"), tmp_path / "log"
-    root = f"{bucket}/cache"
-    cache = Cache(root, builder=s3_builder(log, delay=0.5))
-    paths: list[str] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            paths.append(str(cache.get_or_build(source, SPEC)))
-        except BaseException as exc:  # carried back to the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    key = cache.key_for(source, SPEC)
-    assert len(read_log(log)) == 1  # built once
-    assert paths == [f"{root}/stores/{key}"] * 6
-    other = Cache(root, builder=s3_builder(log))  # a second instance (another server, say)
-    assert str(other.get(key)) == paths[0] and other.info(key).num_samples == 12
-    assert str(other.get_or_build(source, SPEC)) == paths[0] and len(read_log(log)) == 1
-    info = open_store_info(paths[0])
-    assert info.attrs["complete"] and info.source_fingerprint == other.info(key).source_fingerprint
-    assert other.status(key)["status"] == "ready"
 
 
 def _dead_holder() -> bytes:
@@ -280,32 +250,45 @@ def test_the_real_builder_writes_into_an_s3_cache(
     assert cache.get_or_build(str(source), SPEC) == path and cache.stats.snapshot()["builds"] == 1
 
 
+def _until_changed(url: str, etag: str, timeout: float = 60.0) -> str:
+    """Wait for a new version of ``url`` (a beat); return its ETag."""
+    deadline = time.monotonic() + timeout
+    while (now := objstore.head(url)[1]) == etag:
+        assert time.monotonic() < deadline, f"{url} was not re-PUT in {timeout} s"
+        time.sleep(0.05)
+    return now
+
+
 def test_a_claim_beats_while_held_and_one_of_another_host_that_stops_is_taken_over(
-    bucket: str, tmp_path: Path
+    bucket: str, tmp_path: Path, store_clock: StoreClock
 ) -> None:
     from service.objclaim import try_claim
 
     url = f"{bucket}/cache/claims/x.json"
     with try_claim(url, beat_s=0.1):
-        first = objstore.head(url)[1]
-        time.sleep(0.5)
-        assert objstore.head(url)[1] != first  # re-PUT while held
+        second = _until_changed(url, objstore.head(url)[1])  # re-PUT while held
+        _until_changed(url, second)  # and again
     assert not objstore.store_path(url).exists()  # deleted on release
     source, log = make_source(tmp_path / "src"), tmp_path / "log"
-    cache = Cache(f"{bucket}/cache", builder=s3_builder(log))
-    cache.claim_stale_s = 1.0
+    cache = Cache(f"{bucket}/cache", builder=s3_builder(log), lock_timeout=1.0)
+    cache.claim_stale_s = 30.0
     key = cache.key_for(source, SPEC)
     elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
     objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", json.dumps(elsewhere).encode())
     assert cache.status(key)["status"] == "building"  # a live pid there, for all we know
-    started = time.monotonic()
-    cache.get_or_build(source, SPEC)  # waits until the claim has not beaten for 1 s
-    assert time.monotonic() - started >= 1.0 and len(read_log(log)) == 1
+    with pytest.raises(ServiceError, match="timed out after 1 s waiting for the build of"):
+        cache.get_or_build(source, SPEC)  # beaten under 30 s ago by the store's clock: live
+    assert not log.exists() or read_log(log) == []
+    store_clock.advance(60)  # no beat for 60 s by the store's clock: dead
+    cache.get_or_build(source, SPEC)
+    assert len(read_log(log)) == 1
 
 
-def test_a_lease_of_another_host_counts_until_it_stops_beating(bucket: str, tmp_path: Path) -> None:
+def test_a_lease_of_another_host_counts_until_it_stops_beating(
+    bucket: str, tmp_path: Path, store_clock: StoreClock
+) -> None:
     cache = Cache(f"{bucket}/cache", builder=s3_builder(), clock=ticking())
-    cache.claim_beat_s, cache.claim_stale_s = 0.3, 2.0
+    cache.claim_beat_s, cache.claim_stale_s = 0.3, 30.0
     first, second = make_source(tmp_path / "a", seed=1), make_source(tmp_path / "b", seed=2)
     k1, k2 = cache.key_for(first, SPEC), cache.key_for(second, SPEC)
     cache.get_or_build(first, SPEC)
@@ -316,8 +299,10 @@ def test_a_lease_of_another_host_counts_until_it_stops_beating(bucket: str, tmp_
         assert cache.gc(budget_bytes=0).skipped_leased == (k1, k2)  # both fresh
         ours = f"{bucket}/cache/leases/{k2}"
         before = {url: objstore.head(url)[1] for url in objstore.list_sizes(ours)}
-        time.sleep(3.5)  # the foreign lease is now older than 2 s; ours was re-PUT
-        assert len(before) == 1 and all(objstore.head(u)[1] != e for u, e in before.items())
+        store_clock.advance(60)  # the foreign lease is now older than 30 s, ours too
+        assert len(before) == 1
+        for url, etag in before.items():
+            _until_changed(url, etag)  # ours re-PUT since: fresh again
         report = cache.gc(budget_bytes=0)
         assert report.evicted == (k1,) and report.skipped_leased == (k2,)
     assert objstore.list_sizes(f"{bucket}/cache/leases") == {}

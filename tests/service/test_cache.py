@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -215,12 +214,3 @@ def test_entry_without_store_is_a_miss_and_rebuilds(tmp_path: Path, source: Path
 def test_budget_must_be_non_negative(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="budget_bytes"):
         Cache(tmp_path, budget_bytes=-1)
-
-
-def test_racing_threads_build_once(tmp_path: Path, source: Path) -> None:
-    log = tmp_path / "builds.log"
-    cache = Cache(tmp_path / "cache", builder=index_builder(log, delay=0.5))
-    with ThreadPoolExecutor(4) as pool:
-        paths = set(pool.map(lambda _: cache.get_or_build(source, SPEC), range(4)))
-    assert len(paths) == 1 and len(read_log(log)) == 1
-    assert cache.stats.snapshot()["builds"] == 1

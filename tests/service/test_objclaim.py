@@ -23,6 +23,7 @@ from service.objcache import ObjectCache
 from service.objclaim import Backoff, Claim, wait_claim
 from tests.scale.test_s3_cache import s3_builder
 from tests.service.helpers import SPEC, make_source, read_log
+from tests.storeclock import StoreClock
 
 ELSEWHERE = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
 
@@ -48,9 +49,28 @@ def test_backoff_doubles_to_its_cap_with_jitter() -> None:
         Backoff(2, 1)
 
 
+class WaiterClock:
+    """The waiter's clock, moved only by its own sleeps (which take no real time)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.now += seconds
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake = SimpleNamespace(monotonic=lambda: self.now, time=time.time, sleep=self.sleep)
+        monkeypatch.setattr(objclaim, "time", fake)
+
+
 @pytest.mark.parametrize("waiter", ["build", "remove"])
 def test_a_waiter_backs_off_to_about_one_poll_a_second(
-    root: str, tmp_path: Path, calls: Counter[tuple[str, str]], waiter: str
+    root: str,
+    tmp_path: Path,
+    calls: Counter[tuple[str, str]],
+    waiter: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     source = make_source(tmp_path / "src")
     cache = Cache(root, builder=s3_builder(), lock_timeout=4.0)
@@ -62,10 +82,12 @@ def test_a_waiter_backs_off_to_about_one_poll_a_second(
     calls.clear()
     wait = cache.get_or_build if waiter == "build" else lambda *_: cache.remove(key)
     what = "the build of" if waiter == "build" else "the claim of"
-    started = time.monotonic()
+    clock = WaiterClock()
+    clock.install(monkeypatch)  # the polls happen at once; the waiter's clock says when
+    started = clock.now
     with pytest.raises(ServiceError) as raised:
         wait(source, SPEC)
-    assert 4.0 <= time.monotonic() - started < 8.0
+    assert 4.0 <= clock.now - started < 4.0 + 1e-6  # the last sleep ends at the deadline
     polls = calls["GetObject", key_of(claim_url)] - 1  # the last GET names the holder
     # 0.05 s doubling to a 1 s cap, each delay in [d/2, d]: at most 6 polls reach the cap,
     # then one per 0.5-1 s; polling every 50 ms would be about 80
@@ -80,12 +102,12 @@ def test_a_waiter_backs_off_to_about_one_poll_a_second(
 
 
 def test_callers_judge_a_claim_of_another_host_by_the_stores_clock(
-    root: str, tmp_path: Path
+    root: str, tmp_path: Path, store_clock: StoreClock
 ) -> None:
     log = tmp_path / "log"
     cache = Cache(root, builder=s3_builder(log), lock_timeout=0.5)
     assert isinstance(cache, ObjectCache)
-    cache.claim_stale_s = 2.0
+    cache.claim_stale_s = 30.0
     published, debris, wanted = (make_source(tmp_path / n, seed=i) for i, n in enumerate("abc"))
     k_published, k_debris, k_wanted = (cache.key_for(s, SPEC) for s in (published, debris, wanted))
     cache.get_or_build(published, SPEC)
@@ -94,7 +116,7 @@ def test_callers_judge_a_claim_of_another_host_by_the_stores_clock(
         put_elsewhere(f"{root}/claims/{key}.json")
     assert cache.status(k_wanted)["status"] == "building"  # written just now: a live holder
     assert cache.gc(budget_bytes=0).skipped_leased == (k_published,)
-    time.sleep(3.5)  # not re-PUT for over 2 s by the server's clock: dead, whoever looks
+    store_clock.advance(60)  # not re-PUT for over 30 s by the store's clock: dead, whoever looks
     assert cache.status(k_wanted)["status"] == "interrupted"
     report = cache.gc(budget_bytes=0)
     assert report.evicted == (k_published,) and report.cleaned == (f"stores/{k_debris}",)

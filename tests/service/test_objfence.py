@@ -27,6 +27,7 @@ from service.objcache import ObjectCache
 from service.objcatalog import ObjectLayout
 from service.objclaim import Claim, try_claim
 from service.objlease import ObjectLease, live_leases
+from tests.storeclock import StoreClock
 
 OTHER = {"host": "another-host", "pid": 1, "token": "other", "beat": 0}  # alive, for all we know
 
@@ -220,13 +221,13 @@ def test_a_dead_lease_re_put_before_its_deletion_is_live(root: str, other: Any) 
     assert fired and doc_at(url) == OTHER
 
 
-def test_gc_removes_takeover_markers_older_than_stale_s(root: str) -> None:
+def test_gc_removes_takeover_markers_older_than_stale_s(root: str, store_clock: StoreClock) -> None:
     cache = Cache(root)
     assert isinstance(cache, ObjectCache)
-    cache.claim_stale_s = 1.0
+    cache.claim_stale_s = 30.0
     old, young = (f"{root}/claims/{k}.json.takeover/e" for k in ("a", "b"))
     objstore.put_bytes(old, b"{}")
-    time.sleep(2.5)  # over 1 s old by the server's clock (whole seconds)
+    store_clock.advance(60)  # over 30 s old by the store's clock, written just now otherwise
     objstore.put_bytes(young, b"{}")
     assert cache.gc().cleaned == ("claims/a.json.takeover/e",)
     assert list(objstore.list_sizes(f"{root}/claims")) == [young]

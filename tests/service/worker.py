@@ -4,6 +4,8 @@ python -m tests.service.worker race ROOT SRC LOG GO READY  # write READY, wait f
                                                            # get_or_build, print the path
 python -m tests.service.worker hang ROOT SRC LOG STARTED   # build that hangs after one shard
 python -m tests.service.worker lease ROOT KEY READY        # hold a lease until killed
+
+ROOT is a cache folder or an ``s3://`` cache root (then the builders write to object storage).
 """
 
 from __future__ import annotations
@@ -13,22 +15,40 @@ import sys
 import time
 from pathlib import Path
 
+from precompute import objstore
 from service import Cache
+from service.builders import Builder
 from tests.servers import wait_for
 from tests.service.helpers import SPEC, hanging_builder, index_builder
 
 
+def builder_for(root: str | Path, log: Path | None = None, delay: float = 0.0) -> Builder:
+    """The index store's builder for a cache at ``root``, on disk or in object storage."""
+    from tests.scale.test_s3_cache import s3_builder
+
+    return s3_builder(log, delay) if objstore.is_object_url(root) else index_builder(log, delay)
+
+
+def _hanging(root: str | Path, started: Path, log: Path) -> Builder:
+    from tests.scale.test_s3_cache import hanging_s3_builder
+
+    if objstore.is_object_url(root):
+        return hanging_s3_builder(started, log)
+    return hanging_builder(started, log)
+
+
 def main(argv: list[str]) -> None:
-    cmd, root = argv[0], Path(argv[1])
+    cmd = argv[0]
+    root: str | Path = argv[1] if objstore.is_object_url(argv[1]) else Path(argv[1])
     if cmd == "race":
         src, log, go, ready = argv[2], Path(argv[3]), Path(argv[4]), Path(argv[5])
-        cache = Cache(root, builder=index_builder(log, delay=1.0))
+        cache = Cache(root, builder=builder_for(root, log, delay=1.0))
         ready.write_text("ready")  # imported and set up: only the race itself is left
         wait_for(go)
         print(json.dumps({"path": str(cache.get_or_build(src, SPEC))}), flush=True)
     elif cmd == "hang":
         src, log, started = argv[2], Path(argv[3]), Path(argv[4])
-        Cache(root, builder=hanging_builder(started, log)).get_or_build(src, SPEC)
+        Cache(root, builder=_hanging(root, started, log)).get_or_build(src, SPEC)
     elif cmd == "lease":
         key, ready = argv[2], Path(argv[3])
         with Cache(root, builder=index_builder()).open(key) as path:
