@@ -126,6 +126,9 @@ class RemoteShards:
         except (OSError, FileExistsError) as exc:
             raise ChunkReadError(self.name, url, coords, str(exc).removeprefix(f"{url}: ")) from exc
         self._count(len(got.data))
+        if etag and got.etag and got.etag != etag:  # a server that ignores If-Match
+            why = "the object was replaced while the store was read"
+            raise ChunkReadError(self.name, url, coords, why)
         return got.data, key, False
 
     def read_chunk(self, url: str, coords: tuple[int, ...], offset: int, nbytes: int) -> np.ndarray:

@@ -214,11 +214,6 @@ def test_the_if_match_hook_reaches_the_server(s3_store: str, if_match_ignored: N
     assert got.data == objstore.get_range(shard, 0, 8).data
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product gap: loaders/store/s3io.py chunk() never compares the ETag of the GET's "
-    "response with the one of the index, so without If-Match a replaced object is mixed in",
-)
 def test_an_object_replaced_while_reading_is_detected_where_if_match_is_ignored(
     s3_store: str, if_match_ignored: None
 ) -> None:
