@@ -11,6 +11,7 @@ from benchmarks.suite import audio as audio_bench
 from tests.benchmarks.figures import assert_positive
 
 
+@pytest.mark.ray
 def test_audio_example_trains_and_reports_accuracy(ray_local: None, capsys, tmp_path) -> None:
     audio.main(["--clips", "24", "--epochs", "1", "--work", str(tmp_path)])
     out = capsys.readouterr().out

@@ -11,6 +11,7 @@ from benchmarks.suite.spectral import STORE_ROWS, main
 from tests.benchmarks.figures import assert_positive
 
 
+@pytest.mark.ray
 @pytest.mark.slow
 def test_the_spectral_benchmark_prints_rates_ratios_and_rss(
     ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.examples.spectral import main
 
 
+@pytest.mark.ray
 @pytest.mark.slow
 def test_the_spectral_example_prints_losses_and_an_accuracy_above_chance(
     ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -15,8 +15,6 @@ from tests.benchmarks.figures import assert_positive
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-pytest.importorskip("lightning")
-
 
 @pytest.fixture
 def ray_session(ray_local: object) -> None:

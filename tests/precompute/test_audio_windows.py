@@ -103,8 +103,8 @@ def test_a_long_recording_builds_its_windows_reading_each_span_once(tmp_path: Pa
     (src / "frogs").mkdir()
     (src / "frogs" / "dusk.wav").write_bytes(encode(_recording(16000, 4.0, 1, 1), 16000, "wav16"))
     out = tmp_path / "s.zarr"
-    flags = ["--clip-seconds", "1", "--clips", "all", "--runner", "sequential", "--quiet"]
-    main(["build", str(src), "--out", str(out), *flags, "--max-pixels", str(1 << 19)])
+    main(["build", str(src), "--out", str(out), "--runner", "sequential", "--clip-seconds", "1",
+          "--clips", "all", "--quiet", "--max-pixels", str(1 << 19)])  # fmt: skip
     keys = zarr.open_array(str(out / "key"))[:].tolist()
     assert sorted(keys) == sorted(
         [f"birds/dawn.flac@{s:.3f}" for s in range(20)]
