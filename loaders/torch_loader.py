@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from loaders.augment.arrays import bind_band_stats
-from loaders.augment.audio import AudioAugment
+from loaders.augment.arrays.policy import bind_band_stats
+from loaders.augment.audio.policy import AudioAugment
 from loaders.augment.fields import check_field_policies
 from loaders.batching.nodes import Node
 from loaders.batching.order import variant_for_epoch

@@ -38,7 +38,7 @@ from benchmarks.examples.stores import (
 from benchmarks.fields_data import make_landmarks
 from loaders import StoreLoader
 from loaders.augment import EvalAugment, TrainAugment
-from loaders.augment.ops import CenterCrop, RandomResizedCrop
+from loaders.augment.image.ops import CenterCrop, RandomResizedCrop
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 

@@ -35,7 +35,7 @@ from benchmarks.examples.stores import (
 from benchmarks.fields_data import make_segmentation
 from loaders import StoreLoader
 from loaders.augment import EvalAugment, TrainAugment
-from loaders.augment.ops import CenterCrop, HorizontalFlip, RandomResizedCrop
+from loaders.augment.image.ops import CenterCrop, HorizontalFlip, RandomResizedCrop
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 

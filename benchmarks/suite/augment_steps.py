@@ -27,11 +27,11 @@ import torch
 
 from benchmarks.runner import Bench, Row, Run, add_json_argument
 from loaders.augment import TrainAugment
-from loaders.augment.color import normalize_converter
 from loaders.augment.crop import random_crops
+from loaders.augment.image.color import normalize_converter
+from loaders.augment.image.resample import _resize_one
+from loaders.augment.image.threads import scratch
 from loaders.augment.outbuf import output_batch
-from loaders.augment.resample import _resize_one
-from loaders.augment.threads import scratch
 
 __all__ = ["main"]
 

@@ -6,12 +6,11 @@ resumed run reproduces every batch. Policies are frozen dataclasses that round-t
 ``to_dict`` / :func:`augment_from_dict` (see ``docs/augment.md``).
 """
 
-from loaders.augment.arrays import BandNormalize
-from loaders.augment.audio import AudioAugment
+from loaders.augment.arrays.policy import BandNormalize
+from loaders.augment.audio.policy import AudioAugment
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
-from loaders.augment.mix import MixParams, Mixup, smooth_targets
-from loaders.augment.ops import (
+from loaders.augment.image.ops import (
     OPS,
     CenterCrop,
     ColorJitter,
@@ -22,8 +21,9 @@ from loaders.augment.ops import (
     op_from_dict,
     register_op,
 )
-from loaders.augment.pipeline import AUGMENTS, EvalAugment, TrainAugment, augment_from_dict
-from loaders.augment.resample import crop_resample, grid_resample
+from loaders.augment.image.pipeline import AUGMENTS, EvalAugment, TrainAugment, augment_from_dict
+from loaders.augment.image.resample import crop_resample, grid_resample
+from loaders.augment.mix import MixParams, Mixup, smooth_targets
 
 __all__ = [
     "AUGMENTS",

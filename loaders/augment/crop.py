@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from loaders.augment.ops import CenterCrop
+from loaders.augment.image.ops import CenterCrop
 from precompute import boxes
 from precompute.policy import Policy
 

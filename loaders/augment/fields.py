@@ -8,7 +8,7 @@ image path does from the same generator, then each field is moved by what its ki
   (bilinear), jitter, normalise, output dtype and memory format; a 1-channel image is
   resampled as grey RGB and its first channel kept (normalised with the first mean and std);
 * every other field takes its kind's geometry rule from
-  :data:`loaders.augment.geometry.APPLY` (masks nearest, values never blended and dtype kept;
+  :data:`loaders.augment.rules.APPLY` (masks nearest, values never blended and dtype kept;
   keypoints the exact map with ``flip_pairs``, float32; ``none``: as stored).
 
 Mixing (:func:`loaders.augment.mix.mix_fields`) follows the kinds' ``mixup`` and ``cutmix``
@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from loaders.augment.audio_fields import check_audio_policies
+from loaders.augment.audio.fields import check_audio_policies
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
-from loaders.augment.geometry import apply_field
+from loaders.augment.rules import apply_field
 from precompute.fields import FieldSpec
 
 __all__ = ["augment_fields", "check_field_policies", "check_field_values"]
@@ -47,7 +47,7 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
         ValueError: A policy without ``apply_fields``, naming the store's fields.
         AugmentError: A mixing policy a field's kind refuses; an image policy or a separate
             ``mixup`` on an audio store, ``AudioAugment`` on a store without audio
-            (:func:`~loaders.augment.audio_fields.check_audio_policies`).
+            (:func:`~loaders.augment.audio.fields.check_audio_policies`).
     """
     check_audio_policies(fields, augment, mixup)  # AudioAugment on a v1 store too
     if not fields:

@@ -17,7 +17,7 @@ here, so the build, the loader and DALI look the kind up instead of testing its 
   the same box, ``area``: mix by the pasted area, or ``refuse``).
 
 The rule names are keys of small function tables in each backend
-(:data:`precompute.fields.geometry.PLACE`, :data:`loaders.augment.geometry.APPLY`): a backend
+(:data:`precompute.fields.geometry.PLACE`, :data:`loaders.augment.rules.APPLY`): a backend
 that lacks a rule refuses the field by name. New kinds (``audio``) are added with
 :func:`register_kind`.
 """
@@ -200,7 +200,7 @@ class ArrayKind(Kind):
     (a spectral cube) declares its source shape ``[H, W, C]``; it is stored ``(S, S, C)``,
     placed by the build rule ``array`` (:func:`precompute.arrays.resample.place_array`:
     per-band antialiased resampling in float64, bit-exact at the source size) and cropped by
-    the loader rule ``array`` (:func:`loaders.augment.bands.crop_arrays`). ``key`` names the
+    the loader rule ``array`` (:func:`loaders.augment.arrays.bands.crop_arrays`). ``key`` names the
     ``.npz`` member or ``.mat`` variable to read when a file holds several (``--key``).
     """
 

@@ -100,7 +100,7 @@ class FieldSpec:
 
     @property
     def augment(self) -> str:
-        """The loader's geometry rule (a key of ``loaders.augment.geometry.APPLY``)."""
+        """The loader's geometry rule (a key of ``loaders.augment.rules.APPLY``)."""
         return self.spec.rules(self.options)[2]
 
     def storage(self, size: int) -> Storage:

@@ -41,9 +41,8 @@ def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path
 @pytest.mark.ray
 @pytest.mark.slow
 def test_end_to_end_section_times_fresh_pool_and_build_runs(tiny_data, tmp_path):
-    from benchmarks.suite.build.e2e import end_to_end_lines, end_to_end_rows
-
     from benchmarks.runner import measure
+    from benchmarks.suite.build.e2e import end_to_end_lines, end_to_end_rows
     from precompute import open_store_info
 
     rows = end_to_end_rows(tiny_data, tmp_path, size=16, shard=(8, 4), small=4, cores=1)

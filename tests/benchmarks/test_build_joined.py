@@ -6,10 +6,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from benchmarks.suite.build.e2e import joined_rows
-from benchmarks.suite.build.fresh import RunningRay
 
 from benchmarks.runner import measure
+from benchmarks.suite.build.e2e import joined_rows
+from benchmarks.suite.build.fresh import RunningRay
 from precompute.raylocal import available_cpus
 from tests.processes import running
 

@@ -91,7 +91,7 @@ KNOWN_CYCLES = {
     },
     "service": {"service.cache", "service.objcache"},
 }
-KNOWN_CROWDED = {"precompute": 46, "precompute/fields": 13, "loaders/augment": 21, "service": 24}
+KNOWN_CROWDED = {"precompute": 46, "precompute/fields": 13, "service": 24}
 
 
 @pytest.mark.parametrize("package", PACKAGES)

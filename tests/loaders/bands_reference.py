@@ -1,4 +1,4 @@
-"""The straightforward array crop and band normalise that ``loaders.augment.bands`` replaced.
+"""The straightforward array crop and band normalise that ``loaders.augment.arrays.bands`` replaced.
 
 Kept as the reference its tests compare with: multi-tensor advanced indexing per tap and
 ``low * (1 - w) + high * w`` blends, rows then columns, in the compute dtype; the normalise as
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from loaders.augment.bands import compute_dtype
+from loaders.augment.arrays.bands import compute_dtype
 from loaders.augment.crop import CropParams
 
 __all__ = ["reference_crop", "reference_normalize"]

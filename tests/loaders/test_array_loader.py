@@ -10,7 +10,7 @@ import torch
 import zarr
 
 from loaders.augment import AugmentError, EvalAugment, RandomResizedCrop, TrainAugment
-from loaders.augment.arrays import BandNormalize
+from loaders.augment.arrays.policy import BandNormalize
 from loaders.errors import StoreOpenError
 from loaders.torch_loader import StoreLoader
 from precompute.format import open_store_info

@@ -295,7 +295,7 @@ def test_bad_policies_and_inputs_raise():
 def test_fast_path_workers_use_one_omp_thread_without_touching_the_caller():
     import threading
 
-    from loaders.augment.threads import omp_runtime, pool
+    from loaders.augment.image.threads import omp_runtime, pool
 
     before = torch.get_num_threads()
     assert omp_runtime() is not None  # Linux + torch's bundled OpenMP runtime
@@ -312,7 +312,7 @@ def _grey(t: torch.Tensor) -> torch.Tensor:
 
 
 def test_colour_matrix_matches_the_step_by_step_definition():
-    from loaders.augment.color import apply_color
+    from loaders.augment.image.color import apply_color
 
     g = _gen(4)
     x = 60 + 120 * torch.rand(6, 3, 8, 8, generator=g)  # mid-range: no step saturates

@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from loaders.augment.audio import AudioAugment
+from loaders.augment.audio.policy import AudioAugment
 from loaders.augment.errors import AugmentError
 from precompute.audio.features import from_int16
 from precompute.audio.kind import decode_audio_field

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from loaders.augment.arrays.bands import crop_arrays, normalize_bands
 from loaders.augment.bandbuf import empty
-from loaders.augment.bands import crop_arrays, normalize_bands
 from loaders.augment.crop import CropParams
 from tests.loaders.bands_reference import reference_crop
 
@@ -77,7 +77,7 @@ def test_cpu_batches_cost_no_page_faults() -> None:
     after two warm-up batches, a crop and normalise of a 2 MiB batch touches no new page."""
     code = textwrap.dedent("""
         import resource, torch
-        from loaders.augment.bands import crop_arrays, normalize_bands
+        from loaders.augment.arrays.bands import crop_arrays, normalize_bands
         from loaders.augment.crop import CropParams
         x = torch.rand(64, 9, 9, 100)
         n = torch.ones(64, dtype=torch.long)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaders.augment.bands import _taps, crop_arrays, normalize_bands
+from loaders.augment.arrays.bands import _taps, crop_arrays, normalize_bands
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
-from loaders.augment.geometry import crop_images
+from loaders.augment.rules import crop_images
 from tests.loaders.bands_reference import reference_crop, reference_normalize
 from tests.loaders.devices import DEVICES
 

@@ -3,7 +3,7 @@
 The box placement runs in numpy for CPU extents, and each crop is resized straight into a
 reused per-thread buffer; both must leave every output bit unchanged. The reference here is
 written out step by step: boxes placed with torch ops, ``F.interpolate`` per crop, then the
-normalisation formulas of :mod:`loaders.augment.color`.
+normalisation formulas of :mod:`loaders.augment.image.color`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import torch.nn.functional as F
 
 from benchmarks.common import aten_op_counts
 from loaders.augment import Normalize, TrainAugment
-from loaders.augment.color import channel_affine, normalize_converter
 from loaders.augment.crop import random_crops
+from loaders.augment.image.color import channel_affine, normalize_converter
+from loaders.augment.image.resample import _resize_one
+from loaders.augment.image.threads import pool, scratch
 from loaders.augment.outbuf import output_batch
-from loaders.augment.resample import _resize_one
-from loaders.augment.threads import pool, scratch
 from precompute import boxes
 
 S = 48

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
-from loaders.augment.geometry import (
+from loaders.augment.image.ops import CenterCrop
+from loaders.augment.image.resample import crop_resample
+from loaders.augment.rules import (
     APPLY,
     apply_field,
     crop_images,
@@ -23,8 +25,6 @@ from loaders.augment.geometry import (
     crop_masks,
     nearest_index,
 )
-from loaders.augment.ops import CenterCrop
-from loaders.augment.resample import crop_resample
 from precompute.fields import KINDS, FieldSpec
 from precompute.policy import Policy
 from tests.loaders.devices import DEVICES
@@ -207,7 +207,7 @@ def test_each_mask_pixel_is_the_pixel_under_its_centre_by_the_keypoint_map(
 
 
 def test_the_cpu_mask_take_equals_the_device_paths_advanced_index() -> None:
-    from loaders.augment.geometry import nearest_index, take_rows_cols
+    from loaders.augment.rules import nearest_index, take_rows_cols
 
     gen = torch.Generator().manual_seed(3)
     masks = torch.randint(0, 250, (5, 23, 31), dtype=torch.uint8, generator=gen)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaders.augment.errors import AugmentError
-from loaders.augment.rot90 import (
+from loaders.augment.arrays.rot90 import (
     ROT90,
     draw_k,
     rot90_images,
@@ -14,6 +13,7 @@ from loaders.augment.rot90 import (
     rot90_masks,
     rotate_field,
 )
+from loaders.augment.errors import AugmentError
 from tests.loaders.devices import DEVICES
 
 N = 7

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from loaders.augment import CenterCrop, ColorJitter, EvalAugment, HorizontalFlip, TrainAugment
-from loaders.augment.ops import Normalize, RandomResizedCrop
+from loaders.augment.image.ops import Normalize, RandomResizedCrop
 from loaders.dali.params import DaliAugment, draw_batch_params
 from loaders.dali.policy import as_dali_augment, from_policy
 from precompute.policy import Policy

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from loaders.augment import resample
+from loaders.augment.image import resample
 
 
 def test_this_torch_has_the_out_kernel() -> None:

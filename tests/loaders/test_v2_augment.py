@@ -22,7 +22,7 @@ import pytest
 
 from loaders import StoreLoader
 from loaders.augment import AugmentError, EvalAugment, Mixup, TrainAugment
-from loaders.augment.ops import CenterCrop, ColorJitter, RandomResizedCrop
+from loaders.augment.image.ops import CenterCrop, ColorJitter, RandomResizedCrop
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 from tests.contracts.index_store import collect

@@ -9,7 +9,7 @@ import pytest
 
 from loaders import StoreLoader
 from loaders.augment import AugmentError, Mixup, TrainAugment
-from loaders.augment.ops import ColorJitter
+from loaders.augment.image.ops import ColorJitter
 from precompute.fields import FieldSpec
 from precompute.spec import BuildSpec
 from precompute.writer import write_store_from_arrays

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import precompute.audio.kind  # noqa: F401  (registers the audio kind)
-from loaders.augment.audio import AudioAugment
-from loaders.augment.audio_fields import check_audio_policies
+from loaders.augment.audio.fields import check_audio_policies
+from loaders.augment.audio.policy import AudioAugment
 from loaders.augment.errors import AugmentError
 from precompute.errors import SourceError
 from precompute.fields import FieldSpec, Kind, Storage, register_kind

@@ -6,7 +6,7 @@ applies them to each field by the rule its kind declares (``Kind.augment``), bat
 tensors' device (CPU or CUDA), with no host sync (a field's flipped point order is copied to
 the device once and kept):
 
-* ``bilinear`` (images): :func:`loaders.augment.resample.grid_resample`.
+* ``bilinear`` (images): :func:`loaders.augment.image.resample.grid_resample`.
 * ``nearest`` (masks): output pixel ``j`` of a crop of width ``w`` resized to ``ow`` takes
   the stored pixel nearest to the position the image kernel samples there,
   ``left + j * (w - 1) / (ow - 1)`` (pixel centres onto pixel centres, ``align_corners``), in
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from loaders.augment.bands import crop_arrays
+from loaders.augment.arrays.bands import crop_arrays
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
-from loaders.augment.resample import grid_resample
+from loaders.augment.image.resample import grid_resample
 from precompute.fields import FieldSpec
 
 __all__ = ["APPLY", "apply_field", "crop_images", "crop_keypoints", "crop_masks", "nearest_index"]
@@ -154,7 +154,7 @@ def crop_images(
 
     Returns:
         ``[B, C, height, width]`` float32 in ``[0, 255]`` (the kernel of
-        :func:`~loaders.augment.resample.grid_resample`, which resamples three channels).
+        :func:`~loaders.augment.image.resample.grid_resample`, which resamples three channels).
     """
     c = images.shape[3]
     if c not in (1, 3):
@@ -172,7 +172,7 @@ APPLY: Mapping[str, Callable[..., torch.Tensor]] = {
     "nearest": crop_masks,
     "affine": crop_keypoints,
     "none": _keep,
-    "array": crop_arrays,  # spectral cubes: [B, H, W, C] -> [B, C, h, w] (loaders.augment.bands)
+    "array": crop_arrays,  # cubes: [B, H, W, C] -> [B, C, h, w] (loaders.augment.arrays.bands)
 }
 
 

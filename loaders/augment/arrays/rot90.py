@@ -2,7 +2,7 @@
 
 One ``k`` in ``{0, 1, 2, 3}`` is drawn per sample (:func:`draw_k`, from the batch's
 ``torch.Generator``) and applied to each spatial field by its kind's loader rule
-(:data:`ROT90`, keyed like :data:`loaders.augment.geometry.APPLY`), after the crop: the fields
+(:data:`ROT90`, keyed like :data:`loaders.augment.rules.APPLY`), after the crop: the fields
 are square ``n x n`` there. A rotation by ``k`` is ``torch.rot90(x, k, dims=(H, W))``
 (counter-clockwise on screen, rows down): output pixel ``(i, j)`` shows stored pixel
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from loaders.augment.errors import AugmentError
-from loaders.augment.ops import Normalize
+from loaders.augment.image.ops import Normalize
 from precompute.policy import GREY
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 * :func:`crop_arrays` (loader rule ``array``): crop, flip and resize ``[B, H, W, C]`` stored
   arrays to ``[B, C, h, w]`` with the map the image rule uses
-  (:mod:`loaders.augment.resample`): output pixel ``j`` of a box of width ``w`` samples the
+  (:mod:`loaders.augment.image.resample`): output pixel ``j`` of a box of width ``w`` samples the
   stored position ``left + j * (w - 1) / (ow - 1)`` (the box centre when ``ow == 1``),
   bilinear between the two nearest stored pixels of the box (never outside it: no letterbox
   fill is read), mirrored under a flip. No antialiasing, as for images. Positions are

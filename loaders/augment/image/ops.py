@@ -6,7 +6,8 @@ its defaults are the ``online`` entry of :data:`precompute.policy.POLICIES`, so 
 plain data with one table of ranges for every backend: it is validated once when built,
 round-trips through ``to_dict`` / :func:`op_from_dict`, and can live in a config file or in
 store metadata. The tensor code that executes the ops lives in
-:mod:`loaders.augment.crop`, :mod:`loaders.augment.resample` and :mod:`loaders.augment.color`.
+:mod:`loaders.augment.crop`, :mod:`loaders.augment.image.resample` and
+:mod:`loaders.augment.image.color`.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from loaders.augment import audio_ops
-from loaders.augment.audio_fields import apply_audio_fields
+from loaders.augment.audio import ops as audio_ops
+from loaders.augment.audio.fields import apply_audio_fields
 from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
 from loaders.augment.draws import smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
@@ -135,7 +135,7 @@ class AudioAugment:
         """The loader's call on a v2 store: the audio field, ``FIELD.length`` and the label.
 
         ``extents`` (the image frame's) is unused. See
-        :func:`~loaders.augment.audio_fields.apply_audio_fields`.
+        :func:`~loaders.augment.audio.fields.apply_audio_fields`.
         """
         return apply_audio_fields(self, values, fields, generator)
 

@@ -2,7 +2,7 @@
 
 A store built from an audio source has the fields ``audio`` (kind ``audio``, companions
 ``audio.length`` and ``audio.start``) and ``label``. :func:`apply_audio_fields` maps that batch
-onto :class:`~loaders.augment.audio.AudioAugment`'s ``{"audio", "length", "label"}`` and
+onto :class:`~loaders.augment.audio.policy.AudioAugment`'s ``{"audio", "length", "label"}`` and
 back, so the loader's ``augment.apply_fields(values, fields, extents, generator)`` call works
 for audio as for images. :func:`check_audio_policies` refuses, before the first batch, a
 policy that cannot serve the store: an image policy on audio (it would pass the clips through
@@ -43,7 +43,7 @@ def _label(fields: Sequence[FieldSpec]) -> FieldSpec:
 
 
 def _is_audio_policy(policy: Any) -> bool:
-    """An :class:`~loaders.augment.audio.AudioAugment` (it says so: ``serves_audio``)."""
+    """An :class:`~loaders.augment.audio.policy.AudioAugment` (it says so: ``serves_audio``)."""
     return bool(getattr(policy, "serves_audio", False))
 
 

@@ -1,4 +1,4 @@
-"""The tensor work of :class:`~loaders.augment.audio.AudioAugment`: one function per op.
+"""The tensor work of :class:`~loaders.augment.audio.policy.AudioAugment`: one function per op.
 
 Every function takes a float32 batch ``x`` (``(B, T)`` waveforms or ``(B, M, T)`` features, time
 last), the per-sample valid lengths ``length`` (``(B,)`` int64, on ``x``'s device) and the

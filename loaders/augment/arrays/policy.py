@@ -1,15 +1,15 @@
 """Array fields (spectral cubes) under ``TrainAugment``/``EvalAugment``: bands, dtype, rotate-90.
 
 After the batch's one crop draw has moved every field by its kind's rule (arrays by
-:func:`loaders.augment.bands.crop_arrays`, ``[B, H, W, C]`` to ``[B, C, h, w]``),
+:func:`loaders.augment.arrays.bands.crop_arrays`, ``[B, H, W, C]`` to ``[B, C, h, w]``),
 :func:`finish_fields` does what is left:
 
 * every array field (loader rule ``array``) is normalised per band by the policy's
-  :class:`BandNormalize` (:func:`~loaders.augment.bands.normalize_bands`) and cast to the
+  :class:`BandNormalize` (:func:`~loaders.augment.arrays.bands.normalize_bands`) and cast to the
   policy's ``dtype`` and memory format; ``bands=None`` casts without normalising;
 * with ``rot90=True`` (``TrainAugment``), one quarter-turn count per sample is drawn from the
-  batch's generator (:func:`~loaders.augment.rot90.draw_k`) and applied to every spatial
-  field by :func:`~loaders.augment.rot90.rotate_field`.
+  batch's generator (:func:`~loaders.augment.arrays.rot90.draw_k`) and applied to every spatial
+  field by :func:`~loaders.augment.arrays.rot90.rotate_field`.
 
 ``BandNormalize()`` (no ``mean``/``std``) means the store's per-band statistics: the loader
 resolves it when it opens the store (:func:`bind_band_stats`, from ``report.band_stats``);
@@ -29,12 +29,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from loaders.augment.arrays.bands import normalize_bands
+from loaders.augment.arrays.rot90 import draw_k, rotate_field
 from loaders.augment.bandbuf import empty
-from loaders.augment.bands import normalize_bands
-from loaders.augment.color import DTYPES
 from loaders.augment.errors import AugmentError
-from loaders.augment.ops import Op, register_op
-from loaders.augment.rot90 import draw_k, rotate_field
+from loaders.augment.image.color import DTYPES
+from loaders.augment.image.ops import Op, register_op
 from precompute.fields import FieldSpec
 from precompute.policy import show
 

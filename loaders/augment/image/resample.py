@@ -22,11 +22,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from loaders.augment.color import Converter
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
+from loaders.augment.image.color import Converter
+from loaders.augment.image.threads import pool, scratch
 from loaders.augment.outbuf import output_batch
-from loaders.augment.threads import pool, scratch
 
 __all__ = ["crop_resample", "grid_resample"]
 
@@ -148,9 +148,9 @@ def crop_resample(
         size: Output ``(height, width)``.
         convert: ``convert(pixels, i, out_i)`` writes sample ``i``'s ``[3, H, W]`` result
             from its resized uint8 pixels while they are in cache (e.g. normalise, see
-            :mod:`loaders.augment.color`); default: copy the ``[0, 255]`` values.
+            :mod:`loaders.augment.image.color`); default: copy the ``[0, 255]`` values.
         threads: Worker threads sharing the samples (the kernels release the GIL); each
-            runs with one OpenMP thread (see :mod:`loaders.augment.threads`).
+            runs with one OpenMP thread (see :mod:`loaders.augment.image.threads`).
         dtype: Output dtype; written directly by ``convert`` (no later cast).
         channels_last: Allocate the output channels-last (no later transpose).
 

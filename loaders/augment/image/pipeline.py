@@ -21,9 +21,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from loaders.augment.arrays import BandNormalize, finish_fields
+from loaders.augment.arrays.policy import BandNormalize, finish_fields
 from loaders.augment.checks import check_extent_values, check_inputs, check_integer
-from loaders.augment.color import (
+from loaders.augment.crop import CropParams, center_crops, random_crops
+from loaders.augment.errors import AugmentError
+from loaders.augment.fields import augment_fields, check_field_values
+from loaders.augment.image.color import (
     DTYPES,
     apply_color,
     color_converter,
@@ -31,10 +34,7 @@ from loaders.augment.color import (
     normalize_,
     normalize_converter,
 )
-from loaders.augment.crop import CropParams, center_crops, random_crops
-from loaders.augment.errors import AugmentError
-from loaders.augment.fields import augment_fields, check_field_values
-from loaders.augment.ops import (
+from loaders.augment.image.ops import (
     CenterCrop,
     ColorJitter,
     HorizontalFlip,
@@ -43,7 +43,7 @@ from loaders.augment.ops import (
     RandomResizedCrop,
     op_from_dict,
 )
-from loaders.augment.resample import crop_resample, grid_resample
+from loaders.augment.image.resample import crop_resample, grid_resample
 from precompute.fields import FieldSpec
 from precompute.policy import Policy
 

@@ -1,0 +1,1 @@
+"""Array (spectral) policies: ``BandNormalize`` (policy), band crops, buffers and rotate-90."""

@@ -1,0 +1,1 @@
+"""Audio policies: ``AudioAugment`` (policy), its ops, and its place in a store's fields."""

@@ -1,0 +1,1 @@
+"""Image policies: ``TrainAugment``/``EvalAugment`` (pipeline), ops, colour, resampling."""
