@@ -16,9 +16,9 @@ from PIL import Image
 
 from benchmarks.harness.strategy_workers import random_resized_crop_box
 from loaders.batching.plan import epoch_plan
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.policy import IMAGENET_MEAN, IMAGENET_STD
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 
 __all__ = [
     "PillowJpegDataset",

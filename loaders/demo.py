@@ -26,9 +26,9 @@ __all__ = ["demo"]
 @click.option("--size", default=128, show_default=True, help="Stored side length.")
 def demo(out: str, images: int, size: int) -> None:
     """Generate a sample dataset, build a store from it on local Ray, print its summary."""
+    from precompute.format.summary import store_summary
     from precompute.job import build as run_build
     from precompute.sample import make_sample_dataset
-    from precompute.summary import store_summary
 
     spec = spec_from_options(None, {"size": size, "mode": "letterbox", "on_error": "skip"})
     src = Path(out) / "images"

@@ -41,7 +41,7 @@ from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
 from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.transfer.device import ToDevice
-from precompute.format import StoreInfo
+from precompute.format.layout import StoreInfo
 
 __all__ = ["StoreLoader"]
 
@@ -54,7 +54,7 @@ class StoreLoader(ContractLoader):
     """Stream a nostall store as batches of tensors on ``device``.
 
     Args:
-        store: Store path, ``s3://`` URL, a :class:`precompute.format.StoreInfo`, or a cache
+        store: Store path, ``s3://`` URL, a :class:`precompute.format.layout.StoreInfo`, or a cache
             reference: a cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec":
             ...}``, resolved (built at most once) through the installed store resolver
             (:func:`service.resolve`) and leased while open.

@@ -16,7 +16,7 @@ from precompute.errors import (
     StoreIncompleteError,
     StoreMismatchError,
 )
-from precompute.format import FORMAT_VERSION, StoreInfo, StoreLayout, open_store_info
+from precompute.format.layout import FORMAT_VERSION, StoreInfo, StoreLayout, open_store_info
 from precompute.spec import AugmentPolicy, BuildSpec
 
 # Bumped whenever decoding or a stage changes the bytes it produces; part of the cache key.
@@ -25,9 +25,9 @@ TRANSFORM_VERSION = "2"
 # Lazily imported public API: ``import precompute`` must not import Ray (or fsspec backends).
 _LAZY = {
     "build": "precompute.job",
-    "list_source": "precompute.sources",
-    "fingerprint": "precompute.sources",
-    "Source": "precompute.sources",
+    "list_source": "precompute.sources.classes",
+    "fingerprint": "precompute.sources.classes",
+    "Source": "precompute.sources.classes",
     "make_sample_dataset": "precompute.sample",
 }
 

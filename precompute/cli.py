@@ -54,7 +54,7 @@ def _load_spec_file(path: str | None) -> dict[str, Any]:
         return {}
     import yaml  # a dependency of ray
 
-    from precompute.inputs import read_input
+    from precompute.sources.inputs import read_input
 
     try:
         data = yaml.safe_load(read_input(path, max_bytes=1 << 20).decode("utf-8"))
@@ -180,7 +180,7 @@ def build(
     file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md).
     """
     from precompute.job import build as run_build
-    from precompute.outputs import check_output
+    from precompute.pipeline.outputs import check_output
 
     if runner == "sequential" and ray_address is not None:
         raise UsageFailure("--ray-address and --runner sequential exclude each other")
@@ -207,10 +207,10 @@ def build(
 
 
 def _show_ray_choice() -> None:
-    """Print on stderr which running Ray the build joins or leaves alone (precompute.raysession)."""
+    """Print on stderr which running Ray the build joins or leaves alone (runtime.raysession)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("precompute: %(message)s"))
-    choice = logging.getLogger("precompute.raysession")
+    choice = logging.getLogger("precompute.runtime.raysession")
     choice.addHandler(handler)
     choice.setLevel(logging.INFO)
 
@@ -220,8 +220,8 @@ def _show_ray_choice() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the store attributes as JSON.")
 def inspect(store: str, as_json: bool) -> None:
     """Summarise STORE (layout, spec, build report, skipped inputs)."""
-    from precompute.format import open_store_info
-    from precompute.summary import store_summary
+    from precompute.format.layout import open_store_info
+    from precompute.format.summary import store_summary
 
     if as_json:
         info = open_store_info(store, require_complete=False)
@@ -234,7 +234,7 @@ def inspect(store: str, as_json: bool) -> None:
 @click.argument("store")
 def verify(store: str) -> None:
     """Read every chunk of STORE, check completeness and checksums; exit 1 on a problem."""
-    from precompute.verify import verify_store
+    from precompute.format.verify import verify_store
 
     problems = verify_store(store)
     for problem in problems:

@@ -2,7 +2,7 @@
 
 ``--fields`` gives the whole list (JSON text, or the path of a JSON/YAML file holding it):
 ``[{"name": ..., "kind": ..., "options": {...}}, ...]``. The short flags set options of the
-fields a source has by itself (:func:`precompute.buildsource.infer_fields`): ``--mask-classes``,
+fields a source has by itself (:func:`precompute.sources.resolve.infer_fields`): ``--mask-classes``,
 ``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints', the audio
 flags (``--sample-rate``, ``--clip-seconds``, ``--clips``, ``--hop-seconds``, ``--channels``,
 ``--features``, ``--n-mels``, ``--n-fft``, ``--hop-length``) the audio field's, ``--key`` the
@@ -17,9 +17,9 @@ import json
 import os
 from typing import Any
 
-from precompute.buildsource import infer_fields
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec
+from precompute.sources.resolve import infer_fields
 
 __all__ = ["FIELD_FLAGS", "fields_from_flags"]
 
@@ -64,7 +64,7 @@ def _fields_doc(text: str) -> Any:
         return _json("fields", text)
     import yaml  # a dependency of ray
 
-    from precompute.inputs import read_input
+    from precompute.sources.inputs import read_input
 
     try:
         return yaml.safe_load(read_input(text, max_bytes=1 << 20).decode("utf-8"))

@@ -1,12 +1,13 @@
 """The build job: source -> plan -> Ray Data (one task per shard) -> writer. Imports Ray.
 
 :func:`build` is the public entry point (the CLI and the service call it). It lists the source
-on a background thread while Ray starts or is joined (:mod:`precompute.raysession`), takes the
+on a background thread while Ray starts or is joined (:mod:`precompute.runtime.raysession`), takes
+the
 build lock ``OUT/_nostall/build.lock`` (non-blocking; a second build gets
 :class:`~precompute.errors.BuildLockedError`), creates or resumes the store, runs the missing
 shards as a Ray Data ``map`` over shard rows (each shard decoded and written by exactly one
 task), and finalizes the store last. ``runner="sequential"`` runs the same shard tasks in this
-process instead, one after another, and never imports Ray (:mod:`precompute.sequential`).
+process instead, one after another, and never imports Ray (:mod:`precompute.pipeline.sequential`).
 """
 
 from __future__ import annotations
@@ -21,18 +22,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from precompute.buildsource import plan_tasks
-from precompute.cluster import check_shared_paths, current_node
 from precompute.errors import (
     BuildError,
     DecodeError,
     PrecomputeError,
 )
-from precompute.fieldwork import backends_of
-from precompute.format import StoreLayout
-from precompute.jobstart import holds_complete, in_background, list_source, open_build_ray
-from precompute.objstore import is_object_url, store_path
-from precompute.outputs import (
+from precompute.format.layout import StoreLayout
+from precompute.pipeline.fieldwork import backends_of
+from precompute.pipeline.outputs import (
     build_lock,
     build_report,
     check_output,
@@ -41,11 +38,15 @@ from precompute.outputs import (
     store_bytes,
     summary_line,
 )
-from precompute.plan import ShardTask
-from precompute.sequential import NO_RAY, run_in_process
-from precompute.shardwork import ShardJob, build_shard
+from precompute.pipeline.plan import ShardTask
+from precompute.pipeline.sequential import NO_RAY, run_in_process
+from precompute.pipeline.shardwork import ShardJob, build_shard
+from precompute.pipeline.start import holds_complete, in_background, list_source, open_build_ray
+from precompute.pipeline.writer import create_or_resume, finalize
+from precompute.runtime.cluster import check_shared_paths, current_node
+from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
-from precompute.writer import create_or_resume, finalize
+from precompute.storage.objstore import is_object_url, store_path
 
 __all__ = ["RUNNERS", "build", "store_bytes"]
 
@@ -139,14 +140,15 @@ def build(
         out: Local output folder (a shared filesystem when ``ray_address`` names a cluster),
             or an ``s3://`` URL (``docs/scale.md``).
         spec: The build spec; its ``fields`` are inferred from the source when empty and the
-            source has fields (:func:`precompute.buildsource.infer_fields`).
+            source has fields (:func:`precompute.sources.resolve.infer_fields`).
         ray_address: The Ray to join (an address, or ``auto``), or ``local`` for the build's
             own; ``None``: ``RAY_ADDRESS``, else a running local Ray of the build's size, else
-            its own (:mod:`precompute.raysession`).
+            its own (:mod:`precompute.runtime.raysession`).
         progress: Show a progress bar over shards and print the summary line (stderr).
         content_hash: Fingerprint the source by file contents instead of size and mtime.
         runner: ``ray`` (the Ray Data job) or ``sequential``: the same shard tasks in this
-            process, one after another, without importing Ray (:mod:`precompute.sequential`;
+            process, one after another, without importing Ray
+            (:mod:`precompute.pipeline.sequential`;
             for debugging, tests and machines without Ray). The shard files are the same.
 
     Returns:

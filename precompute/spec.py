@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 from precompute.checks import check_integer
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, check_fields
-from precompute.inputs import DEFAULT_MAX_BYTES
-from precompute.listing import ON_ERROR
 from precompute.policy import POLICIES, Policy, check_bounded, check_bounded_pair
 from precompute.policy import show as _show
+from precompute.sources.inputs import DEFAULT_MAX_BYTES
+from precompute.sources.listing import ON_ERROR
 
 __all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
 
@@ -39,7 +39,7 @@ class AugmentPolicy:
     """Offline augmentation applied to each stored variant, as data.
 
     Defaults are the ``offline`` entry of :data:`precompute.policy.POLICIES`; the valid
-    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.boxes`, version
+    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.stages.boxes`, version
     :data:`SAMPLER` of its draw, recorded as ``sampler`` in :meth:`to_dict` (so in the spec
     hash: a store drawn by another sampler is another store).
 

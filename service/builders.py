@@ -48,14 +48,14 @@ def _ensure_ray(address: str | None) -> None:
     """Start (or join) Ray once per process, so concurrent builds share it.
 
     The same Ray a ``precompute build --ray-address address`` would use
-    (:func:`precompute.raysession.open_ray`: ``RAY_ADDRESS``, a running ``ray start`` Ray of
+    (:func:`precompute.runtime.raysession.open_ray`: ``RAY_ADDRESS``, a running ``ray start`` Ray of
     this machine's size, else its own). A Ray of its own is bound to this process
-    (``precompute.raylocal``): stopped at exit, and its watchdog kills what is left of it if
+    (``precompute.runtime.raylocal``): stopped at exit, and its watchdog kills what is left of it if
     the process dies without exiting cleanly; a joined one is only disconnected from.
     """
     import ray  # lazy: only the real builder needs Ray
 
-    from precompute.raysession import open_ray
+    from precompute.runtime.raysession import open_ray
 
     with _RAY_INIT:
         if ray.is_initialized():

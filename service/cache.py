@@ -29,7 +29,7 @@ from typing import Any
 from filelock import FileLock
 
 from precompute.errors import PrecomputeError
-from precompute.format import StoreInfo, open_store_info
+from precompute.format.layout import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
 from service import eviction, maintenance
 from service.builders import Builder, BuildRequest, precompute_builder

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import precompute
-from precompute.atomic import atomic_write_bytes
-from precompute.format import StoreInfo
-from precompute.objstore import store_path
+from precompute.format.atomic import atomic_write_bytes
+from precompute.format.layout import StoreInfo
+from precompute.storage.objstore import store_path
 from service.builders import BuildRequest
 from service.errors import ServiceError
 

@@ -4,7 +4,7 @@ A key is the sha256 of a canonical JSON document holding exactly four things: th
 build spec (:meth:`BuildSpec.to_dict`), the source fingerprint (file list with sizes and mtimes,
 or content hashes on request), the transform code version and the store format version.
 The spec and the fingerprint are the ones the build itself computes
-(:func:`precompute.buildsource.resolve_build`, see :func:`resolve_request`): a segmentation
+(:func:`precompute.sources.resolve.resolve_build`, see :func:`resolve_request`): a segmentation
 folder or a field manifest gets its fields (and their options) in the key, so two requests
 differing in a field option (``ignore_index``) get two keys.
 Changing any of them gives a new key; nothing else does: dict key order in a request, defaults
@@ -127,13 +127,13 @@ def resolve_source(source: str | Path) -> Path | str:
 
 
 def source_fingerprint(source: str | Path, *, content_hash: bool = False) -> str:
-    """Fingerprint a v1 source with ``precompute.sources`` (file list, sizes, mtimes or hashes).
+    """Fingerprint a v1 source (file list, sizes, mtimes or hashes): ``sources.classes``.
 
     A class-folder tree or a ``path,label`` manifest only: a source with fields (a
     segmentation folder, a manifest of field columns) is fingerprinted with its spec by
     :func:`resolve_request`, which the cache uses for every source.
     """
-    from precompute import sources  # lazy: listing pulls in the image stack
+    from precompute.sources import classes as sources  # lazy: listing pulls in the image stack
 
     # "skip": a manifest line with an unusable label is recorded, not raised, so a spec with
     # on_error="skip" gets the key its build computes (a "raise" build of such a source fails).
@@ -157,7 +157,7 @@ def resolve_request(
         SpecError: The source has fields and needs an option the spec does not give.
         SourceError: The source cannot be listed.
     """
-    from precompute.buildsource import resolve_build  # lazy: listing pulls in the image stack
+    from precompute.sources.resolve import resolve_build  # lazy: listing pulls in the image stack
 
     src = resolve_source(source)
     lenient = dataclasses.replace(spec, on_error="skip")

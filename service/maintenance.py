@@ -18,7 +18,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from precompute.errors import StoreError
-from precompute.format import MARKER_DIR, open_store_info
+from precompute.format.layout import MARKER_DIR, open_store_info
 from service.builders import BuildRequest
 from service.catalog import CacheLayout
 from service.keys import is_key

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from precompute import objstore
 from precompute.errors import StoreError
-from precompute.format import MARKER_DIR, StoreInfo, open_store_info
+from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info
+from precompute.storage import objstore
 from service import objevict
 from service.builders import BuildRequest
 from service.cache import Cache

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from precompute import objstore
+from precompute.storage import objstore
 from service.catalog import CacheLayout, Entry
 from service.errors import ServiceError
 
@@ -32,7 +32,7 @@ __all__ = ["ObjectLayout", "object_call"]
 
 
 def object_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call an :mod:`precompute.objstore` function, turning failures into ``ServiceError``.
+    """Call an :mod:`precompute.storage.objstore` function, turning failures into ``ServiceError``.
 
     ``FileNotFoundError``, ``FileExistsError`` and ``objstore.VersionChangedError`` pass
     through (callers branch on them).
@@ -48,7 +48,8 @@ def object_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 class ObjectLayout(CacheLayout):
     """URLs under one ``s3://`` cache root, and reading/writing its entries and access times.
 
-    ``root``, :meth:`store` and :meth:`building` are :class:`~precompute.objstore.ObjectPath`
+    ``root``, :meth:`store` and :meth:`building` are
+    :class:`~precompute.storage.objstore.ObjectPath`
     objects (``str()`` gives the URL); :attr:`url` is the root URL without a trailing slash.
     """
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from precompute import objstore
+from precompute.storage import objstore
 from service.errors import ServiceError
 from service.objcatalog import object_call
 from service.objholder import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from precompute import objstore
+from precompute.storage import objstore
 from service.catalog import Entry
 from service.errors import StoreInUseError
 from service.eviction import GcReport, evict_lru

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from precompute import objstore
-from precompute.remote_writer import pid_alive
+from precompute.storage import objstore
+from precompute.storage.remote_writer import pid_alive
 from service.errors import ServiceError
 from service.objcatalog import object_call
 

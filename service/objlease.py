@@ -20,7 +20,7 @@ import uuid
 import weakref
 from pathlib import Path
 
-from precompute import objstore
+from precompute.storage import objstore
 from service.lease import StoreLease
 from service.objcatalog import ObjectLayout, object_call
 from service.objholder import (

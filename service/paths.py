@@ -83,7 +83,7 @@ class SourcePolicy:
 
     def _check_url(self, raw: str) -> str:
         """Return an ``s3://`` source under an ``s3://`` root that exists (objects below it)."""
-        from precompute.objstore import list_sizes  # lazy: boto3
+        from precompute.storage.objstore import list_sizes  # lazy: boto3
 
         url = raw.rstrip("/")
         if not self._under_urls(url):
@@ -124,9 +124,9 @@ class SourcePolicy:
 
 def _manifest_files(manifest: str) -> list[tuple[str, str]]:
     """``(path as written, where it resolves)`` of every file a manifest lists."""
-    from precompute.buildsource import manifest_file_columns
-    from precompute.fields.rows import csv_rows, jsonl_rows, read_text
-    from precompute.sources import Source, list_source  # lazy: the image stack
+    from precompute.sources.classes import Source, list_source  # lazy: the image stack
+    from precompute.sources.resolve import manifest_file_columns
+    from precompute.sources.rows import csv_rows, jsonl_rows, read_text
 
     columns = manifest_file_columns(manifest)
     if not columns:  # a v1 manifest (path,label); bad labels: the build's on_error

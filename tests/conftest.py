@@ -73,12 +73,12 @@ def store_clock(s3_server: str) -> Iterator[StoreClock]:
 def ray_local(request: pytest.FixtureRequest):
     """One local Ray for the whole test session (2 CPUs, no dashboard), shut down at the end.
 
-    Started by ``precompute.raylocal``, so it dies with the test process even when that is
+    Started by ``precompute.runtime.raylocal``, so it dies with the test process even when that is
     killed (a timeout): no Ray process outlives the session.
     """
     import ray
 
-    from precompute.raylocal import start_local_ray
+    from precompute.runtime.raylocal import start_local_ray
 
     if request.config.stash.get(_NEEDS_S3, False):
         request.getfixturevalue("s3_server")

@@ -9,7 +9,8 @@ against a loaded machine. :class:`StoreClock` instead moves the store's clock: a
 before reads 60 s older at once, and objects written afterwards are as fresh as ever.
 
 It changes what botocore hands the caller (``after-call`` event hooks on the real client of
-:func:`precompute.objstore.client`), never what the real server stores or answers on the wire.
+:func:`precompute.storage.objstore.client`), never what the real server stores or answers on the
+wire.
 Objects written by other processes read as written before the first ``advance``.
 """
 
@@ -19,7 +20,7 @@ import email.utils
 from datetime import timedelta
 from typing import Any
 
-from precompute import objstore
+from precompute.storage import objstore
 
 __all__ = ["StoreClock"]
 

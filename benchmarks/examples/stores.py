@@ -54,7 +54,7 @@ def build_stores(jobs: Sequence[tuple[str, Path, BuildSpec]]) -> list[Path]:
     import ray
 
     from precompute import job  # lazy: imports Ray
-    from precompute.raylocal import start_local_ray
+    from precompute.runtime.raylocal import start_local_ray
 
     local = None if ray.is_initialized() else start_local_ray(num_cpus=2)
     try:

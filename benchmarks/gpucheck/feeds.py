@@ -63,7 +63,7 @@ class StoreF32Feed(Strategy):
     def open(self, cfg: RunConfig) -> _StoreSource:
         """Return the StoreLoader over ``cfg.store``."""
         from loaders.torch_loader import StoreLoader
-        from precompute.format import open_store_info
+        from precompute.format.layout import open_store_info
 
         loader = StoreLoader(
             str(cfg.store),

@@ -210,7 +210,7 @@ def loader_rate(
     """
     from loaders import StoreLoader
     from loaders.augment import TrainAugment
-    from precompute.format import open_store_info
+    from precompute.format.layout import open_store_info
 
     info = open_store_info(store)
     threads = min(64, max(1, workers))

@@ -79,7 +79,7 @@ def build_store(
 
 def _complete(out: str | Path) -> bool:
     from precompute.errors import StoreError
-    from precompute.format import open_store_info
+    from precompute.format.layout import open_store_info
 
     try:
         open_store_info(out)
@@ -95,7 +95,7 @@ def _ray_up() -> bool:
 
 def store_build_info(store: str | Path) -> dict[str, Any]:
     """Return what an existing store's report says about its build (time if recorded)."""
-    from precompute.format import open_store_info
+    from precompute.format.layout import open_store_info
 
     info = open_store_info(store)
     report = dict(info.report)
@@ -139,8 +139,8 @@ def check_store_source(data: str, store: str | Path) -> str | None:
         BenchConfigError: The store was built from another dataset: its figures and break-even
             would compare different data.
     """
-    from precompute.format import open_store_info
-    from precompute.sources import fingerprint, list_source
+    from precompute.format.layout import open_store_info
+    from precompute.sources.classes import fingerprint, list_source
 
     info = open_store_info(store)
     source = list_source(data)

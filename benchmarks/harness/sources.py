@@ -16,7 +16,7 @@ def list_items(data: str) -> tuple[list[Path], list[int]]:
         BenchConfigError: ``data`` is not a local dataset.
         precompute.SourceError: ``data`` is missing, empty or malformed.
     """
-    from precompute.sources import list_source  # lazy: keeps `import benchmarks` light
+    from precompute.sources.classes import list_source  # lazy: keeps `import benchmarks` light
 
     source = list_source(data)
     if not source.is_local:
@@ -27,6 +27,6 @@ def list_items(data: str) -> tuple[list[Path], list[int]]:
 
 def num_classes(data: str) -> int:
     """Return the number of classes of ``data``."""
-    from precompute.sources import list_source
+    from precompute.sources.classes import list_source
 
     return max(1, list_source(data).num_classes)

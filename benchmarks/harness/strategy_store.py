@@ -36,7 +36,7 @@ class _LoaderSource:
 
 
 def _store_samples(store: str) -> int:
-    from precompute.format import open_store_info
+    from precompute.format.layout import open_store_info
 
     return open_store_info(store).num_valid
 

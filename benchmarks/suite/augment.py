@@ -47,9 +47,9 @@ FORMATS = ["float32 channels_last", "bfloat16", "bfloat16 channels_last"]
 
 def make_data(root: Path, n: int, store_size: int) -> tuple[list[Path], list[int], Path]:
     """Write the JPEG/PNG dataset and its store; return paths, labels and the store path."""
+    from precompute.pipeline.writer import write_store_from_arrays
     from precompute.sample import make_sample_dataset
     from precompute.spec import BuildSpec
-    from precompute.writer import write_store_from_arrays
 
     data = make_sample_dataset(
         root / "jpeg", num_images=n, num_classes=8, size_range=(300, 500), seed=SEED

@@ -41,10 +41,10 @@ PAIRS = (("precompute-dali", "precompute"), ("gpu-decode", "workers"))
 
 def make_data(root: Path, n: int, store_size: int) -> tuple[Path, Path]:
     """Write the raw dataset and a store of the same images; return both paths."""
+    from precompute.pipeline.writer import write_store_from_arrays
     from precompute.sample import make_sample_dataset
-    from precompute.sources import list_source
+    from precompute.sources.classes import list_source
     from precompute.spec import BuildSpec
-    from precompute.writer import write_store_from_arrays
 
     data = make_sample_dataset(
         root / "raw", num_images=n, num_classes=8, size_range=(256, 400), seed=0

@@ -50,7 +50,7 @@ def build_stores(root: Path, counts: list[int], store_size: int) -> list[tuple[P
 
     from precompute import job
     from precompute.fields import FieldSpec
-    from precompute.raylocal import start_local_ray
+    from precompute.runtime.raylocal import start_local_ray
     from precompute.spec import BuildSpec
 
     mask = FieldSpec("mask", "mask", {"classes": 4})

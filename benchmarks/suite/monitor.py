@@ -30,8 +30,8 @@ WITHOUT, WITH = "without monitor", "with monitor"
 
 def make_store(root: Path, n: int, size: int) -> Path:
     """Write a store of ``n`` random ``size`` px images (setup, not timed)."""
+    from precompute.pipeline.writer import write_store_from_arrays
     from precompute.spec import BuildSpec
-    from precompute.writer import write_store_from_arrays
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)

@@ -38,11 +38,11 @@ from benchmarks.runner import Bench, Line, Row, Run, add_json_argument
 from loaders import StoreLoader
 from loaders.store.readcache import ReadCache
 from precompute import BuildSpec
-from precompute.format import StoreLayout
-from precompute.objupload import put_folder
+from precompute.format.layout import StoreLayout
+from precompute.format.storecheck import expected_shard_size
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.sample import make_image
-from precompute.storecheck import expected_shard_size
-from precompute.writer import write_store_from_arrays
+from precompute.storage.objupload import put_folder
 
 __all__ = ["main"]
 

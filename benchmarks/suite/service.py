@@ -29,9 +29,9 @@ import httpx
 import numpy as np
 
 from benchmarks.runner import Bench, Line, Results, Row, Run, add_json_argument
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 from service import Cache
 from service.catalog import Entry, dir_size
 

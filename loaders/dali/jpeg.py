@@ -1,7 +1,8 @@
 """``JpegLoader``: decode a raw image folder or manifest with DALI, no precompute step.
 
 The GPU-decode strategy (TF-native style): the same sources ``precompute build`` takes
-(:func:`precompute.sources.list_source`), the same order function over the sorted items (a chunk
+(:func:`precompute.sources.classes.list_source`), the same order function over the sorted items (a
+chunk
 is ``chunk_samples`` consecutive items), decoded by ``fn.decoders.image`` (``device="mixed"``
 with a GPU, ``"cpu"`` without), then the same crop/flip/colour/normalise graph.
 
@@ -142,7 +143,7 @@ class JpegLoader(DaliLoaderBase):
         **kwargs: Any,
     ) -> None:
         super().__init__(batch_size, **kwargs)
-        from precompute.sources import list_source
+        from precompute.sources.classes import list_source
 
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
@@ -170,7 +171,7 @@ class JpegLoader(DaliLoaderBase):
         return mask
 
     def _data_identity(self) -> dict[str, Any]:
-        from precompute.sources import fingerprint
+        from precompute.sources.classes import fingerprint
 
         if not hasattr(self, "_fingerprint"):
             self._fingerprint = fingerprint(self.source)

@@ -29,7 +29,7 @@ from loaders.diagnostics.loader_info import describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 from loaders.diagnostics.report import Diagnosis
 from precompute.checks import check_integer
-from precompute.raylocal import available_cpus as usable_cores  # the one affinity count
+from precompute.runtime.raylocal import available_cpus as usable_cores  # the one affinity count
 
 __all__ = ["Diagnose", "Diagnosis", "usable_cores"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loaders.errors import StoreOpenError
-from precompute.objstore import store_path
+from precompute.storage.objstore import store_path
 
 __all__ = ["RESOLVERS", "Held", "is_cache_ref", "resolve_cache_ref"]
 

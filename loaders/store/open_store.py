@@ -25,15 +25,15 @@ from loaders.store.readcache import ReadCache
 from loaders.store.shardio import IO_MODES, ShardedArrayReader
 from precompute import errors as pre
 from precompute.fields import FieldSpec
-from precompute.format import StoreInfo, StoreLayout, open_store_info
-from precompute.objstore import is_object_url, list_sizes
-from precompute.storearrays import ArraySpec
-from precompute.storecheck import (
+from precompute.format.arrays import ArraySpec
+from precompute.format.layout import StoreInfo, StoreLayout, open_store_info
+from precompute.format.storecheck import (
     check_array_meta,
     expected_shard_size,
     shard_file_problems,
     sharded_names,
 )
+from precompute.storage.objstore import is_object_url, list_sizes
 
 __all__ = ["MAP_BYTES", "OPEN_IO_MODES", "SMALL_ROW_BYTES", "OpenedStore", "open_store"]
 
@@ -91,7 +91,7 @@ class OpenedStore:
         Raises:
             StoreOpenError: The ``key`` array cannot be read.
         """
-        from precompute.zarrs3 import open_array  # lazy: zarr-python, only when asked
+        from precompute.storage.zarrs3 import open_array  # lazy: zarr-python, only when asked
 
         try:
             return [str(k) for k in open_array(self.info.path / "key")[:].tolist()]

@@ -26,7 +26,7 @@ from loaders.store.rawio import Stamp
 from loaders.store.readcache import ReadCache
 from loaders.store.shardindex import CRC_BYTES
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
-from precompute import objstore
+from precompute.storage import objstore
 
 __all__ = ["RemoteShards"]
 

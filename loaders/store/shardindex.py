@@ -21,7 +21,7 @@ import numpy as np
 from loaders.errors import CorruptChunkError
 from loaders.store.rawio import Stamp, file_stamp
 from loaders.store.zarrmeta import ArrayMeta
-from precompute.storecheck import CRC_BYTES, MISSING, sharded_file_size
+from precompute.format.storecheck import CRC_BYTES, MISSING, sharded_file_size
 
 __all__ = ["CRC_BYTES", "MISSING", "ShardIndexCache"]
 

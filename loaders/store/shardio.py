@@ -39,7 +39,7 @@ from loaders.store.s3io import RemoteShards
 from loaders.store.shardindex import CRC_BYTES as _CRC
 from loaders.store.shardindex import MISSING, ShardIndexCache
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
-from precompute.objstore import is_object_url
+from precompute.storage.objstore import is_object_url
 
 __all__ = [
     "IO_MODES",
@@ -432,7 +432,7 @@ class ShardedArrayReader:
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:
-            from precompute.zarrs3 import open_array  # lazy: the fallback path only
+            from precompute.storage.zarrs3 import open_array  # lazy: the fallback path only
 
             self._zarr = open_array(self.path)
         region = self._region(chunk)

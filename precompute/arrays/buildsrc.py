@@ -25,9 +25,9 @@ from precompute.arrays.readers import ARRAY_EXTENSIONS, read_array
 from precompute.arrays.sources import FIELDS, list_arrays
 from precompute.errors import DecodeError, InputError, SourceError, SpecError
 from precompute.fields import FieldSpec
-from precompute.fieldsources import FieldSource
-from precompute.folders import ARRAY_ONLY_EXTENSIONS, IMAGE_EXTENSIONS
-from precompute.manifests import jsonl_objects, read_manifest_text
+from precompute.sources.fields import FieldSource
+from precompute.sources.folders import ARRAY_ONLY_EXTENSIONS, IMAGE_EXTENSIONS
+from precompute.sources.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["infer_array_fields", "is_array_fields", "is_array_source", "list_array_fields"]
 

@@ -32,8 +32,8 @@ from precompute.arrays.checks import check_finite, guard_size, pick_one
 from precompute.arrays.matfiles import read_mat
 from precompute.errors import DecodeError
 from precompute.fields.spec import FieldSpec
-from precompute.folders import ARRAY_EXTENSIONS
-from precompute.inputs import DEFAULT_MAX_BYTES
+from precompute.sources.folders import ARRAY_EXTENSIONS
+from precompute.sources.inputs import DEFAULT_MAX_BYTES
 
 __all__ = ["ARRAY_EXTENSIONS", "READERS", "decode_array", "read_array"]
 

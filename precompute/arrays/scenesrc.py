@@ -30,12 +30,12 @@ import numpy as np
 from precompute.arrays.checks import check_finite
 from precompute.arrays.readers import decode_array, read_array
 from precompute.arrays.scene import block_split, check_scene
-from precompute.digests import field_fingerprint
 from precompute.errors import DecodeError, InputError, SourceError, SpecError
 from precompute.fields import FieldSpec
-from precompute.fieldsources import FieldItem, FieldSource
-from precompute.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
-from precompute.listing import read_kept
+from precompute.sources.digests import field_fingerprint
+from precompute.sources.fields import FieldItem, FieldSource
+from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
+from precompute.sources.listing import read_kept
 
 __all__ = [
     "SceneSource",

@@ -1,4 +1,4 @@
-"""List a dataset of array files as a :class:`~precompute.fieldsources.FieldSource`.
+"""List a dataset of array files as a :class:`~precompute.sources.fields.FieldSource`.
 
 Two layouts, each giving fields ``image`` (kind ``array``, a file field) and ``label``:
 
@@ -7,11 +7,11 @@ Two layouts, each giving fields ``image`` (kind ``array``, a file field) and ``l
   folder names in name order, a label is the index of its folder. Hidden entries and other
   files are ignored, but image or audio files beside the arrays are refused (a
   :class:`SourceError` naming one of each kind), never dropped. Listed by
-  :func:`precompute.folders.walk_classes` (its rules: a symlink leaving the root, a name
+  :func:`precompute.sources.folders.walk_classes` (its rules: a symlink leaving the root, a name
   that is not UTF-8, an entry that cannot be examined and a non-regular array file are
   recorded in ``skipped``, not followed).
 * **Manifest** (``.csv``/``.jsonl``/``.ndjson``) of ``path,label`` lines, parsed by
-  :func:`precompute.manifests.parse_manifest` (the rules of ``docs/manifests.md``); a path
+  :func:`precompute.sources.manifests.parse_manifest` (the rules of ``docs/manifests.md``); a path
   that is not an array file is a per-line error under ``on_error``.
 
 Nothing is read from the array files here: a shape, band count or dtype that differs
@@ -25,16 +25,16 @@ import os
 
 from precompute.arrays.readers import ARRAY_EXTENSIONS
 from precompute.errors import SourceError
-from precompute.fieldsources import FieldItem, FieldSource
-from precompute.folders import (
+from precompute.sources.fields import FieldItem, FieldSource
+from precompute.sources.folders import (
     AUDIO_EXTENSIONS,
     ESCAPES,
     IMAGE_EXTENSIONS,
     escapes,
     walk_classes,
 )
-from precompute.listing import check_policy
-from precompute.manifests import parse_manifest, read_manifest_text
+from precompute.sources.listing import check_policy
+from precompute.sources.manifests import parse_manifest, read_manifest_text
 
 __all__ = ["FIELDS", "list_arrays"]
 

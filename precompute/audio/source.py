@@ -5,7 +5,7 @@ An **audio source** is a local folder whose class sub-folders hold audio files (
 whose first path has an audio extension. Its fields are ``audio`` (kind ``audio``) and
 ``label`` (class folder index, or the manifest's labels: all integers, or names sorted).
 
-Each :class:`~precompute.fieldsources.FieldItem` carries the file of field ``audio`` and the
+Each :class:`~precompute.sources.fields.FieldItem` carries the file of field ``audio`` and the
 inline ``label``, plus ``audio.segment`` ``[start, end, mode]`` seconds when the clip is not the
 whole file: a manifest segment (``mode`` ``center``: centre-crop or pad it) or a window of
 ``--clips all`` (``mode`` ``window``: the clip starts at ``start``). The build's decoder reads
@@ -30,11 +30,17 @@ from typing import Any
 
 from precompute.errors import SourceError, SpecError
 from precompute.fields import FieldSpec
-from precompute.fieldsources import FieldItem, FieldSource
-from precompute.folders import AUDIO_EXTENSIONS, ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
-from precompute.inputs import read_input
-from precompute.listing import check_policy, checkpoint, per_input
-from precompute.manifests import jsonl_objects, read_manifest_text
+from precompute.sources.fields import FieldItem, FieldSource
+from precompute.sources.folders import (
+    AUDIO_EXTENSIONS,
+    ESCAPES,
+    IMAGE_EXTENSIONS,
+    escapes,
+    walk_classes,
+)
+from precompute.sources.inputs import read_input
+from precompute.sources.listing import check_policy, checkpoint, per_input
+from precompute.sources.manifests import jsonl_objects, read_manifest_text
 
 __all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
 
@@ -51,7 +57,7 @@ def _folder_files(root: str) -> Iterator[tuple[str, str]]:
     """``(class, key)`` of every non-hidden file under the class folders of ``root``, in order.
 
     Lazy, for :func:`is_audio_source` to stop at the first image file; the build lists the
-    folder with :func:`precompute.folders.walk_classes` (its symlink, FIFO and name rules).
+    folder with :func:`precompute.sources.folders.walk_classes` (its symlink, FIFO and name rules).
     """
     for cls in sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != "."):
         for dirpath, dirs, files in os.walk(os.path.join(root, cls)):

@@ -24,8 +24,8 @@ from precompute.fields.geometry import Placement, check_frame, place_field, plac
 from precompute.fields.masks import decode_mask
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
-from precompute.fieldsources import FieldItem
 from precompute.notes import note
+from precompute.sources.fields import FieldItem
 from precompute.stages.augment import colour_jitter
 from precompute.stages.decode import decode_bytes
 
@@ -176,7 +176,7 @@ def assemble(
     (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``).
 
     Args:
-        item: The item (from :mod:`precompute.fieldsources`).
+        item: The item (from :mod:`precompute.sources.fields`).
         fields: The store's fields (their kinds decide everything below).
         read: ``read(item, field) -> bytes`` (e.g. ``FieldSource.read_bytes``).
         size: The stored side S.

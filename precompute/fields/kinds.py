@@ -47,8 +47,8 @@ from precompute.fields.options import (
 )
 from precompute.fields.position import PositionKind
 from precompute.fields.registry import add_entry
-from precompute.manifests import MAX_LABEL
 from precompute.policy import show
+from precompute.sources.manifests import MAX_LABEL
 
 __all__ = ["KINDS", "Kind", "Storage", "kind_of", "register_kind"]
 

@@ -1,6 +1,6 @@
 """Class names of label fields in a manifest: all integers, or all names mapped to indices.
 
-The rule of :mod:`precompute.manifests`, per field: a label field's values are either all
+The rule of :mod:`precompute.sources.manifests`, per field: a label field's values are either all
 integers (kept as given, no class list) or all class names (sorted; a label becomes the index
 of its name). A field that mixes the two is refused naming the first line that differs.
 """

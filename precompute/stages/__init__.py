@@ -3,5 +3,5 @@
 :mod:`~precompute.stages.decode` (bytes -> RGB, the documented decoding rules),
 :mod:`~precompute.stages.resize` (the build modes), :mod:`~precompute.stages.augment` (the
 offline variants' crop and colour jitter). The one build pipeline
-(:mod:`precompute.fieldwork`, :func:`precompute.fields.assemble.assemble`) calls them.
+(:mod:`precompute.pipeline.fieldwork`, :func:`precompute.fields.assemble.assemble`) calls them.
 """

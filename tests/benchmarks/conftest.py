@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.sample import make_sample_dataset
-from precompute.sources import list_source
+from precompute.sources.classes import list_source
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.runner import measure
 from benchmarks.suite.build.e2e import joined_rows
 from benchmarks.suite.build.fresh import RunningRay
-from precompute.raylocal import available_cpus
+from precompute.runtime.raylocal import available_cpus
 from tests.processes import running
 
 

@@ -11,10 +11,10 @@ from benchmarks.cli import bench
 from benchmarks.errors import BenchConfigError
 from benchmarks.harness.doctor import feed_rates
 from benchmarks.harness.prepare_store import check_store_source
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.sample import make_sample_dataset
-from precompute.sources import fingerprint, list_source
+from precompute.sources.classes import fingerprint, list_source
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 
 
 def store_of(data, out):

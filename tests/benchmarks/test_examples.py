@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.examples import landmarks, segmentation
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from tests.benchmarks.figures import assert_positive
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -16,7 +16,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from loaders.diagnose import Diagnose
-from precompute.sources import list_source
+from precompute.sources.classes import list_source
 from tests.benchmarks.scripted import OffsetClock, ScriptedTime
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 
 __all__ = [
     "NUM_CLASSES",

@@ -88,7 +88,7 @@ def test_the_offline_sampler_version_is_part_of_the_spec_identity():
 
 def test_the_policy_modules_import_no_heavy_backend():
     code = (
-        "import sys, precompute.policy, precompute.boxes, precompute.spec; "
+        "import sys, precompute.policy, precompute.stages.boxes, precompute.spec; "
         "print(sorted(m for m in ('torch', 'ray', 'nvidia.dali') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -96,7 +96,7 @@ def test_the_policy_modules_import_no_heavy_backend():
 
 
 def test_a_draw_key_is_any_torch_seed_and_nothing_else():
-    from precompute import boxes
+    from precompute.stages import boxes
 
     assert boxes.generator(2**64 - 1).random() == boxes.generator(2**64 - 1).random()
     for bad in (-1, 2**64, 1.5, True):

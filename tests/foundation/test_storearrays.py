@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from precompute.fields import FieldSpec
-from precompute.format import StoreLayout
-from precompute.storecheck import expected_shard_size, sharded_names
+from precompute.format.layout import StoreLayout
+from precompute.format.storecheck import expected_shard_size, sharded_names
 
 
 def test_v1_arrays_are_the_v1_geometry() -> None:

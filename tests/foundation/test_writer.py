@@ -5,9 +5,14 @@ import pytest
 import zarr
 
 from precompute.errors import StoreError, StoreIncompleteError, StoreMismatchError
-from precompute.format import StoreLayout, open_store_info, shard_marker_path
+from precompute.format.layout import StoreLayout, open_store_info, shard_marker_path
+from precompute.pipeline.writer import (
+    create_or_resume,
+    finalize,
+    write_shard,
+    write_store_from_arrays,
+)
 from precompute.spec import BuildSpec
-from precompute.writer import create_or_resume, finalize, write_shard, write_store_from_arrays
 
 SPEC = BuildSpec(size=8, shard_samples=16, chunk_samples=4)
 

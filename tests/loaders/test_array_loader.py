@@ -13,7 +13,7 @@ from loaders.augment import AugmentError, EvalAugment, RandomResizedCrop, TrainA
 from loaders.augment.arrays.policy import BandNormalize
 from loaders.errors import StoreOpenError
 from loaders.torch_loader import StoreLoader
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from precompute.job import build
 from precompute.spec import BuildSpec
 

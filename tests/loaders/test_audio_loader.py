@@ -18,8 +18,8 @@ from loaders.store.open_store import open_store
 from precompute.audio.features import INT16_SCALE
 from precompute.fields import FieldSpec
 from precompute.job import build
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 from tests.contracts.index_store import collect
 from tests.loaders.v2stores import make_v2_index_store
 

@@ -22,8 +22,8 @@ from loaders.augment import (
     augment_from_dict,
     op_from_dict,
 )
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 
 S = 32
 # letterboxed (top, left, h, w) extents of various shapes, and the full image

@@ -19,7 +19,7 @@ from loaders.augment.image.color import channel_affine, normalize_converter
 from loaders.augment.image.resample import _resize_one
 from loaders.augment.image.threads import pool, scratch
 from loaders.augment.outbuf import output_batch
-from precompute import boxes
+from precompute.stages import boxes
 
 S = 48
 # full, letterboxed, thin and one-pixel extents: the fallback box is taken too

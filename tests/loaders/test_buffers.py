@@ -88,8 +88,8 @@ def test_pageable_buffers_start_on_a_page_boundary() -> None:
 @pytest.mark.parametrize("io", ["pread", "mmap"])
 def test_loader_rows_are_aligned_and_byte_identical_to_the_stored_samples(tmp_path, io) -> None:
     from loaders import StoreLoader
+    from precompute.pipeline.writer import write_store_from_arrays
     from precompute.spec import BuildSpec
-    from precompute.writer import write_store_from_arrays
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (96, 32, 32, 3), dtype=np.uint8)

@@ -66,7 +66,7 @@ class TestJpegLoaderContract(LoaderContract):
     @staticmethod
     def make_loader(store_path: Path, **kw: Any) -> Any:
         from loaders.dali import JpegLoader
-        from precompute.format import open_store_info
+        from precompute.format.layout import open_store_info
 
         layout = open_store_info(store_path).layout
         return JpegLoader(
@@ -129,7 +129,7 @@ class TestJpegLoaderContractGpu(TestJpegLoaderContract):
     @staticmethod
     def make_loader(store_path: Path, **kw: Any) -> Any:
         from loaders.dali import JpegLoader
-        from precompute.format import open_store_info
+        from precompute.format.layout import open_store_info
 
         layout = open_store_info(store_path).layout
         return JpegLoader(

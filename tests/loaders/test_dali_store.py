@@ -11,8 +11,8 @@ import torch
 from PIL import Image
 
 from loaders.errors import LoaderError
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 from tests.contracts.loader_contract import collect, make_index_store
 
 pytestmark = pytest.mark.dali

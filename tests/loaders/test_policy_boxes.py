@@ -1,6 +1,6 @@
 """One augmentation policy: the offline variants, the torch ops and DALI draw the same boxes.
 
-The box sampler (precompute.boxes) is keyed by an integer; for the same key and geometry the
+The box sampler (precompute.stages.boxes) is keyed by an integer; for the same key and geometry the
 three backends must return identical crop boxes, flips and colour factors, and each backend's
 pixels must follow its box (checked on images whose pixels encode their own coordinates).
 """
@@ -18,9 +18,9 @@ from loaders.augment import ColorJitter, HorizontalFlip, RandomResizedCrop, Trai
 from loaders.batching.order import batch_seed
 from loaders.dali.params import DaliAugment, batch_params, draw_batch_params
 from loaders.dali.policy import from_policy
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import AugmentPolicy, BuildSpec
 from precompute.stages.augment import augment_variant, variant_key, variant_params
-from precompute.writer import write_store_from_arrays
 from tests.contracts.loader_contract import collect
 
 SCALE, RATIO, JITTER = (0.2, 0.9), (0.6, 1.6), (0.1, 0.2, 0.3)

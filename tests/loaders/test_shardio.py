@@ -1,4 +1,4 @@
-"""The raw shard reader against zarr-python, on real stores written by precompute.writer."""
+"""The raw shard reader against zarr-python, on real stores written by pipeline.writer."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@ import torch
 from loaders import StoreLoader
 from loaders.batching.order import batch_seed
 from loaders.errors import ChunkReadError, LoaderError, StoreOpenError
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 from tests.contracts.loader_contract import collect, decode_index, make_index_store
 
 

@@ -11,8 +11,8 @@ from loaders import StoreLoader
 from loaders.augment import AugmentError, Mixup, TrainAugment
 from loaders.augment.image.ops import ColorJitter
 from precompute.fields import FieldSpec
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
 from tests.contracts.index_store import collect
 from tests.loaders.v2stores import write_v2_store
 

@@ -33,9 +33,9 @@ import zarr
 from zarr.core.array_spec import ArrayConfig
 
 from precompute.fields import FieldSpec, fields_table
-from precompute.format import ATTR_KEY, FORMAT_NAME, StoreLayout
+from precompute.format.layout import ATTR_KEY, FORMAT_NAME, StoreLayout
+from precompute.pipeline.writer import _create_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import _create_arrays
 from tests.contracts.index_store import index_images
 
 __all__ = [

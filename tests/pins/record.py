@@ -9,7 +9,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from precompute.raylocal import start_local_ray
+from precompute.runtime.raylocal import start_local_ray
 from tests.pins.stores import PINS, STORES, build_pin, copy_inputs, store_pin
 
 
@@ -20,7 +20,7 @@ def record(work: Path) -> dict[str, object]:
     for name in STORES:
         root = build_pin(inputs, name, work / f"{name}.zarr")
         content = build_pin(inputs, name, work / f"{name}-content.zarr", "--content-hash")
-        from precompute.format import open_store_info
+        from precompute.format.layout import open_store_info
 
         pins[name] = store_pin(root, open_store_info(content).source_fingerprint)
     return pins

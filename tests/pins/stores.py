@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.cli import cli
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from service.keys import store_key
 
 SRC = Path(__file__).with_name("src")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from tests.pins.stores import PINS, STORES, build_pin, copy_inputs, store_pin
 
 PINNED = json.loads(PINS.read_text())

@@ -14,10 +14,10 @@ import zarr
 from precompute.arrays.resample import resample_bands
 from precompute.cli import main
 from precompute.errors import DecodeError
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
+from precompute.format.verify import verify_store
 from precompute.job import build
 from precompute.spec import BuildSpec
-from precompute.verify import verify_store
 
 H, C = 10, 5
 

@@ -15,8 +15,8 @@ from precompute.arrays.scene import block_split, scene_patches
 from precompute.arrays.scenesrc import list_scene
 from precompute.cli import main
 from precompute.fields import FieldSpec
-from precompute.format import open_store_info
-from precompute.verify import verify_store
+from precompute.format.layout import open_store_info
+from precompute.format.verify import verify_store
 
 P = 9
 

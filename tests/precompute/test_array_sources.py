@@ -13,8 +13,8 @@ import tifffile
 from precompute.arrays.readers import read_array
 from precompute.arrays.sources import list_arrays
 from precompute.errors import SourceError
-from precompute.folders import ESCAPES
-from precompute.sources import list_source
+from precompute.sources.classes import list_source
+from precompute.sources.folders import ESCAPES
 
 CUBE = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
 
@@ -128,7 +128,7 @@ def test_a_folder_mixing_arrays_with_images_or_audio_is_refused_never_halved(
     tmp_path: Path, first: str, other: str, message: str
 ) -> None:
     """The kind of the first file decides the lister; the other kind was dropped unsaid."""
-    from precompute.buildsource import list_build_source
+    from precompute.sources.resolve import list_build_source
     from precompute.spec import BuildSpec
 
     (tmp_path / "c").mkdir()

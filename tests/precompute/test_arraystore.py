@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from precompute.arraystore import write_fields_store
 from precompute.errors import StoreError
 from precompute.fields import FieldSpec
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
+from precompute.format.verify import verify_store
+from precompute.pipeline.arraystore import write_fields_store
 from precompute.spec import BuildSpec
-from precompute.verify import verify_store
 
 FIELDS = (
     FieldSpec("image", "image", {"channels": 1}),

@@ -16,13 +16,13 @@ from PIL import Image
 from benchmarks.audio_data import make_audio_dataset
 from precompute.audio.features import logmel, to_int16
 from precompute.audio.source import _windows, is_audio_source, list_audio_source
-from precompute.buildsource import infer_fields, list_build_source
 from precompute.cli import main
 from precompute.errors import PrecomputeError, SourceError, SpecError
 from precompute.fields import FieldSpec
+from precompute.format.verify import verify_store
 from precompute.job import build
+from precompute.sources.resolve import infer_fields, list_build_source
 from precompute.spec import BuildSpec
-from precompute.verify import verify_store
 from tests.precompute.audio_bytes import encode, tone, with_channels, with_data_size
 
 RATE = 16000

@@ -13,8 +13,8 @@ from precompute.audio.kind import AudioKind, AudioValue, decode_audio_field
 from precompute.errors import DecodeError, SpecError
 from precompute.fields import KINDS, FieldSpec, fields_table, parse_fields_table
 from precompute.fields.base import Storage
-from precompute.format import StoreLayout
-from precompute.storecheck import expected_shard_size
+from precompute.format.layout import StoreLayout
+from precompute.format.storecheck import expected_shard_size
 from tests.precompute.audio_bytes import encode, tone
 
 MAX_PIXELS = 89_478_485

@@ -1,4 +1,5 @@
-"""Audio class folders are listed by ``precompute.folders.walk_classes``: its hostile rules hold.
+"""Audio class folders are listed by ``precompute.sources.folders.walk_classes``: its hostile rules
+hold.
 
 A FIFO with an audio name, a symlink leaving the root and a symlinked folder inside it get the
 same treatment as in an image or array folder.
@@ -16,7 +17,7 @@ import soundfile as sf
 
 from precompute.audio.source import list_audio_source
 from precompute.fields import FieldSpec
-from precompute.folders import ESCAPES
+from precompute.sources.folders import ESCAPES
 from tests.precompute.audio_bytes import tone
 
 RATE = 16000

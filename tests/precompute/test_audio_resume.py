@@ -14,7 +14,7 @@ import pytest
 import zarr
 
 from benchmarks.audio_data import make_audio_dataset
-from precompute.format import MARKER_DIR
+from precompute.format.layout import MARKER_DIR
 from precompute.job import build
 from precompute.spec import BuildSpec
 

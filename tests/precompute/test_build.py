@@ -23,11 +23,11 @@ from precompute import (
     list_source,
     open_store_info,
 )
-from precompute.format import StoreLayout
+from precompute.format.layout import StoreLayout
+from precompute.format.summary import store_summary
+from precompute.format.verify import verify_store
+from precompute.pipeline.writer import create_or_resume
 from precompute.stages.augment import augment_variant
-from precompute.summary import store_summary
-from precompute.verify import verify_store
-from precompute.writer import create_or_resume
 from tests.precompute.conftest import bad_inputs, reference_rgb
 
 pytestmark = pytest.mark.ray

@@ -16,10 +16,10 @@ from PIL import Image
 from precompute.cli import main
 from precompute.errors import DecodeError, SourceError, SpecError, StoreIncompleteError
 from precompute.fields import KINDS, FieldSpec, Kind, Storage, register_kind
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
+from precompute.format.verify import verify_store
 from precompute.job import build
 from precompute.spec import BuildSpec
-from precompute.verify import verify_store
 from tests.precompute.fielddata import (
     COLORMAP,
     make_keypoints_manifest,

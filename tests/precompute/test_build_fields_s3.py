@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from precompute import objstore
 from precompute.fields import FieldSpec
+from precompute.format.verify import verify_store
 from precompute.job import build
 from precompute.spec import BuildSpec
-from precompute.verify import verify_store
+from precompute.storage import objstore
 from tests.precompute.fielddata import make_segmentation
 
 pytestmark = [pytest.mark.ray]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from precompute.buildsource import infer_fields, is_segmentation
 from precompute.cli import UsageFailure, spec_from_options
 from precompute.errors import SourceError, SpecError
 from precompute.sample import make_sample_dataset
+from precompute.sources.resolve import infer_fields, is_segmentation
 from tests.precompute.fielddata import COLORMAP, make_keypoints_manifest, make_segmentation
 
 FIELDS = [
@@ -86,8 +86,8 @@ def test_a_segmentation_folder_is_exactly_images_and_masks(seg: Path, tmp_path: 
 
 
 def test_the_fingerprint_of_fields_covers_every_file_and_value(tmp_path: Path) -> None:
-    from precompute.buildsource import resolve_build
     from precompute.fields import FieldSpec
+    from precompute.sources.resolve import resolve_build
     from precompute.spec import BuildSpec
 
     mask = (FieldSpec("image", "image"), FieldSpec("mask", "mask", {"classes": 4}))

@@ -12,7 +12,7 @@ from PIL import Image
 from precompute.errors import DecodeError
 from precompute.fields import FieldSpec
 from precompute.fields.assemble import assemble
-from precompute.fieldsources import list_field_manifest, list_segmentation
+from precompute.sources.fields import list_field_manifest, list_segmentation
 from precompute.stages.decode import decode_bytes
 from precompute.stages.resize import resize_image
 

@@ -14,8 +14,8 @@ from PIL import Image
 from precompute.errors import SourceError
 from precompute.fields import FieldSpec
 from precompute.fields.masks import decode_mask
-from precompute.fieldsources import list_field_manifest, list_segmentation
-from precompute.folders import ESCAPES
+from precompute.sources.fields import list_field_manifest, list_segmentation
+from precompute.sources.folders import ESCAPES
 from precompute.stages.decode import decode_bytes
 
 MASK = FieldSpec("mask", "mask", {"classes": 4})

@@ -12,7 +12,7 @@ import zarr
 
 from precompute import BuildSpec, DecodeError, build
 from precompute.cli import main
-from precompute.summary import store_summary
+from precompute.format.summary import store_summary
 from tests.precompute.conftest import bad_inputs, jpeg_bytes
 
 pytestmark = pytest.mark.ray

@@ -16,7 +16,7 @@ import pytest
 
 from precompute import InputError, SourceError, fingerprint, list_source
 from precompute.errors import DecodeError
-from precompute.inputs import read_input
+from precompute.sources.inputs import read_input
 from precompute.stages.decode import decode_bytes
 from tests.precompute.conftest import jpeg_bytes
 

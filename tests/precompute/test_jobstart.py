@@ -1,4 +1,5 @@
-"""What a build does before its shards (precompute.jobstart), with real builds in subprocesses.
+"""What a build does before its shards (precompute.pipeline.start), with real builds in
+subprocesses.
 
 Each build runs in its own interpreter with no Ray initialised (the session's ``ray_local``
 would otherwise be reused), against a real address where nothing listens.

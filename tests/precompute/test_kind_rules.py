@@ -21,7 +21,7 @@ from precompute.errors import SourceError
 from precompute.fields import FieldSpec, Kind, Storage, register_kind
 from precompute.fields import kinds as kinds_module
 from precompute.fields.options import Option, check_count, optional
-from precompute.fieldsources import list_field_manifest
+from precompute.sources.fields import list_field_manifest
 
 
 class Polyline(Kind):

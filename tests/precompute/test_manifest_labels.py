@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from precompute import SourceError, list_source
-from precompute.manifests import MAX_LABEL
+from precompute.sources.manifests import MAX_LABEL
 
 
 def _csv(tmp_path: Path, text: str) -> str:
@@ -91,7 +91,7 @@ def test_huge_label_is_refused_quickly_with_little_memory(tmp_path: Path) -> Non
     path = _csv(tmp_path, "a.jpg,10000000000\n")
     code = (
         "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
-        "from precompute.sources import list_source\n"
+        "from precompute.sources.classes import list_source\n"
         "from precompute.errors import SourceError\n"
         f"try:\n    list_source({path!r})\nexcept SourceError as exc:\n    print(exc)\n"
     )

@@ -16,7 +16,7 @@ from precompute.errors import DecodeError
 from precompute.fields import FieldSpec
 from precompute.fields.assemble import assemble
 from precompute.fields.masks import decode_mask
-from precompute.fieldsources import FieldItem
+from precompute.sources.fields import FieldItem
 
 IDS = np.zeros((24, 32), np.uint8)
 IDS[4:20, 6:20], IDS[10:14, 2:30], IDS[0:3] = 1, 3, 2

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from precompute.objstore import _age
+from precompute.storage.objstore import _age
 
 MODIFIED = datetime(1994, 11, 15, 8, 12, 1, tzinfo=timezone.utc)
 

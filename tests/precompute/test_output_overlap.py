@@ -51,7 +51,7 @@ def test_source_inside_the_output_is_refused(src: Path, tmp_path: Path) -> None:
 
 
 def test_output_beside_a_manifest_is_allowed(src: Path, tmp_path: Path) -> None:
-    from precompute.outputs import check_output
+    from precompute.pipeline.outputs import check_output
 
     check_output(str(src / "store"), str(src / "list.csv"))  # the manifest file is the source
     check_output(str(tmp_path / "store"), str(src))  # siblings
@@ -77,14 +77,14 @@ def test_cli_refuses_overlap_in_one_line(src: Path, capsys: pytest.CaptureFixtur
     ],
 )
 def test_object_store_prefixes_that_overlap_are_refused(out: str, src: str, needle: str) -> None:
-    from precompute.outputs import check_output
+    from precompute.pipeline.outputs import check_output
 
     with pytest.raises(StoreError, match=needle):
         check_output(out, src)
 
 
 def test_object_store_prefixes_apart_and_a_manifest_beside_are_allowed() -> None:
-    from precompute.outputs import check_output
+    from precompute.pipeline.outputs import check_output
 
     check_output("s3://b/stores/train.zarr", "s3://b/raw")
     check_output("s3://b/raw/train.zarr", "s3://b/raw/train.csv")

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from precompute import SourceError, SpecError
 from precompute.cli import UsageFailure, spec_from_options
-from precompute.manifests import MAX_LABEL, parse_manifest
-from precompute.sources import list_source
+from precompute.sources.classes import list_source
+from precompute.sources.manifests import MAX_LABEL, parse_manifest
 from precompute.spec import BuildSpec
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

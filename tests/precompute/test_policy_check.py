@@ -1,6 +1,6 @@
 """Every source lister refuses an unknown ``on_error`` with the one message naming the value.
 
-The check is :func:`precompute.listing.check_policy`; each lister runs it on a real source
+The check is :func:`precompute.sources.listing.check_policy`; each lister runs it on a real source
 before anything is listed, so a huge int or an object with a long repr still gives one short
 :class:`~precompute.errors.SourceError` line.
 """
@@ -20,9 +20,9 @@ from precompute.arrays.sources import list_arrays
 from precompute.audio.source import list_audio_source
 from precompute.errors import SourceError
 from precompute.fields import FieldSpec
-from precompute.fieldsources import FieldSource, list_field_manifest, list_segmentation
 from precompute.sample import make_sample_dataset
-from precompute.sources import Source, list_source
+from precompute.sources.classes import Source, list_source
+from precompute.sources.fields import FieldSource, list_field_manifest, list_segmentation
 from tests.precompute.audio_bytes import tone
 from tests.precompute.fielddata import make_labels_manifest, make_segmentation
 

@@ -10,11 +10,11 @@ import zarr
 from zarr.codecs import Crc32cCodec
 from zarr.core.array_spec import ArrayConfig
 
-from precompute.format import StoreLayout
-from precompute.rawshard import raw_writable, write_raw_shard
+from precompute.format.layout import StoreLayout
+from precompute.format.shardcodec import raw_writable, write_raw_shard
+from precompute.format.storecheck import file_digest, sharded_file_size
+from precompute.pipeline.writer import create_or_resume, write_shard
 from precompute.spec import BuildSpec
-from precompute.storecheck import file_digest, sharded_file_size
-from precompute.writer import create_or_resume, write_shard
 
 CASES = [  # shape, shard rows, chunk rows, dtype, fill
     ((75, 6, 5, 3), 32, 8, "uint8", 0),  # last shard partial, its last chunk partial

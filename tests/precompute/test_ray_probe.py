@@ -27,8 +27,8 @@ import pytest
 
 from precompute import open_store_info
 from precompute.errors import ClusterError
-from precompute.gcsprobe import check_gcs
-from precompute.raysession import _join, _join_local
+from precompute.runtime.gcsprobe import check_gcs
+from precompute.runtime.raysession import _join, _join_local
 from tests.processes import REPO, running
 
 MODES = ("silent", "close", "http1")
@@ -130,7 +130,7 @@ def test_a_closed_port_is_nothing_answering() -> None:
 def test_a_recorded_address_that_is_not_ray_is_not_joined(
     mode: str, ray_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="precompute.raysession")
+    caplog.set_level(logging.INFO, logger="precompute.runtime.raysession")
     with _server(mode) as address:
         _record(ray_tmp, address)
         t0 = time.monotonic()

@@ -24,7 +24,7 @@ DRIVER = """
 import json
 import psutil
 import ray
-from precompute.raylocal import start_local_ray
+from precompute.runtime.raylocal import start_local_ray
 local = start_local_ray(1)
 procs = [p for p in psutil.Process().children(recursive=True) if p.pid != local.watchdog.pid]
 monitor = [p for p in procs if any("monitor.py" in part for part in p.cmdline())

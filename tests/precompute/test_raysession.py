@@ -1,4 +1,4 @@
-"""Which Ray a build uses (precompute.raysession), with real Ray processes and real builds.
+"""Which Ray a build uses (precompute.runtime.raysession), with real Ray processes and real builds.
 
 A Ray that ``ray start --head`` left running on the machine is joined when it is the size a
 build's own local Ray would be, and is never stopped or changed by the builds that join it; a
@@ -25,8 +25,8 @@ import psutil
 import pytest
 
 from precompute import open_store_info
-from precompute.raylocal import available_cpus
-from precompute.raysession import _unrelated
+from precompute.runtime.raylocal import available_cpus
+from precompute.runtime.raysession import _unrelated
 from tests.processes import REPO, running
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

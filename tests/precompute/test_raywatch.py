@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 # line on its stdin makes it stop its "Ray" the way LocalRay.stop() does after ray.shutdown().
 DRIVER = """
 import os, subprocess, sys, time
-from precompute.raylocal import LocalRay, children, name_roots, start_watchdog
+from precompute.runtime.raylocal import LocalRay, children, name_roots, start_watchdog
 before = children()
 watchdog = start_watchdog(before)
 sleeper = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"

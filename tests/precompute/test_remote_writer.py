@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from precompute import objstore
-from precompute.format import StoreLayout
+from precompute.format.layout import StoreLayout
+from precompute.format.verify import verify_store
+from precompute.pipeline.writer import create_or_resume, finalize, write_shard
 from precompute.spec import BuildSpec
-from precompute.verify import verify_store
-from precompute.writer import create_or_resume, finalize, write_shard
+from precompute.storage import objstore
 
 BUCKET = "nostall-remote-writer"
 

@@ -20,17 +20,11 @@ import psutil
 import pytest
 import zarr
 
-from precompute import (
-    BuildLockedError,
-    BuildSpec,
-    StoreIncompleteError,
-    build,
-    objstore,
-    open_store_info,
-)
-from precompute.format import ATTR_KEY, MARKER_DIR
+from precompute import BuildLockedError, BuildSpec, StoreIncompleteError, build, open_store_info
+from precompute.format.layout import ATTR_KEY, MARKER_DIR
+from precompute.format.verify import verify_store
 from precompute.sample import make_sample_dataset
-from precompute.verify import verify_store
+from precompute.storage import objstore
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -12,10 +12,10 @@ import pytest
 
 from precompute import BuildError, BuildSpec, build, fingerprint, list_source, open_store_info
 from precompute.errors import StoreIncompleteError
-from precompute.format import StoreLayout
-from precompute.sequential import NO_RAY
-from precompute.verify import verify_store
-from precompute.writer import create_or_resume
+from precompute.format.layout import StoreLayout
+from precompute.format.verify import verify_store
+from precompute.pipeline.sequential import NO_RAY
+from precompute.pipeline.writer import create_or_resume
 from tests.precompute.conftest import bad_inputs
 from tests.processes import REPO
 

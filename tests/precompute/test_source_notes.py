@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from precompute.cli import main
+from precompute.format.summary import store_summary
 from precompute.sample import make_sample_dataset
-from precompute.summary import store_summary
 from tests.precompute.audio_bytes import encode, tone
 
 

@@ -19,11 +19,11 @@ import soundfile as sf
 
 from benchmarks.spectral_data import make_scene
 from precompute.arrays import scenesrc
-from precompute.buildsource import infer_fields, resolve_build
 from precompute.cli import main
 from precompute.fields import FieldSpec
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from precompute.sample import make_sample_dataset
+from precompute.sources.resolve import infer_fields, resolve_build
 from precompute.spec import BuildSpec
 from tests.precompute.audio_bytes import tone
 from tests.precompute.fielddata import (

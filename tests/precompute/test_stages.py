@@ -13,8 +13,8 @@ from precompute import BuildSpec, DecodeError
 from precompute.fields import v1_fields
 from precompute.fields.assemble import assemble
 from precompute.fields.geometry import variant_draws
-from precompute.fieldsources import FieldItem
 from precompute.sample import make_image
+from precompute.sources.fields import FieldItem
 from precompute.stages.augment import augment_variant
 from precompute.stages.decode import composite_white, decode_bytes
 from precompute.stages.resize import resize_image

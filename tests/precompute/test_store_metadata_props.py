@@ -24,9 +24,9 @@ from loaders.errors import LoaderError, UnsupportedArrayError
 from loaders.store.open_store import open_store
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
 from precompute.errors import StoreError
-from precompute.format import StoreInfo, open_store_info
-from precompute.storecheck import check_array_meta
-from precompute.verify import verify_store
+from precompute.format.layout import StoreInfo, open_store_info
+from precompute.format.storecheck import check_array_meta
+from precompute.format.verify import verify_store
 from tests.contracts.loader_contract import collect, make_index_store
 
 JSON = st.recursive(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from precompute.cli import main
-from precompute.format import shard_marker_path
-from precompute.verify import verify_store
+from precompute.format.layout import shard_marker_path
+from precompute.format.verify import verify_store
 from tests.contracts.damage import META_DAMAGE, SHARD_DAMAGE, SWAP_DAMAGE, image_shard
 from tests.contracts.loader_contract import make_index_store
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from precompute import objstore
 from precompute.errors import StoreError
-from precompute.objupload import put_folder
+from precompute.storage import objstore
+from precompute.storage.objupload import put_folder
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -13,11 +13,11 @@ from typing import Any
 import psutil
 import pytest
 
-from precompute.cluster import check_shared_paths
 from precompute.errors import ClusterError
-from precompute.format import FIELDS, MARKER_DIR
+from precompute.format.layout import FIELDS, MARKER_DIR
+from precompute.format.verify import verify_store
+from precompute.runtime.cluster import check_shared_paths
 from precompute.sample import make_sample_dataset
-from precompute.verify import verify_store
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -88,7 +88,7 @@ def test_three_node_build_is_byte_identical_to_local(
 def test_three_node_build_into_object_storage_needs_no_shared_folder(
     ray_cluster: Any, bucket: str, src: Path, local_store: Path
 ) -> None:
-    from precompute import objstore
+    from precompute.storage import objstore
 
     url = f"{bucket}/cluster.zarr"
     _finish(_build(src, url, address=ray_cluster.address))
@@ -103,7 +103,7 @@ def test_three_node_build_into_object_storage_needs_no_shared_folder(
 
 
 def _report_s3(url: str) -> dict[str, Any]:
-    from precompute import objstore
+    from precompute.storage import objstore
 
     doc = json.loads(objstore.get_range(f"{url}/zarr.json").data)
     return dict(doc["attributes"]["nostall"]["report"])

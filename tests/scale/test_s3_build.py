@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from precompute import objstore
-from precompute.format import FIELDS, MARKER_DIR
-from precompute.objupload import put_folder
+from precompute.format.layout import FIELDS, MARKER_DIR
+from precompute.format.verify import verify_store
 from precompute.sample import make_sample_dataset
-from precompute.verify import verify_store
+from precompute.storage import objstore
+from precompute.storage.objupload import put_folder
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from precompute import objstore
-from precompute.format import StoreLayout, open_store_info
-from precompute.objupload import put_folder
-from precompute.writer import create_or_resume, write_shard
+from precompute.format.layout import StoreLayout, open_store_info
+from precompute.pipeline.writer import create_or_resume, write_shard
+from precompute.storage import objstore
+from precompute.storage.objupload import put_folder
 from service import Cache, ServiceError, StoreInUseError, resolve
 from service.app import create_app
 from service.builders import Builder, BuildRequest

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from precompute import StoreIncompleteError, objstore, open_store_info
-from precompute.format import MARKER_DIR
-from precompute.objupload import put_folder
-from precompute.summary import store_summary
-from precompute.verify import verify_store
+from precompute import StoreIncompleteError, open_store_info
+from precompute.format.layout import MARKER_DIR
+from precompute.format.summary import store_summary
+from precompute.format.verify import verify_store
+from precompute.storage import objstore
+from precompute.storage.objupload import put_folder
 from tests.contracts.loader_contract import make_index_store
 
 

@@ -12,11 +12,11 @@ from loaders import StoreLoader
 from loaders.errors import ChunkReadError, CorruptChunkError, StoreOpenError
 from loaders.store.readcache import ReadCache
 from loaders.store.s3io import _sound
-from precompute import objstore
 from precompute.errors import StoreError
-from precompute.objupload import put_folder
+from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.writer import write_store_from_arrays
+from precompute.storage import objstore
+from precompute.storage.objupload import put_folder
 from tests.contracts.index_store import index_images
 from tests.contracts.loader_contract import (
     Epochs,

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from precompute import BuildLockedError, objstore
+from precompute import BuildLockedError
 from precompute.errors import StoreError
-from precompute.outputs import build_lock, check_output
+from precompute.pipeline.outputs import build_lock, check_output
+from precompute.storage import objstore
 
 
 def test_a_second_build_is_refused_naming_the_holder(bucket: str) -> None:
@@ -130,8 +131,8 @@ def test_outputs_other_than_s3_urls_are_refused() -> None:
 
 def test_create_refuses_foreign_objects_and_resume_refuses_another_spec(bucket: str) -> None:
     from precompute import BuildSpec, StoreMismatchError
-    from precompute.format import StoreLayout
-    from precompute.writer import create_or_resume
+    from precompute.format.layout import StoreLayout
+    from precompute.pipeline.writer import create_or_resume
 
     spec = BuildSpec(size=16, shard_samples=4, chunk_samples=2)
     layout = StoreLayout.from_spec(spec, 10)
@@ -153,7 +154,7 @@ def test_the_writer_into_s3_gives_the_objects_of_the_local_files(
     import numpy as np
 
     from precompute import BuildSpec
-    from precompute.writer import write_store_from_arrays
+    from precompute.pipeline.writer import write_store_from_arrays
 
     spec = BuildSpec(size=8, shard_samples=4, chunk_samples=2)
     images = np.random.default_rng(0).integers(0, 256, (10, 8, 8, 3), dtype=np.uint8)

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from precompute.objupload import put_folder
+from precompute.storage.objupload import put_folder
 from service import Cache
 from service.app import create_app
 from service.paths import SourcePolicy
@@ -48,7 +48,7 @@ def test_a_missing_local_root_is_named() -> None:
 
 
 def test_an_s3_manifest_may_only_list_files_under_the_roots(bucket: str, tmp_path: Path) -> None:
-    from precompute import objstore
+    from precompute.storage import objstore
     from service.errors import SourceNotAllowedError
 
     put_folder(make_source(tmp_path / "ds"), f"{bucket}/raw/ds")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from precompute import objstore
+from precompute.storage import objstore
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from precompute.format import StoreLayout
+from precompute.format.layout import StoreLayout
+from precompute.pipeline.writer import create_or_resume, write_shard, write_store_from_arrays
 from precompute.sample import make_sample_dataset
-from precompute.sources import list_source
+from precompute.sources.classes import list_source
 from precompute.spec import BuildSpec
-from precompute.writer import create_or_resume, write_shard, write_store_from_arrays
 from service.builders import Builder, BuildRequest
 
 SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}

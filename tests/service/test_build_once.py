@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from precompute.errors import StoreIncompleteError
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from service import Cache, ServiceError
 from tests.processes import spawn_module
 from tests.servers import wait_for

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import zarr
 
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from service import BuildFailedError, BuildRequest, Cache, CacheKeyError, StoreInUseError, resolve
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 

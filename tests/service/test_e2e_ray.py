@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import zarr
 
-from precompute.format import open_store_info
-from precompute.sources import fingerprint, list_source
+from precompute.format.layout import open_store_info
+from precompute.sources.classes import fingerprint, list_source
 from service import Cache, precompute_builder, resolve
 from service.app import create_app
 from service.paths import SourcePolicy

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.fields_data import make_landmarks, make_segmentation
 from loaders import StoreLoader
-from precompute.format import open_store_info
+from precompute.format.layout import open_store_info
 from service import Cache, precompute_builder
 from service.app import create_app
 from service.errors import SourceNotAllowedError

@@ -119,7 +119,7 @@ def test_bad_inputs_raise_named_errors(cache: Cache, source: Path, tmp_path: Pat
 
 def test_manifest_with_a_bad_label_line_keys_like_its_skip_build(tmp_path: Path) -> None:
     from precompute.sample import make_sample_dataset
-    from precompute.sources import fingerprint, list_source
+    from precompute.sources.classes import fingerprint, list_source
     from service.keys import source_fingerprint
     from service.paths import SourcePolicy
 

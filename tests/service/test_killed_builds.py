@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from precompute import job, objstore
-from precompute.format import ATTR_KEY, MARKER_DIR, open_store_info
+from precompute import job
+from precompute.format.layout import ATTR_KEY, MARKER_DIR, open_store_info
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
+from precompute.storage import objstore
 from service import Cache
 from service.builders import Builder, BuildRequest
 from tests.processes import spawn_module

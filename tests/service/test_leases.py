@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from precompute import objstore
+from precompute.storage import objstore
 from service import Cache
 from service.builders import Builder
 from service.lease import Lease, StoreLease

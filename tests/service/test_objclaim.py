@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from precompute import objstore
+from precompute.storage import objstore
 from service import Cache, ServiceError, objclaim
 from service.objcache import ObjectCache
 from service.objclaim import Backoff, Claim, wait_claim

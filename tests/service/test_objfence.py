@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 
-from precompute import objstore
+from precompute.storage import objstore
 from service import Cache
 from service.errors import ServiceError
 from service.objcache import ObjectCache

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from precompute import objstore
+from precompute.storage import objstore
 from service import Cache
 from service.builders import Builder
 from tests.servers import wait_for

@@ -116,7 +116,7 @@ def joined_rows(
 
 def joined(args: argparse.Namespace, work: Path, bench: Bench) -> None:
     """The small build joining a running local Ray (``ray start``): first, then the runs."""
-    from precompute.raylocal import available_cpus
+    from precompute.runtime.raylocal import available_cpus
 
     shard = (args.shard_samples, args.chunk_samples)
     ray = RunningRay(available_cpus())

@@ -1,0 +1,158 @@
+"""Write one shard file of a ``[bytes, crc32c]`` sharded array directly, as zarr-python would.
+
+The arrays :mod:`precompute.pipeline.writer` creates are sharded along the sample axis only, with
+inner chunks of raw little-endian bytes + crc32c and the index (``N x (offset u64, nbytes
+u64)`` little endian + crc32c) at the end of the file (``docs/FORMAT.md``). For those,
+:func:`write_raw_shard` lays the file out itself: the chunks in order from offset 0, a chunk
+past the end of the array marked missing (``2^64 - 1`` twice), a partial last chunk padded with
+the fill value, which is byte for byte the file zarr-python writes (a test compares them). It
+costs one crc32c pass and one sha256 pass over the shard's bytes and a single ``writev``, in
+place of zarr-python's per-chunk codec pipeline, and the marker's sha256 needs no second read
+of the file.
+
+Like zarr-python's local store, the file is written as ``<name>.<uuid>.partial`` and renamed,
+so a killed writer leaves no half file under the shard's name
+(:func:`precompute.pipeline.outputs.remove_partials` deletes the rest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import crc32c
+import numpy as np
+
+from precompute.format.storecheck import CRC_BYTES, MISSING
+
+__all__ = ["raw_writable", "write_raw_shard"]
+
+
+def raw_writable(
+    shape: tuple[int, ...], shard: tuple[int, ...], chunk: tuple[int, ...], dtype: str
+) -> bool:
+    """Whether :func:`write_raw_shard` applies: split along axis 0 only, a fixed-size dtype."""
+    if dtype == "string" or not shape or len(shard) != len(shape) or len(chunk) != len(shape):
+        return False
+    return (
+        tuple(shard[1:]) == tuple(shape[1:]) == tuple(chunk[1:])
+        and shard[0] % chunk[0] == 0
+        and np.dtype(dtype).kind in "biuf"
+    )
+
+
+def _chunk_bytes(block: np.ndarray) -> memoryview:
+    return np.ascontiguousarray(block).data.cast("B")
+
+
+def write_raw_shard(
+    path: Path,
+    values: Any,
+    *,
+    shape: tuple[int, ...],
+    shard_shape: tuple[int, ...],
+    chunk_shape: tuple[int, ...],
+    dtype: str,
+    fill: Any,
+    shard: int,
+) -> dict[str, Any]:
+    """Write shard ``shard`` (rows ``values``) of the array at ``path``; return its digest.
+
+    Args:
+        path: The shard file (``ARRAY/c/<shard>/0/...``).
+        values: The shard's rows, ``(rows, *shape[1:])``, cast to ``dtype``: a narrowing
+            cast into an integer array only where every value survives it.
+        shape: The array's shape.
+        shard_shape: Its shard shape (:func:`raw_writable` holds for the three).
+        chunk_shape: Its inner chunk shape.
+        dtype: The array's numpy dtype name.
+        fill: The fill value of padding rows.
+        shard: The shard index along axis 0.
+
+    Returns:
+        ``{"size": bytes, "sha256": hex digest}`` of the file written (as
+        :func:`precompute.format.storecheck.file_digest` would read it back).
+
+    Raises:
+        ValueError: ``values`` has the wrong shape, or a value ``dtype`` cannot hold exactly.
+    """
+    target = np.dtype(dtype).newbyteorder("<")
+    given = np.asarray(values)
+    start = shard * shard_shape[0]
+    rows = min(shard_shape[0], shape[0] - start)
+    if rows <= 0 or given.shape != (rows, *shape[1:]):
+        raise ValueError(f"{path}: values of shape {given.shape}, shard {shard} has {rows} rows")
+    arr = _cast(path, given, target)
+    cs = chunk_shape[0]
+    per_shard = shard_shape[0] // cs
+    index = np.full((per_shard, 2), MISSING, dtype="<u8")
+    parts: list[memoryview | bytes] = []
+    offset = 0
+    for j in range(math.ceil(rows / cs)):
+        block = arr[j * cs : (j + 1) * cs]
+        if len(block) < cs:  # the array's last chunk: zarr stores it whole, padded
+            padded = np.full((cs, *shape[1:]), fill, dtype=target)
+            padded[: len(block)] = block
+            block = padded
+        data = _chunk_bytes(block)
+        parts += [data, crc32c.crc32c(data).to_bytes(CRC_BYTES, "little")]
+        index[j] = (offset, data.nbytes + CRC_BYTES)
+        offset += data.nbytes + CRC_BYTES
+    table = index.tobytes()
+    parts += [table, crc32c.crc32c(table).to_bytes(CRC_BYTES, "little")]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        try:
+            _write_all(fd, parts)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return {"size": offset + len(table) + CRC_BYTES, "sha256": digest.hexdigest()}
+
+
+def _cast(path: Path, values: np.ndarray, target: np.dtype) -> np.ndarray:
+    """``values`` as ``target``: safe casts and float to float as numpy casts, others exactly.
+
+    A float stored in a narrower float is rounded (what such a field means); any other cast
+    that is not safe (float or a wider integer into an integer array) only goes through if
+    every value survives it.
+
+    Raises:
+        ValueError: A value the cast would change (a fraction, or a number out of range, into
+            an integer array): zarr-python would have stored it changed, without a word.
+    """
+    floats = values.dtype.kind == target.kind == "f"
+    if floats or np.can_cast(values.dtype, target, "safe"):
+        return values.astype(target, copy=False)
+    with np.errstate(invalid="ignore", over="ignore"):
+        cast = values.astype(target)
+        exact = np.array_equal(cast, values)
+    if not exact:
+        raise ValueError(f"{path}: {values.dtype} values that {target.name} cannot hold exactly")
+    return cast
+
+
+def _write_all(fd: int, parts: list[memoryview | bytes]) -> None:
+    """``writev`` every part, resuming after short writes."""
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        done = os.writev(fd, views[:1024])  # IOV_MAX
+        while done and views:
+            if done >= views[0].nbytes:
+                done -= views[0].nbytes
+                views.pop(0)
+            else:
+                views[0] = views[0][done:]
+                done = 0

@@ -1,0 +1,89 @@
+"""Human-readable summary of a store (``precompute inspect``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from precompute.arrays.bandstats import band_lines
+from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info
+from precompute.notes import summary_lines
+from precompute.storage.objstore import is_object_url, list_sizes
+
+__all__ = ["store_summary"]
+
+
+def _status(path: Path, attrs: dict[str, Any], num_shards: int) -> str:
+    if attrs.get("complete"):
+        return "complete"
+    markers = path / MARKER_DIR / "shards"
+    if is_object_url(path):
+        done = sum(url.endswith(".json") for url in list_sizes(str(markers)))
+    else:
+        done = len(list(markers.glob("*.json")))
+    return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+
+
+def _image_lines(info: StoreInfo) -> list[str]:
+    """v1: the image line; v2: one line per field (kind, per-sample shape, dtype, options)."""
+    lay, spec = info.layout, info.spec
+    spatial = not lay.fields or any(f.spatial for f in lay.fields)
+    # the build's mode and variants act on spatial fields only (not on audio clips, labels)
+    head = f"mode {spec.mode}, variants {lay.variants}" if spatial else "no spatial field"
+    if not lay.fields:
+        return [f"image      {lay.size}x{lay.size}x3 uint8, {head}"]
+    lines = [f"fields     {len(lay.fields)} (format v2), {head}"]
+    for f in lay.fields:
+        st = f.storage(lay.size)
+        opts = ", ".join(f"{k} {v}" for k, v in f.to_dict()["options"].items() if v is not None)
+        shape = "x".join(map(str, st.shape)) or "scalar"
+        lines.append(
+            f"field      {f.name}: {f.kind}, {shape} {st.dtype}" + (f", {opts}" if opts else "")
+        )
+    return lines
+
+
+def store_summary(path: str | Path, max_skipped: int = 50) -> str:
+    """Return a multi-line summary of the store at ``path`` (complete or not; or ``s3://``).
+
+    Raises:
+        StoreError: ``path`` is not a nostall store.
+    """
+    info = open_store_info(path, require_complete=False)
+    attrs, lay, spec = dict(info.attrs), info.layout, info.spec
+    rep: dict[str, Any] = dict(info.report)
+    lines = [
+        f"store      {info.path}",
+        f"status     {_status(info.path, attrs, lay.num_shards)}",
+        f"samples    {lay.num_samples} slots, {info.num_valid} valid"
+        + (f", {len(rep.get('skipped', []))} skipped" if rep else ""),
+        *_image_lines(info),
+        f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
+        f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
+        f"hash {info.spec_hash[:16]}",
+        f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",
+    ]
+    if isinstance(rep.get("classes"), dict):  # v2: class names by field
+        for field, names in rep["classes"].items():
+            lines.append(f"classes    {field}: {len(names)}: {_shown(names)}")
+    elif rep.get("classes") == [] and rep.get("num_classes"):
+        lines.append(f"classes    integer labels as given, largest {rep['num_classes'] - 1}")
+    elif rep.get("classes") is not None:
+        lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}")
+    lines += band_lines(rep)  # per-band statistics of spectral fields (docs/arrays.md)
+    if "seconds" in rep:
+        lines.append(
+            f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "
+            f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written"
+        )
+    lines += summary_lines(rep.get("notes", {}))  # inputs kept with something to say
+    skipped = rep.get("skipped", [])
+    for item in skipped[:max_skipped]:
+        lines.append(f"skipped    {item['key']}: {item['reason']}")
+    if len(skipped) > max_skipped:
+        lines.append(f"skipped    ... and {len(skipped) - max_skipped} more (see --json)")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The one build pipeline under precompute.job: plan, shard work, write, output side, runners."""
