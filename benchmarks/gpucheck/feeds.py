@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from benchmarks.harness.sources import list_items, num_classes
 from benchmarks.harness.strategies import Batch, RunConfig, Strategy, register
+from benchmarks.harness.strategy_store import LoaderSource
 from loaders.augment import Mixup, TrainAugment
 from loaders.batching.order import batch_seed
 
@@ -38,20 +39,6 @@ def train_augment(cfg: RunConfig, bf16: bool) -> TrainAugment:
     )
 
 
-class _StoreSource:
-    def __init__(self, loader: Any, num_samples: int) -> None:
-        self.loader = loader
-        self.num_samples = num_samples
-
-    def epoch(self, epoch: int) -> Iterator[Batch]:
-        self.loader.set_epoch(epoch)
-        for batch in self.loader:
-            yield batch["image"], batch["target"]
-
-    def close(self) -> None:
-        self.loader.close()
-
-
 class StoreF32Feed(Strategy):
     """StoreLoader + TrainAugment (float32 NCHW) + Mixup."""
 
@@ -60,7 +47,7 @@ class StoreF32Feed(Strategy):
     description = "StoreLoader + TrainAugment float32 NCHW + Mixup, augmentation on the device"
     bf16: ClassVar[bool] = False
 
-    def open(self, cfg: RunConfig) -> _StoreSource:
+    def open(self, cfg: RunConfig) -> LoaderSource:
         """Return the StoreLoader over ``cfg.store``."""
         from loaders.torch_loader import StoreLoader
         from precompute.format.layout import open_store_info
@@ -74,7 +61,7 @@ class StoreF32Feed(Strategy):
             mixup=Mixup(num_classes=num_classes(cfg.data)),
             num_threads=min(64, max(1, cfg.workers)),
         )
-        return _StoreSource(loader, open_store_info(str(cfg.store)).num_valid)
+        return LoaderSource(loader, open_store_info(str(cfg.store)).num_valid, target="target")
 
 
 class StoreBf16Feed(StoreF32Feed):

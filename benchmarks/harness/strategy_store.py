@@ -13,22 +13,28 @@ from typing import Any
 
 from benchmarks.harness.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
 
-__all__ = ["DaliStoreStrategy", "GpuDecodeStrategy", "PrecomputeStrategy"]
+__all__ = ["DaliStoreStrategy", "GpuDecodeStrategy", "LoaderSource", "PrecomputeStrategy"]
 
 
-class _LoaderSource:
-    """Adapts a nostall loader (``set_epoch``, ``len``, dict batches) to an epoch source."""
+class LoaderSource:
+    """Adapts a nostall loader (``set_epoch``, ``len``, dict batches) to an epoch source.
 
-    def __init__(self, loader: Any, num_samples: int) -> None:
+    ``target``: the batch key of the targets (``label``; ``target`` with mixup).
+    """
+
+    def __init__(self, loader: Any, num_samples: int, target: str = "label") -> None:
         self.loader = loader
         self.num_samples = num_samples
+        self.target = target
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
+        """The ``(images, targets)`` batches of ``epoch``."""
         self.loader.set_epoch(epoch)
         for batch in self.loader:
-            yield batch["image"], batch["label"]
+            yield batch["image"], batch[self.target]
 
     def close(self) -> None:
+        """Close the loader (once)."""
         close = getattr(self.loader, "close", None)
         if callable(close):
             close()
@@ -50,7 +56,7 @@ class PrecomputeStrategy(Strategy):
     description = "StoreLoader: read whole chunks of the Zarr store, RRC/flip/normalise on device"
     requires = ("loaders.torch_loader:StoreLoader", "loaders.augment:TrainAugment")
 
-    def open(self, cfg: RunConfig) -> _LoaderSource:
+    def open(self, cfg: RunConfig) -> LoaderSource:
         """Return a StoreLoader with TrainAugment at the run's output size."""
         from loaders.augment import TrainAugment
         from loaders.torch_loader import StoreLoader
@@ -68,7 +74,7 @@ class PrecomputeStrategy(Strategy):
             augment=augment,
             num_threads=threads,
         )
-        return _LoaderSource(loader, _store_samples(str(cfg.store)))
+        return LoaderSource(loader, _store_samples(str(cfg.store)))
 
 
 @register
@@ -80,7 +86,7 @@ class DaliStoreStrategy(Strategy):
     description = "DaliStoreLoader: store chunks fed to a DALI pipeline (RRC/flip/normalise)"
     requires = ("nvidia.dali", "loaders.dali:DaliStoreLoader")
 
-    def open(self, cfg: RunConfig) -> _LoaderSource:
+    def open(self, cfg: RunConfig) -> LoaderSource:
         """Return a DaliStoreLoader at the run's output size."""
         from loaders.dali import DaliAugment, DaliStoreLoader
 
@@ -97,7 +103,7 @@ class DaliStoreStrategy(Strategy):
             drop_last=True,
             num_threads=max(1, cfg.workers),
         )
-        return _LoaderSource(loader, _store_samples(str(cfg.store)))
+        return LoaderSource(loader, _store_samples(str(cfg.store)))
 
 
 @register
@@ -108,7 +114,7 @@ class GpuDecodeStrategy(Strategy):
     description = "DALI JpegLoader: decode raw JPEG/PNG with DALI (mixed/GPU, CPU without one)"
     requires = ("nvidia.dali", "loaders.dali:JpegLoader")
 
-    def open(self, cfg: RunConfig) -> _LoaderSource:
+    def open(self, cfg: RunConfig) -> LoaderSource:
         """Return a JpegLoader over the raw data."""
         from loaders.dali import DaliAugment, JpegLoader
 
@@ -124,4 +130,4 @@ class GpuDecodeStrategy(Strategy):
             drop_last=True,
             num_threads=max(1, cfg.workers),
         )
-        return _LoaderSource(loader, loader.num_samples)
+        return LoaderSource(loader, loader.num_samples)

@@ -15,7 +15,7 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +33,7 @@ __all__ = ["DECODE", "FileInput", "assemble", "decoder_of", "register_decoder"]
 
 VariantDraw = tuple[Placement, Any]  # where one variant lands, and its colour factors
 
+T = TypeVar("T")
 Reader = Callable[[FieldItem, str], bytes]
 Opener = Callable[[FieldItem, str], IO[bytes]]
 
@@ -99,26 +100,25 @@ def decoder_of(field: FieldSpec) -> Decoder:
     return entry_for(_DECODE, field.spec.decoder, field, "decodes with", lacks)
 
 
-def _read(read: Reader, item: FieldItem, field: str) -> bytes:
+def _named(access: Callable[[FieldItem, str], T], item: FieldItem, field: str) -> T:
+    """``access(item, field)``, its input errors as a :class:`DecodeError` naming the file."""
     key = item.file(field)
     try:
-        return read(item, field)
+        return access(item, field)
     except InputError as exc:
         raise DecodeError(key, exc.reason) from exc
     except OSError as exc:
         raise DecodeError(key, f"cannot read: {exc}") from exc
+
+
+def _read(read: Reader, item: FieldItem, field: str) -> bytes:
+    return _named(read, item, field)
 
 
 def _open(opener: Opener | None, read: Reader, item: FieldItem, field: str) -> IO[bytes]:
     if opener is None:  # a caller without streams: the whole file, in memory
         return io.BytesIO(_read(read, item, field))
-    key = item.file(field)
-    try:
-        return opener(item, field)
-    except InputError as exc:
-        raise DecodeError(key, exc.reason) from exc
-    except OSError as exc:
-        raise DecodeError(key, f"cannot read: {exc}") from exc
+    return _named(opener, item, field)
 
 
 def _input(
