@@ -120,12 +120,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def _long_rows(tmp: Path, minutes: list[float], runner: str) -> list[Command]:
     """Per length (and the 1 s fixed cost): decode + resample, and the build, fresh processes."""
     rows = []
-    for m in [1 / 60, *minutes]:
-        name = "1 s" if m < 1 else f"{m:g} min"
+    for name, m in [("1 s", 1 / 60), *((f"{m:g} min", m) for m in minutes)]:
         src = tmp / f"long-{name.replace(' ', '')}"
         write_recording(src / "rec" / "field.wav", m, seed=round(m * 60))
         out = tmp / f"{src.name}.zarr"
-        if m >= 1:
+        if name != "1 s":
             rows.append(Command(f"decode+resample {name}", "benchmarks.recordings:decode_resample",
                                 (str(src / "rec" / "field.wav"),), memory=True))  # fmt: skip
         rows.append(Command(f"build {name}", "benchmarks.recordings:build_windows",

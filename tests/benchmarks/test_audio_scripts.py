@@ -22,8 +22,16 @@ def test_audio_example_trains_and_reports_accuracy(ray_local: None, capsys, tmp_
 
 @pytest.mark.slow
 def test_audio_benchmark_prints_both_rows_and_the_ratios(capsys) -> None:
-    audio_bench.main(["--clips", "40", "--batch", "8", "--runs", "1"])
+    audio_bench.main(["--clips", "40", "--batch", "8", "--runs", "1", "--long-minutes", "0.25,0.5",
+                      "--long-runs", "1", "--runner", "sequential"])  # fmt: skip
     out = capsys.readouterr().out
+    for row in ("build 1 s", "decode+resample 0.25 min", "build 0.5 min"):
+        assert_positive(out, row, "wall_s")
+    for length in ("0.25", "0.5"):
+        line = rf"build/decode {length} min, less the fixed cost (-?[0-9.]+) \(goal <= 1\.5\)"
+        assert re.search(line, out), out[-2000:]
+    rss = re.search(r"build peak RSS 0.5 min / 0.25 min ([0-9.]+) \(goal: flat", out)
+    assert rss is not None and 0.5 < float(rss.group(1)) < 2
     for row in (audio_bench.CLASSIC, audio_bench.NOSTALL):
         assert_positive(out, row, "samples/s")
     speed = re.search(r"throughput nostall/classic ([0-9.]+)x \(goal >= 10x\)", out)
