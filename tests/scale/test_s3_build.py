@@ -7,13 +7,11 @@ A build killed mid-way and resumed, on disk and in object storage alike:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from precompute import BuildSpec, build
 from precompute.format.layout import FIELDS, MARKER_DIR
 from precompute.format.verify import verify_store
 from precompute.sample import make_sample_dataset
@@ -23,19 +21,16 @@ from precompute.storage.objupload import put_folder
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NUM = 120
-FLAGS = ["--size", "32", "--shard-samples", "4", "--chunk-samples", "2", "--seed", "7", "--quiet"]
+SPEC = BuildSpec(size=32, shard_samples=4, chunk_samples=2, seed=7)
 
 
-def _build(src: Path | str, out: str) -> subprocess.Popen[bytes]:
-    """A real build process on its own local Ray (AWS_* from the test server's environment)."""
-    argv = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", out, *FLAGS]
-    env = {**os.environ, "RAY_ADDRESS": "local"}
-    return subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, start_new_session=True)
+def _build(src: Path | str, out: str, runner: str = "ray") -> None:
+    """A build in this process: on the session's Ray, or the sequential runner's reference.
 
-
-def _finish(child: subprocess.Popen[bytes]) -> None:
-    _, err = child.communicate(timeout=240)
-    assert child.returncode == 0, err.decode()
+    Ray's start and a driver process are not what these tests are about (a killed build
+    process and its resume are: ``tests/precompute/test_resume.py``).
+    """
+    build(str(src), out, SPEC, progress=False, runner=runner)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +41,7 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def local_store(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("local") / "store"
-    _finish(_build(src, str(out)))
+    _build(src, str(out), runner="sequential")  # byte for byte the Ray build's shard files
     return out
 
 
@@ -68,10 +63,10 @@ def _s3_files(url: str) -> dict[str, bytes]:
 
 
 def test_build_into_s3_is_byte_identical_and_published_last(
-    bucket: str, src: Path, local_store: Path
+    ray_local: None, bucket: str, src: Path, local_store: Path
 ) -> None:
     url = f"{bucket}/stores/train.zarr"
-    _finish(_build(src, url))
+    _build(src, url)
     assert _s3_files(url) == _local_files(local_store)
     attrs = json.loads(objstore.get_range(f"{url}/zarr.json").data)["attributes"]["nostall"]
     assert attrs["complete"] and attrs["report"]["shards_built"] == NUM // 4
@@ -81,11 +76,11 @@ def test_build_into_s3_is_byte_identical_and_published_last(
 
 
 def test_build_from_s3_into_s3_holds_the_samples_of_the_local_build(
-    bucket: str, src: Path, local_store: Path
+    ray_local: None, bucket: str, src: Path, local_store: Path
 ) -> None:
     put_folder(src, f"{bucket}/raw")
     url = f"{bucket}/stores/from-s3.zarr"
-    _finish(_build(f"{bucket}/raw", url))
+    _build(f"{bucket}/raw", url)
     assert _s3_files(url) == _local_files(local_store)  # same slots, pixels, labels and keys
     attrs = json.loads(objstore.get_range(f"{url}/zarr.json").data)["attributes"]["nostall"]
     assert attrs["report"]["source"] == f"{bucket}/raw" and attrs["report"]["num_inputs"] == NUM
