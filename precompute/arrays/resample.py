@@ -17,12 +17,14 @@ their dtype. Nothing goes through 8 bits.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from precompute.errors import SpecError
-from precompute.fields.geometry import Placement
+
+if TYPE_CHECKING:
+    from precompute.fields.geometry import Placement
 
 __all__ = ["band_weights", "place_array", "resample_bands", "resize_box"]
 

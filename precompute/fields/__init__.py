@@ -28,5 +28,3 @@ __all__ = [
     "register_kind",
     "v1_fields",
 ]
-
-from precompute.audio import kind as _audio_kind  # noqa: F401  (registers kind + decoder)

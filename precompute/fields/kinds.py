@@ -24,7 +24,7 @@ that lacks a rule refuses the field by name. New kinds (``audio``) are added wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -46,7 +46,7 @@ from precompute.fields.options import (
     optional,
 )
 from precompute.fields.position import PositionKind
-from precompute.fields.registry import add_entry
+from precompute.fields.registry import add_entry, load_plugins
 from precompute.policy import show
 from precompute.sources.manifests import MAX_LABEL
 
@@ -315,7 +315,29 @@ class LabelsKind(Kind):
 
 
 _KINDS: dict[str, Kind] = {}
-KINDS: Mapping[str, Kind] = MappingProxyType(_KINDS)
+
+
+class _Registry(Mapping[str, Kind]):
+    """The kinds by name, read-only; the plugin kinds are loaded on the first look-up."""
+
+    def __getitem__(self, name: str) -> Kind:
+        load_plugins()
+        return _KINDS[name]
+
+    def __iter__(self) -> Iterator[str]:
+        load_plugins()
+        return iter(_KINDS)
+
+    def __len__(self) -> int:
+        load_plugins()
+        return len(_KINDS)
+
+    def __contains__(self, name: object) -> bool:
+        load_plugins()
+        return name in _KINDS
+
+
+KINDS: Mapping[str, Kind] = _Registry()
 
 
 def register_kind(kind: Kind) -> Kind:
@@ -325,8 +347,8 @@ def register_kind(kind: Kind) -> Kind:
 
 def kind_of(name: Any, field: str = "?") -> Kind:
     """Return the registered kind ``name``; a :class:`SpecError` naming ``field`` otherwise."""
-    if not isinstance(name, str) or name not in _KINDS:
-        raise SpecError(f"fields.{field}.kind must be one of {sorted(_KINDS)}, got {name!r}")
+    if not isinstance(name, str) or name not in KINDS:
+        raise SpecError(f"fields.{field}.kind must be one of {sorted(KINDS)}, got {name!r}")
     return _KINDS[name]
 
 

@@ -31,7 +31,7 @@ from precompute.sources.folders import (
     walk_classes,
 )
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
-from precompute.sources.listing import check_policy, is_url
+from precompute.sources.listing import check_policy, is_url, locate, stat_of
 from precompute.sources.manifests import MAX_LABEL, parse_manifest, read_manifest_text
 
 __all__ = [
@@ -90,11 +90,7 @@ class Source:
 
     def locate(self, key: str) -> str:
         """Return the local path or URL of item ``key``."""
-        if is_url(key) or os.path.isabs(key):
-            return key
-        if self.is_local:
-            return os.path.join(self.root, *key.split("/"))
-        return self.root.rstrip("/") + "/" + key
+        return locate(self.root, key)
 
     def read_bytes(
         self, key: str, max_bytes: int = DEFAULT_MAX_BYTES, deadline_s: float = READ_DEADLINE_S
@@ -112,18 +108,7 @@ class Source:
 
     def stat(self, key: str) -> tuple[int, int]:
         """Return ``(size, mtime_ns)`` of item ``key`` (mtime 0 where the filesystem has none)."""
-        where = self.locate(key)
-        if not is_url(where):
-            st = os.stat(where)
-            return st.st_size, st.st_mtime_ns
-        from precompute.storage.s3fsspec import fsspec_s3
-
-        fs, path = fsspec_s3().core.url_to_fs(where)
-        info = fs.info(path)
-        mtime = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
-        if hasattr(mtime, "timestamp"):
-            mtime = mtime.timestamp()
-        return int(info.get("size") or 0), int(float(mtime) * 1e9)
+        return stat_of(self.locate(key))
 
 
 def list_source(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from precompute.errors import InputError
 from precompute.sources.inputs import hash_input
-from precompute.sources.listing import checkpoint
+from precompute.sources.listing import checkpoint, locate, stat_of
 
 if TYPE_CHECKING:
     from precompute.sources.classes import Source
@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 __all__ = ["field_fingerprint", "fingerprint"]
 
 
-def _content_record(source: Source, key: str, label: object) -> str:
+def _content_record(root: str, key: str, label: object) -> str:
     """``key, sha256, label``; an unreadable input records its stable reason instead."""
     checkpoint()
     try:
-        digest = hash_input(source.locate(key))
+        digest = hash_input(locate(root, key))
     except InputError as exc:  # a FIFO, a device, a stuck read: the build skips or names it
         digest = f"!{exc.reason}"
     except OSError as exc:
@@ -29,11 +29,11 @@ def _content_record(source: Source, key: str, label: object) -> str:
     return f"{key}\0{digest}\0{label}\n"
 
 
-def _stat_record(source: Source, key: str, label: object) -> str:
+def _stat_record(root: str, key: str, label: object) -> str:
     """``key, size, mtime_ns, label``; an input that cannot be stat-ed records its reason."""
     checkpoint()
     try:
-        size, mtime = source.stat(key)
+        size, mtime = stat_of(locate(root, key))
     except OSError as exc:  # missing, a symlink loop, ...: the build skips or names it
         return f"{key}\0!{exc.strerror or type(exc).__name__}\0{label}\n"
     return f"{key}\0{size}\0{mtime}\0{label}\n"
@@ -54,9 +54,9 @@ def fingerprint(source: Source, content_hash: bool = False) -> str:
     h.update(json.dumps(list(source.classes)).encode() + b"\0")
     for key, label in source.items:
         if content_hash:
-            record = _content_record(source, key, label)
+            record = _content_record(source.root, key, label)
         else:
-            record = _stat_record(source, key, label)
+            record = _stat_record(source.root, key, label)
         h.update(record.encode())
     return h.hexdigest()
 
@@ -68,14 +68,11 @@ def field_fingerprint(source: FieldSource, content_hash: bool = False) -> str:
     place of the label); the inline values as canonical JSON. The class names per field are
     part of it too.
     """
-    from precompute.sources.classes import Source
-
-    files = Source(source.root, (), ())
     record = _content_record if content_hash else _stat_record
     h = hashlib.sha256(b"nostall.source.v2\0")
     h.update(json.dumps([[f, list(n)] for f, n in source.classes]).encode() + b"\0")
     for item in source.items:
         for field, path in item.files:
-            h.update(record(files, path, field).encode())
+            h.update(record(source.root, path, field).encode())
         h.update(json.dumps(item.values, sort_keys=True).encode() + b"\n")
     return h.hexdigest()

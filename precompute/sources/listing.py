@@ -26,8 +26,10 @@ __all__ = [
     "checkpoint",
     "is_url",
     "listing_until",
+    "locate",
     "per_input",
     "read_kept",
+    "stat_of",
 ]
 
 T = TypeVar("T")
@@ -117,3 +119,27 @@ def read_kept(
     if keep and ident is not None:
         slot.update(ident=ident, value=value)
     return value
+
+
+def locate(root: str, key: str) -> str:
+    """The local path or URL of ``key`` (a path relative to ``root``, or absolute, or a URL)."""
+    if is_url(key) or os.path.isabs(key):
+        return key
+    if not is_url(root):
+        return os.path.join(root, *key.split("/"))
+    return root.rstrip("/") + "/" + key
+
+
+def stat_of(where: str) -> tuple[int, int]:
+    """``(size, mtime_ns)`` of a local path or URL (mtime 0 where the filesystem has none)."""
+    if not is_url(where):
+        st = os.stat(where)
+        return st.st_size, st.st_mtime_ns
+    from precompute.storage.s3fsspec import fsspec_s3
+
+    fs, path = fsspec_s3().core.url_to_fs(where)
+    info = fs.info(path)
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
+    if hasattr(mtime, "timestamp"):
+        mtime = mtime.timestamp()
+    return int(info.get("size") or 0), int(float(mtime) * 1e9)
