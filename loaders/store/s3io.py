@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-import crc32c
 import numpy as np
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
@@ -26,6 +25,7 @@ from loaders.store.rawio import Stamp
 from loaders.store.readcache import ReadCache
 from loaders.store.shardindex import CRC_BYTES
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
+from precompute.format.shardcodec import chunk_sound
 from precompute.storage import objstore
 
 __all__ = ["RemoteShards"]
@@ -173,7 +173,4 @@ class RemoteShards:
 
 def _sound(data: bytes, nbytes: int) -> bool:
     """Whether ``data`` is ``nbytes`` of chunk bytes followed by their crc32c."""
-    body = memoryview(data)[:-CRC_BYTES]
-    return len(data) == nbytes and crc32c.crc32c(body) == int.from_bytes(
-        data[-CRC_BYTES:], "little"
-    )
+    return len(data) == nbytes and chunk_sound(data)

@@ -15,13 +15,13 @@ import os
 import threading
 from collections.abc import Callable
 
-import crc32c
 import numpy as np
 
 from loaders.errors import CorruptChunkError
 from loaders.store.rawio import Stamp, file_stamp
 from loaders.store.zarrmeta import ArrayMeta
-from precompute.format.storecheck import CRC_BYTES, MISSING, sharded_file_size
+from precompute.format.shardcodec import CRC_BYTES, MISSING, decode_index, index_nbytes
+from precompute.format.storecheck import sharded_file_size
 
 __all__ = ["CRC_BYTES", "MISSING", "ShardIndexCache"]
 
@@ -116,7 +116,7 @@ class ShardIndexCache:
         self, chunk: tuple[int, ...], path: str, key: tuple[int, ...]
     ) -> tuple[Stamp | None, np.ndarray | None]:
         per_shard = self.meta.chunks_per_shard
-        size = math.prod(per_shard) * 16 + CRC_BYTES
+        size = index_nbytes(math.prod(per_shard))
         try:
             raw, file_size, stamp = (self.tail or _local_tail)(path, size)
         except FileNotFoundError:
@@ -136,10 +136,10 @@ class ShardIndexCache:
                 f"shard file of {file_size} bytes is shorter than its index ({size} bytes)",
             )
         self._check_size(chunk, path, key, file_size)
-        body, tail = raw[:-CRC_BYTES], raw[-CRC_BYTES:]
-        if len(raw) != size or crc32c.crc32c(body) != int.from_bytes(tail, "little"):
-            raise CorruptChunkError(self.name, path, chunk, "shard index crc32c checksum mismatch")
-        index = np.frombuffer(body, "<u8").reshape(*per_shard, 2)
+        try:
+            index = decode_index(raw, per_shard)
+        except ValueError as exc:
+            raise CorruptChunkError(self.name, path, chunk, str(exc)) from None
         written = index[..., 0] != MISSING
         ends = index[..., 0][written] + index[..., 1][written]  # u8: no overflow of real values
         if written.any() and (

@@ -1,4 +1,10 @@
-"""Write one shard file of a ``[bytes, crc32c]`` sharded array directly, as zarr-python would.
+"""The one shard codec of the store: the bytes of a ``[bytes, crc32c]`` shard file, both ways.
+
+Encoding and decoding are written here once, for the writer, the checks and every reader
+(local files, object storage): :data:`CRC_BYTES` and :data:`MISSING`, :func:`index_nbytes`,
+:func:`encode_index` / :func:`decode_index` (the index with its crc32c), :func:`chunk_sound`
+(an inner chunk's bytes against their crc32c), and :func:`write_raw_shard`, which writes one
+shard file directly, as zarr-python would.
 
 The arrays :mod:`precompute.pipeline.writer` creates are sharded along the sample axis only, with
 inner chunks of raw little-endian bytes + crc32c and the index (``N x (offset u64, nbytes
@@ -27,9 +33,54 @@ from typing import Any
 import crc32c
 import numpy as np
 
-from precompute.format.storecheck import CRC_BYTES, MISSING
+__all__ = [
+    "CRC_BYTES",
+    "MISSING",
+    "chunk_sound",
+    "decode_index",
+    "encode_index",
+    "index_nbytes",
+    "raw_writable",
+    "write_raw_shard",
+]
 
-__all__ = ["raw_writable", "write_raw_shard"]
+CRC_BYTES = 4  # bytes of a crc32c (after every inner chunk, and after the shard index)
+MISSING = 2**64 - 1  # offset and nbytes, in a shard index, of a chunk never written
+
+
+def index_nbytes(chunks: int) -> int:
+    """Bytes of the index of a shard of ``chunks`` inner chunks: ``(offset, nbytes)`` + crc32c."""
+    return chunks * 16 + CRC_BYTES
+
+
+def _crc(data: bytes | memoryview) -> bytes:
+    return int(crc32c.crc32c(data)).to_bytes(CRC_BYTES, "little")
+
+
+def encode_index(index: np.ndarray) -> list[bytes]:
+    """The bytes at a shard's end: ``index`` (``(..., 2)`` offsets and sizes) and its crc32c."""
+    table = np.ascontiguousarray(index, dtype="<u8").tobytes()
+    return [table, _crc(table)]
+
+
+def decode_index(raw: bytes | memoryview, chunks_per_shard: tuple[int, ...]) -> np.ndarray:
+    """The ``(*chunks_per_shard, 2)`` index read from a shard's last :func:`index_nbytes`.
+
+    Raises:
+        ValueError: ``raw`` has another size, or fails its crc32c.
+    """
+    raw = memoryview(raw)
+    if len(raw) != index_nbytes(math.prod(chunks_per_shard)) or not chunk_sound(raw):
+        raise ValueError("shard index crc32c checksum mismatch")
+    return np.frombuffer(raw[:-CRC_BYTES], "<u8").reshape(*chunks_per_shard, 2)
+
+
+def chunk_sound(data: bytes | memoryview) -> bool:
+    """Whether ``data`` is bytes followed by their crc32c (an inner chunk, or an index)."""
+    view = memoryview(data)
+    return len(view) >= CRC_BYTES and int(crc32c.crc32c(view[:-CRC_BYTES])) == int.from_bytes(
+        view[-CRC_BYTES:], "little"
+    )
 
 
 def raw_writable(
@@ -99,11 +150,11 @@ def write_raw_shard(
             padded[: len(block)] = block
             block = padded
         data = _chunk_bytes(block)
-        parts += [data, crc32c.crc32c(data).to_bytes(CRC_BYTES, "little")]
+        parts += [data, _crc(data)]
         index[j] = (offset, data.nbytes + CRC_BYTES)
         offset += data.nbytes + CRC_BYTES
-    table = index.tobytes()
-    parts += [table, crc32c.crc32c(table).to_bytes(CRC_BYTES, "little")]
+    table, table_crc = encode_index(index)
+    parts += [table, table_crc]
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.format.layout import StoreLayout, metadata_error, read_json
+from precompute.format.shardcodec import CRC_BYTES, MISSING, index_nbytes
 from precompute.storage.objstore import is_object_url
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
 ]
 
 SHARDED = ("image", "label", "extent")  # v1's arrays with sharding_indexed: one file per shard
-CRC_BYTES = 4  # bytes of a crc32c (after every inner chunk, and after the shard index)
-MISSING = 2**64 - 1  # offset and nbytes, in a shard index, of a chunk never written
 
 
 def sharded_names(layout: StoreLayout) -> tuple[str, ...]:
@@ -88,9 +87,7 @@ def sharded_file_size(
     written = 1
     for n, s, c, i in zip(shape, shard_shape, chunk_shape, coords, strict=True):
         written *= math.ceil((min((i + 1) * s, n) - i * s) / c)
-    index = (
-        math.prod(s // c for s, c in zip(shard_shape, chunk_shape, strict=True)) * 16 + CRC_BYTES
-    )
+    index = index_nbytes(math.prod(s // c for s, c in zip(shard_shape, chunk_shape, strict=True)))
     return written * (math.prod(chunk_shape) * itemsize + CRC_BYTES) + index
 
 

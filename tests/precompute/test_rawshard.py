@@ -11,7 +11,16 @@ from zarr.codecs import Crc32cCodec
 from zarr.core.array_spec import ArrayConfig
 
 from precompute.format.layout import StoreLayout
-from precompute.format.shardcodec import raw_writable, write_raw_shard
+from precompute.format.shardcodec import (
+    CRC_BYTES,
+    MISSING,
+    chunk_sound,
+    decode_index,
+    encode_index,
+    index_nbytes,
+    raw_writable,
+    write_raw_shard,
+)
 from precompute.format.storecheck import file_digest, sharded_file_size
 from precompute.pipeline.writer import create_or_resume, write_shard
 from precompute.spec import BuildSpec
@@ -120,3 +129,41 @@ def test_only_sample_axis_sharding_of_fixed_size_dtypes_is_written_directly() ->
     assert not raw_writable((10, 2, 4), (4, 2, 4), (2, 1, 4), "uint8")  # variants
     assert not raw_writable((10,), (4,), (), "string")
     assert not raw_writable((10,), (6,), (4,), "int64")  # chunks not dividing the shard
+
+
+@pytest.mark.parametrize(("shape", "shard_rows", "chunk_rows", "dtype", "fill"), CASES[:4])
+def test_the_codec_decodes_zarr_pythons_shard_files(
+    tmp_path: Path,
+    shape: tuple[int, ...],
+    shard_rows: int,
+    chunk_rows: int,
+    dtype: str,
+    fill: float,
+) -> None:
+    shard, chunk = (shard_rows, *shape[1:]), (chunk_rows, *shape[1:])
+    z = zarr.create_array(
+        str(tmp_path / "zarr"), shape=shape, shards=shard, chunks=chunk, dtype=dtype,
+        fill_value=fill, compressors=[Crc32cCodec()], filters=None,
+    ).with_config(ArrayConfig(order="C", write_empty_chunks=True))  # fmt: skip
+    values = _values(shape, dtype, seed=3)
+    z[:] = values
+    per_shard = (shard_rows // chunk_rows, *([1] * (len(shape) - 1)))
+    tail = "/".join(["0"] * (len(shape) - 1))
+    raw = (tmp_path / "zarr" / "c" / ("0/" + tail if tail else "0")).read_bytes()
+    index = decode_index(raw[-index_nbytes(per_shard[0]) :], per_shard)
+    item = np.dtype(dtype).itemsize * int(np.prod(chunk))
+    for j in range(per_shard[0]):  # every chunk: its bytes, their crc32c, its values
+        offset, nbytes = (int(v) for v in index.reshape(-1, 2)[j])
+        if offset == MISSING:
+            assert (j * chunk_rows) >= shape[0] and nbytes == MISSING
+            continue
+        assert nbytes == item + CRC_BYTES and chunk_sound(raw[offset : offset + nbytes])
+        got = np.frombuffer(raw[offset : offset + item], dtype).reshape(chunk)
+        want = values[j * chunk_rows : (j + 1) * chunk_rows]
+        np.testing.assert_array_equal(got[: len(want)], want)
+    assert encode_index(index) == [raw[-index_nbytes(per_shard[0]) : -CRC_BYTES], raw[-CRC_BYTES:]]
+    bad = bytearray(raw[-index_nbytes(per_shard[0]) :])
+    bad[3] ^= 1
+    with pytest.raises(ValueError, match="shard index crc32c checksum mismatch"):
+        decode_index(bytes(bad), per_shard)
+    assert not chunk_sound(bytes(bad))
