@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -72,6 +73,14 @@ def bad_inputs() -> dict[str, bytes]:
         "bomb.png": png_bomb_header(100_000, 100_000),
         "bomb.jpg": jpeg_bomb_header(65_000, 65_000),
     }
+
+
+def copy_with_bad_inputs(src: Path, root: Path) -> Path:
+    """A copy of the dataset ``src`` at ``root`` with every bad input in its first class."""
+    shutil.copytree(src, root)
+    for name, data in bad_inputs().items():
+        (root / "circles" / f"zz_{name}").write_bytes(data)
+    return root
 
 
 def reference_rgb(path: Path) -> Image.Image:

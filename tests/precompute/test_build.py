@@ -28,7 +28,7 @@ from precompute.format.summary import store_summary
 from precompute.format.verify import verify_store
 from precompute.pipeline.writer import create_or_resume
 from precompute.stages.augment import augment_variant
-from tests.precompute.conftest import bad_inputs, reference_rgb
+from tests.precompute.conftest import bad_inputs, copy_with_bad_inputs, reference_rgb
 
 pytestmark = pytest.mark.ray
 
@@ -129,10 +129,7 @@ def test_variants_are_seeded_and_reproducible(
 
 @pytest.fixture()
 def bad_dataset(small_dataset: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "bad_src"
-    shutil.copytree(small_dataset, root)
-    for name, data in bad_inputs().items():
-        (root / "circles" / f"zz_{name}").write_bytes(data)
+    root = copy_with_bad_inputs(small_dataset, tmp_path / "bad_src")
     (tmp_path / "secret.jpg").write_bytes((small_dataset / "circles" / "0000.png").read_bytes())
     os.symlink(tmp_path / "secret.jpg", root / "dots" / "escape.jpg")
     return root

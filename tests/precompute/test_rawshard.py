@@ -47,6 +47,21 @@ def _values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
 
 
+def _zarr_array(
+    tmp_path: Path,
+    shape: tuple[int, ...],
+    shard: tuple[int, ...],
+    chunk: tuple[int, ...],
+    dtype: str,
+    fill: float,
+) -> zarr.Array:
+    """The array zarr-python writes the reference shard files of (crc32c, raw bytes, C order)."""
+    return zarr.create_array(
+        str(tmp_path / "zarr"), shape=shape, shards=shard, chunks=chunk, dtype=dtype,
+        fill_value=fill, compressors=[Crc32cCodec()], filters=None,
+    ).with_config(ArrayConfig(order="C", write_empty_chunks=True))  # fmt: skip
+
+
 @pytest.mark.parametrize(("shape", "shard_rows", "chunk_rows", "dtype", "fill"), CASES)
 def test_every_shard_file_matches_zarr_byte_for_byte(
     tmp_path: Path,
@@ -58,10 +73,7 @@ def test_every_shard_file_matches_zarr_byte_for_byte(
 ) -> None:
     shard, chunk = (shard_rows, *shape[1:]), (chunk_rows, *shape[1:])
     assert raw_writable(shape, shard, chunk, dtype)
-    z = zarr.create_array(
-        str(tmp_path / "zarr"), shape=shape, shards=shard, chunks=chunk, dtype=dtype,
-        fill_value=fill, compressors=[Crc32cCodec()], filters=None,
-    ).with_config(ArrayConfig(order="C", write_empty_chunks=True))  # fmt: skip
+    z = _zarr_array(tmp_path, shape, shard, chunk, dtype, fill)
     values = _values(shape, dtype, seed=len(shape) + shard_rows)
     tail = "/".join(["0"] * (len(shape) - 1))
     for s in range(-(-shape[0] // shard_rows)):
@@ -141,10 +153,7 @@ def test_the_codec_decodes_zarr_pythons_shard_files(
     fill: float,
 ) -> None:
     shard, chunk = (shard_rows, *shape[1:]), (chunk_rows, *shape[1:])
-    z = zarr.create_array(
-        str(tmp_path / "zarr"), shape=shape, shards=shard, chunks=chunk, dtype=dtype,
-        fill_value=fill, compressors=[Crc32cCodec()], filters=None,
-    ).with_config(ArrayConfig(order="C", write_empty_chunks=True))  # fmt: skip
+    z = _zarr_array(tmp_path, shape, shard, chunk, dtype, fill)
     values = _values(shape, dtype, seed=3)
     z[:] = values
     per_shard = (shard_rows // chunk_rows, *([1] * (len(shape) - 1)))

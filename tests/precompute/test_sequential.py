@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from precompute.format.layout import StoreLayout
 from precompute.format.verify import verify_store
 from precompute.pipeline.sequential import NO_RAY
 from precompute.pipeline.writer import create_or_resume
-from tests.precompute.conftest import bad_inputs
+from tests.precompute.conftest import copy_with_bad_inputs
 from tests.processes import REPO
 
 SPEC = BuildSpec(size=16, shard_samples=8, chunk_samples=4, seed=5, on_error="skip")
@@ -36,11 +35,7 @@ def _shard_files(store: Path) -> dict[str, bytes]:
 @pytest.fixture()
 def with_bad_inputs(small_dataset: Path, tmp_path: Path) -> Path:
     """The small dataset plus every bad input (skipped by both runners alike)."""
-    root = tmp_path / "src"
-    shutil.copytree(small_dataset, root)
-    for name, data in bad_inputs().items():
-        (root / "circles" / f"zz_{name}").write_bytes(data)
-    return root
+    return copy_with_bad_inputs(small_dataset, tmp_path / "src")
 
 
 @pytest.mark.ray
