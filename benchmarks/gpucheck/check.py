@@ -8,7 +8,8 @@
    (:func:`benchmarks.harness.loop.run_strategy`: the monitor, :mod:`loaders.diagnostics`' figures,
    verdicts and advice).
 
-A run that would start after the budget is spent is reported as skipped, not run. With
+A run that would start after the budget is spent is reported as skipped, not run, and each
+run starts no epoch after its share of what is left (``RunOptions.max_seconds``). With
 ``cpu=True`` (or without CUDA) the CUDA steps are skipped and the report says which.
 """
 
@@ -126,14 +127,22 @@ def _build(cfg: CheckConfig, work: Path) -> dict[str, Any]:
 
 
 def _feed_runs(
-    cfg: CheckConfig, run_cfg: RunConfig, consumer: Any, epochs: int, clock: _Clock
+    cfg: CheckConfig,
+    run_cfg: RunConfig,
+    consumer: Any,
+    epochs: int,
+    clock: _Clock,
+    later: int = 0,
 ) -> list[dict[str, Any]]:
-    opts = RunOptions(epochs=epochs, warmup_steps=2, interval=cfg.interval)
+    """Each feed once (``later``: runs that come after these, sharing the same budget)."""
     out = []
-    for name in cfg.feeds:
+    for i, name in enumerate(cfg.feeds):
         if clock.left() < _RESERVE_S:
             out.append({"name": name, "status": "skipped", "reason": "the time budget was spent"})
             continue
+        # an equal share of what is left for each run still to come: no epoch starts after it
+        share = (clock.left() - _RESERVE_S) / (len(cfg.feeds) - i + later)
+        opts = RunOptions(epochs=epochs, warmup_steps=2, interval=cfg.interval, max_seconds=share)
         t0 = time.perf_counter()
         result = run_strategy(name, run_cfg, consumer, opts)
         result["run_s"] = time.perf_counter() - t0
@@ -166,7 +175,7 @@ def run_check(cfg: CheckConfig) -> dict[str, Any]:
         model, why = pick_model(cfg.model, device)
         report["model"] = {"name": model, "why": why}
         report["alone"] = _feed_runs(
-            cfg, run_cfg, make_consumer("none", 1, device), cfg.epochs, clock
+            cfg, run_cfg, make_consumer("none", 1, device), cfg.epochs, clock, len(cfg.feeds)
         )
         step = make_consumer(model, num_classes(cfg.data), device)
         report["trained"] = _feed_runs(cfg, run_cfg, step, cfg.train_epochs, clock)

@@ -46,12 +46,16 @@ class RunOptions:
         warmup_steps: Steps at the start excluded from throughput and step statistics.
         interval: Monitor sampling interval in seconds.
         max_steps: Stop each epoch after this many steps (None: whole epochs).
+        max_seconds: Start no epoch after this many seconds of the run (the first always
+            runs; None: every epoch). Whole epochs only, so the figures stay those of full
+            passes; the epochs run are reported as ``epochs_run``.
     """
 
     epochs: int = 3
     warmup_steps: int = 2
     interval: float = 0.1
     max_steps: int | None = None
+    max_seconds: float | None = None
 
 
 @dataclass
@@ -62,6 +66,7 @@ class _Timing:
     warm_samples: int = 0
     end_t: float = 0.0
     first_batch_s: float | None = None
+    epochs_run: int = 0
     epoch_rates: list[float] = field(default_factory=list)
     full_epoch_samples: list[int] = field(default_factory=list)  # epochs run to their end
     wait_cpu: list[float] = field(default_factory=list)  # training-thread CPU inside next()
@@ -80,6 +85,10 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
         tm.warm_t = t_start
         tm.window.append(_reading(mon, t_start))
     for epoch in range(opts.epochs):
+        late = opts.max_seconds is not None and time.perf_counter() - t_start > opts.max_seconds
+        if epoch and late:
+            break
+        tm.epochs_run += 1
         e_t0, e_n = time.perf_counter(), 0  # measured part of this epoch: after the warm-up
         served = 0  # every sample of this epoch, warm-up included
         it: Iterator[Batch] = source.epoch(epoch)
@@ -129,7 +138,7 @@ def _advice(tm: _Timing, res: MonitorResult, opts: RunOptions, loader: Any) -> d
         cores=usable_cores(),
         has_gpu=res.has_gpu,
         other_cpu_percent=other,
-        passes=opts.epochs,
+        passes=tm.epochs_run,
     )
     return {"loader": info.to_dict(), "evidence": ev.to_dict(), "advice": advise(ev, info)}
 
@@ -169,6 +178,7 @@ def summarize(
         "status": "ok",
         "samples": samples,
         "steps": len(steady),
+        "epochs_run": tm.epochs_run,
         "samples_per_s": sps,  # median over epochs (each epoch after the warm-up is a run)
         "samples_per_s_epochs": tm.epoch_rates,
         "samples_per_s_overall": overall,

@@ -181,3 +181,17 @@ def test_epoch_time_counts_the_samples_an_epoch_serves(tiny_data, tmp_path):
     s = report["strategies"][0]
     assert s["epoch_samples"] == 40  # 48 samples, drop_last: 4 batches of 10
     assert s["epoch_s"] == pytest.approx(40 / s["samples_per_s"])
+
+
+def test_max_seconds_starts_no_epoch_after_it_and_the_first_always_runs(tiny_data):
+    from benchmarks.harness.loop import RunOptions, run_strategy
+
+    cfg = RunConfig(str(tiny_data), None, 10, 0, 16, 0, "cpu")
+    consumer = parse_consumer("none", torch.device("cpu"), 4)
+    capped = run_strategy("workers", cfg, consumer, RunOptions(epochs=4, max_seconds=0.0))
+    assert capped["status"] == "ok" and capped["epochs_run"] == 1
+    full = run_strategy("workers", cfg, consumer, RunOptions(epochs=3))
+    assert full["epochs_run"] == 3
+    # two more whole epochs of 40 (drop_last: 4 batches of 10); the warm-up is the same
+    assert full["samples"] - capped["samples"] == 80
+    assert len(full["samples_per_s_epochs"]) == 3 and len(capped["samples_per_s_epochs"]) == 1
