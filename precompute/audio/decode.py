@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
@@ -93,22 +94,40 @@ def backend(name: str) -> ModuleType:
         raise ImportError(f"audio decoding needs {name}: {EXTRA_HINT}") from exc
 
 
-def wav_declared_frames(data: bytes) -> int | None:
+def wav_declared_frames(data: bytes | IO[bytes]) -> int | None:
     """Frames a RIFF/WAVE file's ``data`` chunk declares, or None for another file.
 
-    Walks the chunks of the header (sizes only; nothing is allocated).
+    Walks the chunks of the header (sizes only; nothing is allocated). ``data``: the file's
+    bytes, or a seekable stream of them, of which only the chunk headers are read (a few dozen
+    bytes; the stream is left at its start).
     """
-    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+    read_at = _read_at(data)
+    head = read_at(0, 12)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
         return None
     pos, block = 12, 0
-    while pos + 8 <= len(data):
-        tag, size = data[pos : pos + 4], struct.unpack_from("<I", data, pos + 4)[0]
-        if tag == b"fmt " and pos + 22 <= len(data):
-            block = struct.unpack_from("<H", data, pos + 20)[0]
+    while len(chunk := read_at(pos, 8)) == 8:
+        tag, size = chunk[:4], struct.unpack_from("<I", chunk, 4)[0]
+        if tag == b"fmt " and len(fmt := read_at(pos + 8, 14)) == 14:
+            block = struct.unpack_from("<H", fmt, 12)[0]
         if tag == b"data":
             return size // block if block else None
         pos += 8 + size + (size & 1)
     return None
+
+
+def _read_at(data: bytes | IO[bytes]) -> Callable[[int, int], bytes]:
+    """``read_at(offset, n)``: up to ``n`` bytes of ``data`` at ``offset``."""
+    if isinstance(data, bytes | bytearray):
+        return lambda pos, n: bytes(data[pos : pos + n])
+
+    def read_at(pos: int, n: int) -> bytes:
+        data.seek(pos)
+        got = data.read(n)
+        data.seek(0)
+        return got
+
+    return read_at
 
 
 def open_sound(data: bytes | IO[bytes], key: str) -> sf.SoundFile:

@@ -9,8 +9,8 @@ recording of an hour costs about one decode of it over all its windows, and the 
 
 The span is aligned to the resampling grid (``rate / gcd(rate, sample_rate)`` input frames),
 so output frame ``k`` of the span is output frame ``k`` of the whole recording's resampling:
-the window holds the frames a whole-file decode and resample gives, bit for bit for the usual
-rate pairs (44.1 or 22.05 kHz to 16 kHz, 96 to 22.05 kHz), and within 1e-7 of them where
+the window holds the frames a whole-file decode and resample gives, bit for bit for the rate
+pairs tested (44.1, 48, 22.05 and 8 kHz to 16 kHz, and no resampling), and within 1e-7 where
 soxr's multi-stage filters keep state across the whole stream (16 to 8 kHz). Without
 resampling the frames are exactly the file's. MP3 frames after a seek differ from a decode
 from the start by at most one float32 step (the decoder's rounding), so its windows are within
@@ -51,20 +51,11 @@ SEEK_FORMATS = frozenset({"WAV", "WAVEX", "RF64", "W64", "AIFF", "AU", "CAF", "F
 # Frames of the lower of the two rates decoded beyond each end of a window: 4x the longest
 # reach of soxr's very-high-quality filters measured (about 256 frames at 8 kHz -> 16 kHz).
 MARGIN_FRAMES = 1024
-_HEADER_BYTES = 1 << 16  # where a WAV's data chunk header is looked for
 
 
 def resampled_frames(frames: int, rate: int, sample_rate: int) -> int:
     """Frames soxr makes of ``frames`` at ``rate`` resampled to ``sample_rate`` (half up)."""
     return (2 * frames * sample_rate + rate) // (2 * rate)
-
-
-def _declared(file: IO[bytes]) -> int:
-    """Frames a WAV's header declares (0 for another file): a cut WAV holds fewer."""
-    file.seek(0)
-    head = file.read(_HEADER_BYTES)
-    file.seek(0)
-    return wav_declared_frames(head) or 0
 
 
 def _read_span(f: sf.SoundFile, first: int, stop: int, key: str, max_bytes: int) -> np.ndarray:
@@ -132,7 +123,7 @@ def decode_window(
             asked for.
     """
     rule = check_channels(channels)
-    declared = _declared(file)
+    declared = wav_declared_frames(file) or 0  # a cut WAV holds fewer frames
     with open_sound(file, key) as f:
         if f.format not in SEEK_FORMATS:
             return None
@@ -150,13 +141,10 @@ def decode_window(
         declared = max(declared, frames)
         info = AudioInfo(f.format, f.subtype, rate, f.channels, frames, declared, frames < declared)
         if rate == sample_rate:
-            return _finish(_read_span(f, lo, hi, key, max_bytes), rule, key), info, lo
-        first, stop, k0 = _span(frames, rate, sample_rate, lo, hi)
+            first, stop, k0 = lo, hi, lo
+        else:
+            first, stop, k0 = _span(frames, rate, sample_rate, lo, hi)
         wave = mix_channels(_read_span(f, first, stop, key, max_bytes), rule, key)
-    wave = backend("soxr").resample(wave, rate, sample_rate, quality=QUALITY)
-    return _finish(wave[lo - k0 : hi - k0], "keep", key), info, lo
-
-
-def _finish(wave: np.ndarray, rule: str | int, key: str) -> np.ndarray:
-    """``(frames, C)`` -> the channel rule's ``(C', frames)`` float32, C-contiguous."""
-    return np.ascontiguousarray(mix_channels(wave, rule, key).T, dtype=np.float32)
+    if rate != sample_rate:
+        wave = backend("soxr").resample(wave, rate, sample_rate, quality=QUALITY)
+    return np.ascontiguousarray(wave[lo - k0 : hi - k0].T, dtype=np.float32), info, lo
