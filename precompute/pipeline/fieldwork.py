@@ -127,12 +127,14 @@ def build_fields(layout: StoreLayout, spec: BuildSpec) -> tuple[FieldSpec, ...]:
 
 
 def _sample(
-    item: FieldItem, fields: Sequence[FieldSpec], read: Any, spec: BuildSpec, io: tuple[Any, Any]
+    item: FieldItem, fields: Sequence[FieldSpec], spec: BuildSpec, **io: Any
 ) -> dict[str, Any]:
-    """One stored sample by array name: every field, its companions, ``extent``, ``valid``."""
-    opener, variants = io
+    """One stored sample by array name: every field, its companions, ``extent``, ``valid``.
+
+    ``io``: :func:`~precompute.fields.assemble.assemble`'s ``read``, ``opener``, ``variants``.
+    """
     values, extent = assemble(
-        item, fields, read, spec.size, spec.mode, spec.max_pixels, opener, variants
+        item, fields, size=spec.size, mode=spec.mode, max_pixels=spec.max_pixels, **io
     )
     return {**values, "extent": extent, "valid": 1, "key": item.key}
 
@@ -163,8 +165,9 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
     fields = build_fields(job.layout, spec)
     for j, text in enumerate(task.items):
         try:
-            io = (opener, _variants(spec, task.start + j))
-            sample = _sample(item_from_json(text), fields, read, spec, io)
+            variants = _variants(spec, task.start + j)
+            item = item_from_json(text)
+            sample = _sample(item, fields, spec, read=read, opener=opener, variants=variants)
         except DecodeError as exc:
             if spec.on_error == "raise":
                 result.error = {"key": exc.key, "reason": exc.reason}
