@@ -20,7 +20,7 @@ from selenium.webdriver.common.by import By
 from benchmarks.cli import bench
 from tests.browser import screenshot
 
-HOSTILE = "data<img src=x onerror=document.title='pwned'>"
+HOSTILE = 'data<img src="x" onerror="document.title=\'pwned\'">'  # valid CommonMark raw HTML
 PLOTS = ("throughput", "utilisation", "step_times")
 
 
