@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from precompute.clifields import fields_from_flags
+from precompute.clifields import columns_from_flag, fields_from_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
 from precompute.spec import BuildSpec
@@ -76,7 +76,10 @@ def spec_from_options(
     """
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
+    columns = options.pop("columns", None)
     try:
+        if columns is not None:
+            data["columns"] = columns_from_flag(columns)
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
@@ -112,6 +115,11 @@ def cli() -> None:
 @click.option("--on-error", help="raise (default) | skip: what to do with a bad input.")
 @click.option("--max-pixels", type=int, help="Refuse inputs whose header claims more pixels.")
 @click.option("--max-bytes", type=int, help="Refuse inputs larger than this (default 256 MiB).")
+@click.option(
+    "--columns",
+    help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
+    "reads (image=img,label=fine_label; image=jpg,label=cls).",
+)
 @click.option(
     "--mask-classes",
     type=int,

@@ -21,7 +21,7 @@ from precompute.errors import SpecError
 from precompute.fields import FieldSpec
 from precompute.sources.resolve import infer_fields
 
-__all__ = ["FIELD_FLAGS", "fields_from_flags"]
+__all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags"]
 
 # flag (click's parameter name) -> (kind, option, takes JSON)
 FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
@@ -49,6 +49,26 @@ FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
     "split_guard": ("position", "split_guard", False),
     "split": ("position", "split", False),
 }
+
+
+def columns_from_flag(text: str) -> dict[str, str]:
+    """``--columns image=img,label=fine_label`` -> ``{"image": "img", "label": "fine_label"}``.
+
+    The column (or WebDataset suffix) each field reads (``docs/sources.md``); a value may
+    hold ``;`` (``image=jpg;png``) and ``:`` (``keypoints=json:keypoints``), not ``,``.
+
+    Raises:
+        SpecError: A pair without ``=``, an empty side, or a field named twice.
+    """
+    out: dict[str, str] = {}
+    for pair in text.split(","):
+        field, eq, column = (p.strip() for p in pair.partition("="))
+        if not (eq and field and column):
+            raise SpecError(f"--columns: {pair.strip()!r} is not FIELD=COLUMN")
+        if field in out:
+            raise SpecError(f"--columns names {field!r} twice")
+        out[field] = column
+    return out
 
 
 def _json(flag: str, text: str) -> Any:
