@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from precompute.clifields import columns_from_flag, fields_from_flags
+from precompute.clifields import columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
 from precompute.spec import BuildSpec
@@ -95,6 +95,14 @@ def spec_from_options(
         raise UsageFailure(f"{where}{exc}") from exc
 
 
+def _kind_options(command: Any) -> Any:
+    """Add the flags every registered kind declares (``Kind.flags``) to ``command``."""
+    for param, (_, flag) in reversed(kind_flags().items()):
+        name = f"--{param.replace('_', '-')}"
+        command = click.option(name, param, type=flag.convert, help=flag.help)(command)
+    return command
+
+
 @click.group(
     cls=LazyGroup,
     entry_point_group="nostall.commands",  # cache, serve (service), bench (benchmarks), demo
@@ -146,6 +154,7 @@ def cli() -> None:
 @click.option("--split-seed", type=int, help="Scene split: seed of the block order.")
 @click.option("--split-guard", type=int, help="Scene split: train pixels left out near test.")
 @click.option("--split", help="Scene split: train | test, the side this build stores.")
+@_kind_options
 @click.option(
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",

@@ -18,10 +18,11 @@ import os
 from typing import Any
 
 from precompute.errors import SpecError
-from precompute.fields import FieldSpec
+from precompute.fields import KINDS, FieldSpec
+from precompute.fields.options import Flag
 from precompute.sources.resolve import infer_fields
 
-__all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags"]
+__all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
 
 # flag (click's parameter name) -> (kind, option, takes JSON)
 FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
@@ -71,6 +72,31 @@ def columns_from_flag(text: str) -> dict[str, str]:
     return out
 
 
+def kind_flags() -> dict[str, tuple[str, Flag]]:
+    """The flags the registered kinds declare (``Kind.flags``): parameter -> (kind, flag).
+
+    Raises:
+        SpecError: Two kinds declare one flag (naming both).
+    """
+    out: dict[str, tuple[str, Flag]] = {}
+    for kind in KINDS.values():
+        for param, flag in kind.flags.items():
+            owner = out[param][0] if param in out else FIELD_FLAGS.get(param, ("",))[0]
+            if owner:
+                raise SpecError(
+                    f"the flag --{param.replace('_', '-')} is declared by kinds {owner!r} "
+                    f"and {kind.name!r}"
+                )
+            out[param] = (kind.name, flag)
+    return out
+
+
+def _all_flags() -> dict[str, tuple[str, str, bool]]:
+    """Every field flag: parameter -> (kind, option, takes JSON)."""
+    declared = {p: (kind, f.option, f.json) for p, (kind, f) in kind_flags().items()}
+    return {**FIELD_FLAGS, **declared}
+
+
 def _json(flag: str, text: str) -> Any:
     try:
         return json.loads(text)
@@ -112,7 +138,7 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
     """
     given = flags.pop("fields", None)
     options: dict[str, dict[str, Any]] = {}
-    for flag, (kind, option, is_json) in FIELD_FLAGS.items():
+    for flag, (kind, option, is_json) in _all_flags().items():
         value = flags.pop(flag, None)
         if value is not None:
             options.setdefault(kind, {})[option] = _json(flag, value) if is_json else value

@@ -34,6 +34,7 @@ from precompute.audio.source import audio_fields, is_audio_source, list_audio_so
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import StoreLayout
+from precompute.kinds.hooks import SourceQuery, SourceReader, source_readers
 from precompute.pipeline.fieldwork import backends_of, plan_field_shards
 from precompute.pipeline.plan import ShardTask
 from precompute.sources.classes import MANIFEST_EXTENSIONS, list_source
@@ -140,8 +141,13 @@ def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:
     try:
         return FieldSpec(name, name, opts)
     except SpecError as exc:
-        hint = _KIND_HINTS.get(name, "on the command line: --fields")
+        hint = _KIND_HINTS.get(name) or KINDS[name].hint
         raise SpecError(f"{src}: {exc} ({hint})") from None
+
+
+def _reader(query: SourceQuery) -> SourceReader | None:
+    """The first registered source reader that accepts ``query`` (None: the built-in ones)."""
+    return next((r for r in source_readers() if r.accepts(query)), None)
 
 
 def _refuse_options(src: str, options: Mapping[str, Any], text: str | None) -> None:
@@ -186,9 +192,17 @@ def infer_fields(
         SpecError: A required option no one gave (the mask's class count), or options given
             for a source that has no fields.
     """
+    given = text
+    query = SourceQuery(
+        src, options or {}, fill=fill,
+        read_text=lambda: manifest_text(src, keep_text) if given is None else given,
+    )  # fmt: skip
+    reader = _reader(query)
+    if reader is not None:
+        return reader.infer(query)
     if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
         return infer_scene_fields(src, options or {})
-    text = manifest_text(src, keep_text) if text is None else text
+    text = query.text
     if is_array_source(src, text):  # class folders / manifest of .npy, .npz, .mat (issue 14)
         return infer_array_fields(src, options, text)
     options = dict(options or {})
@@ -224,6 +238,10 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
 def _list_fields(
     src: str, fields: Sequence[FieldSpec], on_error: str, text: str | None
 ) -> FieldSource:
+    query = SourceQuery(src, fields=tuple(fields), on_error=on_error, read_text=lambda: text)
+    reader = _reader(query)
+    if reader is not None:
+        return reader.lister(query)
     if is_audio_source(src, text):
         return list_audio_source(src, fields, on_error, text)
     if is_scene_fields(fields):
