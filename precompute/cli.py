@@ -76,14 +76,16 @@ def spec_from_options(
     """
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
-    columns = options.pop("columns", None)
+    columns_flag = options.pop("columns", None)
     try:
-        if columns is not None:
-            data["columns"] = columns_from_flag(columns)
+        if columns_flag is not None:
+            data["columns"] = columns_from_flag(columns_flag)
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
-            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0)
+            given = data.get("columns")  # --columns, else the spec file's
+            columns = given if isinstance(given, dict) else None
+            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0, columns)
     except (SpecError, SourceError) as exc:
         raise UsageFailure(str(exc)) from exc
     data.update({k: v for k, v in options.items() if v is not None})

@@ -125,13 +125,16 @@ def _explicit(text: str) -> list[dict[str, Any]]:
     return [FieldSpec.from_dict(f).to_dict() for f in doc]
 
 
-def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[str, Any]] | None:
+def fields_from_flags(
+    src: str, flags: dict[str, Any], fill: int, columns: dict[str, str] | None = None
+) -> list[dict[str, Any]] | None:
     """The spec's ``fields`` from the field flags (None: no field flag given).
 
     Args:
         src: The build's source (its fields are inferred for the short flags).
         flags: Click's parameters; the field flags are popped from it.
         fill: The letterbox fill of the image field.
+        columns: The spec's ``columns`` (the fields of a Parquet or WebDataset source).
 
     Raises:
         SpecError: A flag's value is invalid, or names a field the source does not have.
@@ -152,4 +155,5 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
     if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
         flags["size"] = patch
     # the manifest's text is kept for the build, which then lists it without reading it again
-    return [f.to_dict() for f in infer_fields(src, options, fill, keep_text=True)]
+    inferred = infer_fields(src, options, fill, keep_text=True, columns=columns)
+    return [f.to_dict() for f in inferred]
