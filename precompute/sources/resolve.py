@@ -47,6 +47,8 @@ from precompute.sources.fields import (
     list_segmentation,
 )
 from precompute.sources.listing import read_kept
+from precompute.sources.readers import parquet as _parquet  # noqa: F401 (registers its reader)
+from precompute.sources.readers import webdataset as _webdataset  # noqa: F401 (the same)
 from precompute.sources.rows import jsonl_rows, read_text
 from precompute.spec import BuildSpec
 

@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from precompute.errors import InputError, SourceError
 from precompute.fields import FieldSpec
+from precompute.kinds.hooks import SourceQuery, SourceReader, register_source
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, file_kind
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
@@ -405,3 +406,17 @@ class ParquetSource(PackedSource):
     def open_input(self, item: Any, field: str) -> IO[bytes]:
         """The cell's bytes as a stream (a decoder that reads part of a file gets them)."""
         return io.BytesIO(self.read_bytes(item, field))
+
+
+# -- the build's source reader ---------------------------------------------------------------
+
+
+def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
+    return infer_parquet_fields(q.src, q.options, q.fill, q.columns)
+
+
+def _lister(q: SourceQuery) -> PackedSource:
+    return list_parquet(q.src, q.fields, q.on_error, q.columns)
+
+
+register_source(SourceReader("parquet", lambda q: is_parquet_source(q.src), _infer, _lister))

@@ -36,12 +36,13 @@ import json
 import os
 import re
 import tarfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 from precompute.errors import InputError, SourceError
 from precompute.fields import FieldSpec
+from precompute.kinds.hooks import SourceQuery, SourceReader, register_source
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
@@ -83,6 +84,26 @@ def is_webdataset_source(src: str) -> bool:
 # -- shards ----------------------------------------------------------------------------------
 
 
+def _members(tar: tarfile.TarFile, f: IO[bytes]) -> Iterator[tuple[str, str, tarfile.TarInfo]]:
+    """``(key, suffix, member)`` of a shard's files named ``KEY.SUFFIX``, in shard order.
+
+    ``tarfile`` ends a shard cut short without a word (a missing header reads as the end):
+    a member past the end of the file, or bytes after the last member that are not the
+    archive's closing zero blocks, raise ``EOFError``.
+    """
+    end = os.fstat(f.fileno()).st_size
+    for m in tar:
+        checkpoint()
+        if m.offset_data + m.size > end:
+            raise EOFError(f"cut short in member {m.name}")
+        match = _KEY.match(m.name)
+        if m.isfile() and match is not None:
+            yield match.group(1), match.group(2), m
+    f.seek(tar.offset)
+    if f.read(tarfile.BLOCKSIZE).strip(b"\0"):
+        raise EOFError(f"no valid tar header at byte {tar.offset} (cut short or damaged)")
+
+
 def _samples(
     path: str, keep: frozenset[str] = frozenset(), limit: int | None = None
 ) -> tuple[dict[str, Sample], str | None]:
@@ -95,12 +116,7 @@ def _samples(
     samples: dict[str, Sample] = {}
     try:
         with open_input(path) as f, tarfile.open(fileobj=f, mode="r:") as tar:
-            for m in tar:
-                checkpoint()
-                match = _KEY.match(m.name)
-                if not m.isfile() or match is None:
-                    continue
-                key, suffix = match.groups()
+            for key, suffix, m in _members(tar, f):
                 if limit is not None and key not in samples and len(samples) >= limit:
                     break
                 small = suffix in keep and m.size <= _INLINE_BYTES
@@ -340,3 +356,17 @@ class WebDatasetSource(PackedSource):
     def open_input(self, item: Any, field: str) -> IO[bytes]:
         """The member's bytes as a stream."""
         return io.BytesIO(self.read_bytes(item, field))
+
+
+# -- the build's source reader ---------------------------------------------------------------
+
+
+def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
+    return infer_webdataset_fields(q.src, q.options, q.fill, q.columns)
+
+
+def _lister(q: SourceQuery) -> PackedSource:
+    return list_webdataset(q.src, q.fields, q.on_error, q.columns)
+
+
+register_source(SourceReader("webdataset", lambda q: is_webdataset_source(q.src), _infer, _lister))
