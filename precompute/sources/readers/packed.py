@@ -288,7 +288,9 @@ def _parse(field: FieldSpec, raw: Any) -> Any:
     return field.spec.parse_inline(raw)
 
 
-def _same_counts(src: str, fields: Sequence[FieldSpec], rows: list[tuple[Row, dict]]) -> None:
+def _same_counts(
+    src: str, fields: Sequence[FieldSpec], rows: list[tuple[Row, dict[str, Any]]]
+) -> None:
     """Every sample has the count of points (``Kind.count_option``) of the first."""
     for f in fields:
         if f.spec.count_option is None or not rows:

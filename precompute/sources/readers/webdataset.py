@@ -253,7 +253,12 @@ def _inline(path: str, sample: Sample, spec: str, doc: list[Any]) -> Any:
 
 
 def _row(
-    rel: str, path: str, key: str, sample: Sample, fields: Sequence[FieldSpec], cols: Mapping
+    rel: str,
+    path: str,
+    key: str,
+    sample: Sample,
+    fields: Sequence[FieldSpec],
+    cols: Mapping[str, str],
 ) -> Row:
     """One sample as a :class:`Row`; ``ValueError`` for a missing or unreadable member."""
     files, at, raw = [], [], {}
