@@ -196,7 +196,9 @@ def build(
     audio files (WAV/FLAC/OGG/MP3; give --clip-seconds): fields audio + label (docs/audio.md).
     Class folders or a path,label manifest of .npy, .npz
     or .mat files: a store of image (kind array, dtype and values kept) + label; a scene
-    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md).
+    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md). A .parquet
+    file or a folder of them (Hugging Face datasets), or WebDataset .tar shards: the fields
+    their columns or members hold (--columns picks them; docs/sources.md).
     """
     from precompute.job import build as run_build
     from precompute.pipeline.outputs import check_output
