@@ -197,7 +197,7 @@ def infer_parquet_fields(
     A label read from a ``ClassLabel`` column gets its class count from the names.
 
     Raises:
-        SourceError: No file, an unreadable first file, a mapped column it lacks, or no
+        SourceError: No readable file, a mapped column the first lacks, or no
             image column.
         SpecError: A column in doubt, or an option nobody gave (the mask's class count).
     """
