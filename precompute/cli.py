@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from precompute.clifields import fields_from_flags
+from precompute.clifields import columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
 from precompute.spec import BuildSpec
@@ -76,11 +76,16 @@ def spec_from_options(
     """
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
+    columns_flag = options.pop("columns", None)
     try:
+        if columns_flag is not None:
+            data["columns"] = columns_from_flag(columns_flag)
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
-            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0)
+            given = data.get("columns")  # --columns, else the spec file's
+            columns = given if isinstance(given, dict) else None
+            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0, columns)
     except (SpecError, SourceError) as exc:
         raise UsageFailure(str(exc)) from exc
     data.update({k: v for k, v in options.items() if v is not None})
@@ -90,6 +95,14 @@ def spec_from_options(
         return BuildSpec.from_dict(data)
     except SpecError as exc:
         raise UsageFailure(f"{where}{exc}") from exc
+
+
+def _kind_options(command: Any) -> Any:
+    """Add the flags every registered kind declares (``Kind.flags``) to ``command``."""
+    for param, (_, flag) in reversed(kind_flags().items()):
+        name = f"--{param.replace('_', '-')}"
+        command = click.option(name, param, type=flag.convert, help=flag.help)(command)
+    return command
 
 
 @click.group(
@@ -112,6 +125,11 @@ def cli() -> None:
 @click.option("--on-error", help="raise (default) | skip: what to do with a bad input.")
 @click.option("--max-pixels", type=int, help="Refuse inputs whose header claims more pixels.")
 @click.option("--max-bytes", type=int, help="Refuse inputs larger than this (default 256 MiB).")
+@click.option(
+    "--columns",
+    help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
+    "reads (image=img,label=fine_label; image=jpg,label=cls).",
+)
 @click.option(
     "--mask-classes",
     type=int,
@@ -138,6 +156,7 @@ def cli() -> None:
 @click.option("--split-seed", type=int, help="Scene split: seed of the block order.")
 @click.option("--split-guard", type=int, help="Scene split: train pixels left out near test.")
 @click.option("--split", help="Scene split: train | test, the side this build stores.")
+@_kind_options
 @click.option(
     "--fields",
     help="JSON list (or a JSON/YAML file) of {name, kind, options}: every field, explicit.",
@@ -177,7 +196,9 @@ def build(
     audio files (WAV/FLAC/OGG/MP3; give --clip-seconds): fields audio + label (docs/audio.md).
     Class folders or a path,label manifest of .npy, .npz
     or .mat files: a store of image (kind array, dtype and values kept) + label; a scene
-    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md).
+    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md). A .parquet
+    file or a folder of them (Hugging Face datasets), or WebDataset .tar shards: the fields
+    their columns or members hold (--columns picks them; docs/sources.md).
     """
     from precompute.job import build as run_build
     from precompute.pipeline.outputs import check_output

@@ -18,10 +18,11 @@ import os
 from typing import Any
 
 from precompute.errors import SpecError
-from precompute.fields import FieldSpec
+from precompute.fields import KINDS, FieldSpec
+from precompute.fields.options import Flag
 from precompute.sources.resolve import infer_fields
 
-__all__ = ["FIELD_FLAGS", "fields_from_flags"]
+__all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
 
 # flag (click's parameter name) -> (kind, option, takes JSON)
 FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
@@ -49,6 +50,51 @@ FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
     "split_guard": ("position", "split_guard", False),
     "split": ("position", "split", False),
 }
+
+
+def columns_from_flag(text: str) -> dict[str, str]:
+    """``--columns image=img,label=fine_label`` -> ``{"image": "img", "label": "fine_label"}``.
+
+    The column (or WebDataset suffix) each field reads (``docs/sources.md``); a value may
+    hold ``;`` (``image=jpg;png``) and ``:`` (``keypoints=json:keypoints``), not ``,``.
+
+    Raises:
+        SpecError: A pair without ``=``, an empty side, or a field named twice.
+    """
+    out: dict[str, str] = {}
+    for pair in text.split(","):
+        field, eq, column = (p.strip() for p in pair.partition("="))
+        if not (eq and field and column):
+            raise SpecError(f"--columns: {pair.strip()!r} is not FIELD=COLUMN")
+        if field in out:
+            raise SpecError(f"--columns names {field!r} twice")
+        out[field] = column
+    return out
+
+
+def kind_flags() -> dict[str, tuple[str, Flag]]:
+    """The flags the registered kinds declare (``Kind.flags``): parameter -> (kind, flag).
+
+    Raises:
+        SpecError: Two kinds declare one flag (naming both).
+    """
+    out: dict[str, tuple[str, Flag]] = {}
+    for kind in KINDS.values():
+        for param, flag in kind.flags.items():
+            owner = out[param][0] if param in out else FIELD_FLAGS.get(param, ("",))[0]
+            if owner:
+                raise SpecError(
+                    f"the flag --{param.replace('_', '-')} is declared by kinds {owner!r} "
+                    f"and {kind.name!r}"
+                )
+            out[param] = (kind.name, flag)
+    return out
+
+
+def _all_flags() -> dict[str, tuple[str, str, bool]]:
+    """Every field flag: parameter -> (kind, option, takes JSON)."""
+    declared = {p: (kind, f.option, f.json) for p, (kind, f) in kind_flags().items()}
+    return {**FIELD_FLAGS, **declared}
 
 
 def _json(flag: str, text: str) -> Any:
@@ -79,20 +125,23 @@ def _explicit(text: str) -> list[dict[str, Any]]:
     return [FieldSpec.from_dict(f).to_dict() for f in doc]
 
 
-def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[str, Any]] | None:
+def fields_from_flags(
+    src: str, flags: dict[str, Any], fill: int, columns: dict[str, str] | None = None
+) -> list[dict[str, Any]] | None:
     """The spec's ``fields`` from the field flags (None: no field flag given).
 
     Args:
         src: The build's source (its fields are inferred for the short flags).
         flags: Click's parameters; the field flags are popped from it.
         fill: The letterbox fill of the image field.
+        columns: The spec's ``columns`` (the fields of a Parquet or WebDataset source).
 
     Raises:
         SpecError: A flag's value is invalid, or names a field the source does not have.
     """
     given = flags.pop("fields", None)
     options: dict[str, dict[str, Any]] = {}
-    for flag, (kind, option, is_json) in FIELD_FLAGS.items():
+    for flag, (kind, option, is_json) in _all_flags().items():
         value = flags.pop(flag, None)
         if value is not None:
             options.setdefault(kind, {})[option] = _json(flag, value) if is_json else value
@@ -106,4 +155,5 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
     if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
         flags["size"] = patch
     # the manifest's text is kept for the build, which then lists it without reading it again
-    return [f.to_dict() for f in infer_fields(src, options, fill, keep_text=True)]
+    inferred = infer_fields(src, options, fill, keep_text=True, columns=columns)
+    return [f.to_dict() for f in inferred]

@@ -13,6 +13,7 @@ the constant lambda (mixup), the box mask (cutmix) or one (no mixing).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +23,28 @@ import torch
 from loaders.augment.checks import check_integer, check_labels, check_number
 from loaders.augment.draws import MixParams, beta_pair, smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
+from precompute.errors import SpecError
 from precompute.fields import FieldSpec
+from precompute.kinds.hooks import (
+    MIX_RULES,
+    REFUSE,
+    MixDraw,
+    MixRule,
+    mix_rule,
+    register_mix_rule,
+)
 
-__all__ = ["MixParams", "Mixup", "beta_pair", "check_mixable", "mix_fields", "smooth_targets"]
+__all__ = [
+    "MixParams",
+    "Mixup",
+    "beta_pair",
+    "check_mixable",
+    "draw_of",
+    "mix_by_draw",
+    "mix_fields",
+    "smooth_targets",
+    "targets",
+]
 
 
 @dataclass(frozen=True)
@@ -170,18 +190,19 @@ def check_mixable(mix: Mixup, fields: Sequence[FieldSpec]) -> None:
         AugmentError: Naming the field, its kind and what to do.
     """
     for f in fields:
+        _rules(f)  # a rule no module registered: refused before the first batch
         rules = (f.spec.mixup, f.spec.cutmix)
-        if rules == ("refuse", "refuse"):
+        if rules == (REFUSE, REFUSE):
             raise AugmentError(
                 f"field {f.name!r} (kind {f.kind}) can be neither blended (mixup) nor pasted "
                 "(CutMix): leave mixup out for this store"
             )
-        if mix.mixup_alpha > 0 and rules[0] == "refuse":
+        if mix.mixup_alpha > 0 and rules[0] == REFUSE:
             raise AugmentError(
                 f"mixup would blend field {f.name!r} (kind {f.kind}), whose values cannot be "
                 "blended: use Mixup(mixup_alpha=0) for CutMix only"
             )
-        if mix.cutmix_alpha > 0 and rules[1] == "refuse":
+        if mix.cutmix_alpha > 0 and rules[1] == REFUSE:
             raise AugmentError(
                 f"CutMix would paste into field {f.name!r} (kind {f.kind}), which cannot be "
                 "pasted: use Mixup(cutmix_alpha=0) for mixup only"
@@ -209,6 +230,34 @@ def _frame(values: Mapping[str, torch.Tensor], fields: Sequence[FieldSpec]) -> t
     return x
 
 
+def _rules(field: FieldSpec) -> tuple[MixRule | None, MixRule | None]:
+    """The field's ``(mixup, cutmix)`` functions (None: refused).
+
+    Raises:
+        AugmentError: A rule its kind names that no module registered.
+    """
+    try:
+        return mix_rule("mixup", field.spec.mixup), mix_rule("cutmix", field.spec.cutmix)
+    except SpecError as exc:
+        raise AugmentError(f"field {field.name!r} (kind {field.kind}): {exc}") from None
+
+
+def draw_of(mix: Mixup, p: MixParams, frame: torch.Tensor) -> MixDraw:
+    """The :class:`~precompute.kinds.hooks.MixDraw` the mix rules get for draw ``p``."""
+    height, width = frame.shape[2], frame.shape[3]
+    lam = torch.where(p.cutmix, p.lam, p.lam.to(frame.dtype).to(torch.float32))
+    return MixDraw(
+        cutmix=p.cutmix,
+        lam=lam,
+        box=p.box,
+        height=height,
+        width=width,
+        num_classes=mix.num_classes,
+        label_smoothing=mix.label_smoothing,
+        weights=functools.partial(mix._weights, p, height, width),
+    )
+
+
 def mix_fields(
     mix: Mixup,
     values: Mapping[str, torch.Tensor],
@@ -216,6 +265,12 @@ def mix_fields(
     generator: torch.Generator,
 ) -> dict[str, torch.Tensor]:
     """Mix a batch of fields with one draw of ``mix`` (sample ``i`` with ``B - 1 - i``).
+
+    Each field is mixed by its kind's rules (``Kind.mixup``, ``Kind.cutmix``: functions of
+    :data:`precompute.kinds.hooks.MIX_RULES`) with the batch's one
+    :class:`~precompute.kinds.hooks.MixDraw`: by the one function when the two rules are the
+    same function or one is refused (a refused method is never drawn:
+    :func:`check_mixable`), else by both, the drawn method's result kept per batch.
 
     Returns:
         ``values`` with image fields blended or pasted, masks pasted (the same box), and
@@ -225,28 +280,47 @@ def mix_fields(
     """
     check_mixable(mix, fields)
     frame = _frame(values, fields)
-    height, width = frame.shape[2], frame.shape[3]
-    p = mix.params(height, width, generator, frame.device)
+    draw = draw_of(mix, mix.params(frame.shape[2], frame.shape[3], generator, frame.device), frame)
     out = dict(values)
-    lam = torch.where(p.cutmix, p.lam, p.lam.to(frame.dtype).to(torch.float32))
     for f in fields:
-        x, rule = values[f.name], (f.spec.mixup, f.spec.cutmix)
-        if rule == ("blend", "paste"):
-            out[f.name] = torch.lerp(x.flip(0), x, mix._weights(p, height, width, x.dtype))
-        elif rule[1] == "paste":
-            keep = mix._weights(p, height, width, torch.float32) > 0.5
-            out[f.name] = torch.where(keep, x, x.flip(0))
-        elif rule[1] == "area":
-            target = _targets(mix, f, x)
-            out[f.name] = torch.lerp(target.flip(0), target, lam)
+        blend, paste = _rules(f)
+        x = values[f.name]
+        if blend is None or paste is None or blend is paste:
+            rule = paste or blend
+            if rule is not None:
+                out[f.name] = rule(x, f, draw)
+        else:
+            out[f.name] = torch.where(draw.cutmix, paste(x, f, draw), blend(x, f, draw))
     return out
 
 
-def _targets(mix: Mixup, field: FieldSpec, x: torch.Tensor) -> torch.Tensor:
+def mix_by_draw(x: torch.Tensor, field: FieldSpec, draw: MixDraw) -> torch.Tensor:
+    """The built-in rules ``blend``, ``paste`` and ``area``: one computation over the draw.
+
+    A spatial float field (images) is ``lerp(partner, own, weights)``: mixup blends by
+    lambda, CutMix pastes the box (weights 0 or 1, exact); a spatial integer field (masks)
+    takes its own value where the weight is above 1/2 (CutMix's box; never blended: the kind
+    refuses mixup); any other field is a target (:func:`targets`) mixed by ``draw.lam``.
+    """
+    if field.spatial and x.is_floating_point():
+        return torch.lerp(x.flip(0), x, draw.weights(x.dtype))
+    if field.spatial:
+        return torch.where(draw.weights(torch.float32) > 0.5, x, x.flip(0))
+    target = targets(field, x, draw)
+    return torch.lerp(target.flip(0), target, draw.lam)
+
+
+def targets(field: FieldSpec, x: torch.Tensor, draw: MixDraw) -> torch.Tensor:
     """Soft targets of a label field: one-hot (smoothed) for class ids, else the vector."""
     if x.dim() != 1:
         return x.to(torch.float32)
     if x.dtype != torch.int64:
         raise AugmentError(f"field {field.name!r}: mixing needs int64 labels, got {x.dtype}")
-    check_labels(x, mix.num_classes, f"field {field.name!r}")
-    return smooth_targets(x, mix.num_classes, mix.label_smoothing)
+    check_labels(x, draw.num_classes, f"field {field.name!r}")
+    return smooth_targets(x, draw.num_classes, draw.label_smoothing)
+
+
+# The built-in mix rules (Kind.mixup, Kind.cutmix) into the kinds layer's table
+for _method, _name in (("mixup", "blend"), ("cutmix", "paste"), ("cutmix", "area")):
+    if _name not in MIX_RULES[_method]:
+        register_mix_rule(_method, _name, mix_by_draw)

@@ -18,8 +18,10 @@ the device once and kept):
   box or lands outside the output frame gets visibility 0; its coordinates are still mapped.
 * ``none``: the values as they are.
 
-:data:`APPLY` maps the rule names to these functions; :func:`apply_field` looks a field's rule
-up there, so no caller tests a kind's name.
+:data:`APPLY` maps the rule names to these functions; they are registered at import into the
+kinds layer's table (:func:`precompute.kinds.hooks.register_loader_rule`), where a kind module
+adds its own, and :func:`apply_field` looks a field's rule up there, so no caller tests a
+kind's name.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.image.resample import grid_resample
 from precompute.fields import FieldSpec
+from precompute.kinds.hooks import LOADER_RULES, loader_rule, register_loader_rule
 
 __all__ = ["APPLY", "apply_field", "crop_images", "crop_keypoints", "crop_masks", "nearest_index"]
 
@@ -166,14 +169,18 @@ def _keep(values: torch.Tensor, crops: CropParams, size: Size, options: Any = No
     return values
 
 
-# The loader's geometry rules, by the names the kinds declare (``Kind.augment``).
-APPLY: Mapping[str, Callable[..., torch.Tensor]] = {
+# The loader's built-in geometry rules, by the names the kinds declare (``Kind.augment``).
+BUILTIN: Mapping[str, Callable[..., torch.Tensor]] = {
     "bilinear": crop_images,
     "nearest": crop_masks,
     "affine": crop_keypoints,
     "none": _keep,
     "array": crop_arrays,  # cubes: [B, H, W, C] -> [B, C, h, w] (loaders.augment.arrays.bands)
 }
+for _name, _rule in BUILTIN.items():
+    if _name not in LOADER_RULES:
+        register_loader_rule(_name, _rule)
+APPLY = LOADER_RULES  # every registered rule: the built-ins above and the kind modules'
 
 
 def apply_field(
@@ -184,10 +191,11 @@ def apply_field(
     Raises:
         AugmentError: The kind's rule has no torch implementation here.
     """
-    rule = field.augment
-    if rule not in APPLY:
+    rule = loader_rule(field.augment)
+    if rule is None:
         raise AugmentError(
             f"field {field.name!r}: kind {field.kind!r} needs geometry rule "
-            f"{rule!r}, which the torch loader does not implement"
+            f"{field.augment!r}, which the torch loader does not implement "
+            "(precompute.kinds.hooks.register_loader_rule)"
         )
-    return APPLY[rule](values, crops, size, field.options)
+    return rule(values, crops, size, field.options)

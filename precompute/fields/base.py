@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from precompute.errors import DecodeError, SpecError
-from precompute.fields.options import REQUIRED, Option
+from precompute.fields.options import REQUIRED, Flag, Option
 
 __all__ = ["Kind", "Storage"]
 
@@ -47,6 +47,11 @@ class Kind(ABC):
         count_option: The option that fixes how many entries a value has (``points``):
             every row of a manifest must give that many (the first row's count if unset).
         options: Option name -> default and checker.
+        flags: ``precompute build`` flags by click's parameter name (``mask_classes`` for
+            ``--mask-classes``) -> the :class:`~precompute.fields.options.Flag` (the option
+            it sets on the field of this kind a source infers).
+        hint: Where a user gives this kind's options, named when an inferred field of this
+            kind refuses its options (``on the command line: --mask-classes N ...``).
     """
 
     name: ClassVar[str]
@@ -62,6 +67,8 @@ class Kind(ABC):
     class_index: ClassVar[bool] = False  # one class index per sample (mixing: one-hot)
     count_option: ClassVar[str | None] = None  # option fixing a value's entry count
     options: ClassVar[Mapping[str, Option]] = MappingProxyType({})
+    flags: ClassVar[Mapping[str, Flag]] = MappingProxyType({})
+    hint: ClassVar[str] = "on the command line: --fields"
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """Return every option of ``field`` checked, defaults filled in.

@@ -17,6 +17,7 @@ from precompute.policy import show
 
 __all__ = [
     "REQUIRED",
+    "Flag",
     "Option",
     "check_count",
     "check_dtype",
@@ -41,6 +42,22 @@ class Option(NamedTuple):
 
     default: Any
     check: Checker
+
+
+class Flag(NamedTuple):
+    """One ``precompute build`` flag of a kind: the option it sets of the kind's field.
+
+    Attributes:
+        option: The option of the kind's field the flag sets.
+        help: The flag's help text (``precompute build --help``).
+        convert: Click's conversion of the text: ``str``, ``int`` or ``float``.
+        json: The text is JSON, parsed before the option's checker sees it.
+    """
+
+    option: str
+    help: str
+    convert: type = str
+    json: bool = False
 
 
 def integer(lo: int, hi: int) -> Checker:

@@ -29,11 +29,12 @@ from precompute.arrays.buildsrc import (
     is_array_source,
     list_array_fields,
 )
-from precompute.arrays.scenesrc import SceneSource, infer_scene_fields, is_scene_fields, list_scene
+from precompute.arrays.scenesrc import infer_scene_fields, is_scene_fields, list_scene
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import StoreLayout
+from precompute.kinds.hooks import SourceQuery, SourceReader, source_readers
 from precompute.pipeline.fieldwork import backends_of, plan_field_shards
 from precompute.pipeline.plan import ShardTask
 from precompute.sources.classes import MANIFEST_EXTENSIONS, list_source
@@ -46,6 +47,8 @@ from precompute.sources.fields import (
     list_segmentation,
 )
 from precompute.sources.listing import read_kept
+from precompute.sources.readers import parquet as _parquet  # noqa: F401 (registers its reader)
+from precompute.sources.readers import webdataset as _webdataset  # noqa: F401 (the same)
 from precompute.sources.rows import jsonl_rows, read_text
 from precompute.spec import BuildSpec
 
@@ -140,8 +143,13 @@ def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:
     try:
         return FieldSpec(name, name, opts)
     except SpecError as exc:
-        hint = _KIND_HINTS.get(name, "on the command line: --fields")
+        hint = _KIND_HINTS.get(name) or KINDS[name].hint
         raise SpecError(f"{src}: {exc} ({hint})") from None
+
+
+def _reader(query: SourceQuery) -> SourceReader | None:
+    """The first registered source reader that accepts ``query`` (None: the built-in ones)."""
+    return next((r for r in source_readers() if r.accepts(query)), None)
 
 
 def _refuse_options(src: str, options: Mapping[str, Any], text: str | None) -> None:
@@ -169,6 +177,7 @@ def infer_fields(
     fill: int = 0,
     text: str | None = None,
     keep_text: bool = False,
+    columns: Mapping[str, str] | None = None,
 ) -> tuple[FieldSpec, ...]:
     """Return the fields of ``src`` when the spec names none (empty: a v1 source).
 
@@ -181,14 +190,25 @@ def infer_fields(
             read here, once).
         keep_text: Keep the text read here for the build's listing of ``src``
             (:func:`manifest_text`): the CLI infers the fields, then builds.
+        columns: The spec's ``columns`` (``--columns``), for the readers of sources with
+            columns (Parquet, WebDataset: ``docs/sources.md``).
 
     Raises:
         SpecError: A required option no one gave (the mask's class count), or options given
             for a source that has no fields.
     """
+    given = text
+    query = SourceQuery(
+        src, options or {}, fill=fill,
+        read_text=lambda: manifest_text(src, keep_text) if given is None else given,
+        columns=columns or {},
+    )  # fmt: skip
+    reader = _reader(query)
+    if reader is not None:
+        return reader.infer(query)
     if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
         return infer_scene_fields(src, options or {})
-    text = manifest_text(src, keep_text) if text is None else text
+    text = query.text
     if is_array_source(src, text):  # class folders / manifest of .npy, .npz, .mat (issue 14)
         return infer_array_fields(src, options, text)
     options = dict(options or {})
@@ -222,8 +242,19 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
 
 
 def _list_fields(
-    src: str, fields: Sequence[FieldSpec], on_error: str, text: str | None
+    src: str,
+    fields: Sequence[FieldSpec],
+    on_error: str,
+    text: str | None,
+    columns: Mapping[str, str] | None = None,
 ) -> FieldSource:
+    query = SourceQuery(
+        src, fields=tuple(fields), on_error=on_error, read_text=lambda: text,
+        columns=columns or {},
+    )  # fmt: skip
+    reader = _reader(query)
+    if reader is not None:
+        return reader.lister(query)
     if is_audio_source(src, text):
         return list_audio_source(src, fields, on_error, text)
     if is_scene_fields(fields):
@@ -262,19 +293,36 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
     """
     scene = is_scene_fields(spec.fields)  # a scene file is not a manifest, whatever its name
     text = None if scene else manifest_text(src)  # read once: here, or by the CLI
-    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text)
+    columns = dict(spec.columns)
+    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text, columns=columns)
     if not fields:  # class folders or path,label: image + label, a v1 store
-        return ClassSource.of(list_source(src, spec.on_error, text)), spec
+        listed = ClassSource.of(list_source(src, spec.on_error, text))
+        return _read_columns(src, spec, listed), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
-    source = _list_fields(src, fields, spec.on_error, text)
+    source = _list_fields(src, fields, spec.on_error, text, columns)
     learned = learn_fields(fields, source)
-    return source, dataclasses.replace(spec, fields=learned)
+    return _read_columns(src, spec, source), dataclasses.replace(spec, fields=learned)
+
+
+def _read_columns(src: str, spec: BuildSpec, source: FieldSource) -> FieldSource:
+    """``source``, unless the spec names columns that it has none of (a folder, a manifest).
+
+    Raises:
+        SpecError: ``columns`` given for a source whose reader reads no columns.
+    """
+    if spec.columns and not getattr(source, "columns", ()):
+        raise SpecError(
+            f"{src}: columns (--columns) name the columns of a Parquet or WebDataset source; "
+            "this source has none (docs/sources.md)"
+        )
+    return source
 
 
 def source_fingerprint(source: FieldSource, content_hash: bool = False) -> str:
     """The source fingerprint: a scene's or class folders' own, else every field's files."""
-    if isinstance(source, SceneSource | ClassSource):
-        return source.fingerprint(content_hash)
+    own = getattr(source, "fingerprint", None)  # a scene's, class folders', a packed source's
+    if own is not None:
+        return str(own(content_hash))
     return field_fingerprint(source, content_hash)
 
 

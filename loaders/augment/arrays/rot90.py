@@ -2,7 +2,8 @@
 
 One ``k`` in ``{0, 1, 2, 3}`` is drawn per sample (:func:`draw_k`, from the batch's
 ``torch.Generator``) and applied to each spatial field by its kind's loader rule
-(:data:`ROT90`, keyed like :data:`loaders.augment.rules.APPLY`), after the crop: the fields
+(:data:`ROT90`, keyed like :data:`loaders.augment.rules.APPLY`, open to kind modules:
+:func:`precompute.kinds.hooks.register_rot90`), after the crop: the fields
 are square ``n x n`` there. A rotation by ``k`` is ``torch.rot90(x, k, dims=(H, W))``
 (counter-clockwise on screen, rows down): output pixel ``(i, j)`` shows stored pixel
 
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from loaders.augment.errors import AugmentError
+from precompute.kinds.hooks import ROT90_RULES, register_rot90, rot90_rule
 
 __all__ = ["ROT90", "draw_k", "rot90_images", "rot90_keypoints", "rot90_masks", "rotate_field"]
 
@@ -86,14 +88,19 @@ def _keep(values: torch.Tensor, k: torch.Tensor, size: int | None = None) -> tor
     return values
 
 
-# Rotation rules, by the loader geometry rule names the kinds declare (``Kind.augment``).
-ROT90: Mapping[str, Callable[..., torch.Tensor]] = {
+# Built-in rotations, by the loader geometry rule names the kinds declare (``Kind.augment``),
+# registered into the kinds layer's table, where a kind module adds its own (register_rot90).
+BUILTIN: Mapping[str, Callable[..., torch.Tensor]] = {
     "bilinear": rot90_images,
     "array": rot90_images,
     "nearest": rot90_masks,
     "affine": rot90_keypoints,
     "none": _keep,
 }
+for _name, _rule in BUILTIN.items():
+    if _name not in ROT90_RULES:
+        register_rot90(_name, _rule)
+ROT90 = ROT90_RULES  # every registered rotation
 
 
 def rotate_field(rule: str, values: torch.Tensor, k: torch.Tensor, size: int) -> torch.Tensor:
@@ -102,6 +109,10 @@ def rotate_field(rule: str, values: torch.Tensor, k: torch.Tensor, size: int) ->
     Raises:
         AugmentError: A rule without a rotation here.
     """
-    if rule not in ROT90:
-        raise AugmentError(f"geometry rule {rule!r} has no rotate-90; rules: {sorted(ROT90)}")
-    return ROT90[rule](values, k, size)
+    turn = rot90_rule(rule)
+    if turn is None:
+        raise AugmentError(
+            f"geometry rule {rule!r} has no rotate-90 (precompute.kinds.hooks.register_rot90); "
+            f"rules: {sorted(ROT90)}"
+        )
+    return turn(values, k, size)
