@@ -138,6 +138,26 @@ class Kind(ABC):
         """
         return None
 
+    def spec_defaults(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Build spec values this kind's flags imply where the user gave none (default: none).
+
+        Called by ``precompute build`` with the options its flags set on the field of this
+        kind (``given``, unchecked); e.g. ``position``: ``--patch P`` stores the patches as
+        cut, ``{"size": P}``.
+        """
+        return {}
+
+    def placed(
+        self, key: str, value: np.ndarray, stored: np.ndarray, frame: tuple[int, int]
+    ) -> None:
+        """Told by the build what placement did to one checked ``value`` (default: nothing).
+
+        Called once per item (not per offline variant) with the ``stored`` value and the
+        source ``frame`` ``(w, h)``, for build notes (:mod:`precompute.notes`): e.g.
+        keypoints that the build's crop cut off.
+        """
+        return None
+
     def pad(self, opts: Mapping[str, Any]) -> int | float:
         """The letterbox padding value of a spatial field (default: the hole value)."""
         return self.storage(opts, 1).fill
