@@ -80,6 +80,7 @@ BUILTIN = (
     "precompute.kinds.labels",
     "precompute.kinds.position",
     "precompute.kinds.audio",
+    "precompute.kinds.boxes",
 )
 _loaded: list[bool] = []
 
