@@ -215,3 +215,19 @@ def test_verify_names_a_stored_box_after_a_padding_row(tmp_path: Path) -> None:
     assert verify_store(tmp_path / "out") == [
         "shard 0: field 'boxes' (boxes): sample 3: a box after a padding row, or a partial pad row"
     ]
+
+
+def test_a_csv_manifest_takes_the_boxes_flags_on_the_command_line(tmp_path: Path) -> None:
+    draw(tmp_path / "a.png", 30, 20, [[1, 2, 10, 12, 0]])
+    draw(tmp_path / "b.png", 30, 20, [])
+    (tmp_path / "m.csv").write_text('image,boxes\na.png,"[[1, 2, 10, 12, 1]]"\nb.png,[]\n')
+    main(["build", str(tmp_path / "m.csv"), "--out", str(tmp_path / "o"), "--size", "15",
+          "--mode", "squash", "--max-boxes", "4", "--min-visibility", "0.5", "--runner",
+          "sequential", "--quiet"])  # fmt: skip
+    boxes = next(f for f in open_store_info(tmp_path / "o").spec.fields if f.kind == "boxes")
+    assert dict(boxes.options) == {
+        "classes": 2, "max_boxes": 4, "min_visibility": 0.5, "images": None
+    }  # fmt: skip
+    stored = _by_key(tmp_path / "o")
+    assert stored["b.png"][1] == 0 and (stored["b.png"][0] == -1).all()
+    assert stored["a.png"][1] == 1 and stored["a.png"][0][0].tolist() == [0.5, 1.5, 5, 9, 1]
