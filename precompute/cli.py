@@ -130,32 +130,6 @@ def cli() -> None:
     help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
     "reads (image=img,label=fine_label; image=jpg,label=cls).",
 )
-@click.option(
-    "--mask-classes",
-    type=int,
-    help="Segmentation: the mask's class count (ids 0..N-1); needed for images/ + masks/.",
-)
-@click.option("--ignore-index", type=int, help="Mask id of padding and holes (default 255).")
-@click.option("--colormap", help="RGB masks: JSON list of [r, g, b] per class id.")
-@click.option("--flip-pairs", help="Keypoints: JSON [[a, b], ...] swapped by a flip.")
-@click.option("--sample-rate", type=int, help="Audio: stored rate in Hz (default 16000).")
-@click.option("--clip-seconds", type=float, help="Audio: clip length T; needed for audio.")
-@click.option("--clips", help="Audio: center (default: one clip per file) | all (windows).")
-@click.option("--hop-seconds", type=float, help="Audio, --clips all: window hop (default T).")
-@click.option("--channels", help="Audio: mono (default) | N channels.")
-@click.option("--features", help="Audio: waveform (int16, default) | logmel (float16).")
-@click.option("--n-mels", type=int, help="Audio log-mel: mel bands (default 64).")
-@click.option("--n-fft", type=int, help="Audio log-mel: FFT size (default 400).")
-@click.option("--hop-length", type=int, help="Audio log-mel: STFT hop in samples (default 160).")
-@click.option("--key", help="Array files: the .npz member or .mat variable to read.")
-@click.option("--labels", help="Scene SRC: its ground truth file (0 = unlabelled).")
-@click.option("--labels-key", help="Scene: the .npz member or .mat variable of --labels.")
-@click.option("--patch", type=int, help="Scene: patch side P (default --size P).")
-@click.option("--split-block", type=int, help="Scene: block side of the train/test split.")
-@click.option("--test-fraction", type=float, help="Scene split: test share (default 0.2).")
-@click.option("--split-seed", type=int, help="Scene split: seed of the block order.")
-@click.option("--split-guard", type=int, help="Scene split: train pixels left out near test.")
-@click.option("--split", help="Scene split: train | test, the side this build stores.")
 @_kind_options
 @click.option(
     "--fields",

@@ -2,12 +2,11 @@
 
 ``--fields`` gives the whole list (JSON text, or the path of a JSON/YAML file holding it):
 ``[{"name": ..., "kind": ..., "options": {...}}, ...]``. The short flags set options of the
-fields a source has by itself (:func:`precompute.sources.resolve.infer_fields`): ``--mask-classes``,
-``--ignore-index`` and ``--colormap`` the mask's, ``--flip-pairs`` the keypoints', the audio
-flags (``--sample-rate``, ``--clip-seconds``, ``--clips``, ``--hop-seconds``, ``--channels``,
-``--features``, ``--n-mels``, ``--n-fft``, ``--hop-length``) the audio field's, ``--key`` the
-array's (the ``.npz`` member or ``.mat`` variable of array files), the scene flags the
-``position`` field's. Errors are
+fields a source has by itself (:func:`precompute.sources.resolve.infer_fields`); each kind
+declares its own (``Kind.flags``: ``--mask-classes``, ``--ignore-index`` and ``--colormap``
+the mask's, ``--flip-pairs`` the keypoints', ``--clip-seconds`` and the other audio flags the
+audio field's, ``--key`` the array's, the scene flags the ``position`` field's, and any a
+kind plugin adds: ``docs/kinds.md``). Errors are
 :class:`~precompute.errors.SpecError` naming the flag.
 """
 
@@ -23,33 +22,6 @@ from precompute.fields.options import Flag
 from precompute.sources.resolve import infer_fields
 
 __all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
-
-# flag (click's parameter name) -> (kind, option, takes JSON)
-FIELD_FLAGS: dict[str, tuple[str, str, bool]] = {
-    "mask_classes": ("mask", "classes", False),
-    "ignore_index": ("mask", "ignore_index", False),
-    "colormap": ("mask", "colormap", True),
-    "flip_pairs": ("keypoints", "flip_pairs", True),
-    # audio sources (precompute.audio.source): the audio field's options
-    "sample_rate": ("audio", "sample_rate", False),
-    "clip_seconds": ("audio", "clip_seconds", False),
-    "clips": ("audio", "clips", False),
-    "hop_seconds": ("audio", "hop_seconds", False),
-    "channels": ("audio", "channels", False),
-    "features": ("audio", "representation", False),
-    "n_mels": ("audio", "n_mels", False),
-    "n_fft": ("audio", "n_fft", False),
-    "hop_length": ("audio", "hop_length", False),
-    "key": ("array", "key", False),
-    "labels": ("position", "labels", False),  # a scene's ground truth (docs/arrays.md)
-    "labels_key": ("position", "labels_key", False),
-    "patch": ("position", "patch", False),
-    "split_block": ("position", "split_block", False),
-    "test_fraction": ("position", "test_fraction", False),
-    "split_seed": ("position", "split_seed", False),
-    "split_guard": ("position", "split_guard", False),
-    "split": ("position", "split", False),
-}
 
 
 def columns_from_flag(text: str) -> dict[str, str]:
@@ -81,20 +53,23 @@ def kind_flags() -> dict[str, tuple[str, Flag]]:
     out: dict[str, tuple[str, Flag]] = {}
     for kind in KINDS.values():
         for param, flag in kind.flags.items():
-            owner = out[param][0] if param in out else FIELD_FLAGS.get(param, ("",))[0]
-            if owner:
+            if param in out:
                 raise SpecError(
-                    f"the flag --{param.replace('_', '-')} is declared by kinds {owner!r} "
-                    f"and {kind.name!r}"
+                    f"the flag --{param.replace('_', '-')} is declared by kinds "
+                    f"{out[param][0]!r} and {kind.name!r}"
                 )
             out[param] = (kind.name, flag)
     return out
 
 
-def _all_flags() -> dict[str, tuple[str, str, bool]]:
+def _flag_table() -> dict[str, tuple[str, str, bool]]:
     """Every field flag: parameter -> (kind, option, takes JSON)."""
-    declared = {p: (kind, f.option, f.json) for p, (kind, f) in kind_flags().items()}
-    return {**FIELD_FLAGS, **declared}
+    return {param: (kind, f.option, f.json) for param, (kind, f) in kind_flags().items()}
+
+
+# flag (click's parameter name) -> (kind, option, takes JSON): the kinds' flags when this
+# module was imported (fields_from_flags reads the registry at each call)
+FIELD_FLAGS: dict[str, tuple[str, str, bool]] = _flag_table()
 
 
 def _json(flag: str, text: str) -> Any:
@@ -141,7 +116,7 @@ def fields_from_flags(
     """
     given = flags.pop("fields", None)
     options: dict[str, dict[str, Any]] = {}
-    for flag, (kind, option, is_json) in _all_flags().items():
+    for flag, (kind, option, is_json) in _flag_table().items():
         value = flags.pop(flag, None)
         if value is not None:
             options.setdefault(kind, {})[option] = _json(flag, value) if is_json else value
@@ -151,9 +126,10 @@ def fields_from_flags(
         return _explicit(given)
     if not options:
         return None
-    patch = options.get("position", {}).get("patch")
-    if isinstance(patch, int) and flags.get("size") is None:  # a scene's patches: stored as cut
-        flags["size"] = patch
+    for kind, given in options.items():  # e.g. a scene's --patch P: stored as cut (size P)
+        for key, value in KINDS[kind].spec_defaults(given).items():
+            if flags.get(key) is None:
+                flags[key] = value
     # the manifest's text is kept for the build, which then lists it without reading it again
     inferred = infer_fields(src, options, fill, keep_text=True, columns=columns)
     return [f.to_dict() for f in inferred]

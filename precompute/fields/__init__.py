@@ -1,11 +1,13 @@
 """Named fields of a store (format v2, see ``docs/FORMAT.md``): kinds, specs and geometry.
 
-:mod:`~precompute.fields.kinds` is the one registry of kinds; :mod:`~precompute.fields.spec`
-parses :class:`FieldSpec`; :mod:`~precompute.fields.geometry` places every spatial field of a
+:mod:`~precompute.fields.registry` is the one registry of kinds (each kind is a module of
+:mod:`precompute.kinds`, loaded at the first look-up); :mod:`~precompute.fields.spec` parses
+:class:`FieldSpec`; :mod:`~precompute.fields.geometry` places every spatial field of a
 sample in the stored frame with one placement; :mod:`~precompute.fields.masks` decodes masks.
 """
 
-from precompute.fields.kinds import KINDS, Kind, Storage, kind_of, register_kind
+from precompute.fields.base import Kind, Storage
+from precompute.fields.registry import KINDS, kind_of, register_kind
 from precompute.fields.spec import (
     RESERVED,
     FieldSpec,

@@ -21,15 +21,19 @@ import numpy as np
 
 from precompute.errors import DecodeError, InputError
 from precompute.fields.geometry import Placement, check_frame, place_field, placement
-from precompute.fields.masks import decode_mask
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
-from precompute.notes import note
 from precompute.sources.fields import FieldItem
 from precompute.stages.augment import colour_jitter
-from precompute.stages.decode import decode_bytes
 
-__all__ = ["DECODE", "FileInput", "assemble", "decoder_of", "register_decoder"]
+__all__ = [
+    "DECODE",
+    "FileInput",
+    "assemble",
+    "decoder_of",
+    "moved_companions",
+    "register_decoder",
+]
 
 VariantDraw = tuple[Placement, Any]  # where one variant lands, and its colour factors
 
@@ -53,35 +57,11 @@ class FileInput:
     open: Callable[[], IO[bytes]]
 
 
-def _image(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
-    """The v1 decoding rules to RGB; one channel: Pillow's ITU-R 601 grey of that RGB."""
-    img = decode_bytes(data, key, max_pixels)
-    return np.asarray(img if field.options["channels"] == 3 else img.convert("L"))
-
-
-def _npy(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
-    """A ``.npy`` file (no pickles)."""
-    try:
-        value = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DecodeError(key, f"field {field.name!r}: not a .npy array ({exc})") from None
-    if not isinstance(value, np.ndarray):  # an .npz archive
-        value.close()
-        raise DecodeError(key, f"field {field.name!r}: an .npz archive, not one .npy array")
-    return value
-
-
-def _array(data: bytes, key: str, field: FieldSpec, max_pixels: int) -> np.ndarray:
-    """Array files and scene patches (``precompute.arrays.scenesrc.decode_patch``)."""
-    from precompute.arrays.scenesrc import decode_patch  # lazy: precompute.arrays uses fields
-
-    return decode_patch(data, key, field, max_pixels)
-
-
 Decoder = Callable[[Any, str, FieldSpec, int], Any]  # bytes; a FileInput with takes_input
 
-# Decoders of file fields, by the names the kinds declare (``Kind.decoder``).
-_DECODE: dict[str, Decoder] = {"image": _image, "mask": decode_mask, "npy": _npy, "array": _array}
+# Decoders of file fields, by the names the kinds declare (``Kind.decoder``): every one is
+# registered by the kind module that owns it (register_decoder).
+_DECODE: dict[str, Decoder] = {}
 DECODE: Mapping[str, Decoder] = MappingProxyType(_DECODE)
 
 
@@ -173,7 +153,8 @@ def assemble(
     """Return one item's stored values by array name, and its ``extent``.
 
     The values are every field's, placed, and its kind's companions
-    (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``).
+    (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``; those the kind
+    computes from the placed value instead, ``Kind.moved_companions``, replace them).
 
     Args:
         item: The item (from :mod:`precompute.sources.fields`).
@@ -209,13 +190,24 @@ def assemble(
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
     if variants is not None:
         placed_k, extents = _variants(fields, values, variants(w, h))
-        return {**placed_k, **companions}, extents
+        return {**placed_k, **companions, **moved_companions(fields, placed_k, size)}, extents
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
     for f in fields:
-        if f.kind == "keypoints":
-            _note_lost_points(item.key, values[f.name], placed[f.name], (w, h))
-    return {**placed, **companions}, p.extent
+        f.spec.placed(item.key, values[f.name], placed[f.name], (w, h))  # build notes
+    return {**placed, **companions, **moved_companions(fields, placed, size)}, p.extent
+
+
+def moved_companions(
+    fields: Sequence[FieldSpec], placed: Mapping[str, Any], size: int
+) -> dict[str, np.ndarray]:
+    """The companions each kind computes from its placed value (``Kind.moved_companions``)."""
+    out = {}
+    for f in fields:
+        storage = f.spec.companions(f.options, size)
+        for what, v in f.spec.moved_companions(placed[f.name], f.options).items():
+            out[f"{f.name}.{what}"] = np.asarray(v, dtype=storage[what].dtype)
+    return out
 
 
 def _variants(
@@ -233,21 +225,3 @@ def _variants(
 
 def _jittered(field: FieldSpec, value: np.ndarray, factors: Any) -> np.ndarray:
     return colour_jitter(value, factors) if field.spec.photometric else value
-
-
-def _note_lost_points(
-    key: str, source: np.ndarray, stored: np.ndarray, frame: tuple[int, int]
-) -> None:
-    """Name a sample whose visible keypoints were made invisible (:mod:`precompute.notes`).
-
-    Outside the source frame is likely an annotation of another image size or orientation;
-    inside it but lost, the build's ``center-crop`` cut them off.
-    """
-    w, h = frame
-    shown = source[:, 2] > 0
-    x, y = source[:, 0], source[:, 1]
-    outside = shown & ~((x >= 0) & (x < w) & (y >= 0) & (y < h))
-    if outside.any():
-        note("keypoints_outside", key)
-    if (shown & ~outside & (stored[:, 2] == 0)).any():
-        note("keypoints_cropped", key)

@@ -123,6 +123,18 @@ class Kind(ABC):
         """
         return {}
 
+    def moved_companions(self, value: Any, opts: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Companions that follow the field's value wherever it moves (default: none).
+
+        Called with the value after each move that may change it: the build's placement
+        (numpy: the stored value, or ``(K, *shape)`` with variants) and, in the loader, each
+        policy's geometry and each mixing (torch: ``[B, *shape]`` on the batch's device, no
+        host sync). What it returns replaces those companions (of :meth:`companion_values`),
+        cast to their storage dtype. E.g. boxes: ``{"count": the rows that are boxes}``,
+        since a crop drops boxes.
+        """
+        return {}
+
     def learn(self, opts: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         """Options a build learns from every item's parsed inline ``values`` (default: none).
 
@@ -135,6 +147,26 @@ class Kind(ABC):
 
         ``values`` has the sample axis first. Default: nothing to check beyond the array's
         shape and dtype. Raises ``ValueError`` saying what is wrong.
+        """
+        return None
+
+    def spec_defaults(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Build spec values this kind's flags imply where the user gave none (default: none).
+
+        Called by ``precompute build`` with the options its flags set on the field of this
+        kind (``given``, unchecked); e.g. ``position``: ``--patch P`` stores the patches as
+        cut, ``{"size": P}``.
+        """
+        return {}
+
+    def placed(
+        self, key: str, value: np.ndarray, stored: np.ndarray, frame: tuple[int, int]
+    ) -> None:
+        """Told by the build what placement did to one checked ``value`` (default: nothing).
+
+        Called once per item (not per offline variant) with the ``stored`` value and the
+        source ``frame`` ``(w, h)``, for build notes (:mod:`precompute.notes`): e.g.
+        keypoints that the build's crop cut off.
         """
         return None
 

@@ -7,41 +7,42 @@ pixel-centre convention: pixel ``(i, j)`` covers ``[j, j + 1) x [i, i + 1)``, it
 ``(j + 0.5, i + 0.5)``, and the placement maps a point ``x`` to
 ``(x - box_left) * out_w / box_w + offset_left`` (likewise ``y``), which is the map Pillow's
 resize with a box uses for pixel centres. The field's kind names the rule that applies it
-(:data:`PLACE`):
+(:data:`PLACE`, filled by the kind modules: :func:`register_rule`):
 
-* ``bilinear`` (images): Pillow's bilinear filter, as in format v1, padding ``fill``;
-* ``nearest`` (masks): each stored pixel takes the source pixel its centre falls in, computed
-  in exact integer arithmetic, so values are never blended; padding is the ignore index;
-* ``affine`` (keypoints): the map above, exactly; a point outside the stored region of the
-  source (cut off by ``center-crop``, or outside the source frame) gets visibility 0;
+* ``bilinear`` (images, :mod:`precompute.kinds.image`): Pillow's bilinear filter, as in
+  format v1, padding ``fill``;
+* ``nearest`` (masks, :mod:`precompute.kinds.mask`): each stored pixel takes the source
+  pixel its centre falls in, computed in exact integer arithmetic, so values are never
+  blended; padding is the ignore index;
+* ``affine`` (keypoints, :mod:`precompute.kinds.keypoints`): the map above, exactly; a point
+  outside the stored region of the source (cut off by ``center-crop``, or outside the source
+  frame) gets visibility 0;
+* ``array`` (spatial arrays, :mod:`precompute.kinds.array`): per band;
 * ``none``: the value as it is.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec
 from precompute.spec import MODES, AugmentPolicy
 from precompute.stages.augment import variant_key, variant_params
-from precompute.stages.resize import FILTER, center_crop_box, letterbox_size
+from precompute.stages.resize import center_crop_box, letterbox_size
 
 __all__ = [
     "PLACE",
     "Placement",
     "check_frame",
     "place_field",
-    "place_image",
-    "place_keypoints",
-    "place_mask",
     "placement",
     "register_rule",
     "rule_of",
@@ -108,71 +109,29 @@ def variant_draws(
     return draws
 
 
-def place_image(pixels: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
-    """Resize ``(H, W, C)`` uint8 pixels (C = 1 or 3) bilinear into the stored frame."""
-    c = pixels.shape[2]
-    img = Image.fromarray(pixels[..., 0] if c == 1 else pixels, "L" if c == 1 else "RGB")
-    out = np.full((p.size, p.size, c), pad, dtype=np.uint8)
-    resized = np.asarray(img.resize(p.out, FILTER, box=p.box), dtype=np.uint8)
-    top, left, h, w = p.extent
-    out[top : top + h, left : left + w] = resized.reshape(h, w, c)
-    return out
-
-
-def _nearest(start2: int, length: int, n: int) -> np.ndarray:
-    """Source indices of ``n`` output pixels over ``[start2 / 2, start2 / 2 + length)``.
-
-    Output pixel ``j`` takes ``floor(start + (j + 0.5) * length / n)``, all in integers.
-    """
-    j = np.arange(n, dtype=np.int64)
-    return (start2 * n + (2 * j + 1) * length) // (2 * n)
-
-
-def place_mask(mask: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
-    """Resize an ``(H, W)`` mask nearest-neighbour into the stored frame, padding ``pad``."""
-    left, top, right, bottom = p.box
-    rows = _nearest(round(2 * top), round(bottom - top), p.out[1]).clip(0, p.frame[1] - 1)
-    cols = _nearest(round(2 * left), round(right - left), p.out[0]).clip(0, p.frame[0] - 1)
-    out = np.full((p.size, p.size), pad, dtype=mask.dtype)
-    t, lf, h, w = p.extent
-    out[t : t + h, lf : lf + w] = mask[rows[:, None], cols[None, :]]
-    return out
-
-
-def place_keypoints(points: np.ndarray, p: Placement, pad: Any = 0.0) -> np.ndarray:
-    """Map ``(P, 3)`` keypoints exactly into the stored frame; points left out get ``v = 0``."""
-    left, top, right, bottom = p.box
-    x = (points[:, 0].astype(np.float64) - left) * (p.out[0] / (right - left)) + p.offset[0]
-    y = (points[:, 1].astype(np.float64) - top) * (p.out[1] / (bottom - top)) + p.offset[1]
-    t, lf, h, w = p.extent
-    inside = (x >= lf) & (x < lf + w) & (y >= t) & (y < t + h)
-    v = np.where(inside, points[:, 2], 0.0)
-    return np.stack([x, y, v], axis=1).astype(np.float32)
-
-
 def _keep(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
     return value
 
 
 Rule = Callable[[np.ndarray, Placement, Any], np.ndarray]
 
-
-# The build's geometry rules, by the names the kinds declare (``FieldSpec.resample``).
-def _array(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
-    """Spatial arrays per band (``precompute.arrays.resample.place_array``)."""
-    from precompute.arrays.resample import place_array  # lazy: it imports Placement
-
-    return place_array(value, p, pad)
-
-
-_PLACE: dict[str, Rule] = {
-    "bilinear": place_image,
-    "nearest": place_mask,
-    "affine": place_keypoints,
-    "none": _keep,
-    "array": _array,  # spectral cubes (docs/arrays.md)
-}
+# The build's geometry rules, by the names the kinds declare (``FieldSpec.resample``): ``none``
+# here, every other one registered by the kind module that owns it (register_rule).
+_PLACE: dict[str, Rule] = {"none": _keep}
 PLACE: Mapping[str, Rule] = MappingProxyType(_PLACE)
+# The old import paths of the rules that moved into their kinds' modules
+_MOVED = {
+    "place_image": "precompute.kinds.image",
+    "place_mask": "precompute.kinds.mask",
+    "place_keypoints": "precompute.kinds.keypoints",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``place_image``, ``place_mask``, ``place_keypoints``: from their kinds' modules."""
+    if name in _MOVED:
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register_rule(name: str, rule: Rule) -> Rule:

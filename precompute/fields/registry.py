@@ -1,32 +1,43 @@
-"""Named tables the fields' kinds point into: file decoders, build geometry rules, the kinds.
+"""The registry of kinds, and the named tables the kinds point into (file decoders, rules).
 
 A kind names its decoder and its build rule (``Kind.decoder``, ``Kind.resample``); the
 modules that own them keep a ``dict`` of name -> entry and use these two functions, so adding
 an entry and looking one up for a field fail the same way in every table.
 
-**Kinds from other modules and packages** (:func:`load_plugins`): a kind that lives outside
-:mod:`precompute.fields.kinds` is a module that registers itself when imported
-(``register_kind``, and its decoder and build rule). Such modules are named as entry points of
-the group ``nostall.kinds`` (``name = "package.module"``), as the ``precompute`` command's
-sub-commands are of ``nostall.commands``; the kinds this distribution ships are named in
-:data:`BUILTIN` too, so a source tree on ``PYTHONPATH`` (not installed) has them. The registry
-(:data:`precompute.fields.kinds.KINDS`) loads them all at its first look-up, so importing
-:mod:`precompute.fields` imports no kind module.
+**Kinds are modules** (:func:`load_plugins`, ``docs/kinds.md``): each kind is a module that
+registers itself when imported (:func:`register_kind`, and its decoder, rules, source reader:
+:mod:`precompute.kinds.hooks`). Such modules are named as entry points of the group
+``nostall.kinds`` (``name = "package.module"``), as the ``precompute`` command's sub-commands
+are of ``nostall.commands``; the kinds this distribution ships (``precompute/kinds/``) are
+named in :data:`BUILTIN` too, so a source tree on ``PYTHONPATH`` (not installed) has them. The
+registry (:data:`KINDS`, also ``precompute.fields.KINDS``) loads them all at its first
+look-up, so importing :mod:`precompute.fields` imports no kind module.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from precompute.errors import SpecError
+from precompute.fields.base import Kind
 
 if TYPE_CHECKING:
     from precompute.fields.spec import FieldSpec
 
-__all__ = ["BUILTIN", "GROUP", "add_entry", "entry_for", "load_plugins"]
+__all__ = [
+    "BUILTIN",
+    "GROUP",
+    "KINDS",
+    "add_entry",
+    "entry_for",
+    "has_kind",
+    "kind_of",
+    "load_plugins",
+    "register_kind",
+]
 
 T = TypeVar("T")
 
@@ -58,8 +69,19 @@ def entry_for(table: Mapping[str, T], name: str, field: FieldSpec, uses: str, la
 
 
 GROUP = "nostall.kinds"
-# The kind modules of this distribution (also its entry points: pyproject.toml)
-BUILTIN = ("precompute.audio.kind",)
+# The kind modules of this distribution, in the order they register (their source readers are
+# asked in this order); also its entry points (pyproject.toml)
+BUILTIN = (
+    "precompute.kinds.image",
+    "precompute.kinds.mask",
+    "precompute.kinds.keypoints",
+    "precompute.kinds.array",
+    "precompute.kinds.label",
+    "precompute.kinds.labels",
+    "precompute.kinds.position",
+    "precompute.kinds.audio",
+    "precompute.kinds.boxes",
+)
 _loaded: list[bool] = []
 
 
@@ -82,3 +104,50 @@ def load_plugins() -> None:
             ep.load()
         except ImportError as exc:
             raise ImportError(f"the kind plugin {ep.name} = {ep.value!r} ({GROUP}): {exc}") from exc
+
+
+_KINDS: dict[str, Kind] = {}
+
+
+class _Registry(Mapping[str, Kind]):
+    """The kinds by name, read-only; the kind modules are loaded on the first look-up."""
+
+    def __getitem__(self, name: str) -> Kind:
+        load_plugins()
+        return _KINDS[name]
+
+    def __iter__(self) -> Iterator[str]:
+        load_plugins()
+        return iter(_KINDS)
+
+    def __len__(self) -> int:
+        load_plugins()
+        return len(_KINDS)
+
+    def __contains__(self, name: object) -> bool:
+        load_plugins()
+        return name in _KINDS
+
+
+KINDS: Mapping[str, Kind] = _Registry()
+
+
+def register_kind(kind: Kind) -> Kind:
+    """Add ``kind`` to the registry under its name (a second kind of that name is refused)."""
+    return add_entry(_KINDS, "field kind", kind.name, kind)
+
+
+def has_kind(name: str) -> bool:
+    """Whether a kind ``name`` is registered, without loading the kind modules.
+
+    What a kind module asks before registering itself (a Ray worker may have the kind
+    already, sent with the job: ``precompute.pipeline.fieldwork.ensure_backends``).
+    """
+    return name in _KINDS
+
+
+def kind_of(name: Any, field: str = "?") -> Kind:
+    """Return the registered kind ``name``; a :class:`SpecError` naming ``field`` otherwise."""
+    if not isinstance(name, str) or name not in KINDS:
+        raise SpecError(f"fields.{field}.kind must be one of {sorted(KINDS)}, got {name!r}")
+    return _KINDS[name]

@@ -17,7 +17,8 @@ from types import MappingProxyType
 from typing import Any
 
 from precompute.errors import SpecError
-from precompute.fields.kinds import Kind, Storage, kind_of
+from precompute.fields.base import Kind, Storage
+from precompute.fields.registry import kind_of
 from precompute.policy import show
 
 __all__ = [
@@ -60,7 +61,7 @@ class FieldSpec:
     Attributes:
         name: Lower-case identifier (``[a-z][a-z0-9_]*``), not one of :data:`RESERVED`; the
             store array and the batch entry of the field.
-        kind: A registered kind (:data:`precompute.fields.kinds.KINDS`).
+        kind: A registered kind (:data:`precompute.fields.registry.KINDS`).
         options: The kind's options, checked, every default filled in (read-only).
     """
 

@@ -153,12 +153,18 @@ class SourceReader:
         lister: ``lister(query) -> FieldSource``: every item of the source for
             ``query.fields`` under ``query.on_error``
             (:class:`~precompute.sources.fields.FieldSource`).
+        kinds: Kinds whose flags only this reader's sources take (``audio``).
+        needs: Said when those flags are given for a source no reader accepts, e.g.
+            ``audio options (--clip-seconds and the others) need class folders or a
+            manifest of audio files``.
     """
 
     name: str
     accepts: Callable[[SourceQuery], bool]
     infer: Callable[[SourceQuery], tuple[FieldSpec, ...]]
     lister: Callable[[SourceQuery], FieldSource]
+    kinds: tuple[str, ...] = ()
+    needs: str = ""
 
 
 _LOADER: dict[str, LoaderRule] = {}

@@ -42,7 +42,14 @@ from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_i
 from precompute.sources.listing import check_policy, is_url, per_input
 from precompute.sources.rows import csv_rows, jsonl_rows, read_text
 
-__all__ = ["ClassSource", "FieldItem", "FieldSource", "list_field_manifest", "list_segmentation"]
+__all__ = [
+    "ClassSource",
+    "FieldItem",
+    "FieldSource",
+    "is_segmentation",
+    "list_field_manifest",
+    "list_segmentation",
+]
 
 SEGMENTATION = ("images", "masks")
 
@@ -134,6 +141,16 @@ class FieldSource:
         data = read_input(self.locate(item.file(field)), max_bytes, deadline_s)
         return data, len(data)
 
+    def fingerprint(self, content_hash: bool = False) -> str:
+        """The source fingerprint: every field's files (stat or content) and inline values.
+
+        :func:`precompute.sources.digests.field_fingerprint`; a source with a fingerprint of
+        its own (class folders, a scene) overrides this.
+        """
+        from precompute.sources.digests import field_fingerprint
+
+        return field_fingerprint(self, content_hash)
+
 
 class ClassSource(FieldSource):
     """Class folders or a ``path,label`` manifest as a source of fields ``image`` + ``label``.
@@ -183,6 +200,15 @@ def _by_stem(
             continue
         out[stem] = key
     return out
+
+
+def is_segmentation(src: str) -> bool:
+    """Whether ``src`` is a local folder whose sub-folders are exactly ``images/`` + ``masks/``."""
+    path = src.removeprefix("file://")
+    if "://" in path or not os.path.isdir(path):
+        return False
+    subs = {e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")}
+    return subs == set(SEGMENTATION)
 
 
 def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> FieldSource:

@@ -1,13 +1,15 @@
 """Which source a build reads, and with which fields: v1 (class folders, ``path,label``) or v2.
 
-:func:`infer_fields` says what fields a source has when the spec names none: a segmentation
-folder (``SRC/images/`` + ``SRC/masks/``) has ``image`` + ``mask``; a manifest whose columns are
-named as field kinds (``image``, ``mask``, ``keypoints``, ``label``, ``labels``, ...; no
-``path`` column) has one field per such column; an audio source (class folders of audio
-files, a ``path,label[,start,end]`` manifest of them: :mod:`precompute.audio.source`) has
-``audio`` + ``label``; anything else is a v1 source (no fields).
-Options the source cannot give (the mask's class count) come from ``options`` (the CLI's
-``--mask-classes`` and friends), else a :class:`~precompute.errors.SpecError` names them.
+:func:`infer_fields` says what fields a source has when the spec names none. The kinds' source
+readers are asked first, in the order they registered (:mod:`precompute.kinds.hooks`,
+``docs/kinds.md``): a segmentation folder (``SRC/images/`` + ``SRC/masks/``: ``image`` +
+``mask``), array files, a scene, audio files (``audio`` + ``label``), and any a kind plugin
+adds. Then a manifest whose columns are named as field kinds (``image``, ``mask``,
+``keypoints``, ``label``, ``labels``, ...; no ``path`` column) has one field per such column
+(:mod:`precompute.sources.named`); anything else is a v1 source (no fields). Options the source
+cannot give (the mask's class count) come from ``options`` (the field flags, by kind name),
+else a :class:`~precompute.errors.SpecError` names them and the flags that give them (the
+kind's ``hint``). Nothing here names a kind.
 
 :func:`list_build_source` lists the source for a spec and returns the spec with the options a
 build learns from the source filled in (keypoint count, label class counts), so the stored
@@ -16,21 +18,12 @@ spec, its hash and the ``fields`` table are exact.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import os
+import functools
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precompute.arrays.buildsrc import (
-    infer_array_fields,
-    is_array_fields,
-    is_array_source,
-    list_array_fields,
-)
-from precompute.arrays.scenesrc import infer_scene_fields, is_scene_fields, list_scene
-from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import StoreLayout
@@ -38,22 +31,15 @@ from precompute.kinds.hooks import SourceQuery, SourceReader, source_readers
 from precompute.pipeline.fieldwork import backends_of, plan_field_shards
 from precompute.pipeline.plan import ShardTask
 from precompute.sources.classes import MANIFEST_EXTENSIONS, list_source
-from precompute.sources.digests import field_fingerprint
-from precompute.sources.fields import (
-    SEGMENTATION,
-    ClassSource,
-    FieldSource,
-    list_field_manifest,
-    list_segmentation,
-)
+from precompute.sources.fields import ClassSource, FieldSource, is_segmentation, list_field_manifest
 from precompute.sources.listing import read_kept
+from precompute.sources.named import field_columns, named_fields
 from precompute.sources.readers import parquet as _parquet  # noqa: F401 (registers its reader)
 from precompute.sources.readers import webdataset as _webdataset  # noqa: F401 (the same)
-from precompute.sources.rows import jsonl_rows, read_text
+from precompute.sources.rows import read_text
 from precompute.spec import BuildSpec
 
 __all__ = [
-    "CLI_HINT",
     "infer_fields",
     "is_segmentation",
     "learn_fields",
@@ -65,34 +51,16 @@ __all__ = [
     "source_fingerprint",
 ]
 
-SEGMENTATION_FIELDS = ("image", "mask")  # the fields of a segmentation folder
-CLI_HINT = "on the command line: --mask-classes N (and --ignore-index, --colormap) or --fields"
-# The command-line options of each inferred field, named when its options are refused.
-_KIND_HINTS = {
-    "mask": CLI_HINT,
-    "keypoints": "on the command line: --flip-pairs '[[a, b], ...]' or --fields",
-    "audio": (
-        "on the command line: --clip-seconds T (and --sample-rate, --clips, --hop-seconds, "
-        "--channels, --features) or --fields"
-    ),
-}
 # The manifest text infer_fields read for the CLI, taken by the build's listing of the same
 # file (manifest_text, through listing.read_kept).
 _KEPT: dict[str, Any] = {}
 
 
-def _local(src: str) -> str | None:
-    src = src.removeprefix("file://")
-    return None if "://" in src else src
-
-
-def is_segmentation(src: str) -> bool:
-    """Whether ``src`` is a local folder whose sub-folders are exactly ``images/`` + ``masks/``."""
-    path = _local(src)
-    if path is None or not os.path.isdir(path):
-        return False
-    subs = {e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")}
-    return subs == set(SEGMENTATION)
+def __getattr__(name: str) -> Any:
+    """``CLI_HINT``, the mask flags' hint (the old import path of ``precompute.kinds.mask``)."""
+    if name == "CLI_HINT":
+        return importlib.import_module("precompute.kinds.mask").CLI_HINT
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def manifest_text(src: str, keep: bool = False) -> str | None:
@@ -111,44 +79,13 @@ def manifest_text(src: str, keep: bool = False) -> str | None:
     return read_kept(_KEPT, src, lambda: read_text(src), keep)
 
 
-def _columns(src: str, text: str | None) -> list[str]:
-    """The header row of a CSV manifest, or the keys of a JSONL manifest's first object."""
-    text = read_text(src) if text is None else text
-    if not src.lower().endswith(".csv"):
-        docs = jsonl_rows(src, text)
-        return [str(k) for k in docs[0][1]] if docs else []
-    try:
-        rows = (r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r))
-        return [c.strip() for c in next(rows, [])]
-    except csv.Error as exc:
-        raise SourceError(f"{src}: not CSV ({exc})") from exc
-
-
-def _field_columns(src: str, text: str | None = None) -> list[str]:
-    """The columns of a field manifest that name kinds; empty for anything else."""
-    if not src.lower().endswith(MANIFEST_EXTENSIONS):
-        return []
-    cols = _columns(src, text)
-    named = [c for c in cols if c in KINDS]
-    has_file = any(KINDS[c].source == "file" for c in named)
-    return named if "path" not in cols and has_file else []
-
-
 def manifest_file_columns(src: str) -> list[str]:
     """The file columns (``image``, ``mask``) of a manifest of fields; empty for any other."""
-    return [c for c in _field_columns(src) if KINDS[c].source == "file"]
-
-
-def _field(src: str, name: str, opts: Mapping[str, Any]) -> FieldSpec:
-    try:
-        return FieldSpec(name, name, opts)
-    except SpecError as exc:
-        hint = _KIND_HINTS.get(name) or KINDS[name].hint
-        raise SpecError(f"{src}: {exc} ({hint})") from None
+    return [c for c in field_columns(src) if KINDS[c].source == "file"]
 
 
 def _reader(query: SourceQuery) -> SourceReader | None:
-    """The first registered source reader that accepts ``query`` (None: the built-in ones)."""
+    """The first registered source reader that accepts ``query`` (None: no kind's source)."""
     return next((r for r in source_readers() if r.accepts(query)), None)
 
 
@@ -160,11 +97,9 @@ def _refuse_options(src: str, options: Mapping[str, Any], text: str | None) -> N
         SpecError: Otherwise: which kind of source the options need.
     """
     list_source(src, "skip", text)  # a folder of images beside recordings: that, named
-    if "audio" in options:
-        raise SpecError(
-            f"{src}: audio options (--clip-seconds and the others) need class folders or a "
-            "manifest of audio files (.wav, .flac, .ogg, .mp3, ...); this source lists images"
-        )
+    for reader in source_readers():
+        if reader.needs and set(reader.kinds) & set(options):
+            raise SpecError(f"{src}: {reader.needs}; this source lists images")
     raise SpecError(
         f"{src}: field options ({', '.join(sorted(options))}) need a segmentation "
         "folder (images/ + masks/) or a manifest with field columns"
@@ -197,38 +132,24 @@ def infer_fields(
         SpecError: A required option no one gave (the mask's class count), or options given
             for a source that has no fields.
     """
-    given = text
     query = SourceQuery(
-        src, options or {}, fill=fill,
-        read_text=lambda: manifest_text(src, keep_text) if given is None else given,
+        src,
+        options or {},
+        fill=fill,
+        read_text=functools.partial(manifest_text, src, keep_text)
+        if text is None
+        else lambda: text,
         columns=columns or {},
-    )  # fmt: skip
+    )
     reader = _reader(query)
     if reader is not None:
         return reader.infer(query)
-    if "position" in (options or {}):  # a scene + ground truth (--labels, --patch)
-        return infer_scene_fields(src, options or {})
-    text = query.text
-    if is_array_source(src, text):  # class folders / manifest of .npy, .npz, .mat (issue 14)
-        return infer_array_fields(src, options, text)
-    options = dict(options or {})
-    if is_audio_source(src, text):  # class folders / a manifest of audio files: audio + label
-        return audio_fields(src, options)
-    seg = is_segmentation(src)
-    names: Sequence[str] = SEGMENTATION_FIELDS if seg else _field_columns(src, text)
+    names = field_columns(src, query.text)
     if not names:
         if options:
-            _refuse_options(src, options, text)
+            _refuse_options(src, options, query.text)
         return ()
-    unused = sorted(set(options) - set(names))
-    if unused:
-        raise SpecError(f"{src}: options for field(s) {unused} the source does not have")
-    base = {name: dict(options.get(name, {})) for name in names}
-    for name, opts in base.items():
-        if "fill" in KINDS[name].options:  # the image's letterbox fill: the spec's
-            opts.setdefault("fill", fill)
-    what = f"{src} (a segmentation folder: images/ + masks/)" if seg else src
-    return tuple(_field(what, name, opts) for name, opts in base.items())
+    return named_fields(src, names, options or {}, fill)
 
 
 def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[FieldSpec, ...]:
@@ -241,40 +162,17 @@ def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[Fiel
     return tuple(out)
 
 
-def _list_fields(
-    src: str,
-    fields: Sequence[FieldSpec],
-    on_error: str,
-    text: str | None,
-    columns: Mapping[str, str] | None = None,
-) -> FieldSource:
-    query = SourceQuery(
-        src, fields=tuple(fields), on_error=on_error, read_text=lambda: text,
-        columns=columns or {},
-    )  # fmt: skip
+def _list_fields(query: SourceQuery) -> FieldSource:
+    """The source listed by the reader that accepts it, else as a manifest of fields."""
     reader = _reader(query)
     if reader is not None:
         return reader.lister(query)
-    if is_audio_source(src, text):
-        return list_audio_source(src, fields, on_error, text)
-    if is_scene_fields(fields):
-        return list_scene(src, fields)
-    if is_segmentation(src):
-        names = sorted(f.name for f in fields)
-        if names != sorted(SEGMENTATION_FIELDS):
-            raise SpecError(
-                f"{src}: a segmentation folder has the fields image and mask; the spec "
-                f"names {names}"
-            )
-        return list_segmentation(src, on_error)
-    if is_array_source(src, text) or (is_array_fields(fields) and not _field_columns(src, text)):
-        return list_array_fields(src, fields, on_error, text)  # arrays: image (array) + label
-    if not src.lower().endswith(MANIFEST_EXTENSIONS):
+    if not query.src.lower().endswith(MANIFEST_EXTENSIONS):
         raise SourceError(
-            f"{src}: a build with fields reads a segmentation folder (images/ + masks/) or "
-            "a CSV/JSONL manifest with one column per field"
+            f"{query.src}: a build with fields reads a segmentation folder (images/ + masks/) "
+            "or a CSV/JSONL manifest with one column per field"
         )
-    return list_field_manifest(src, fields, on_error, text)
+    return list_field_manifest(query.src, query.fields, query.on_error, query.text)
 
 
 def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec]:
@@ -291,15 +189,17 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
             or build rule is not registered.
         SourceError: The source cannot be listed.
     """
-    scene = is_scene_fields(spec.fields)  # a scene file is not a manifest, whatever its name
-    text = None if scene else manifest_text(src)  # read once: here, or by the CLI
+    text = functools.cache(lambda: manifest_text(src))  # read once (or by the CLI), if asked
     columns = dict(spec.columns)
-    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text, columns=columns)
+    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text(), columns=columns)
     if not fields:  # class folders or path,label: image + label, a v1 store
-        listed = ClassSource.of(list_source(src, spec.on_error, text))
+        listed = ClassSource.of(list_source(src, spec.on_error, text()))
         return _read_columns(src, spec, listed), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
-    source = _list_fields(src, fields, spec.on_error, text, columns)
+    query = SourceQuery(
+        src, fields=tuple(fields), on_error=spec.on_error, read_text=text, columns=columns
+    )
+    source = _list_fields(query)
     learned = learn_fields(fields, source)
     return _read_columns(src, spec, source), dataclasses.replace(spec, fields=learned)
 
@@ -319,11 +219,8 @@ def _read_columns(src: str, spec: BuildSpec, source: FieldSource) -> FieldSource
 
 
 def source_fingerprint(source: FieldSource, content_hash: bool = False) -> str:
-    """The source fingerprint: a scene's or class folders' own, else every field's files."""
-    own = getattr(source, "fingerprint", None)  # a scene's, class folders', a packed source's
-    if own is not None:
-        return str(own(content_hash))
-    return field_fingerprint(source, content_hash)
+    """The source fingerprint (``FieldSource.fingerprint``: a scene's, class folders' own)."""
+    return source.fingerprint(content_hash)
 
 
 def plan_tasks(

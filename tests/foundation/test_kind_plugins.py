@@ -61,3 +61,94 @@ def test_a_broken_kind_plugin_is_named(tmp_path: Path) -> None:
     assert got.returncode != 0
     assert "the kind plugin toy = 'broken_kind' (nostall.kinds)" in got.stderr
     assert "no_such_module_here" in got.stderr
+
+
+TALLY = """
+    import os
+    from types import MappingProxyType
+
+    import numpy as np
+
+    from precompute.fields import FieldSpec, Kind, Storage, register_kind
+    from precompute.fields.options import Flag, Option, integer
+    from precompute.kinds.hooks import SourceReader, register_loader_rule, register_source
+    from precompute.sources.fields import FieldItem, FieldSource
+
+
+    class Tally(Kind):
+        name = "tally"
+        source = "inline"
+        augment = "tally"
+        options = MappingProxyType({"scale": Option(1, integer(1, 100))})
+        flags = MappingProxyType({"tally_scale": Flag("scale", "Tally: the scale.", int)})
+
+        def storage(self, opts, size):
+            return Storage((), "int32", 0)
+
+        def check(self, value, opts):
+            return np.asarray(int(value) * opts["scale"], np.int32)
+
+        def parse_inline(self, raw):
+            return int(raw)
+
+
+    def accepts(q):
+        return q.src.endswith(".tally")
+
+
+    def infer(q):
+        opts = dict(q.options.get("tally", {}))
+        return FieldSpec("image", "image", {"fill": q.fill}), FieldSpec("n", "tally", opts)
+
+
+    def lister(q):
+        rows = sorted(line.split() for line in open(q.src).read().splitlines())
+        items = tuple(FieldItem(p, (("image", p),), (("n", int(v)),)) for p, v in rows)
+        return FieldSource(os.path.dirname(q.src), ("image", "n"), items)
+
+
+    def crop(values, crops, size, options):  # the loader's rule: torch, no loaders import
+        return values + 1000
+
+
+    register_kind(Tally())
+    register_source(SourceReader("tally", accepts, infer, lister))
+    register_loader_rule("tally", crop)
+"""
+
+
+def test_a_kind_plugin_alone_adds_a_source_a_flag_and_a_loader_rule(tmp_path: Path) -> None:
+    """A kind module of another distribution: built from its own source with its own flag.
+
+    ``precompute build x.tally --tally-scale 3`` reads the source through the plugin's reader,
+    stores its field by its kind, and the loader moves the field by the plugin's rule.
+    """
+    from PIL import Image
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        Image.new("RGB", (12, 10), (40 * i, 0, 0)).save(data / f"{i}.png")
+    (data / "x.tally").write_text("3.png 7\n0.png 1\n2.png 5\n1.png 2\n")
+    _dist(tmp_path / "site", "toy_tally", TALLY)
+    got = _run(
+        tmp_path / "site",
+        f"""
+        import numpy as np
+        from loaders import StoreLoader
+        from loaders.augment import EvalAugment
+        from precompute.cli import main
+
+        try:
+            main(["build", {str(data / "x.tally")!r}, "--out", {str(tmp_path / "s")!r},
+                  "--runner", "sequential", "--size", "8", "--tally-scale", "3", "--quiet"])
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        loader = StoreLoader({str(tmp_path / "s")!r}, 4, shuffle=False, drop_last=False,
+                             augment=EvalAugment(size=8))
+        for batch in loader:
+            print(sorted(batch["n"].tolist()))
+        """,
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split("\n")[-2] == "[1003, 1006, 1015, 1021]"  # (1, 2, 5, 7) x 3 + 1000

@@ -53,8 +53,22 @@ def test_entry_points_name_the_upper_packages() -> None:
     }
     resolvers = [ep.value for ep in entry_points(group="nostall.store_resolvers")]
     assert resolvers == ["service.resolve:resolve"]
-    kinds = {ep.name: ep.value for ep in entry_points(group="nostall.kinds")}
-    assert kinds == {"audio": "precompute.audio.kind"}
+
+
+def test_the_kind_entry_points_are_the_builtin_kind_modules() -> None:
+    """pyproject's ``nostall.kinds`` names the modules ``BUILTIN`` loads from a source tree.
+
+    Read from pyproject.toml, not the installed metadata: an editable install keeps the entry
+    points of the day it was installed.
+    """
+    from precompute.fields.registry import BUILTIN
+
+    text = (ROOT / "pyproject.toml").read_text()  # tomllib is 3.11+: read the one table
+    section = text.split('[project.entry-points."nostall.kinds"]\n', 1)[1].split("\n[", 1)[0]
+    rows = [line.split(" = ") for line in section.splitlines() if " = " in line]
+    declared = {name.strip(): module.strip().strip('"') for name, module in rows}
+    assert list(declared.values()) == list(BUILTIN)
+    assert all(name == module.rsplit(".", 1)[1] for name, module in declared.items())
 
 
 def test_a_cache_reference_without_a_resolver_is_a_clear_error(monkeypatch) -> None:

@@ -19,6 +19,7 @@ import torch
 
 from loaders.augment.errors import AugmentError
 from precompute.fields import FieldSpec
+from precompute.kinds.audio import AudioKind
 
 # AudioAugment's call: a batch dict and the generator -> the augmented batch dict
 AudioPolicy = Callable[[Mapping[str, torch.Tensor], torch.Generator], dict[str, torch.Tensor]]
@@ -28,7 +29,7 @@ __all__ = ["apply_audio_fields", "audio_field", "check_audio_policies"]
 
 def audio_field(fields: Sequence[FieldSpec]) -> FieldSpec | None:
     """The store's one field of kind ``audio`` (None without one)."""
-    found = [f for f in fields if f.kind == "audio"]
+    found = [f for f in fields if isinstance(f.spec, AudioKind)]
     if len(found) > 1:
         raise AugmentError(f"AudioAugment serves one audio field; the store has {found}")
     return found[0] if found else None

@@ -1,0 +1,347 @@
+"""The ``audio`` field kind: a fixed-length clip stored as int16 samples or a float16 log-mel.
+
+Importing this module (the kinds registry does, at its first look-up) registers
+:class:`AudioKind` (``register_kind``, with its flags: ``--clip-seconds``, ``--sample-rate``,
+...), its file decoder :func:`decode_audio_field` (``register_decoder``) and the source reader
+of audio class folders and manifests (:mod:`precompute.audio.source`). It is the worked
+example of ``docs/kinds.md``.
+The valid length of each sample travels as :class:`AudioValue` ``(value, length, truncated,
+start)``: :meth:`AudioKind.check` returns the stored array, :meth:`AudioKind.companion_values`
+the companions ``NAME.length`` (``()`` int32: samples of a waveform, frames of a log-mel whose
+centre sample is a valid one, ``ceil(valid / hop_length)``), ``NAME.start`` (``()``
+float32: the source time of the clip's first sample, in seconds) and ``NAME.truncated``
+(``()`` uint8: 1 for a file whose data ended early, kept with the frames present; the build
+report lists those keys under ``truncated``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from precompute.audio.clips import fit_clip, segment
+from precompute.audio.decode import MAX_CHANNELS, AudioInfo, decode_audio
+from precompute.audio.features import INT16_SCALE, logmel, mel_filterbank, num_frames, to_int16
+from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
+from precompute.audio.windows import decode_window
+from precompute.errors import DecodeError, SpecError
+from precompute.fields.assemble import DECODE, FileInput, register_decoder
+from precompute.fields.base import Kind, Storage
+from precompute.fields.options import REQUIRED, Flag, Option, integer, one_of
+from precompute.fields.registry import has_kind, register_kind
+from precompute.fields.spec import FieldSpec
+from precompute.kinds.hooks import SOURCE_READERS, SourceQuery, SourceReader, register_source
+from precompute.notes import note
+from precompute.policy import show
+from precompute.sources.fields import FieldSource
+
+__all__ = ["AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
+
+MAX_CLIP_SECONDS = 3600.0
+
+
+class AudioValue(NamedTuple):
+    """A decoded audio field value: the stored array, its valid length, a cut file."""
+
+    value: np.ndarray
+    length: int
+    truncated: bool = False  # the file's data ended early; the frames present were kept
+    start: float = 0.0  # source time of the clip's first sample, in seconds
+
+
+def _seconds(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"{where} must be a number of seconds, got {show(value)}")
+    if not (math.isfinite(value) and 0 < value <= MAX_CLIP_SECONDS):
+        raise SpecError(f"{where} must lie in (0, {MAX_CLIP_SECONDS:g}] seconds, got {show(value)}")
+    return float(value)
+
+
+def _channels(where: str, value: Any) -> str | int:
+    if value == "mono" and isinstance(value, str):
+        return "mono"
+    if value == "keep":
+        raise SpecError(
+            f"{where} 'keep' is not storable: a store holds one channel count; give the "
+            "count N (the first N channels, a mono file repeated) or 'mono'"
+        )
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHANNELS:
+        raise SpecError(
+            f"{where} must be 'mono' or an integer in [1, {MAX_CHANNELS}], got {show(value)}"
+        )
+    return value
+
+
+MIN_HOP_SECONDS = 0.001  # a window's key names its start in milliseconds
+
+
+def _hop(where: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    hop = _seconds(where, value)
+    if hop < MIN_HOP_SECONDS:  # windows under a millisecond apart: duplicate keys and samples
+        raise SpecError(f"{where} must be at least {MIN_HOP_SECONDS:g} seconds, got {show(value)}")
+    return hop
+
+
+def clip_frames(opts: Mapping[str, Any]) -> int:
+    """Samples in one clip: ``round(clip_seconds * sample_rate)``."""
+    return round(float(opts["clip_seconds"]) * int(opts["sample_rate"]))
+
+
+def _lead(opts: Mapping[str, Any]) -> tuple[int, ...]:
+    """The channel axis: none for ``mono``, ``(N,)`` for N kept channels."""
+    return () if opts["channels"] == "mono" else (int(opts["channels"]),)
+
+
+class AudioKind(Kind):
+    """A clip of ``clip_seconds`` at ``sample_rate``: int16 waveform or float16 log-mel (dB).
+
+    Not spatial (the image draw never touches it, rule ``none``); mixup blends it, cutmix
+    pastes a stretch of time. Stored ``(L,)`` / ``(C, L)`` int16 (``representation``
+    ``waveform``, ``L = round(clip_seconds * sample_rate)``) or ``(n_mels, frames)`` /
+    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``).
+    """
+
+    name = "audio"
+    source = "file"
+    decoder = "audio"
+    mixup, cutmix = "blend", "paste"
+    options = MappingProxyType(
+        {
+            "representation": Option("waveform", one_of("waveform", "logmel")),
+            "sample_rate": Option(16000, integer(1000, 384000)),
+            "clip_seconds": Option(REQUIRED, _seconds),
+            "channels": Option("mono", _channels),
+            "n_mels": Option(64, integer(1, 512)),
+            "n_fft": Option(400, integer(16, 16384)),
+            "hop_length": Option(160, integer(1, 16384)),
+            "clips": Option("center", one_of("center", "all")),
+            "hop_seconds": Option(None, _hop),
+        }
+    )
+    flags = MappingProxyType(
+        {
+            "sample_rate": Flag("sample_rate", "Audio: stored rate in Hz (default 16000).", int),
+            "clip_seconds": Flag("clip_seconds", "Audio: clip length T; needed for audio.", float),
+            "clips": Flag("clips", "Audio: center (default: one clip per file) | all (windows)."),
+            "hop_seconds": Flag(
+                "hop_seconds", "Audio, --clips all: window hop (default T).", float
+            ),
+            "channels": Flag("channels", "Audio: mono (default) | N channels."),
+            "features": Flag(
+                "representation", "Audio: waveform (int16, default) | logmel (float16)."
+            ),
+            "n_mels": Flag("n_mels", "Audio log-mel: mel bands (default 64).", int),
+            "n_fft": Flag("n_fft", "Audio log-mel: FFT size (default 400).", int),
+            "hop_length": Flag(
+                "hop_length", "Audio log-mel: STFT hop in samples (default 160).", int
+            ),
+        }
+    )
+    hint = (
+        "on the command line: --clip-seconds T (and --sample-rate, --clips, --hop-seconds, "
+        "--channels, --features) or --fields"
+    )
+
+    def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
+        """A clip holds at least one sample; a log-mel's STFT and filters make sense."""
+        if opts["hop_seconds"] is not None and opts["clips"] != "all":
+            raise SpecError(f"fields.{field}.hop_seconds needs clips 'all' (--clips all)")
+        length = clip_frames(opts)
+        if length < 1:
+            raise SpecError(f"fields.{field}.clip_seconds {opts['clip_seconds']} is < 1 sample")
+        if opts["representation"] != "logmel":
+            return
+        if length <= opts["n_fft"] // 2:
+            raise SpecError(
+                f"fields.{field}.clip_seconds {opts['clip_seconds']} gives {length} samples; "
+                f"a log-mel with n_fft {opts['n_fft']} needs more than {opts['n_fft'] // 2}"
+            )
+        rate = opts["sample_rate"]
+        fb = mel_filterbank(opts["n_fft"] // 2 + 1, 0.0, rate // 2, opts["n_mels"], rate)
+        if bool((fb.amax(dim=0) == 0).any()):
+            raise SpecError(
+                f"fields.{field}.n_mels {opts['n_mels']} is too many for n_fft {opts['n_fft']}: "
+                "some mel filters cover no FFT bin; lower n_mels or raise n_fft"
+            )
+
+    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+        """int16 ``(C?, L)`` or float16 ``(C?, n_mels, frames)``; holes zero."""
+        length = clip_frames(opts)
+        if opts["representation"] == "waveform":
+            return Storage((*_lead(opts), length), "int16", 0)
+        frames = num_frames(length, opts["hop_length"])
+        return Storage((*_lead(opts), opts["n_mels"], frames), "float16", 0.0)
+
+    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+        """``length``, ``start`` and ``truncated`` of each sample.
+
+        ``length``: valid samples (waveform) or frames (log-mel); ``start``: source seconds of
+        the first sample; ``truncated``: 1 where the file's data ended before its header said.
+        """
+        return {
+            "length": Storage((), "int32", 0),
+            "start": Storage((), "float32", 0.0),
+            "truncated": Storage((), "uint8", 0),
+        }
+
+    def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
+        """An :class:`AudioValue` (or bare array) of exactly the storage shape and dtype."""
+        array = value.value if isinstance(value, AudioValue) else value
+        want = self.storage(opts, 1)
+        if not isinstance(array, np.ndarray):
+            raise ValueError(f"expected a numpy array, got {type(array).__name__}")
+        if array.shape != want.shape or array.dtype != np.dtype(want.dtype):
+            raise ValueError(f"expected {want.shape} {want.dtype}, got {array.shape} {array.dtype}")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError("NaN or inf values")
+        if isinstance(value, AudioValue):
+            self.length_of(value, opts)
+        return array
+
+    def length_of(self, value: AudioValue, opts: Mapping[str, Any]) -> int:
+        """The valid length of ``value``: 0..the stored time axis (``ValueError`` outside)."""
+        top = self.storage(opts, 1).shape[-1]
+        if isinstance(value.length, bool) or not isinstance(value.length, int | np.integer):
+            raise ValueError(f"length must be an integer, got {value.length!r}")
+        if not 0 <= value.length <= top:
+            raise ValueError(f"length {value.length} outside [0, {top}]")
+        return int(value.length)
+
+    def companion_values(self, value: AudioValue, opts: Mapping[str, Any]) -> dict[str, Any]:
+        """``length`` (int32), ``start`` (float32 seconds), ``truncated`` (uint8 0/1)."""
+        audio = value if isinstance(value, AudioValue) else AudioValue(value, 0)
+        return {
+            "length": np.asarray(self.length_of(value, opts), dtype=np.int32),
+            "start": np.asarray(audio.start, dtype=np.float32),
+            "truncated": np.asarray(audio.truncated, dtype=np.uint8),
+        }
+
+
+def _cut(wave: np.ndarray, rate: int, seg: Sequence[Any], key: str) -> tuple[np.ndarray, int]:
+    """``(part, first frame)`` of a segment ``[start, end]`` or ``[start, end, mode]``.
+
+    ``mode`` ``window`` (a ``--clips all`` window): the frames from ``start`` (the end
+    clamped to the file; a start past the decoded end is an error); else a manifest segment
+    (:func:`~precompute.audio.clips.segment`).
+    """
+    start, end = seg[0], seg[1]
+    if len(seg) > 2 and seg[2] == "window":
+        a = round(float(start) * rate)
+        if a >= wave.shape[1]:
+            raise DecodeError(key, f"window at {start} s starts after the decoded audio ends")
+        return wave[:, a : max(round(float(end) * rate), a + 1)], a
+    cut = segment(wave.shape[1], rate, start, end, key)
+    return wave[:, cut], int(cut.start)
+
+
+def _is_window(segment_seconds: Sequence[Any] | None) -> bool:
+    return (
+        segment_seconds is not None and len(segment_seconds) > 2 and segment_seconds[2] == "window"
+    )
+
+
+def _decoded(
+    data: bytes | FileInput, key: str, opts: Mapping[str, Any], budget: int, seg: Any
+) -> tuple[np.ndarray, AudioInfo, int]:
+    """``(wave, info, first frame)``: a window seeks, anything else decodes the whole file.
+
+    A window of a format whose seeking is unreliable (OGG) decodes the whole file too.
+    """
+    rate, channels = opts["sample_rate"], opts["channels"]
+    if _is_window(seg) and isinstance(data, FileInput):
+        with data.open() as stream:
+            window = decode_window(
+                stream, key, sample_rate=rate, channels=channels,
+                start=float(seg[0]), end=float(seg[1]), max_bytes=budget,
+            )  # fmt: skip
+        if window is not None:
+            return window
+    raw = data.read() if isinstance(data, FileInput) else data
+    wave, info = decode_audio(raw, key, sample_rate=rate, channels=channels, max_bytes=budget)
+    if seg is None:
+        return wave, info, 0
+    part, first = _cut(wave, rate, seg, key)
+    return part, info, first
+
+
+def decode_audio_field(
+    data: bytes | FileInput,
+    key: str,
+    field: FieldSpec,
+    max_pixels: int,
+    segment_seconds: Sequence[Any] | None = None,
+) -> AudioValue:
+    """Decode an audio file into the stored value of ``field`` and its valid length.
+
+    The ``DECODE`` signature: ``max_pixels`` is the decompression guard of every input, here
+    the most decoded samples (frames x channels at the file's rate) a file may declare.
+    ``segment_seconds`` ``(start, end)`` (a manifest's segment columns) cuts the resampled
+    wave before the clip is fitted (centre crop or zero pad); ``(start, end, "window")`` is a
+    ``--clips all`` window: the clip starts at ``start`` (padded past the end of the file),
+    and only its span of the file is decoded (:mod:`precompute.audio.windows`), so the budget
+    bounds the window, not the recording. The value's ``start`` is the source time of the
+    clip's first sample. ``data``: the file's bytes, or a
+    :class:`~precompute.fields.assemble.FileInput` (the build's: ``takes_input``).
+
+    Raises:
+        DecodeError: Naming ``key``: see :func:`~precompute.audio.decode.decode_audio` and
+            :func:`~precompute.audio.clips.segment`.
+    """
+    opts = field.options
+    rate = opts["sample_rate"]
+    wave, info, first = _decoded(data, key, opts, 4 * max_pixels, segment_seconds)
+    length = clip_frames(opts)
+    clip, valid = fit_clip(wave, length)
+    first += max(wave.shape[1] - length, 0) // 2  # the centre crop's first frame
+    if opts["channels"] == "mono":
+        clip = clip[0]
+    start = first / rate
+    if opts["representation"] == "waveform":
+        if clip.size and float(np.abs(clip).max()) * INT16_SCALE > 32767.5:
+            note("audio_clipped", key)  # float samples beyond [-1, 1): int16 clips them
+        return AudioValue(to_int16(clip), valid, info.truncated, start)
+    try:
+        mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])
+    except ValueError as exc:
+        raise DecodeError(key, f"field {field.name!r}: {exc}") from None
+    frames = -(-valid // opts["hop_length"])  # frames whose centre is a valid sample
+    return AudioValue(mel.astype(np.float16), frames, info.truncated, start)
+
+
+def _accepts(q: SourceQuery) -> bool:
+    return is_audio_source(q.src, q.text)
+
+
+def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
+    return audio_fields(q.src, q.options)
+
+
+def _list(q: SourceQuery) -> FieldSource:
+    return list_audio_source(q.src, q.fields, q.on_error, q.text)
+
+
+decode_audio_field.takes_input = True  # type: ignore[attr-defined]  # a FileInput, not bytes
+if not has_kind("audio"):
+    register_kind(AudioKind())
+if "audio" not in DECODE:
+    register_decoder("audio", decode_audio_field)
+if "audio" not in SOURCE_READERS:
+    register_source(
+        SourceReader(
+            "audio",
+            _accepts,
+            _infer,
+            _list,
+            kinds=("audio",),
+            needs="audio options (--clip-seconds and the others) need class folders or a "
+            "manifest of audio files (.wav, .flac, .ogg, .mp3, ...)",
+        )
+    )

@@ -1,0 +1,61 @@
+"""The ``label`` kind: one int64 class index per sample (``-1`` marks a hole, as in format v1).
+
+Written inline (an integer, or a class name: names are sorted, a label is its name's index),
+never moved by geometry; mixup and CutMix turn it into one-hot soft targets mixed by the
+batch's lambda (CutMix: the pasted area). Its class count is learned from the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from precompute.fields import values
+from precompute.fields.base import Kind, Storage
+from precompute.fields.options import Option, check_count, optional
+from precompute.fields.registry import has_kind, register_kind
+from precompute.sources.manifests import MAX_LABEL
+
+__all__ = ["LabelKind"]
+
+
+class LabelKind(Kind):
+    """One int64 class index per sample (``-1`` marks a hole, as in format v1)."""
+
+    name = "label"
+    source = "inline"
+    mixup, cutmix = "blend", "area"
+    class_names = True
+    class_index = True
+    options = MappingProxyType({"classes": Option(None, optional(check_count))})
+
+    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+        """``()`` int64, holes ``-1``."""
+        return Storage((), "int64", -1)
+
+    def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
+        """An integer in ``[0, classes)`` (``[0, MAX_LABEL]`` without ``classes``)."""
+        top = opts["classes"] if opts["classes"] is not None else MAX_LABEL + 1
+        return np.asarray(values.class_index(value, top), dtype=np.int64)
+
+    def learn(self, opts: Mapping[str, Any], found: Sequence[Any]) -> dict[str, Any]:
+        """``classes``: the largest label + 1 (names are indices by now)."""
+        return {"classes": max(found) + 1} if opts["classes"] is None and found else {}
+
+    def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
+        """Every label is a class index."""
+        top = opts["classes"] if opts["classes"] is not None else MAX_LABEL + 1
+        bad = stored[(stored < 0) | (stored >= top)]
+        if bad.size:
+            raise ValueError(f"label {int(bad[0])} is outside the classes 0..{top - 1}")
+
+    def parse_inline(self, raw: Any) -> Any:
+        """An integer (a JSON integer or digits) or a class name."""
+        return values.parse_label(raw)
+
+
+if not has_kind("label"):
+    register_kind(LabelKind())
