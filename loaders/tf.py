@@ -1,0 +1,253 @@
+"""loaders.tf: a nostall store as a ``tf.data.Dataset``, ready for Keras ``model.fit``.
+
+A :class:`~loaders.torch_loader.StoreLoader` serves the batches, so the order, augmentation,
+mixup, ranks and exact resume are the loader's, and its reading runs ahead on its own thread
+(``prefetch``); this module hands each batch to TensorFlow without a copy (DLPack: TF's tensor
+shares the loader's buffer, which the loader reuses only once TF dropped it). The dataset
+yields host tensors (tf.data runs on the host): a batch made on CUDA (``device="cuda"``) is
+copied to host memory first, and a non-contiguous tensor is made contiguous (TF takes
+row-major data only). Importing this module imports TensorFlow (``pip install 'nostall[tf]'``);
+``import loaders`` does not.
+
+The resume state is the loader's ``state_dict`` after the last batch the dataset handed out.
+The dataset asks its generator for a batch only when its consumer asks for one (tf.data's
+injected prefetch is switched off), so the state is exact as long as nothing reads ahead of the
+model: add no ``.prefetch()`` after the dataset if you checkpoint mid-epoch (the loader
+prefetches already, on its own thread).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from loaders.errors import LoaderError
+from loaders.frameworks import check_epochs, epoch_batches, require
+from loaders.torch_loader import StoreLoader
+
+tf = require("tensorflow", "tf")
+
+__all__ = ["LoaderState", "dataset", "to_tf"]
+
+Value = torch.Tensor | list[str]
+
+
+def to_tf(value: Value) -> Any:
+    """Return a batch entry as a host ``tf.Tensor``: DLPack, no copy for a contiguous CPU tensor.
+
+    A list of strings (``key``) becomes a ``tf.string`` tensor.
+    """
+    if isinstance(value, list):
+        return tf.constant(value, dtype=tf.string, shape=(len(value),))
+    if value.device.type != "cpu":  # tf.data yields host tensors
+        value = value.cpu()
+    if not value.is_contiguous():  # TF's DLPack import takes compact row-major data only
+        value = value.contiguous()
+    return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
+
+
+@dataclass(frozen=True)
+class Element:
+    """How a batch dict becomes a dataset element.
+
+    Attributes:
+        inputs: None: the dict itself (every key). A key: that entry alone as the model input;
+            several keys: a dict of them (a Keras model with named inputs).
+        target: None: no target (with ``inputs``: the input alone, for ``predict``). A key:
+            ``(x, y)``, Keras ``fit``'s pair, and ``(x, y, sample_weight)`` with weights 0 on
+            the ``is_pad`` repeats when ``weights`` (``drop_last=False``: ``evaluate`` counts
+            every sample once).
+        weights: Add the sample weights (see ``target``).
+    """
+
+    inputs: str | tuple[str, ...] | None
+    target: str | None
+    weights: bool
+
+    def check(self, keys: Sequence[str]) -> None:
+        """Refuse keys a batch lacks, or a target without inputs.
+
+        Raises:
+            ValueError: Naming the key and the batch's keys.
+        """
+        if self.target is not None and self.inputs is None:
+            raise ValueError(f"target={self.target!r} needs inputs= too (the batch's keys: {keys})")
+        names = [self.inputs] if isinstance(self.inputs, str) else list(self.inputs or ())
+        for name in [*names, *([self.target] if self.target else [])]:
+            if name not in keys:
+                raise ValueError(f"the batches have no {name!r}: their keys are {list(keys)}")
+
+    def build(self, values: Mapping[str, Any], weight: Callable[[], Any]) -> Any:
+        """Return the element of ``values`` (converted entries); ``weight()`` makes the weights."""
+        if self.inputs is None:
+            return dict(values)
+        x = (
+            values[self.inputs]
+            if isinstance(self.inputs, str)
+            else {k: values[k] for k in self.inputs}
+        )
+        if self.target is None:
+            return x
+        y = values[self.target]
+        return (x, y, weight()) if self.weights else (x, y)
+
+
+_PythonState: Any = tf.train.experimental.PythonState  # TF ships no types
+
+
+class LoaderState(_PythonState):  # type: ignore[misc]
+    """The resume state of a dataset made by :func:`dataset` (``state=``), for checkpoints.
+
+    A ``tf.train.experimental.PythonState``: put it in a ``tf.train.Checkpoint`` next to the
+    model (``tf.train.Checkpoint(model=model, data=state)``) and ``save``/``restore`` carry the
+    loader's state; or keep :meth:`state_dict` (a JSON-able dict) with a Keras checkpoint.
+    Restored before its dataset exists, the state waits and resumes the dataset made with it.
+    """
+
+    def __init__(self) -> None:
+        self.loader: StoreLoader | None = None
+        self._pending: dict[str, Any] | None = None
+
+    def bind(self, loader: StoreLoader) -> None:
+        """Attach ``loader`` (:func:`dataset` does) and resume it at a state restored before.
+
+        Raises:
+            LoaderError: The state belongs to another dataset already.
+        """
+        if self.loader is not None:
+            raise LoaderError("this LoaderState belongs to another dataset: make one per dataset")
+        self.loader = loader
+        if self._pending is not None:
+            loader.load_state_dict(self._pending)
+            self._pending = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the loader's :meth:`~loaders.contract.ContractLoader.state_dict`.
+
+        Raises:
+            LoaderError: No dataset uses this state yet, and none was restored into it.
+        """
+        if self.loader is not None:
+            return self.loader.state_dict()
+        if self._pending is None:
+            raise LoaderError("no dataset uses this LoaderState: pass it to dataset(state=...)")
+        return dict(self._pending)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume the dataset's loader at ``state`` on its next iteration (or once bound)."""
+        if self.loader is None:
+            self._pending = dict(state)
+        else:
+            self.loader.load_state_dict(state)
+
+    def serialize(self) -> str:
+        """The state as JSON (``tf.train.Checkpoint.save`` calls it)."""
+        return json.dumps(self.state_dict())
+
+    def deserialize(self, string_value: Any) -> None:
+        """Load a state :meth:`serialize` wrote (``tf.train.Checkpoint.restore`` calls it)."""
+        text = string_value.decode() if isinstance(string_value, bytes) else str(string_value)
+        self.load_state_dict(json.loads(text))
+
+
+def dataset(
+    store: Any,
+    batch_size: int,
+    *,
+    inputs: str | Sequence[str] | None = None,
+    target: str | None = None,
+    epochs: int | None = None,
+    state: LoaderState | None = None,
+    **options: Any,
+) -> Any:
+    """Return a ``tf.data.Dataset`` of a store's batches (a :class:`StoreLoader`'s).
+
+    Args:
+        store: What :class:`StoreLoader` opens: a path, an ``s3://`` URL, a cache reference.
+        batch_size: Samples per batch (per rank).
+        inputs: None: each element is the batch dict (``image``, ``label``, ``index``,
+            ``is_pad``, ...: StoreLoader's keys; ``key`` a ``tf.string`` tensor). A key, or
+            several: the model input (see :class:`Element`).
+        target: With ``inputs``, a key: elements are ``(x, y)`` for Keras ``fit``, plus
+            sample weights (0 on ``is_pad`` repeats) with ``drop_last=False``.
+        epochs: None: each iteration of the dataset serves the loader's next epoch (Keras
+            ``fit(ds, epochs=E)`` iterates once per epoch). An integer: one iteration serves
+            every epoch until the loader's epoch reaches it (:func:`~loaders.frameworks.
+            epoch_batches`).
+        state: A :class:`LoaderState` to checkpoint and resume the dataset with.
+        **options: Every other keyword of :class:`StoreLoader`: ``shuffle``, ``seed``,
+            ``drop_last``, ``augment``, ``mixup``, ``rank``, ``world_size``, ``device``,
+            ``prefetch``, ``io``, ``keys``, ...
+
+    Returns:
+        A ``tf.data.Dataset``; its element spec comes from the first batch of the loader's
+        current epoch, read once here (the batch dimension left ``None``).
+
+    Raises:
+        ValueError: A setting is out of range, ``inputs``/``target`` name a key the batches
+            lack, or the store serves no batch at this batch size.
+        LoaderError: ``state`` is bound to another dataset, or a restored state does not match
+            the loader (:meth:`~loaders.contract.ContractLoader.load_state_dict`).
+    """
+    epochs = check_epochs(epochs)
+    picked = tuple(inputs) if inputs is not None and not isinstance(inputs, str) else inputs
+    loader = StoreLoader(store, batch_size, **options)
+    try:
+        element = Element(picked, target, weights=target is not None and not loader.drop_last)
+        signature = _signature(loader, element)
+        if state is not None:
+            state.bind(loader)
+    except BaseException:
+        loader.close()
+        raise
+
+    def generate() -> Iterator[Any]:
+        for batch in epoch_batches(loader, epochs):
+            yield _element(batch, element)
+
+    ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    return ds.with_options(_options())
+
+
+def _options() -> Any:
+    """tf.data options: no prefetch injected, so nothing reads ahead of the consumer.
+
+    tf.data puts a prefetch after a pipeline that ends in a synchronous step (as
+    ``from_generator`` does): the generator would then run a batch ahead of the model, and the
+    state would count a batch the model has not trained on.
+    """
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    return options
+
+
+def _element(batch: Mapping[str, Value], element: Element) -> Any:
+    values = {k: to_tf(v) for k, v in batch.items()}
+    return element.build(values, lambda: to_tf((~batch["is_pad"]).float()))  # type: ignore[operator]
+
+
+def _signature(loader: StoreLoader, element: Element) -> Any:
+    """The element spec: the first batch of the loader's epoch, read, then the loader reset."""
+    saved = loader.state_dict()
+    passing = iter(loader)
+    try:
+        first = next(passing, None)
+    finally:
+        passing.close()  # type: ignore[attr-defined]
+        loader.load_state_dict(saved)
+    if first is None:
+        raise ValueError(
+            f"the store serves no batch of {loader.batch_size} samples in epoch {saved['epoch']} "
+            f"(drop_last={loader.drop_last}): a smaller batch_size, or drop_last=False"
+        )
+    element.check(list(first))
+    spec = {k: _spec(to_tf(v)) for k, v in first.items()}
+    return element.build(spec, lambda: tf.TensorSpec((None,), tf.float32))
+
+
+def _spec(value: Any) -> Any:
+    return tf.TensorSpec((None, *value.shape[1:]), value.dtype)
