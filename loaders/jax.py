@@ -4,18 +4,21 @@ A :class:`~loaders.torch_loader.StoreLoader` serves the batches, so the order, a
 mixup, ranks and exact resume are the loader's. Each entry goes to JAX by DLPack: on the
 loader's device, without a copy when JAX can alias the buffer (a CPU tensor whose data starts
 on a 64-byte boundary: the loader's batch buffers do; the loader reuses a buffer only once JAX
-dropped it). JAX copies where it must: a dtype it canonicalises (``int64`` labels and indices
-become ``int32`` unless ``jax_enable_x64``), an unaligned start. With ``sharding`` each entry is
-then placed by ``jax.make_array_from_process_local_data``: each process (rank) loads its own
-slice of the global batch. ``key`` (``keys=True``) stays a list of strings. Importing this
-module imports JAX (``pip install 'nostall[jax]'``); ``import loaders`` does not.
+dropped it). A dtype JAX canonicalises (``int64`` labels and indices become ``int32`` unless
+``jax_enable_x64``) is cast by torch first (a copy); JAX copies an unaligned start. With
+``sharding`` each entry is then placed by ``jax.make_array_from_process_local_data``: each
+process (rank) loads its own slice of the global batch. ``key`` (``keys=True``) stays a list
+of strings. Importing this module imports JAX (``pip install 'nostall[jax]'``); ``import
+loaders`` does not.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from loaders.frameworks import check_epochs, epoch_batches, require
@@ -29,13 +32,27 @@ __all__ = ["Batches", "batches", "to_jax"]
 def to_jax(value: torch.Tensor, sharding: Any = None) -> Any:
     """Return a batch entry as a ``jax.Array`` (DLPack), placed with ``sharding`` if given.
 
+    A dtype JAX canonicalises (64-bit without ``jax_enable_x64``) is cast by torch first, on the
+    loader's device: JAX would copy it anyway, at a higher cost per call.
+
     Raises:
         ValueError: ``sharding`` does not divide the entry's shape (JAX's message).
     """
+    canonical = _canonical(value.dtype, bool(jax.config.jax_enable_x64))
+    if canonical != value.dtype:
+        value = value.to(canonical)
     local = jax.dlpack.from_dlpack(value)
     if sharding is None:
         return local
     return jax.make_array_from_process_local_data(sharding, local)
+
+
+@functools.cache
+def _canonical(dtype: torch.dtype, x64: bool) -> torch.dtype:
+    """The torch dtype JAX makes of ``dtype`` (``int64`` -> ``int32`` without x64)."""
+    stored = torch.empty(0, dtype=dtype).numpy().dtype
+    canonical = jax.dtypes.canonicalize_dtype(stored)
+    return dtype if canonical == stored else torch.from_numpy(np.empty(0, canonical)).dtype
 
 
 class Batches:

@@ -9,29 +9,30 @@ copied to host memory first, and a non-contiguous tensor is made contiguous (TF 
 row-major data only). Importing this module imports TensorFlow (``pip install 'nostall[tf]'``);
 ``import loaders`` does not.
 
-The resume state is the loader's ``state_dict`` after the last batch the dataset handed out.
-The dataset asks its generator for a batch only when its consumer asks for one (tf.data's
-injected prefetch is switched off), so the state is exact as long as nothing reads ahead of the
-model: add no ``.prefetch()`` after the dataset if you checkpoint mid-epoch (the loader
-prefetches already, on its own thread).
+tf.data hands batches over ahead of the consumer (``ahead``, a prefetch buffer), yet the resume
+state is exact: it is the loader's ``state_dict`` after the last batch the *consumer* took
+(:class:`Served`). Add no ``.prefetch()`` after the dataset if you checkpoint mid-epoch: the
+state would count what that buffer took, not what the model trained on.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from loaders.contract import check_int
 from loaders.errors import LoaderError
 from loaders.frameworks import check_epochs, epoch_batches, require
 from loaders.torch_loader import StoreLoader
 
 tf = require("tensorflow", "tf")
 
-__all__ = ["LoaderState", "dataset", "to_tf"]
+__all__ = ["Element", "LoaderState", "Served", "dataset", "to_tf"]
 
 Value = torch.Tensor | list[str]
 
@@ -96,6 +97,53 @@ class Element:
         return (x, y, weight()) if self.weights else (x, y)
 
 
+class Served:
+    """Which batch the consumer took last, and the loader's state after it.
+
+    The generator numbers each element it yields (a serial) and keeps the loader's state after
+    that batch; the dataset's last step (:func:`_pipeline`) stores the serial of each element
+    in a ``tf.Variable`` as the consumer takes it, after tf.data's prefetch buffer. The state of
+    the batches the consumer took is then exact however far tf.data converted ahead.
+
+    Args:
+        loader: The loader behind the dataset.
+        ahead: Elements tf.data holds ahead of the consumer (the prefetch buffer).
+    """
+
+    def __init__(self, loader: StoreLoader, ahead: int) -> None:
+        self.loader, self.keep = loader, 2 * (ahead + 2)  # the buffer, the step, in hand
+        self.taken = tf.Variable(-1, dtype=tf.int64, trainable=False)  # the serial consumed
+        self._states: dict[int, dict[str, Any]] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def add(self, state: dict[str, Any]) -> int:
+        """Record the loader's ``state`` after a batch; return the batch's serial."""
+        with self._lock:
+            serial, self._next = self._next, self._next + 1
+            self._states[serial] = state
+            if len(self._states) > self.keep:  # forget the batches before the one consumed
+                taken = int(self.taken.numpy())
+                for old in [k for k in self._states if k < taken]:
+                    del self._states[old]
+        return serial
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's state after the last batch consumed.
+
+        The loader's own state when it changed since its last batch (``load_state_dict``,
+        ``set_epoch``) or before any batch was consumed. An iteration given up with batches
+        still in the buffer leaves the state of the last batch consumed, as
+        :class:`StoreLoader` leaves the state of its last batch when an iteration is broken
+        off.
+        """
+        live = self.loader.state_dict()
+        with self._lock:
+            last = self._states.get(self._next - 1)
+            taken = self._states.get(int(self.taken.numpy()))
+        return taken if taken is not None and live == last else live
+
+
 _PythonState: Any = tf.train.experimental.PythonState  # TF ships no types
 
 
@@ -104,45 +152,52 @@ class LoaderState(_PythonState):  # type: ignore[misc]
 
     A ``tf.train.experimental.PythonState``: put it in a ``tf.train.Checkpoint`` next to the
     model (``tf.train.Checkpoint(model=model, data=state)``) and ``save``/``restore`` carry the
-    loader's state; or keep :meth:`state_dict` (a JSON-able dict) with a Keras checkpoint.
-    Restored before its dataset exists, the state waits and resumes the dataset made with it.
+    loader's state after the last batch the consumer took; or keep :meth:`state_dict` (a
+    JSON-able dict) with a Keras checkpoint. Restored before its dataset exists, the state waits
+    and resumes the dataset made with it. :attr:`loader` is the dataset's
+    :class:`StoreLoader` (``len``, ``epoch``, ``set_epoch``, ``close``).
     """
 
     def __init__(self) -> None:
-        self.loader: StoreLoader | None = None
+        self._served: Served | None = None
         self._pending: dict[str, Any] | None = None
 
-    def bind(self, loader: StoreLoader) -> None:
-        """Attach ``loader`` (:func:`dataset` does) and resume it at a state restored before.
+    @property
+    def loader(self) -> StoreLoader | None:
+        """The loader of the dataset this state belongs to (None before one is made)."""
+        return None if self._served is None else self._served.loader
+
+    def bind(self, served: Served) -> None:
+        """Attach a dataset's :class:`Served` and resume its loader at a state restored before.
 
         Raises:
             LoaderError: The state belongs to another dataset already.
         """
-        if self.loader is not None:
+        if self._served is not None:
             raise LoaderError("this LoaderState belongs to another dataset: make one per dataset")
-        self.loader = loader
+        self._served = served
         if self._pending is not None:
-            loader.load_state_dict(self._pending)
+            served.loader.load_state_dict(self._pending)
             self._pending = None
 
     def state_dict(self) -> dict[str, Any]:
-        """Return the loader's :meth:`~loaders.contract.ContractLoader.state_dict`.
+        """The loader's state after the last batch the consumer took (see :class:`Served`).
 
         Raises:
             LoaderError: No dataset uses this state yet, and none was restored into it.
         """
-        if self.loader is not None:
-            return self.loader.state_dict()
+        if self._served is not None:
+            return self._served.state_dict()
         if self._pending is None:
             raise LoaderError("no dataset uses this LoaderState: pass it to dataset(state=...)")
         return dict(self._pending)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume the dataset's loader at ``state`` on its next iteration (or once bound)."""
-        if self.loader is None:
+        if self._served is None:
             self._pending = dict(state)
         else:
-            self.loader.load_state_dict(state)
+            self._served.loader.load_state_dict(state)
 
     def serialize(self) -> str:
         """The state as JSON (``tf.train.Checkpoint.save`` calls it)."""
@@ -162,6 +217,7 @@ def dataset(
     target: str | None = None,
     epochs: int | None = None,
     state: LoaderState | None = None,
+    ahead: int = 2,
     **options: Any,
 ) -> Any:
     """Return a ``tf.data.Dataset`` of a store's batches (a :class:`StoreLoader`'s).
@@ -179,6 +235,9 @@ def dataset(
             every epoch until the loader's epoch reaches it (:func:`~loaders.frameworks.
             epoch_batches`).
         state: A :class:`LoaderState` to checkpoint and resume the dataset with.
+        ahead: Batches tf.data hands over ahead of the consumer, on its own thread (a
+            prefetch buffer; 0: each batch is handed over when the consumer asks). The state
+            counts the batches the consumer took, whatever ``ahead``.
         **options: Every other keyword of :class:`StoreLoader`: ``shuffle``, ``seed``,
             ``drop_last``, ``augment``, ``mixup``, ``rank``, ``world_size``, ``device``,
             ``prefetch``, ``io``, ``keys``, ...
@@ -194,31 +253,48 @@ def dataset(
             the loader (:meth:`~loaders.contract.ContractLoader.load_state_dict`).
     """
     epochs = check_epochs(epochs)
+    ahead = check_int("ahead", ahead, 0)
     picked = tuple(inputs) if inputs is not None and not isinstance(inputs, str) else inputs
     loader = StoreLoader(store, batch_size, **options)
     try:
         element = Element(picked, target, weights=target is not None and not loader.drop_last)
         signature = _signature(loader, element)
+        served = Served(loader, ahead)
         if state is not None:
-            state.bind(loader)
+            state.bind(served)
     except BaseException:
         loader.close()
         raise
 
     def generate() -> Iterator[Any]:
         for batch in epoch_batches(loader, epochs):
-            yield _element(batch, element)
+            serial = served.add(loader.state_dict())
+            yield tf.constant(serial, tf.int64), _element(batch, element)
 
-    ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    return ds.with_options(_options())
+    return _pipeline(generate, signature, served, ahead)
+
+
+def _pipeline(
+    generate: Callable[[], Iterator[Any]], signature: Any, served: Served, ahead: int
+) -> Any:
+    """``(serial, element)`` pairs -> prefetch -> each serial stored as the consumer takes it."""
+    spec = (tf.TensorSpec((), tf.int64), signature)
+    ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
+    if ahead:
+        ds = ds.prefetch(ahead)
+
+    def taken(serial: Any, element: Any) -> Any:
+        with tf.control_dependencies([served.taken.assign(serial)]):
+            return tf.nest.map_structure(tf.identity, element)
+
+    return ds.map(taken).with_options(_options())
 
 
 def _options() -> Any:
-    """tf.data options: no prefetch injected, so nothing reads ahead of the consumer.
+    """tf.data options: no prefetch injected after the last step, which marks consumption.
 
-    tf.data puts a prefetch after a pipeline that ends in a synchronous step (as
-    ``from_generator`` does): the generator would then run a batch ahead of the model, and the
-    state would count a batch the model has not trained on.
+    tf.data puts a prefetch after a pipeline that ends in a synchronous step: the step that
+    stores each element's serial would then run ahead of the consumer too.
     """
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
