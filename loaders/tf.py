@@ -11,8 +11,10 @@ row-major data only). Importing this module imports TensorFlow (``pip install 'n
 
 tf.data hands batches over ahead of the consumer (``ahead``, a prefetch buffer), yet the resume
 state is exact: it is the loader's ``state_dict`` after the last batch the *consumer* took
-(:class:`Served`). Add no ``.prefetch()`` after the dataset if you checkpoint mid-epoch: the
-state would count what that buffer took, not what the model trained on.
+(:class:`Served`). Add no ``.prefetch()`` (nor a ``map`` with ``num_parallel_calls``) after the
+dataset if you checkpoint mid-epoch: the state would count what ran ahead, not what the model
+trained on; a plain ``map`` runs as the consumer asks (tf.data's automatic map parallelization
+is switched off).
 """
 
 from __future__ import annotations
@@ -291,13 +293,15 @@ def _pipeline(
 
 
 def _options() -> Any:
-    """tf.data options: no prefetch injected after the last step, which marks consumption.
+    """tf.data options: nothing after the step that marks consumption runs ahead of it.
 
-    tf.data puts a prefetch after a pipeline that ends in a synchronous step: the step that
-    stores each element's serial would then run ahead of the consumer too.
+    tf.data puts a prefetch after a pipeline that ends in a synchronous step, and runs a
+    stateless ``map`` in parallel: either would run the step that stores each element's serial
+    ahead of the consumer (a ``map`` after the dataset too: these options carry over to it).
     """
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False
+    options.experimental_optimization.map_parallelization = False
     return options
 
 

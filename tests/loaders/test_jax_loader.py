@@ -89,6 +89,13 @@ def test_batches_are_jax_arrays_with_store_loaders_values_augment_and_mixup(
             np.testing.assert_array_equal(np.asarray(g[key]), w[key], err_msg=key)
 
 
+def test_a_device_places_every_entry_on_it(index_store: Path) -> None:
+    device = jax.devices()[0]
+    batch = next(iter(loaders.jax.batches(index_store, 8, seed=0, sharding=device)))
+    for value in batch.values():
+        assert value.sharding == jax.sharding.SingleDeviceSharding(device)
+
+
 def test_dlpack_shares_the_tensor_and_a_kept_batch_is_never_overwritten(
     index_store: Path,
 ) -> None:

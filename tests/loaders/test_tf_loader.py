@@ -177,6 +177,7 @@ def test_inputs_and_target_make_keras_pairs_weighted_off_the_repeats(index_store
         ),
         ({"target": "label"}, "needs inputs="),
         ({"epochs": 0}, "epochs"),
+        ({"ahead": -1}, "ahead"),
         ({"batch_size": 65}, "serves no batch of 65 samples"),
     ],
 )
@@ -186,6 +187,30 @@ def test_bad_settings_are_refused_naming_them(
     kw = {"batch_size": 8, **kw}
     with pytest.raises(ValueError, match=message):
         loaders.tf.dataset(index_store, **kw)
+
+
+@pytest.mark.parametrize(("ahead", "mapped"), [(0, False), (1, False), (5, False), (2, True)])
+def test_the_state_counts_what_the_consumer_took_however_far_tf_data_ran_ahead(
+    index_store: Path, ahead: int, mapped: bool
+) -> None:
+    kw = {"seed": 6, "epochs": 2, "ahead": ahead}  # two epochs in one iteration
+    loader = StoreLoader(index_store, 8, seed=6)
+    whole = collect(loader) + collect(loader)
+    got = collect(loaders.tf.dataset(index_store, 8, **kw))
+    assert len(got) == len(whole) == 16
+    for stop in (3, 8, 11):
+        first = TfFeed(index_store, batch_size=8, **kw)
+        if mapped:  # a map after the dataset runs as the consumer asks: the state holds
+            first.dataset = first.dataset.map(lambda b: {**b, "index": b["index"] + 0})
+        head = collect(first, limit=stop)
+        state = first.state_dict()
+        assert (state["epoch"], state["batch"]) == divmod(stop, 8)
+        resumed = TfFeed(index_store, batch_size=8, **kw)
+        resumed.load_state_dict(state)
+        got = head + collect(resumed)
+        for g, w in zip(got, whole, strict=True):
+            for key in w:
+                np.testing.assert_array_equal(g[key], w[key], err_msg=key)
 
 
 def test_a_state_serves_one_dataset() -> None:
