@@ -84,6 +84,13 @@ class Element:
             if name not in keys:
                 raise ValueError(f"the batches have no {name!r}: their keys are {list(keys)}")
 
+    def needs(self, keys: Sequence[str]) -> list[str]:
+        """The keys of a batch (of ``keys``) its element holds: the others are not converted."""
+        if self.inputs is None:
+            return list(keys)
+        names = [self.inputs] if isinstance(self.inputs, str) else list(self.inputs)
+        return names + ([self.target] if self.target is not None else [])
+
     def build(self, values: Mapping[str, Any], weight: Callable[[], Any]) -> Any:
         """Return the element of ``values`` (converted entries); ``weight()`` makes the weights."""
         if self.inputs is None:
@@ -306,7 +313,7 @@ def _options() -> Any:
 
 
 def _element(batch: Mapping[str, Value], element: Element) -> Any:
-    values = {k: to_tf(v) for k, v in batch.items()}
+    values = {k: to_tf(batch[k]) for k in element.needs(list(batch))}
     return element.build(values, lambda: to_tf((~batch["is_pad"]).float()))  # type: ignore[operator]
 
 
