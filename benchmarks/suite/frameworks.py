@@ -9,6 +9,9 @@ warm), each draining one whole epoch per round, rows taking turns (:mod:`benchma
 * ``loaders.tf``: the same loader's batches through a ``tf.data.Dataset`` (DLPack), iterated
   eagerly, as Keras ``fit`` pulls them;
 * ``loaders.tf (x, y)``: the same, as Keras pairs (``inputs="image", target="label"``);
+* ``loaders.tf (graph)``: the pairs taken inside a ``tf.function`` (a graph loop over the
+  dataset), as Keras ``fit`` takes them (its train function pulls ``next(iterator)`` in graph,
+  ``steps_per_execution`` steps per call); the sleep of a step is a ``py_function`` there;
 * ``loaders.jax``: the same loader's batches as ``jax.Array`` (DLPack), each batch waited for
   (``jax.block_until_ready``), so JAX's asynchronous dispatch hides nothing.
 
@@ -37,7 +40,7 @@ from benchmarks.runner import Bench, Line, Row, Run, add_json_argument, ratio
 __all__ = ["main"]
 
 REFERENCE = "StoreLoader"
-BRIDGES = ("loaders.tf", "loaders.tf (x, y)", "loaders.jax")
+BRIDGES = ("loaders.tf", "loaders.tf (x, y)", "loaders.tf (graph)", "loaders.jax")
 
 
 def _count(batches: Iterable[Any], step_s: float) -> int:
@@ -61,6 +64,25 @@ def _count_jax(batches: Iterable[Any], step_s: float) -> int:
     return n
 
 
+def _graph_drain(dataset: Any, step_s: float) -> Callable[[], int]:
+    """A compiled loop over ``dataset`` counting its elements, as Keras ``fit`` consumes it."""
+    import tensorflow as tf
+
+    def step() -> None:
+        time.sleep(step_s)
+
+    @tf.function  # type: ignore[untyped-decorator]
+    def drain() -> Any:
+        n = tf.constant(0)
+        for _ in dataset:
+            if step_s:
+                tf.py_function(step, [], [])
+            n += 1
+        return n
+
+    return lambda: int(drain())
+
+
 def _row(name: str, drain: Callable[[], int]) -> Row:
     def body(run: Run) -> int:
         return drain()
@@ -69,7 +91,7 @@ def _row(name: str, drain: Callable[[], int]) -> Row:
 
 
 def rows(store: Path, batch: int, step_s: float = 0.0, **options: Any) -> list[Row]:
-    """The four rows over ``store``, each with its own loader of the same settings.
+    """The five rows over ``store``, each with its own loader of the same settings.
 
     ``step_s``: seconds the consumer sleeps after each batch, as a training step on a GPU
     leaves the host free; 0 drains the batches as fast as they come.
@@ -80,12 +102,14 @@ def rows(store: Path, batch: int, step_s: float = 0.0, **options: Any) -> list[R
     reference = loaders.StoreLoader(store, batch, **kw)
     dataset = loaders.tf.dataset(store, batch, **kw)
     pairs = loaders.tf.dataset(store, batch, inputs="image", target=_target(options), **kw)
+    graph = loaders.tf.dataset(store, batch, inputs="image", target=_target(options), **kw)
     jax_batches = loaders.jax.batches(store, batch, **kw)
     return [
         _row(REFERENCE, lambda: _count(reference, step_s)),
         _row(BRIDGES[0], lambda: _count(dataset, step_s)),
         _row(BRIDGES[1], lambda: _count(pairs, step_s)),
-        _row(BRIDGES[2], lambda: _count_jax(jax_batches, step_s)),
+        _row(BRIDGES[2], _graph_drain(graph, step_s)),
+        _row(BRIDGES[3], lambda: _count_jax(jax_batches, step_s)),
     ]
 
 

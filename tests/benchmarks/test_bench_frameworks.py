@@ -24,5 +24,5 @@ def test_frameworks_benchmark_times_every_bridge_against_store_loader(
     for name in frameworks.BRIDGES:
         assert out.count(f"{name} / StoreLoader: batches/s ") == 3  # raw, step, augment
     doc = json.loads((tmp_path / "out.json").read_text())
-    assert [len(s["rows"]) for s in doc["sections"]] == [4, 4, 4]
+    assert [len(s["rows"]) for s in doc["sections"]] == [5, 5, 5]
     assert all(line["value"] > 0 for s in doc["sections"] for line in s["lines"])
