@@ -38,6 +38,7 @@ from precompute.kinds.hooks import SOURCE_READERS, SourceQuery, SourceReader, re
 from precompute.notes import note
 from precompute.policy import show
 from precompute.sources.fields import FieldSource
+from precompute.sources.folders import AUDIO_EXTENSIONS
 
 __all__ = ["AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
 
@@ -113,6 +114,7 @@ class AudioKind(Kind):
     source = "file"
     decoder = "audio"
     mixup, cutmix = "blend", "paste"
+    extensions = tuple(sorted(AUDIO_EXTENSIONS))  # class folders and path,label manifests
     options = MappingProxyType(
         {
             "representation": Option("waveform", one_of("waveform", "logmel")),
