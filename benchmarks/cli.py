@@ -79,7 +79,7 @@ def run(
     max_steps: int | None,
     seed: int,
 ) -> None:
-    """Run the strategies one after another and write report.md/json and plots to OUT."""
+    """Run the strategies one after another and write report.md/json/html and plots to OUT."""
     from benchmarks.environment import usable_cores
     from benchmarks.harness.loop import RunOptions
     from benchmarks.harness.report import markdown_table
@@ -110,7 +110,7 @@ def run(
         click.echo(f"Warning: {report['build']['warning']}")
     for name, v in report["break_even"].items():
         click.echo(f"{name} pays for itself after: {v['detail']}")
-    click.echo(f"report: {paths['md']}")
+    click.echo(f"report: {paths['md']} (and {paths['html'].name}, the plots inside it)")
 
 
 @bench.command("doctor")

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from precompute.clifields import fields_from_flags, kind_flags
+from precompute.clifields import columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
 from precompute.spec import BuildSpec
@@ -76,11 +76,16 @@ def spec_from_options(
     """
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
+    columns_flag = options.pop("columns", None)
     try:
+        if columns_flag is not None:
+            data["columns"] = columns_from_flag(columns_flag)
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
-            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0)
+            given = data.get("columns")  # --columns, else the spec file's
+            columns = given if isinstance(given, dict) else None
+            fields = fields_from_flags(src, options, fill if isinstance(fill, int) else 0, columns)
     except (SpecError, SourceError) as exc:
         raise UsageFailure(str(exc)) from exc
     data.update({k: v for k, v in options.items() if v is not None})
@@ -120,6 +125,11 @@ def cli() -> None:
 @click.option("--on-error", help="raise (default) | skip: what to do with a bad input.")
 @click.option("--max-pixels", type=int, help="Refuse inputs whose header claims more pixels.")
 @click.option("--max-bytes", type=int, help="Refuse inputs larger than this (default 256 MiB).")
+@click.option(
+    "--columns",
+    help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
+    "reads (image=img,label=fine_label; image=jpg,label=cls).",
+)
 @_kind_options
 @click.option(
     "--fields",
@@ -160,7 +170,9 @@ def build(
     audio files (WAV/FLAC/OGG/MP3; give --clip-seconds): fields audio + label (docs/audio.md).
     Class folders or a path,label manifest of .npy, .npz
     or .mat files: a store of image (kind array, dtype and values kept) + label; a scene
-    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md).
+    file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md). A .parquet
+    file or a folder of them (Hugging Face datasets), or WebDataset .tar shards: the fields
+    their columns or members hold (--columns picks them; docs/sources.md).
     """
     from precompute.job import build as run_build
     from precompute.pipeline.outputs import check_output

@@ -21,7 +21,27 @@ from precompute.fields import KINDS, FieldSpec
 from precompute.fields.options import Flag
 from precompute.sources.resolve import infer_fields
 
-__all__ = ["FIELD_FLAGS", "fields_from_flags", "kind_flags"]
+__all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
+
+
+def columns_from_flag(text: str) -> dict[str, str]:
+    """``--columns image=img,label=fine_label`` -> ``{"image": "img", "label": "fine_label"}``.
+
+    The column (or WebDataset suffix) each field reads (``docs/sources.md``); a value may
+    hold ``;`` (``image=jpg;png``) and ``:`` (``keypoints=json:keypoints``), not ``,``.
+
+    Raises:
+        SpecError: A pair without ``=``, an empty side, or a field named twice.
+    """
+    out: dict[str, str] = {}
+    for pair in text.split(","):
+        field, eq, column = (p.strip() for p in pair.partition("="))
+        if not (eq and field and column):
+            raise SpecError(f"--columns: {pair.strip()!r} is not FIELD=COLUMN")
+        if field in out:
+            raise SpecError(f"--columns names {field!r} twice")
+        out[field] = column
+    return out
 
 
 def kind_flags() -> dict[str, tuple[str, Flag]]:
@@ -80,13 +100,16 @@ def _explicit(text: str) -> list[dict[str, Any]]:
     return [FieldSpec.from_dict(f).to_dict() for f in doc]
 
 
-def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[str, Any]] | None:
+def fields_from_flags(
+    src: str, flags: dict[str, Any], fill: int, columns: dict[str, str] | None = None
+) -> list[dict[str, Any]] | None:
     """The spec's ``fields`` from the field flags (None: no field flag given).
 
     Args:
         src: The build's source (its fields are inferred for the short flags).
         flags: Click's parameters; the field flags are popped from it.
         fill: The letterbox fill of the image field.
+        columns: The spec's ``columns`` (the fields of a Parquet or WebDataset source).
 
     Raises:
         SpecError: A flag's value is invalid, or names a field the source does not have.
@@ -108,4 +131,5 @@ def fields_from_flags(src: str, flags: dict[str, Any], fill: int) -> list[dict[s
             if flags.get(key) is None:
                 flags[key] = value
     # the manifest's text is kept for the build, which then lists it without reading it again
-    return [f.to_dict() for f in infer_fields(src, options, fill, keep_text=True)]
+    inferred = infer_fields(src, options, fill, keep_text=True, columns=columns)
+    return [f.to_dict() for f in inferred]

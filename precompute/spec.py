@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,7 +32,8 @@ DEFAULT_MAX_PIXELS = 89_478_485
 _OFFLINE = POLICIES["offline"]
 # Fields added after stores were first built: left out of to_dict() while at their default,
 # so a store built before keeps its spec hash and its cache key.
-_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES, "fields": []}
+_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES, "fields": [], "columns": {}}
+_COLUMN_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)  # a field name (FieldSpec's rule)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,10 @@ class BuildSpec:
         fields: The named fields of a format v2 store (``docs/FORMAT.md``); empty: a v1
             store of ``image`` + ``label``. Part of :meth:`to_dict` only when not empty, so
             every v1 spec keeps its hash.
+        columns: For a Parquet or WebDataset source: ``(field, column)`` pairs, the column
+            (or member suffix) each field reads where the source's names leave it in doubt
+            (``--columns image=img,label=fine_label``; ``docs/sources.md``); sorted by field.
+            Given as a mapping. Part of :meth:`to_dict` only when not empty.
     """
 
     size: int = 224
@@ -149,6 +155,7 @@ class BuildSpec:
     max_bytes: int = DEFAULT_MAX_BYTES
     fill: int = 0
     fields: tuple[FieldSpec, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +185,24 @@ class BuildSpec:
         if self.extra:
             raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
         self._check_fields()
+        self._check_columns()
+
+    def _check_columns(self) -> None:
+        """``columns`` as sorted ``(field, column)`` pairs: field names, non-empty columns."""
+        given = self.columns
+        pairs = list(given.items()) if isinstance(given, Mapping) else given
+        if not isinstance(pairs, (tuple, list)) or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs
+        ):
+            raise SpecError(f"columns must map field names to columns, got {_show(given)}")
+        for name, column in pairs:
+            if not isinstance(name, str) or not _COLUMN_FIELD.fullmatch(name):
+                raise SpecError(f"columns: {_show(name)} is not a field name ([a-z][a-z0-9_]*)")
+            if not isinstance(column, str) or not column.strip() or "\0" in column:
+                raise SpecError(f"columns.{name} must name a column, got {_show(column)}")
+        if len({n for n, _ in pairs}) != len(pairs):
+            raise SpecError(f"columns names a field twice: {_show(given)}")
+        object.__setattr__(self, "columns", tuple(sorted((n, c) for n, c in pairs)))
 
     def _check_fields(self) -> None:
         fields = self.fields
@@ -206,6 +231,7 @@ class BuildSpec:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out["augment"] = self.augment.to_dict() if self.augment else None
         out["fields"] = [f.to_dict() for f in self.fields]
+        out["columns"] = dict(self.columns)
         return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod

@@ -16,9 +16,28 @@ install() {
     "$VENV/bin/python" -m pip install -q --upgrade pip
     # The pinned torch first: a CPU build here, a CUDA build on a GPU machine.
     "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-    "$VENV/bin/python" -m pip install -q -e ".[dali,dev]"
+    "$VENV/bin/python" -m pip install -q -e ".[dali,dev,tf,jax]"
     touch "$stamp"
   fi
+}
+
+# The page tests drive Debian's Chromium and chromedriver (tests/browser.py); without them they
+# fail, naming this install.
+install_browser() {
+  if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+    return
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no apt-get: install chromium and chromedriver as /usr/bin/chromium, /usr/bin/chromedriver" >&2
+    return
+  fi
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    as_root=(sudo -n)
+  fi
+  "${as_root[@]}" apt-get update -qq &&
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver ||
+    echo "could not install chromium chromium-driver with apt-get" >&2
 }
 
 case "${1:-}" in
@@ -29,6 +48,7 @@ case "${1:-}" in
     ;;
   test)
     install
+    install_browser
     shift
     # Lint first: a formatting, lint or type error fails CI like a failing test.
     "$VENV/bin/ruff" format --check .

@@ -1,6 +1,7 @@
 """The HTTP API of the cache (FastAPI).
 
-Routes: ``GET /healthz``, ``GET /metrics`` (Prometheus text), ``GET /stores``,
+Routes: ``GET /`` (the HTML status page, :mod:`service.web`), ``GET /healthz``,
+``GET /metrics`` (Prometheus text), ``GET /stores``,
 ``GET /stores/{key}``, ``POST /stores`` (``{"source": ..., "spec": {...}}``, both required ->
 202 queued, or 200 when already built), ``DELETE /stores/{key}``. With a token, every request
 needs ``Authorization: Bearer <token>`` (401 otherwise). User errors are 4xx with
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
@@ -28,6 +30,7 @@ from service.jobs import BuildQueue
 from service.keys import is_key
 from service.metrics import render_prometheus
 from service.paths import SourcePolicy
+from service.web import StatusView, render_status
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
@@ -40,6 +43,37 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def _bad_key(key: str) -> JSONResponse | None:
     return None if is_key(key) else _error(400, f"not a cache key (64 lowercase hex): {key!r:.80}")
+
+
+def _stores_doc(cache: Cache, queue: BuildQueue) -> dict[str, Any]:
+    """``GET /stores``: every complete store, and the jobs not (yet) ready."""
+    stores = [{"status": "ready", **e.to_dict()} for e in cache.list()]
+    ready = {s["key"] for s in stores}
+    pending = [j.to_dict() for j in queue.jobs() if j.key not in ready and j.status != "ready"]
+    return {"stores": stores, "jobs": pending}
+
+
+def _store_doc(cache: Cache, queue: BuildQueue, key: str) -> dict[str, Any]:
+    """``GET /stores/{key}``: the state of ``key`` (``absent`` when nobody knows it)."""
+    state = cache.status(key)
+    job = queue.get(key)
+    if job is not None and job.status != "ready" and state["status"] != "ready":
+        state["job"] = job.to_dict()
+        if state["status"] == "absent":  # queued, or failed before writing anything
+            state["status"] = job.status
+    return state
+
+
+def _gauges(cache: Cache, queue: BuildQueue, stores: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``/metrics`` gauges, ``name -> (value, help)``, of the stores ``_stores_doc`` lists."""
+    counts = queue.counts()
+    return {
+        "bytes": (sum(s["size_bytes"] for s in stores), "Bytes of cached stores."),
+        "stores": (len(stores), "Complete stores in the cache."),
+        "budget_bytes": (cache.budget_bytes or 0, "Byte budget (0: unbounded)."),
+        "builds_queued": (counts["queued"], "Requested builds waiting."),
+        "builds_running": (counts["building"], "Builds running now."),
+    }
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -99,6 +133,7 @@ def create_app(
     queue = BuildQueue(cache, workers, max_pending)
     app = FastAPI(title="nostall cache", version="1", on_shutdown=[queue.shutdown])
     app.state.cache, app.state.queue, app.state.policy = cache, queue, policy
+    started = time.time()  # the counters on the status page count from here
     _install_error_handlers(app)
     _install_auth(app, token)
 
@@ -106,37 +141,35 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.get("/", response_class=HTMLResponse)
+    def status_page() -> HTMLResponse:
+        doc = _stores_doc(cache, queue)
+        view = StatusView(
+            root=str(cache.root),
+            stores=doc["stores"],
+            builds=[_store_doc(cache, queue, job["key"]) for job in doc["jobs"]],
+            counters=cache.stats.snapshot(),
+            gauges=_gauges(cache, queue, doc["stores"]),
+            since=started,
+            now=time.time(),
+        )
+        return HTMLResponse(render_status(view))
+
     @app.get("/metrics")
     def metrics() -> Response:
-        entries = cache.list()
-        counts = queue.counts()
-        gauges = {
-            "bytes": (sum(e.size_bytes for e in entries), "Bytes of cached stores."),
-            "stores": (len(entries), "Complete stores in the cache."),
-            "budget_bytes": (cache.budget_bytes or 0, "Byte budget (0: unbounded)."),
-            "builds_queued": (counts["queued"], "Requested builds waiting."),
-            "builds_running": (counts["building"], "Builds running now."),
-        }
+        gauges = _gauges(cache, queue, _stores_doc(cache, queue)["stores"])
         text = render_prometheus(cache.stats.snapshot(), gauges)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/stores")
     def list_stores() -> dict[str, Any]:
-        stores = [{"status": "ready", **e.to_dict()} for e in cache.list()]
-        ready = {s["key"] for s in stores}
-        pending = [j.to_dict() for j in queue.jobs() if j.key not in ready and j.status != "ready"]
-        return {"stores": stores, "jobs": pending}
+        return _stores_doc(cache, queue)
 
     @app.get("/stores/{key}", response_model=None)
     def get_store(key: str) -> dict[str, Any] | JSONResponse:
         if (bad := _bad_key(key)) is not None:
             return bad
-        state = cache.status(key)
-        job = queue.get(key)
-        if job is not None and job.status != "ready" and state["status"] != "ready":
-            state["job"] = job.to_dict()
-            if state["status"] == "absent":  # queued, or failed before writing anything
-                state["status"] = job.status
+        state = _store_doc(cache, queue, key)
         if state["status"] == "absent":
             return _error(404, f"no store or build with key {key}")
         return state

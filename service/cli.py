@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ from service.catalog import Entry
 from service.errors import CacheKeyError, ServiceError
 from service.resolve import CACHE_ENV, default_cache_root
 from service.server import TOKEN_ENV, make_server
+from service.web.units import ago, human_bytes
 
 __all__ = ["cache", "human_bytes", "parse_bytes", "serve"]
 
@@ -43,23 +43,6 @@ def parse_bytes(text: str) -> int:
     if match is None:
         raise click.BadParameter(f"not a byte size: {text!r} (e.g. 500M, 20GiB, 1048576)")
     return int(float(match.group(1)) * _UNITS[match.group(2) or ""])
-
-
-def human_bytes(n: float) -> str:
-    """Return ``n`` bytes as a short human string (binary units)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _ago(t: float) -> str:
-    s = max(0.0, time.time() - t)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s / size:.0f}{unit} ago"
-    return f"{s:.0f}s ago"
 
 
 def _user_errors(fn: F) -> F:
@@ -93,7 +76,7 @@ def _table(entries: Sequence[Entry]) -> str:
                 human_bytes(e.size_bytes),
                 str(e.num_valid),
                 spec,
-                _ago(e.last_access),
+                ago(e.last_access),
                 e.source,
             )
         )

@@ -89,6 +89,18 @@ def ray_local(request: pytest.FixtureRequest):
         local.stop()
 
 
+@pytest.fixture
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    """Headless Chromium (Debian's, driven by selenium: :mod:`tests.browser`) with a fresh
+    profile; a run without it fails here, naming what to install, instead of skipping."""
+    from tests.browser import chromium, missing_browser
+
+    if (why := missing_browser()) is not None:
+        pytest.fail(why, pytrace=False)
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
+        yield driver
+
+
 @pytest.fixture()
 def procs() -> Iterator[list[subprocess.Popen[str]]]:
     """A list the test adds its processes to; those still running are killed afterwards."""

@@ -1,7 +1,13 @@
-"""Write the benchmark report: ``report.json``, ``report.md`` and the PNG plots."""
+"""Write the benchmark report: ``report.json``, ``report.md``, the PNG plots and ``report.html``.
+
+``report.html`` is ``report.md`` rendered by markdown-it-py (CommonMark and tables, raw HTML
+off, so a path holding markup shows as text) with the plots embedded as base64 PNG data URIs:
+one self-contained file to open or send.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from pathlib import Path
@@ -15,6 +21,7 @@ __all__ = [
     "add_break_even",
     "fmt",
     "markdown_table",
+    "render_html",
     "write_report",
 ]
 
@@ -247,15 +254,45 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+HTML_STYLE = (
+    "body{font:14px/1.45 system-ui,sans-serif;max-width:72em;margin:1.5em auto;padding:0 1em}"
+    "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:3px 7px}"
+    "th{background:#f4f4f4}code{font-size:12px}img{display:block;max-width:100%;margin:1em 0}"
+)
+
+
+def _data_uri(png: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+
+
+def render_html(report: dict[str, Any], out: str | Path) -> str:
+    """Return ``report.html``'s text: ``report.md`` as HTML, its plots (in ``out``) embedded."""
+    from markdown_it import MarkdownIt  # lazy: only writing a report needs it
+
+    plots = {name: _data_uri(Path(out) / file) for name, file in report["plots"].items()}
+    markdown = render_markdown({**report, "plots": plots})
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>nostall benchmark report</title>\n<style>{HTML_STYLE}</style>\n</head>\n"
+        f"<body>\n{body}</body>\n</html>\n"
+    )
+
+
 def write_report(report: dict[str, Any], out: str | Path) -> dict[str, Path]:
-    """Write plots, ``report.json`` and ``report.md`` into ``out``; return their paths."""
+    """Write plots, ``report.json``, ``report.md`` and ``report.html`` into ``out``.
+
+    Returns:
+        Their paths: ``json``, ``md``, ``html``.
+    """
     from benchmarks.harness.report_plots import write_plots
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     add_break_even(report)
     report["plots"] = {k: p.name for k, p in write_plots(report["strategies"], out).items()}
-    paths = {"json": out / "report.json", "md": out / "report.md"}
+    paths = {"json": out / "report.json", "md": out / "report.md", "html": out / "report.html"}
     paths["json"].write_text(json.dumps(report, indent=1, default=str))
     paths["md"].write_text(render_markdown(report))
+    paths["html"].write_text(render_html(report, out), encoding="utf-8")
     return paths

@@ -31,7 +31,12 @@ from loaders.augment.errors import AugmentError
 from loaders.augment.rules import apply_field
 from precompute.fields import FieldSpec
 
-__all__ = ["augment_fields", "check_field_policies", "check_field_values"]
+__all__ = [
+    "augment_fields",
+    "check_field_policies",
+    "check_field_values",
+    "moved_companions",
+]
 
 
 def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) -> None:
@@ -109,4 +114,24 @@ def augment_fields(
             out[f.name] = _photometric(policy, values[f.name], crops, factors)
         else:
             out[f.name] = apply_field(f, values[f.name], crops, policy.size)
+    return out
+
+
+def moved_companions(
+    values: Mapping[str, torch.Tensor], fields: Sequence[FieldSpec]
+) -> dict[str, torch.Tensor]:
+    """``values`` with the companions each kind computes from its moved value.
+
+    ``Kind.moved_companions`` (e.g. a boxes field's ``count`` after a crop dropped boxes),
+    cast to the companion's storage dtype, on the value's device. Called at the end of a
+    policy's geometry and of each mixing.
+    """
+    out = dict(values)
+    for f in fields:
+        moved = f.spec.moved_companions(out[f.name], f.options)
+        if not moved:
+            continue
+        storage = f.spec.companions(f.options, 1)  # dtypes only: they do not depend on S
+        for what, v in moved.items():
+            out[f"{f.name}.{what}"] = v.to(getattr(torch, storage[what].dtype))
     return out

@@ -23,6 +23,7 @@ import torch
 from loaders.augment.checks import check_integer, check_labels, check_number
 from loaders.augment.draws import MixParams, beta_pair, smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
+from loaders.augment.fields import moved_companions
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec
 from precompute.kinds.hooks import (
@@ -291,7 +292,7 @@ def mix_fields(
                 out[f.name] = rule(x, f, draw)
         else:
             out[f.name] = torch.where(draw.cutmix, paste(x, f, draw), blend(x, f, draw))
-    return out
+    return moved_companions(out, fields)
 
 
 def mix_by_draw(x: torch.Tensor, field: FieldSpec, draw: MixDraw) -> torch.Tensor:

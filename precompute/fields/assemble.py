@@ -26,7 +26,14 @@ from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.sources.fields import FieldItem
 from precompute.stages.augment import colour_jitter
 
-__all__ = ["DECODE", "FileInput", "assemble", "decoder_of", "register_decoder"]
+__all__ = [
+    "DECODE",
+    "FileInput",
+    "assemble",
+    "decoder_of",
+    "moved_companions",
+    "register_decoder",
+]
 
 VariantDraw = tuple[Placement, Any]  # where one variant lands, and its colour factors
 
@@ -146,7 +153,8 @@ def assemble(
     """Return one item's stored values by array name, and its ``extent``.
 
     The values are every field's, placed, and its kind's companions
-    (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``).
+    (``Kind.companion_values`` of the decoded value, named ``FIELD.WHAT``; those the kind
+    computes from the placed value instead, ``Kind.moved_companions``, replace them).
 
     Args:
         item: The item (from :mod:`precompute.sources.fields`).
@@ -182,12 +190,24 @@ def assemble(
             check_frame(item.file(f.name), f.name, values[f.name], (w, h))
     if variants is not None:
         placed_k, extents = _variants(fields, values, variants(w, h))
-        return {**placed_k, **companions}, extents
+        return {**placed_k, **companions, **moved_companions(fields, placed_k, size)}, extents
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
     for f in fields:
         f.spec.placed(item.key, values[f.name], placed[f.name], (w, h))  # build notes
-    return {**placed, **companions}, p.extent
+    return {**placed, **companions, **moved_companions(fields, placed, size)}, p.extent
+
+
+def moved_companions(
+    fields: Sequence[FieldSpec], placed: Mapping[str, Any], size: int
+) -> dict[str, np.ndarray]:
+    """The companions each kind computes from its placed value (``Kind.moved_companions``)."""
+    out = {}
+    for f in fields:
+        storage = f.spec.companions(f.options, size)
+        for what, v in f.spec.moved_companions(placed[f.name], f.options).items():
+            out[f"{f.name}.{what}"] = np.asarray(v, dtype=storage[what].dtype)
+    return out
 
 
 def _variants(

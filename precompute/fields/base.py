@@ -129,6 +129,18 @@ class Kind(ABC):
         """
         return {}
 
+    def moved_companions(self, value: Any, opts: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Companions that follow the field's value wherever it moves (default: none).
+
+        Called with the value after each move that may change it: the build's placement
+        (numpy: the stored value, or ``(K, *shape)`` with variants) and, in the loader, each
+        policy's geometry and each mixing (torch: ``[B, *shape]`` on the batch's device, no
+        host sync). What it returns replaces those companions (of :meth:`companion_values`),
+        cast to their storage dtype. E.g. boxes: ``{"count": the rows that are boxes}``,
+        since a crop drops boxes.
+        """
+        return {}
+
     def learn(self, opts: Mapping[str, Any], values: Sequence[Any]) -> dict[str, Any]:
         """Options a build learns from every item's parsed inline ``values`` (default: none).
 

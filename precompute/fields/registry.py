@@ -80,6 +80,7 @@ BUILTIN = (
     "precompute.kinds.audio",
     "precompute.kinds.array",
     "precompute.kinds.position",
+    "precompute.kinds.boxes",
 )
 _loaded: list[bool] = []
 

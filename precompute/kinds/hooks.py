@@ -121,6 +121,8 @@ class SourceQuery:
         on_error: The spec's ``on_error`` (``raise`` or ``skip``) while listing.
         read_text: Reads a CSV/JSONL manifest's text once for the whole build (None for
             anything else): use :attr:`text`.
+        columns: The spec's ``columns`` (``--columns``): the column or member each named
+            field reads, for a reader of a source with columns (Parquet, WebDataset).
     """
 
     src: str
@@ -128,6 +130,7 @@ class SourceQuery:
     fields: tuple[FieldSpec, ...] = ()
     fill: int = 0
     on_error: str = "raise"
+    columns: Mapping[str, str] = field(default_factory=dict)
     read_text: Callable[[], str | None] = field(default=_no_text, compare=False, repr=False)
 
     @functools.cached_property

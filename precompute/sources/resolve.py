@@ -34,6 +34,8 @@ from precompute.sources.classes import MANIFEST_EXTENSIONS, list_source
 from precompute.sources.fields import ClassSource, FieldSource, is_segmentation, list_field_manifest
 from precompute.sources.listing import read_kept
 from precompute.sources.named import field_columns, named_fields
+from precompute.sources.readers import parquet as _parquet  # noqa: F401 (registers its reader)
+from precompute.sources.readers import webdataset as _webdataset  # noqa: F401 (the same)
 from precompute.sources.rows import read_text
 from precompute.spec import BuildSpec
 
@@ -110,6 +112,7 @@ def infer_fields(
     fill: int = 0,
     text: str | None = None,
     keep_text: bool = False,
+    columns: Mapping[str, str] | None = None,
 ) -> tuple[FieldSpec, ...]:
     """Return the fields of ``src`` when the spec names none (empty: a v1 source).
 
@@ -122,6 +125,8 @@ def infer_fields(
             read here, once).
         keep_text: Keep the text read here for the build's listing of ``src``
             (:func:`manifest_text`): the CLI infers the fields, then builds.
+        columns: The spec's ``columns`` (``--columns``), for the readers of sources with
+            columns (Parquet, WebDataset: ``docs/sources.md``).
 
     Raises:
         SpecError: A required option no one gave (the mask's class count), or options given
@@ -134,6 +139,7 @@ def infer_fields(
         read_text=functools.partial(manifest_text, src, keep_text)
         if text is None
         else lambda: text,
+        columns=columns or {},
     )
     reader = _reader(query)
     if reader is not None:
@@ -184,14 +190,32 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
         SourceError: The source cannot be listed.
     """
     text = functools.cache(lambda: manifest_text(src))  # read once (or by the CLI), if asked
-    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text())
+    columns = dict(spec.columns)
+    fields = spec.fields or infer_fields(src, fill=spec.fill, text=text(), columns=columns)
     if not fields:  # class folders or path,label: image + label, a v1 store
-        return ClassSource.of(list_source(src, spec.on_error, text())), spec
+        listed = ClassSource.of(list_source(src, spec.on_error, text()))
+        return _read_columns(src, spec, listed), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
-    query = SourceQuery(src, fields=tuple(fields), on_error=spec.on_error, read_text=text)
+    query = SourceQuery(
+        src, fields=tuple(fields), on_error=spec.on_error, read_text=text, columns=columns
+    )
     source = _list_fields(query)
     learned = learn_fields(fields, source)
-    return source, dataclasses.replace(spec, fields=learned)
+    return _read_columns(src, spec, source), dataclasses.replace(spec, fields=learned)
+
+
+def _read_columns(src: str, spec: BuildSpec, source: FieldSource) -> FieldSource:
+    """``source``, unless the spec names columns that it has none of (a folder, a manifest).
+
+    Raises:
+        SpecError: ``columns`` given for a source whose reader reads no columns.
+    """
+    if spec.columns and not getattr(source, "columns", ()):
+        raise SpecError(
+            f"{src}: columns (--columns) name the columns of a Parquet or WebDataset source; "
+            "this source has none (docs/sources.md)"
+        )
+    return source
 
 
 def source_fingerprint(source: FieldSource, content_hash: bool = False) -> str:

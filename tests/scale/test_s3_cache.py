@@ -206,6 +206,9 @@ def test_http_api_over_an_s3_cache_root(bucket: str, tmp_path: Path) -> None:
         listed = c.get("/stores").json()
         assert sorted(s["key"] for s in listed["stores"]) == sorted(keys)
         assert "nostall_cache_stores 2" in c.get("/metrics").text
+        page = c.get("/").text  # the status page reads an s3:// root as the JSON routes do
+        assert f'<code id="root">{bucket}/cache</code>' in page
+        assert all(f'<tr class="store" id="store-{key}">' in page for key in keys)
         with cache.open(keys[0]):
             assert c.delete(f"/stores/{keys[0]}").status_code == 409
         assert c.delete(f"/stores/{keys[0]}").json()["removed"]["key"] == keys[0]

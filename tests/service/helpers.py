@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -57,29 +58,49 @@ def index_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
     return build
 
 
+def _first_shard(request: BuildRequest) -> None:
+    """Start the store of ``request`` and write its first shard only (a build under way)."""
+    images, labels, keys = _arrays(request)
+    layout = StoreLayout.from_spec(request.spec, len(images))
+    create_or_resume(request.out, request.spec, layout, request.fingerprint)
+    a, b = layout.shard_range(0)
+    extent = np.tile(np.array([0, 0, request.spec.size, request.spec.size], np.int32), (b - a, 1))
+    write_shard(
+        request.out,
+        layout,
+        0,
+        image=images[a:b],
+        label=np.array(labels[a:b]),
+        extent=extent,
+        key=keys[a:b],
+    )
+
+
 def hanging_builder(started: Path, log: Path | None = None) -> Builder:
     """Return a builder that writes one shard, signals ``started`` and hangs (to be killed)."""
 
     def build(request: BuildRequest) -> None:
         _log(log, request)
-        images, labels, keys = _arrays(request)
-        layout = StoreLayout.from_spec(request.spec, len(images))
-        create_or_resume(request.out, request.spec, layout, request.fingerprint)
-        a, b = layout.shard_range(0)
-        extent = np.tile(
-            np.array([0, 0, request.spec.size, request.spec.size], np.int32), (b - a, 1)
-        )
-        write_shard(
-            request.out,
-            layout,
-            0,
-            image=images[a:b],
-            label=np.array(labels[a:b]),
-            extent=extent,
-            key=keys[a:b],
-        )
+        _first_shard(request)
         started.write_text("started")
         time.sleep(600)
+
+    return build
+
+
+def gated_builder(gate: threading.Event, started: threading.Event) -> Builder:
+    """Return a builder that, while ``gate`` is closed, stops after the first shard.
+
+    It writes the first shard, sets ``started`` and waits for ``gate`` before writing the
+    whole store: a build whose progress the test can watch, then let finish.
+    """
+
+    def build(request: BuildRequest) -> None:
+        _first_shard(request)
+        started.set()
+        if not gate.wait(timeout=120):
+            raise TimeoutError("the test never let the build finish")
+        index_builder()(request)  # resumes the started store and completes it
 
     return build
 

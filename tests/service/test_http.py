@@ -180,6 +180,9 @@ def test_token_is_required_when_configured(roots: dict[str, Path]) -> None:
         auth = {"Authorization": f"Bearer {TOKEN}"}
         assert httpx.get(f"{url}/stores", headers=auth).json() == {"stores": [], "jobs": []}
         assert httpx.get(f"{url}/healthz", headers=auth).status_code == 200
+        assert httpx.get(f"{url}/").status_code == 401  # the status page too
+        page = httpx.get(f"{url}/", headers=auth)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
 
 
 def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:

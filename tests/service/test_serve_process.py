@@ -52,6 +52,14 @@ def test_client_disconnecting_mid_request_costs_one_log_line(tmp_path: Path) -> 
     assert len(lines) == 1 and "POST /stores" in lines[0], text
 
 
+def test_the_server_process_serves_its_status_page(tmp_path: Path) -> None:
+    with _serve(tmp_path) as (_, url, log):
+        page = httpx.get(f"{url}/", timeout=30)  # its template found by package
+        assert page.status_code == 200, log.read_text()
+        assert "<h1>nostall cache</h1>" in page.text and "No store is cached." in page.text
+        assert f'<code id="root">{tmp_path / "cache"}</code>' in page.text
+
+
 def _name(proc: psutil.Process) -> str:
     try:
         return str(proc.name())

@@ -25,7 +25,7 @@ from loaders.augment.arrays.policy import BandNormalize, finish_fields
 from loaders.augment.checks import check_extent_values, check_inputs, check_integer
 from loaders.augment.crop import CropParams, center_crops, random_crops
 from loaders.augment.errors import AugmentError
-from loaders.augment.fields import augment_fields, check_field_values
+from loaders.augment.fields import augment_fields, check_field_values, moved_companions
 from loaders.augment.image.color import (
     DTYPES,
     apply_color,
@@ -174,7 +174,8 @@ class _Augment:
             self._check(frame.expand(-1, -1, -1, 3), extents, generator)
         crops, factors = self._crops(extents, generator)
         out = augment_fields(self, values, fields, crops, factors)
-        return finish_fields(self, out, fields, generator)  # arrays' bands, dtype; rot90
+        out = finish_fields(self, out, fields, generator)  # arrays' bands, dtype; rot90
+        return moved_companions(out, fields)  # e.g. the boxes a crop left: boxes.count
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> _Augment:

@@ -1,0 +1,149 @@
+"""loaders.jax: a nostall store as batches of ``jax.Array``, optionally sharded.
+
+A :class:`~loaders.torch_loader.StoreLoader` serves the batches, so the order, augmentation,
+mixup, ranks and exact resume are the loader's. Each entry goes to JAX by DLPack: on the
+loader's device, without a copy when JAX can alias the buffer (a CPU tensor whose data starts
+on a 64-byte boundary: the loader's batch buffers do; the loader reuses a buffer only once JAX
+dropped it). A dtype JAX canonicalises (``int64`` labels and indices become ``int32`` unless
+``jax_enable_x64``) is cast by torch first (a copy); JAX copies an unaligned start. With
+``sharding`` each entry is then placed by ``jax.make_array_from_process_local_data``: each
+process (rank) loads its own slice of the global batch. ``key`` (``keys=True``) stays a list
+of strings. Importing this module imports JAX (``pip install 'nostall[jax]'``); ``import
+loaders`` does not.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from loaders.frameworks import check_epochs, epoch_batches, require
+from loaders.torch_loader import StoreLoader
+
+jax = require("jax", "jax")
+
+__all__ = ["Batches", "batches", "to_jax"]
+
+
+def to_jax(value: torch.Tensor, sharding: Any = None) -> Any:
+    """Return a batch entry as a ``jax.Array`` (DLPack), placed with ``sharding`` if given.
+
+    A dtype JAX canonicalises (64-bit without ``jax_enable_x64``) is cast by torch first, on the
+    loader's device: JAX would copy it anyway, at a higher cost per call.
+
+    Raises:
+        ValueError: ``sharding`` does not divide the entry's shape (JAX's message).
+    """
+    canonical = _canonical(value.dtype, bool(jax.config.jax_enable_x64))
+    if canonical != value.dtype:
+        value = value.to(canonical)
+    local = jax.dlpack.from_dlpack(value)
+    if sharding is None:
+        return local
+    return jax.make_array_from_process_local_data(sharding, local)
+
+
+@functools.cache
+def _canonical(dtype: torch.dtype, x64: bool) -> torch.dtype:
+    """The torch dtype JAX makes of ``dtype`` (``int64`` -> ``int32`` without x64)."""
+    stored = torch.empty(0, dtype=dtype).numpy().dtype
+    canonical = jax.dtypes.canonicalize_dtype(stored)
+    return dtype if canonical == stored else torch.from_numpy(np.empty(0, canonical)).dtype
+
+
+class Batches:
+    """Batches of a :class:`StoreLoader` as dicts of ``jax.Array``; see :func:`batches`.
+
+    Iterating serves one iteration (:func:`~loaders.frameworks.epoch_batches`); the loader's
+    :meth:`state_dict`, :meth:`load_state_dict`, :meth:`set_epoch`, ``epoch`` and ``len`` are
+    forwarded, so a state saved after batch ``b`` resumes exactly after it.
+
+    Args:
+        loader: The loader that serves the batches.
+        sharding: A ``jax.sharding.Sharding`` of the global batch (its leading axis), or None.
+        epochs: Epochs per iteration (None: one, the next each time).
+    """
+
+    def __init__(self, loader: StoreLoader, sharding: Any, epochs: int | None) -> None:
+        self.loader, self.sharding, self.epochs = loader, sharding, check_epochs(epochs)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for batch in epoch_batches(self.loader, self.epochs):
+            yield {k: self._place(v) for k, v in batch.items()}
+
+    def _place(self, value: torch.Tensor | list[str]) -> Any:
+        return value if isinstance(value, list) else to_jax(value, self.sharding)
+
+    def __len__(self) -> int:
+        """Batches of the loader's current epoch."""
+        return len(self.loader)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration serves (first)."""
+        return self.loader.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Serve ``epoch`` from its first batch next (:meth:`StoreLoader.set_epoch`)."""
+        self.loader.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's state after the last batch handed out (JSON-able)."""
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume at ``state`` on the next iteration (:meth:`StoreLoader.load_state_dict`)."""
+        self.loader.load_state_dict(state)
+
+    def close(self) -> None:
+        """Close the loader (idempotent)."""
+        self.loader.close()
+
+    def __enter__(self) -> Batches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def batches(
+    store: Any,
+    batch_size: int,
+    *,
+    sharding: Any = None,
+    epochs: int | None = None,
+    **options: Any,
+) -> Batches:
+    """Return the batches of a store as dicts of ``jax.Array`` (a :class:`StoreLoader`'s).
+
+    Args:
+        store: What :class:`StoreLoader` opens: a path, an ``s3://`` URL, a cache reference.
+        batch_size: Samples per batch loaded by this process (with ``sharding`` over several
+            processes, the global batch is ``batch_size`` times the process count).
+        sharding: A ``jax.sharding.Sharding`` (e.g. ``NamedSharding(mesh, P("data"))``) that
+            splits the leading, batch axis; every entry is placed with it. A ``jax.Device``
+            places each batch on that device. None: on the loader's device, as DLPack gives.
+        epochs: None: each iteration serves the loader's next epoch. An integer: one
+            iteration serves every epoch until the loader's epoch reaches it.
+        **options: Every other keyword of :class:`StoreLoader` (``shuffle``, ``seed``,
+            ``drop_last``, ``augment``, ``mixup``, ``device``, ...). ``rank`` and
+            ``world_size`` default to ``jax.process_index()`` and ``jax.process_count()``
+            when JAX runs several processes.
+
+    Raises:
+        ValueError: A setting is out of range.
+    """
+    if isinstance(sharding, jax.Device):
+        sharding = jax.sharding.SingleDeviceSharding(sharding)
+    if "rank" not in options and "world_size" not in options and jax.process_count() > 1:
+        options.update(rank=jax.process_index(), world_size=jax.process_count())
+    loader = StoreLoader(store, batch_size, **options)
+    try:
+        return Batches(loader, sharding, epochs)
+    except BaseException:
+        loader.close()
+        raise

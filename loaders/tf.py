@@ -1,0 +1,340 @@
+"""loaders.tf: a nostall store as a ``tf.data.Dataset``, ready for Keras ``model.fit``.
+
+A :class:`~loaders.torch_loader.StoreLoader` serves the batches, so the order, augmentation,
+mixup, ranks and exact resume are the loader's, and its reading runs ahead on its own thread
+(``prefetch``); this module hands each batch to TensorFlow without a copy (DLPack: TF's tensor
+shares the loader's buffer, which the loader reuses only once TF dropped it). The dataset
+yields host tensors (tf.data runs on the host): a batch made on CUDA (``device="cuda"``) is
+copied to host memory first, and a non-contiguous tensor is made contiguous (TF takes
+row-major data only). Importing this module imports TensorFlow (``pip install 'nostall[tf]'``);
+``import loaders`` does not.
+
+tf.data hands batches over ahead of the consumer (``ahead``, a prefetch buffer), yet the resume
+state is exact: it is the loader's ``state_dict`` after the last batch the *consumer* took
+(:class:`Served`). Add no ``.prefetch()`` (nor a ``map`` with ``num_parallel_calls``) after the
+dataset if you checkpoint mid-epoch: the state would count what ran ahead, not what the model
+trained on; a plain ``map`` runs as the consumer asks (tf.data's automatic map parallelization
+is switched off).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from loaders.contract import check_int
+from loaders.errors import LoaderError
+from loaders.frameworks import check_epochs, epoch_batches, require
+from loaders.torch_loader import StoreLoader
+
+tf = require("tensorflow", "tf")
+
+__all__ = ["Element", "LoaderState", "Served", "dataset", "to_tf"]
+
+Value = torch.Tensor | list[str]
+
+
+def to_tf(value: Value) -> Any:
+    """Return a batch entry as a host ``tf.Tensor``: DLPack, no copy for a contiguous CPU tensor.
+
+    A list of strings (``key``) becomes a ``tf.string`` tensor.
+    """
+    if isinstance(value, list):
+        return tf.constant(value, dtype=tf.string, shape=(len(value),))
+    if value.device.type != "cpu":  # tf.data yields host tensors
+        value = value.cpu()
+    if not value.is_contiguous():  # TF's DLPack import takes compact row-major data only
+        value = value.contiguous()
+    return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
+
+
+@dataclass(frozen=True)
+class Element:
+    """How a batch dict becomes a dataset element.
+
+    Attributes:
+        inputs: None: the dict itself (every key). A key: that entry alone as the model input;
+            several keys: a dict of them (a Keras model with named inputs).
+        target: None: no target (with ``inputs``: the input alone, for ``predict``). A key:
+            ``(x, y)``, Keras ``fit``'s pair, and ``(x, y, sample_weight)`` with weights 0 on
+            the ``is_pad`` repeats when ``weights`` (``drop_last=False``: ``evaluate`` counts
+            every sample once).
+        weights: Add the sample weights (see ``target``).
+    """
+
+    inputs: str | tuple[str, ...] | None
+    target: str | None
+    weights: bool
+
+    def check(self, keys: Sequence[str]) -> None:
+        """Refuse keys a batch lacks, or a target without inputs.
+
+        Raises:
+            ValueError: Naming the key and the batch's keys.
+        """
+        if self.target is not None and self.inputs is None:
+            raise ValueError(f"target={self.target!r} needs inputs= too (the batch's keys: {keys})")
+        names = [self.inputs] if isinstance(self.inputs, str) else list(self.inputs or ())
+        for name in [*names, *([self.target] if self.target else [])]:
+            if name not in keys:
+                raise ValueError(f"the batches have no {name!r}: their keys are {list(keys)}")
+
+    def needs(self, keys: Sequence[str]) -> list[str]:
+        """The keys of a batch (of ``keys``) its element holds: the others are not converted."""
+        if self.inputs is None:
+            return list(keys)
+        names = [self.inputs] if isinstance(self.inputs, str) else list(self.inputs)
+        return names + ([self.target] if self.target is not None else [])
+
+    def build(self, values: Mapping[str, Any], weight: Callable[[], Any]) -> Any:
+        """Return the element of ``values`` (converted entries); ``weight()`` makes the weights."""
+        if self.inputs is None:
+            return dict(values)
+        x = (
+            values[self.inputs]
+            if isinstance(self.inputs, str)
+            else {k: values[k] for k in self.inputs}
+        )
+        if self.target is None:
+            return x
+        y = values[self.target]
+        return (x, y, weight()) if self.weights else (x, y)
+
+
+class Served:
+    """Which batch the consumer took last, and the loader's state after it.
+
+    The generator numbers each element it yields (a serial) and keeps the loader's state after
+    that batch; the dataset's last step (:func:`_pipeline`) stores the serial of each element
+    in a ``tf.Variable`` as the consumer takes it, after tf.data's prefetch buffer. The state of
+    the batches the consumer took is then exact however far tf.data converted ahead.
+
+    Args:
+        loader: The loader behind the dataset.
+        ahead: Elements tf.data holds ahead of the consumer (the prefetch buffer).
+    """
+
+    def __init__(self, loader: StoreLoader, ahead: int) -> None:
+        self.loader, self.keep = loader, 2 * (ahead + 2)  # the buffer, the step, in hand
+        self.taken = tf.Variable(-1, dtype=tf.int64, trainable=False)  # the serial consumed
+        self._states: dict[int, dict[str, Any]] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def add(self, state: dict[str, Any]) -> int:
+        """Record the loader's ``state`` after a batch; return the batch's serial."""
+        with self._lock:
+            serial, self._next = self._next, self._next + 1
+            self._states[serial] = state
+            if len(self._states) > self.keep:  # forget the batches before the one consumed
+                taken = int(self.taken.numpy())
+                for old in [k for k in self._states if k < taken]:
+                    del self._states[old]
+        return serial
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's state after the last batch consumed.
+
+        The loader's own state when it changed since its last batch (``load_state_dict``,
+        ``set_epoch``) or before any batch was consumed. An iteration given up with batches
+        still in the buffer leaves the state of the last batch consumed, as
+        :class:`StoreLoader` leaves the state of its last batch when an iteration is broken
+        off.
+        """
+        live = self.loader.state_dict()
+        with self._lock:
+            last = self._states.get(self._next - 1)
+            taken = self._states.get(int(self.taken.numpy()))
+        return taken if taken is not None and live == last else live
+
+
+_PythonState: Any = tf.train.experimental.PythonState  # TF ships no types
+
+
+class LoaderState(_PythonState):  # type: ignore[misc]
+    """The resume state of a dataset made by :func:`dataset` (``state=``), for checkpoints.
+
+    A ``tf.train.experimental.PythonState``: put it in a ``tf.train.Checkpoint`` next to the
+    model (``tf.train.Checkpoint(model=model, data=state)``) and ``save``/``restore`` carry the
+    loader's state after the last batch the consumer took; or keep :meth:`state_dict` (a
+    JSON-able dict) with a Keras checkpoint. Restored before its dataset exists, the state waits
+    and resumes the dataset made with it. :attr:`loader` is the dataset's
+    :class:`StoreLoader` (``len``, ``epoch``, ``set_epoch``, ``close``).
+    """
+
+    def __init__(self) -> None:
+        self._served: Served | None = None
+        self._pending: dict[str, Any] | None = None
+
+    @property
+    def loader(self) -> StoreLoader | None:
+        """The loader of the dataset this state belongs to (None before one is made)."""
+        return None if self._served is None else self._served.loader
+
+    def bind(self, served: Served) -> None:
+        """Attach a dataset's :class:`Served` and resume its loader at a state restored before.
+
+        Raises:
+            LoaderError: The state belongs to another dataset already.
+        """
+        if self._served is not None:
+            raise LoaderError("this LoaderState belongs to another dataset: make one per dataset")
+        self._served = served
+        if self._pending is not None:
+            served.loader.load_state_dict(self._pending)
+            self._pending = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's state after the last batch the consumer took (see :class:`Served`).
+
+        Raises:
+            LoaderError: No dataset uses this state yet, and none was restored into it.
+        """
+        if self._served is not None:
+            return self._served.state_dict()
+        if self._pending is None:
+            raise LoaderError("no dataset uses this LoaderState: pass it to dataset(state=...)")
+        return dict(self._pending)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume the dataset's loader at ``state`` on its next iteration (or once bound)."""
+        if self._served is None:
+            self._pending = dict(state)
+        else:
+            self._served.loader.load_state_dict(state)
+
+    def serialize(self) -> str:
+        """The state as JSON (``tf.train.Checkpoint.save`` calls it)."""
+        return json.dumps(self.state_dict())
+
+    def deserialize(self, string_value: Any) -> None:
+        """Load a state :meth:`serialize` wrote (``tf.train.Checkpoint.restore`` calls it)."""
+        text = string_value.decode() if isinstance(string_value, bytes) else str(string_value)
+        self.load_state_dict(json.loads(text))
+
+
+def dataset(
+    store: Any,
+    batch_size: int,
+    *,
+    inputs: str | Sequence[str] | None = None,
+    target: str | None = None,
+    epochs: int | None = None,
+    state: LoaderState | None = None,
+    ahead: int = 2,
+    **options: Any,
+) -> Any:
+    """Return a ``tf.data.Dataset`` of a store's batches (a :class:`StoreLoader`'s).
+
+    Args:
+        store: What :class:`StoreLoader` opens: a path, an ``s3://`` URL, a cache reference.
+        batch_size: Samples per batch (per rank).
+        inputs: None: each element is the batch dict (``image``, ``label``, ``index``,
+            ``is_pad``, ...: StoreLoader's keys; ``key`` a ``tf.string`` tensor). A key, or
+            several: the model input (see :class:`Element`).
+        target: With ``inputs``, a key: elements are ``(x, y)`` for Keras ``fit``, plus
+            sample weights (0 on ``is_pad`` repeats) with ``drop_last=False``.
+        epochs: None: each iteration of the dataset serves the loader's next epoch (Keras
+            ``fit(ds, epochs=E)`` iterates once per epoch). An integer: one iteration serves
+            every epoch until the loader's epoch reaches it (:func:`~loaders.frameworks.
+            epoch_batches`).
+        state: A :class:`LoaderState` to checkpoint and resume the dataset with.
+        ahead: Batches tf.data hands over ahead of the consumer, on its own thread (a
+            prefetch buffer; 0: each batch is handed over when the consumer asks). The state
+            counts the batches the consumer took, whatever ``ahead``.
+        **options: Every other keyword of :class:`StoreLoader`: ``shuffle``, ``seed``,
+            ``drop_last``, ``augment``, ``mixup``, ``rank``, ``world_size``, ``device``,
+            ``prefetch``, ``io``, ``keys``, ...
+
+    Returns:
+        A ``tf.data.Dataset``; its element spec comes from the first batch of the loader's
+        current epoch, read once here (the batch dimension left ``None``).
+
+    Raises:
+        ValueError: A setting is out of range, ``inputs``/``target`` name a key the batches
+            lack, or the store serves no batch at this batch size.
+        LoaderError: ``state`` is bound to another dataset, or a restored state does not match
+            the loader (:meth:`~loaders.contract.ContractLoader.load_state_dict`).
+    """
+    epochs = check_epochs(epochs)
+    ahead = check_int("ahead", ahead, 0)
+    picked = tuple(inputs) if inputs is not None and not isinstance(inputs, str) else inputs
+    loader = StoreLoader(store, batch_size, **options)
+    try:
+        element = Element(picked, target, weights=target is not None and not loader.drop_last)
+        signature = _signature(loader, element)
+        served = Served(loader, ahead)
+        if state is not None:
+            state.bind(served)
+    except BaseException:
+        loader.close()
+        raise
+
+    def generate() -> Iterator[Any]:
+        for batch in epoch_batches(loader, epochs):
+            serial = served.add(loader.state_dict())
+            yield tf.constant(serial, tf.int64), _element(batch, element)
+
+    return _pipeline(generate, signature, served, ahead)
+
+
+def _pipeline(
+    generate: Callable[[], Iterator[Any]], signature: Any, served: Served, ahead: int
+) -> Any:
+    """``(serial, element)`` pairs -> prefetch -> each serial stored as the consumer takes it."""
+    spec = (tf.TensorSpec((), tf.int64), signature)
+    ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
+    if ahead:
+        ds = ds.prefetch(ahead)
+
+    def taken(serial: Any, element: Any) -> Any:
+        with tf.control_dependencies([served.taken.assign(serial)]):
+            return tf.nest.map_structure(tf.identity, element)
+
+    return ds.map(taken).with_options(_options())
+
+
+def _options() -> Any:
+    """tf.data options: nothing after the step that marks consumption runs ahead of it.
+
+    tf.data puts a prefetch after a pipeline that ends in a synchronous step, and runs a
+    stateless ``map`` in parallel: either would run the step that stores each element's serial
+    ahead of the consumer (a ``map`` after the dataset too: these options carry over to it).
+    """
+    options = tf.data.Options()
+    options.experimental_optimization.inject_prefetch = False
+    options.experimental_optimization.map_parallelization = False
+    return options
+
+
+def _element(batch: Mapping[str, Value], element: Element) -> Any:
+    values = {k: to_tf(batch[k]) for k in element.needs(list(batch))}
+    return element.build(values, lambda: to_tf((~batch["is_pad"]).float()))  # type: ignore[operator]
+
+
+def _signature(loader: StoreLoader, element: Element) -> Any:
+    """The element spec: the first batch of the loader's epoch, read, then the loader reset."""
+    saved = loader.state_dict()
+    passing = iter(loader)
+    try:
+        first = next(passing, None)
+    finally:
+        passing.close()  # type: ignore[attr-defined]
+        loader.load_state_dict(saved)
+    if first is None:
+        raise ValueError(
+            f"the store serves no batch of {loader.batch_size} samples in epoch {saved['epoch']} "
+            f"(drop_last={loader.drop_last}): a smaller batch_size, or drop_last=False"
+        )
+    element.check(list(first))
+    spec = {k: _spec(to_tf(v)) for k, v in first.items()}
+    return element.build(spec, lambda: tf.TensorSpec((None,), tf.float32))
+
+
+def _spec(value: Any) -> Any:
+    return tf.TensorSpec((None, *value.shape[1:]), value.dtype)

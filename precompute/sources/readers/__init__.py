@@ -1,0 +1,1 @@
+"""Source readers for dataset formats: one module per format (COCO, Parquet, WebDataset)."""

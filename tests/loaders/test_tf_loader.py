@@ -1,0 +1,363 @@
+"""loaders.tf: StoreLoader's batches as a tf.data.Dataset, fed to real Keras training.
+
+The contract suite runs against the dataset and its :class:`LoaderState` (order, ranks, holes,
+resume, state); the rest checks what the bridge adds: the same values as StoreLoader with
+augment and mixup, DLPack without a copy and kept batches never overwritten, Keras-ready
+elements, Keras ``fit`` on an image store and an audio log-mel store seeing every sample once
+per epoch in a new order each epoch, and a Keras run stopped mid-epoch and resumed from a
+``tf.train.Checkpoint`` ending with exactly the weights of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+
+import loaders
+from loaders import StoreLoader
+from loaders.augment import Mixup, TrainAugment
+from loaders.errors import LoaderError
+from tests.contracts.index_store import cat, collect, decode_index, make_index_store
+from tests.contracts.loader_contract import LoaderContract
+from tests.loaders.frameworks_data import AUDIO_CLIPS, CLASSES, IMAGES, audio_store, image_store
+
+keras = tf.keras
+
+
+class TfFeed:
+    """A dataset and its LoaderState, shaped as the contract's loader (iterating the dataset)."""
+
+    def __init__(self, store: Any, **kw: Any) -> None:
+        self.state = loaders.tf.LoaderState()
+        self.dataset = loaders.tf.dataset(store, state=self.state, **kw)
+        assert self.state.loader is not None
+        self.loader: StoreLoader = self.state.loader
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.dataset)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    @property
+    def epoch(self) -> int:
+        return self.loader.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.state.load_state_dict(state)
+
+    def close(self) -> None:
+        self.loader.close()
+
+    def __enter__(self) -> TfFeed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TestTfContract(LoaderContract):
+    @staticmethod
+    def make_loader(store_path: Any, **kw: Any) -> TfFeed:
+        return TfFeed(store_path, device="cpu", **kw)
+
+    def test_set_epoch_of_the_loaded_epoch_keeps_the_resume(self, store: Path) -> None:
+        # the suite's test less Lightning's batch_sampler hook, which Keras never calls
+        first = self.make_loader(store, batch_size=8, seed=0)
+        first.set_epoch(2)
+        collect(first, limit=3)
+        resumed = self.make_loader(store, batch_size=8, seed=0)
+        resumed.load_state_dict(first.state_dict())
+        resumed.set_epoch(2)
+        whole = cat(self._epoch(store, 2), "index")
+        np.testing.assert_array_equal(cat(collect(resumed), "index"), whole[3 * 8 :])
+
+    def test_corrupted_chunk_raises_naming_the_shard(self, tmp_path: Path) -> None:
+        # tf.data turns a generator's exception into a tf.errors.UnknownError that keeps the
+        # loader's error type and message (the shard file) in its own message
+        path = make_index_store(tmp_path / "c", 64)
+        shard = path / "image" / "c" / "2" / "0" / "0" / "0"
+        data = bytearray(shard.read_bytes())
+        data[100] ^= 0xFF  # inside the first inner chunk's pixels
+        shard.write_bytes(bytes(data))
+        ds = loaders.tf.dataset(path, 8, seed=0)
+        with pytest.raises(tf.errors.UnknownError, match="CorruptChunkError: image: shard file"):
+            collect(ds)
+
+
+@pytest.fixture(scope="module")
+def index_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_index_store(tmp_path_factory.mktemp("tf") / "s", 64)
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return image_store(tmp_path_factory.mktemp("tf_images"))
+
+
+@pytest.fixture(scope="module")
+def audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return audio_store(tmp_path_factory.mktemp("tf_audio"))
+
+
+def test_batches_have_store_loaders_keys_values_augment_and_mixup(index_store: Path) -> None:
+    # channels_last: a non-contiguous NCHW tensor, made contiguous for TF
+    kw = {"seed": 4, "augment": TrainAugment(size=12, channels_last=True), "mixup": Mixup(7)}
+    want = collect(StoreLoader(index_store, 8, **kw))
+    ds = loaders.tf.dataset(index_store, 8, **kw)
+    assert ds.element_spec["image"] == tf.TensorSpec((None, 3, 12, 12), tf.float32)
+    assert ds.element_spec["target"] == tf.TensorSpec((None, 7), tf.float32)
+    assert ds.element_spec["index"] == tf.TensorSpec((None,), tf.int64)
+    got = collect(ds)
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want, strict=True):
+        assert g.keys() == w.keys() == {"image", "target", "index", "is_pad"}
+        for key in w:
+            np.testing.assert_array_equal(g[key], w[key], err_msg=key)
+
+
+def test_dlpack_shares_the_tensor_and_a_kept_batch_is_never_overwritten(
+    index_store: Path,
+) -> None:
+    tensor = torch.zeros(4, 16, dtype=torch.uint8)
+    shared = loaders.tf.to_tf(tensor)
+    tensor[0, 0] = 9  # TF's tensor is the same memory: no copy was made
+    assert int(shared.numpy()[0, 0]) == 9
+    ds = loaders.tf.dataset(index_store, 8, seed=1, buffer_chunks=1, prefetch=1)
+    kept = [(b["image"], b["index"].numpy().copy()) for b in ds]  # buffers TF still holds
+    for image, index in kept:
+        np.testing.assert_array_equal(decode_index(image.numpy()), index)
+
+
+def test_keys_come_as_strings(images: Path) -> None:
+    ds = loaders.tf.dataset(images, 16, seed=0, keys=True)
+    assert ds.element_spec["key"] == tf.TensorSpec((None,), tf.string)
+    batch = next(iter(ds))
+    keys = [k.decode() for k in batch["key"].numpy()]
+    assert len(keys) == 16 and all(k.endswith((".jpg", ".png")) for k in keys)
+
+
+def test_inputs_and_target_make_keras_pairs_weighted_off_the_repeats(index_store: Path) -> None:
+    pairs = loaders.tf.dataset(index_store, 8, inputs="image", target="label", seed=0)
+    x, y = next(iter(pairs))
+    np.testing.assert_array_equal(decode_index(x.numpy()) % 7, y.numpy())
+    # 64 samples on 3 ranks: 22 each, 2 repeats in all, weighted 0
+    kw = {"inputs": ("image", "is_pad"), "target": "label", "drop_last": False, "world_size": 3}
+    zeros = 0
+    for rank in range(3):
+        elements = list(loaders.tf.dataset(index_store, 8, rank=rank, **kw))
+        assert set(elements[0][0]) == {"image", "is_pad"}
+        weights = np.concatenate([w.numpy() for _, _, w in elements])
+        is_pad = np.concatenate([x["is_pad"].numpy() for x, _, _ in elements])
+        assert weights.dtype == np.float32 and len(weights) == 22
+        np.testing.assert_array_equal(weights, (~is_pad).astype(np.float32))
+        zeros += int((weights == 0).sum())
+    assert zeros == 2
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"inputs": "pixels", "target": "label"}, r"no 'pixels': their keys are \['image'"),
+        (  # mixup: soft targets, no label
+            {"inputs": "image", "target": "label", "augment": TrainAugment(8), "mixup": Mixup(7)},
+            r"no 'label': their keys are \['image', 'index', 'is_pad', 'target'\]",
+        ),
+        ({"target": "label"}, "needs inputs="),
+        ({"epochs": 0}, "epochs"),
+        ({"ahead": -1}, "ahead"),
+        ({"batch_size": 65}, "serves no batch of 65 samples"),
+    ],
+)
+def test_bad_settings_are_refused_naming_them(
+    index_store: Path, kw: dict[str, Any], message: str
+) -> None:
+    kw = {"batch_size": 8, **kw}
+    with pytest.raises(ValueError, match=message):
+        loaders.tf.dataset(index_store, **kw)
+
+
+@pytest.mark.parametrize(("ahead", "mapped"), [(0, False), (1, False), (5, False), (2, True)])
+def test_the_state_counts_what_the_consumer_took_however_far_tf_data_ran_ahead(
+    index_store: Path, ahead: int, mapped: bool
+) -> None:
+    kw = {"seed": 6, "epochs": 2, "ahead": ahead}  # two epochs in one iteration
+    loader = StoreLoader(index_store, 8, seed=6)
+    whole = collect(loader) + collect(loader)
+    got = collect(loaders.tf.dataset(index_store, 8, **kw))
+    assert len(got) == len(whole) == 16
+    for stop in (3, 8, 11):
+        first = TfFeed(index_store, batch_size=8, **kw)
+        if mapped:  # a map after the dataset runs as the consumer asks: the state holds
+            first.dataset = first.dataset.map(lambda b: {**b, "index": b["index"] + 0})
+        head = collect(first, limit=stop)
+        state = first.state_dict()
+        assert (state["epoch"], state["batch"]) == divmod(stop, 8)
+        resumed = TfFeed(index_store, batch_size=8, **kw)
+        resumed.load_state_dict(state)
+        got = head + collect(resumed)
+        for g, w in zip(got, whole, strict=True):
+            for key in w:
+                np.testing.assert_array_equal(g[key], w[key], err_msg=key)
+
+
+def test_a_state_serves_one_dataset() -> None:
+    state = loaders.tf.LoaderState()
+    with pytest.raises(LoaderError, match="no dataset uses this LoaderState"):
+        state.state_dict()
+
+
+def test_a_state_bound_twice_is_refused(index_store: Path) -> None:
+    state = loaders.tf.LoaderState()
+    loaders.tf.dataset(index_store, 8, state=state)
+    with pytest.raises(LoaderError, match="belongs to another dataset"):
+        loaders.tf.dataset(index_store, 8, state=state)
+
+
+def _recorded(ds: Any, x: str, seen: list[np.ndarray]) -> Any:
+    """``(x, label)`` pairs of a dict dataset; each batch's ``index`` recorded as Keras takes it."""
+
+    def record(value: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+        seen.append(index.numpy())
+        return value
+
+    def pair(batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+        value = tf.py_function(record, [batch[x], batch["index"]], batch[x].dtype)
+        value.set_shape(batch[x].shape)
+        return value, batch["label"]
+
+    return ds.map(pair)
+
+
+def _fit_sees_each_sample_once_an_epoch(
+    store: Path, x: str, model: Any, batch_size: int, total: int, epochs: int
+) -> list[float]:
+    seen: list[np.ndarray] = []
+    ds = loaders.tf.dataset(store, batch_size, seed=0)
+    per_epoch = total // batch_size  # whole batches: total is a multiple of batch_size
+    history = model.fit(_recorded(ds, x, seen), epochs=epochs, verbose=0)
+    orders = [np.concatenate(seen[e * per_epoch : (e + 1) * per_epoch]) for e in range(epochs)]
+    assert len(seen) == epochs * per_epoch
+    for order in orders:
+        assert sorted(order.tolist()) == list(range(total))
+    assert len({tuple(order.tolist()) for order in orders}) == epochs  # a new order each epoch
+    return [float(v) for v in history.history["loss"]]
+
+
+def _classifier(shape: tuple[int, ...], dtype: str, scale: float, offset: float) -> Any:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input(shape, dtype=dtype),
+            keras.layers.Rescaling(scale, offset),
+            keras.layers.Flatten(),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(CLASSES),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.003),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+def test_keras_fits_an_image_store(images: Path) -> None:
+    model = _classifier((16, 16, 3), "uint8", 1 / 127.5, -1.0)
+    losses = _fit_sees_each_sample_once_an_epoch(images, "image", model, 16, IMAGES, 8)
+    assert losses[-1] < 0.25 * losses[0], losses
+
+
+def test_keras_fits_an_audio_logmel_store(audio: Path) -> None:
+    ds = loaders.tf.dataset(audio, 8, seed=0)
+    assert ds.element_spec["audio"] == tf.TensorSpec((None, 32, 51), tf.float16)
+    model = _classifier((32, 51), "float16", 1 / 32, 0.5)  # log-mel dB: about -72 to 38
+    losses = _fit_sees_each_sample_once_an_epoch(audio, "audio", model, 8, AUDIO_CLIPS, 6)
+    assert losses[-1] < 0.25 * losses[0], losses
+
+
+def _sgd_model() -> Any:
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 3), dtype="uint8"),
+            keras.layers.Rescaling(1 / 255),
+            keras.layers.Flatten(),
+            keras.layers.Dense(CLASSES),
+        ]
+    )
+    model.compile(  # plain SGD: the weights are the whole training state
+        optimizer=keras.optimizers.SGD(0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return model
+
+
+class _StopAt(keras.callbacks.Callback):  # type: ignore[misc]
+    """Stop training after ``batch`` of ``epoch``, calling ``save`` first."""
+
+    def __init__(self, epoch: int, batch: int, save: Callable[[], None]) -> None:
+        super().__init__()
+        self.stop, self.epoch, self.save = (epoch, batch), 0, save
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if (self.epoch, batch) == self.stop:
+            self.save()
+            self.model.stop_training = True
+
+
+@pytest.mark.parametrize("restore_first", [True, False])
+def test_keras_resumed_mid_epoch_from_a_checkpoint_ends_with_the_uninterrupted_weights(
+    images: Path, tmp_path: Path, restore_first: bool
+) -> None:
+    kw = {"inputs": "image", "target": "label", "seed": 3}
+    start = _sgd_model().get_weights()
+    whole = _sgd_model()
+    whole.set_weights(start)
+    whole.fit(loaders.tf.dataset(images, 16, **kw), epochs=3, verbose=0)
+
+    first, state = _sgd_model(), loaders.tf.LoaderState()
+    first.set_weights(start)
+    path = str(tmp_path / "ckpt")
+
+    def save() -> None:
+        tf.train.Checkpoint(data=state).write(path)
+
+    first.fit(
+        loaders.tf.dataset(images, 16, state=state, **kw),
+        epochs=3,
+        verbose=0,
+        callbacks=[_StopAt(1, 2, save)],  # after 3 batches of epoch 1
+    )
+    assert state.state_dict()["epoch"] == 1 and state.state_dict()["batch"] == 3
+
+    second, resumed = _sgd_model(), loaders.tf.LoaderState()
+    second.set_weights(first.get_weights())
+    if restore_first:  # restored before its dataset exists: resumed when it is made
+        tf.train.Checkpoint(data=resumed).read(path).assert_consumed()
+        ds = loaders.tf.dataset(images, 16, state=resumed, **kw)
+    else:  # restored into a dataset already made
+        ds = loaders.tf.dataset(images, 16, state=resumed, **kw)
+        tf.train.Checkpoint(data=resumed).read(path).assert_consumed()
+    # Keras takes the step count of a dataset of unknown length from its first epoch, so the
+    # rest of the interrupted epoch is fitted on its own, then the whole epochs after it
+    second.fit(ds, initial_epoch=1, epochs=2, verbose=0)
+    second.fit(ds, initial_epoch=2, epochs=3, verbose=0)
+    for got, want in zip(second.get_weights(), whole.get_weights(), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(whole.get_weights()[0], start[0])
