@@ -165,6 +165,15 @@ def kind_name_tests(path: Path, names: set[str]) -> list[str]:
     return found
 
 
+# Debts (issue 27): the Parquet and WebDataset readers' tables of which columns or members each
+# built-in kind is inferred from. A kind hook ("my columns look like this") would replace them;
+# a module may leave this, never join it.
+KNOWN_KIND_TABLES = {
+    "precompute/sources/readers/parquet.py": 2,
+    "precompute/sources/readers/webdataset.py": 2,
+}
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_generic_modules_name_no_kind(package: str) -> None:
     """Outside the kinds' modules, nothing compares a kind with a kind's name or keys by kinds.
@@ -174,10 +183,10 @@ def test_generic_modules_name_no_kind(package: str) -> None:
     keys are all kind names, are refused.
     """
     names = _kind_names()
-    offenders = [
-        hit
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if not str(path.relative_to(ROOT)).startswith(KIND_PACKAGES)
-        for hit in kind_name_tests(path, names)
-    ]
-    assert offenders == []
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        hits = [] if where.startswith(KIND_PACKAGES) else kind_name_tests(path, names)
+        if hits and len(hits) != KNOWN_KIND_TABLES.get(where):
+            offenders[where] = hits
+    assert offenders == {}
