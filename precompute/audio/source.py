@@ -2,8 +2,9 @@
 
 An **audio source** is a local folder whose class sub-folders hold audio files (by extension,
 :data:`AUDIO_EXTENSIONS`, and no image file; the first file not an array file), or a CSV/JSONL
-manifest with a ``path`` column whose first path has an audio extension. Its fields are ``audio`` (kind ``audio``) and
-``label`` (class folder index, or the manifest's labels: all integers, or names sorted).
+manifest with a ``path`` column whose first path has an audio extension. Its fields are
+``audio`` (kind ``audio``) and ``label`` (class folder index, or the manifest's labels: all
+integers, or names sorted).
 
 Each :class:`~precompute.sources.fields.FieldItem` carries the file of field ``audio`` and the
 inline ``label``, plus ``audio.segment`` ``[start, end, mode]`` seconds when the clip is not the

@@ -40,7 +40,7 @@ from precompute.policy import show
 from precompute.sources.fields import FieldSource
 from precompute.sources.folders import AUDIO_EXTENSIONS
 
-__all__ = ["AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
+__all__ = ["INT16_SCALE", "AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
 
 MAX_CLIP_SECONDS = 3600.0
 

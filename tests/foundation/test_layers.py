@@ -190,3 +190,56 @@ def test_generic_modules_name_no_kind(package: str) -> None:
         if hits and len(hits) != KNOWN_KIND_TABLES.get(where):
             offenders[where] = hits
     assert offenders == {}
+
+
+# -- loaders reads stores: which layers of precompute it may import -----------------------------
+
+# The foundation (errors, checks, the augmentation policy and its box sampler) and the layers a
+# reader of stores needs: the store format, the fields and kinds, the storage.
+LOADER_SEES = (
+    "precompute.errors",
+    "precompute.checks",
+    "precompute.policy",
+    "precompute.boxes",
+    "precompute.format",
+    "precompute.fields",
+    "precompute.kinds",
+    "precompute.storage",
+)
+# Modules of loaders that reach further, and what for (a module may leave this, never join it)
+KNOWN_REACH = {
+    # the `precompute demo` command: builds a sample store, then streams it
+    "loaders/demo.py": {"precompute.cli", "precompute.job", "precompute.sample"},
+    # DaliJpegLoader reads a raw class-folder source: the build's lister and decoding rules
+    "loaders/dali/jpeg.py": {"precompute.sources.classes", "precompute.stages.decode"},
+    # the loader's advice counts the CPUs as the build does
+    "loaders/diagnostics/diagnose.py": {"precompute.runtime.raylocal"},
+}
+
+
+def _precompute_imports(path: Path) -> set[str]:
+    """The precompute modules ``path`` imports (``from precompute import x``: ``precompute.x``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "precompute")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "precompute":
+                found.update(f"precompute.{a.name}" for a in node.names)
+            elif node.module.startswith("precompute."):
+                found.add(node.module)
+    return found
+
+
+def test_loaders_imports_only_the_store_layers_of_precompute() -> None:
+    reach = {}
+    for path in sorted((ROOT / "loaders").rglob("*.py")):
+        beyond = {
+            m
+            for m in _precompute_imports(path)
+            if not any(m == p or m.startswith(f"{p}.") for p in LOADER_SEES)
+        }
+        if beyond:
+            reach[str(path.relative_to(ROOT))] = beyond
+    assert reach == KNOWN_REACH
