@@ -41,6 +41,7 @@ from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
 from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.transfer.device import ToDevice
+from precompute.fields import v1_fields
 from precompute.format.layout import StoreInfo
 
 __all__ = ["StoreLoader"]
@@ -259,35 +260,29 @@ class StoreLoader(ContractLoader):
     def _finish(
         self, batch: dict[str, torch.Tensor], epoch: int, number: int
     ) -> dict[str, torch.Tensor]:
-        if self.fields:
-            return self._finish_fields(batch, epoch, number)
-        out = {
-            "image": batch["image"],
-            "label": batch["label"],
-            "index": batch["index"],
-            "is_pad": batch["is_pad"],  # marked by the reader: the plan's repeat positions
-        }
+        """One host batch served: its arrays (``extent`` dropped), augmented and mixed.
+
+        One generator per batch (:meth:`batch_generator`) draws for both policies. A v2
+        store's fields go through ``apply_fields`` (every field by its kind); a v1 store's
+        ``image`` + ``label`` through the policies' image calls (``mixup`` turns ``label``
+        into ``target``).
+        """
+        out = {k: v for k, v in batch.items() if k != "extent"}
+        if not self.fields:  # a v1 store: its profile's fields first (image, label)
+            out = {**{f.name: out.pop(f.name) for f in v1_fields()}, **out}
         if self.augment is None and self.mixup is None:
             return out
         gen = self.batch_generator(epoch, number)
+        if self.fields:
+            if self.augment is not None:
+                out = self.augment.apply_fields(out, self.fields, batch["extent"], gen)  # type: ignore[union-attr]
+            if self.mixup is not None:
+                out = self.mixup.apply_fields(out, self.fields, gen)  # type: ignore[attr-defined]
+            return out
         if self.augment is not None:
             out["image"] = self.augment(out["image"], batch["extent"], gen)  # type: ignore[arg-type,call-arg,assignment]
         if self.mixup is not None:
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
-        return out
-
-    def _finish_fields(
-        self, batch: dict[str, torch.Tensor], epoch: int, number: int
-    ) -> dict[str, torch.Tensor]:
-        """A v2 batch: one entry per field (and companion), ``index``, ``is_pad``."""
-        out = {k: v for k, v in batch.items() if k != "extent"}
-        if self.augment is None and self.mixup is None:
-            return out
-        gen = self.batch_generator(epoch, number)
-        if self.augment is not None:
-            out = self.augment.apply_fields(out, self.fields, batch["extent"], gen)  # type: ignore[union-attr]
-        if self.mixup is not None:
-            out = self.mixup.apply_fields(out, self.fields, gen)  # type: ignore[attr-defined]
         return out
 
     def close(self) -> None:

@@ -3,7 +3,7 @@
 Every backend that augments (the offline variants of :mod:`precompute.stages.augment`, the
 torch ops of :mod:`loaders.augment` and the DALI loaders' :mod:`loaders.dali.params`) takes its
 defaults and its valid ranges from here, and turns its own spec into a :class:`Policy`: what
-the one box sampler (:mod:`precompute.stages.boxes`) draws from. Defaults that legitimately differ
+the one box sampler (:mod:`precompute.boxes`) draws from. Defaults that legitimately differ
 are named entries of :data:`POLICIES`, not literals in each backend:
 
 * ``offline``: the stored variants (:class:`precompute.spec.AugmentPolicy`): a milder crop

@@ -41,7 +41,7 @@ class AugmentPolicy:
     """Offline augmentation applied to each stored variant, as data.
 
     Defaults are the ``offline`` entry of :data:`precompute.policy.POLICIES`; the valid
-    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.stages.boxes`, version
+    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.boxes`, version
     :data:`SAMPLER` of its draw, recorded as ``sampler`` in :meth:`to_dict` (so in the spec
     hash: a store drawn by another sampler is another store).
 

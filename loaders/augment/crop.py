@@ -1,14 +1,14 @@
-"""Crop parameters of the torch path, from the one box sampler of :mod:`precompute.stages.boxes`.
+"""Crop parameters of the torch path, from the one box sampler of :mod:`precompute.boxes`.
 
 Both resampling paths (grid and fast) call :func:`random_crops`, so they serve the same crops
 by construction, and so do the DALI loaders and the offline variants for the same key:
 
-* the random numbers are drawn on the host by :func:`precompute.stages.boxes.draw`, from a numpy
+* the random numbers are drawn on the host by :func:`precompute.boxes.draw`, from a numpy
   generator keyed by ``generator.initial_seed()`` (the loader seeds the generator per batch
   from (seed, epoch, rank, batch)); the generator is then reseeded from that draw, so it moves
   on and later consumers (mixup) or a second call get fresh numbers;
 * the draw (a few numbers per sample) is copied to the extents' device and the boxes are
-  placed there by :func:`precompute.stages.boxes.random_boxes` in float64: no ``.item()``, no host
+  placed there by :func:`precompute.boxes.random_boxes` in float64: no ``.item()``, no host
   sync, a fixed number of kernels whatever the batch size. Extents on the CPU are placed with
   numpy instead (the same float64 arithmetic, so the same boxes, bit for bit): some forty
   tiny torch ops per batch cost the CPU fast path's calling thread more than the placement.
@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from loaders.augment.image.ops import CenterCrop
+from precompute import boxes
 from precompute.policy import Policy
-from precompute.stages import boxes
 
 __all__ = ["CropParams", "center_crops", "random_crops"]
 
@@ -82,7 +82,7 @@ def center_crops(extents: torch.Tensor, size: tuple[int, int], crop: CenterCrop)
     """Deterministic eval boxes: the centred ``size``-shaped box of the resized extent.
 
     The extent's short side is (virtually) resized to ``min(size) / crop.fraction`` and the
-    centre ``size`` box is taken (:func:`precompute.stages.boxes.center_boxes`); the box is returned
+    centre ``size`` box is taken (:func:`precompute.boxes.center_boxes`); the box is returned
     in stored-image pixels, clamped to the extent.
     """
     box = boxes.center_boxes(extents.to(torch.float64), size, crop.fraction, xp=torch)

@@ -2,7 +2,7 @@
 
 DALI's own operator RNG cannot be saved and restored, so the loaders never use it: every random
 number (crop window, flip, colour factors) is drawn here by the one box sampler
-(:mod:`precompute.stages.boxes`) from the key :func:`loaders.batching.order.batch_seed`
+(:mod:`precompute.boxes`) from the key :func:`loaders.batching.order.batch_seed`
 ``(seed, epoch, rank, batch)``, and fed to DALI as per-sample argument inputs. That makes the
 augmentation a pure
 function of the position in the stream, mid-epoch resume exact, and the crops, flips and
@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from loaders.augment.errors import AugmentError
 from loaders.batching.order import batch_seed
+from precompute import boxes
 from precompute.policy import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -31,7 +32,6 @@ from precompute.policy import (
     check_bounded_pair,
     check_rgb,
 )
-from precompute.stages import boxes
 
 __all__ = ["DTYPES", "LAYOUTS", "BatchParams", "DaliAugment", "batch_params", "draw_batch_params"]
 

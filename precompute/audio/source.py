@@ -1,9 +1,10 @@
 """List an audio dataset for a build: class folders or a ``path,label[,start,end]`` manifest.
 
 An **audio source** is a local folder whose class sub-folders hold audio files (by extension,
-:data:`AUDIO_EXTENSIONS`, and no image file), or a CSV/JSONL manifest with a ``path`` column
-whose first path has an audio extension. Its fields are ``audio`` (kind ``audio``) and
-``label`` (class folder index, or the manifest's labels: all integers, or names sorted).
+:data:`AUDIO_EXTENSIONS`, and no image file; the first file not an array file), or a CSV/JSONL
+manifest with a ``path`` column whose first path has an audio extension. Its fields are
+``audio`` (kind ``audio``) and ``label`` (class folder index, or the manifest's labels: all
+integers, or names sorted).
 
 Each :class:`~precompute.sources.fields.FieldItem` carries the file of field ``audio`` and the
 inline ``label``, plus ``audio.segment`` ``[start, end, mode]`` seconds when the clip is not the
@@ -29,14 +30,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from precompute.errors import SourceError, SpecError
-from precompute.fields import FieldSpec
+from precompute.fields import KINDS, FieldSpec
+from precompute.sources.classes import list_class_files
 from precompute.sources.fields import FieldItem, FieldSource
 from precompute.sources.folders import (
+    ARRAY_ONLY_EXTENSIONS,
     AUDIO_EXTENSIONS,
     ESCAPES,
     IMAGE_EXTENSIONS,
     escapes,
-    walk_classes,
 )
 from precompute.sources.inputs import read_input
 from precompute.sources.listing import check_policy, checkpoint, per_input
@@ -99,6 +101,8 @@ def is_audio_source(src: str, text: str | None = None) -> bool:
     for _, key in _folder_files(path):  # stops at the first image file
         if _ext(key) in IMAGE_EXTENSIONS:
             return False
+        if not audio and _ext(key) in ARRAY_ONLY_EXTENSIONS:
+            return False  # the first file decides: an array source (precompute.arrays)
         audio = audio or _ext(key) in AUDIO_EXTENSIONS
     return audio
 
@@ -191,15 +195,16 @@ def _entries(
 ) -> tuple[str, list[tuple[Any, ...]], tuple[str, ...] | None]:
     """``root``, ``(path, label, start, end)`` of every entry, and the class folders' names.
 
-    Class folders: labels are the folder indices of :func:`walk_classes` (sorted names, as a
-    v1 source's), whatever the names look like. A manifest: labels as given, and None.
+    Class folders: labels are the folder indices of
+    :func:`~precompute.sources.classes.list_class_files` (sorted names, as a v1 source's),
+    whatever the names look like; files of another kind beside them are refused. A manifest:
+    labels as given, and None.
     """
     src = src.removeprefix("file://")
-    if not src.lower().endswith(MANIFESTS):
-        root = os.path.abspath(src)
-        files, classes, found = walk_classes(root, AUDIO_EXTENSIONS)
-        skipped.extend(found)
-        return root, [(k, c, None, None) for k, c in files], tuple(classes)
+    if not src.lower().endswith(MANIFESTS):  # the one lister of class folders
+        listed = list_class_files(src, KINDS["audio"], on_error)
+        skipped.extend(listed.skipped)
+        return listed.root, [(k, c, None, None) for k, c in listed.items], listed.classes
     root = os.path.dirname(os.path.abspath(src))
     out = []
     for n, row in _manifest_rows(src, text):

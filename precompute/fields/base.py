@@ -52,6 +52,10 @@ class Kind(ABC):
             it sets on the field of this kind a source infers).
         hint: Where a user gives this kind's options, named when an inferred field of this
             kind refuses its options (``on the command line: --mask-classes N ...``).
+        extensions: File extensions (lower case, with the dot) of this kind's files in class
+            folders and ``path,label`` manifests (``precompute.sources.classes``); a folder
+            listed for another kind refuses them, naming both kinds. Empty: none.
+        beside: Said when this kind's files lie beside another kind's in class folders.
     """
 
     name: ClassVar[str]
@@ -69,6 +73,8 @@ class Kind(ABC):
     options: ClassVar[Mapping[str, Option]] = MappingProxyType({})
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType({})
     hint: ClassVar[str] = "on the command line: --fields"
+    extensions: ClassVar[tuple[str, ...]] = ()
+    beside: ClassVar[str] = ""
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """Return every option of ``field`` checked, defaults filled in.

@@ -75,11 +75,11 @@ BUILTIN = (
     "precompute.kinds.image",
     "precompute.kinds.mask",
     "precompute.kinds.keypoints",
-    "precompute.kinds.array",
     "precompute.kinds.label",
     "precompute.kinds.labels",
-    "precompute.kinds.position",
     "precompute.kinds.audio",
+    "precompute.kinds.array",
+    "precompute.kinds.position",
     "precompute.kinds.boxes",
 )
 _loaded: list[bool] = []

@@ -39,6 +39,7 @@ from precompute.fields.registry import has_kind, register_kind
 from precompute.kinds.hooks import SOURCE_READERS, SourceQuery, SourceReader, register_source
 from precompute.policy import show
 from precompute.sources.fields import FieldSource
+from precompute.sources.folders import ARRAY_EXTENSIONS
 from precompute.sources.named import field_columns
 
 __all__ = ["ArrayKind", "decode_npy"]
@@ -78,6 +79,11 @@ class ArrayKind(Kind):
             "spatial": Option(False, _flag),
             "key": Option(None, optional(_variable)),
         }
+    )
+    extensions = ARRAY_EXTENSIONS  # class folders and path,label manifests
+    beside = (
+        "a folder whose first file is a .tif is read as images: for cubes give --fields with "
+        "kind 'array' (docs/arrays.md)"
     )
     flags = MappingProxyType(
         {"key": Flag("key", "Array files: the .npz member or .mat variable to read.")}

@@ -38,8 +38,9 @@ from precompute.kinds.hooks import SOURCE_READERS, SourceQuery, SourceReader, re
 from precompute.notes import note
 from precompute.policy import show
 from precompute.sources.fields import FieldSource
+from precompute.sources.folders import AUDIO_EXTENSIONS
 
-__all__ = ["AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
+__all__ = ["INT16_SCALE", "AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
 
 MAX_CLIP_SECONDS = 3600.0
 
@@ -113,6 +114,7 @@ class AudioKind(Kind):
     source = "file"
     decoder = "audio"
     mixup, cutmix = "blend", "paste"
+    extensions = tuple(sorted(AUDIO_EXTENSIONS))  # class folders and path,label manifests
     options = MappingProxyType(
         {
             "representation": Option("waveform", one_of("waveform", "logmel")),

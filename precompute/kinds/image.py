@@ -23,6 +23,7 @@ from precompute.fields.geometry import PLACE, Placement, register_rule
 from precompute.fields.options import Option, integer, one_of
 from precompute.fields.registry import has_kind, register_kind
 from precompute.fields.spec import FieldSpec
+from precompute.sources.folders import IMAGE_EXTENSIONS
 from precompute.stages.decode import decode_bytes
 from precompute.stages.resize import FILTER
 
@@ -39,6 +40,7 @@ class ImageKind(Kind):
     resample = augment = "bilinear"
     photometric = True
     mixup, cutmix = "blend", "paste"
+    extensions = tuple(sorted(IMAGE_EXTENSIONS))  # class folders and path,label manifests
     options = MappingProxyType(
         {"channels": Option(3, one_of(1, 3)), "fill": Option(0, integer(0, 255))}
     )

@@ -1,6 +1,10 @@
-"""List a raw image dataset: a class-folder tree or a CSV/JSONL manifest, local or fsspec.
+"""The one lister of class folders and ``path,label`` manifests, local or fsspec, of any kind.
 
-A :class:`Source` is the frozen, sorted list of ``(key, label)`` items a build reads. Keys are
+:func:`list_class_files` lists the files of one kind (image, array, audio: the kind decides
+which file extensions are its own, ``Kind.extensions``; files of another kind's extensions in
+the same folders are refused, naming both, never dropped); :func:`list_source` is the v1
+lister, of the v1 profile's image files. A :class:`Source` is the frozen, sorted list of
+``(key, label)`` items a build reads. Keys are
 paths relative to the source root with forward slashes (or, in a manifest, absolute paths and
 URLs as written). The list is a pure function of the files, so the same folder always gives the
 same store.
@@ -21,15 +25,9 @@ import os
 from dataclasses import dataclass
 
 from precompute.errors import SourceError
+from precompute.fields import KINDS, Kind, v1_fields
 from precompute.sources.digests import fingerprint
-from precompute.sources.folders import (
-    ARRAY_ONLY_EXTENSIONS,
-    AUDIO_EXTENSIONS,
-    ESCAPES,
-    IMAGE_EXTENSIONS,
-    escapes,
-    walk_classes,
-)
+from precompute.sources.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
 from precompute.sources.listing import check_policy, is_url, locate, stat_of
 from precompute.sources.manifests import MAX_LABEL, parse_manifest, read_manifest_text
@@ -40,15 +38,11 @@ __all__ = [
     "MAX_LABEL",
     "Source",
     "fingerprint",
+    "list_class_files",
     "list_source",
 ]
 
 MANIFEST_EXTENSIONS = (".csv", ".jsonl", ".ndjson")
-_OTHER_KINDS = AUDIO_EXTENSIONS | ARRAY_ONLY_EXTENSIONS  # never beside images in one folder
-_CUBE_HINT = (
-    "a folder whose first file is a .tif is read as images: for cubes give --fields with "
-    "kind 'array' (docs/arrays.md)"
-)
 
 
 def _strip_file_scheme(path: str) -> str:
@@ -116,9 +110,10 @@ def list_source(
 ) -> Source:
     """List ``src``: a class-folder tree or a ``.csv``/``.jsonl`` manifest of ``path,label``.
 
-    In a folder source every sub-folder of the root is a class (sorted by name; label = index)
-    and every image file below it (recursively, by extension, hidden files ignored) is an item.
-    Files directly in the root are ignored. A manifest's labels follow
+    The v1 lister: :func:`list_class_files` of the v1 profile's image kind. In a folder source
+    every sub-folder of the root is a class (sorted by name; label = index) and every image
+    file below it (recursively, by extension, hidden files ignored) is an item. Files
+    directly in the root are ignored. A manifest's labels follow
     :mod:`precompute.sources.manifests`: all integers (kept, no class list) or all class names.
 
     Args:
@@ -131,45 +126,93 @@ def list_source(
         SourceError: The path is missing, holds no images, the manifest is malformed, or
             ``on_error`` is neither ``raise`` nor ``skip``.
     """
+    return list_class_files(src, v1_fields()[0].spec, on_error, text)
+
+
+def list_class_files(
+    src: str | os.PathLike[str],
+    kind: Kind,
+    on_error: str = "raise",
+    text: str | None = None,
+    check_paths: bool = False,
+) -> Source:
+    """List the files of ``kind`` in class folders or a ``path,label`` manifest.
+
+    Args:
+        src: A folder of class folders, a ``.csv``/``.jsonl``/``.ndjson`` manifest, or an
+            fsspec URL of either.
+        kind: The kind whose files are listed: its ``extensions`` are the files a folder
+            lists; another kind's files beside them are refused, naming both.
+        on_error: ``raise`` or ``skip``: a manifest line with an unusable label (or, with
+            ``check_paths``, a path of another extension) raises or is recorded.
+        text: The manifest's text when the caller has read it already (read here if None).
+        check_paths: Refuse manifest paths without one of the kind's extensions.
+
+    Raises:
+        SourceError: No such folder, no class folder, no file of the kind, files of another
+            kind beside them, a malformed manifest, a duplicate path.
+    """
     check_policy(on_error)
     src = _strip_file_scheme(os.fspath(src))
     if src.lower().endswith(MANIFEST_EXTENSIONS):
-        return _list_manifest(src, on_error, text)
+        return _list_manifest(src, kind, on_error, text, check_paths)
     if is_url(src):
-        return _list_remote_folder(src)
-    return _list_local_folder(src)
+        return _list_remote_folder(src, kind)
+    return _list_local_folder(src, kind)
 
 
 # -- folders ---------------------------------------------------------------------------------
 
 
-def _list_local_folder(src: str) -> Source:
+def _ext(name: str) -> str:
+    return os.path.splitext(name)[1].lower()
+
+
+def _kinds_by_extension(but: Kind | None = None) -> dict[str, Kind]:
+    """Extension -> the first registered kind that claims it (none of ``but``'s own)."""
+    out: dict[str, Kind] = {}
+    for kind in KINDS.values():
+        for ext in kind.extensions:
+            out.setdefault(ext, kind)
+    own = set(but.extensions) if but is not None else set()
+    return {ext: kind for ext, kind in out.items() if ext not in own}
+
+
+def _files_of(names: list[str], by_ext: dict[str, Kind]) -> str:
+    """``audio files`` / ``audio or array files``: the kinds of ``names``."""
+    kinds = [k.name for k in KINDS.values() if k in {by_ext[_ext(n)] for n in names}]
+    return f"{' or '.join(kinds)} files"
+
+
+def _list_local_folder(src: str, kind: Kind) -> Source:
     root = os.path.abspath(src)
     if not os.path.isdir(root):
         raise SourceError(f"{src}: source folder does not exist (or is not a folder)")
     others: list[str] = []
-    items, classes, skipped = walk_classes(root, alien=_OTHER_KINDS, aliens=others)
+    by_ext = _kinds_by_extension(kind)
+    wanted = frozenset(kind.extensions)
+    items, classes, skipped = walk_classes(root, wanted, alien=frozenset(by_ext), aliens=others)
     if others and items:  # e.g. cover art beside recordings: never a store of them alone
         example, first = min(items)[0], min(others)
-        kind = "audio" if os.path.splitext(first)[1].lower() in AUDIO_EXTENSIONS else "array"
-        hint = "" if kind == "audio" else f"; {_CUBE_HINT}"
+        other = by_ext[_ext(first)]
+        hint = f"; {other.beside}" if other.beside else ""
         raise SourceError(
-            f"{src}: mixes image files ({len(items)}, e.g. {example}) and {kind} files "
-            f"({len(others)}, e.g. {first}): keep one kind per source folder{hint}"
+            f"{src}: mixes {kind.name} files ({len(items)}, e.g. {example}) and {other.name} "
+            f"files ({len(others)}, e.g. {first}): keep one kind per source folder{hint}"
         )
     if not classes:
         raise SourceError(f"{src}: no class sub-folders ({_expected(root)})")
     if not items:
-        found = f" (but {len(others)} audio or array files, e.g. {min(others)})" if others else ""
-        raise SourceError(f"{src}: no image files found under the class folders{found}")
+        found = (
+            f" (but {len(others)} {_files_of(others, by_ext)}, e.g. {min(others)})"
+            if others
+            else ""
+        )
+        raise SourceError(
+            f"{src}: no {kind.name} files ({', '.join(kind.extensions)}) found under the "
+            f"class folders{found}"
+        )
     return Source(root, tuple(sorted(items)), tuple(classes), tuple(sorted(skipped)))
-
-
-_KIND_OF_EXTENSION = {
-    **{ext: "image" for ext in IMAGE_EXTENSIONS},
-    **{ext: "audio" for ext in AUDIO_EXTENSIONS},
-    **{ext: "array" for ext in ARRAY_ONLY_EXTENSIONS},
-}
 
 
 def _expected(root: str) -> str:
@@ -178,11 +221,13 @@ def _expected(root: str) -> str:
         top = sorted(e.name for e in os.scandir(root) if e.is_file() and e.name[:1] != ".")
     except OSError:
         top = []
-    kinds = sorted({_KIND_OF_EXTENSION.get(os.path.splitext(n)[1].lower(), "") for n in top})
-    kinds = [k for k in kinds if k]
-    if not kinds:
-        return "expected SRC/<class>/<file>: one sub-folder of image, audio or array files a class"
-    found = [n for n in top if os.path.splitext(n)[1].lower() in _KIND_OF_EXTENSION]
+    by_ext = _kinds_by_extension()
+    found = [n for n in top if _ext(n) in by_ext]
+    if not found:
+        every = [k.name for k in KINDS.values() if k.extensions]
+        listed = f"{', '.join(every[:-1])} or {every[-1]}" if len(every) > 1 else every[0]
+        return f"expected SRC/<class>/<file>: one sub-folder of {listed} files a class"
+    kinds = sorted({by_ext[_ext(n)].name for n in found})
     what = " and ".join(f"{k} files" for k in kinds)
     return (
         f"expected SRC/<class>/<{kinds[0]} file>; {len(found)} {what} lie at its top, e.g. "
@@ -191,7 +236,7 @@ def _expected(root: str) -> str:
     )
 
 
-def _list_remote_folder(src: str) -> Source:
+def _list_remote_folder(src: str, kind: Kind) -> Source:
     from precompute.storage.s3fsspec import fsspec_s3
 
     try:
@@ -206,10 +251,10 @@ def _list_remote_folder(src: str) -> Source:
         parts = rel.split("/")
         if len(parts) < 2 or any(p.startswith(".") for p in parts):
             continue
-        if os.path.splitext(rel)[1].lower() in IMAGE_EXTENSIONS:
+        if _ext(rel) in kind.extensions:
             by_class.setdefault(parts[0], []).append(rel)
     if not by_class:
-        raise SourceError(f"{src}: no image files in class sub-folders")
+        raise SourceError(f"{src}: no {kind.name} files in class sub-folders")
     classes = tuple(sorted(by_class))
     items = sorted((key, label) for label, c in enumerate(classes) for key in by_class[c])
     return Source(src.rstrip("/"), tuple(items), classes)
@@ -218,19 +263,30 @@ def _list_remote_folder(src: str) -> Source:
 # -- manifests -------------------------------------------------------------------------------
 
 
-def _list_manifest(src: str, on_error: str, text: str | None) -> Source:
+def _an(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _list_manifest(
+    src: str, kind: Kind, on_error: str, text: str | None, check_paths: bool
+) -> Source:
     text = read_manifest_text(src) if text is None else text
     rows, classes, skipped = parse_manifest(src, text, on_error)
-    if not rows:
-        raise SourceError(f"{src}: manifest lists no images")
     root = src.rsplit("/", 1)[0] if is_url(src) else os.path.dirname(os.path.abspath(src))
     items: dict[str, int] = {}
     for n, path, label in rows:
         key = path.replace("\\", "/") if not is_url(path) else path
         if key in items:
             raise SourceError(f"{src}: line {n}: duplicate path {key!r}")
-        if escapes(root, key):
+        if check_paths and _ext(key) not in kind.extensions:
+            why = f"line {n}: {key!r} is not {_an(kind.name)} file ({', '.join(kind.extensions)})"
+            if on_error == "raise":
+                raise SourceError(f"{src}: {why}")
+            skipped.append((key, why))
+        elif escapes(root, key):
             skipped.append((key, ESCAPES))
-            continue
-        items[key] = label
+        else:
+            items[key] = label
+    if not items:
+        raise SourceError(f"{src}: manifest lists no {kind.name} files")
     return Source(root, tuple(sorted(items.items())), classes, tuple(sorted(skipped)))

@@ -1,6 +1,6 @@
 """Offline augmentation stage: an RGB image -> K augmented S x S x 3 variants.
 
-Variant ``v`` of store slot ``i`` is drawn by the one box sampler (:mod:`precompute.stages.boxes`,
+Variant ``v`` of store slot ``i`` is drawn by the one box sampler (:mod:`precompute.boxes`,
 sampler version :attr:`~precompute.spec.AugmentPolicy.SAMPLER`) from the key
 :func:`variant_key` ``(build_seed, i, v)``, so a rebuild is byte-identical, no global RNG is
 touched, and the loaders would draw the same box and factors from the same key. Then:
@@ -21,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
+from precompute import boxes
 from precompute.policy import GREY
 from precompute.spec import AugmentPolicy
-from precompute.stages import boxes
 from precompute.stages.resize import FILTER
 
 __all__ = ["augment_variant", "colour_jitter", "variant_key", "variant_params"]

@@ -115,3 +115,131 @@ def test_the_graph_sees_lazy_imports_and_not_type_checking_ones() -> None:
     # fieldwork names ShardJob only for the type checker: no edge, so no cycle with shardwork
     assert "precompute.pipeline.shardwork" not in build["precompute.pipeline.fieldwork"]
     assert "precompute.pipeline.fieldwork" in build["precompute.pipeline.shardwork"]
+
+
+# -- no kind name in generic modules ----------------------------------------------------------
+
+# The kinds' own modules: precompute/kinds/ (one per kind) and the packages that implement the
+# audio, array and scene (position) kinds' sources, decoders and rules. Everything else asks a
+# kind what it decides (attributes, hooks, its registered rules) and never tests its name.
+KIND_PACKAGES = ("precompute/kinds/", "precompute/audio/", "precompute/arrays/")
+_KINDISH = {"kind", "kinds", "kind_name"}  # a variable holding a kind's name
+
+
+def _kind_names() -> set[str]:
+    from precompute.fields import KINDS
+
+    return set(KINDS)
+
+
+def _is_kindish(node: ast.AST) -> bool:
+    """``x.kind``, or a variable named ``kind``/``kinds``/``kind_name``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _KINDISH
+    return isinstance(node, ast.Name) and node.id in _KINDISH
+
+
+def _names_in(node: ast.AST, names: set[str]) -> list[str]:
+    """The kind names ``node`` spells: a string, or a tuple/list/set of strings."""
+    items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [n.value for n in items if isinstance(n, ast.Constant) and n.value in names]
+
+
+def kind_name_tests(path: Path, names: set[str]) -> list[str]:
+    """``file:line`` of each kind-name comparison and kind-keyed dict literal in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    where = str(path.relative_to(ROOT))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            ops = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+            if all(isinstance(op, ops) for op in node.ops) and any(map(_is_kindish, sides)):
+                spelled = [n for side in sides for n in _names_in(side, names)]
+                if spelled:
+                    found.append(f"{where}:{node.lineno}: compares a kind with {spelled}")
+        elif isinstance(node, ast.Dict) and len(node.keys) >= 2:
+            keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
+            if all(k in names for k in keys):
+                found.append(f"{where}:{node.lineno}: a table keyed by kinds {keys}")
+    return found
+
+
+# Debts (issue 27): the Parquet and WebDataset readers' tables of which columns or members each
+# built-in kind is inferred from. A kind hook ("my columns look like this") would replace them;
+# a module may leave this, never join it.
+KNOWN_KIND_TABLES = {
+    "precompute/sources/readers/parquet.py": 2,
+    "precompute/sources/readers/webdataset.py": 2,
+}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_generic_modules_name_no_kind(package: str) -> None:
+    """Outside the kinds' modules, nothing compares a kind with a kind's name or keys by kinds.
+
+    Field *names* are free (the v1 profile's fields are named ``image`` and ``label``): only
+    a kind (``x.kind``, a ``kind`` variable) compared with a name, and dict literals whose
+    keys are all kind names, are refused.
+    """
+    names = _kind_names()
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        hits = [] if where.startswith(KIND_PACKAGES) else kind_name_tests(path, names)
+        if hits and len(hits) != KNOWN_KIND_TABLES.get(where):
+            offenders[where] = hits
+    assert offenders == {}
+
+
+# -- loaders reads stores: which layers of precompute it may import -----------------------------
+
+# The foundation (errors, checks, the augmentation policy and its box sampler) and the layers a
+# reader of stores needs: the store format, the fields and kinds, the storage.
+LOADER_SEES = (
+    "precompute.errors",
+    "precompute.checks",
+    "precompute.policy",
+    "precompute.boxes",
+    "precompute.format",
+    "precompute.fields",
+    "precompute.kinds",
+    "precompute.storage",
+)
+# Modules of loaders that reach further, and what for (a module may leave this, never join it)
+KNOWN_REACH = {
+    # the `precompute demo` command: builds a sample store, then streams it
+    "loaders/demo.py": {"precompute.cli", "precompute.job", "precompute.sample"},
+    # DaliJpegLoader reads a raw class-folder source: the build's lister and decoding rules
+    "loaders/dali/jpeg.py": {"precompute.sources.classes", "precompute.stages.decode"},
+    # the loader's advice counts the CPUs as the build does
+    "loaders/diagnostics/diagnose.py": {"precompute.runtime.raylocal"},
+}
+
+
+def _precompute_imports(path: Path) -> set[str]:
+    """The precompute modules ``path`` imports (``from precompute import x``: ``precompute.x``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "precompute")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "precompute":
+                found.update(f"precompute.{a.name}" for a in node.names)
+            elif node.module.startswith("precompute."):
+                found.add(node.module)
+    return found
+
+
+def test_loaders_imports_only_the_store_layers_of_precompute() -> None:
+    reach = {}
+    for path in sorted((ROOT / "loaders").rglob("*.py")):
+        beyond = {
+            m
+            for m in _precompute_imports(path)
+            if not any(m == p or m.startswith(f"{p}.") for p in LOADER_SEES)
+        }
+        if beyond:
+            reach[str(path.relative_to(ROOT))] = beyond
+    assert reach == KNOWN_REACH

@@ -101,7 +101,10 @@ def test_fingerprint(dataset: Path, tmp_path: Path) -> None:
         (lambda p: p, "no class sub-folders"),
         (lambda p: (p / "c").mkdir() or p, "no image files"),
         (lambda p: p / "none.csv", "manifest does not exist"),
-        (lambda p: (p / "e.csv").write_text("path,label\n") and p / "e.csv", "lists no images"),
+        (
+            lambda p: (p / "e.csv").write_text("path,label\n") and p / "e.csv",
+            "lists no image files",
+        ),
         (lambda p: (p / "b.jsonl").write_text("{oops\n") and p / "b.jsonl", "line 1"),
         (lambda p: (p / "d.csv").write_text("a.jpg,0\na.jpg,1\n") and p / "d.csv", "duplicate"),
         (lambda p: (p / "n.csv").write_text("a.jpg,-1\n") and p / "n.csv", "negative label"),

@@ -25,8 +25,8 @@ from loaders.augment.audio.fields import apply_audio_fields
 from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
 from loaders.augment.draws import smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
-from precompute.audio.features import INT16_SCALE
 from precompute.fields import FieldSpec
+from precompute.kinds.audio import INT16_SCALE  # the stored waveforms' int16 scale
 
 __all__ = ["AudioAugment"]
 

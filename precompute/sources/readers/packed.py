@@ -195,8 +195,7 @@ def make_fields(
         try:
             out.append(FieldSpec(name, kind, opts))
         except SpecError as exc:
-            hint = "--mask-classes N" if kind == "mask" else "--fields"
-            raise SpecError(f"{src}: {exc} (on the command line: {hint})") from None
+            raise SpecError(f"{src}: {exc} ({KINDS[kind].hint})") from None
     return tuple(out)
 
 
