@@ -55,8 +55,6 @@ __all__ = [
 # Extensions of the data files a folder source may hold (the containers add their own).
 _DATA = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | ARRAY_ONLY_EXTENSIONS | {".parquet", ".tar"}
 _PROBE_DEPTH = 4  # folder levels below SRC searched for its first data files
-# The kinds a packed source's fields are inferred as, in this order (one field each at most).
-KIND_ORDER = ("image", "mask", "label", "labels", "keypoints")
 
 
 @dataclass(frozen=True)
@@ -223,8 +221,9 @@ def pick_columns(
 ) -> dict[str, str]:
     """``field -> column`` (or suffix) that each field reads.
 
-    Without ``fields`` (inference) one field per kind of :data:`KIND_ORDER` whose candidates
-    (columns of that kind's type and name, best first) leave no doubt, named as its kind;
+    ``candidates`` are the columns each kind claims (``Kind.columns``, ``Kind.suffixes``),
+    the kinds in their claims' priority order. Without ``fields`` (inference) one field per
+    kind of ``candidates`` whose candidates leave no doubt, named as its kind, in that order;
     ``mapping`` (``--columns``) names fields by kind. With ``fields`` (the spec's) each reads
     the column ``mapping`` gives, else the column of its name in ``present``, else the one
     candidate of its kind.
@@ -234,13 +233,13 @@ def pick_columns(
             or a field's column is in doubt.
         SourceError: A field of ``fields`` finds no column.
     """
-    wanted = [(k, k) for k in KIND_ORDER] if fields is None else [(f.name, f.kind) for f in fields]
+    wanted = [(k, k) for k in candidates] if fields is None else [(f.name, f.kind) for f in fields]
     unknown = sorted(set(mapping) - {name for name, _ in wanted})
     if unknown:
         known = "kind" if fields is None else "field"
         raise SpecError(
             f"{src}: --columns names {unknown[0]!r}, which is no {known} here (fields by kind: "
-            f"{', '.join(KIND_ORDER)}; for other names give --fields)"
+            f"{', '.join(candidates)}; for other names give --fields)"
         )
     out = dict(mapping)
     for name, kind in wanted:

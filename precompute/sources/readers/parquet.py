@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from precompute.errors import InputError, SourceError
-from precompute.fields import FieldSpec
-from precompute.kinds.hooks import SourceQuery, SourceReader, register_source
+from precompute.fields import KINDS, FieldSpec
+from precompute.fields.options import ColumnClaim
+from precompute.kinds.hooks import SourceQuery, SourceReader, column_claims, register_source
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, file_kind
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
@@ -68,11 +69,6 @@ SUFFIX = ".parquet"
 KEY_COLUMNS = ("__key__", "id")  # a sample's key, when the file has one of them
 # Decoded row-group columns a process keeps (least recently used first out).
 CACHE_BYTES = 256 * 2**20
-_MASK_NAMES = ("mask", "segmentation", "seg", "annotation", "label")
-_NAMES = {
-    "labels": ("labels", "tags"),
-    "keypoints": ("keypoints", "kp", "landmarks"),
-}
 
 
 def is_parquet_source(src: str) -> bool:
@@ -135,25 +131,46 @@ def _is_list(t: Any, depth: int) -> bool:
     )
 
 
-def _candidates(schema: Any) -> dict[str, list[str]]:
-    """Columns that could be each kind's, best first (by type, ``datasets`` feature, name)."""
+def _families(t: Any) -> set[str]:
+    """The type families of :class:`~precompute.fields.options.ColumnClaim` that ``t`` is of."""
     import pyarrow as pa
 
-    features = _features(schema)
-    types = {f.name: f.type for f in schema}
-    images = [c for c, t in types.items() if _is_image(t)]
-    named = {c: _class_names(features.get(c)) for c in types}
-    scalar = [c for c, t in types.items() if pa.types.is_integer(t) or pa.types.is_string(t)]
-    labels = [c for c in scalar if c == "label" or named[c]]
-    lists = [c for c, t in types.items() if _is_list(t, 1) and (c in _NAMES["labels"] or named[c])]
-    points = [c for c, t in types.items() if _is_list(t, 2) and c in _NAMES["keypoints"]]
-    return {
-        "image": [c for c in images if c not in _MASK_NAMES],
-        "mask": [c for c in images if c in _MASK_NAMES],
-        "label": labels,
-        "labels": lists,
-        "keypoints": points,
+    tests = {
+        "binary": _is_image,
+        "integer": pa.types.is_integer,
+        "string": pa.types.is_string,
+        "list": lambda t: _is_list(t, 1),
+        "nested_list": lambda t: _is_list(t, 2),
     }
+    return {family for family, test in tests.items() if test(t)}
+
+
+def _claimant(
+    claims: Sequence[tuple[str, ColumnClaim]], column: str, families: set[str], named: bool
+) -> str | None:
+    """The kind a column goes to: a claim by name or ``ClassLabel`` first, then by priority."""
+    best = None
+    for kind, claim in claims:  # by priority
+        if not families & set(claim.types):
+            continue
+        if column in claim.names or (claim.class_label and named):
+            return kind
+        if not claim.names and best is None:
+            best = kind
+    return best
+
+
+def _candidates(schema: Any) -> dict[str, list[str]]:
+    """Columns that could be each kind's, by the kinds' ``Kind.columns`` (in schema order)."""
+    claims = column_claims()
+    features = _features(schema)
+    out: dict[str, list[str]] = {kind: [] for kind, _ in claims}
+    for f in schema:
+        named = bool(_class_names(features.get(f.name)))
+        kind = _claimant(claims, f.name, _families(f.type), named)
+        if kind is not None:
+            out[kind].append(f.name)
+    return out
 
 
 def _schemas(
@@ -204,7 +221,7 @@ def infer_parquet_fields(
     root, files = container_files(src, SUFFIX, "Parquet", [])
     schema = next(iter(_schemas(src, root, files, "skip", []).values()))
     found = _columns(src, schema, mapping or {}, None)
-    if not any(k in found for k in ("image", "mask")):
+    if not any(KINDS[kind].source == "file" for kind in found):
         raise SourceError(
             f"{src}: no image column (binary, or a struct of bytes and path as datasets "
             f"writes an Image); name one with --columns image=COLUMN (columns: "
@@ -214,7 +231,7 @@ def infer_parquet_fields(
     learned = {}
     for field, column in found.items():
         names = _class_names(features.get(column))
-        if names and field in ("label", "labels"):
+        if names and KINDS[field].class_names:  # an inferred field is named as its kind
             learned[field] = {"classes": len(names)}
     return make_fields(src, {f: f for f in found}, options or {}, fill, learned)
 
