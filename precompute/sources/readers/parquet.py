@@ -31,30 +31,29 @@ cannot be read is one that names the file (``on_error``: ``skip`` leaves it out)
 from __future__ import annotations
 
 import bisect
-import io
 import json
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from precompute.errors import InputError, SourceError
 from precompute.fields import KINDS, FieldSpec
 from precompute.fields.options import ColumnClaim
-from precompute.kinds.hooks import SourceQuery, SourceReader, column_claims, register_source
-from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, file_kind
+from precompute.kinds.hooks import column_claims
+from precompute.sources.inputs import file_kind
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
     PackedSource,
     Row,
     container_files,
     holds,
-    make_fields,
-    packed_items,
+    inferred_fields,
+    packed_source,
     pick_columns,
-    position,
+    register_packed,
 )
 
 __all__ = [
@@ -221,19 +220,17 @@ def infer_parquet_fields(
     root, files = container_files(src, SUFFIX, "Parquet", [])
     schema = next(iter(_schemas(src, root, files, "skip", []).values()))
     found = _columns(src, schema, mapping or {}, None)
-    if not any(KINDS[kind].source == "file" for kind in found):
-        raise SourceError(
-            f"{src}: no image column (binary, or a struct of bytes and path as datasets "
-            f"writes an Image); name one with --columns image=COLUMN (columns: "
-            f"{', '.join(schema.names)})"
-        )
+    missing = (
+        "no image column (binary, or a struct of bytes and path as datasets writes an Image); "
+        f"name one with --columns image=COLUMN (columns: {', '.join(schema.names)})"
+    )
     features = _features(schema)
     learned = {}
     for field, column in found.items():
         names = _class_names(features.get(column))
         if names and KINDS[field].class_names:  # an inferred field is named as its kind
             learned[field] = {"classes": len(names)}
-    return make_fields(src, {f: f for f in found}, options or {}, fill, learned)
+    return inferred_fields(src, found, options or {}, fill, missing, learned)
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -324,17 +321,9 @@ def list_parquet(
         except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
             per_input(src, on_error, skipped, rel, f"cannot read its rows ({exc})")
             del schemas[rel]
-    items, classes = packed_items(
-        src, fields, rows, on_error, skipped, _declared(src, schemas, fields, columns)
-    )
-    return ParquetSource(
-        root,
-        tuple(f.name for f in fields),
-        items,
-        classes,
-        tuple(sorted(skipped)),
-        containers=files,
-        columns=tuple(sorted(columns.items())),
+    names = _declared(src, schemas, fields, columns)
+    return packed_source(
+        ParquetSource, src, root, fields, rows, on_error, skipped, files, columns, names
     )
 
 
@@ -392,23 +381,16 @@ _GROUPS = _Groups(CACHE_BYTES)
 class ParquetSource(PackedSource):
     """A listed Parquet source: file fields are read from their row group's column."""
 
-    def read_counted(
-        self,
-        item: Any,
-        field: str,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        deadline_s: float = READ_DEADLINE_S,
-    ) -> tuple[bytes, int]:
+    def read_cell(self, path: str, at: list[Any], where: str, max_bytes: int) -> tuple[bytes, int]:
         """The cell's bytes, and the bytes read from storage (0: this process had its group).
 
         Raises:
             InputError: The cell is null or larger than ``max_bytes``, or its row group
-                cannot be read (naming the cell's locator).
+                cannot be read (naming the cell's locator, ``where``).
         """
-        rel, group, row, column = position(item, field)
-        where = item.file(field)
+        group, row, column = at
         try:
-            values, read = _GROUPS.get(self.locate(rel), int(group), str(column))
+            values, read = _GROUPS.get(path, int(group), str(column))
         except InputError:
             raise
         except (OSError, ValueError, IndexError) as exc:  # ArrowInvalid is a ValueError
@@ -420,20 +402,5 @@ class ParquetSource(PackedSource):
             raise InputError(where, f"larger than max_bytes = {max_bytes} bytes")
         return bytes(cell), read
 
-    def open_input(self, item: Any, field: str) -> IO[bytes]:
-        """The cell's bytes as a stream (a decoder that reads part of a file gets them)."""
-        return io.BytesIO(self.read_bytes(item, field))
 
-
-# -- the build's source reader ---------------------------------------------------------------
-
-
-def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
-    return infer_parquet_fields(q.src, q.options, q.fill, q.columns)
-
-
-def _lister(q: SourceQuery) -> PackedSource:
-    return list_parquet(q.src, q.fields, q.on_error, q.columns)
-
-
-register_source(SourceReader("parquet", lambda q: is_parquet_source(q.src), _infer, _lister))
+register_packed("parquet", SUFFIX, infer_parquet_fields, list_parquet)

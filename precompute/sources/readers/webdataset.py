@@ -31,7 +31,6 @@ in any order, so it needs each member's offset; ``webdataset`` streams whole sha
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -41,21 +40,21 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from precompute.errors import InputError, SourceError
-from precompute.fields import KINDS, FieldSpec
+from precompute.fields import FieldSpec
 from precompute.fields.options import SuffixClaim
-from precompute.kinds.hooks import SourceQuery, SourceReader, register_source, suffix_claims
+from precompute.kinds.hooks import suffix_claims
 from precompute.sources.folders import IMAGE_SUFFIXES
-from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input
+from precompute.sources.inputs import open_input
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
     PackedSource,
     Row,
     container_files,
     holds,
-    make_fields,
-    packed_items,
+    inferred_fields,
+    packed_source,
     pick_columns,
-    position,
+    register_packed,
 )
 
 __all__ = [
@@ -238,12 +237,11 @@ def infer_webdataset_fields(
     """
     root, shards = container_files(src, SUFFIX, "WebDataset", [])
     found = _columns(src, root, shards, mapping or {}, None)
-    if not any(KINDS[kind].source == "file" for kind in found):
-        raise SourceError(
-            f"{src}: no image member ({', '.join(IMAGE_SUFFIXES)}) in the first samples; "
-            "name its suffix with --columns image=SUFFIX"
-        )
-    return make_fields(src, {f: f for f in found}, options or {}, fill)
+    missing = (
+        f"no image member ({', '.join(IMAGE_SUFFIXES)}) in the first samples; "
+        "name its suffix with --columns image=SUFFIX"
+    )
+    return inferred_fields(src, found, options or {}, fill, missing)
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -334,16 +332,7 @@ def list_webdataset(
     rows: list[Row] = []
     for rel in shards:
         rows += _shard_rows(src, rel, os.path.join(root, rel), fields, cols, on_error, skipped)
-    items, classes = packed_items(src, fields, rows, on_error, skipped)
-    return WebDatasetSource(
-        root,
-        tuple(f.name for f in fields),
-        items,
-        classes,
-        tuple(sorted(skipped)),
-        containers=shards,
-        columns=tuple(sorted(cols.items())),
-    )
+    return packed_source(WebDatasetSource, src, root, fields, rows, on_error, skipped, shards, cols)
 
 
 # -- reads -----------------------------------------------------------------------------------
@@ -353,41 +342,20 @@ def list_webdataset(
 class WebDatasetSource(PackedSource):
     """A listed WebDataset source: a file field is read at its member's offset."""
 
-    def read_counted(
-        self,
-        item: Any,
-        field: str,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        deadline_s: float = READ_DEADLINE_S,
-    ) -> tuple[bytes, int]:
+    def read_cell(self, path: str, at: list[Any], where: str, max_bytes: int) -> tuple[bytes, int]:
         """The member's bytes, and how many were read (its size).
 
         Raises:
             InputError: The member is larger than ``max_bytes`` or cut short (naming its
-                locator, ``SHARD#MEMBER``).
+                locator, ``where``: ``SHARD#MEMBER``).
             OSError: The shard cannot be opened.
         """
-        rel, offset, size = position(item, field)
+        offset, size = at
         try:
-            data = _read_member(self.locate(rel), (int(offset), int(size), None), max_bytes)
+            data = _read_member(path, (int(offset), int(size), None), max_bytes)
         except InputError as exc:
-            raise InputError(item.file(field), exc.reason) from exc
+            raise InputError(where, exc.reason) from exc
         return data, len(data)
 
-    def open_input(self, item: Any, field: str) -> IO[bytes]:
-        """The member's bytes as a stream."""
-        return io.BytesIO(self.read_bytes(item, field))
 
-
-# -- the build's source reader ---------------------------------------------------------------
-
-
-def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
-    return infer_webdataset_fields(q.src, q.options, q.fill, q.columns)
-
-
-def _lister(q: SourceQuery) -> PackedSource:
-    return list_webdataset(q.src, q.fields, q.on_error, q.columns)
-
-
-register_source(SourceReader("webdataset", lambda q: is_webdataset_source(q.src), _infer, _lister))
+register_packed("webdataset", SUFFIX, infer_webdataset_fields, list_webdataset)
