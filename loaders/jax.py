@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from loaders.frameworks import check_epochs, epoch_batches, require
+from loaders.frameworks import Forwarding, check_epochs, epoch_batches, require
 from loaders.torch_loader import StoreLoader
 
 jax = require("jax", "jax")
@@ -65,7 +65,7 @@ def _host_views(batch: Mapping[str, torch.Tensor | list[str]]) -> dict[str, np.n
     }
 
 
-class Batches:
+class Batches(Forwarding):
     """Batches of a :class:`StoreLoader` as dicts of ``jax.Array``; see :func:`batches`.
 
     Iterating serves one iteration (:func:`~loaders.frameworks.epoch_batches`); the loader's
@@ -98,37 +98,6 @@ class Batches:
 
     def _one(self, value: torch.Tensor | list[str]) -> Any:
         return value if isinstance(value, list) else to_jax(value, self.sharding)
-
-    def __len__(self) -> int:
-        """Batches of the loader's current epoch."""
-        return len(self.loader)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration serves (first)."""
-        return self.loader.epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        """Serve ``epoch`` from its first batch next (:meth:`StoreLoader.set_epoch`)."""
-        self.loader.set_epoch(epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The loader's state after the last batch handed out (JSON-able)."""
-        return self.loader.state_dict()
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume at ``state`` on the next iteration (:meth:`StoreLoader.load_state_dict`)."""
-        self.loader.load_state_dict(state)
-
-    def close(self) -> None:
-        """Close the loader (idempotent)."""
-        self.loader.close()
-
-    def __enter__(self) -> Batches:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def batches(

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from precompute.errors import DecodeError, SpecError
-from precompute.fields.options import REQUIRED, Flag, Option
+from precompute.fields.options import REQUIRED, ColumnClaim, Flag, Option, SuffixClaim
 
 __all__ = ["Kind", "Storage"]
 
@@ -56,6 +56,10 @@ class Kind(ABC):
             folders and ``path,label`` manifests (``precompute.sources.classes``); a folder
             listed for another kind refuses them, naming both kinds. Empty: none.
         beside: Said when this kind's files lie beside another kind's in class folders.
+        columns: The Parquet columns a field of this kind is inferred from
+            (:class:`~precompute.fields.options.ColumnClaim`); None: none.
+        suffixes: The WebDataset members a field of this kind is inferred from
+            (:class:`~precompute.fields.options.SuffixClaim`); None: none.
     """
 
     name: ClassVar[str]
@@ -75,6 +79,8 @@ class Kind(ABC):
     hint: ClassVar[str] = "on the command line: --fields"
     extensions: ClassVar[tuple[str, ...]] = ()
     beside: ClassVar[str] = ""
+    columns: ClassVar[ColumnClaim | None] = None  # Parquet columns it is inferred from
+    suffixes: ClassVar[SuffixClaim | None] = None  # WebDataset members it is inferred from
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """Return every option of ``field`` checked, defaults filled in.

@@ -17,8 +17,10 @@ from precompute.policy import show
 
 __all__ = [
     "REQUIRED",
+    "ColumnClaim",
     "Flag",
     "Option",
+    "SuffixClaim",
     "check_count",
     "check_dtype",
     "check_pairs",
@@ -58,6 +60,53 @@ class Flag(NamedTuple):
     help: str
     convert: type = str
     json: bool = False
+
+
+class ColumnClaim(NamedTuple):
+    """Which Parquet columns a kind is inferred from (``Kind.columns``).
+
+    A column is claimed when its Arrow type is of one of ``types``, and its name is one of
+    ``names`` (no ``names``: any name) or, with ``class_label``, ``datasets`` declares it a
+    ``ClassLabel`` (or a list of them). A column claimed by name or ``ClassLabel`` goes to
+    that kind before one claimed by type alone; of two claims alike, the lower ``priority``.
+
+    Attributes:
+        types: Arrow type families: ``binary`` (``binary``, ``large_binary``, or a struct of
+            ``bytes``: the ``Image`` feature), ``integer``, ``string``, ``list`` (a list of
+            numbers or strings), ``nested_list`` (a list of such lists).
+        names: Column names it claims; empty: any column of its types.
+        class_label: A ``ClassLabel`` column of its types is claimed whatever its name.
+        priority: Inferred fields come in this order (lower first); it breaks ties.
+    """
+
+    types: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    class_label: bool = False
+    priority: int = 100
+
+
+class SuffixClaim(NamedTuple):
+    """Which WebDataset members a kind is inferred from (``Kind.suffixes``).
+
+    Each of ``suffixes`` is written as ``--columns`` takes it: a member suffix (``cls``,
+    ``seg.png``), alternatives a sample reads the first of (``jpg;png``: the ones present in
+    the first samples are kept), or a key of a JSON member (``json:label``: present when the
+    first sample's member has it).
+
+    Attributes:
+        suffixes: What it reads, best first.
+        pick: ``first``: the best one present is the candidate; ``each``: every one present
+            is (two leave the field in doubt: ``--columns`` must say which).
+        integers: Suffixes that count only when the first sample's member holds an integer
+            as text (``txt``).
+        priority: Inferred fields come in this order (lower first); of two kinds that claim
+            one member, the lower takes it.
+    """
+
+    suffixes: tuple[str, ...]
+    pick: str = "first"
+    integers: tuple[str, ...] = ()
+    priority: int = 100
 
 
 def integer(lo: int, hi: int) -> Checker:

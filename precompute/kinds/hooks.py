@@ -14,7 +14,10 @@ in tables that any kind module fills when it is imported (``docs/kinds.md`` list
   its built-in torch functions into these tables when its modules are imported;
 * source readers (:func:`register_source`): a kind of source (a scene, a COCO file) that the
   build detects, infers the fields of and lists (:class:`SourceReader`), asked in the order
-  they were registered, before the generic field manifest and v1 class folders.
+  they were registered, before the generic field manifest and v1 class folders;
+* packed sources (:func:`column_claims`, :func:`suffix_claims`): the Parquet columns and the
+  WebDataset members each kind is inferred from, as the kinds declare them
+  (``Kind.columns``, ``Kind.suffixes``), so the readers ask the kinds and name none.
 
 Look-ups (:func:`loader_rule`, :func:`rot90_rule`, :func:`mix_rule`, :func:`source_readers`)
 load the kind plugins first (:func:`precompute.fields.registry.load_plugins`). Adding a name
@@ -31,11 +34,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from precompute.errors import SpecError
-from precompute.fields.registry import add_entry, load_plugins
+from precompute.fields.registry import KINDS, add_entry, load_plugins
 
 if TYPE_CHECKING:
     import torch
 
+    from precompute.fields.options import ColumnClaim, SuffixClaim
     from precompute.fields.spec import FieldSpec
     from precompute.sources.fields import FieldSource
 
@@ -49,6 +53,7 @@ __all__ = [
     "MixDraw",
     "SourceQuery",
     "SourceReader",
+    "column_claims",
     "loader_rule",
     "mix_rule",
     "register_loader_rule",
@@ -57,6 +62,7 @@ __all__ = [
     "register_source",
     "rot90_rule",
     "source_readers",
+    "suffix_claims",
 ]
 
 # rule(values, crops, size, options) -> values: one batch's crop + flip (loaders.augment.rules)
@@ -254,3 +260,15 @@ def source_readers() -> tuple[SourceReader, ...]:
     """Every registered source reader, in the order they are asked."""
     load_plugins()
     return tuple(_SOURCES.values())
+
+
+def column_claims() -> tuple[tuple[str, ColumnClaim], ...]:
+    """``(kind, Kind.columns)`` of every kind that declares one, by priority, then name."""
+    found = [(k.columns.priority, name, k.columns) for name, k in KINDS.items() if k.columns]
+    return tuple((name, claim) for _, name, claim in sorted(found))
+
+
+def suffix_claims() -> tuple[tuple[str, SuffixClaim], ...]:
+    """``(kind, Kind.suffixes)`` of every kind that declares one, by priority, then name."""
+    found = [(k.suffixes.priority, name, k.suffixes) for name, k in KINDS.items() if k.suffixes]
+    return tuple((name, claim) for _, name, claim in sorted(found))

@@ -20,10 +20,10 @@ from precompute.fields import values
 from precompute.fields.assemble import DECODE, register_decoder
 from precompute.fields.base import Kind, Storage
 from precompute.fields.geometry import PLACE, Placement, register_rule
-from precompute.fields.options import Option, integer, one_of
+from precompute.fields.options import ColumnClaim, Option, SuffixClaim, integer, one_of
 from precompute.fields.registry import has_kind, register_kind
 from precompute.fields.spec import FieldSpec
-from precompute.sources.folders import IMAGE_EXTENSIONS
+from precompute.sources.folders import IMAGE_EXTENSIONS, IMAGE_SUFFIXES
 from precompute.stages.decode import decode_bytes
 from precompute.stages.resize import FILTER
 
@@ -41,6 +41,8 @@ class ImageKind(Kind):
     photometric = True
     mixup, cutmix = "blend", "paste"
     extensions = tuple(sorted(IMAGE_EXTENSIONS))  # class folders and path,label manifests
+    columns = ColumnClaim(("binary",), priority=10)  # any binary column a mask does not name
+    suffixes = SuffixClaim((";".join(IMAGE_SUFFIXES),), priority=10)  # jpg;png: those present
     options = MappingProxyType(
         {"channels": Option(3, one_of(1, 3)), "fill": Option(0, integer(0, 255))}
     )

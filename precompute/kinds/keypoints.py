@@ -20,7 +20,15 @@ from precompute.errors import SpecError
 from precompute.fields import values
 from precompute.fields.base import Kind, Storage
 from precompute.fields.geometry import PLACE, Placement, register_rule
-from precompute.fields.options import Flag, Option, check_count, check_pairs, optional
+from precompute.fields.options import (
+    ColumnClaim,
+    Flag,
+    Option,
+    SuffixClaim,
+    check_count,
+    check_pairs,
+    optional,
+)
 from precompute.fields.registry import has_kind, register_kind
 from precompute.notes import note
 
@@ -35,6 +43,8 @@ class KeypointsKind(Kind):
     spatial = True
     resample = augment = "affine"
     count_option = "points"
+    columns = ColumnClaim(("nested_list",), ("keypoints", "kp", "landmarks"), priority=50)
+    suffixes = SuffixClaim(("json:keypoints",), priority=50)
     options = MappingProxyType(
         {"points": Option(None, optional(check_count)), "flip_pairs": Option((), check_pairs)}
     )

@@ -15,7 +15,7 @@ import numpy as np
 
 from precompute.fields import values
 from precompute.fields.base import Kind, Storage
-from precompute.fields.options import Option, check_count, optional
+from precompute.fields.options import ColumnClaim, Option, SuffixClaim, check_count, optional
 from precompute.fields.registry import has_kind, register_kind
 from precompute.sources.manifests import MAX_LABEL
 
@@ -31,6 +31,8 @@ class LabelKind(Kind):
     class_names = True
     class_index = True
     options = MappingProxyType({"classes": Option(None, optional(check_count))})
+    columns = ColumnClaim(("integer", "string"), ("label",), class_label=True, priority=30)
+    suffixes = SuffixClaim(("cls", "json:label", "txt"), integers=("txt",), priority=30)
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """``()`` int64, holes ``-1``."""

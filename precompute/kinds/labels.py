@@ -16,7 +16,7 @@ import numpy as np
 from precompute.errors import SpecError
 from precompute.fields import values
 from precompute.fields.base import Kind, Storage
-from precompute.fields.options import Option, check_count, optional
+from precompute.fields.options import ColumnClaim, Option, SuffixClaim, check_count, optional
 from precompute.fields.registry import has_kind, register_kind
 
 __all__ = ["LabelsKind"]
@@ -30,6 +30,8 @@ class LabelsKind(Kind):
     mixup, cutmix = "blend", "area"
     class_names = True
     options = MappingProxyType({"classes": Option(None, optional(check_count))})
+    columns = ColumnClaim(("list",), ("labels", "tags"), class_label=True, priority=40)
+    suffixes = SuffixClaim(("json:labels",), priority=40)
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """``(classes,)`` uint8, holes all zero."""

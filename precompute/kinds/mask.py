@@ -25,8 +25,10 @@ from precompute.fields.geometry import PLACE, Placement, register_rule
 from precompute.fields.masks import decode_mask
 from precompute.fields.options import (
     REQUIRED,
+    ColumnClaim,
     Flag,
     Option,
+    SuffixClaim,
     check_count,
     check_rgb_table,
     integer,
@@ -35,12 +37,15 @@ from precompute.fields.options import (
 from precompute.fields.registry import has_kind, register_kind
 from precompute.kinds.hooks import SOURCE_READERS, SourceQuery, SourceReader, register_source
 from precompute.sources.fields import FieldSource, is_segmentation, list_segmentation
+from precompute.sources.folders import IMAGE_SUFFIXES
 from precompute.sources.named import named_fields
 
-__all__ = ["CLI_HINT", "SEGMENTATION_FIELDS", "MaskKind", "place_mask"]
+__all__ = ["CLI_HINT", "MASK_NAMES", "SEGMENTATION_FIELDS", "MaskKind", "place_mask"]
 
 CLI_HINT = "on the command line: --mask-classes N (and --ignore-index, --colormap) or --fields"
 SEGMENTATION_FIELDS = ("image", "mask")  # the fields of a segmentation folder
+# Names of a packed source's mask: a binary Parquet column, a WebDataset member NAME.png.
+MASK_NAMES = ("mask", "segmentation", "seg", "annotation", "label")
 
 
 class MaskKind(Kind):
@@ -75,6 +80,12 @@ class MaskKind(Kind):
         }
     )
     hint = CLI_HINT
+    columns = ColumnClaim(("binary",), MASK_NAMES, priority=20)  # by name: before the image
+    suffixes = SuffixClaim(
+        tuple(sorted(f"{n}.{ext}" for n in MASK_NAMES for ext in IMAGE_SUFFIXES)),
+        pick="each",
+        priority=20,
+    )
 
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
         """``ignore_index`` is no class id; a colour map has one colour per class."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "is_segmentation",
     "list_field_manifest",
     "list_segmentation",
+    "same_counts",
 ]
 
 SEGMENTATION = ("images", "masks")
@@ -263,18 +264,26 @@ def _cell(field: FieldSpec, row: dict[str, Any]) -> Any:
     return raw if is_url(raw) else raw.replace("\\", "/")
 
 
-def _same_counts(
-    src: str, fields: Sequence[FieldSpec], rows: list[tuple[int, dict[str, Any]]]
+def same_counts(
+    src: str, fields: Sequence[FieldSpec], rows: Sequence[tuple[str, Mapping[str, Any]]]
 ) -> None:
+    """Every row gives the count of entries (``Kind.count_option``: points) of the first.
+
+    ``rows`` are ``(where, cells)``: the row's place for the message (``line 3``) and its
+    parsed inline cells. The count is the option's value when set, else the first row's.
+
+    Raises:
+        SourceError: A row with another count, naming its place.
+    """
     for f in fields:
-        if f.spec.count_option is None:
+        if f.spec.count_option is None or not rows:
             continue
-        want = f.options[f.spec.count_option] or (len(rows[0][1][f.name]) if rows else 0)
-        for n, cells in rows:
+        want = f.options[f.spec.count_option] or len(rows[0][1][f.name])
+        for where, cells in rows:
             if len(cells[f.name]) != want:
                 raise SourceError(
-                    f"{src}: line {n}: {len(cells[f.name])} {f.kind} in "
-                    f"{f.name!r}; every sample needs {want}"
+                    f"{src}: {where}: {len(cells[f.name])} {f.kind} in {f.name!r}; every "
+                    f"sample needs {want}"
                 )
 
 
@@ -318,7 +327,7 @@ def list_field_manifest(
         rows.append((n, cells))
     if not rows:
         raise SourceError(f"{src}: manifest lists no usable samples")
-    _same_counts(src, fields, rows)
+    same_counts(src, fields, [(f"line {n}", cells) for n, cells in rows])
     classes = name_classes(src, fields, rows)
     return FieldSource(
         root, tuple(names), _items(src, fields, keyed, rows), classes, tuple(sorted(skipped))

@@ -21,11 +21,20 @@ from collections.abc import Set as AbstractSet
 from precompute.sources.inputs import file_kind
 from precompute.sources.listing import checkpoint
 
-__all__ = ["AUDIO_EXTENSIONS", "ESCAPES", "IMAGE_EXTENSIONS", "inside", "walk_classes"]
+__all__ = [
+    "AUDIO_EXTENSIONS",
+    "ESCAPES",
+    "IMAGE_EXTENSIONS",
+    "IMAGE_SUFFIXES",
+    "inside",
+    "walk_classes",
+]
 
 IMAGE_EXTENSIONS = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
+# The same without the dot, in the order a WebDataset sample's image member is looked for.
+IMAGE_SUFFIXES = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "gif", "ppm", "pgm")
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", ".aiff"})
 # Array files (precompute.arrays), and those that are never images (a .tif may be either)
 ARRAY_EXTENSIONS = (".npy", ".npz", ".tif", ".tiff", ".mat")

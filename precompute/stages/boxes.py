@@ -1,23 +1,10 @@
-"""The box sampler's old import path: it lives in :mod:`precompute.boxes` (the foundation)."""
+"""The box sampler's old import path: it lives in :mod:`precompute.boxes` (the foundation).
 
-from precompute.boxes import (
-    KEY_MAX,
-    Draw,
-    as_extents,
-    center_boxes,
-    draw,
-    draw_key,
-    generator,
-    random_boxes,
-)
+Every public name of :mod:`precompute.boxes` is re-exported here, so the old path keeps
+working without a second list of them.
+"""
 
-__all__ = [
-    "KEY_MAX",
-    "Draw",
-    "as_extents",
-    "center_boxes",
-    "draw",
-    "draw_key",
-    "generator",
-    "random_boxes",
-]
+from precompute import boxes as _boxes
+from precompute.boxes import *  # noqa: F403 (the old path: every public name)
+
+__all__ = list(_boxes.__all__)

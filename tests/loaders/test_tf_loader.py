@@ -23,14 +23,15 @@ import loaders
 from loaders import StoreLoader
 from loaders.augment import Mixup, TrainAugment
 from loaders.errors import LoaderError
-from tests.contracts.index_store import cat, collect, decode_index, make_index_store
+from loaders.frameworks import Forwarding
+from tests.contracts.index_store import collect, decode_index, make_index_store
 from tests.contracts.loader_contract import LoaderContract
 from tests.loaders.frameworks_data import AUDIO_CLIPS, CLASSES, IMAGES, audio_store, image_store
 
 keras = tf.keras
 
 
-class TfFeed:
+class TfFeed(Forwarding):
     """A dataset and its LoaderState, shaped as the contract's loader (iterating the dataset)."""
 
     def __init__(self, store: Any, **kw: Any) -> None:
@@ -42,47 +43,19 @@ class TfFeed:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.dataset)
 
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    @property
-    def epoch(self) -> int:
-        return self.loader.epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
-
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:  # the state of the batch the consumer took last
         return self.state.state_dict()
 
     def load_state_dict(self, state: Any) -> None:
         self.state.load_state_dict(state)
 
-    def close(self) -> None:
-        self.loader.close()
-
-    def __enter__(self) -> TfFeed:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 class TestTfContract(LoaderContract):
+    LIGHTNING_HOOK = False  # Keras never calls Lightning's batch_sampler hook
+
     @staticmethod
     def make_loader(store_path: Any, **kw: Any) -> TfFeed:
         return TfFeed(store_path, device="cpu", **kw)
-
-    def test_set_epoch_of_the_loaded_epoch_keeps_the_resume(self, store: Path) -> None:
-        # the suite's test less Lightning's batch_sampler hook, which Keras never calls
-        first = self.make_loader(store, batch_size=8, seed=0)
-        first.set_epoch(2)
-        collect(first, limit=3)
-        resumed = self.make_loader(store, batch_size=8, seed=0)
-        resumed.load_state_dict(first.state_dict())
-        resumed.set_epoch(2)
-        whole = cat(self._epoch(store, 2), "index")
-        np.testing.assert_array_equal(cat(collect(resumed), "index"), whole[3 * 8 :])
 
     def test_corrupted_chunk_raises_naming_the_shard(self, tmp_path: Path) -> None:
         # tf.data turns a generator's exception into a tf.errors.UnknownError that keeps the

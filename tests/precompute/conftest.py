@@ -7,12 +7,14 @@ import shutil
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from precompute.sample import make_image, make_sample_dataset
+from tests.precompute.packeddata import build_seq, write_folder
 
 
 @pytest.fixture(scope="session")
@@ -98,3 +100,14 @@ def reference_rgb(path: Path) -> Image.Image:
         rgb = np.round(rgba[..., :3] * a + 255 * (1 - a))
         return Image.fromarray(rgb.astype(np.uint8))
     return im.convert("RGB")
+
+
+@pytest.fixture(scope="module")
+def folder_store(recs: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store of the class folders of the module's ``recs`` (``tests.precompute.packeddata``).
+
+    The module defines ``recs``: the records its Parquet or WebDataset sources hold too.
+    """
+    root = tmp_path_factory.mktemp("folder")
+    build_seq(write_folder(root / "src", recs), root / "out")
+    return root / "out"

@@ -8,11 +8,6 @@ class folders, as Parquet files by ``datasets``' own writer and as WebDataset sh
 from __future__ import annotations
 
 import io
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +16,23 @@ from typing import Any
 import numpy as np
 import zarr
 
-from precompute.format.layout import MARKER_DIR
+from precompute.job import build
 from precompute.sample import make_image
+from precompute.spec import BuildSpec
+from tests.processes import kill_after_first_shard
 
 CLASSES = ("cat", "dog", "eel")
+SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4, "seed": 3}  # the tests' builds
+
+
+def packed_spec(**more: object) -> BuildSpec:
+    """:data:`SPEC` with ``more``."""
+    return BuildSpec.from_dict({**SPEC, **more})
+
+
+def build_seq(src: Path, out: Path, **more: object) -> dict[str, Any]:
+    """Build ``src`` into ``out`` with :func:`packed_spec` on the sequential runner."""
+    return build(str(src), str(out), packed_spec(**more), progress=False, runner="sequential")
 
 
 @dataclass(frozen=True)
@@ -126,40 +134,18 @@ def by_key(arrays: dict[str, np.ndarray]) -> dict[str, int]:
     return {str(k): i for i, k in enumerate(arrays["key"]) if k}
 
 
-CHILD = """
-import sys
-from precompute import BuildSpec, build
-build(sys.argv[1], sys.argv[2], BuildSpec.from_dict({spec!r}), progress=False,
-      runner="sequential")
-"""
+def resumes_as_a_clean_build(src: Path, tmp: Path, count: int) -> None:
+    """Kill a build of ``src`` (12 shards) after its first shard, resume it: a clean store.
 
-
-def _markers(out: Path) -> int:
-    folder = out / MARKER_DIR / "shards"
-    return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
-
-
-def kill_after_first_shard(src: Path, out: Path, spec: dict[str, Any], shards: int) -> int:
-    """Start a sequential build of ``src`` in a child, SIGKILL it once a shard is written.
-
-    Returns the shards written when it died (at least 1, fewer than ``shards``).
+    Asserts the resumed build resumed a shard, holds ``count`` samples and the very keys,
+    images and labels of a clean build of ``src``.
     """
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD.format(spec=spec), str(src), str(out)],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    deadline = time.monotonic() + 120
-    while _markers(out) < 1:
-        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
-        assert time.monotonic() < deadline, "child build made no progress"
-        time.sleep(0.002)
-    os.killpg(child.pid, signal.SIGKILL)
-    child.wait()
-    if child.stderr is not None:
-        child.stderr.close()
-    done = _markers(out)
-    assert 1 <= done < shards, f"the child wrote {done} of {shards} shards before it died"
-    return done
+    more = {"shard_samples": 4, "chunk_samples": 4}
+    kill_after_first_shard(src, tmp / "killed", {**SPEC, **more}, shards=12)
+    resumed = build_seq(src, tmp / "killed", **more)
+    clean = build_seq(src, tmp / "clean", **more)
+    assert resumed["report"]["shards_resumed"] >= 1
+    assert resumed["num_valid"] == clean["num_valid"] == count
+    got, want = store(tmp / "killed"), store(tmp / "clean")
+    for name in ("key", "image", "label"):
+        np.testing.assert_array_equal(got[name], want[name])

@@ -14,47 +14,31 @@ from PIL import Image
 
 from precompute.cli import main
 from precompute.errors import DecodeError, SourceError, SpecError, StoreMismatchError
-from precompute.job import build
 from precompute.sources.readers.parquet import (
     infer_parquet_fields,
     is_parquet_source,
     list_parquet,
 )
 from precompute.sources.resolve import resolve_build
-from precompute.spec import BuildSpec
 from tests.precompute.fielddata import mask_ids, palette_mask, points_of, save
 from tests.precompute.packeddata import (
     CLASSES,
     Rec,
+    build_seq,
     by_key,
-    kill_after_first_shard,
+    packed_spec,
     records,
+    resumes_as_a_clean_build,
     store,
     write_folder,
     write_parquet,
 )
 
-SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4, "seed": 3}
-
-
-def _spec(**more: object) -> BuildSpec:
-    return BuildSpec.from_dict({**SPEC, **more})
-
-
-def _build(src: Path, out: Path, **more: object) -> dict:
-    return build(str(src), str(out), _spec(**more), progress=False, runner="sequential")
-
 
 @pytest.fixture(scope="module")
 def recs() -> list:
+    """The records of this module's sources (``folder_store`` builds their class folders)."""
     return records(30)
-
-
-@pytest.fixture(scope="module")
-def folder_store(recs: list, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("folder")
-    _build(write_folder(root / "src", recs), root / "out")
-    return root / "out"
 
 
 def _hub_layout(root: Path, recs: list, **kw: object) -> Path:
@@ -72,7 +56,7 @@ def test_a_datasets_parquet_builds_the_folder_store_byte_for_byte(
 ) -> None:
     src = _hub_layout(tmp_path / "hub", recs)  # id column = the folder key
     assert is_parquet_source(str(src)) and not is_parquet_source(str(folder_store.parent / "src"))
-    attrs = _build(src, tmp_path / "out")
+    attrs = build_seq(src, tmp_path / "out")
     got, want = store(tmp_path / "out"), store(folder_store)
     assert attrs["num_valid"] == len(recs)
     assert attrs["report"]["classes"] == {"label": list(CLASSES)}  # the ClassLabel's names
@@ -91,7 +75,7 @@ def test_keys_are_file_and_row_without_an_id_column_and_columns_pick_the_fields(
     )  # fmt: skip
     with pytest.raises(SpecError, match=r"fine_label, coarse_label.*--columns label=fine_label"):
         infer_parquet_fields(str(src))
-    attrs = _build(src, tmp_path / "out", columns={"label": "fine_label"})
+    attrs = build_seq(src, tmp_path / "out", columns={"label": "fine_label"})
     assert [(f["name"], f["kind"]) for f in attrs["spec"]["fields"]] == [
         ("image", "image"),
         ("label", "label"),
@@ -123,7 +107,7 @@ def test_columns_that_name_nothing_are_refused(
 ) -> None:
     src = write_parquet(tmp_path / "a.parquet", recs[:4])
     with pytest.raises(error, match=message):
-        resolve_build(str(src), _spec(columns=columns))
+        resolve_build(str(src), packed_spec(columns=columns))
 
 
 def test_columns_on_a_folder_source_are_refused(recs: list, tmp_path: Path) -> None:
@@ -131,7 +115,7 @@ def test_columns_on_a_folder_source_are_refused(recs: list, tmp_path: Path) -> N
     with pytest.raises(
         SpecError, match=r"--columns.*Parquet or WebDataset source; this source has none"
     ):
-        resolve_build(str(src), _spec(columns={"image": "img"}))
+        resolve_build(str(src), packed_spec(columns={"image": "img"}))
 
 
 def _damaged(tmp_path: Path, recs: list) -> tuple[Path, str, str]:
@@ -160,7 +144,7 @@ def _write_rows(path: Path, data: list, labels: list, ids: list) -> None:
 
 def test_bad_rows_and_files_are_skipped_with_their_reasons(recs: list, tmp_path: Path) -> None:
     src, cut, unlabelled = _damaged(tmp_path, recs)
-    attrs = _build(src, tmp_path / "out", on_error="skip")
+    attrs = build_seq(src, tmp_path / "out", on_error="skip")
     skipped = {s["key"]: s["reason"] for s in attrs["report"]["skipped"]}
     assert skipped["data.parquet#5:image"].startswith("not a readable image")
     assert skipped[unlabelled] == "data.parquet row 9: no label"
@@ -173,16 +157,16 @@ def test_bad_rows_and_files_are_skipped_with_their_reasons(recs: list, tmp_path:
 def test_bad_rows_and_files_under_raise_name_the_file_and_row(recs: list, tmp_path: Path) -> None:
     src, _, _ = _damaged(tmp_path, recs)
     with pytest.raises(SourceError, match=r"zz-broken\.parquet: not a readable Parquet file"):
-        _build(src, tmp_path / "o1")
+        build_seq(src, tmp_path / "o1")
     (src / "zz-broken.parquet").unlink()
     with pytest.raises(SourceError, match=r"data\.parquet row 9: no label"):
-        _build(src, tmp_path / "o2")
+        build_seq(src, tmp_path / "o2")
     labels = [r.label for r in recs]
     data = [r.data for r in recs]
     data[5] = data[5][: len(data[5]) // 2]
     _write_rows(src / "data.parquet", data, labels, [r.key for r in recs])
     with pytest.raises(DecodeError) as info:
-        _build(src, tmp_path / "o3")
+        build_seq(src, tmp_path / "o3")
     assert info.value.key == "data.parquet#5:image"
     assert _attrs(tmp_path / "o3")["complete"] is False  # resumable, not published
 
@@ -201,7 +185,7 @@ def test_a_null_image_cell_is_a_per_input_error(recs: list, tmp_path: Path) -> N
     images[2] = None
     table = table.set_column(1, "image", pa.array(images, table.schema.field("image").type))
     pq.write_table(table, path)
-    attrs = _build(path.parent, tmp_path / "out", on_error="skip")
+    attrs = build_seq(path.parent, tmp_path / "out", on_error="skip")
     assert attrs["report"]["skipped"] == [
         {"key": "a.parquet#2:image", "reason": "the cell holds no bytes (null)"}
     ]
@@ -235,8 +219,8 @@ def test_masks_keypoints_and_tags_build_the_manifest_store(tmp_path: Path) -> No
     ]  # fmt: skip
     fields = tuple(f for f in fields if f.name != "label")  # the manifest has no label
     spec = [f.to_dict() for f in fields]
-    _build(tmp_path / "m" / "fields.jsonl", tmp_path / "from-manifest", fields=spec)
-    _build(src, tmp_path / "from-parquet", fields=spec)
+    build_seq(tmp_path / "m" / "fields.jsonl", tmp_path / "from-manifest", fields=spec)
+    build_seq(src, tmp_path / "from-parquet", fields=spec)
     names = ("key", "image", "mask", "keypoints", "labels", "valid")
     got, want = store(tmp_path / "from-parquet", names), store(tmp_path / "from-manifest", names)
     for name in names:
@@ -247,26 +231,12 @@ def test_masks_keypoints_and_tags_build_the_manifest_store(tmp_path: Path) -> No
 def test_a_killed_build_resumes_to_the_store_of_a_clean_build(tmp_path: Path) -> None:
     recs = records(48, seed=6, side=(400, 600))  # big enough that a shard takes a while
     src = write_parquet(tmp_path / "src" / "big.parquet", recs, rows_per_group=6)
-    spec = {**SPEC, "shard_samples": 4, "chunk_samples": 4}
-    kill_after_first_shard(src.parent, tmp_path / "killed", spec, shards=12)
-    resumed = build(
-        str(src.parent), str(tmp_path / "killed"), BuildSpec.from_dict(spec), progress=False,
-        runner="sequential",
-    )  # fmt: skip
-    clean = build(
-        str(src.parent), str(tmp_path / "clean"), BuildSpec.from_dict(spec), progress=False,
-        runner="sequential",
-    )  # fmt: skip
-    assert resumed["report"]["shards_resumed"] >= 1
-    assert resumed["num_valid"] == clean["num_valid"] == len(recs)
-    got, want = store(tmp_path / "killed"), store(tmp_path / "clean")
-    for name in ("key", "image", "label"):
-        np.testing.assert_array_equal(got[name], want[name])
+    resumes_as_a_clean_build(src.parent, tmp_path, len(recs))
 
 
 def test_the_fingerprint_follows_the_files(recs: list, tmp_path: Path) -> None:
     src = _hub_layout(tmp_path / "hub", recs[:12])
-    spec = _spec()
+    spec = packed_spec()
 
     def fp(content_hash: bool = False) -> str:
         return resolve_build(str(src), spec, content_hash)[2]
@@ -278,13 +248,13 @@ def test_the_fingerprint_follows_the_files(recs: list, tmp_path: Path) -> None:
     path = src / "data" / "train-00001-of-00002.parquet"
     os.utime(path, ns=(1, 1))  # touched: same bytes
     assert fp() != first and fp(True) == first_content
-    _build(src, tmp_path / "out")
+    build_seq(src, tmp_path / "out")
     changed = recs[:12]
     changed[8] = Rec(changed[8].key, recs[20].data, changed[8].label)
     write_parquet(path, changed[6:])  # one image replaced
     assert fp(True) != first_content
     with pytest.raises(StoreMismatchError, match="another spec or source"):
-        _build(src, tmp_path / "out")
+        build_seq(src, tmp_path / "out")
 
 
 def test_listing_keeps_the_rows_of_every_row_group(recs: list, tmp_path: Path) -> None:

@@ -15,45 +15,29 @@ from PIL import Image
 
 from precompute.cli import main
 from precompute.errors import DecodeError, SourceError, SpecError, StoreMismatchError
-from precompute.job import build
 from precompute.sources.readers.webdataset import (
     infer_webdataset_fields,
     is_webdataset_source,
     list_webdataset,
 )
 from precompute.sources.resolve import resolve_build
-from precompute.spec import BuildSpec
 from tests.precompute.fielddata import mask_ids, palette_mask, points_of, save
 from tests.precompute.packeddata import (
+    build_seq,
     by_key,
-    kill_after_first_shard,
+    packed_spec,
     records,
+    resumes_as_a_clean_build,
     store,
     write_folder,
     write_shards,
 )
 
-SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4, "seed": 3}
-
-
-def _spec(**more: object) -> BuildSpec:
-    return BuildSpec.from_dict({**SPEC, **more})
-
-
-def _build(src: Path, out: Path, **more: object) -> dict:
-    return build(str(src), str(out), _spec(**more), progress=False, runner="sequential")
-
 
 @pytest.fixture(scope="module")
 def recs() -> list:
+    """The records of this module's sources (``folder_store`` builds their class folders)."""
     return records(30, seed=1)
-
-
-@pytest.fixture(scope="module")
-def folder_store(recs: list, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("folder")
-    _build(write_folder(root / "src", recs), root / "out")
-    return root / "out"
 
 
 def _same_per_key(got: dict, want: dict, recs: list) -> None:
@@ -72,7 +56,7 @@ def test_shardwriter_shards_build_the_folder_store(
 ) -> None:
     src = write_shards(tmp_path / "shards", recs, per_shard=7)  # 5 shards, png + jpg members
     assert is_webdataset_source(str(src)) and not is_webdataset_source(str(folder_store))
-    attrs = _build(src, tmp_path / "out")
+    attrs = build_seq(src, tmp_path / "out")
     assert [(f["name"], f["kind"]) for f in attrs["spec"]["fields"]] == [
         ("image", "image"),
         ("label", "label"),
@@ -93,7 +77,7 @@ def test_one_shard_and_columns_name_the_members(
             sink.write({"__key__": r.stem, f"img.{r.ext}": r.data, "txt": str(r.label)})
     with pytest.raises(SourceError, match=r"no image member"):
         infer_webdataset_fields(str(path))
-    attrs = _build(path, tmp_path / "out", columns={"image": "img.png;img.jpg"})
+    attrs = build_seq(path, tmp_path / "out", columns={"image": "img.png;img.jpg"})
     assert attrs["report"]["skipped"] == []
     _same_per_key(store(tmp_path / "out"), store(folder_store), recs)
 
@@ -103,8 +87,8 @@ def test_a_mapped_suffix_missing_from_a_sample_is_a_per_input_error(
 ) -> None:
     src = write_shards(tmp_path / "s", recs[:6])
     with pytest.raises(SourceError, match=r"cat/000: shard-000000\.tar: no jpg member"):
-        resolve_build(str(src), _spec(columns={"image": "jpg"}))
-    source = resolve_build(str(src), _spec(columns={"image": "jpg"}, on_error="skip"))[0]
+        resolve_build(str(src), packed_spec(columns={"image": "jpg"}))
+    source = resolve_build(str(src), packed_spec(columns={"image": "jpg"}, on_error="skip"))[0]
     assert [it.key for it in source.items] == sorted(r.stem for r in recs[:6] if r.ext == "jpg")
     assert len(source.skipped) == 3
 
@@ -129,7 +113,7 @@ def _damaged(tmp_path: Path, recs: list) -> Path:
 
 def test_bad_members_and_shards_are_skipped_with_their_reasons(recs: list, tmp_path: Path) -> None:
     src = _damaged(tmp_path, recs)
-    attrs = _build(src, tmp_path / "out", on_error="skip")
+    attrs = build_seq(src, tmp_path / "out", on_error="skip")
     skipped = {s["key"]: s["reason"] for s in attrs["report"]["skipped"]}
     cut = f"shard-000000.tar#{recs[4].stem}.{recs[4].ext}"
     assert skipped[cut] == "cannot decode (OSError: image file is truncated)"
@@ -147,12 +131,12 @@ def test_bad_members_and_shards_under_raise_name_the_shard_and_member(
 ) -> None:
     src = _damaged(tmp_path, recs)
     with pytest.raises(SourceError, match=r"shard-000002\.tar: not a readable tar shard"):
-        _build(src, tmp_path / "o1")
+        build_seq(src, tmp_path / "o1")
     (src / "shard-000002.tar").unlink()
     with pytest.raises(SourceError, match=rf"{recs[7].stem}: shard-000000\.tar: no label"):
-        _build(src, tmp_path / "o2")
+        build_seq(src, tmp_path / "o2")
     with pytest.raises(DecodeError) as info:
-        _build(src, tmp_path / "o3", fields=_image_only())
+        build_seq(src, tmp_path / "o3", fields=_image_only())
     assert info.value.key == f"shard-000000.tar#{recs[4].stem}.{recs[4].ext}"
 
 
@@ -203,8 +187,8 @@ def test_json_keypoints_tags_and_seg_png_masks_build_the_manifest_store(tmp_path
         "keypoints": "json:keypoints",
     }  # fmt: skip
     spec = [f.to_dict() for f in fields]
-    _build(tmp_path / "m" / "fields.jsonl", tmp_path / "from-manifest", fields=spec)
-    _build(src, tmp_path / "from-shards", fields=spec)
+    build_seq(tmp_path / "m" / "fields.jsonl", tmp_path / "from-manifest", fields=spec)
+    build_seq(src, tmp_path / "from-shards", fields=spec)
     names = ("image", "mask", "keypoints", "labels", "valid")
     got = store(tmp_path / "from-shards", (*names, "key"))
     want = store(tmp_path / "from-manifest", (*names, "key"))
@@ -219,26 +203,12 @@ def test_json_keypoints_tags_and_seg_png_masks_build_the_manifest_store(tmp_path
 def test_a_killed_build_resumes_to_the_store_of_a_clean_build(tmp_path: Path) -> None:
     recs = records(48, seed=7, side=(400, 600))  # big enough that a shard takes a while
     src = write_shards(tmp_path / "src", recs, per_shard=10)
-    spec = {**SPEC, "shard_samples": 4, "chunk_samples": 4}
-    kill_after_first_shard(src, tmp_path / "killed", spec, shards=12)
-    resumed = build(
-        str(src), str(tmp_path / "killed"), BuildSpec.from_dict(spec), progress=False,
-        runner="sequential",
-    )  # fmt: skip
-    clean = build(
-        str(src), str(tmp_path / "clean"), BuildSpec.from_dict(spec), progress=False,
-        runner="sequential",
-    )  # fmt: skip
-    assert resumed["report"]["shards_resumed"] >= 1
-    assert resumed["num_valid"] == clean["num_valid"] == len(recs)
-    got, want = store(tmp_path / "killed"), store(tmp_path / "clean")
-    for name in ("key", "image", "label"):
-        np.testing.assert_array_equal(got[name], want[name])
+    resumes_as_a_clean_build(src, tmp_path, len(recs))
 
 
 def test_the_fingerprint_follows_the_shards(recs: list, tmp_path: Path) -> None:
     src = write_shards(tmp_path / "s", recs[:12], per_shard=6)
-    spec = _spec()
+    spec = packed_spec()
 
     def fp(content_hash: bool = False, where: Path = src) -> str:
         return resolve_build(str(where), spec, content_hash)[2]
@@ -250,7 +220,7 @@ def test_the_fingerprint_follows_the_shards(recs: list, tmp_path: Path) -> None:
     shard = src / "shard-000001.tar"
     os.utime(shard, ns=(1, 1))
     assert fp() != first and fp(True) == first_content
-    _build(src, tmp_path / "out")
+    build_seq(src, tmp_path / "out")
     data = bytearray(shard.read_bytes())
     with tarfile.open(shard) as tar:  # one pixel byte of one image, same size and offsets
         member = next(m for m in tar if m.name.endswith(".png"))
@@ -258,7 +228,7 @@ def test_the_fingerprint_follows_the_shards(recs: list, tmp_path: Path) -> None:
     shard.write_bytes(bytes(data))
     assert fp(True) != first_content
     with pytest.raises(StoreMismatchError, match="another spec or source"):
-        _build(src, tmp_path / "out")
+        build_seq(src, tmp_path / "out")
 
 
 def test_listing_reads_headers_and_small_members_only(recs: list, tmp_path: Path) -> None:

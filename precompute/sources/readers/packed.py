@@ -11,27 +11,33 @@ size), read into memory by the source itself, never unpacked to disk. Here:
   a local folder, sorted);
 - :func:`holds`: whether a local folder is a packed source (the first folder level holding
   data files has containers), a cheap test that never walks a whole image tree;
-- :func:`make_fields`: the fields a source has, by kind, with the CLI's options;
+- :func:`make_fields`: the fields a source has, by kind, with the CLI's options
+  (:func:`inferred_fields`: those its columns or members gave, at least one a file);
 - :func:`packed_items`: rows -> items under the build's ``on_error`` policy (class names
   indexed, keypoint counts checked, keys unique);
+- :func:`packed_source`: a listed source of rows (what a reader's lister returns);
 - :class:`PackedSource`: its fingerprint covers every container file (size and mtime, or its
-  content), the column or suffix each field reads, and every item.
+  content), the column or suffix each field reads, and every item; a reader's subclass reads
+  one cell (:meth:`PackedSource.read_cell`);
+- :func:`register_packed`: a reader's registration as the build's source reader.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any, TypeVar
 
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.fields.labels import name_classes
+from precompute.kinds.hooks import SourceQuery, SourceReader, register_source
 from precompute.sources.digests import field_fingerprint
-from precompute.sources.fields import FieldItem, FieldSource
+from precompute.sources.fields import FieldItem, FieldSource, same_counts
 from precompute.sources.folders import (
     ARRAY_ONLY_EXTENSIONS,
     AUDIO_EXTENSIONS,
@@ -39,6 +45,7 @@ from precompute.sources.folders import (
     IMAGE_EXTENSIONS,
     escapes,
 )
+from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S
 from precompute.sources.listing import checkpoint, is_url, per_input
 
 __all__ = [
@@ -46,17 +53,18 @@ __all__ = [
     "Row",
     "container_files",
     "holds",
+    "inferred_fields",
     "make_fields",
     "packed_items",
+    "packed_source",
     "pick_columns",
     "position",
+    "register_packed",
 ]
 
 # Extensions of the data files a folder source may hold (the containers add their own).
 _DATA = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | ARRAY_ONLY_EXTENSIONS | {".parquet", ".tar"}
 _PROBE_DEPTH = 4  # folder levels below SRC searched for its first data files
-# The kinds a packed source's fields are inferred as, in this order (one field each at most).
-KIND_ORDER = ("image", "mask", "label", "labels", "keypoints")
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,30 @@ class PackedSource(FieldSource):
         for item in self.items:
             h.update(json.dumps([item.key, item.files, item.values]).encode() + b"\n")
         return h.hexdigest()
+
+    def read_counted(
+        self,
+        item: Any,
+        field: str,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        deadline_s: float = READ_DEADLINE_S,
+    ) -> tuple[bytes, int]:
+        """The cell's bytes, and the bytes read from storage now (:meth:`read_cell`)."""
+        rel, *at = position(item, field)
+        return self.read_cell(self.locate(rel), at, item.file(field), max_bytes)
+
+    def read_cell(self, path: str, at: list[Any], where: str, max_bytes: int) -> tuple[bytes, int]:
+        """The bytes of the cell at ``at`` (its ``FIELD.at`` less the container) in ``path``.
+
+        Raises:
+            InputError: The cell cannot be read or is larger than ``max_bytes``, naming
+                ``where`` (the cell's locator).
+        """
+        raise NotImplementedError(f"{type(self).__name__} reads no cell")
+
+    def open_input(self, item: Any, field: str) -> IO[bytes]:
+        """The cell's bytes as a stream (a decoder that reads part of a file gets them)."""
+        return io.BytesIO(self.read_bytes(item, field))
 
 
 def position(item: FieldItem, field: str) -> list[Any]:
@@ -199,6 +231,25 @@ def make_fields(
     return tuple(out)
 
 
+def inferred_fields(
+    src: str,
+    found: Mapping[str, str],
+    options: Mapping[str, Mapping[str, Any]],
+    fill: int,
+    missing: str,
+    learned: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[FieldSpec, ...]:
+    """The fields :func:`pick_columns` inferred (``found``: each named as its kind).
+
+    Raises:
+        SourceError: No field of a ``file`` kind (an image): ``missing`` says what is not there.
+        SpecError: As :func:`make_fields`.
+    """
+    if not any(KINDS[kind].source == "file" for kind in found):
+        raise SourceError(f"{src}: {missing}")
+    return make_fields(src, {kind: kind for kind in found}, options, fill, learned)
+
+
 def _pick(src: str, what: str, kind: str, found: Sequence[str], named: str) -> str | None:
     """The one candidate (the one called ``named`` first), None for none.
 
@@ -223,8 +274,9 @@ def pick_columns(
 ) -> dict[str, str]:
     """``field -> column`` (or suffix) that each field reads.
 
-    Without ``fields`` (inference) one field per kind of :data:`KIND_ORDER` whose candidates
-    (columns of that kind's type and name, best first) leave no doubt, named as its kind;
+    ``candidates`` are the columns each kind claims (``Kind.columns``, ``Kind.suffixes``),
+    the kinds in their claims' priority order. Without ``fields`` (inference) one field per
+    kind of ``candidates`` whose candidates leave no doubt, named as its kind, in that order;
     ``mapping`` (``--columns``) names fields by kind. With ``fields`` (the spec's) each reads
     the column ``mapping`` gives, else the column of its name in ``present``, else the one
     candidate of its kind.
@@ -234,13 +286,13 @@ def pick_columns(
             or a field's column is in doubt.
         SourceError: A field of ``fields`` finds no column.
     """
-    wanted = [(k, k) for k in KIND_ORDER] if fields is None else [(f.name, f.kind) for f in fields]
+    wanted = [(k, k) for k in candidates] if fields is None else [(f.name, f.kind) for f in fields]
     unknown = sorted(set(mapping) - {name for name, _ in wanted})
     if unknown:
         known = "kind" if fields is None else "field"
         raise SpecError(
             f"{src}: --columns names {unknown[0]!r}, which is no {known} here (fields by kind: "
-            f"{', '.join(KIND_ORDER)}; for other names give --fields)"
+            f"{', '.join(candidates)}; for other names give --fields)"
         )
     out = dict(mapping)
     for name, kind in wanted:
@@ -287,22 +339,6 @@ def _parse(field: FieldSpec, raw: Any) -> Any:
     return field.spec.parse_inline(raw)
 
 
-def _same_counts(
-    src: str, fields: Sequence[FieldSpec], rows: list[tuple[Row, dict[str, Any]]]
-) -> None:
-    """Every sample has the count of points (``Kind.count_option``) of the first."""
-    for f in fields:
-        if f.spec.count_option is None or not rows:
-            continue
-        want = f.options[f.spec.count_option] or len(rows[0][1][f.name])
-        for row, cells in rows:
-            if len(cells[f.name]) != want:
-                raise SourceError(
-                    f"{src}: {row.where}: {len(cells[f.name])} {f.kind} in {f.name!r}; every "
-                    f"sample needs {want}"
-                )
-
-
 def packed_items(
     src: str,
     fields: Sequence[FieldSpec],
@@ -331,7 +367,7 @@ def packed_items(
             per_input(src, on_error, skipped, row.key, f"{row.where}: {exc}")
     if not kept:
         raise SourceError(f"{src}: no usable sample")
-    _same_counts(src, inline, kept)
+    same_counts(src, inline, [(row.where, cells) for row, cells in kept])
     named = name_classes(src, inline, [(n, cells) for n, (_, cells) in enumerate(kept, 1)])
     declared = tuple((f, tuple(n)) for f, n in (names or {}).items() if f not in dict(named))
     items: dict[str, FieldItem] = {}
@@ -341,3 +377,56 @@ def packed_items(
         values = tuple((f.name, cells[f.name]) for f in inline) + row.at
         items[row.key] = FieldItem(row.key, row.files, values)
     return tuple(items[k] for k in sorted(items)), tuple(sorted(declared + named))
+
+
+S = TypeVar("S", bound=PackedSource)
+
+
+def packed_source(
+    cls: type[S],
+    src: str,
+    root: str,
+    fields: Sequence[FieldSpec],
+    rows: Sequence[Row],
+    on_error: str,
+    skipped: list[tuple[str, str]],
+    containers: tuple[str, ...],
+    columns: Mapping[str, str],
+    names: Mapping[str, Sequence[str]] | None = None,
+) -> S:
+    """The listed source of ``rows`` (:func:`packed_items`): what a reader's lister returns.
+
+    Raises:
+        SourceError: As :func:`packed_items`.
+    """
+    items, classes = packed_items(src, fields, rows, on_error, skipped, names)
+    return cls(
+        root,
+        tuple(f.name for f in fields),
+        items,
+        classes,
+        tuple(sorted(skipped)),
+        containers=containers,
+        columns=tuple(sorted(columns.items())),
+    )
+
+
+def register_packed(
+    name: str,
+    suffix: str,
+    infer: Callable[..., tuple[FieldSpec, ...]],
+    lister: Callable[..., PackedSource],
+) -> SourceReader:
+    """Register a packed format's reader: sources that :func:`hold <holds>` ``suffix`` files.
+
+    ``infer(src, options, fill, columns)`` gives their fields, ``lister(src, fields,
+    on_error, columns)`` lists them (the functions of the reader's module).
+    """
+
+    def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
+        return infer(q.src, q.options, q.fill, q.columns)
+
+    def _lister(q: SourceQuery) -> PackedSource:
+        return lister(q.src, q.fields, q.on_error, q.columns)
+
+    return register_source(SourceReader(name, lambda q: holds(q.src, suffix), _infer, _lister))

@@ -31,29 +31,29 @@ cannot be read is one that names the file (``on_error``: ``skip`` leaves it out)
 from __future__ import annotations
 
 import bisect
-import io
 import json
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from precompute.errors import InputError, SourceError
-from precompute.fields import FieldSpec
-from precompute.kinds.hooks import SourceQuery, SourceReader, register_source
-from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, file_kind
+from precompute.fields import KINDS, FieldSpec
+from precompute.fields.options import ColumnClaim
+from precompute.kinds.hooks import column_claims
+from precompute.sources.inputs import file_kind
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
     PackedSource,
     Row,
     container_files,
     holds,
-    make_fields,
-    packed_items,
+    inferred_fields,
+    packed_source,
     pick_columns,
-    position,
+    register_packed,
 )
 
 __all__ = [
@@ -68,11 +68,6 @@ SUFFIX = ".parquet"
 KEY_COLUMNS = ("__key__", "id")  # a sample's key, when the file has one of them
 # Decoded row-group columns a process keeps (least recently used first out).
 CACHE_BYTES = 256 * 2**20
-_MASK_NAMES = ("mask", "segmentation", "seg", "annotation", "label")
-_NAMES = {
-    "labels": ("labels", "tags"),
-    "keypoints": ("keypoints", "kp", "landmarks"),
-}
 
 
 def is_parquet_source(src: str) -> bool:
@@ -135,25 +130,46 @@ def _is_list(t: Any, depth: int) -> bool:
     )
 
 
-def _candidates(schema: Any) -> dict[str, list[str]]:
-    """Columns that could be each kind's, best first (by type, ``datasets`` feature, name)."""
+def _families(t: Any) -> set[str]:
+    """The type families of :class:`~precompute.fields.options.ColumnClaim` that ``t`` is of."""
     import pyarrow as pa
 
-    features = _features(schema)
-    types = {f.name: f.type for f in schema}
-    images = [c for c, t in types.items() if _is_image(t)]
-    named = {c: _class_names(features.get(c)) for c in types}
-    scalar = [c for c, t in types.items() if pa.types.is_integer(t) or pa.types.is_string(t)]
-    labels = [c for c in scalar if c == "label" or named[c]]
-    lists = [c for c, t in types.items() if _is_list(t, 1) and (c in _NAMES["labels"] or named[c])]
-    points = [c for c, t in types.items() if _is_list(t, 2) and c in _NAMES["keypoints"]]
-    return {
-        "image": [c for c in images if c not in _MASK_NAMES],
-        "mask": [c for c in images if c in _MASK_NAMES],
-        "label": labels,
-        "labels": lists,
-        "keypoints": points,
+    tests = {
+        "binary": _is_image,
+        "integer": pa.types.is_integer,
+        "string": pa.types.is_string,
+        "list": lambda t: _is_list(t, 1),
+        "nested_list": lambda t: _is_list(t, 2),
     }
+    return {family for family, test in tests.items() if test(t)}
+
+
+def _claimant(
+    claims: Sequence[tuple[str, ColumnClaim]], column: str, families: set[str], named: bool
+) -> str | None:
+    """The kind a column goes to: a claim by name or ``ClassLabel`` first, then by priority."""
+    best = None
+    for kind, claim in claims:  # by priority
+        if not families & set(claim.types):
+            continue
+        if column in claim.names or (claim.class_label and named):
+            return kind
+        if not claim.names and best is None:
+            best = kind
+    return best
+
+
+def _candidates(schema: Any) -> dict[str, list[str]]:
+    """Columns that could be each kind's, by the kinds' ``Kind.columns`` (in schema order)."""
+    claims = column_claims()
+    features = _features(schema)
+    out: dict[str, list[str]] = {kind: [] for kind, _ in claims}
+    for f in schema:
+        named = bool(_class_names(features.get(f.name)))
+        kind = _claimant(claims, f.name, _families(f.type), named)
+        if kind is not None:
+            out[kind].append(f.name)
+    return out
 
 
 def _schemas(
@@ -204,19 +220,17 @@ def infer_parquet_fields(
     root, files = container_files(src, SUFFIX, "Parquet", [])
     schema = next(iter(_schemas(src, root, files, "skip", []).values()))
     found = _columns(src, schema, mapping or {}, None)
-    if not any(k in found for k in ("image", "mask")):
-        raise SourceError(
-            f"{src}: no image column (binary, or a struct of bytes and path as datasets "
-            f"writes an Image); name one with --columns image=COLUMN (columns: "
-            f"{', '.join(schema.names)})"
-        )
+    missing = (
+        "no image column (binary, or a struct of bytes and path as datasets writes an Image); "
+        f"name one with --columns image=COLUMN (columns: {', '.join(schema.names)})"
+    )
     features = _features(schema)
     learned = {}
     for field, column in found.items():
         names = _class_names(features.get(column))
-        if names and field in ("label", "labels"):
+        if names and KINDS[field].class_names:  # an inferred field is named as its kind
             learned[field] = {"classes": len(names)}
-    return make_fields(src, {f: f for f in found}, options or {}, fill, learned)
+    return inferred_fields(src, found, options or {}, fill, missing, learned)
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -307,17 +321,9 @@ def list_parquet(
         except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
             per_input(src, on_error, skipped, rel, f"cannot read its rows ({exc})")
             del schemas[rel]
-    items, classes = packed_items(
-        src, fields, rows, on_error, skipped, _declared(src, schemas, fields, columns)
-    )
-    return ParquetSource(
-        root,
-        tuple(f.name for f in fields),
-        items,
-        classes,
-        tuple(sorted(skipped)),
-        containers=files,
-        columns=tuple(sorted(columns.items())),
+    names = _declared(src, schemas, fields, columns)
+    return packed_source(
+        ParquetSource, src, root, fields, rows, on_error, skipped, files, columns, names
     )
 
 
@@ -375,23 +381,16 @@ _GROUPS = _Groups(CACHE_BYTES)
 class ParquetSource(PackedSource):
     """A listed Parquet source: file fields are read from their row group's column."""
 
-    def read_counted(
-        self,
-        item: Any,
-        field: str,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        deadline_s: float = READ_DEADLINE_S,
-    ) -> tuple[bytes, int]:
+    def read_cell(self, path: str, at: list[Any], where: str, max_bytes: int) -> tuple[bytes, int]:
         """The cell's bytes, and the bytes read from storage (0: this process had its group).
 
         Raises:
             InputError: The cell is null or larger than ``max_bytes``, or its row group
-                cannot be read (naming the cell's locator).
+                cannot be read (naming the cell's locator, ``where``).
         """
-        rel, group, row, column = position(item, field)
-        where = item.file(field)
+        group, row, column = at
         try:
-            values, read = _GROUPS.get(self.locate(rel), int(group), str(column))
+            values, read = _GROUPS.get(path, int(group), str(column))
         except InputError:
             raise
         except (OSError, ValueError, IndexError) as exc:  # ArrowInvalid is a ValueError
@@ -403,20 +402,5 @@ class ParquetSource(PackedSource):
             raise InputError(where, f"larger than max_bytes = {max_bytes} bytes")
         return bytes(cell), read
 
-    def open_input(self, item: Any, field: str) -> IO[bytes]:
-        """The cell's bytes as a stream (a decoder that reads part of a file gets them)."""
-        return io.BytesIO(self.read_bytes(item, field))
 
-
-# -- the build's source reader ---------------------------------------------------------------
-
-
-def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
-    return infer_parquet_fields(q.src, q.options, q.fill, q.columns)
-
-
-def _lister(q: SourceQuery) -> PackedSource:
-    return list_parquet(q.src, q.fields, q.on_error, q.columns)
-
-
-register_source(SourceReader("parquet", lambda q: is_parquet_source(q.src), _infer, _lister))
+register_packed("parquet", SUFFIX, infer_parquet_fields, list_parquet)

@@ -31,7 +31,6 @@ in any order, so it needs each member's offset; ``webdataset`` streams whole sha
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -42,18 +41,20 @@ from typing import IO, Any
 
 from precompute.errors import InputError, SourceError
 from precompute.fields import FieldSpec
-from precompute.kinds.hooks import SourceQuery, SourceReader, register_source
-from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input
+from precompute.fields.options import SuffixClaim
+from precompute.kinds.hooks import suffix_claims
+from precompute.sources.folders import IMAGE_SUFFIXES
+from precompute.sources.inputs import open_input
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
     PackedSource,
     Row,
     container_files,
     holds,
-    make_fields,
-    packed_items,
+    inferred_fields,
+    packed_source,
     pick_columns,
-    position,
+    register_packed,
 )
 
 __all__ = [
@@ -64,13 +65,9 @@ __all__ = [
 ]
 
 SUFFIX = ".tar"
-IMAGE_SUFFIXES = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "gif", "ppm", "pgm")
-_MASK_NAMES = ("seg", "mask", "segmentation", "annotation", "label")
 _KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # webdataset's base_plus_ext, dot-less bases
 _INLINE_BYTES = 1 << 20  # a cls/txt/json member larger than this is refused while listing
 _PROBE_SAMPLES = 16  # samples of the first shard whose suffixes inference looks at
-# The json keys read for the inline kinds.
-_JSON_KEYS = {"label": "label", "labels": "labels", "keypoints": "keypoints"}
 
 Member = tuple[int, int, bytes | None]  # data offset in the shard, size, content if kept
 Sample = dict[str, Member]  # suffix -> member
@@ -158,38 +155,56 @@ def _text(path: str, member: Member) -> str:
     return _read_member(path, member, _INLINE_BYTES).decode("utf-8")
 
 
-def _candidates(path: str, samples: Mapping[str, Sample]) -> dict[str, list[str]]:
-    """The member (or JSON key) each kind could read, from a shard's first samples."""
-    seen = {s for sample in samples.values() for s in sample}
-    first = next(iter(samples.values()), {})
+def _probed(claims: Sequence[tuple[str, SuffixClaim]]) -> tuple[set[str], set[str]]:
+    """The suffixes whose content the claims look at: JSON members (``json:KEY``), and text."""
+    keyed = {s.partition(":")[0] for _, c in claims for s in c.suffixes if ":" in s}
+    return keyed, set().union(*(c.integers for _, c in claims))
+
+
+def _probe(
+    path: str, first: Sample, claims: Sequence[tuple[str, SuffixClaim]]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The first sample's JSON members parsed, and its text members (none if one is bad)."""
+    keyed, plain = _probed(claims)
     try:
-        doc = json.loads(_text(path, first["json"])) if "json" in first else None
-        txt = _text(path, first["txt"]) if "txt" in first else ""
+        docs = {s: json.loads(_text(path, first[s])) for s in sorted(keyed) if s in first}
+        texts = {s: _text(path, first[s]) for s in sorted(plain) if s in first}
     except (OSError, ValueError):  # bad first members: the listing names them
-        doc, txt = None, ""
-    images = [s for s in IMAGE_SUFFIXES if s in seen]
-    label = ["cls"] if "cls" in seen else []
-    keys = doc if isinstance(doc, dict) else {}
-    label += ["json:label"] if "label" in keys else []
-    label += ["txt"] if txt.strip().isdigit() else []
-    return {
-        "image": [";".join(images)] if images else [],
-        "mask": sorted(s for s in seen if _is_mask(s)),
-        "label": label[:1],
-        "labels": ["json:labels"] if "labels" in keys else [],
-        "keypoints": ["json:keypoints"] if "keypoints" in keys else [],
-    }
+        return {}, {}
+    return docs, texts
 
 
-def _is_mask(suffix: str) -> bool:
-    name, _, ext = suffix.rpartition(".")
-    return name in _MASK_NAMES and ext in IMAGE_SUFFIXES
+def _present(
+    spec: str, claim: SuffixClaim, seen: set[str], first: tuple[dict[str, Any], dict[str, str]]
+) -> str:
+    """What of ``spec`` the first samples have (``jpg;png`` -> ``png``); empty: nothing."""
+    suffix, _, key = spec.partition(":")
+    docs, texts = first
+    if key:
+        doc = docs.get(suffix)
+        return spec if isinstance(doc, dict) and key in doc else ""
+    if suffix in claim.integers:
+        return spec if texts.get(suffix, "").strip().isdigit() else ""
+    return ";".join(s for s in spec.split(";") if s in seen)
+
+
+def _candidates(path: str, samples: Mapping[str, Sample]) -> dict[str, list[str]]:
+    """The member (or JSON key) each kind could read (``Kind.suffixes``), from the first samples."""
+    claims = suffix_claims()
+    seen = {s for sample in samples.values() for s in sample}
+    first = _probe(path, next(iter(samples.values()), {}), claims)
+    out = {}
+    for kind, claim in claims:
+        found = [p for p in (_present(s, claim, seen, first) for s in claim.suffixes) if p]
+        out[kind] = found if claim.pick == "each" else found[:1]
+    return out
 
 
 def _first_shard(src: str, root: str, shards: Sequence[str]) -> tuple[str, dict[str, Sample]]:
     """The first shard with samples, and its first samples."""
+    probed = frozenset(set().union(*_probed(suffix_claims())))
     for rel in shards:
-        samples, _ = _samples(os.path.join(root, rel), frozenset({"json", "txt"}), _PROBE_SAMPLES)
+        samples, _ = _samples(os.path.join(root, rel), probed, _PROBE_SAMPLES)
         if samples:
             return rel, samples
     raise SourceError(f"{src}: no shard holds a sample (KEY.SUFFIX members)")
@@ -222,12 +237,11 @@ def infer_webdataset_fields(
     """
     root, shards = container_files(src, SUFFIX, "WebDataset", [])
     found = _columns(src, root, shards, mapping or {}, None)
-    if not any(k in found for k in ("image", "mask")):
-        raise SourceError(
-            f"{src}: no image member ({', '.join(IMAGE_SUFFIXES)}) in the first samples; "
-            "name its suffix with --columns image=SUFFIX"
-        )
-    return make_fields(src, {f: f for f in found}, options or {}, fill)
+    missing = (
+        f"no image member ({', '.join(IMAGE_SUFFIXES)}) in the first samples; "
+        "name its suffix with --columns image=SUFFIX"
+    )
+    return inferred_fields(src, found, options or {}, fill, missing)
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -318,16 +332,7 @@ def list_webdataset(
     rows: list[Row] = []
     for rel in shards:
         rows += _shard_rows(src, rel, os.path.join(root, rel), fields, cols, on_error, skipped)
-    items, classes = packed_items(src, fields, rows, on_error, skipped)
-    return WebDatasetSource(
-        root,
-        tuple(f.name for f in fields),
-        items,
-        classes,
-        tuple(sorted(skipped)),
-        containers=shards,
-        columns=tuple(sorted(cols.items())),
-    )
+    return packed_source(WebDatasetSource, src, root, fields, rows, on_error, skipped, shards, cols)
 
 
 # -- reads -----------------------------------------------------------------------------------
@@ -337,41 +342,20 @@ def list_webdataset(
 class WebDatasetSource(PackedSource):
     """A listed WebDataset source: a file field is read at its member's offset."""
 
-    def read_counted(
-        self,
-        item: Any,
-        field: str,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        deadline_s: float = READ_DEADLINE_S,
-    ) -> tuple[bytes, int]:
+    def read_cell(self, path: str, at: list[Any], where: str, max_bytes: int) -> tuple[bytes, int]:
         """The member's bytes, and how many were read (its size).
 
         Raises:
             InputError: The member is larger than ``max_bytes`` or cut short (naming its
-                locator, ``SHARD#MEMBER``).
+                locator, ``where``: ``SHARD#MEMBER``).
             OSError: The shard cannot be opened.
         """
-        rel, offset, size = position(item, field)
+        offset, size = at
         try:
-            data = _read_member(self.locate(rel), (int(offset), int(size), None), max_bytes)
+            data = _read_member(path, (int(offset), int(size), None), max_bytes)
         except InputError as exc:
-            raise InputError(item.file(field), exc.reason) from exc
+            raise InputError(where, exc.reason) from exc
         return data, len(data)
 
-    def open_input(self, item: Any, field: str) -> IO[bytes]:
-        """The member's bytes as a stream."""
-        return io.BytesIO(self.read_bytes(item, field))
 
-
-# -- the build's source reader ---------------------------------------------------------------
-
-
-def _infer(q: SourceQuery) -> tuple[FieldSpec, ...]:
-    return infer_webdataset_fields(q.src, q.options, q.fill, q.columns)
-
-
-def _lister(q: SourceQuery) -> PackedSource:
-    return list_webdataset(q.src, q.fields, q.on_error, q.columns)
-
-
-register_source(SourceReader("webdataset", lambda q: is_webdataset_source(q.src), _infer, _lister))
+register_packed("webdataset", SUFFIX, infer_webdataset_fields, list_webdataset)
