@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from precompute.storage.location import is_url
 from service.cache import Cache, StoreLease, StoreRef
 
 __all__ = ["CACHE_ENV", "default_cache_root", "resolve"]
@@ -22,7 +23,7 @@ CACHE_ENV = "NOSTALL_CACHE"
 def default_cache_root() -> Path | str:
     """Return ``$NOSTALL_CACHE`` (a folder or an ``s3://`` URL), else ``~/.cache/nostall``."""
     env = os.environ.get(CACHE_ENV)
-    if env and env.startswith("s3://"):
+    if env and is_url(env):
         return env
     return Path(env).expanduser() if env else Path.home() / ".cache" / "nostall"
 

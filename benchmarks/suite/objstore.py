@@ -11,11 +11,15 @@ store, three sources side by side, taking turns epoch by epoch (:mod:`benchmarks
 3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk,
    measured on epochs after the first (the cache holds the whole store): what epoch 2 costs.
 
+Both object rows read through the same byte-store interface as the local one
+(:mod:`precompute.storage`): obstore's ranged GETs on the loader's read threads.
+
 For each: samples/s, read bandwidth (MB/s of pixel bytes), host CPU ms/sample of this process
-(the moto server runs in its own process and is not counted), and GET requests and bytes per
-sample. Also bytes per sample of each format (JPEG and PNG inputs as generated, the stored
-sample with its crc32c and index overhead). Setup happens outside the timed parts; each
-figure is over ``--runs`` epochs after a warm-up epoch.
+(the moto server runs in its own process and is not counted; obstore's own threads are), and
+requests and bytes fetched per sample (the store's own counters). Also bytes per sample of each
+format (JPEG and PNG inputs as generated, the stored sample with its crc32c and index
+overhead). Setup happens outside the timed parts; each figure is over ``--runs`` epochs after a
+warm-up epoch.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,17 +96,23 @@ def _moto() -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("moto server did not start")
 
 
+def _counts(store: Any) -> tuple[int, int]:
+    """Requests and bytes fetched so far by ``store`` (a local store counts none)."""
+    return getattr(store, "requests", 0), getattr(store, "bytes_read", 0)
+
+
 def _row(name: str, loader: StoreLoader) -> Row:
-    """One epoch per call; records GET requests and bytes fetched per sample (``s3`` rows)."""
-    remote = loader.source.image._s3
+    """One epoch per call; records requests and bytes fetched per sample (``s3`` rows)."""
+    store = loader.source.image.store
 
     def body(run: Run) -> int:
         loader.set_epoch(run.index)
-        req0 = (remote.requests, remote.bytes_fetched) if remote else (0, 0)
+        req0 = _counts(store)
         n = 0
         for batch in loader:
             n += len(batch["index"])
-        reqs = (remote.requests - req0[0], remote.bytes_fetched - req0[1]) if remote else (0, 0)
+        now = _counts(store)
+        reqs = (now[0] - req0[0], now[1] - req0[1])
         run.record("gets_per_sample", reqs[0] / n)
         run.record("bytes_fetched_per_sample", reqs[1] / n)
         return n
@@ -127,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=8, help="loader num_threads (GETs in flight)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--endpoint", help="an S3-compatible endpoint (default: start moto)")
+    ap.add_argument("--bucket", help="an existing bucket at --endpoint (moto: one is made)")
     add_json_argument(ap)
     args = ap.parse_args(argv)
     proc = None
@@ -145,15 +157,21 @@ def main(argv: list[str] | None = None) -> None:
             proc.wait()
 
 
-def _run(args: argparse.Namespace, tmp: Path, bench: Bench) -> None:
-    import boto3
+def _make_bucket(endpoint: str, bucket: str) -> None:
+    """Create ``bucket`` on the moto server at ``endpoint`` (moto takes an unsigned request)."""
+    import urllib.request
 
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")).close()
+
+
+def _run(args: argparse.Namespace, tmp: Path, bench: Bench) -> None:
     n, s = args.samples, args.size
     images = np.random.default_rng(0).integers(0, 256, (n, s, s, 3), dtype=np.uint8)
     spec = BuildSpec(size=s, chunk_samples=args.chunk_samples, shard_samples=8 * args.chunk_samples)
     write_store_from_arrays(tmp / "store", images, np.arange(n) % 10, spec)
-    bucket = f"bench-{os.getpid()}"
-    boto3.client("s3").create_bucket(Bucket=bucket)
+    bucket = args.bucket or f"bench-{os.getpid()}"
+    if args.bucket is None:
+        _make_bucket(args.endpoint, bucket)
     url = f"s3://{bucket}/store.zarr"
     put_folder(tmp / "store", url)
     sample_bytes = float(s * s * 3)
