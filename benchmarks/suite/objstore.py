@@ -3,16 +3,23 @@
 Run: ``.venv/bin/python -m benchmarks.suite.objstore`` (``--help`` for sizes). One run, same
 store, three sources side by side, taking turns epoch by epoch (:mod:`benchmarks.runner`):
 
-1. ``local``: the store on local disk (page cache hot after the warm-up).
+1. ``local``: the store on local disk (page cache hot after the warm-up), as the loader reads
+   it by default; ``local pread+crc``: the same read as the object rows must do it, each chunk
+   copied through the kernel (``io="pread"``) and its crc32c checked on every read.
 2. ``s3``: the store in an S3-compatible server, every chunk a ranged GET (no local cache).
    Without ``--endpoint`` the server is moto's server mode started on 127.0.0.1 by this script
    (a single-process Python server: its own CPU is part of the measurement, so this row is a
    floor, not what a real object store gives).
 3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk,
    measured on epochs after the first (the cache holds the whole store): what epoch 2 costs.
+4. ``s3 line rate``: the same reads from :mod:`benchmarks.suite.rangeserver`, a read-only
+   S3-compatible server of the local store's folder that sends each answer with one
+   ``sendall``: the loader's own CPU per sample when the server is not the bottleneck (moto
+   sends slowly, and a slow sender wakes a reader many more times per byte).
 
-Both object rows read through the same byte-store interface as the local one
-(:mod:`precompute.storage`): obstore's ranged GETs on the loader's read threads.
+The object rows read through the same byte-store interface as the local ones
+(:mod:`precompute.storage`): ranged GETs on the loader's read threads, each received straight
+into the batch rows (:mod:`precompute.storage.rawget`).
 
 For each: samples/s, read bandwidth (MB/s of pixel bytes), host CPU ms/sample of this process
 (the moto server runs in its own process and is not counted; obstore's own threads are), and
@@ -72,15 +79,18 @@ def _format_bytes(size: int, n: int = 32) -> dict[str, float]:
     }
 
 
-def _moto() -> tuple[subprocess.Popen[bytes], str]:
-    """Start moto's server on a free port of 127.0.0.1 in its own process; return it + URL."""
+def _server(*argv: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``python -m ARGV... PORT`` on a free port of 127.0.0.1; return it and its URL.
+
+    In its own process: its CPU is not this process's.
+    """
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", *argv, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -93,7 +103,7 @@ def _moto() -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("moto server did not start")
+    raise RuntimeError(f"{argv[0]} did not start")
 
 
 def _counts(store: Any) -> tuple[int, int]:
@@ -141,18 +151,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bucket", help="an existing bucket at --endpoint (moto: one is made)")
     add_json_argument(ap)
     args = ap.parse_args(argv)
-    proc = None
+    procs = []
     if args.endpoint is None:
-        proc, args.endpoint = _moto()
+        moto, args.endpoint = _server("moto.server", "-H", "127.0.0.1", "-p")
+        procs.append(moto)
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ["AWS_ENDPOINT_URL"] = args.endpoint
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     try:
         with Bench("objstore", args.json) as bench, tempfile.TemporaryDirectory() as tmp:
-            _run(args, Path(tmp), bench)
+            fast, served = _server("benchmarks.suite.rangeserver", tmp)
+            procs.append(fast)
+            _run(args, Path(tmp), bench, served)
     finally:
-        if proc is not None:
+        for proc in procs:
             proc.kill()
             proc.wait()
 
@@ -164,22 +177,39 @@ def _make_bucket(endpoint: str, bucket: str) -> None:
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")).close()
 
 
-def _run(args: argparse.Namespace, tmp: Path, bench: Bench) -> None:
+def _line_rate(endpoint: str, url: str, **kw: Any) -> StoreLoader:
+    """A loader of ``url`` on the line-rate server at ``endpoint``.
+
+    A bucket's object store is opened at its first use, from the environment of that moment:
+    so ``AWS_ENDPOINT_URL`` names this server while its loader opens, and the other one after.
+    """
+    other = os.environ["AWS_ENDPOINT_URL"]
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    try:
+        return StoreLoader(url, **kw)
+    finally:
+        os.environ["AWS_ENDPOINT_URL"] = other
+
+
+def _run(args: argparse.Namespace, tmp: Path, bench: Bench, served: str) -> None:
     n, s = args.samples, args.size
     images = np.random.default_rng(0).integers(0, 256, (n, s, s, 3), dtype=np.uint8)
     spec = BuildSpec(size=s, chunk_samples=args.chunk_samples, shard_samples=8 * args.chunk_samples)
-    write_store_from_arrays(tmp / "store", images, np.arange(n) % 10, spec)
+    local = tmp / "served" / "store"  # the line-rate server serves s3://served/store from here
+    write_store_from_arrays(local, images, np.arange(n) % 10, spec)
     bucket = args.bucket or f"bench-{os.getpid()}"
     if args.bucket is None:
         _make_bucket(args.endpoint, bucket)
     url = f"s3://{bucket}/store.zarr"
-    put_folder(tmp / "store", url)
+    put_folder(local, url)
     sample_bytes = float(s * s * 3)
     kw = {"batch_size": args.batch, "num_threads": args.threads, "prefetch": 2, "seed": 0}
     loaders = {
-        "local": StoreLoader(tmp / "store", **kw),
+        "local": StoreLoader(local, **kw),
+        "local pread+crc": StoreLoader(local, io="pread", verify="always", **kw),
         "s3": StoreLoader(url, **kw),
         "s3+cache": StoreLoader(url, read_cache=ReadCache(tmp / "cache", 64 << 30), **kw),
+        "s3 line rate": _line_rate(served, "s3://served/store", **kw),
     }
     bench.note(environment_line(), f"args: {json.dumps(vars(args), default=str)}")
     try:

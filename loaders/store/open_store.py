@@ -173,8 +173,9 @@ def open_store(
         store: Store path, object-store URL (see ``docs/scale.md``) or its metadata.
         io: How streamed chunks (``image``, masks) are read: ``pread`` (through the kernel,
             straight into the batch rows), ``mmap`` (cached mappings of at most
-            ``map_bytes`` of shard files) or ``auto``: ``mmap`` when the streamed arrays'
-            shard files fit in ``map_bytes`` (they then stay mapped), else ``pread``.
+            ``map_bytes`` of shard files, or of a read cache's entries) or ``auto``: ``mmap``
+            when the streamed arrays' shard files fit in ``map_bytes`` (they then stay mapped),
+            else ``pread``.
         map_bytes: Mapping budget for ``io="mmap"`` and ``"auto"``.
         verify: ``first`` (check each streamed chunk's crc32c on its first read, and again if
             its shard file changed) or ``always`` (on every read). Chunks fetched from object
@@ -200,7 +201,8 @@ def open_store(
     if io == "auto":  # the shard files' exact sizes: what the mapping budget counts
         shards = range(layout.num_shards)
         total = sum(expected_shard_size(layout, n, k) or 0 for n in streamed for k in shards)
-        io = "mmap" if total <= map_bytes and location(info.path).local else "pread"
+        mappable = location(info.path).local or cache is not None  # shard files, cache entries
+        io = "mmap" if total <= map_bytes and mappable else "pread"
     maps = MapCache(map_bytes) if io == "mmap" else None
     streams: dict[str, ShardedArrayReader] = {}
     small: dict[str, np.ndarray] = {}

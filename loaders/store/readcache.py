@@ -23,10 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from loaders.errors import LoaderError
 from precompute.checks import check_integer
 from precompute.storage.base import Stamp
 from precompute.storage.local import LocalStore
+from precompute.storage.localio import MapCache
 
 __all__ = ["ReadCache"]
 
@@ -114,6 +117,21 @@ class ReadCache:
             return None
         self._hit(key)
         return got, stamp
+
+    def mapped(self, key: str, maps: MapCache) -> tuple[np.ndarray, Stamp] | None:
+        """The entry as a read-only array backed by a mapping kept in ``maps``, or None.
+
+        With its file's stamp (taken now: a mapping of an older version of the file is
+        replaced). A file evicted while mapped stays readable through its mapping.
+        """
+        path = str(self._path(key))
+        try:
+            found = maps.get(path, self._files.stamp(path))
+        except OSError:
+            self._miss(key)
+            return None
+        self._hit(key)
+        return found
 
     def put(self, key: str, data: bytes | Sequence[Any]) -> None:
         """Store ``data`` (bytes, or buffers in order) as entry ``key``; evict beyond the budget."""

@@ -109,8 +109,9 @@ class ShardedArrayReader:
         remote = self.store.remote
         self.cache = cache if remote else None
         self.meta = self._load_meta()
-        mapped = io == "mmap" and not remote  # object bytes are fetched, never mapped
-        self._maps = (maps if maps is not None else MapCache()) if mapped else None
+        shared = (maps if maps is not None else MapCache()) if io == "mmap" else None
+        self._maps = None if remote else shared  # shard files; objects are fetched
+        self._entry_maps = shared if remote and self.cache is not None else None  # cache entries
         self._zarr: Any = None
         self._index = ShardIndexCache(self.meta, self.name, complete, self._tail)
         self._check = ChunkChecker(self.name, verify)
@@ -461,12 +462,22 @@ class ShardedArrayReader:
         if self.cache is None:
             return False
         entry = self._cache_key(path, offset, nbytes)
-        found = self.cache.read_into(entry, parts)
-        if found is None:
-            return False
-        got, stamp = found
         flats, tail = parts[:-1], parts[-1]
         try:
+            if self._entry_maps is not None:  # copied out of a kept mapping of the entry
+                mapped = self.cache.mapped(entry, self._entry_maps)
+                if mapped is None:
+                    return False
+                data, stamp = mapped
+                if data.nbytes != nbytes:
+                    raise CorruptChunkError(self.name, path, chunk, "cut cache entry")
+                self._check.check_mapped(chunk, path, data, stamp)
+                scatter(data[:-_CRC], flats)
+                return True
+            found = self.cache.read_into(entry, parts)
+            if found is None:
+                return False
+            got, stamp = found
             if got != nbytes:
                 raise CorruptChunkError(self.name, path, chunk, "cut cache entry")
             stored = int.from_bytes(tail.tobytes(), "little")

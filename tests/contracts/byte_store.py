@@ -67,7 +67,7 @@ class ByteStoreContract:
     def test_put_if_absent_creates_once(self, where: Location) -> None:
         obj = where / "claim.json"
         version = where.store.put_if_absent(obj.key, b"first")
-        with pytest.raises(FileExistsError, match="claim.json"):
+        with pytest.raises(FileExistsError, match=r"claim\.json"):
             where.store.put_if_absent(obj.key, b"second")
         assert obj.read_bytes() == b"first" and where.store.head(obj.key).version == version
 
@@ -129,18 +129,16 @@ class ByteStoreContract:
 
     def test_the_build_lock_is_exclusive_until_released(self, where: Location) -> None:
         lock = where / "_nostall" / "build.lock"
-        with where.store.exclusive(lock.key, str(where)):
-            with (
-                pytest.raises(BuildLockedError, match="another build is writing this store"),
-                where.store.exclusive(lock.key, str(where)),
-            ):
-                pass
+        with (
+            where.store.exclusive(lock.key, str(where)),
+            pytest.raises(BuildLockedError, match="another build is writing this store"),
+            where.store.exclusive(lock.key, str(where)),
+        ):
+            pass
         with where.store.exclusive(lock.key, str(where)):  # released
             pass
 
-    def test_zarr_reads_and_writes_through_the_stores_own_zarr_class(
-        self, where: Location
-    ) -> None:
+    def test_zarr_reads_and_writes_through_the_stores_own_zarr_class(self, where: Location) -> None:
         import zarr
 
         array = zarr.create_array(

@@ -10,6 +10,7 @@ import os
 import pickle
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,3 +80,25 @@ def test_object_store_errors_name_the_object_never_the_secret(bucket: str) -> No
         missing.write_bytes(b"x")
     assert f"{bucket}-none/x" in str(info.value)
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(info.value)
+
+
+def test_reads_in_place_give_the_same_bytes_by_every_route(bucket: str) -> None:
+    """The hot path (a raw socket over http), http.client (https, chunked answers) and
+    obstore's GET with a copy (credentials that cannot sign) read the same bytes."""
+    from precompute.storage import signed
+    from precompute.storage.base import ByteStore
+
+    data = bytes(range(256)) * 100
+    obj = location(f"{bucket}/x")
+    version = obj.write_bytes(data)
+    store: Any = obj.store
+    parts = [np.zeros(600, np.uint8), np.zeros(400, np.uint8)]
+    assert store.read_into(obj.key, parts, 10, if_version=version) == 1000
+    assert b"".join(p.tobytes() for p in parts) == data[10:1010]
+    other = np.zeros(1000, np.uint8)
+    got = signed._client_read_into(store._store, obj.key, {"Range": "bytes=10-1009"}, [other])
+    assert (got.status, got.got, got.size, got.etag) == (206, 1000, len(data), version)
+    assert other.tobytes() == data[10:1010]
+    third = np.zeros(1000, np.uint8)
+    assert ByteStore.read_into(store, obj.key, [third], 10, if_version=version) == 1000
+    assert third.tobytes() == data[10:1010]
