@@ -41,7 +41,7 @@ class Entry:
 
     Attributes:
         key: The cache key.
-        path: The store directory (an ``ObjectPath`` for a store in object storage).
+        path: The store directory (a ``Location`` for a store in object storage).
         source: The canonical source path it was built from.
         spec: The canonical build spec (``BuildSpec.to_dict()``).
         source_fingerprint: The fingerprint that went into the key.

@@ -58,7 +58,7 @@ def resolve(
 
     Returns:
         ``(path, lease)``; call ``lease.release()`` (or use it as a context manager) when done.
-        With an ``s3://`` cache root, ``path`` is an ``ObjectPath`` whose ``str()`` is the URL.
+        With a cache root in object storage, ``path`` is a ``Location`` whose ``str()`` is the URL.
 
     Raises:
         CacheKeyError: A key that is not in the cache.

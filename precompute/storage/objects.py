@@ -4,8 +4,9 @@ Configuration is each client's usual environment and nothing else: for S3 the ``
 variables (``AWS_ENDPOINT_URL`` for an S3-compatible server such as MinIO, Ceph or moto;
 ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``; ``AWS_REGION`` or
 ``AWS_DEFAULT_REGION``; web identity and the instance metadata service), ``GOOGLE_*`` for GCS,
-``AZURE_*`` for Azure (obstore reads them). An ``AWS_ENDPOINT_URL`` of plain ``http://`` is
-allowed as given (as the AWS SDK allows it). Errors name the object and the kind of failure,
+``AZURE_*`` for Azure (obstore reads them); with ``AWS_PROFILE`` set and boto3 installed, the
+AWS SDK's profiles too (boto3's credential chain). An ``AWS_ENDPOINT_URL`` of plain ``http://``
+is allowed as given (as the AWS SDK allows it). Errors name the object and the kind of failure,
 never a credential.
 
 Every object is PUT whole (atomic: readers see no object or the whole new one); conditional
@@ -19,6 +20,7 @@ report them).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import threading
@@ -46,14 +48,30 @@ def _client_options(scheme: str) -> dict[str, Any]:
     return {"allow_http": True} if plain else {}
 
 
+def _credentials(scheme: str) -> dict[str, Any]:
+    """A named AWS profile (``AWS_PROFILE``): boto3's credential chain, where boto3 is installed.
+
+    obstore reads the ``AWS_*`` variables, web identity and the instance metadata service, not
+    the profiles of ``~/.aws/config``; boto3 does, and obstore takes its credentials.
+    """
+    if scheme != "s3" or not os.environ.get("AWS_PROFILE") or not importlib.util.find_spec("boto3"):
+        return {}
+    from obstore.auth.boto3 import Boto3CredentialProvider
+
+    return {"credential_provider": Boto3CredentialProvider()}
+
+
 def _open(url: str) -> Any:
-    """Obstore's store of ``url`` (a bucket, or a prefix in one), from the environment."""
+    """The obstore store of ``url`` (a bucket, or a prefix in one), from the environment."""
     from obstore.store import from_url
 
     scheme = url.split("://", 1)[0]
     try:  # cast: from_url's overloads type each scheme's options apart
         return cast(Any, from_url)(
-            url, client_options=_client_options(scheme), retry_config={"max_retries": 5}
+            url,
+            client_options=_client_options(scheme),
+            retry_config={"max_retries": 5},
+            **_credentials(scheme),
         )
     except Exception as exc:  # obstore names a bad URL or configuration key
         raise StoreError(f"{url}: cannot open the object store ({_reason(exc)})") from exc

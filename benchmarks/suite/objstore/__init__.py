@@ -12,8 +12,8 @@ store, three sources side by side, taking turns epoch by epoch (:mod:`benchmarks
    floor, not what a real object store gives).
 3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk,
    measured on epochs after the first (the cache holds the whole store): what epoch 2 costs.
-4. ``s3 line rate``: the same reads from :mod:`benchmarks.suite.rangeserver`, a read-only
-   S3-compatible server of the local store's folder that sends each answer with one
+4. ``s3 line rate``: the same reads from :mod:`benchmarks.suite.objstore.rangeserver`, a
+   read-only S3-compatible server of the local store's folder that sends each answer with one
    ``sendall``: the loader's own CPU per sample when the server is not the bottleneck (moto
    sends slowly, and a slow sender wakes a reader many more times per byte).
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     try:
         with Bench("objstore", args.json) as bench, tempfile.TemporaryDirectory() as tmp:
-            fast, served = _server("benchmarks.suite.rangeserver", tmp)
+            fast, served = _server("benchmarks.suite.objstore.rangeserver", tmp)
             procs.append(fast)
             _run(args, Path(tmp), bench, served)
     finally:
@@ -221,7 +221,3 @@ def _run(args: argparse.Namespace, tmp: Path, bench: Bench, served: str) -> None
             loader.close()
     sizes = _format_bytes(s)
     bench.note("bytes per sample: " + json.dumps(sizes))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,8 @@
 """A read-only S3-compatible server of a local folder that sends at line rate.
 
-Run: ``python -m benchmarks.suite.rangeserver FOLDER PORT``; ``s3://BUCKET/KEY`` is served from
-``FOLDER/BUCKET/KEY``. It answers what a reader of a store sends: ``GET`` (whole, ``Range:
-bytes=a-b`` or ``bytes=-n``, ``If-Match``), ``HEAD`` and ``ListObjectsV2`` (one page), on
+Run: ``python -m benchmarks.suite.objstore.rangeserver FOLDER PORT``; ``s3://BUCKET/KEY`` is
+served from ``FOLDER/BUCKET/KEY``. It answers what a reader of a store sends: ``GET`` (whole,
+``Range: bytes=a-b`` or ``bytes=-n``, ``If-Match``), ``HEAD`` and ``ListObjectsV2`` (one page), on
 kept-alive connections, one thread each; a body is read (``pread``) and goes out with one
 ``sendall`` (``sendfile`` sent more slowly here). No authentication is checked.
 :mod:`benchmarks.suite.objstore` measures the loader's own CPU against it: moto, a Python server
