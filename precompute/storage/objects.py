@@ -101,7 +101,7 @@ class ObjectStore(ByteStore):
         self._store = _open(self.root)
         self._count_lock = threading.Lock()
         self.requests = self.bytes_read = 0
-        self._unsigned = False  # the credentials cannot sign: reads in place go through obstore
+        self._unsigned = False  # signed reads declined (no signing, a proxy): obstore reads
 
     @classmethod
     def for_root(cls, root: str) -> ObjectStore:
@@ -184,7 +184,7 @@ class ObjectStore(ByteStore):
             return super().read_into(key, buffers, offset, if_version=if_version)
         try:
             answer = signed.read_into(self._store, key, buffers, offset, if_version)
-        except signed.SigningUnavailable:
+        except signed.Declined:
             self._unsigned = True
             return super().read_into(key, buffers, offset, if_version=if_version)
         except OSError as exc:

@@ -12,6 +12,7 @@ GIL. Only what a ranged GET of an object store needs is understood: a ``Content-
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import urllib.parse
@@ -24,13 +25,20 @@ _HEAD_MAX = 64 << 10  # bytes of a status line and headers
 _local = threading.local()  # this thread's sockets: netloc -> socket
 
 
+def _pool() -> dict[str, socket.socket]:
+    """This thread's sockets; a forked child starts with none (never its parent's)."""
+    if _local.__dict__.get("pid") != os.getpid():
+        _local.pid, _local.pool = os.getpid(), {}
+    pool: dict[str, socket.socket] = _local.pool
+    return pool
+
+
 class NotPlain(OSError):
     """An answer this reader does not take apart (chunked): send it another way."""
 
 
 def _socket(url: urllib.parse.SplitResult, fresh: bool) -> socket.socket:
-    pool: dict[str, socket.socket] = _local.__dict__.setdefault("pool", {})
-    sock = pool.pop(url.netloc, None)
+    sock = _pool().pop(url.netloc, None)
     if sock is not None and fresh:
         sock.close()
         sock = None
@@ -135,5 +143,5 @@ def get_into(
     if fields.get("connection", "").lower() == "close":
         sock.close()
     else:
-        _local.__dict__.setdefault("pool", {})[url.netloc] = sock
+        _pool()[url.netloc] = sock
     return status, got, fields

@@ -21,18 +21,23 @@ reads or logs a credential, and a signed URL never goes into a message. Connecti
 5xx answers are retried a few times with backoff, as obstore retries its own.
 
 Signing needs credentials that can sign: S3 keys or a session (any S3-compatible server), a
-GCS service-account key, an Azure account key or user delegation. Where they cannot, reads fall
-back to obstore's own GET (:class:`SigningUnavailable`).
+GCS service-account key, an Azure account key or user delegation. These requests go to the
+server directly, never through an HTTP proxy. Where the credentials cannot sign, or a proxy is
+configured for the server (``HTTP_PROXY``, ``HTTPS_PROXY``, not bypassed by ``NO_PROXY``),
+reads fall back to obstore's own GET (:class:`Declined`), which honours the proxy.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import http.client
+import os
 import ssl
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -40,7 +45,7 @@ from typing import Any
 
 from precompute.storage import rawget
 
-__all__ = ["RangeAnswer", "Response", "SigningUnavailable", "age_of", "read_into", "send"]
+__all__ = ["Declined", "RangeAnswer", "Response", "age_of", "read_into", "send"]
 
 _TRIES = 4  # attempts of a request that failed to connect or got a 5xx
 _TIMEOUT_S = 30.0
@@ -48,8 +53,19 @@ _VALID = timedelta(minutes=10)  # how long a signed URL is good for (used at onc
 _local = threading.local()  # this thread's connections: (scheme, host, port) -> connection
 
 
-class SigningUnavailable(OSError):
-    """The store's credentials cannot sign a URL (use obstore's own request instead)."""
+def _pool() -> dict[tuple[str, str], http.client.HTTPConnection]:
+    """This thread's connections; a forked child starts with none (never its parent's)."""
+    if _local.__dict__.get("pid") != os.getpid():
+        _local.pid, _local.pool = os.getpid(), {}
+    pool: dict[tuple[str, str], http.client.HTTPConnection] = _local.pool
+    return pool
+
+
+class Declined(OSError):
+    """This route cannot serve the request: use obstore's own instead.
+
+    The credentials cannot sign, or a proxy stands between this host and the server.
+    """
 
 
 @dataclass(frozen=True)
@@ -82,12 +98,12 @@ def _sign(store: Any, method: str, key: str) -> urllib.parse.SplitResult:
     try:
         url = obstore.sign(store, method, key, _VALID)  # type: ignore[call-overload]
     except Exception as exc:  # obstore names what its credentials cannot do
-        raise SigningUnavailable(f"cannot sign a {method} ({type(exc).__name__})") from exc
+        raise Declined(f"cannot sign a {method} ({type(exc).__name__})") from exc
     return urllib.parse.urlsplit(str(url))
 
 
 def _connection(url: urllib.parse.SplitResult, fresh: bool) -> http.client.HTTPConnection:
-    pool: dict[tuple[str, str], http.client.HTTPConnection] = _local.__dict__.setdefault("pool", {})
+    pool = _pool()
     where = (url.scheme, url.netloc)
     conn = pool.get(where)
     if conn is None or fresh:
@@ -106,7 +122,7 @@ def _connection(url: urllib.parse.SplitResult, fresh: bool) -> http.client.HTTPC
 
 
 def _drop(url: urllib.parse.SplitResult) -> None:
-    conn = _local.__dict__.get("pool", {}).pop((url.scheme, url.netloc), None)
+    conn = _pool().pop((url.scheme, url.netloc), None)
     if conn is not None:
         conn.close()
 
@@ -119,7 +135,7 @@ def _exchange(
     ``body(resp)`` reads the answer; its value comes back with it.
 
     Raises:
-        SigningUnavailable: The credentials cannot sign.
+        Declined: The credentials cannot sign.
         OSError: No answer came (the message names the method, never the signed URL).
     """
     failure: BaseException | None = None
@@ -151,7 +167,7 @@ def send(store: Any, method: str, key: str, headers: dict[str, str] | None = Non
     """Send ``method`` on ``key`` of the obstore ``store`` by a URL it signs; any status returns.
 
     Raises:
-        SigningUnavailable: The credentials cannot sign.
+        Declined: The credentials cannot sign.
         OSError: No answer came.
     """
     _, resp, body = _exchange(store, method, key, dict(headers or {}), lambda r: r.read())
@@ -166,7 +182,7 @@ def read_into(
     Answers other than 206 read nothing into the buffers (the caller reports 404, 412, 416).
 
     Raises:
-        SigningUnavailable: The credentials cannot sign.
+        Declined: The credentials cannot sign.
         OSError: No answer came.
     """
     views = [memoryview(b).cast("B") for b in buffers]
@@ -179,6 +195,8 @@ def read_into(
         if attempt:
             time.sleep(0.1 * 2**attempt)
         url = _sign(store, "GET", key)
+        if _proxied(url.scheme, url.hostname or ""):
+            raise Declined(f"a proxy is configured for {url.scheme}")
         if url.scheme != "http":
             break
         try:
@@ -196,6 +214,12 @@ def read_into(
         reason = f"{type(failure).__name__}: {failure}" if failure else "no answer"
         raise OSError(f"GET failed ({reason})")
     return _client_read_into(store, key, headers, views)
+
+
+@functools.lru_cache(maxsize=64)
+def _proxied(scheme: str, host: str) -> bool:
+    """Whether the environment sends ``scheme`` requests to ``host`` through a proxy."""
+    return scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host)
 
 
 def _answer(status: int, got: int, span: str | None, etag: str | None) -> RangeAnswer:
