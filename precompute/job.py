@@ -19,7 +19,6 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 from precompute.errors import (
@@ -46,7 +45,7 @@ from precompute.pipeline.writer import create_or_resume, finalize
 from precompute.runtime.cluster import check_shared_paths, current_node
 from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
-from precompute.storage.objstore import is_object_url, store_path
+from precompute.storage.location import location
 
 __all__ = ["RUNNERS", "build", "store_bytes"]
 
@@ -173,7 +172,7 @@ def build(
     sequential = _check_runner(runner, ray_address)
     t0 = time.perf_counter()
     check_output(out, src)
-    root = store_path(out) if is_object_url(out) else Path(out).absolute()
+    root = location(out).absolute()
     complete = holds_complete(root)
     listed = in_background(list_source, src, spec, content_hash, not (complete or sequential))
     with ExitStack() as ray_stack:

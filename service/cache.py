@@ -31,6 +31,7 @@ from filelock import FileLock
 from precompute.errors import PrecomputeError
 from precompute.format.layout import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
+from precompute.storage.location import is_url
 from service import eviction, maintenance
 from service.builders import Builder, BuildRequest, precompute_builder
 from service.catalog import CacheLayout, Entry, dir_size
@@ -66,7 +67,7 @@ class Cache:
 
     def __new__(cls, root: str | Path, *args: Any, **kwargs: Any) -> Cache:
         """Return an :class:`~service.objcache.ObjectCache` for an ``s3://`` root."""
-        if cls is Cache and str(root).startswith("s3://"):
+        if cls is Cache and is_url(root):
             from service.objcache import ObjectCache  # lazy: it imports this module
 
             return super().__new__(ObjectCache)

@@ -28,7 +28,7 @@ from typing import Any
 import precompute
 from precompute.format.atomic import atomic_write_bytes
 from precompute.format.layout import StoreInfo
-from precompute.storage.objstore import store_path
+from precompute.storage.location import store_path
 from service.builders import BuildRequest
 from service.errors import ServiceError
 
@@ -41,7 +41,7 @@ class Entry:
 
     Attributes:
         key: The cache key.
-        path: The store directory (an ``ObjectPath`` for a store in object storage).
+        path: The store directory (a ``Location`` for a store in object storage).
         source: The canonical source path it was built from.
         spec: The canonical build spec (``BuildSpec.to_dict()``).
         source_fingerprint: The fingerprint that went into the key.
@@ -106,7 +106,7 @@ class Entry:
         """Parse :meth:`to_dict` output; ``last_access`` comes from the file's mtime."""
         names = {f.name for f in fields(cls)} - {"last_access"}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["path"] = store_path(kwargs["path"])  # an ObjectPath for an s3:// store
+        kwargs["path"] = store_path(kwargs["path"])  # a Location for a store in object storage
         return cls(**kwargs, last_access=last_access)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import precompute
 from precompute.errors import SpecError
 from precompute.spec import BuildSpec
+from precompute.storage.location import is_url
 from service.errors import CacheKeyError, SourceNotAllowedError
 
 __all__ = [
@@ -117,7 +118,7 @@ def resolve_source(source: str | Path) -> Path | str:
     Raises:
         SourceNotAllowedError: The path does not exist.
     """
-    if isinstance(source, str) and source.startswith("s3://"):
+    if isinstance(source, str) and is_url(source):
         return source.rstrip("/")
     path = Path(source).expanduser()
     try:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.storage import objstore
+from precompute.storage.location import location
 from service.catalog import CacheLayout, Entry
 from service.errors import ServiceError
 
@@ -49,14 +50,14 @@ class ObjectLayout(CacheLayout):
     """URLs under one ``s3://`` cache root, and reading/writing its entries and access times.
 
     ``root``, :meth:`store` and :meth:`building` are
-    :class:`~precompute.storage.objstore.ObjectPath`
-    objects (``str()`` gives the URL); :attr:`url` is the root URL without a trailing slash.
+    :class:`~precompute.storage.location.Location` objects (``str()`` gives the URL; no
+    filesystem path); :attr:`url` is the root URL without a trailing slash.
     """
 
     def __init__(self, root: str | Path) -> None:
         objstore.split_url(str(root))  # a StoreError naming a URL without a bucket
         self.url = str(root).rstrip("/")
-        self.root = objstore.store_path(self.url)
+        self.root: Any = location(self.url)  # a Location, where the local layout has a Path
 
     def ensure(self) -> None:
         """Check the bucket can be listed (there are no folders to create)."""
@@ -66,17 +67,17 @@ class ObjectLayout(CacheLayout):
         """Return the URL of the store of ``key``."""
         return f"{self.url}/stores/{key}"
 
-    def store(self, key: str) -> Path:
-        """Return the store of ``key`` (an ``ObjectPath``)."""
-        return objstore.store_path(self.store_url(key))
+    def store(self, key: str) -> Any:
+        """Return the store of ``key`` (a :class:`~precompute.storage.location.Location`)."""
+        return location(self.store_url(key))
 
-    def building(self, key: str) -> Path:
+    def building(self, key: str) -> Any:
         """Return where the store of ``key`` is built: its final prefix (no rename exists)."""
         return self.store(key)
 
-    def entry_file(self, key: str) -> Path:
-        """Return the entry object of ``key``."""
-        return objstore.store_path(self.entry_url(key))
+    def entry_file(self, key: str) -> Any:
+        """Return the entry object of ``key`` (a Location)."""
+        return location(self.entry_url(key))
 
     def entry_url(self, key: str) -> str:
         """Return the URL of the entry of ``key``."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from precompute.storage import objstore
-from precompute.storage.remote_writer import pid_alive
+from precompute.storage.objlock import pid_alive
 from service.errors import ServiceError
 from service.objcatalog import object_call
 

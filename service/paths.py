@@ -6,8 +6,8 @@ plain string, is a URL, contains a ``..`` component or a NUL byte, does not exis
 the same way, so a manifest under a root cannot point elsewhere: the ``path`` column of a v1
 manifest, every file column (``image``, ``mask``) of a manifest of fields.
 
-A root may also be an ``s3://bucket/prefix`` URL: then ``s3://`` sources under it are served
-(a folder-like prefix holding objects, or a manifest object whose files lie under an ``s3://``
+A root may also be an object-store prefix (``s3://bucket/prefix``): then sources under it are
+served (a folder-like prefix holding objects, or a manifest object whose files lie under such a
 root too); other URLs never are.
 """
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from precompute.errors import PrecomputeError, SourceError
+from precompute.errors import PrecomputeError, SourceError, StoreError
+from precompute.storage.location import is_url, location, scheme_of, store_path
 from service.errors import SourceNotAllowedError
 
 __all__ = ["SourcePolicy"]
@@ -44,7 +45,7 @@ class SourcePolicy:
     """
 
     def __init__(self, roots: Sequence[str | Path]) -> None:
-        urls = [str(r) for r in roots if str(r).startswith("s3://")]
+        urls = [str(r) for r in roots if _object_url(str(r))]
         self.url_roots = tuple(u.rstrip("/") for u in urls)
         self.roots = tuple(_folder(r) for r in roots if str(r) not in urls)
         if not self.roots and not self.url_roots:
@@ -59,12 +60,14 @@ class SourcePolicy:
             raise SourceNotAllowedError(f"source must be a non-empty path string, got {raw!r:.80}")
         if ".." in PurePosixPath(raw).parts:
             raise SourceNotAllowedError(f"source {raw!r}: '..' components are not allowed")
-        if raw.startswith("s3://") and self.url_roots:
+        if _object_url(raw) and self.url_roots:
             return self._check_url(raw)
-        if "://" in raw:
+        if scheme_of(raw):
             raise SourceNotAllowedError(f"source {raw!r}: URLs are not served; use a local path")
         if not self.roots:
-            raise SourceNotAllowedError(f"source {raw!r}: only s3:// sources are served")
+            raise SourceNotAllowedError(
+                f"source {raw!r}: only sources under {list(self.url_roots)} are served"
+            )
         path = Path(raw) if Path(raw).is_absolute() else self.roots[0] / raw
         try:
             resolved = path.resolve(strict=True)
@@ -82,16 +85,14 @@ class SourcePolicy:
         return any(url == root or url.startswith(root + "/") for root in self.url_roots)
 
     def _check_url(self, raw: str) -> str:
-        """Return an ``s3://`` source under an ``s3://`` root that exists (objects below it)."""
-        from precompute.storage.objstore import list_sizes  # lazy: boto3
-
+        """Return an object-store source under an object-store root that exists."""
         url = raw.rstrip("/")
         if not self._under_urls(url):
             raise SourceNotAllowedError(
                 f"source {raw!r} lies outside the source roots {list(self.url_roots)}"
             )
         try:
-            found = bool(list_sizes(url))
+            found = bool(location(url).list())
         except (OSError, PrecomputeError) as exc:
             raise SourceNotAllowedError(f"source {raw!r}: cannot list it ({exc})") from exc
         if not found:  # not a prefix: a manifest object, whose files must lie under the roots
@@ -104,8 +105,8 @@ class SourcePolicy:
         except SourceError as exc:
             raise SourceNotAllowedError(f"source {str(manifest)!r}: {exc}") from exc
         for key, where in listed:
-            if "://" in where:
-                if not where.startswith("s3://") or ".." in PurePosixPath(where).parts:
+            if scheme_of(where):
+                if not _object_url(where) or ".." in PurePosixPath(where).parts:
                     raise SourceNotAllowedError(f"manifest {manifest} lists a URL: {key!r}")
                 if not self._under_urls(where):
                     raise SourceNotAllowedError(
@@ -135,7 +136,18 @@ def _manifest_files(manifest: str) -> list[tuple[str, str]]:
     text = read_text(manifest)
     csv = manifest.lower().endswith(".csv")
     rows = csv_rows(manifest, text, columns) if csv else jsonl_rows(manifest, text)
-    root = manifest.rsplit("/", 1)[0] if "://" in manifest else str(Path(manifest).parent)
+    root = str(store_path(manifest).parent)
     found = (row.get(c) for _, row in rows for c in columns)
     where = Source(root, (), ())
     return [(p, where.locate(p)) for p in found if isinstance(p, str) and p]
+
+
+def _object_url(text: str) -> bool:
+    """Whether ``text`` is a URL of an object store (one :func:`location` opens)."""
+    if not is_url(text):
+        return False
+    try:
+        location(text)
+    except StoreError:
+        return False
+    return True

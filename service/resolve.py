@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from precompute.storage.location import is_url
 from service.cache import Cache, StoreLease, StoreRef
 
 __all__ = ["CACHE_ENV", "default_cache_root", "resolve"]
@@ -22,7 +23,7 @@ CACHE_ENV = "NOSTALL_CACHE"
 def default_cache_root() -> Path | str:
     """Return ``$NOSTALL_CACHE`` (a folder or an ``s3://`` URL), else ``~/.cache/nostall``."""
     env = os.environ.get(CACHE_ENV)
-    if env and env.startswith("s3://"):
+    if env and is_url(env):
         return env
     return Path(env).expanduser() if env else Path.home() / ".cache" / "nostall"
 
@@ -57,7 +58,7 @@ def resolve(
 
     Returns:
         ``(path, lease)``; call ``lease.release()`` (or use it as a context manager) when done.
-        With an ``s3://`` cache root, ``path`` is an ``ObjectPath`` whose ``str()`` is the URL.
+        With a cache root in object storage, ``path`` is a ``Location`` whose ``str()`` is the URL.
 
     Raises:
         CacheKeyError: A key that is not in the cache.

@@ -39,10 +39,10 @@ def s3_server() -> Iterator[str]:
     """
     import logging
 
-    import moto.server as server_mod  # a dev dependency (moto[server]): missing fails the run
+    from tests.s3wire import WiredMotoServer  # moto[server], a dev dependency, with test hooks
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = WiredMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loaders.errors import StoreOpenError
-from precompute.storage.objstore import store_path
+from precompute.storage.location import Location, store_path
 
 __all__ = ["RESOLVERS", "Held", "is_cache_ref", "resolve_cache_ref"]
 
@@ -39,10 +39,10 @@ def is_cache_ref(store: object) -> bool:
     )
 
 
-def resolve_cache_ref(ref: object, **options: Any) -> tuple[Path, Held]:
+def resolve_cache_ref(ref: object, **options: Any) -> tuple[Path | str, Held]:
     """Return ``(store path, hold)`` for ``ref`` from the installed resolver.
 
-    The path is an ``ObjectPath`` when the store lies in object storage (an ``s3://`` cache).
+    The path is the store's URL when the store lies in object storage (a cache there).
 
     Args:
         ref: A cache key, a ``(source, spec)`` pair or a ``{"source", "spec"}`` mapping.
@@ -59,4 +59,5 @@ def resolve_cache_ref(ref: object, **options: Any) -> tuple[Path, Held]:
             f"package registers one as a {RESOLVERS!r} entry point): pass a store path",
         )
     path, held = found[0].load()(ref, **options)
-    return store_path(path), held  # an ObjectPath (an s3:// store) stays one
+    where = store_path(path)
+    return (str(where) if isinstance(where, Location) else where), held

@@ -32,8 +32,9 @@ from precompute.format.storecheck import (
     expected_shard_size,
     shard_file_problems,
     sharded_names,
+    store_sizes,
 )
-from precompute.storage.objstore import is_object_url, list_sizes
+from precompute.storage.location import Location, location, open_array
 
 __all__ = ["MAP_BYTES", "OPEN_IO_MODES", "SMALL_ROW_BYTES", "OpenedStore", "open_store"]
 
@@ -91,8 +92,6 @@ class OpenedStore:
         Raises:
             StoreOpenError: The ``key`` array cannot be read.
         """
-        from precompute.storage.zarrs3 import open_array  # lazy: zarr-python, only when asked
-
         try:
             return [str(k) for k in open_array(self.info.path / "key")[:].tolist()]
         except Exception as exc:  # zarr raises many types for a damaged array
@@ -122,7 +121,7 @@ def _strip(path: str, message: str) -> str:
     return message[len(path) + 2 :] if message.startswith(f"{path}: ") else message
 
 
-def _info(store: str | Path | StoreInfo) -> StoreInfo:
+def _info(store: str | Path | Location | StoreInfo) -> StoreInfo:
     where = str(store.path if isinstance(store, StoreInfo) else store)
     try:
         info = store if isinstance(store, StoreInfo) else open_store_info(store)
@@ -136,16 +135,11 @@ def _info(store: str | Path | StoreInfo) -> StoreInfo:
 
 
 def _check_shard_files(info: StoreInfo) -> None:
-    """Refuse a store with a shard file missing or of the wrong size.
-
-    One ``stat`` per file; one listing of an object store.
-    """
-    sizes = None
-    if is_object_url(info.path):
-        try:
-            sizes = list_sizes(str(info.path))
-        except OSError as exc:
-            raise StoreOpenError(str(info.path), str(exc)) from exc
+    """Refuse a store with a shard file missing or of the wrong size (one listing)."""
+    try:
+        sizes = store_sizes(info.path)
+    except OSError as exc:
+        raise StoreOpenError(str(info.path), str(exc)) from exc
     for shard in range(info.layout.num_shards):
         for problem in shard_file_problems(
             info.path, info.layout, shard, sharded_names(info.layout), sizes
@@ -166,7 +160,7 @@ def _reader(info: StoreInfo, name: str, shape: tuple[int, ...], **kw: Any) -> Sh
 
 
 def open_store(
-    store: str | Path | StoreInfo,
+    store: str | Path | Location | StoreInfo,
     *,
     io: str = "auto",
     map_bytes: int = MAP_BYTES,
@@ -176,16 +170,17 @@ def open_store(
     """Validate ``store`` and return a :class:`OpenedStore`.
 
     Args:
-        store: Store path, ``s3://`` URL (see ``docs/scale.md``) or its metadata.
+        store: Store path, object-store URL (see ``docs/scale.md``) or its metadata.
         io: How streamed chunks (``image``, masks) are read: ``pread`` (through the kernel,
             straight into the batch rows), ``mmap`` (cached mappings of at most
-            ``map_bytes`` of shard files) or ``auto``: ``mmap`` when the streamed arrays'
-            shard files fit in ``map_bytes`` (they then stay mapped), else ``pread``.
+            ``map_bytes`` of shard files, or of a read cache's entries) or ``auto``: ``mmap``
+            when the streamed arrays' shard files fit in ``map_bytes`` (they then stay mapped),
+            else ``pread``.
         map_bytes: Mapping budget for ``io="mmap"`` and ``"auto"``.
         verify: ``first`` (check each streamed chunk's crc32c on its first read, and again if
-            its shard file changed) or ``always`` (on every read). Chunks from object storage
-            are checked on every read.
-        cache: Local read-through cache of streamed chunks of an ``s3://`` store.
+            its shard file changed) or ``always`` (on every read). Chunks fetched from object
+            storage are checked on every read.
+        cache: Local read-through cache of streamed chunks of a store in object storage.
 
     Raises:
         StoreOpenError: Incomplete store, another format version, a missing or malformed field,
@@ -206,7 +201,8 @@ def open_store(
     if io == "auto":  # the shard files' exact sizes: what the mapping budget counts
         shards = range(layout.num_shards)
         total = sum(expected_shard_size(layout, n, k) or 0 for n in streamed for k in shards)
-        io = "mmap" if total <= map_bytes and "://" not in str(info.path) else "pread"
+        mappable = location(info.path).local or cache is not None  # shard files, cache entries
+        io = "mmap" if total <= map_bytes and mappable else "pread"
     maps = MapCache(map_bytes) if io == "mmap" else None
     streams: dict[str, ShardedArrayReader] = {}
     small: dict[str, np.ndarray] = {}

@@ -49,8 +49,8 @@ class ShardIndexCache:
         complete: The array belongs to a complete store: a missing shard file or inner chunk,
             or a shard file of another size than its index and chunks give, is corruption.
         tail: Reads the last ``n`` bytes of a shard: ``tail(path, n) -> (bytes, file size,
-            stamp)``, FileNotFoundError if it is missing; default the local file (an object
-            store passes :meth:`loaders.store.s3io.RemoteShards.tail`).
+            stamp)``, FileNotFoundError if it is missing; default the local file (a
+            :class:`~loaders.store.shardio.ShardedArrayReader` reads through its store).
     """
 
     def __init__(

@@ -12,19 +12,30 @@ decompression, no intermediate copy. In a generic array a missing chunk (offset 
 touched: a shard cut or replaced since it was mapped is mapped again (or reported), never read
 past its end (which would raise SIGBUS).
 
+Every byte comes through the store's :class:`~precompute.storage.base.ByteStore`: a folder (the
+reads above) or an object store, where a shard's index is one ranged GET of its tail (which
+also gives the object's size, checked like a file's, and its version), and a chunk one ranged
+GET of exactly its bytes + crc32c from that version only (``If-Match``): an object replaced since
+its index was read fails loudly instead of mixing two versions. Bytes that crossed a network
+are checked on every read; with a :class:`~loaders.store.readcache.ReadCache` each chunk is
+looked up on local disk first and stored there after its GET, so a second epoch reads locally
+(and is checked like a local store's). Requests run on the loader's read threads, so that many
+are in flight.
+
 Arrays whose codecs are not exactly what the fast path understands (compression, big endian,
-another index location), and remote (fsspec URL) arrays, are read through zarr-python one whole
-chunk region at a time: correct, slower. A checksum mismatch raises
-:class:`~loaders.errors.CorruptChunkError` naming the array, shard file and chunk.
+another index location) are read through zarr-python one whole chunk region at a time: correct,
+slower. A checksum mismatch raises :class:`~loaders.errors.CorruptChunkError` naming the array,
+shard file and chunk.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +43,14 @@ import numpy as np
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.store.chunkcheck import ChunkChecker
-from loaders.store.rawio import MapCache, Stamp, file_stamp, preadv_all
+from loaders.store.rawio import MapCache, Stamp
 from loaders.store.readcache import ReadCache
 from loaders.store.rows import Route, Run, flat_parts, run_parts, runs_of, scatter, take_runs
-from loaders.store.s3io import RemoteShards
 from loaders.store.shardindex import CRC_BYTES as _CRC
 from loaders.store.shardindex import MISSING, ShardIndexCache
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
-from precompute.storage.objstore import is_object_url
+from precompute.storage.base import Blob
+from precompute.storage.location import Location, location
 
 __all__ = [
     "IO_MODES",
@@ -60,8 +71,8 @@ class ShardedArrayReader:
     """Reads whole inner chunks of one array, thread-safely, caching parsed shard indexes.
 
     Args:
-        path: Folder of the array (holding its ``zarr.json``), or an fsspec URL (read through
-            zarr-python).
+        path: Folder of the array (holding its ``zarr.json``), its object-store URL, or its
+            :class:`~precompute.storage.location.Location`.
         name: Name used in error messages (defaults to the folder name).
         io: ``pread`` (copy through the kernel) or ``mmap`` (copy out of cached mappings).
         maps: The mapping cache for ``io="mmap"`` (share one per store); default a 512 MiB one.
@@ -72,11 +83,13 @@ class ShardedArrayReader:
         complete: The array is part of a complete nostall store: a missing shard file or
             chunk, or a shard file of the wrong size, raises :class:`CorruptChunkError`
             instead of reading as the fill value.
+        cache: A local read-through cache of chunks, for an array whose store is remote (a
+            local array reads its own files).
     """
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path | Location,
         name: str | None = None,
         *,
         io: str = "pread",
@@ -89,23 +102,23 @@ class ShardedArrayReader:
             raise ValueError(f"io must be one of {IO_MODES}, got {io!r}")
         if verify not in VERIFY_MODES:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
-        self.path, self.io, self.verify, self.complete = str(path), io, verify, complete
+        self.loc = location(path)
+        self.store = self.loc.store
+        self.path, self.io, self.verify, self.complete = str(self.loc), io, verify, complete
         self.name = name or self.path.rstrip("/").rsplit("/", 1)[-1]
-        self._s3 = RemoteShards(self.name, cache) if is_object_url(self.path) else None
-        self._remote = "://" in self.path and self._s3 is None  # read through zarr-python
+        remote = self.store.remote
+        self.cache = cache if remote else None
         self.meta = self._load_meta()
-        self._maps = (
-            None
-            if self._s3 is not None
-            else maps
-            if maps is not None
-            else (MapCache() if io == "mmap" else None)
-        )
+        shared = (maps if maps is not None else MapCache()) if io == "mmap" else None
+        self._maps = None if remote else shared  # shard files; objects are fetched
+        self._entry_maps = shared if remote and self.cache is not None else None  # cache entries
         self._zarr: Any = None
-        self._index = ShardIndexCache(
-            self.meta, self.name, complete, self._s3.tail if self._s3 is not None else None
-        )
+        self._index = ShardIndexCache(self.meta, self.name, complete, self._tail)
         self._check = ChunkChecker(self.name, verify)
+        self._fetched = ChunkChecker(self.name, "always")  # bytes that crossed a network
+        self._k = self.store.key_of  # a shard file's path or URL -> its store key
+        self._versions: dict[str, str] = {}  # shard file -> the version its index came from
+        self._whole: dict[str, Blob] = {}  # shard file -> the whole object (read_all)
         rows = self.meta.chunk_shape[0] if self.meta.chunk_shape else 1
         self._row_bytes = self.meta.chunk_nbytes // max(rows, 1)
         self._files: dict[tuple[int, ...], str] = {}  # chunk -> shard file (hot path)
@@ -118,26 +131,26 @@ class ShardedArrayReader:
     @property
     def fast(self) -> bool:
         """True when chunks are read from the shard bytes directly."""
-        return self.meta.fast and not self._remote
+        return self.meta.fast
 
     def _load_meta(self) -> ArrayMeta:
-        if self._s3 is not None:
-            return self._s3.array_meta(self.path)
-        if self._remote:
-            import zarr  # lazy: only the fallback needs zarr-python
+        meta = self.loc / "zarr.json"
+        try:
+            doc = json.loads(bytes(self.store.get(meta.key).data))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UnsupportedArrayError(f"{meta}: unreadable array metadata: {exc}") from exc
+        return parse_array_meta(doc, str(meta))
 
-            doc = zarr.open_array(self.path, mode="r").metadata.to_dict()
-        else:
-            meta = Path(self.path) / "zarr.json"
-            try:
-                doc = json.loads(meta.read_text())
-            except (OSError, ValueError, RecursionError) as exc:
-                raise UnsupportedArrayError(f"{meta}: unreadable array metadata: {exc}") from exc
-            return parse_array_meta(doc, str(meta))
-        return parse_array_meta(doc, self.path)
+    def _tail(self, path: str, nbytes: int) -> tuple[Any, int, Stamp]:
+        """The last ``nbytes`` of shard ``path``, its size and stamp (its version remembered)."""
+        whole = self._whole.get(path)
+        blob = whole if whole is not None else self.store.get(self._k(path), None, nbytes)
+        self._versions[path] = blob.version
+        data = memoryview(blob.data)
+        return (data[-nbytes:] if len(data) >= nbytes else b""), blob.size, blob.stamp
 
     def shard_file(self, chunk: Sequence[int]) -> str:
-        """Return the path of the shard file holding inner chunk ``chunk``."""
+        """Return the path (or URL) of the shard file holding inner chunk ``chunk``."""
         shard = [c // n for c, n in zip(chunk, self.meta.chunks_per_shard, strict=True)]
         sep = self.meta.separator
         return f"{self.path}/c{sep}{sep.join(str(s) for s in shard)}"
@@ -203,7 +216,7 @@ class ShardedArrayReader:
         except ChunkReadError:
             raise
         except Exception as exc:
-            raise ChunkReadError(self.name, path, chunk, repr(exc)) from exc
+            raise ChunkReadError(self.name, path, chunk, _why(exc, path)) from exc
 
     def read_chunk_rows(self, chunk: Sequence[int], routes: Sequence[Route]) -> None:
         """Read inner chunk ``chunk`` whole and copy selected rows (axis 0) to destinations.
@@ -264,7 +277,7 @@ class ShardedArrayReader:
         except (ChunkReadError, ValueError):
             raise
         except Exception as exc:
-            raise ChunkReadError(self.name, path, chunk, repr(exc)) from exc
+            raise ChunkReadError(self.name, path, chunk, _why(exc, path)) from exc
 
     def _hot_view(self, chunk: tuple[int, ...], current: Stamp | None) -> np.ndarray | None:
         """Return the remembered rows of ``chunk`` if its file is still version ``current``.
@@ -307,13 +320,29 @@ class ShardedArrayReader:
     def read_all(self) -> np.ndarray:
         """Read the whole array chunk by chunk (for small arrays such as labels).
 
-        From object storage every shard object is fetched whole first, several at once.
+        Every shard file is read whole first, several at once (one GET each from an object
+        store, not one per chunk), then its chunks are taken out of it.
         """
-        if self._s3 is not None:
-            grid = np.ndindex(*self.meta.grid_shape)
-            with self._s3.whole_objects(sorted({self.shard_file(c) for c in grid})):
-                return self._read_all()
-        return self._read_all()
+        grid = np.ndindex(*self.meta.grid_shape)
+        with self._whole_files(sorted({self.shard_file(c) for c in grid})):
+            return self._read_all()
+
+    @contextmanager
+    def _whole_files(self, paths: Sequence[str], threads: int = 16) -> Iterator[None]:
+        """Within: indexes and chunks of ``paths`` come from whole files read up front."""
+
+        def fetch(path: str) -> tuple[str, Blob | None]:
+            try:
+                return path, self.store.get(self._k(path))
+            except FileNotFoundError:  # left to the reads to report
+                return path, None
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="nostall-whole") as pool:
+            self._whole = {p: b for p, b in pool.map(fetch, paths) if b is not None}
+        try:
+            yield
+        finally:
+            self._whole = {}
 
     def _read_all(self) -> np.ndarray:
         out = np.empty(self.meta.shape, self.meta.dtype)
@@ -352,19 +381,18 @@ class ShardedArrayReader:
         return out
 
     def _current(self, chunk: tuple[int, ...], path: str) -> Stamp | None:
-        """Return the stamp of ``path`` now (None: remote, or missing in a generic array).
+        """Return the stamp of shard file ``path`` now (None: no cheap one, or missing).
 
-        One ``stat`` per chunk read: ``verify="first"`` re-checks a changed file, a cached
-        index or mapping of another version of the file is dropped, and a mapping is only
-        touched after its file's size was checked.
+        One ``stat`` per chunk read of a local store: ``verify="first"`` re-checks a changed
+        file, a cached index or mapping of another version of the file is dropped, and a
+        mapping is only touched after its file's size was checked. An object store has no
+        cheap stamp: each read names the version its index came from instead.
 
         Raises:
             CorruptChunkError: ``complete`` and the shard file is missing.
         """
-        if self._remote or self._s3 is not None:
-            return None  # an object's version: its ETag, checked per GET (loaders.store.s3io)
         try:
-            return file_stamp(os.stat(path))
+            return self.store.stamp(self._k(path))
         except FileNotFoundError:
             if self.complete:
                 raise CorruptChunkError(
@@ -380,7 +408,7 @@ class ShardedArrayReader:
         scatter(fill, flats)
 
     def _read_fast(self, chunk: tuple[int, ...], flats: list[memoryview], path: str) -> None:
-        if self._maps is not None:
+        if self._maps is not None and not self._whole:
             found = self._mapped_chunk(chunk, path, self._current(chunk, path))
             if found is None:
                 self._fill(flats)
@@ -393,14 +421,71 @@ class ShardedArrayReader:
         if offset == MISSING and nbytes == MISSING:
             self._fill(flats)
             return
-        if self._s3 is not None:
-            scatter(self._s3.read_chunk(path, chunk, offset, nbytes), flats)
-            return
         tail = np.zeros(_CRC, np.uint8)
-        got = preadv_all(path, [*flats, tail], offset)
+        parts = [*flats, tail]
+        if self.cache is not None and self._cached(chunk, path, parts, offset, nbytes):
+            return
+        got = self._fetch(path, parts, offset, nbytes, stamp)
         if got != nbytes:
             raise CorruptChunkError(self.name, path, chunk, f"truncated: {got} of {nbytes} bytes")
-        self._check.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
+        checker = self._check if stamp is not None else self._fetched
+        checker.check(chunk, path, flats, int.from_bytes(tail.tobytes(), "little"), stamp)
+        if self.cache is not None:  # checked: worth keeping
+            self.cache.put(self._cache_key(path, offset, nbytes), parts)
+
+    def _fetch(
+        self, path: str, parts: list[Any], offset: int, nbytes: int, stamp: Stamp | None
+    ) -> int:
+        """Read ``nbytes`` at ``offset`` of ``path`` into ``parts``.
+
+        From a whole file read up front, else from the store: only from the version its index
+        came from, where the store gives no stamp to check a change by.
+        """
+        whole = self._whole.get(path)
+        if whole is not None:
+            data = memoryview(whole.data)[offset : offset + nbytes]
+            scatter(np.frombuffer(data, np.uint8), parts)
+            return len(data)
+        version = None if stamp is not None else self._versions.get(path)
+        return self.store.read_into(self._k(path), parts, offset, if_version=version)
+
+    def _cache_key(self, path: str, offset: int, nbytes: int) -> str:
+        return ReadCache.key(path, self._versions.get(path, ""), offset, nbytes)
+
+    def _cached(
+        self, chunk: tuple[int, ...], path: str, parts: list[Any], offset: int, nbytes: int
+    ) -> bool:
+        """Read the chunk from the read-through cache into ``parts``; False on a miss.
+
+        An entry that is cut or fails its checksum is dropped (the chunk is then fetched).
+        """
+        if self.cache is None:
+            return False
+        entry = self._cache_key(path, offset, nbytes)
+        flats, tail = parts[:-1], parts[-1]
+        try:
+            if self._entry_maps is not None:  # copied out of a kept mapping of the entry
+                mapped = self.cache.mapped(entry, self._entry_maps)
+                if mapped is None:
+                    return False
+                data, stamp = mapped
+                if data.nbytes != nbytes:
+                    raise CorruptChunkError(self.name, path, chunk, "cut cache entry")
+                self._check.check_mapped(chunk, path, data, stamp)
+                scatter(data[:-_CRC], flats)
+                return True
+            found = self.cache.read_into(entry, parts)
+            if found is None:
+                return False
+            got, stamp = found
+            if got != nbytes:
+                raise CorruptChunkError(self.name, path, chunk, "cut cache entry")
+            stored = int.from_bytes(tail.tobytes(), "little")
+            self._check.check(chunk, path, flats, stored, stamp)
+        except CorruptChunkError:
+            self.cache.discard(entry)
+            return False
+        return True
 
     def _mapped_chunk(
         self, chunk: tuple[int, ...], path: str, current: Stamp | None
@@ -432,10 +517,16 @@ class ShardedArrayReader:
 
     def _read_zarr(self, chunk: tuple[int, ...]) -> np.ndarray:
         if self._zarr is None:
-            from precompute.storage.zarrs3 import open_array  # lazy: the fallback path only
+            from precompute.storage.location import open_array  # lazy: zarr, the fallback only
 
-            self._zarr = open_array(self.path)
+            self._zarr = open_array(self.loc)
         region = self._region(chunk)
         out = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
         out[tuple(slice(0, r.stop - r.start) for r in region)] = self._zarr[region]
         return out
+
+
+def _why(exc: BaseException, path: str) -> str:
+    """A failure as a reason: a store's message about ``path`` without it, else the repr."""
+    text = str(exc)
+    return text[len(path) + 2 :] if text.startswith(f"{path}: ") else repr(exc)

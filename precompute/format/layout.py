@@ -18,7 +18,7 @@ from precompute.errors import SpecError, StoreError, StoreIncompleteError, Store
 from precompute.fields import FieldSpec, parse_fields_table, v1_fields
 from precompute.format.arrays import ArraySpec, store_arrays
 from precompute.spec import BuildSpec
-from precompute.storage.objstore import store_path
+from precompute.storage.location import Location, store_path
 
 __all__ = [
     "ATTR_KEY",
@@ -134,8 +134,8 @@ class StoreLayout:
         }
 
 
-def shard_marker_path(root: str | Path, shard: int) -> Path:
-    """Return the path of the marker that says ``shard`` is fully written."""
+def shard_marker_path(root: str | Path | Location, shard: int) -> Any:
+    """Return the path (a :class:`Location` in object storage) of ``shard``'s marker."""
     return store_path(root) / MARKER_DIR / "shards" / f"{shard:06d}.json"
 
 
@@ -143,7 +143,7 @@ def shard_marker_path(root: str | Path, shard: int) -> Path:
 class StoreInfo:
     """What a reader needs to know about a complete store, read from its attributes."""
 
-    path: Path
+    path: Path | Location  # a Location for a store in object storage
     layout: StoreLayout
     spec: BuildSpec
     spec_hash: str
@@ -161,12 +161,12 @@ class StoreInfo:
         return v1_fields(classes if isinstance(classes, int) and classes > 0 else None)
 
 
-def metadata_error(meta: Path, key: str, reason: str) -> StoreMetadataError:
+def metadata_error(meta: Any, key: str, reason: str) -> StoreMetadataError:
     """Return the error for key ``key`` of metadata file ``meta`` (one line, value shortened)."""
     return StoreMetadataError(f"{meta}: invalid store metadata: key '{key}': {reason}"[:400])
 
 
-def read_json(meta: Path) -> Mapping[str, Any]:
+def read_json(meta: Path | Location) -> Mapping[str, Any]:
     """Return the JSON object in ``meta``.
 
     Raises:
@@ -183,7 +183,7 @@ def read_json(meta: Path) -> Mapping[str, Any]:
     return doc
 
 
-def _read_group_attrs(root: Path) -> Mapping[str, Any]:
+def _read_group_attrs(root: Path | Location) -> Mapping[str, Any]:
     meta = root / "zarr.json"
     if not meta.is_file():
         raise StoreError(f"{root}: not a Zarr v3 group (no zarr.json)")
@@ -206,13 +206,13 @@ _LAYOUT_RANGE = {
 }
 
 
-def _int(meta: Path, key: str, value: Any, lo: int, hi: int) -> int:
+def _int(meta: Path | Location, key: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise metadata_error(meta, key, f"must be an integer in [{lo}, {hi}], got {value!r}")
     return value
 
 
-def parse_layout(meta: Path, attrs: Mapping[str, Any]) -> StoreLayout:
+def parse_layout(meta: Path | Location, attrs: Mapping[str, Any]) -> StoreLayout:
     """Return the :class:`StoreLayout` in group attributes ``attrs`` of file ``meta``.
 
     Raises:
@@ -236,7 +236,7 @@ def parse_layout(meta: Path, attrs: Mapping[str, Any]) -> StoreLayout:
     return layout
 
 
-def _spec(meta: Path, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpec:
+def _spec(meta: Path | Location, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpec:
     try:
         spec = BuildSpec.from_dict(attrs.get("spec"))  # type: ignore[arg-type]
     except SpecError as exc:
@@ -251,7 +251,7 @@ def _spec(meta: Path, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpe
     return spec
 
 
-def _fields(meta: Path, attrs: Mapping[str, Any], size: int) -> tuple[FieldSpec, ...]:
+def _fields(meta: Path | Location, attrs: Mapping[str, Any], size: int) -> tuple[FieldSpec, ...]:
     """The fields table of a v2 store, checked against what each kind's options give."""
     try:
         return parse_fields_table(attrs.get("fields"), size)
@@ -259,14 +259,16 @@ def _fields(meta: Path, attrs: Mapping[str, Any], size: int) -> tuple[FieldSpec,
         raise metadata_error(meta, f"{ATTR_KEY}.fields", str(exc)) from exc
 
 
-def _text(meta: Path, attrs: Mapping[str, Any], key: str, default: str | None = None) -> str:
+def _text(
+    meta: Path | Location, attrs: Mapping[str, Any], key: str, default: str | None = None
+) -> str:
     value = attrs.get(key, default)
     if not isinstance(value, str):
         raise metadata_error(meta, f"{ATTR_KEY}.{key}", f"must be a string, got {value!r}")
     return value
 
 
-def _check_header(root: Path, attrs: Mapping[str, Any], require_complete: bool) -> None:
+def _check_header(root: Path | Location, attrs: Mapping[str, Any], require_complete: bool) -> None:
     version = attrs.get("version")
     if attrs.get("format") != FORMAT_NAME:
         raise StoreError(f"{root}: format {attrs.get('format')!r} is not {FORMAT_NAME!r}")
@@ -287,7 +289,7 @@ def _check_header(root: Path, attrs: Mapping[str, Any], require_complete: bool) 
         )
 
 
-def open_store_info(path: str | Path, *, require_complete: bool = True) -> StoreInfo:
+def open_store_info(path: str | Path | Location, *, require_complete: bool = True) -> StoreInfo:
     """Validate a store (a folder or an ``s3://`` URL) and return its :class:`StoreInfo`.
 
     Raises:

@@ -3,30 +3,24 @@
 Encoding and decoding are written here once, for the writer, the checks and every reader
 (local files, object storage): :data:`CRC_BYTES` and :data:`MISSING`, :func:`index_nbytes`,
 :func:`encode_index` / :func:`decode_index` (the index with its crc32c), :func:`chunk_sound`
-(an inner chunk's bytes against their crc32c), and :func:`write_raw_shard`, which writes one
-shard file directly, as zarr-python would.
+(an inner chunk's bytes against their crc32c), and :func:`encode_raw_shard`, which lays out one
+shard's bytes in memory as zarr-python would (:func:`write_raw_shard` writes them to a file).
 
 The arrays :mod:`precompute.pipeline.writer` creates are sharded along the sample axis only, with
 inner chunks of raw little-endian bytes + crc32c and the index (``N x (offset u64, nbytes
 u64)`` little endian + crc32c) at the end of the file (``docs/FORMAT.md``). For those,
-:func:`write_raw_shard` lays the file out itself: the chunks in order from offset 0, a chunk
+:func:`encode_raw_shard` lays the shard out itself: the chunks in order from offset 0, a chunk
 past the end of the array marked missing (``2^64 - 1`` twice), a partial last chunk padded with
 the fill value, which is byte for byte the file zarr-python writes (a test compares them). It
-costs one crc32c pass and one sha256 pass over the shard's bytes and a single ``writev``, in
-place of zarr-python's per-chunk codec pipeline, and the marker's sha256 needs no second read
-of the file.
-
-Like zarr-python's local store, the file is written as ``<name>.<uuid>.partial`` and renamed,
-so a killed writer leaves no half file under the shard's name
-(:func:`precompute.pipeline.outputs.remove_partials` deletes the rest).
+costs one crc32c pass and one sha256 pass over the shard's bytes, in place of zarr-python's
+per-chunk codec pipeline; the parts go to the store in one write (a ``writev`` locally, one
+PUT to an object store), and the marker's sha256 needs no second read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +33,7 @@ __all__ = [
     "chunk_sound",
     "decode_index",
     "encode_index",
+    "encode_raw_shard",
     "index_nbytes",
     "raw_writable",
     "write_raw_shard",
@@ -100,8 +95,7 @@ def _chunk_bytes(block: np.ndarray) -> memoryview:
     return np.ascontiguousarray(block).data.cast("B")
 
 
-def write_raw_shard(
-    path: Path,
+def encode_raw_shard(
     values: Any,
     *,
     shape: tuple[int, ...],
@@ -110,11 +104,11 @@ def write_raw_shard(
     dtype: str,
     fill: Any,
     shard: int,
-) -> dict[str, Any]:
-    """Write shard ``shard`` (rows ``values``) of the array at ``path``; return its digest.
+    where: str = "shard",
+) -> tuple[list[memoryview | bytes], dict[str, Any]]:
+    """Encode shard ``shard`` (rows ``values``) of an array: its bytes, in parts, and digest.
 
     Args:
-        path: The shard file (``ARRAY/c/<shard>/0/...``).
         values: The shard's rows, ``(rows, *shape[1:])``, cast to ``dtype``: a narrowing
             cast into an integer array only where every value survives it.
         shape: The array's shape.
@@ -123,10 +117,12 @@ def write_raw_shard(
         dtype: The array's numpy dtype name.
         fill: The fill value of padding rows.
         shard: The shard index along axis 0.
+        where: The shard's file or object, for messages.
 
     Returns:
-        ``{"size": bytes, "sha256": hex digest}`` of the file written (as
-        :func:`precompute.format.storecheck.file_digest` would read it back).
+        The file's bytes as parts in order (views of ``values`` where no cast or padding was
+        needed), and ``{"size": bytes, "sha256": hex digest}`` of them (as
+        :func:`precompute.format.storecheck.file_digest` would read the file back).
 
     Raises:
         ValueError: ``values`` has the wrong shape, or a value ``dtype`` cannot hold exactly.
@@ -136,8 +132,8 @@ def write_raw_shard(
     start = shard * shard_shape[0]
     rows = min(shard_shape[0], shape[0] - start)
     if rows <= 0 or given.shape != (rows, *shape[1:]):
-        raise ValueError(f"{path}: values of shape {given.shape}, shard {shard} has {rows} rows")
-    arr = _cast(path, given, target)
+        raise ValueError(f"{where}: values of shape {given.shape}, shard {shard} has {rows} rows")
+    arr = _cast(where, given, target)
     cs = chunk_shape[0]
     per_shard = shard_shape[0] // cs
     index = np.full((per_shard, 2), MISSING, dtype="<u8")
@@ -158,22 +154,26 @@ def write_raw_shard(
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        try:
-            _write_all(fd, parts)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return {"size": offset + len(table) + CRC_BYTES, "sha256": digest.hexdigest()}
+    return parts, {"size": offset + len(table) + CRC_BYTES, "sha256": digest.hexdigest()}
 
 
-def _cast(path: Path, values: np.ndarray, target: np.dtype) -> np.ndarray:
+def write_raw_shard(path: Path, values: Any, **geometry: Any) -> dict[str, Any]:
+    """Write shard ``shard`` of the array at ``path`` as one file; return its digest.
+
+    ``geometry``: the keyword arguments of :func:`encode_raw_shard`. The file is written whole
+    by the local store (``<name>.<uuid>.partial``, then renamed).
+
+    Raises:
+        ValueError: As :func:`encode_raw_shard`.
+    """
+    from precompute.storage.local import LocalStore
+
+    parts, digest = encode_raw_shard(values, where=str(path), **geometry)
+    LocalStore().put(str(path), parts)
+    return digest
+
+
+def _cast(path: str, values: np.ndarray, target: np.dtype) -> np.ndarray:
     """``values`` as ``target``: safe casts and float to float as numpy casts, others exactly.
 
     A float stored in a narrower float is rounded (what such a field means); any other cast
@@ -193,17 +193,3 @@ def _cast(path: Path, values: np.ndarray, target: np.dtype) -> np.ndarray:
     if not exact:
         raise ValueError(f"{path}: {values.dtype} values that {target.name} cannot hold exactly")
     return cast
-
-
-def _write_all(fd: int, parts: list[memoryview | bytes]) -> None:
-    """``writev`` every part, resuming after short writes."""
-    views = [memoryview(p).cast("B") for p in parts]
-    while views:
-        done = os.writev(fd, views[:1024])  # IOV_MAX
-        while done and views:
-            if done >= views[0].nbytes:
-                done -= views[0].nbytes
-                views.pop(0)
-            else:
-                views[0] = views[0][done:]
-                done = 0

@@ -24,7 +24,7 @@ from typing import Any
 
 from precompute.format.layout import StoreLayout, metadata_error, read_json
 from precompute.format.shardcodec import CRC_BYTES, MISSING, index_nbytes
-from precompute.storage.objstore import is_object_url
+from precompute.storage.location import Location, location
 
 __all__ = [
     "CRC_BYTES",
@@ -38,6 +38,7 @@ __all__ = [
     "shard_file_problems",
     "sharded_file_size",
     "sharded_names",
+    "store_sizes",
 ]
 
 SHARDED = ("image", "label", "extent")  # v1's arrays with sharding_indexed: one file per shard
@@ -54,10 +55,15 @@ def array_geometry(layout: StoreLayout, name: str) -> tuple[tuple[int, ...], ...
     return a.shape, a.shard, a.chunk
 
 
-def shard_file(root: Path, layout: StoreLayout, name: str, shard: int) -> Path:
-    """Return the path of shard ``shard`` of array ``name`` (default chunk key encoding)."""
-    ndim = len(array_geometry(layout, name)[0])
-    return root / name / "c" / str(shard) / Path(*(["0"] * (ndim - 1)))
+def shard_file(root: Any, layout: StoreLayout, name: str, shard: int) -> Any:
+    """Return the path of shard ``shard`` of array ``name`` (default chunk key encoding).
+
+    A :class:`~pathlib.Path` under a path, a :class:`Location` under a location.
+    """
+    out = root / name / "c" / str(shard)
+    for _ in range(len(array_geometry(layout, name)[0]) - 1):
+        out = out / "0"
+    return out
 
 
 def expected_shard_size(layout: StoreLayout, name: str, shard: int) -> int | None:
@@ -92,7 +98,7 @@ def sharded_file_size(
 
 
 def shard_file_problems(
-    root: Path,
+    root: Path | Location,
     layout: StoreLayout,
     shard: int,
     names: tuple[str, ...] | None = None,
@@ -100,13 +106,13 @@ def shard_file_problems(
 ) -> Iterator[str]:
     """Yield one line per shard file of ``shard`` that is missing or has the wrong size.
 
-    ``sizes``: every file's size by path (one listing of an object store); default a
-    ``stat`` (a HEAD for an ``s3://`` store) per file. ``names``: default every array.
+    ``sizes``: every file's size by path (:func:`store_sizes`, one listing); default a
+    ``stat`` (a HEAD in object storage) per file. ``names``: default every array.
     """
     for name in layout.arrays if names is None else names:
         path = shard_file(root, layout, name, shard)
         try:
-            size = path.stat().st_size if sizes is None else sizes[str(path)]
+            size = location(path).size() if sizes is None else sizes[str(path)]
         except (FileNotFoundError, KeyError):
             yield (
                 f"shard {shard}: {name}: shard file is missing ({path}; a complete store "
@@ -121,7 +127,17 @@ def shard_file_problems(
             )
 
 
-def _get(meta: Path, doc: Mapping[str, Any], key: str) -> Any:
+def store_sizes(root: Path | Location) -> dict[str, int]:
+    """Every file's (object's) size under ``root`` by path or URL: one listing.
+
+    Raises:
+        OSError: The listing failed.
+    """
+    where = location(root)
+    return {where.store.url(key): meta.size for key, meta in where.list().items()}
+
+
+def _get(meta: Any, doc: Mapping[str, Any], key: str) -> Any:
     """Return ``doc[k1][k2]...`` for dotted ``key``, or raise naming the first missing level."""
     value: Any = doc
     for depth, part in enumerate(key.split(".")):
@@ -135,13 +151,13 @@ def _get(meta: Path, doc: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-def _expect(meta: Path, doc: Mapping[str, Any], key: str, want: Any) -> None:
+def _expect(meta: Any, doc: Mapping[str, Any], key: str, want: Any) -> None:
     got = _get(meta, doc, key)
     if json.dumps(got) != json.dumps(want):  # strict: 16.0 or true is not 16 or 1
         raise metadata_error(meta, key, f"is {got!r}, the store layout says {want!r}")
 
 
-def _expect_codecs(meta: Path, codecs: Any, key: str) -> None:
+def _expect_codecs(meta: Any, codecs: Any, key: str) -> None:
     ok = isinstance(codecs, list) and all(isinstance(c, Mapping) for c in codecs)
     names = [c.get("name") for c in codecs] if ok else codecs
     if names != ["bytes", "crc32c"]:
@@ -151,7 +167,7 @@ def _expect_codecs(meta: Path, codecs: Any, key: str) -> None:
         raise metadata_error(meta, f"{key}.0.configuration", f"is {conf!r}, not little endian")
 
 
-def check_array_meta(root: Path, layout: StoreLayout, name: str) -> Mapping[str, Any]:
+def check_array_meta(root: Path | Location, layout: StoreLayout, name: str) -> Mapping[str, Any]:
     """Check that array ``name``'s ``zarr.json`` matches ``layout``; return the document.
 
     Raises:
@@ -183,18 +199,20 @@ def check_array_meta(root: Path, layout: StoreLayout, name: str) -> Mapping[str,
     return doc
 
 
-def file_digest(path: Path) -> dict[str, Any]:
+def file_digest(path: Path | Location, block: int = 64 << 20) -> dict[str, Any]:
     """Return ``{"size": bytes, "sha256": hex digest}`` of the whole file ``path``.
 
-    Not a crc32c: a file made of blocks that each end with their own crc32c (every shard
-    file) has the same whole-file crc32c whatever the blocks hold.
+    Read in blocks of ``block`` bytes (one read or GET each). Not a crc32c: a file made of
+    blocks that each end with their own crc32c (every shard file) has the same whole-file
+    crc32c whatever the blocks hold.
     """
-    digest, size = hashlib.sha256(), 0
-    if is_object_url(path):  # one GET of the whole object
-        data = path.read_bytes()
-        return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-            size += len(block)
+    where = location(path)
+    digest, size, total = hashlib.sha256(), 0, None
+    while total is None or size < total:
+        got = where.store.get(where.key, size, block)
+        total = got.size
+        if not len(got.data):
+            break
+        digest.update(got.data)
+        size += len(got.data)
     return {"size": size, "sha256": digest.hexdigest()}

@@ -8,19 +8,16 @@ from typing import Any
 from precompute.arrays.bandstats import band_lines
 from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info
 from precompute.notes import summary_lines
-from precompute.storage.objstore import is_object_url, list_sizes
+from precompute.storage.location import Location, location
 
 __all__ = ["store_summary"]
 
 
-def _status(path: Path, attrs: dict[str, Any], num_shards: int) -> str:
+def _status(path: Path | Location, attrs: dict[str, Any], num_shards: int) -> str:
     if attrs.get("complete"):
         return "complete"
-    markers = path / MARKER_DIR / "shards"
-    if is_object_url(path):
-        done = sum(url.endswith(".json") for url in list_sizes(str(markers)))
-    else:
-        done = len(list(markers.glob("*.json")))
+    markers = location(path) / MARKER_DIR / "shards"
+    done = sum(key.endswith(".json") for key in markers.list())
     return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
 
 
@@ -47,8 +44,8 @@ def _image_lines(info: StoreInfo) -> list[str]:
     return lines
 
 
-def store_summary(path: str | Path, max_skipped: int = 50) -> str:
-    """Return a multi-line summary of the store at ``path`` (complete or not; or ``s3://``).
+def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
+    """Return a multi-line summary of the store at ``path`` (complete or not; or a URL).
 
     Raises:
         StoreError: ``path`` is not a nostall store.

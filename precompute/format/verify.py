@@ -27,10 +27,10 @@ from precompute.format.storecheck import (
     file_digest,
     shard_file,
     shard_file_problems,
+    store_sizes,
 )
 from precompute.format.verifyfields import field_problems, valid_mask
-from precompute.storage.objstore import is_object_url, list_sizes
-from precompute.storage.zarrs3 import open_array
+from precompute.storage.location import Location, open_array
 
 __all__ = ["verify_store"]
 
@@ -137,11 +137,13 @@ def _check_shard(
     return problems + _check_marker(info, shard, marker, stored), int(np.count_nonzero(stored))
 
 
-def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None) -> list[str]:
+def verify_store(
+    path: str | Path | Location, on_shard: Callable[[int], None] | None = None
+) -> list[str]:
     """Return the problems found in the store at ``path`` (empty: the store is sound).
 
     Args:
-        path: The store folder or ``s3://`` URL.
+        path: The store folder or object-store URL.
         on_shard: Called with each shard index after it is checked (for progress bars).
     """
     try:
@@ -152,8 +154,8 @@ def verify_store(path: str | Path, on_shard: Callable[[int], None] | None = None
         return [str(exc)]
     problems: list[str] = []
     valid = 0
-    try:  # an object store: every object's size from one listing, not a HEAD per file
-        sizes = list_sizes(str(info.path)) if is_object_url(info.path) else None
+    try:  # every file's size from one listing, not a stat or HEAD per file
+        sizes = store_sizes(info.path)
     except OSError as exc:
         return [str(exc)]
     for shard in range(info.layout.num_shards):

@@ -7,13 +7,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import BuildLockedError, StoreError, StoreMismatchError
+from precompute.errors import StoreError, StoreMismatchError
 from precompute.format.layout import MARKER_DIR, _read_group_attrs
 from precompute.notes import source_note, summary_lines
 from precompute.sources.classes import MANIFEST_EXTENSIONS
 from precompute.sources.fields import ClassSource
 from precompute.spec import BuildSpec
-from precompute.storage.objstore import is_object_url, split_url
+from precompute.storage.location import Location, is_url, location
 
 __all__ = [
     "build_lock",
@@ -28,84 +28,98 @@ __all__ = [
 
 
 @contextmanager
-def build_lock(out: Path) -> Iterator[None]:
+def build_lock(out: str | Path | Location) -> Iterator[None]:
     """Hold ``OUT/_nostall/build.lock`` (non-blocking) for the duration of a build.
+
+    A ``flock`` on a folder, an object created by a conditional PUT in object storage
+    (:meth:`~precompute.storage.base.ByteStore.exclusive`).
 
     Raises:
         BuildLockedError: Another process holds the lock.
     """
-    from filelock import FileLock, Timeout
-
-    if is_object_url(out):  # a conditional PUT of the lock object
-        from precompute.storage import remote_writer
-
-        with remote_writer.build_lock(str(out)):
-            yield
-        return
-    lock_path = out / MARKER_DIR / "build.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_path), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout as exc:
-        raise BuildLockedError(
-            f"{out}: another build is writing this store (lock {lock_path} is held); wait for "
-            "it to finish or choose another --out"
-        ) from exc
-    try:
+    root = location(out)
+    lock = root / MARKER_DIR / "build.lock"
+    with lock.store.exclusive(lock.key, str(root)):
         yield
-    finally:
-        lock.release()
 
 
-def store_bytes(out: str | Path) -> int:
-    """Return the bytes of every file under ``out`` (every object under an ``s3://`` URL)."""
-    if is_object_url(out):
-        from precompute.storage import remote_writer
-
-        return remote_writer.store_bytes(str(out))
-    return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
+def store_bytes(out: str | Path | Location) -> int:
+    """Return the bytes of every file (object) under ``out``."""
+    return sum(meta.size for meta in location(out).list().values())
 
 
-def remove_partials(root: Path) -> None:
+def remove_partials(root: str | Path | Location) -> None:
     """Delete the temporary files of writers killed mid-write (we hold the lock).
 
-    Zarr's local store writes every file as ``<name>.<uuid>.partial`` and renames it, so a
-    killed writer can leave one anywhere in the store (``zarr.<uuid>.partial`` next to a
-    ``zarr.json``, ``0.<uuid>.partial`` next to a chunk); shard markers leave ``.*.tmp``. An
-    object store has none: every object is PUT whole.
+    A local store writes every file as ``<name>.<uuid>.partial`` and renames it, so a killed
+    writer can leave one anywhere in the store (``zarr.<uuid>.partial`` next to a
+    ``zarr.json``, ``0.<uuid>.partial`` next to a chunk); older shard markers left ``.*.tmp``.
+    An object store has none (every object is PUT whole): its listing finds nothing to delete.
     """
-    if is_object_url(root):
-        return
-    for tmp in root.rglob("*.partial"):
-        tmp.unlink(missing_ok=True)
-    for tmp in (root / MARKER_DIR / "shards").glob(".*.tmp"):
-        tmp.unlink(missing_ok=True)
+    where = location(root)
+    markers = where.store.join(where.store.join(where.key, MARKER_DIR), "shards")
+    for key in where.list():
+        name = key.rsplit("/", 1)[-1]
+        stale_marker = key.startswith(markers) and name.startswith(".") and name.endswith(".tmp")
+        if name.endswith(".partial") or stale_marker:
+            where.store.delete(key)
 
 
 def check_output(out: str, src: str | None = None) -> None:
     """Refuse outputs the writer cannot use, before anything is written.
 
-    Refused: URLs other than ``s3://``, existing non-folders, and (with ``src``) an output that
-    overlaps the source: the output inside a source folder or prefix (it would become a class
-    of the next build) or the source (folder, prefix or manifest file) inside the output. Local
-    paths are compared after resolving symlinks. A manifest's own folder may hold the output:
-    only the manifest file is the source.
+    Refused: URLs of no store (see :func:`precompute.storage.location.location`), existing
+    non-folders, and (with ``src``) an output that overlaps the source: the output inside a
+    source folder or prefix (it would become a class of the next build) or the source (folder,
+    prefix or manifest file) inside the output. Local paths are compared after resolving
+    symlinks. A manifest's own folder may hold the output: only the manifest file is the source.
 
     Raises:
         StoreError: The output is unusable; the message names it.
     """
-    if is_object_url(out):
-        split_url(out)  # a StoreError for s3:// without a bucket
-        if src is not None and is_object_url(src):
-            _check_apart_urls(out, src)
-        return
-    if "://" in out:
-        raise StoreError(f"--out {out}: must be a local folder (or a mounted shared one) or s3://")
-    if Path(out).exists() and not Path(out).is_dir():
+    try:
+        where = location(out)
+    except StoreError as exc:  # a URL of no store, or without a bucket
+        raise StoreError(f"--out {exc}") from None
+    if where.local and Path(where.key).exists() and not Path(where.key).is_dir():
         raise StoreError(f"--out {out}: exists and is not a folder (must be a local folder)")
     if src is not None:
         _check_apart(out, src)
+
+
+def _check_apart(out: str, src: str) -> None:
+    """Refuse an output inside the source, or a source inside the output."""
+    is_manifest = src.lower().endswith(MANIFEST_EXTENSIONS)
+    inside, holds = _nested(out, src)
+    if inside and not is_manifest:
+        raise StoreError(
+            f"--out {out}: lies inside the source {src}; the store would become part of the "
+            "dataset: choose an output folder or prefix outside the source"
+        )
+    if holds:
+        raise StoreError(
+            f"--out {out}: holds the source {src}; choose an output folder or prefix that "
+            "does not contain the source"
+        )
+
+
+def _nested(out: str, src: str) -> tuple[bool, bool]:
+    """Whether ``out`` lies in (or is) ``src``, and whether ``src`` lies in ``out``."""
+    if is_url(out) != is_url(src):
+        return False, False  # a local output never overlaps an object-store source
+    try:
+        o, s = location(out), location(src)
+    except StoreError:
+        return False, False  # a source no store serves (read by fsspec): elsewhere
+    if o.store is not s.store:
+        return False, False
+    if o.local:
+        o, s = location(_resolved(o.key)), location(_resolved(s.key))
+    sep = "/"
+    ok, sk = o.key.rstrip(sep), s.key.rstrip(sep)
+    inside = ok == sk or ok.startswith(sk + sep) or (not sk and not s.local)
+    holds = sk.startswith(ok + sep) or (not ok and not o.local and bool(sk))
+    return inside, holds
 
 
 def _resolved(path: str) -> Path:
@@ -115,35 +129,7 @@ def _resolved(path: str) -> Path:
         raise StoreError(f"{path}: cannot resolve the path ({exc})") from exc
 
 
-def _check_apart(out: str, src: str) -> None:
-    src = src[len("file://") :] if src.startswith("file://") else src
-    if "://" in src:
-        return  # a remote source cannot overlap a local output
-    o, s = _resolved(out), _resolved(src)
-    is_manifest = src.lower().endswith(MANIFEST_EXTENSIONS)
-    if not is_manifest and (o == s or s in o.parents):
-        raise StoreError(
-            f"--out {out}: lies inside the source {src}; the store would become part of the "
-            "dataset: choose an output folder outside the source"
-        )
-    if o in s.parents:
-        raise StoreError(
-            f"--out {out}: holds the source {src}; choose an output folder that does not "
-            "contain the source"
-        )
-
-
-def _check_apart_urls(out: str, src: str) -> None:
-    o, s = out.rstrip("/") + "/", src.rstrip("/") + "/"
-    if src.lower().endswith(MANIFEST_EXTENSIONS):
-        s = src  # only the manifest object is the source
-    if o.startswith(s):
-        raise StoreError(f"--out {out}: lies inside the source {src}; choose another prefix")
-    if s.startswith(o):
-        raise StoreError(f"--out {out}: holds the source {src}; choose another prefix")
-
-
-def complete_attrs(out: Path) -> dict[str, Any] | None:
+def complete_attrs(out: Path | Location) -> dict[str, Any] | None:
     """Return the attrs of the complete store at ``out``; None if none is (or it is partial).
 
     Raises:
@@ -155,7 +141,7 @@ def complete_attrs(out: Path) -> dict[str, Any] | None:
     return attrs if attrs.get("complete") else None
 
 
-def existing_complete(out: Path, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
+def existing_complete(out: Path | Location, spec: BuildSpec, fp: str) -> dict[str, Any] | None:
     """Return the attrs of an identical complete store at ``out`` (nothing to do), else None.
 
     Raises:
@@ -228,7 +214,7 @@ def _source_notes(classes: Any, num_items: int) -> dict[str, Any]:
     return {}
 
 
-def summary_line(out: Path, attrs: dict[str, Any]) -> str:
+def summary_line(out: Path | Location, attrs: dict[str, Any]) -> str:
     """Return the summary printed after a build: one line, plus one per build note.
 
     ``N samples, V valid, S skipped``: the store's sample slots, those that hold data, and

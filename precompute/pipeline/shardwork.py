@@ -21,7 +21,6 @@ from precompute.pipeline.fieldwork import Backends, ensure_backends, run_field_s
 from precompute.pipeline.plan import ShardTask
 from precompute.pipeline.writer import num_valid, write_shard
 from precompute.spec import BuildSpec
-from precompute.storage.objstore import store_path
 
 __all__ = ["ShardJob", "ShardResult", "build_shard"]
 
@@ -82,7 +81,7 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     if bands:
         stats["bands"] = bands
     write_shard(
-        store_path(job.out),  # an s3:// URL stays one
+        job.out,  # a folder or an object-store URL: the writer opens its store
         job.layout,
         task.shard,
         arrays=arrays,

@@ -25,6 +25,7 @@ from precompute.sources.fields import FieldSource
 from precompute.sources.listing import listing_until
 from precompute.sources.resolve import resolve_build
 from precompute.spec import BuildSpec
+from precompute.storage.location import Location
 
 __all__ = ["Background", "holds_complete", "in_background", "list_source", "open_build_ray"]
 
@@ -90,7 +91,7 @@ def list_source(
     return resolve_build(src, spec, content_hash)
 
 
-def holds_complete(root: Path) -> bool:
+def holds_complete(root: Path | Location) -> bool:
     """Whether ``root`` holds a complete store (a re-run then needs no Ray, nor waits for one)."""
     try:
         return complete_attrs(root) is not None

@@ -9,14 +9,18 @@ The protocol (see ``docs/FORMAT.md``):
 3. :func:`finalize` checks that every shard has its marker, folds the markers into the build
    report and only then rewrites the group attributes with ``complete: true``.
 
-A store whose attributes lack ``complete: true`` is never opened for reading. An ``s3://``
-root follows the same protocol through :mod:`precompute.storage.remote_writer`.
+A store whose attributes lack ``complete: true`` is never opened for reading. Every byte goes
+through the store's :class:`~precompute.storage.base.ByteStore` (a folder or an object store,
+the same code): each shard file is encoded in memory (:mod:`precompute.format.shardcodec`, or
+zarr-python into a memory store) and written whole, one atomic rename or one PUT; the metadata
+is zarr-python's, written through its own store class for the kind of store.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from zarr.core.array_spec import ArrayConfig
 from precompute.arrays.bandstats import fold_markers
 from precompute.errors import StoreError, StoreMismatchError
 from precompute.fields import fields_table
+from precompute.format.arrays import ArraySpec
 from precompute.format.atomic import atomic_write_bytes
 from precompute.format.layout import (
     ATTR_KEY,
@@ -39,11 +44,11 @@ from precompute.format.layout import (
     _read_group_attrs,
     shard_marker_path,
 )
-from precompute.format.shardcodec import raw_writable, write_raw_shard
-from precompute.format.storecheck import file_digest, shard_file
+from precompute.format.shardcodec import encode_raw_shard, raw_writable
+from precompute.format.storecheck import shard_file
 from precompute.notes import fold as fold_notes
 from precompute.spec import BuildSpec
-from precompute.storage.objstore import is_object_url
+from precompute.storage.location import Location, location
 
 __all__ = [
     "atomic_write_bytes",
@@ -97,7 +102,7 @@ def _create_arrays(
 
 
 def create_or_resume(
-    root: str | Path, spec: BuildSpec, layout: StoreLayout, fingerprint: str
+    root: str | Path | Location, spec: BuildSpec, layout: StoreLayout, fingerprint: str
 ) -> set[int]:
     """Create a new incomplete store, or validate an interrupted one for resuming.
 
@@ -108,11 +113,7 @@ def create_or_resume(
         StoreMismatchError: ``root`` holds a store of another spec, source or layout.
         StoreError: ``root`` is complete already, or is a non-empty non-store folder.
     """
-    if is_object_url(root):  # s3://: written locally, PUT as whole objects
-        from precompute.storage import remote_writer  # imports this module
-
-        return remote_writer.create_or_resume(str(root), spec, layout, fingerprint)
-    root = Path(root)
+    root = location(root)
     header = _header(spec, layout, fingerprint)
     if (root / "zarr.json").exists():
         old = _read_group_attrs(root)
@@ -124,30 +125,45 @@ def create_or_resume(
                 )
         if old.get("complete"):
             raise StoreError(f"{root}: store is already complete")
-        missing = [n for n in layout.arrays if not (root / n / "zarr.json").is_file()]
+        missing = [n for n in layout.arrays if not (root / n / "zarr.json").exists()]
         if missing:  # interrupted between creating the group and its arrays
-            _create_arrays(zarr.open_group(str(root), mode="r+"), layout, missing)
+            group = zarr.open_group(store=root.zarr(read_only=False), mode="r+")
+            _create_arrays(group, layout, missing)
         return done_shards(root, layout)
-    if root.exists() and any(p.name != MARKER_DIR for p in root.iterdir()):
-        raise StoreError(f"{root}: exists, is not empty and is not a nostall store")
-    shutil.rmtree(root / MARKER_DIR / "shards", ignore_errors=True)  # stale markers, no store
+    others = [n for n in root.store.list_dir(root.key) if n != MARKER_DIR]
+    if others:
+        raise StoreError(
+            f"{root}: is not empty (it holds {root / others[0]}) and is not a nostall store"
+        )
+    markers = root / MARKER_DIR / "shards"
+    for stale in markers.list():  # markers without a store: not ours
+        markers.store.delete(stale)
     # mode "a", not "w": "w" would delete _nostall/ and with it the held build lock
-    group = zarr.open_group(str(root), mode="a", zarr_format=3, attributes={ATTR_KEY: header})
+    group = zarr.open_group(
+        store=root.zarr(read_only=False), mode="a", zarr_format=3, attributes={ATTR_KEY: header}
+    )
     _create_arrays(group, layout)
     return set()
 
 
-def done_shards(root: str | Path, layout: StoreLayout) -> set[int]:
-    """Return the shards whose completion markers exist and parse."""
-    done = set()
+def done_shards(root: str | Path | Location, layout: StoreLayout) -> set[int]:
+    """Return the shards whose completion markers exist and parse (one listing, then reads)."""
+    return set(_markers(location(root), layout))
+
+
+def _markers(root: Location, layout: StoreLayout) -> dict[int, Any]:
+    """The parsed markers of the shards written so far, by shard."""
+    present = (root / MARKER_DIR / "shards").list()
+    found = {}
     for shard in range(layout.num_shards):
-        marker = shard_marker_path(root, shard)
+        marker = root / MARKER_DIR / "shards" / f"{shard:06d}.json"
+        if marker.key not in present:
+            continue
         try:
-            json.loads(marker.read_text())
+            found[shard] = json.loads(marker.read_bytes())
         except (OSError, ValueError):
             continue
-        done.add(shard)
-    return done
+    return found
 
 
 def _shard_arrays(
@@ -177,7 +193,7 @@ def num_valid(arrays: Mapping[str, np.ndarray]) -> int:
 
 
 def write_shard(
-    root: str | Path,
+    root: str | Path | Location,
     layout: StoreLayout,
     shard: int,
     *,
@@ -200,28 +216,14 @@ def write_shard(
     given = dict(arrays or {})
     v1 = {"image": image, "label": label, "extent": extent, "key": key}
     given.update({k: v for k, v in v1.items() if v is not None})
-    if is_object_url(root):
-        from precompute.storage import remote_writer
-
-        remote_writer.write_shard(
-            str(root), layout, shard, arrays=given, skipped=skipped, stats=stats
-        )
-        return
-    root = Path(root)
+    root = location(root)
     start, stop = layout.shard_range(shard)
     data = _shard_arrays(layout, shard, given)
     files = {}
     for name, arr in data.items():  # every chunk written, fill values too: no file is optional
-        a = layout.arrays[name]
-        path = shard_file(root, layout, name, shard)
-        if raw_writable(a.shape, a.shard, a.chunk, a.dtype):  # the file zarr would write
-            files[name] = write_raw_shard(
-                path, arr, shape=a.shape, shard_shape=a.shard, chunk_shape=a.chunk,
-                dtype=a.dtype, fill=a.fill, shard=shard,
-            )  # fmt: skip
-        else:  # key (variable-length strings) and variant-chunked arrays
-            zarr.open_array(str(root / name), mode="r+").with_config(_DENSE)[start:stop] = arr
-            files[name] = file_digest(path)
+        target = shard_file(root, layout, name, shard)
+        parts, files[name] = _encode(root, layout, name, shard, arr)
+        target.store.put(target.key, parts)
     marker = {
         "shard": shard,
         "start": start,
@@ -231,29 +233,62 @@ def write_shard(
         "stats": dict(stats or {}),
         "files": {name: files[name] for name in layout.arrays},
     }
-    atomic_write_bytes(shard_marker_path(root, shard), json.dumps(marker).encode())
+    target = shard_marker_path(root, shard)
+    target.store.put(target.key, json.dumps(marker).encode())  # last
 
 
-def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
+def _encode(
+    root: Location, layout: StoreLayout, name: str, shard: int, values: np.ndarray
+) -> tuple[list[Any], dict[str, Any]]:
+    """The bytes of array ``name``'s file of ``shard``, in parts, and their size and sha256."""
+    a = layout.arrays[name]
+    if raw_writable(a.shape, a.shard, a.chunk, a.dtype):  # the file zarr would write
+        where = str(shard_file(root, layout, name, shard))
+        return encode_raw_shard(
+            values, shape=a.shape, shard_shape=a.shard, chunk_shape=a.chunk,
+            dtype=a.dtype, fill=a.fill, shard=shard, where=where,
+        )  # fmt: skip
+    # key (variable-length strings) and variant-chunked arrays: zarr-python encodes the shard
+    # into a memory store holding only the array's metadata
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import MemoryStore
+
+    meta = dict(_array_meta(str(root), tuple(layout.arrays.values())))[name]
+    held = {"zarr.json": default_buffer_prototype().buffer.from_bytes(meta)}
+    start, stop = layout.shard_range(shard)
+    array = zarr.open_array(store=MemoryStore(held), mode="r+").with_config(_DENSE)
+    array[start:stop] = values
+    chunk = "/".join(["c", str(shard), *(["0"] * (len(a.shape) - 1))])
+    data = held[chunk].to_bytes()
+    return [data], {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+@functools.lru_cache(maxsize=16)
+def _array_meta(url: str, arrays: tuple[ArraySpec, ...]) -> tuple[tuple[str, bytes], ...]:
+    """Each array's ``zarr.json`` under ``url``: one read each per process, store and arrays.
+
+    A build never changes an array's metadata once :func:`create_or_resume` has written it,
+    and that metadata is a function of the :class:`ArraySpec` alone (part of the key): a store
+    rebuilt at ``url`` with other arrays is read afresh.
+    """
+    root = location(url)
+    return tuple((a.name, (root / a.name / "zarr.json").read_bytes()) for a in arrays)
+
+
+def finalize(root: str | Path | Location, report: Mapping[str, Any]) -> dict[str, Any]:
     """Publish the store: fold shard markers into the report and set ``complete: true``.
 
     Raises:
         StoreError: A shard has no marker (the store stays incomplete).
     """
-    if is_object_url(root):
-        from precompute.storage import remote_writer
-
-        return remote_writer.finalize(str(root), report)
-    root = Path(root)
+    root = location(root)
     attrs = dict(_read_group_attrs(root))
     layout = StoreLayout(**attrs["layout"])
-    markers = []
+    found = _markers(root, layout)
     for shard in range(layout.num_shards):
-        try:
-            markers.append(json.loads(shard_marker_path(root, shard).read_text()))
-        except (OSError, ValueError) as exc:
-            msg = f"{root}: shard {shard} is not written; store left incomplete"
-            raise StoreError(msg) from exc
+        if shard not in found:
+            raise StoreError(f"{root}: shard {shard} is not written; store left incomplete")
+    markers = [found[shard] for shard in range(layout.num_shards)]
     skipped = [*report.get("skipped", ()), *(s for m in markers for s in m["skipped"])]
     attrs["num_valid"] = sum(m["num_valid"] for m in markers)
     attrs["report"] = {
@@ -275,13 +310,13 @@ def finalize(root: str | Path, report: Mapping[str, Any]) -> dict[str, Any]:
     if bands:
         attrs["report"]["band_stats"] = bands
     attrs["complete"] = True
-    group = zarr.open_group(str(root), mode="r+")
+    group = zarr.open_group(store=root.zarr(read_only=False), mode="r+")
     group.attrs.update({ATTR_KEY: attrs})  # the completion marker: written last
     return attrs
 
 
 def write_store_from_arrays(
-    root: str | Path,
+    root: str | Path | Location,
     images: np.ndarray,
     labels: np.ndarray,
     spec: BuildSpec,

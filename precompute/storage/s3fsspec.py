@@ -1,9 +1,11 @@
-"""``s3://`` sources through fsspec without ``s3fs``: a small read-only filesystem on boto3.
+"""Object-store sources through fsspec without ``s3fs``: a read-only filesystem on the byte store.
 
-Sources given as URLs are listed and read through fsspec (:mod:`precompute.sources.classes`). fsspec
-reaches ``s3://`` through ``s3fs``, which nostall does not depend on; :func:`fsspec_s3` returns
-the ``fsspec`` module with ``s3`` served by :class:`BotoS3FileSystem` (the same boto3 client and
-configuration as :mod:`precompute.storage.objstore`) unless ``s3fs`` is installed.
+Sources given as URLs are listed and read through fsspec (:mod:`precompute.sources.classes`).
+fsspec reaches ``s3://`` through ``s3fs`` (``gs://`` through ``gcsfs``, ``az://`` through
+``adlfs``), which nostall does not depend on; :func:`fsspec_s3` returns the ``fsspec`` module with
+each such scheme served by :class:`StoreFileSystem` (the same
+:class:`~precompute.storage.objects.ObjectStore` and configuration as the stores' own reads and
+writes) unless that package is installed.
 """
 
 from __future__ import annotations
@@ -16,26 +18,34 @@ from typing import Any
 
 from fsspec.spec import AbstractFileSystem
 
-from precompute.storage import objstore
+from precompute.storage.location import Location, location
 
-__all__ = ["BotoS3FileSystem", "fsspec_s3"]
+__all__ = ["BotoS3FileSystem", "StoreFileSystem", "fsspec_s3"]
+
+_NATIVE = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
 
 
-class BotoS3FileSystem(AbstractFileSystem):  # type: ignore[misc]
-    """Read-only ``s3://`` for fsspec: ``find``, ``ls``, ``info`` and whole-object reads."""
+class StoreFileSystem(AbstractFileSystem):  # type: ignore[misc]
+    """Read-only object storage for fsspec: ``find``, ``ls``, ``info`` and whole-object reads."""
 
-    protocol = ("s3", "s3a")
+    protocol = ("s3", "s3a", "gs", "az", "abfs")
     root_marker = ""
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> str:
         text = str(path)
-        for scheme in ("s3://", "s3a://"):
-            text = text.removeprefix(scheme)
+        for scheme in cls.protocol:
+            text = text.removeprefix(f"{scheme}://")
         return text.rstrip("/")
 
-    def _url(self, path: str) -> str:
-        return f"s3://{self._strip_protocol(path)}"
+    def _at(self, path: str) -> Location:
+        text = str(path)
+        scheme = text.split("://", 1)[0] if "://" in text else self.protocol[0]
+        scheme = "s3" if scheme == "s3a" else scheme
+        return location(f"{scheme}://{self._strip_protocol(text)}")
+
+    def _name(self, where: Location, key: str) -> str:
+        return where.store.url(key).split("://", 1)[1]
 
     def find(
         self,
@@ -46,10 +56,10 @@ class BotoS3FileSystem(AbstractFileSystem):  # type: ignore[misc]
         **kwargs: Any,
     ) -> Any:
         """Every object below ``path`` (one paginated listing)."""
-        sizes = objstore.list_sizes(self._url(path))
+        where = self._at(path)
         found = {
-            url[len("s3://") :]: {"name": url[len("s3://") :], "size": size, "type": "file"}
-            for url, size in sorted(sizes.items())
+            self._name(where, key): {"name": self._name(where, key), "size": m.size, "type": "file"}
+            for key, m in sorted(where.list().items())
         }
         return found if detail else list(found)
 
@@ -65,30 +75,31 @@ class BotoS3FileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """Size and modification time of an object (a HEAD); a prefix with objects is a dir."""
-        name = self._strip_protocol(path)
+        name, where = self._strip_protocol(path), self._at(path)
         try:
-            head = objstore.head_object(self._url(path))
+            meta = where.store.head(where.key)
         except FileNotFoundError:
             if self.find(path):
                 return {"name": name, "size": 0, "type": "directory"}
             raise
-        return {
-            "name": name,
-            "size": int(head["ContentLength"]),
-            "type": "file",
-            "LastModified": head.get("LastModified"),
-        }
+        return {"name": name, "size": meta.size, "type": "file", "LastModified": meta.modified}
 
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> io.BytesIO:
         if "r" not in mode:
-            raise NotImplementedError("s3:// sources are read-only here")
-        return io.BytesIO(objstore.get_range(self._url(path)).data)
+            raise NotImplementedError("object-store sources are read-only here")
+        return io.BytesIO(self._at(path).read_bytes())
+
+
+BotoS3FileSystem = StoreFileSystem  # the name this filesystem had when it was boto3's
 
 
 def fsspec_s3() -> ModuleType:
-    """Return ``fsspec`` with ``s3://`` served by boto3 (unless ``s3fs`` is installed)."""
+    """Return ``fsspec`` with object-store URLs served by :class:`StoreFileSystem`.
+
+    A scheme whose own fsspec package is installed (``s3fs``, ``gcsfs``, ``adlfs``) keeps it.
+    """
     fsspec = importlib.import_module("fsspec")
-    if importlib.util.find_spec("s3fs") is None:
-        for scheme in BotoS3FileSystem.protocol:
-            fsspec.register_implementation(scheme, BotoS3FileSystem, clobber=True)
+    for scheme, native in _NATIVE.items():
+        if importlib.util.find_spec(native) is None:
+            fsspec.register_implementation(scheme, StoreFileSystem, clobber=True)
     return fsspec

@@ -89,7 +89,6 @@ PACKAGES = ("precompute", "loaders", "service", "benchmarks")
 # cycle today and the folders over MAX_FLAT. A module may leave a cycle, never join one; a folder
 # may shrink, never grow; and each record must be updated when a debt shrinks.
 KNOWN_CYCLES = {
-    "precompute": {"precompute.pipeline.writer", "precompute.storage.remote_writer"},
     "service": {"service.cache", "service.objcache"},
 }
 KNOWN_CROWDED = {"service": 24}
@@ -234,3 +233,56 @@ def test_loaders_imports_only_the_store_layers_of_precompute() -> None:
         if beyond:
             reach[str(path.relative_to(ROOT))] = beyond
     assert reach == KNOWN_REACH
+
+
+# -- the storage layer: above it, no URL scheme is tested and no object-store client imported ---
+
+STORAGE = ROOT / "precompute" / "storage"
+CLIENTS = {"boto3", "botocore", "obstore", "s3fs", "gcsfs", "adlfs"}
+SCHEMES = ("s3:", "s3a:", "gs:", "az:", "abfs:", "abfss:")  # object-store URL schemes
+SCHEME_TESTS = {"startswith", "removeprefix", "endswith", "partition", "split"}
+
+
+def _names_a_scheme(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (node.value.lower().startswith(SCHEMES))
+    )
+
+
+def _storage_branches(path: Path) -> list[str]:
+    """``line: what`` of each object-store client import or URL-scheme test in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        what = None
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            clients = {str(n).split(".")[0] for n in names} & CLIENTS
+            what = f"imports {sorted(clients)}" if clients else None
+        elif isinstance(node, ast.Name) and node.id == "is_object_url":
+            what = "is_object_url"
+        elif isinstance(node, ast.Attribute) and node.attr in ("is_object_url", "_s3"):
+            what = node.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in SCHEME_TESTS and any(map(_names_a_scheme, node.args)):
+                what = f"{node.func.attr}(<scheme>)"
+        elif isinstance(node, ast.Compare) and any(
+            map(_names_a_scheme, [node.left, *node.comparators])
+        ):
+            what = "compares with a scheme"
+        if what:
+            found.append(f"{node.lineno}: {what}")  # type: ignore[attr-defined]
+    return found
+
+
+def test_nothing_above_the_storage_layer_tests_a_url_scheme_or_imports_a_client() -> None:
+    """Issue 28: bytes live behind one interface (precompute/storage); above it no module
+    branches on ``s3://`` nor holds a client of its own (``boto3``, ``obstore``)."""
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if STORAGE not in path.parents and (found := _storage_branches(path))
+    }
+    assert offenders == {}

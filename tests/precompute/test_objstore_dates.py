@@ -6,13 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from precompute.storage.objstore import _age
+from precompute.storage.signed import age_of
 
 MODIFIED = datetime(1994, 11, 15, 8, 12, 1, tzinfo=timezone.utc)
-
-
-def _response(date: str) -> dict[str, object]:
-    return {"ResponseMetadata": {"HTTPHeaders": {"date": date}}}
 
 
 @pytest.mark.parametrize(
@@ -26,7 +22,8 @@ def _response(date: str) -> dict[str, object]:
     ],
 )
 def test_the_age_of_an_object_by_the_servers_date(date: str, age: float | None) -> None:
-    assert _age(_response(date), MODIFIED) == age
-    assert _age(_response(date), None) is None
+    assert age_of(date, MODIFIED) == age
+    assert age_of(date, None) is None
     naive = MODIFIED.replace(tzinfo=None)  # a Last-Modified parsed without a zone
-    assert _age(_response(date), naive) == age
+    assert age_of(date, naive) == age
+    assert age_of(date, "Tue, 15 Nov 1994 08:12:01 GMT") == age  # a Last-Modified header

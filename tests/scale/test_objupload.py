@@ -9,6 +9,7 @@ import pytest
 from precompute.errors import StoreError
 from precompute.storage import objstore
 from precompute.storage.objupload import put_folder
+from tests.s3wire import WIRE, WireRequest
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -19,20 +20,18 @@ def _tree(root: Path) -> dict[str, bytes]:
     return files
 
 
-def test_every_file_is_put_and_the_named_ones_last(
-    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_file_is_put_and_the_named_ones_last(bucket: str, tmp_path: Path) -> None:
     files = _tree(tmp_path / "store")
-    order: list[str] = []
-    real_put = objstore.put_bytes
+    order: list[str] = []  # the PUTs in the order the server received them
 
-    def recording_put(url: str, data: bytes, **kwargs: bool) -> None:
-        order.append(url)
-        real_put(url, data, **kwargs)  # the real PUT to the server
+    def recording_put(req: WireRequest) -> None:
+        if req.op == "PutObject":
+            order.append(f"s3://{req.bucket}/{req.key}")
 
-    monkeypatch.setattr(objstore, "put_bytes", recording_put)
     url = f"{bucket}/s.zarr"
-    assert put_folder(tmp_path / "store", url + "/", last=["zarr.json", "missing"]) == len(files)
+    with WIRE.hook(recording_put):
+        put = put_folder(tmp_path / "store", url + "/", last=["zarr.json", "missing"])
+    assert put == len(files)
     assert order[-1] == f"{url}/zarr.json" and len(order) == len(files)
     assert order[:-1] == sorted(order[:-1])
     for name, data in files.items():

@@ -11,8 +11,8 @@ import pytest
 from loaders import StoreLoader
 from loaders.errors import ChunkReadError, CorruptChunkError, StoreOpenError
 from loaders.store.readcache import ReadCache
-from loaders.store.s3io import _sound
 from precompute.errors import StoreError
+from precompute.format.shardcodec import chunk_sound
 from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
 from precompute.storage import objstore
@@ -24,6 +24,7 @@ from tests.contracts.loader_contract import (
     make_index_store,
     serve_epochs,
 )
+from tests.s3wire import WIRE, WireRequest
 
 NUM = 90  # 6 shards of 16 (the last one cut), chunks of 4
 
@@ -56,19 +57,19 @@ def test_chunks_are_ranged_gets_and_epoch_two_reads_the_local_cache(
 ) -> None:
     cache = ReadCache(tmp_path / "cache", 1 << 30)
     loader = StoreLoader(s3_store, batch_size=8, seed=3, num_threads=4, read_cache=cache)
-    remote = loader.source.image._s3
-    assert remote is not None
-    first = [b["image"].numpy() for b in loader]
+    with WIRE.count() as seen:  # the requests the server answers, by operation and key
+        first = [b["image"].numpy() for b in loader]
     chunk_bytes = loader.source.image.meta.chunk_nbytes + 4
-    fetched, requests = remote.bytes_fetched, remote.requests
+    requests = sum(n for (op, key), n in seen.items() if op == "GetObject" and "/image/" in key)
     chunks = -(-NUM // 4)
     assert cache.cached_bytes == chunks * chunk_bytes  # every chunk once, whole
     # + one tail GET per shard index (two threads may race to fetch the same one)
     assert chunks + 6 <= requests <= chunks + 2 * 6
     loader.set_epoch(1)
-    second = [b["image"].numpy() for b in loader]
+    with WIRE.count() as again:
+        second = [b["image"].numpy() for b in loader]
     loader.close()
-    assert (remote.requests, remote.bytes_fetched) == (requests, fetched)  # nothing fetched
+    assert again == {}  # nothing fetched, nothing listed
     assert cache.hits >= NUM // 4 - 1 and len(first) == len(second)
 
 
@@ -124,7 +125,7 @@ def test_a_corrupt_chunk_never_enters_the_read_cache(s3_store: str, tmp_path: Pa
     loader.close()
     cached = [p.read_bytes() for p in (tmp_path / "cache").glob("??/*")]
     assert cached  # the sound chunks read before it were cached
-    assert all(_sound(entry, len(entry)) for entry in cached)  # and only sound ones
+    assert all(chunk_sound(entry) for entry in cached)  # and only sound ones
 
 
 def test_a_missing_or_cut_shard_object_is_refused_at_open(s3_store: str) -> None:
@@ -162,8 +163,10 @@ def test_small_arrays_are_read_whole_one_get_per_shard(s3_store: str, local_stor
     for name in ("label", "extent"):
         remote = ShardedArrayReader(f"{s3_store}/{name}", complete=True)
         local = ShardedArrayReader(local_store / name, complete=True)
-        np.testing.assert_array_equal(remote.read_all(), local.read_all())
-        assert remote._s3 is not None and remote._s3.requests == 6  # shards, not 23 chunks
+        with WIRE.count() as seen:
+            whole = remote.read_all()
+        np.testing.assert_array_equal(whole, local.read_all())
+        assert sum(seen.values()) == 6  # one GET per shard, not 23 chunks
 
 
 def test_a_store_rebuilt_at_the_same_url_never_reads_old_cache_entries(
@@ -197,15 +200,14 @@ def test_a_store_rebuilt_at_the_same_url_never_reads_old_cache_entries(
 @pytest.fixture
 def if_match_ignored(s3_server: str) -> Any:
     """The object server ignores ``If-Match`` on GET, as some S3-compatible servers do: the
-    header is taken off every GetObject request this process's client sends."""
+    header is taken off every GetObject request the server receives."""
 
-    def strip(params: dict[str, Any], **_: Any) -> None:
-        params["headers"].pop("If-Match", None)
+    def strip(req: WireRequest) -> None:
+        if req.op == "GetObject":
+            req.drop_header("If-Match")
 
-    events = objstore.client().meta.events
-    events.register("before-call.s3.GetObject", strip, unique_id="nostall-test-no-if-match")
-    yield
-    events.unregister("before-call.s3.GetObject", unique_id="nostall-test-no-if-match")
+    with WIRE.hook(strip):
+        yield
 
 
 def test_the_if_match_hook_reaches_the_server(s3_store: str, if_match_ignored: None) -> None:

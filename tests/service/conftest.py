@@ -1,34 +1,33 @@
-"""Fixtures of the ``s3://`` cache tests: a fresh bucket, and the S3 calls this process makes."""
+"""Fixtures of the ``s3://`` cache tests: a fresh bucket, and the S3 calls the server answers."""
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from precompute.storage import objstore
+from tests.s3wire import WIRE, WireRequest
 
 
 @pytest.fixture
 def root(s3_server: str) -> str:
     """An ``s3://`` cache root in a new empty bucket of the test server."""
     name = f"nostall-claims-{uuid.uuid4().hex[:12]}"
-    objstore.client().create_bucket(Bucket=name)
+    import boto3  # the test's own client: buckets are made outside the store's interface
+
+    boto3.client("s3").create_bucket(Bucket=name)
     return f"s3://{name}/cache"
 
 
 @pytest.fixture
 def calls(s3_server: str) -> Iterator[Counter[tuple[str, str]]]:
-    """Count ``(operation, object key)`` of every S3 call this process makes while it lasts."""
+    """Count ``(operation, object key)`` of every S3 call the server answers while it lasts."""
     seen: Counter[tuple[str, str]] = Counter()
 
-    def count(model: Any, params: dict[str, Any], **_: Any) -> None:
-        seen[model.name, str(params.get("Key", ""))] += 1
+    def count(req: WireRequest) -> None:
+        seen[req.op, req.key] += 1
 
-    events = objstore.client().meta.events
-    events.register("before-parameter-build.s3", count, unique_id="nostall-test-calls")
-    yield seen
-    events.unregister("before-parameter-build.s3", unique_id="nostall-test-calls")
+    with WIRE.hook(count):
+        yield seen

@@ -1,8 +1,8 @@
 """Fenced claims and leases of an ``s3://`` cache, against moto's real S3 server on 127.0.0.1.
 
-Each race is made to happen at one exact point: a botocore event hook on this process's real
-client runs the other process's move (through a second client of its own) just before this
-process's request goes out, between its read and its write.
+Each race is made to happen at one exact point: a hook on the test server's wire
+(:mod:`tests.s3wire`) runs the other process's move (through a second client of its own) just
+before the server serves this process's request, between its read and its write.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from service.objcache import ObjectCache
 from service.objcatalog import ObjectLayout
 from service.objclaim import Claim, try_claim
 from service.objlease import ObjectLease, live_leases
+from tests.s3wire import WIRE, Refused, WireRequest
 from tests.storeclock import StoreClock
 
 OTHER = {"host": "another-host", "pid": 1, "token": "other", "beat": 0}  # alive, for all we know
@@ -43,29 +44,28 @@ def dead_here() -> bytes:
 
 @pytest.fixture
 def other(s3_server: str) -> Any:
-    """The S3 client of another process: its requests do not pass this process's hooks."""
+    """The S3 client of another process (its own client, boto3)."""
     return boto3.session.Session().client("s3")
 
 
 @contextmanager
 def just_before(operation: str, url: str, move: Callable[[], None]) -> Iterator[list[bool]]:
-    """Run ``move`` once, just before this process's next ``operation`` request on ``url``."""
+    """Run ``move`` once, just before the server serves the next ``operation`` on ``url``.
+
+    The move's own requests pass the hook too, and are left alone (the move is under way).
+    """
     fired: list[bool] = []  # set once the move is done
     busy: list[bool] = []
     key = objstore.split_url(url)[1]
 
-    def hook(model: Any, params: dict[str, Any], **_: Any) -> None:
-        if model.name == operation and params.get("Key") == key and not busy:
+    def hook(req: WireRequest) -> None:
+        if req.op == operation and req.key == key and not busy:
             busy.append(True)
             move()
             fired.append(True)
 
-    events = objstore.client().meta.events
-    events.register("before-parameter-build.s3", hook, unique_id="nostall-test-race")
-    try:
+    with WIRE.hook(hook):
         yield fired
-    finally:
-        events.unregister("before-parameter-build.s3", unique_id="nostall-test-race")
 
 
 def put_by(client: Any, url: str, doc: dict[str, Any]) -> None:
@@ -180,17 +180,12 @@ def test_a_taker_whose_put_fails_removes_its_marker(root: str) -> None:
     objstore.put_bytes(url, dead_here())
     key = objstore.split_url(url)[1]
 
-    def fail(model: Any, params: dict[str, Any], **_: Any) -> None:
-        if model.name == "PutObject" and params.get("Key") == key and "IfMatch" in params:
-            raise ConnectionError("the network went away")
+    def fail(req: WireRequest) -> None:  # the server refuses the takeover's If-Match PUT
+        if req.op == "PutObject" and req.key == key and "if-match" in req.headers:
+            raise Refused(403, "AccessDenied")
 
-    events = objstore.client().meta.events
-    events.register("before-parameter-build.s3", fail, unique_id="nostall-test-fail")
-    try:
-        with pytest.raises(ServiceError, match="PUT failed"):
-            try_claim(url)
-    finally:
-        events.unregister("before-parameter-build.s3", unique_id="nostall-test-fail")
+    with WIRE.hook(fail), pytest.raises(ServiceError, match="PUT failed"):
+        try_claim(url)
     assert list(objstore.list_sizes(f"{root}/claims")) == [url]  # no marker left
     claim = try_claim(url)
     assert isinstance(claim, Claim)

@@ -3,19 +3,30 @@
 Run: ``.venv/bin/python -m benchmarks.suite.objstore`` (``--help`` for sizes). One run, same
 store, three sources side by side, taking turns epoch by epoch (:mod:`benchmarks.runner`):
 
-1. ``local``: the store on local disk (page cache hot after the warm-up).
+1. ``local``: the store on local disk (page cache hot after the warm-up), as the loader reads
+   it by default; ``local pread+crc``: the same read as the object rows must do it, each chunk
+   copied through the kernel (``io="pread"``) and its crc32c checked on every read.
 2. ``s3``: the store in an S3-compatible server, every chunk a ranged GET (no local cache).
    Without ``--endpoint`` the server is moto's server mode started on 127.0.0.1 by this script
    (a single-process Python server: its own CPU is part of the measurement, so this row is a
    floor, not what a real object store gives).
 3. ``s3+cache``: the same with a :class:`~loaders.store.readcache.ReadCache` on local disk,
    measured on epochs after the first (the cache holds the whole store): what epoch 2 costs.
+4. ``s3 line rate``: the same reads from :mod:`benchmarks.suite.objstore.rangeserver`, a
+   read-only S3-compatible server of the local store's folder that sends each answer with one
+   ``sendall``: the loader's own CPU per sample when the server is not the bottleneck (moto
+   sends slowly, and a slow sender wakes a reader many more times per byte).
+
+The object rows read through the same byte-store interface as the local ones
+(:mod:`precompute.storage`): ranged GETs on the loader's read threads, each received straight
+into the batch rows (:mod:`precompute.storage.rawget`).
 
 For each: samples/s, read bandwidth (MB/s of pixel bytes), host CPU ms/sample of this process
-(the moto server runs in its own process and is not counted), and GET requests and bytes per
-sample. Also bytes per sample of each format (JPEG and PNG inputs as generated, the stored
-sample with its crc32c and index overhead). Setup happens outside the timed parts; each
-figure is over ``--runs`` epochs after a warm-up epoch.
+(the moto server runs in its own process and is not counted; obstore's own threads are), and
+requests and bytes fetched per sample (the store's own counters). Also bytes per sample of each
+format (JPEG and PNG inputs as generated, the stored sample with its crc32c and index
+overhead). Setup happens outside the timed parts; each figure is over ``--runs`` epochs after a
+warm-up epoch.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,15 +79,18 @@ def _format_bytes(size: int, n: int = 32) -> dict[str, float]:
     }
 
 
-def _moto() -> tuple[subprocess.Popen[bytes], str]:
-    """Start moto's server on a free port of 127.0.0.1 in its own process; return it + URL."""
+def _server(*argv: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``python -m ARGV... PORT`` on a free port of 127.0.0.1; return it and its URL.
+
+    In its own process: its CPU is not this process's.
+    """
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", *argv, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -88,20 +103,26 @@ def _moto() -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("moto server did not start")
+    raise RuntimeError(f"{argv[0]} did not start")
+
+
+def _counts(store: Any) -> tuple[int, int]:
+    """Requests and bytes fetched so far by ``store`` (a local store counts none)."""
+    return getattr(store, "requests", 0), getattr(store, "bytes_read", 0)
 
 
 def _row(name: str, loader: StoreLoader) -> Row:
-    """One epoch per call; records GET requests and bytes fetched per sample (``s3`` rows)."""
-    remote = loader.source.image._s3
+    """One epoch per call; records requests and bytes fetched per sample (``s3`` rows)."""
+    store = loader.source.image.store
 
     def body(run: Run) -> int:
         loader.set_epoch(run.index)
-        req0 = (remote.requests, remote.bytes_fetched) if remote else (0, 0)
+        req0 = _counts(store)
         n = 0
         for batch in loader:
             n += len(batch["index"])
-        reqs = (remote.requests - req0[0], remote.bytes_fetched - req0[1]) if remote else (0, 0)
+        now = _counts(store)
+        reqs = (now[0] - req0[0], now[1] - req0[1])
         run.record("gets_per_sample", reqs[0] / n)
         run.record("bytes_fetched_per_sample", reqs[1] / n)
         return n
@@ -127,41 +148,68 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=8, help="loader num_threads (GETs in flight)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--endpoint", help="an S3-compatible endpoint (default: start moto)")
+    ap.add_argument("--bucket", help="an existing bucket at --endpoint (moto: one is made)")
     add_json_argument(ap)
     args = ap.parse_args(argv)
-    proc = None
+    procs = []
     if args.endpoint is None:
-        proc, args.endpoint = _moto()
+        moto, args.endpoint = _server("moto.server", "-H", "127.0.0.1", "-p")
+        procs.append(moto)
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ["AWS_ENDPOINT_URL"] = args.endpoint
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     try:
         with Bench("objstore", args.json) as bench, tempfile.TemporaryDirectory() as tmp:
-            _run(args, Path(tmp), bench)
+            fast, served = _server("benchmarks.suite.objstore.rangeserver", tmp)
+            procs.append(fast)
+            _run(args, Path(tmp), bench, served)
     finally:
-        if proc is not None:
+        for proc in procs:
             proc.kill()
             proc.wait()
 
 
-def _run(args: argparse.Namespace, tmp: Path, bench: Bench) -> None:
-    import boto3
+def _make_bucket(endpoint: str, bucket: str) -> None:
+    """Create ``bucket`` on the moto server at ``endpoint`` (moto takes an unsigned request)."""
+    import urllib.request
 
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")).close()
+
+
+def _line_rate(endpoint: str, url: str, **kw: Any) -> StoreLoader:
+    """A loader of ``url`` on the line-rate server at ``endpoint``.
+
+    A bucket's object store is opened at its first use, from the environment of that moment:
+    so ``AWS_ENDPOINT_URL`` names this server while its loader opens, and the other one after.
+    """
+    other = os.environ["AWS_ENDPOINT_URL"]
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    try:
+        return StoreLoader(url, **kw)
+    finally:
+        os.environ["AWS_ENDPOINT_URL"] = other
+
+
+def _run(args: argparse.Namespace, tmp: Path, bench: Bench, served: str) -> None:
     n, s = args.samples, args.size
     images = np.random.default_rng(0).integers(0, 256, (n, s, s, 3), dtype=np.uint8)
     spec = BuildSpec(size=s, chunk_samples=args.chunk_samples, shard_samples=8 * args.chunk_samples)
-    write_store_from_arrays(tmp / "store", images, np.arange(n) % 10, spec)
-    bucket = f"bench-{os.getpid()}"
-    boto3.client("s3").create_bucket(Bucket=bucket)
+    local = tmp / "served" / "store"  # the line-rate server serves s3://served/store from here
+    write_store_from_arrays(local, images, np.arange(n) % 10, spec)
+    bucket = args.bucket or f"bench-{os.getpid()}"
+    if args.bucket is None:
+        _make_bucket(args.endpoint, bucket)
     url = f"s3://{bucket}/store.zarr"
-    put_folder(tmp / "store", url)
+    put_folder(local, url)
     sample_bytes = float(s * s * 3)
     kw = {"batch_size": args.batch, "num_threads": args.threads, "prefetch": 2, "seed": 0}
     loaders = {
-        "local": StoreLoader(tmp / "store", **kw),
+        "local": StoreLoader(local, **kw),
+        "local pread+crc": StoreLoader(local, io="pread", verify="always", **kw),
         "s3": StoreLoader(url, **kw),
         "s3+cache": StoreLoader(url, read_cache=ReadCache(tmp / "cache", 64 << 30), **kw),
+        "s3 line rate": _line_rate(served, "s3://served/store", **kw),
     }
     bench.note(environment_line(), f"args: {json.dumps(vars(args), default=str)}")
     try:
@@ -173,7 +221,3 @@ def _run(args: argparse.Namespace, tmp: Path, bench: Bench) -> None:
             loader.close()
     sizes = _format_bytes(s)
     bench.note("bytes per sample: " + json.dumps(sizes))
-
-
-if __name__ == "__main__":
-    main()
