@@ -167,7 +167,7 @@ class ObjectStore(ByteStore):
         except FileNotFoundError:
             raise FileNotFoundError(f"{self.url(key)}: no such object") from None
         except Exception as exc:
-            if type(exc).__name__ == "NotSupportedError" and start is None and self._suffixes:
+            if type(exc).__name__ == "NotSupportedError" and start is None and length:
                 self._suffixes = False  # Azure Blob has no suffix range: HEAD, then a range
                 return self.get(key, start, length, if_version=if_version)
             if if_version and type(exc).__name__ == "PreconditionError":
