@@ -28,7 +28,6 @@ from tests.contracts.loader_contract import (
     make_index_store,
     serve_epochs,
 )
-from tests.objectservers import PROTOCOLS, new_bucket
 from tests.s3wire import WIRE, WireRequest
 
 NUM = 90  # 6 shards of 16 (the last one cut), chunks of 4
@@ -44,12 +43,6 @@ def s3_store(bucket: str, local_store: Path) -> str:
     url = f"{bucket}/stores/train.zarr"
     put_folder(local_store, url)
     return url
-
-
-@pytest.fixture(params=PROTOCOLS)
-def any_bucket(request: pytest.FixtureRequest) -> str:
-    """A new bucket on each of the object servers in turn (S3, Azure Blob)."""
-    return new_bucket(request, request.param, "nostall-loader")
 
 
 @pytest.fixture
