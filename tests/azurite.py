@@ -81,7 +81,12 @@ def azurite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = folder / "azurite.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [binary, *flags], cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+            [binary, *flags],
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            preexec_fn=_die_with_parent,
         )
     try:
         endpoint = _listening(proc, log)
@@ -102,6 +107,14 @@ def azurite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, even by SIGKILL (Linux's prctl)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def _listening(proc: subprocess.Popen[bytes], log: Path) -> str:
