@@ -40,6 +40,20 @@ install_browser() {
     echo "could not install chromium chromium-driver with apt-get" >&2
 }
 
+# The Azure Blob tests run against Azurite (tests/azurite.py), a Node package kept in .azurite/;
+# without Node and npm they fail, naming this install.
+install_azurite() {
+  if [ -x .azurite/node_modules/.bin/azurite-blob ]; then
+    return
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "no npm: install Node.js 18+ so that the Azure Blob tests can install Azurite" >&2
+    return
+  fi
+  npm install --prefix .azurite --no-audit --no-fund --silent azurite@3 ||
+    echo "could not install azurite with npm" >&2
+}
+
 case "${1:-}" in
   demo)
     install
@@ -49,6 +63,7 @@ case "${1:-}" in
   test)
     install
     install_browser
+    install_azurite
     shift
     # Lint first: a formatting, lint or type error fails CI like a failing test.
     "$VENV/bin/ruff" format --check .

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from tests.azurite import azurite_server  # noqa: F401  (a fixture: Azure Blob on Azurite)
 from tests.storeclock import StoreClock
 
 
@@ -22,12 +23,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_gpu)
         if "dali" in item.keywords and not has_dali:
             item.add_marker(no_dali)
-    # the session's Ray must inherit the S3 test server's AWS_* settings, as a user's Ray
-    # workers inherit theirs: if any test uses the server, it starts before Ray does
-    config.stash[_NEEDS_S3] = any("s3_server" in item.fixturenames for item in items)
+    # the session's Ray must inherit the object servers' AWS_* and AZURE_* settings, as a
+    # user's Ray workers inherit theirs: a server any test uses starts before Ray does
+    config.stash[_SERVERS] = [
+        name for name in _OBJECT_SERVERS if any(name in item.fixturenames for item in items)
+    ]
 
 
-_NEEDS_S3 = pytest.StashKey[bool]()
+_OBJECT_SERVERS = ("s3_server", "azurite_server")
+_SERVERS = pytest.StashKey[list[str]]()
 
 
 @pytest.fixture(scope="session")
@@ -80,8 +84,8 @@ def ray_local(request: pytest.FixtureRequest):
 
     from precompute.runtime.raylocal import start_local_ray
 
-    if request.config.stash.get(_NEEDS_S3, False):
-        request.getfixturevalue("s3_server")
+    for server in request.config.stash.get(_SERVERS, []):
+        request.getfixturevalue(server)
 
     local = None if ray.is_initialized() else start_local_ray(num_cpus=2)
     yield ray

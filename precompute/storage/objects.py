@@ -102,6 +102,7 @@ class ObjectStore(ByteStore):
         self._count_lock = threading.Lock()
         self.requests = self.bytes_read = 0
         self._unsigned = False  # signed reads declined (no signing, a proxy): obstore reads
+        self._suffixes = True  # the server reads "the last n bytes" (Azure Blob does not)
 
     @classmethod
     def for_root(cls, root: str) -> ObjectStore:
@@ -151,9 +152,12 @@ class ObjectStore(ByteStore):
 
         options: dict[str, Any] = {"if_match": if_version} if if_version else {}
         if length is not None:
-            if length <= 0:
+            if length <= 0 or (start is None and not self._suffixes):
                 found = self.head(key)
-                return Blob(b"", found.size, found.version)
+                if length <= 0:
+                    return Blob(b"", found.size, found.version)
+                start, if_version = max(0, found.size - length), if_version or found.version
+                return self.get(key, start, found.size - start, if_version=if_version)
             options["range"] = {"suffix": length} if start is None else (start, start + length)
         elif start:
             options["range"] = {"offset": start}
@@ -163,13 +167,16 @@ class ObjectStore(ByteStore):
         except FileNotFoundError:
             raise FileNotFoundError(f"{self.url(key)}: no such object") from None
         except Exception as exc:
+            if type(exc).__name__ == "NotSupportedError" and start is None and length:
+                self._suffixes = False  # Azure Blob has no suffix range: HEAD, then a range
+                return self.get(key, start, length, if_version=if_version)
             if if_version and type(exc).__name__ == "PreconditionError":
                 raise OSError(
                     f"{self.url(key)}: the object was replaced while the store was read"
                 ) from exc
             raise OSError(f"{self.url(key)}: GET failed ({_reason(exc)})") from exc
         self._count(len(data))
-        etag, size = str(got.meta["e_tag"] or ""), int(got.meta["size"])
+        etag, size = _tag(got.meta["e_tag"]), int(got.meta["size"])
         return Blob(data, size, etag, stamp=(zlib.crc32(etag.encode()), size, 0))
 
     def read_into(
@@ -214,7 +221,7 @@ class ObjectStore(ByteStore):
         except Exception as exc:
             raise OSError(f"{self.url(key)}: HEAD failed ({_reason(exc)})") from exc
         self._count(0)
-        return Meta(int(found["size"]), str(found["e_tag"] or ""), found["last_modified"])
+        return Meta(int(found["size"]), _tag(found["e_tag"]), found["last_modified"])
 
     def _put(self, key: str, data: Data, mode: Any) -> str:
         import obstore
@@ -225,7 +232,7 @@ class ObjectStore(ByteStore):
         multipart = mode == "overwrite" and total > MULTIPART_BYTES
         result = obstore.put(self._store, key, whole, mode=mode, use_multipart=multipart)
         self._count(0)
-        return str(result["e_tag"] or "")
+        return _tag(result["e_tag"])
 
     def put(self, key: str, data: Data) -> str:
         """One PUT of the whole object (in parts beyond ``MULTIPART_BYTES``)."""
@@ -275,10 +282,20 @@ class ObjectStore(ByteStore):
         except OSError as exc:
             raise OSError(f"{self.url(key)}: {exc}") from exc
         self._count(0)
-        if answer.status in (409, 412):  # another version, or a conflicting write under way
+        # 409, 412: another version, or a conflicting write under way, unless the object is
+        # gone (Azure answers If-Match on a missing blob with 412); 404: gone already
+        lost = answer.status in (409, 412)
+        if lost and self._exists(key):
             raise VersionChangedError(f"{self.url(key)}: no longer the version {version}")
-        if answer.status >= 300 and answer.status != 404:  # 404: gone already
+        if answer.status >= 300 and not lost and answer.status != 404:
             raise OSError(f"{self.url(key)}: DELETE failed (HTTP {answer.status})")
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.head(key)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _metas(self, prefix: str) -> Iterator[tuple[str, Any]]:
         import obstore
@@ -307,7 +324,7 @@ class ObjectStore(ByteStore):
     def list(self, prefix: str) -> dict[str, Meta]:
         """Every object under ``prefix/`` (one paginated LIST)."""
         return {
-            key: Meta(int(m["size"]), str(m["e_tag"] or ""), m["last_modified"])
+            key: Meta(int(m["size"]), _tag(m["e_tag"]), m["last_modified"])
             for key, m in self._metas(prefix)
         }
 
@@ -323,7 +340,7 @@ class ObjectStore(ByteStore):
         if answer.status >= 300:
             raise OSError(f"{self.url(key)}: GET failed (HTTP {answer.status})")
         age = signed.age_of(answer.header("Date"), answer.header("Last-Modified"))
-        etag = answer.header("ETag") or ""
+        etag = _tag(answer.header("ETag"))
         return Blob(answer.body, len(answer.body), etag, age)
 
     def ages(self, prefix: str) -> dict[str, float]:
@@ -350,6 +367,13 @@ class ObjectStore(ByteStore):
         from precompute.storage.objlock import object_lock
 
         return object_lock(self, key, owner)
+
+
+def _tag(etag: str | None) -> str:
+    """An ETag as a version, always quoted as HTTP writes it (Azure's LIST gives it bare)."""
+    if not etag:
+        return ""
+    return etag if etag.startswith(('"', "W/")) else f'"{etag}"'
 
 
 def _lost(exc: BaseException) -> bool:

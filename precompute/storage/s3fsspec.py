@@ -10,6 +10,7 @@ writes) unless that package is installed.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import io
@@ -40,7 +41,7 @@ class StoreFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _at(self, path: str) -> Location:
         text = str(path)
-        scheme = text.split("://", 1)[0] if "://" in text else self.protocol[0]
+        scheme = text.split("://", 1)[0] if "://" in text else self.protocol[0]  # as served
         scheme = "s3" if scheme == "s3a" else scheme
         return location(f"{scheme}://{self._strip_protocol(text)}")
 
@@ -101,5 +102,13 @@ def fsspec_s3() -> ModuleType:
     fsspec = importlib.import_module("fsspec")
     for scheme, native in _NATIVE.items():
         if importlib.util.find_spec(native) is None:
-            fsspec.register_implementation(scheme, StoreFileSystem, clobber=True)
+            fsspec.register_implementation(scheme, _serving(scheme), clobber=True)
     return fsspec
+
+
+@functools.cache
+def _serving(scheme: str) -> type[StoreFileSystem]:
+    """:class:`StoreFileSystem` for ``scheme``: fsspec hands it paths without their scheme."""
+    if scheme in ("s3", "s3a"):
+        return StoreFileSystem
+    return type(f"StoreFileSystem_{scheme}", (StoreFileSystem,), {"protocol": (scheme,)})

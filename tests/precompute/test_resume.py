@@ -1,7 +1,7 @@
 """Crash safety: a real build process killed with SIGKILL mid-way, then resumed; build lock.
 
 One scenario, both writers: the store on local disk and in object storage (the real S3 test
-server), each resumed to the bytes of a clean local build.
+server and the real Azure Blob one), each resumed to the bytes of a clean local build.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from precompute.format.layout import ATTR_KEY, MARKER_DIR
 from precompute.format.verify import verify_store
 from precompute.sample import make_sample_dataset
 from precompute.storage import objstore
+from tests.objectservers import PROTOCOLS, new_bucket
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -140,26 +141,25 @@ def _status(proc: psutil.Process) -> str:
         return "gone"
 
 
-_buckets = iter(range(10**6))
-
-
-def _output(backend: str, tmp_path: Path) -> Path | str:
+def _output(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     if backend == "local":
         return tmp_path / "killed"
-    name = f"nostall-resume-{next(_buckets)}"
-    import boto3  # the test's own client: buckets are made outside the store's interface
-
-    boto3.client("s3").create_bucket(Bucket=name)
-    return f"s3://{name}/stores/killed.zarr"
+    return f"{new_bucket(request, backend, 'nostall-resume')}/stores/killed.zarr"
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.parametrize("backend", ["local", *PROTOCOLS])
 @pytest.mark.parametrize("whole_group", [True, False], ids=["killpg", "kill-driver"])
 def test_kill_9_then_resume_is_identical_and_second_build_refused(
-    s3_server: str, ray_local: None, tmp_path: Path, whole_group: bool, backend: str
+    s3_server: str,
+    azurite_server: str,
+    ray_local: None,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    whole_group: bool,
+    backend: str,
 ) -> None:
     src = make_sample_dataset(tmp_path / "src", 200, size_range=(96, 256), seed=2)
-    out = _output(backend, tmp_path)
+    out = _output(backend, request, tmp_path)
     num_shards = 200 // SPEC["shard_samples"]
     child = _start_child(src, out)
     # The child holds the lock from before it creates the store until it finalizes it; while

@@ -1,4 +1,5 @@
-"""The byte-store interface: one contract, run on a local folder and on a real S3 server (moto).
+"""The byte-store interface: one contract, run on a local folder, a real S3 server (moto) and a
+real Azure Blob server (Azurite).
 
 The object store is obstore talking to moto's server mode on 127.0.0.1 over real HTTP; the
 conditional DELETE and the dated GET go out as requests obstore signs (:mod:`.signed`).
@@ -17,6 +18,7 @@ import pytest
 
 from precompute.errors import StoreError
 from precompute.storage import Location, location
+from tests.azurite import create_container
 from tests.contracts.byte_store import ByteStoreContract
 from tests.s3wire import WIRE, WireRequest
 
@@ -40,6 +42,21 @@ class TestObjectStore(ByteStoreContract):
     @pytest.fixture
     def where(self, bucket: str) -> Location:
         return location(f"{bucket}/root")
+
+
+@pytest.fixture
+def container(azurite_server: str) -> str:
+    name = f"nostall-storage-{uuid.uuid4().hex[:12]}"
+    create_container(azurite_server, name)
+    return f"az://{name}"
+
+
+class TestAzureStore(ByteStoreContract):
+    """The same contract on Azure Blob storage (Azurite): another protocol, another client."""
+
+    @pytest.fixture
+    def where(self, container: str) -> Location:
+        return location(f"{container}/root")
 
 
 def test_a_local_location_is_a_path_and_an_object_one_is_not(tmp_path: Path, bucket: str) -> None:

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.objectservers import PROTOCOLS, new_bucket
+
 
 @pytest.fixture(scope="module")
 def ray_cluster(s3_server: str) -> Iterator[Any]:
@@ -45,3 +47,13 @@ def bucket(s3_server: str) -> str:
     name = f"nostall-test-{next(_buckets)}"
     boto3.client("s3").create_bucket(Bucket=name)
     return f"s3://{name}"
+
+
+@pytest.fixture(params=PROTOCOLS)
+def any_bucket(request: pytest.FixtureRequest, s3_server: str, azurite_server: str) -> str:
+    """A new bucket on each object server in turn (S3 on moto, Azure Blob on Azurite).
+
+    Both servers are named, so that a session's Ray starts after them and inherits their
+    settings (``tests/conftest.py``).
+    """
+    return new_bucket(request, request.param, "nostall-test")

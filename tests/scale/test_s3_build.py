@@ -1,4 +1,5 @@
-"""`precompute build --out s3://...` against a real S3-compatible server: same protocol as disk.
+"""`precompute build --out s3://...` (or ``az://``) against real object servers (S3 on moto, Azure
+Blob on Azurite): the same protocol as disk.
 
 A build killed mid-way and resumed, on disk and in object storage alike:
 ``tests/precompute/test_resume.py``.
@@ -63,9 +64,9 @@ def _s3_files(url: str) -> dict[str, bytes]:
 
 
 def test_build_into_s3_is_byte_identical_and_published_last(
-    ray_local: None, bucket: str, src: Path, local_store: Path
+    ray_local: None, any_bucket: str, src: Path, local_store: Path
 ) -> None:
-    url = f"{bucket}/stores/train.zarr"
+    url = f"{any_bucket}/stores/train.zarr"
     _build(src, url)
     assert _s3_files(url) == _local_files(local_store)
     attrs = json.loads(objstore.get_range(f"{url}/zarr.json").data)["attributes"]["nostall"]
@@ -76,12 +77,12 @@ def test_build_into_s3_is_byte_identical_and_published_last(
 
 
 def test_build_from_s3_into_s3_holds_the_samples_of_the_local_build(
-    ray_local: None, bucket: str, src: Path, local_store: Path
+    ray_local: None, any_bucket: str, src: Path, local_store: Path
 ) -> None:
-    put_folder(src, f"{bucket}/raw")
-    url = f"{bucket}/stores/from-s3.zarr"
-    _build(f"{bucket}/raw", url)
+    put_folder(src, f"{any_bucket}/raw")
+    url = f"{any_bucket}/stores/from-s3.zarr"
+    _build(f"{any_bucket}/raw", url)
     assert _s3_files(url) == _local_files(local_store)  # same slots, pixels, labels and keys
     attrs = json.loads(objstore.get_range(f"{url}/zarr.json").data)["attributes"]["nostall"]
-    assert attrs["report"]["source"] == f"{bucket}/raw" and attrs["report"]["num_inputs"] == NUM
+    assert attrs["report"]["source"] == f"{any_bucket}/raw" and attrs["report"]["num_inputs"] == NUM
     assert verify_store(url) == []

@@ -1,4 +1,4 @@
-"""`precompute verify` and `inspect` on a store in a real S3-compatible server."""
+"""`precompute verify` and `inspect` on a store in each real object server (S3, Azure Blob)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ def local_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def s3_store(bucket: str, local_store: Path) -> str:
-    put_folder(local_store, f"{bucket}/v.zarr")
-    return f"{bucket}/v.zarr"
+def s3_store(any_bucket: str, local_store: Path) -> str:
+    """The store in each object server in turn (S3, Azure Blob)."""
+    put_folder(local_store, f"{any_bucket}/v.zarr")
+    return f"{any_bucket}/v.zarr"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,8 @@
-"""StoreLoader over a real S3-compatible server: ranged GETs, crc32c, local read-through cache."""
+"""StoreLoader over real object servers: ranged GETs, crc32c, local read-through cache.
+
+The scenarios run on the S3-compatible server (moto) and on the Azure Blob one (Azurite); those
+that count or alter requests on the wire (:mod:`tests.s3wire`) on the S3 one only.
+"""
 
 from __future__ import annotations
 
@@ -41,15 +45,22 @@ def s3_store(bucket: str, local_store: Path) -> str:
     return url
 
 
+@pytest.fixture
+def any_store(any_bucket: str, local_store: Path) -> str:
+    url = f"{any_bucket}/stores/train.zarr"
+    put_folder(local_store, url)
+    return url
+
+
 def _epochs(store: Any, epochs: int = 2, **kw: Any) -> Epochs:
     loader = StoreLoader(store, batch_size=8, seed=3, num_threads=4, prefetch=1, **kw)
     return serve_epochs(loader, epochs)
 
 
-def test_s3_store_streams_the_same_batches_as_the_local_one(
-    s3_store: str, local_store: Path
+def test_any_store_streams_the_same_batches_as_the_local_one(
+    any_store: str, local_store: Path
 ) -> None:
-    assert_same_epochs(_epochs(s3_store), _epochs(local_store))
+    assert_same_epochs(_epochs(any_store), _epochs(local_store))
 
 
 def test_chunks_are_ranged_gets_and_epoch_two_reads_the_local_cache(
@@ -85,40 +96,40 @@ def test_read_cache_keeps_its_budget_evicting_least_recently_used(tmp_path: Path
 
 
 def test_a_damaged_cache_entry_is_fetched_again(
-    s3_store: str, local_store: Path, tmp_path: Path
+    any_store: str, local_store: Path, tmp_path: Path
 ) -> None:
     cache = ReadCache(tmp_path / "cache", 1 << 30)
-    _epochs(s3_store, 1, read_cache=cache)
+    _epochs(any_store, 1, read_cache=cache)
     for entry in (tmp_path / "cache").glob("??/*"):
         data = bytearray(entry.read_bytes())
         data[5] ^= 0xFF
         entry.write_bytes(bytes(data))
     assert_same_epochs(
-        _epochs(s3_store, 1, read_cache=ReadCache(tmp_path / "cache", 1 << 30)),
+        _epochs(any_store, 1, read_cache=ReadCache(tmp_path / "cache", 1 << 30)),
         _epochs(local_store, 1),
     )
 
 
-def test_a_corrupt_chunk_object_raises_naming_url_and_chunk(s3_store: str) -> None:
-    shard = f"{s3_store}/image/c/1/0/0/0"
+def test_a_corrupt_chunk_object_raises_naming_url_and_chunk(any_store: str) -> None:
+    shard = f"{any_store}/image/c/1/0/0/0"
     data = bytearray(objstore.get_range(shard).data)
     data[100] ^= 0x01  # inside the first inner chunk of shard 1
     objstore.put_bytes(shard, bytes(data))
     with pytest.raises(
         CorruptChunkError,
-        match=r"image: shard file s3://.*/image/c/1/0/0/0, "
+        match=r"image: shard file (s3|az)://.*/image/c/1/0/0/0, "
         r"chunk \(4, 0, 0, 0\): crc32c checksum mismatch",
     ):
-        _epochs(s3_store, 1)
+        _epochs(any_store, 1)
 
 
-def test_a_corrupt_chunk_never_enters_the_read_cache(s3_store: str, tmp_path: Path) -> None:
-    shard = f"{s3_store}/image/c/1/0/0/0"
+def test_a_corrupt_chunk_never_enters_the_read_cache(any_store: str, tmp_path: Path) -> None:
+    shard = f"{any_store}/image/c/1/0/0/0"
     data = bytearray(objstore.get_range(shard).data)
     data[100] ^= 0x01  # inside the first inner chunk of shard 1
     objstore.put_bytes(shard, bytes(data))
     cache = ReadCache(tmp_path / "cache", 1 << 30)
-    loader = StoreLoader(s3_store, 8, seed=0, shuffle=False, read_cache=cache)
+    loader = StoreLoader(any_store, 8, seed=0, shuffle=False, read_cache=cache)
     with pytest.raises(CorruptChunkError, match="crc32c checksum mismatch"):
         for _ in loader:
             pass
@@ -128,14 +139,16 @@ def test_a_corrupt_chunk_never_enters_the_read_cache(s3_store: str, tmp_path: Pa
     assert all(chunk_sound(entry) for entry in cached)  # and only sound ones
 
 
-def test_a_missing_or_cut_shard_object_is_refused_at_open(s3_store: str) -> None:
-    shard = f"{s3_store}/label/c/2"
+def test_a_missing_or_cut_shard_object_is_refused_at_open(any_store: str) -> None:
+    shard = f"{any_store}/label/c/2"
     objstore.put_bytes(shard, objstore.get_range(shard).data[:-3])
-    with pytest.raises(StoreOpenError, match=r"shard 2: label: shard file s3://.*/label/c/2 has"):
-        StoreLoader(s3_store, batch_size=8)
+    with pytest.raises(
+        StoreOpenError, match=r"shard 2: label: shard file (s3|az)://.*/label/c/2 has"
+    ):
+        StoreLoader(any_store, batch_size=8)
     objstore.delete(shard)
     with pytest.raises(StoreOpenError, match=r"shard 2: label: shard file is missing"):
-        StoreLoader(s3_store, batch_size=8)
+        StoreLoader(any_store, batch_size=8)
 
 
 def test_errors_name_the_url_and_never_the_secret(bucket: str) -> None:
@@ -146,10 +159,10 @@ def test_errors_name_the_url_and_never_the_secret(bucket: str) -> None:
         objstore.split_url("s3:///no-bucket")
 
 
-def test_an_object_replaced_while_reading_fails_instead_of_mixing_versions(s3_store: str) -> None:
-    loader = StoreLoader(s3_store, batch_size=8, seed=3, num_threads=2)
+def test_an_object_replaced_while_reading_fails_instead_of_mixing_versions(any_store: str) -> None:
+    loader = StoreLoader(any_store, batch_size=8, seed=3, num_threads=2)
     list(loader)  # every shard index read, with its object's ETag
-    one, two = f"{s3_store}/image/c/1/0/0/0", f"{s3_store}/image/c/2/0/0/0"
+    one, two = f"{any_store}/image/c/1/0/0/0", f"{any_store}/image/c/2/0/0/0"
     objstore.put_bytes(one, objstore.get_range(two).data)  # same size, another version
     loader.set_epoch(1)
     with pytest.raises(ChunkReadError, match=r"image/c/1/0/0/0.*replaced while the store"):
@@ -170,7 +183,7 @@ def test_small_arrays_are_read_whole_one_get_per_shard(s3_store: str, local_stor
 
 
 def test_a_store_rebuilt_at_the_same_url_never_reads_old_cache_entries(
-    bucket: str, local_store: Path, tmp_path: Path
+    any_bucket: str, local_store: Path, tmp_path: Path
 ) -> None:
     """docs/scale.md: a rebuilt store (new ETags) never hits the entries of the old one."""
     images = index_images(NUM, 16)
@@ -180,7 +193,7 @@ def test_a_store_rebuilt_at_the_same_url_never_reads_old_cache_entries(
     write_store_from_arrays(
         other, images, labels, BuildSpec(size=16, chunk_samples=4, shard_samples=16)
     )
-    url = f"{bucket}/stores/rebuilt.zarr"
+    url = f"{any_bucket}/stores/rebuilt.zarr"
     put_folder(local_store, url)
     folder = tmp_path / "cache"
     first = ReadCache(folder, 1 << 30)

@@ -1,4 +1,5 @@
-"""Object-store outputs without Ray: the build lock, refused outputs, create and resume checks."""
+"""Object-store outputs without Ray: the build lock, refused outputs, create and resume checks
+(those that need no wire hook on both object servers, S3 and Azure Blob)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from precompute.storage import objstore
 from tests.s3wire import WIRE, WireRequest
 
 
-def test_a_second_build_is_refused_naming_the_holder(bucket: str) -> None:
-    out = objstore.store_path(f"{bucket}/s.zarr")
+def test_a_second_build_is_refused_naming_the_holder(any_bucket: str) -> None:
+    out = objstore.store_path(f"{any_bucket}/s.zarr")
     held = rf"held by {socket.gethostname()} pid {os.getpid()}\); wait for it"
     with build_lock(out), pytest.raises(BuildLockedError, match=held), build_lock(out):
         pass
@@ -29,20 +30,20 @@ def test_a_second_build_is_refused_naming_the_holder(bucket: str) -> None:
         pass
 
 
-def test_the_lock_of_a_dead_build_on_this_host_is_taken_over(bucket: str) -> None:
+def test_the_lock_of_a_dead_build_on_this_host_is_taken_over(any_bucket: str) -> None:
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
         text=True,
         check=True,
     )
-    lock = f"{bucket}/s.zarr/_nostall/build.lock"
+    lock = f"{any_bucket}/s.zarr/_nostall/build.lock"
     holder = {"host": socket.gethostname(), "pid": int(dead.stdout)}
     objstore.put_bytes(lock, json.dumps(holder).encode())
-    with build_lock(objstore.store_path(f"{bucket}/s.zarr")):
+    with build_lock(objstore.store_path(f"{any_bucket}/s.zarr")):
         assert json.loads(objstore.get_range(lock).data)["pid"] == os.getpid()
     objstore.put_bytes(lock, json.dumps({"host": "other-host", "pid": 1}).encode())
-    out = objstore.store_path(f"{bucket}/s.zarr")
+    out = objstore.store_path(f"{any_bucket}/s.zarr")
     with pytest.raises(BuildLockedError, match="held by other-host pid 1"), build_lock(out):
         pass
 
@@ -130,17 +131,17 @@ def test_outputs_other_than_object_store_urls_are_refused() -> None:
         check_output("s3:///x")
 
 
-def test_create_refuses_foreign_objects_and_resume_refuses_another_spec(bucket: str) -> None:
+def test_create_refuses_foreign_objects_and_resume_refuses_another_spec(any_bucket: str) -> None:
     from precompute import BuildSpec, StoreMismatchError
     from precompute.format.layout import StoreLayout
     from precompute.pipeline.writer import create_or_resume
 
     spec = BuildSpec(size=16, shard_samples=4, chunk_samples=2)
     layout = StoreLayout.from_spec(spec, 10)
-    objstore.put_bytes(f"{bucket}/other/notes.txt", b"not a store")
-    with pytest.raises(StoreError, match=rf"{bucket}/other: is not empty .*other/notes.txt"):
-        create_or_resume(objstore.store_path(f"{bucket}/other"), spec, layout, "fp")
-    out = objstore.store_path(f"{bucket}/s.zarr")
+    objstore.put_bytes(f"{any_bucket}/other/notes.txt", b"not a store")
+    with pytest.raises(StoreError, match=rf"{any_bucket}/other: is not empty .*other/notes.txt"):
+        create_or_resume(objstore.store_path(f"{any_bucket}/other"), spec, layout, "fp")
+    out = objstore.store_path(f"{any_bucket}/s.zarr")
     assert create_or_resume(out, spec, layout, "fp") == set()
     assert create_or_resume(out, spec, layout, "fp") == set()  # resumable, nothing done yet
     with pytest.raises(StoreMismatchError, match="differs in spec_hash"):
@@ -150,7 +151,7 @@ def test_create_refuses_foreign_objects_and_resume_refuses_another_spec(bucket: 
 
 
 def test_the_writer_into_s3_gives_the_objects_of_the_local_files(
-    bucket: str, tmp_path: Path
+    any_bucket: str, tmp_path: Path
 ) -> None:
     import numpy as np
 
@@ -161,7 +162,7 @@ def test_the_writer_into_s3_gives_the_objects_of_the_local_files(
     images = np.random.default_rng(0).integers(0, 256, (10, 8, 8, 3), dtype=np.uint8)
     labels = np.arange(10) % 3
     write_store_from_arrays(tmp_path / "local", images, labels, spec)
-    url = f"{bucket}/w.zarr"
+    url = f"{any_bucket}/w.zarr"
     write_store_from_arrays(objstore.store_path(url), images, labels, spec)
     local = {
         p.relative_to(tmp_path / "local").as_posix(): p.read_bytes()
