@@ -8,7 +8,7 @@ Layout of a cache root::
     building/<key>/        a build in progress; a killed build leaves it here and the next
                            build of the same key resumes or wipes it
     locks/<key>.lock       build lock (one builder per key, across processes)
-    leases/<key>.lease     shared flocks held by readers (see service.lease)
+    leases/<key>.lease     shared flocks held by readers (see service.coord.lease)
     trash/                 stores being deleted (renamed here first, then removed)
 
 Why JSON files rather than sqlite: each entry is written once by one builder with an atomic
@@ -29,7 +29,7 @@ import precompute
 from precompute.format.atomic import atomic_write_bytes
 from precompute.format.layout import StoreInfo
 from precompute.storage.location import store_path
-from service.builders import BuildRequest
+from service.cache.builders import BuildRequest
 from service.errors import ServiceError
 
 __all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
