@@ -56,10 +56,15 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         """Import the module under its new name and hand it out under the old one."""
-        return importlib.import_module(self._new_name(spec.name) or spec.name)
+        module = importlib.import_module(self._new_name(spec.name) or spec.name)
+        spec.loader_state = module.__spec__  # the import machinery sets __spec__ to ours
+        return module
 
     def exec_module(self, module: types.ModuleType) -> None:
-        """Nothing to run: the module ran under its new name."""
+        """Nothing to run (the module ran under its new name): give it back its own spec."""
+        spec = module.__spec__
+        if spec is not None and spec.loader is self:
+            module.__spec__ = spec.loader_state
 
 
 if not any(isinstance(f, _MovedModules) for f in sys.meta_path):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from service.cache.catalog import Entry
+from service.cache.roots import CacheRoot
 from service.coord.base import Coordinator
 from service.errors import StoreInUseError
 
@@ -43,7 +43,7 @@ class GcReport:
     budget_bytes: int | None
 
 
-def _unpublish(root: Any, coord: Coordinator, entry: Entry) -> bool:
+def _unpublish(root: CacheRoot, coord: Coordinator, entry: Entry) -> bool:
     """Delete ``entry`` and its store unless a reader leases it; we hold the key's claim."""
     with coord.guard(entry.key) as guard:
         if not guard.free():
@@ -56,7 +56,9 @@ def _unpublish(root: Any, coord: Coordinator, entry: Entry) -> bool:
     return True
 
 
-def remove_store(root: Any, coord: Coordinator, entry: Entry, lock_timeout: float = -1.0) -> None:
+def remove_store(
+    root: CacheRoot, coord: Coordinator, entry: Entry, lock_timeout: float = -1.0
+) -> None:
     """Unpublish ``entry`` (waiting for its build claim), unless a reader leases it.
 
     Raises:
@@ -69,7 +71,7 @@ def remove_store(root: Any, coord: Coordinator, entry: Entry, lock_timeout: floa
             raise StoreInUseError(f"store {entry.key} is leased by a reader; close it first")
 
 
-def try_evict(root: Any, coord: Coordinator, entry: Entry) -> bool:
+def try_evict(root: CacheRoot, coord: Coordinator, entry: Entry) -> bool:
     """Unpublish ``entry`` unless it is leased or being built; return whether it was evicted.
 
     A build claim whose holder is dead is taken over, not counted as a build.
@@ -82,7 +84,7 @@ def try_evict(root: Any, coord: Coordinator, entry: Entry) -> bool:
 
 
 def collect(
-    root: Any,
+    root: CacheRoot,
     coord: Coordinator,
     entries: Sequence[Entry],
     budget: int | None,

@@ -31,7 +31,7 @@ from service.coord.local import LocalCoordinator
 from service.coord.objects import ObjectCoordinator
 from service.coord.objholder import Timing
 
-__all__ = ["FolderRoot", "ObjectRoot", "open_root"]
+__all__ = ["CacheRoot", "FolderRoot", "ObjectRoot", "open_root"]
 
 _UNREADABLE = (StoreError, ValueError, KeyError, TypeError)
 
@@ -189,6 +189,9 @@ class ObjectRoot:
         return removed
 
 
-def open_root(root: str | Path) -> FolderRoot | ObjectRoot:
+CacheRoot = FolderRoot | ObjectRoot
+
+
+def open_root(root: str | Path) -> CacheRoot:
     """The root of ``root``: objects when its byte store is remote, else a folder."""
     return ObjectRoot(root) if location(str(root)).store.remote else FolderRoot(root)

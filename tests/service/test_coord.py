@@ -54,7 +54,9 @@ def test_a_held_lease_fails_the_eviction_guard_until_released(tmp_path: Path) ->
     ],
 )
 def test_moved_modules_import_by_their_old_names(old: str, new: str) -> None:
-    assert importlib.import_module(old) is importlib.import_module(new)
+    module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+    assert module.__spec__ is not None and module.__spec__.name == new  # its own spec, kept
 
 
 def test_object_cache_is_a_deprecated_name_of_cache() -> None:
