@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 import click
 
 from precompute.errors import PrecomputeError
-from service.cache import Cache
-from service.catalog import Entry
+from service.cache.catalog import Entry
+from service.cache.store import Cache
 from service.errors import CacheKeyError, ServiceError
+from service.http.server import TOKEN_ENV, make_server
+from service.http.web.units import ago, human_bytes
 from service.resolve import CACHE_ENV, default_cache_root
-from service.server import TOKEN_ENV, make_server
-from service.web.units import ago, human_bytes
 
 __all__ = ["cache", "human_bytes", "parse_bytes", "serve"]
 

@@ -10,6 +10,7 @@ __all__ = [
     "HTTP_STATUS",
     "BuildFailedError",
     "CacheKeyError",
+    "LockTimeoutError",
     "QueueFullError",
     "ServiceError",
     "SourceNotAllowedError",
@@ -40,6 +41,10 @@ class BuildFailedError(ServiceError):
     """A build ran but did not produce a complete store of the expected key."""
 
 
+class LockTimeoutError(ServiceError, TimeoutError):
+    """A lock or claim stayed held by another process past the timeout (names what and whose)."""
+
+
 class QueueFullError(ServiceError):
     """Too many builds are queued; retry later."""
 
@@ -50,4 +55,5 @@ HTTP_STATUS: dict[type[Exception], int] = {
     SourceNotAllowedError: 400,
     BuildFailedError: 500,
     QueueFullError: 429,
+    LockTimeoutError: 503,
 }

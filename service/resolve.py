@@ -1,7 +1,7 @@
 """Resolve a store reference for a loader: a cache key or (source, spec) -> (path, lease).
 
 ``StoreLoader`` calls :func:`resolve` when given something that is not a store path, keeps the
-returned :class:`~service.lease.Lease` for as long as it reads the store, and releases it when
+returned :class:`~service.coord.lease.Lease` for as long as it reads the store, and releases it when
 closed. While the lease is held, the store cannot be evicted or removed.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.storage.location import is_url
-from service.cache import Cache, StoreLease, StoreRef
+from service.cache.store import Cache, StoreLease, StoreRef
 
 __all__ = ["CACHE_ENV", "default_cache_root", "resolve"]
 

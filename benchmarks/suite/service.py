@@ -33,7 +33,7 @@ from precompute.pipeline.writer import write_store_from_arrays
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
 from service import Cache
-from service.catalog import Entry, dir_size
+from service.cache.catalog import Entry, dir_size
 
 SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}
 TARGET_MS = 50.0

@@ -18,7 +18,7 @@ from typing import Any
 
 from precompute.cli import cli
 from precompute.format.layout import open_store_info
-from service.keys import store_key
+from service.cache.keys import store_key
 
 SRC = Path(__file__).with_name("src")
 PINS = Path(__file__).with_name("pins.json")

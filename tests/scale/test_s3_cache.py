@@ -24,10 +24,10 @@ from precompute.pipeline.writer import create_or_resume, write_shard
 from precompute.storage import objstore
 from precompute.storage.objupload import put_folder
 from service import Cache, ServiceError, StoreInUseError, resolve
-from service.app import create_app
-from service.builders import Builder, BuildRequest
-from service.objcache import ObjectCache
-from service.paths import SourcePolicy
+from service.cache.builders import Builder, BuildRequest
+from service.coord.objects import ObjectCoordinator
+from service.http.app import create_app
+from service.http.paths import SourcePolicy
 from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 from tests.service.server_util import serving
@@ -83,7 +83,7 @@ def ticking(start: float = 1_000_000.0) -> Callable[[], float]:
 
 def test_an_s3_root_makes_an_object_cache_and_bad_roots_are_named(bucket: str) -> None:
     cache = Cache(f"{bucket}/cache/")
-    assert isinstance(cache, ObjectCache) and str(cache.root) == f"{bucket}/cache"
+    assert isinstance(cache.coord, ObjectCoordinator) and str(cache.root) == f"{bucket}/cache"
     assert cache.list() == [] and cache.status("a" * 64) == {"key": "a" * 64, "status": "absent"}
     with pytest.raises(ServiceError, match="s3://no-such-bucket-x/c/claims: LIST failed"):
         Cache("s3://no-such-bucket-x/c")
@@ -265,7 +265,7 @@ def _until_changed(url: str, etag: str, timeout: float = 60.0) -> str:
 def test_a_claim_beats_while_held_and_one_of_another_host_that_stops_is_taken_over(
     bucket: str, tmp_path: Path, store_clock: StoreClock
 ) -> None:
-    from service.objclaim import try_claim
+    from service.coord.objclaim import try_claim
 
     url = f"{bucket}/cache/claims/x.json"
     with try_claim(url, beat_s=0.1):
@@ -332,7 +332,7 @@ def test_a_builder_that_lost_its_claim_while_building_publishes_no_entry(
         )
 
     cache = Cache(root, builder=stalled)
-    assert isinstance(cache, ObjectCache)
+    assert isinstance(cache.coord, ObjectCoordinator)
     with pytest.raises(ServiceError, match=r"its claim .* was taken over by another builder"):
         cache.get_or_build(source, SPEC)
     assert cache.list() == []  # no entry: the key is the taker's to publish

@@ -9,8 +9,8 @@ import pytest
 
 from precompute.storage.objupload import put_folder
 from service import Cache
-from service.app import create_app
-from service.paths import SourcePolicy
+from service.http.app import create_app
+from service.http.paths import SourcePolicy
 from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source
 from tests.service.server_util import serving

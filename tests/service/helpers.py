@@ -14,7 +14,7 @@ from precompute.pipeline.writer import create_or_resume, write_shard, write_stor
 from precompute.sample import make_sample_dataset
 from precompute.sources.classes import list_source
 from precompute.spec import BuildSpec
-from service.builders import Builder, BuildRequest
+from service.cache.builders import Builder, BuildRequest
 
 SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}
 

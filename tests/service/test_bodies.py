@@ -1,6 +1,6 @@
 """Property tests of the service's request bodies: any input is a value or our own error.
 
-The parsers (``service.bodies``, ``service.keys.parse_spec``, ``SourcePolicy.check``) are
+The parsers (``service.http.bodies``, ``service.cache.keys.parse_spec``, ``SourcePolicy.check``) are
 called directly with arbitrary JSON and bytes, then the same bodies go over real HTTP to a
 real server, where every answer must be a 2xx/4xx, never a 500.
 """
@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from precompute.errors import PrecomputeError
 from precompute.spec import AugmentPolicy, BuildSpec
 from service import BuildRequest, Cache
-from service.app import create_app
-from service.bodies import MAX_BODY_BYTES, parse_build_body, parse_json
 from service.errors import ServiceError, SourceNotAllowedError
-from service.paths import SourcePolicy
+from service.http.app import create_app
+from service.http.bodies import MAX_BODY_BYTES, parse_build_body, parse_json
+from service.http.paths import SourcePolicy
 from tests.service.helpers import make_source
 from tests.service.server_util import serving
 

@@ -16,7 +16,8 @@ import pytest
 
 from precompute.errors import StoreIncompleteError
 from precompute.format.layout import open_store_info
-from service import Cache, ServiceError
+from service import Cache
+from service.errors import LockTimeoutError
 from tests.processes import spawn_module
 from tests.servers import wait_for
 from tests.service.helpers import SPEC, make_source, read_log
@@ -98,11 +99,13 @@ def test_a_killed_builders_store_is_never_served_and_the_next_caller_builds(
     key = cache.key_for(source, SPEC)
     half = {"shards_done": 1, "shards_total": 2, "fraction": 0.5}
     assert cache.status(key)["status"] == "building" and cache.status(key)["progress"] == half
-    if cache_root.startswith("s3://"):  # the local cache's flock timeout names no holder
-        with pytest.raises(
-            ServiceError, match=rf"waiting for the build of {key} by .* pid {procs[0].pid}"
-        ):
-            cache.get_or_build(source, SPEC)  # a live builder holds the claim: wait, time out
+    # a live builder holds the claim: wait, time out with an error naming the lock or holder
+    if cache_root.startswith("s3://"):
+        held_by = rf"waiting for the build of {key} by .* pid {procs[0].pid}"
+    else:  # a flock names no holder: the lock file, and the timeout
+        held_by = rf"after 0.5 s waiting for the build of {key}: .* lock file \S*/locks/{key}.lock"
+    with pytest.raises(LockTimeoutError, match=held_by):
+        cache.get_or_build(source, SPEC)
     os.kill(procs[0].pid, signal.SIGKILL)
     procs[0].wait(timeout=30)
     status = cache.status(key)

@@ -13,8 +13,8 @@ import zarr
 from precompute.format.layout import open_store_info
 from precompute.sources.classes import fingerprint, list_source
 from service import Cache, precompute_builder, resolve
-from service.app import create_app
-from service.paths import SourcePolicy
+from service.http.app import create_app
+from service.http.paths import SourcePolicy
 from tests.service.helpers import SPEC, make_source
 from tests.service.server_util import serving
 

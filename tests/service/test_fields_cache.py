@@ -17,9 +17,9 @@ from benchmarks.fields_data import make_landmarks, make_segmentation
 from loaders import StoreLoader
 from precompute.format.layout import open_store_info
 from service import Cache, precompute_builder
-from service.app import create_app
 from service.errors import SourceNotAllowedError
-from service.paths import SourcePolicy
+from service.http.app import create_app
+from service.http.paths import SourcePolicy
 from tests.servers import wait_ready
 from tests.service.server_util import serving
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from service import BuildRequest, Cache
-from service.app import create_app
-from service.paths import SourcePolicy
+from service.http.app import create_app
+from service.http.paths import SourcePolicy
 from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 from tests.service.server_util import serving

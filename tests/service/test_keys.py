@@ -10,8 +10,8 @@ import pytest
 import precompute
 from precompute.errors import SpecError
 from service import Cache
+from service.cache.keys import check_key, is_key, parse_spec, store_key
 from service.errors import CacheKeyError, SourceNotAllowedError
-from service.keys import check_key, is_key, parse_spec, store_key
 from tests.service.helpers import SPEC, index_builder, make_source, spec
 
 
@@ -120,8 +120,8 @@ def test_bad_inputs_raise_named_errors(cache: Cache, source: Path, tmp_path: Pat
 def test_manifest_with_a_bad_label_line_keys_like_its_skip_build(tmp_path: Path) -> None:
     from precompute.sample import make_sample_dataset
     from precompute.sources.classes import fingerprint, list_source
-    from service.keys import source_fingerprint
-    from service.paths import SourcePolicy
+    from service.cache.keys import source_fingerprint
+    from service.http.paths import SourcePolicy
 
     images = make_sample_dataset(tmp_path / "img", num_images=4, num_classes=2, size_range=(16, 24))
     files = sorted(p for p in images.rglob("*") if p.is_file())

@@ -26,7 +26,7 @@ from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
 from precompute.storage import objstore
 from service import Cache
-from service.builders import Builder, BuildRequest
+from service.cache.builders import Builder, BuildRequest
 from tests.processes import spawn_module
 from tests.service.helpers import SPEC
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from service import Cache
-from service.builders import Builder
-from service.lease import Lease, StoreLease
-from service.objlease import ObjectLease
+from service.cache.builders import Builder
+from service.coord.lease import Lease, StoreLease
+from service.coord.objlease import ObjectLease
 from tests.scale.test_s3_cache import s3_builder
 from tests.service.helpers import SPEC, index_builder, make_source
 

@@ -18,9 +18,10 @@ from types import SimpleNamespace
 import pytest
 
 from precompute.storage import objstore
-from service import Cache, ServiceError, objclaim
-from service.objcache import ObjectCache
-from service.objclaim import Backoff, Claim, wait_claim
+from service import Cache, ServiceError
+from service.coord import objclaim
+from service.coord.objclaim import Backoff, Claim, wait_claim
+from service.coord.objects import ObjectCoordinator
 from tests.scale.test_s3_cache import s3_builder
 from tests.service.helpers import SPEC, make_source, read_log
 from tests.storeclock import StoreClock
@@ -106,7 +107,7 @@ def test_callers_judge_a_claim_of_another_host_by_the_stores_clock(
 ) -> None:
     log = tmp_path / "log"
     cache = Cache(root, builder=s3_builder(log), lock_timeout=0.5)
-    assert isinstance(cache, ObjectCache)
+    assert isinstance(cache.coord, ObjectCoordinator)
     cache.claim_stale_s = 30.0
     published, debris, wanted = (make_source(tmp_path / n, seed=i) for i, n in enumerate("abc"))
     k_published, k_debris, k_wanted = (cache.key_for(s, SPEC) for s in (published, debris, wanted))

@@ -22,11 +22,11 @@ import pytest
 
 from precompute.storage import objstore
 from service import Cache
+from service.cache.objcatalog import ObjectLayout
+from service.coord.objclaim import Claim, try_claim
+from service.coord.objects import ObjectCoordinator
+from service.coord.objlease import ObjectLease, live_leases
 from service.errors import ServiceError
-from service.objcache import ObjectCache
-from service.objcatalog import ObjectLayout
-from service.objclaim import Claim, try_claim
-from service.objlease import ObjectLease, live_leases
 from tests.s3wire import WIRE, Refused, WireRequest
 from tests.storeclock import StoreClock
 
@@ -103,7 +103,7 @@ def test_a_stalled_holder_stops_beating_and_never_overwrites_its_taker(
     taken = lambda: put_by(other, url, OTHER)  # noqa: E731
     with (
         just_before("PutObject", url, taken) as fired,
-        caplog.at_level(logging.WARNING, logger="service.objclaim"),
+        caplog.at_level(logging.WARNING, logger="service.coord.objclaim"),
     ):
         deadline = time.monotonic() + 10
         while not fired and time.monotonic() < deadline:
@@ -151,7 +151,7 @@ def test_a_release_deletes_its_own_version_written_by_a_beat_it_thought_failed(
         url = f"{root}/claims/k.json"
         held = try_claim(url, beat_s=60)
     else:
-        held = ObjectLease("k", layout.store("k"), layout, beat_s=60)
+        held = ObjectLease("k", layout.store("k"), layout.lease_prefix("k"), beat_s=60)
         (url,) = objstore.list_sizes(layout.lease_prefix("k"))
     assert held is not None
     put_by(other, url, {**json.loads(objstore.get_range(url).data), "beat": 1})  # "its" beat
@@ -196,8 +196,8 @@ def test_a_lease_collected_as_dead_is_never_put_back(
     root: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     layout = ObjectLayout(root)
-    with caplog.at_level(logging.WARNING, logger="service.objlease"):
-        lease = ObjectLease("k", layout.store("k"), layout, beat_s=0.2)
+    with caplog.at_level(logging.WARNING, logger="service.coord.objlease"):
+        lease = ObjectLease("k", layout.store("k"), layout.lease_prefix("k"), beat_s=0.2)
         (url,) = objstore.list_sizes(layout.lease_prefix("k"))
         objstore.delete(url)  # a collection judged its reader dead (stalled past stale_s)
         time.sleep(1.0)  # four beats, had it gone on
@@ -212,13 +212,14 @@ def test_a_dead_lease_re_put_before_its_deletion_is_live(root: str, other: Any) 
     url = f"{layout.lease_prefix('k')}/r.json"
     objstore.put_bytes(url, dead_here())
     with just_before("DeleteObject", url, lambda: put_by(other, url, OTHER)) as fired:
-        assert live_leases(layout, "k") == [url]  # its reader resumed: judged dead, yet live
+        live = live_leases(layout.lease_prefix("k"))
+    assert live == [url]  # its reader resumed: judged dead, yet live
     assert fired and doc_at(url) == OTHER
 
 
 def test_gc_removes_takeover_markers_older_than_stale_s(root: str, store_clock: StoreClock) -> None:
     cache = Cache(root)
-    assert isinstance(cache, ObjectCache)
+    assert isinstance(cache.coord, ObjectCoordinator)
     cache.claim_stale_s = 30.0
     old, young = (f"{root}/claims/{k}.json.takeover/e" for k in ("a", "b"))
     objstore.put_bytes(old, b"{}")

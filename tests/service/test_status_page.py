@@ -19,9 +19,9 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
 from service import BuildRequest, Cache
-from service.app import create_app
-from service.paths import SourcePolicy
-from service.web import StatusView, human_bytes, render_status
+from service.http.app import create_app
+from service.http.paths import SourcePolicy
+from service.http.web import StatusView, human_bytes, render_status
 from tests.browser import screenshot
 from tests.servers import wait_ready
 from tests.service.helpers import SPEC, gated_builder, make_source

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from precompute.storage import objstore
 from service import Cache
-from service.builders import Builder
+from service.cache.builders import Builder
 from tests.servers import wait_for
 from tests.service.helpers import SPEC, hanging_builder, index_builder
 

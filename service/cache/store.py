@@ -12,34 +12,35 @@ Concurrency protocol (processes and threads alike):
 * **Evict/remove**: exclusive lease lock without waiting (skip leased stores), then delete the
   entry, then move the store to trash.
 
-``Cache("s3://bucket/prefix")`` is a :class:`~service.objcache.ObjectCache`: the same protocol
-with claim, entry and lease objects in object storage.
+The same protocol runs on a root in object storage (``Cache("s3://bucket/prefix")``): claim,
+entry and lease objects in place of locks, a rename and ``flock``. What differs lives below the
+cache: the root (:mod:`service.cache.roots`: how a store is built in place or renamed, deleted)
+and its coordination (:mod:`service.coord`: claims, leases, the eviction guard).
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from precompute.errors import PrecomputeError
 from precompute.format.layout import StoreInfo, open_store_info
 from precompute.spec import BuildSpec
-from precompute.storage.location import is_url
-from service import eviction, maintenance
-from service.builders import Builder, BuildRequest, precompute_builder
-from service.catalog import CacheLayout, Entry, dir_size
+from service.cache import eviction
+from service.cache.builders import Builder, BuildRequest, precompute_builder
+from service.cache.catalog import CacheLayout, Entry
+from service.cache.eviction import GcReport
+from service.cache.keys import check_key, parse_spec, resolve_request, resolve_source, store_key
+from service.cache.metrics import CacheStats
+from service.cache.roots import open_root
+from service.coord.base import HeldClaim
+from service.coord.lease import StoreLease
+from service.coord.objholder import BEAT_S, STALE_S, Timing
 from service.errors import BuildFailedError, CacheKeyError, ServiceError
-from service.eviction import GcReport
-from service.keys import check_key, parse_spec, resolve_request, resolve_source, store_key
-from service.lease import Lease, StoreLease
-from service.metrics import CacheStats
 
 __all__ = ["Cache", "GcReport", "StoreLease", "StoreRef"]
 
@@ -48,30 +49,30 @@ StoreRef = str | tuple[str | Path, BuildSpec | Mapping[str, Any]]
 
 
 class Cache:
-    """A directory of built stores addressed by :func:`service.keys.store_key`.
+    """A directory of built stores addressed by :func:`service.cache.keys.store_key`.
 
     Args:
-        root: Cache root folder (created if missing), or an ``s3://bucket/prefix`` URL (an
-            :class:`~service.objcache.ObjectCache`).
+        root: Cache root folder (created if missing), or an ``s3://bucket/prefix`` URL.
         budget_bytes: Byte budget enforced by :meth:`gc` (after each build too); None: unbounded.
         builder: Callable that builds one :class:`BuildRequest`; defaults to
             ``precompute.job.build`` on Ray.
         fingerprinter: ``source path or URL -> fingerprint`` (the spec is then keyed as
-            given); defaults to :func:`service.keys.resolve_request`, the build's own listing,
+            given); defaults to :func:`service.cache.keys.resolve_request`, the build's own listing,
             which also resolves the spec's fields.
         content_hash: Fingerprint sources by content hash instead of size and mtime.
         lock_timeout: Seconds to wait for another process's build of the same key (-1: forever).
         clock: Unix time now, for the LRU clock (a store's last use) and ``created``; default
             ``time.time`` (tests pass a clock of their own instead of sleeping).
+
+    Attributes:
+        claim_beat_s: How often a builder re-PUTs its claim, a reader its lease (object
+            storage; a local root's locks are the kernel's).
+        claim_stale_s: A claim or lease of another host not re-PUT this long is dead.
     """
 
-    def __new__(cls, root: str | Path, *args: Any, **kwargs: Any) -> Cache:
-        """Return an :class:`~service.objcache.ObjectCache` for an ``s3://`` root."""
-        if cls is Cache and is_url(root):
-            from service.objcache import ObjectCache  # lazy: it imports this module
-
-            return super().__new__(ObjectCache)
-        return super().__new__(cls)
+    layout: CacheLayout
+    claim_beat_s = BEAT_S
+    claim_stale_s = STALE_S
 
     def __init__(
         self,
@@ -86,7 +87,9 @@ class Cache:
     ) -> None:
         if budget_bytes is not None and (isinstance(budget_bytes, bool) or budget_bytes < 0):
             raise ValueError(f"budget_bytes must be a non-negative int or None: {budget_bytes!r}")
-        self.layout = self._open_layout(root)
+        self._root = open_root(root)  # a folder, or objects: by the byte store under it
+        self.layout = self._root.layout
+        self.coord = self._root.coordinator(self._timing)
         self.budget_bytes = budget_bytes
         self.content_hash = content_hash
         self.lock_timeout = lock_timeout
@@ -95,10 +98,8 @@ class Cache:
         self._builder = builder or precompute_builder()
         self._fingerprint = fingerprinter
 
-    def _open_layout(self, root: str | Path) -> CacheLayout:
-        layout = CacheLayout(root)
-        layout.ensure()
-        return layout
+    def _timing(self) -> Timing:
+        return Timing(self.claim_beat_s, self.claim_stale_s)
 
     @property
     def root(self) -> Path:
@@ -123,10 +124,8 @@ class Cache:
         return self.request_for(source, spec).key
 
     def _lookup(self, key: str) -> Path | None:
-        store = self.layout.store(key)
-        if self.layout.touch(key, self.clock()) and store.is_dir():
-            return store
-        return None
+        found: Path | None = self._root.lookup(key, self.clock())
+        return found
 
     def get(self, key: str) -> Path | None:
         """Return the store of ``key`` and mark it used, or None if it is not cached."""
@@ -160,12 +159,14 @@ class Cache:
         entry = self.layout.read_entry(check_key(key))
         if entry is not None:
             return {"key": key, "status": "ready", **entry.to_dict()}
-        building = self.layout.building(key)
-        if not building.exists():
+        claim = self.coord.claim_state(key)
+        if claim == "held":
+            state = "building"
+        elif claim == "dead" or self._root.partial(key):
+            state = "interrupted"  # a local build's folder, its lock free: its builder died
+        else:
             return {"key": key, "status": "absent"}
-        with maintenance.try_lock(self.layout.build_lock(key)) as free:
-            state = "interrupted" if free else "building"
-        return {"key": key, "status": state, "progress": maintenance.build_progress(building)}
+        return {"key": key, "status": state, "progress": self._root.progress(key)}
 
     # -- building ------------------------------------------------------------------------
 
@@ -186,29 +187,43 @@ class Cache:
         """Build ``request`` unless another caller has (waiting for its build); return the store.
 
         After a build, :meth:`gc` enforces the budget, never evicting the store just built.
+
+        Raises:
+            LockTimeoutError: Another builder still holds the key's claim after
+                ``lock_timeout``.
         """
-        lock = FileLock(str(self.layout.build_lock(request.key)), timeout=self.lock_timeout)
-        with lock:
-            path = self._lookup(request.key)  # built by whoever held the lock before us
-            if path is None:
-                path = self._build_locked(request)
+        key = request.key
+        got = self.coord.wait_claim(
+            key, self.lock_timeout, what=f"the build of {key}", until=lambda: self._lookup(key)
+        )
+        if isinstance(got, HeldClaim):
+            with got:  # built by whoever held the claim before us, or ours to build
+                got = self._lookup(key) or self._build_claimed(request, got)
         if self.budget_bytes is not None:
             self.gc(keep=(request.key,))
-        return path
+        return got
 
-    def _build_locked(self, request: BuildRequest) -> Path:
-        key, store = request.key, self.layout.store(request.key)
-        self.layout.entry_file(key).unlink(missing_ok=True)  # an entry whose store vanished
-        if store.exists():  # published by a builder that died before cataloguing it:
-            maintenance.discard(self.layout, request.out)  # examine it like a partial build,
-            os.replace(store, request.out)  # so a complete, matching one is adopted
+    def _build_claimed(self, request: BuildRequest, claim: HeldClaim) -> Path:
+        """Build under ``claim``; publish the entry only while the claim is still ours.
+
+        Raises:
+            BuildFailedError: The builder failed, or the claim was taken over while it ran
+                (this process stalled past ``claim_stale_s``): the taker builds and
+                publishes the key, and this builder's store is not described by an entry.
+        """
         started = time.monotonic()
-        state = maintenance.inspect_partial(self.layout, request.out, request)
-        if state != "complete":
+        if not self._root.prepare(request):
             self._run_builder(request)
         info = self._check_built(request)
-        request.out.rename(store)
-        return self._publish(request, info, store, dir_size(store), started)
+        if not claim.still_mine():
+            self.stats.inc("build_failures")
+            raise BuildFailedError(
+                f"build of {request.key}: its claim {claim.url} was taken over by another builder "
+                f"while this one ran (stalled past {self.claim_stale_s:g} s); the entry is left to "
+                "that builder"
+            )
+        store, size = self._root.place(request)
+        return self._publish(request, info, store, size, started)
 
     def _publish(
         self, request: BuildRequest, info: StoreInfo, store: Path, size: int, started: float
@@ -236,7 +251,7 @@ class Cache:
     def _check_built(self, request: BuildRequest) -> StoreInfo:
         try:
             info = open_store_info(request.out)
-        except PrecomputeError as exc:
+        except (PrecomputeError, OSError) as exc:  # OSError: a store object could not be read
             self.stats.inc("build_failures")
             raise BuildFailedError(f"build of {request.key} left no complete store: {exc}") from exc
         problems = []
@@ -249,14 +264,11 @@ class Cache:
             )
         if problems:
             self.stats.inc("build_failures")
-            self._discard_build(request)
+            self._root.discard_build(request)
             raise BuildFailedError(
                 f"build of {request.key} is not what was asked for: " + "; ".join(problems)
             )
         return info
-
-    def _discard_build(self, request: BuildRequest) -> None:
-        maintenance.discard(self.layout, request.out)
 
     # -- removal and eviction ----------------------------------------------------------
 
@@ -268,7 +280,7 @@ class Cache:
             StoreInUseError: A reader holds a lease on it.
         """
         entry = self.info(key)
-        eviction.remove_store(self.layout, key, self.lock_timeout)
+        eviction.remove_store(self._root, self.coord, entry, self.lock_timeout)
         self.stats.inc("removals")
         return entry
 
@@ -280,7 +292,8 @@ class Cache:
             keep: Keys not to evict in this call (e.g. the store just built).
         """
         budget = self.budget_bytes if budget_bytes is None else budget_bytes
-        report = eviction.collect(self.layout, self.list(), budget, keep)
+        entries = self.list()
+        report = eviction.collect(self._root, self.coord, entries, budget, keep, self.lock_timeout)
         self.stats.inc("evictions", len(report.evicted))
         return report
 
@@ -309,7 +322,7 @@ class Cache:
         )
 
     def _take_lease(self, key: str, path: Path) -> StoreLease:
-        return Lease(key, path, self.layout.lease_file(key))
+        return self.coord.lease(key, path)
 
     @contextlib.contextmanager
     def open(self, ref: StoreRef) -> Iterator[Path]:

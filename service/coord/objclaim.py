@@ -5,7 +5,7 @@
 creates it holds the claim, re-PUTs it every ``BEAT_S`` seconds (a new ETag) while it holds it,
 and deletes it on release. A claim is dead when its holder is a dead process on this host, or
 (a holder on another host) when it was last written more than ``stale_s`` seconds ago by the
-object store's clock (:func:`service.objholder.inspect_holder`; no caller's clock matters).
+object store's clock (:func:`service.coord.objholder.inspect_holder`; no caller's clock matters).
 
 **Takeover**: a dead claim of ETag ``E`` is taken over in two conditional PUTs. First the
 marker ``claims/<name>.json.takeover/E`` (``If-None-Match: *``): of several processes that saw
@@ -14,11 +14,11 @@ changed since it was read (the dead holder resumed and released it, a collection
 third process made a fresh, live claim), the PUT fails, the taker deletes its marker (the store
 honours ``If-Match``, so the marker cannot matter) and waits on. The marker stays as the guard
 for servers that ignore ``If-Match`` on PUT; garbage collection deletes markers older than
-``stale_s`` (:func:`service.objevict.clean_markers`).
+``stale_s`` (:meth:`service.cache.roots.ObjectRoot.clean_debris`).
 
 **Fencing**: the holder keeps the ETag of its last write; each beat re-PUTs ``If-Match`` it and
-the release deletes ``If-Match`` it (:func:`service.objholder.fenced_put`), so a holder stalled
-past ``stale_s`` whose claim was taken over gets a precondition failure, logs it and stops
+the release deletes ``If-Match`` it (:func:`service.coord.objholder.fenced_put`), so a holder
+stalled past ``stale_s`` whose claim was taken over gets a precondition failure, logs it and stops
 beating, and never overwrites or deletes its taker's claim. It also reads the claim before each
 beat and before its release (the guard where ``If-Match`` is ignored). The store's own objects
 are not fenced: a stalled builder that carries on can still race its taker in writing them.
@@ -29,7 +29,7 @@ and all of it, so waiters spread out), so a waiter makes O(log) polls while the 
 and one per second or so after that. Each poll reads the claim (one GET: its own headers date
 the version read); the conditional PUT is tried only when the claim is gone.
 
-Leases (readers) are objects too: :mod:`service.objlease`.
+Leases (readers) are objects too: :mod:`service.coord.objlease`.
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from precompute.storage import objstore
-from service.errors import ServiceError
-from service.objcatalog import object_call
-from service.objholder import (
+from service.cache.objcatalog import object_call
+from service.coord.objholder import (
     BEAT_S,
     STALE_S,
     Beats,
@@ -55,12 +54,13 @@ from service.objholder import (
     inspect_holder,
     read_holder,
 )
+from service.errors import LockTimeoutError
 
 __all__ = ["POLL_CAP_S", "POLL_FIRST_S", "Backoff", "Claim", "try_claim", "wait_claim"]
 
 POLL_FIRST_S = 0.05  # a waiter's first delay between polls
 POLL_CAP_S = 1.0  # the longest delay between polls
-log = logging.getLogger("service.objclaim")
+log = logging.getLogger("service.coord.objclaim")
 T = TypeVar("T")
 
 
@@ -212,7 +212,7 @@ def wait_claim(
         The claim, held, or the value ``until`` returned.
 
     Raises:
-        ServiceError: Still held by a live holder after ``timeout`` (the message names it).
+        LockTimeoutError: Still held by a live holder after ``timeout`` (the message names it).
     """
     deadline, backoff = time.monotonic() + timeout, Backoff()
     while True:
@@ -222,7 +222,7 @@ def wait_claim(
             return claim
         left = deadline - time.monotonic()
         if timeout >= 0 and left <= 0:
-            raise ServiceError(
+            raise LockTimeoutError(
                 f"timed out after {timeout:g} s waiting for {what} by {describe_holder(url)} "
                 f"({url})"
             )

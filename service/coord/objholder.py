@@ -1,13 +1,13 @@
 """Holders of claims and leases in object storage: their documents, heartbeats and liveness.
 
-A claim (:mod:`service.objclaim`) or a lease (:mod:`service.objlease`) is a small JSON object
-``{host, pid, token, beat}`` that its holder re-PUTs every ``BEAT_S`` seconds while it holds
-it. Whoever finds one judges it the same way (:func:`inspect_holder`): it is **dead** when its
-holder is a dead process on this host, or, for a holder on another host, when the object was
-last written more than ``stale_s`` seconds ago *by the object store's own clock* (the ``Date``
-of the GET response that read it minus the object's ``Last-Modified``). No caller's clock is
-consulted, so a caller whose clock is skewed, or one that has just arrived, judges a holder
-exactly as every other caller does.
+A claim (:mod:`service.coord.objclaim`) or a lease (:mod:`service.coord.objlease`) is a small
+JSON object ``{host, pid, token, beat}`` that its holder re-PUTs every ``BEAT_S`` seconds while
+it holds it. Whoever finds one judges it the same way (:func:`inspect_holder`): it is **dead**
+when its holder is a dead process on this host, or, for a holder on another host, when the
+object was last written more than ``stale_s`` seconds ago *by the object store's own clock*
+(the ``Date`` of the GET response that read it minus the object's ``Last-Modified``). No
+caller's clock is consulted, so a caller whose clock is skewed, or one that has just arrived,
+judges a holder exactly as every other caller does.
 
 A holder's writes are fenced (:func:`fenced_put`, :func:`fenced_delete`): each beat replaces,
 and the release deletes, only the version of the holder's own last write (``If-Match`` on its
@@ -29,8 +29,8 @@ from typing import Any
 
 from precompute.storage import objstore
 from precompute.storage.objlock import pid_alive
+from service.cache.objcatalog import object_call
 from service.errors import ServiceError
-from service.objcatalog import object_call
 
 __all__ = [
     "BEAT_S",
@@ -50,7 +50,7 @@ __all__ = [
 
 BEAT_S = 10.0  # a holder re-PUTs its claim or lease this often
 STALE_S = 120.0  # a holder of another host that has not re-PUT for this long is dead
-log = logging.getLogger("service.objholder")
+log = logging.getLogger("service.coord.objholder")
 
 
 @dataclass(frozen=True)

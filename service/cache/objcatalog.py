@@ -7,7 +7,7 @@ Layout under the root URL::
     catalog/<key>.json       the entry, PUT after the store is checked complete: the publish
                              step (an entry means a complete store)
     access/<key>.json        ``{"t": <unix time>}`` of the last use (the LRU clock), PUT on a hit
-    claims/<key>.json        the build claim (a conditional PUT; see :mod:`service.objclaim`)
+    claims/<key>.json        the build claim (a conditional PUT; see :mod:`service.coord.objclaim`)
     claims/gc.json           the claim serialising garbage collection
     leases/<key>/<id>.json   one object per reader holding the store
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from precompute.storage import objstore
 from precompute.storage.location import location
-from service.catalog import CacheLayout, Entry
+from service.cache.catalog import CacheLayout, Entry
 from service.errors import ServiceError
 
 __all__ = ["ObjectLayout", "object_call"]

@@ -11,7 +11,7 @@ without blocking; when that fails, somebody holds a lease and the store is skipp
 
 Lease files are never unlinked: unlinking a lock file while others wait on it would split them
 across two inodes and break mutual exclusion. Leases in object storage:
-:class:`service.objlease.ObjectLease`.
+:class:`service.coord.objlease.ObjectLease`.
 """
 
 from __future__ import annotations

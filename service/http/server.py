@@ -56,10 +56,10 @@ def make_server(
     check_bind(host, token)
     import uvicorn  # lazy: the cache itself needs no web stack
 
-    from service.app import create_app
-    from service.builders import precompute_builder
-    from service.cache import Cache
-    from service.paths import SourcePolicy
+    from service.cache.builders import precompute_builder
+    from service.cache.store import Cache
+    from service.http.app import create_app
+    from service.http.paths import SourcePolicy
 
     builder = precompute_builder(ray_address=ray_address, keep_ray=True)
     cache = Cache(root, budget_bytes, builder=builder)

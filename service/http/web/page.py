@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from service.web.units import ago, human_bytes
+from service.http.web.units import ago, human_bytes
 
 if TYPE_CHECKING:
     import jinja2
@@ -81,7 +81,7 @@ def _environment() -> jinja2.Environment:
     import jinja2  # lazy: only the server renders pages
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("service.web", "templates"),
+        loader=jinja2.PackageLoader("service.http.web", "templates"),
         autoescape=True,  # every value escaped, whatever the template's name
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

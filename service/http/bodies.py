@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import Request
 
 from precompute.spec import BuildSpec
+from service.cache.keys import parse_spec
 from service.errors import ServiceError
-from service.keys import parse_spec
 
 __all__ = ["BUILD_BODY", "MAX_BODY_BYTES", "parse_build_body", "parse_json", "read_json"]
 

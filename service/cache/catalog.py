@@ -8,7 +8,8 @@ Layout of a cache root::
     building/<key>/        a build in progress; a killed build leaves it here and the next
                            build of the same key resumes or wipes it
     locks/<key>.lock       build lock (one builder per key, across processes)
-    leases/<key>.lease     shared flocks held by readers (see service.lease)
+    leases/<key>.lease     shared flocks held by readers
+    (locks/ and leases/ are service.coord.local's: the catalog only creates the folders)
     trash/                 stores being deleted (renamed here first, then removed)
 
 Why JSON files rather than sqlite: each entry is written once by one builder with an atomic
@@ -29,7 +30,7 @@ import precompute
 from precompute.format.atomic import atomic_write_bytes
 from precompute.format.layout import StoreInfo
 from precompute.storage.location import store_path
-from service.builders import BuildRequest
+from service.cache.builders import BuildRequest
 from service.errors import ServiceError
 
 __all__ = ["CacheLayout", "Entry", "atomic_write_json", "dir_size"]
@@ -158,19 +159,6 @@ class CacheLayout:
     def building(self, key: str) -> Path:
         """Return the build directory of ``key``."""
         return self.root / "building" / key
-
-    def build_lock(self, key: str) -> Path:
-        """Return the build lock file of ``key``."""
-        return self.root / "locks" / f"{key}.lock"
-
-    def lease_file(self, key: str) -> Path:
-        """Return the lease lock file of ``key``."""
-        return self.root / "leases" / f"{key}.lease"
-
-    @property
-    def gc_lock(self) -> Path:
-        """Return the lock serialising garbage collection."""
-        return self.root / "locks" / "gc.lock"
 
     def read_entry(self, key: str) -> Entry | None:
         """Return the entry of ``key``, or None when there is none.

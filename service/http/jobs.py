@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from service.builders import BuildRequest
-from service.cache import Cache
+from service.cache.builders import BuildRequest
+from service.cache.store import Cache
 from service.errors import QueueFullError
 
 __all__ = ["BuildQueue", "Job"]
 
-log = logging.getLogger("service.jobs")
+log = logging.getLogger("service.http.jobs")
 
 
 @dataclass(frozen=True)

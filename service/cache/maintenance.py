@@ -1,4 +1,4 @@
-"""Housekeeping under a cache root: locks tried without waiting, safe deletion, debris, progress.
+"""Housekeeping under a cache root folder: safe deletion, crash debris, build progress.
 
 Deletion is two steps: rename into ``trash/`` (atomic, so nothing half-deleted is ever visible
 under ``stores/`` or ``building/``), then remove the tree.
@@ -11,36 +11,20 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from precompute.errors import StoreError
 from precompute.format.layout import MARKER_DIR, open_store_info
-from service.builders import BuildRequest
-from service.catalog import CacheLayout
-from service.keys import is_key
+from service.cache.builders import BuildRequest
+from service.cache.catalog import CacheLayout
+from service.cache.keys import is_key
+from service.coord.base import HeldClaim
 
-__all__ = ["build_progress", "clean_debris", "discard", "inspect_partial", "try_lock"]
+__all__ = ["build_progress", "clean_debris", "discard", "inspect_partial"]
 
 TRASH_GRACE_S = 600.0
-
-
-@contextlib.contextmanager
-def try_lock(path: Path) -> Iterator[bool]:
-    """Take the file lock at ``path`` without waiting; yield whether it was taken."""
-    lock = FileLock(str(path), blocking=False)
-    try:
-        lock.acquire()
-    except Timeout:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
 
 
 def discard(layout: CacheLayout, path: Path) -> None:
@@ -89,11 +73,12 @@ def build_progress(path: Path) -> dict[str, Any] | None:
     return {"shards_done": done, "shards_total": total, "fraction": done / total}
 
 
-def clean_debris(layout: CacheLayout) -> list[str]:
+def clean_debris(layout: CacheLayout, try_claim: Callable[[str], HeldClaim | None]) -> list[str]:
     """Remove what crashed processes left behind, never touching anything in use.
 
-    Removes build directories and published-but-uncatalogued stores whose build lock is free
-    (their builder is dead), and leftovers in ``trash/``. Returns the paths removed.
+    Removes build directories and published-but-uncatalogued stores whose build claim
+    ``try_claim(key)`` takes (their builder is dead), and leftovers in ``trash/``. Returns the
+    paths removed.
     """
     removed: list[str] = []
     for folder in ("building", "stores"):
@@ -101,9 +86,11 @@ def clean_debris(layout: CacheLayout) -> list[str]:
         for name in sorted(os.listdir(base)) if base.is_dir() else []:
             if not is_key(name) or (folder == "stores" and layout.entry_file(name).exists()):
                 continue
-            with try_lock(layout.build_lock(name)) as free:
+            if (claim := try_claim(name)) is None:
+                continue  # its builder is alive
+            with claim:
                 orphan = folder == "building" or not layout.entry_file(name).exists()
-                if free and orphan and (base / name).exists():
+                if orphan and (base / name).exists():
                     discard(layout, base / name)
                     removed.append(f"{folder}/{name}")
     trash = layout.root / "trash"

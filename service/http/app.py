@@ -1,6 +1,6 @@
 """The HTTP API of the cache (FastAPI).
 
-Routes: ``GET /`` (the HTML status page, :mod:`service.web`), ``GET /healthz``,
+Routes: ``GET /`` (the HTML status page, :mod:`service.http.web`), ``GET /healthz``,
 ``GET /metrics`` (Prometheus text), ``GET /stores``,
 ``GET /stores/{key}``, ``POST /stores`` (``{"source": ..., "spec": {...}}``, both required ->
 202 queued, or 200 when already built), ``DELETE /stores/{key}``. With a token, every request
@@ -23,18 +23,18 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from precompute.errors import PrecomputeError
-from service.bodies import MAX_BODY_BYTES, parse_build_body, read_json
-from service.cache import Cache
+from service.cache.keys import is_key
+from service.cache.metrics import render_prometheus
+from service.cache.store import Cache
 from service.errors import HTTP_STATUS, ServiceError
-from service.jobs import BuildQueue
-from service.keys import is_key
-from service.metrics import render_prometheus
-from service.paths import SourcePolicy
-from service.web import StatusView, render_status
+from service.http.bodies import MAX_BODY_BYTES, parse_build_body, read_json
+from service.http.jobs import BuildQueue
+from service.http.paths import SourcePolicy
+from service.http.web import StatusView, render_status
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
-log = logging.getLogger("service.app")
+log = logging.getLogger("service.http.app")
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -3,11 +3,11 @@
 ``leases/<key>/<id>.json`` holds ``{host, pid, token, beat}``. The reader PUTs it before it
 re-checks that the store is still published, re-PUTs it every ``BEAT_S`` seconds while it
 reads, and deletes it on release; each re-PUT and the release are fenced on the ETag of the
-reader's last write (:func:`service.objholder.fenced_put`), so a lease a collection deleted as
+reader's last write (:func:`service.coord.objholder.fenced_put`), so a lease a collection deleted as
 dead is never PUT back by a reader that resumes (on a server that honours ``If-Match``; one that
 ignores it takes the PUT), and the lease's ``held`` turns False. Eviction and removal
-(:mod:`service.objevict`) judge a lease as a claim is judged
-(:func:`service.objholder.inspect_holder`): live unless its holder is a dead process on this
+(:mod:`service.cache.eviction`) judge a lease as a claim is judged
+(:func:`service.coord.objholder.inspect_holder`): live unless its holder is a dead process on this
 host, or (another host) the object was last written more than ``STALE_S`` seconds ago by the
 object store's own clock; dead leases are deleted (only in the version judged: a lease re-PUT
 meanwhile is live).
@@ -21,9 +21,9 @@ import weakref
 from pathlib import Path
 
 from precompute.storage import objstore
-from service.lease import StoreLease
-from service.objcatalog import ObjectLayout, object_call
-from service.objholder import (
+from service.cache.objcatalog import object_call
+from service.coord.lease import StoreLease
+from service.coord.objholder import (
     BEAT_S,
     STALE_S,
     Beats,
@@ -35,17 +35,17 @@ from service.objholder import (
 
 __all__ = ["ObjectLease", "live_leases"]
 
-log = logging.getLogger("service.objlease")
+log = logging.getLogger("service.coord.objlease")
 
 
-def live_leases(layout: ObjectLayout, key: str, stale_s: float = STALE_S) -> list[str]:
-    """Return the lease objects of ``key`` held by live readers; delete the dead ones.
+def live_leases(prefix: str, stale_s: float = STALE_S) -> list[str]:
+    """Return the lease objects under ``prefix`` held by live readers; delete the dead ones.
 
     A dead lease is deleted only in the version judged (``If-Match``): one its reader re-PUT
     meanwhile is live.
     """
     live = []
-    for url in sorted(object_call("list", objstore.list_sizes, layout.lease_prefix(key))):
+    for url in sorted(object_call("list", objstore.list_sizes, prefix)):
         holder = inspect_holder(url, stale_s)
         if holder is not None and not (holder.dead and fenced_delete("delete", url, holder.etag)):
             live.append(url)
@@ -58,10 +58,10 @@ class ObjectLease(StoreLease):
     ``path`` is an ``ObjectPath``; garbage collection of a forgotten lease deletes its object.
     """
 
-    def __init__(self, key: str, path: Path, layout: ObjectLayout, beat_s: float = BEAT_S) -> None:
+    def __init__(self, key: str, path: Path, prefix: str, beat_s: float = BEAT_S) -> None:
         super().__init__(key, path)
         self._token = uuid.uuid4().hex
-        self._url = f"{layout.lease_prefix(key)}/{self._token}.json"
+        self._url = f"{prefix}/{self._token}.json"
         self._etag: str = object_call(
             "lease", objstore.put_bytes, self._url, holder_doc(self._token)
         )
