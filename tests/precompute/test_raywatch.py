@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.processes import running
+
+pytestmark = pytest.mark.slow  # real processes started, killed and waited for
 
 REPO = Path(__file__).resolve().parents[2]
 
