@@ -82,10 +82,10 @@ def _store_files(out: Path | str) -> dict[str, str]:
 
 def _wait(child: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 240
-    while not ready():
+    while not ready():  # each look at an s3:// store is a request to the server: 50 a second
         assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
         assert time.monotonic() < deadline, "child build made no progress"
-        time.sleep(0.005)
+        time.sleep(0.02)
 
 
 def _start_child(src: Path, out: Path | str) -> subprocess.Popen[bytes]:
