@@ -113,7 +113,7 @@ class Family:
 
 def _exited(proc: psutil.Process) -> bool:
     try:
-        return proc.status() == psutil.STATUS_ZOMBIE  # exited; its parent reaps it, not us
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)  # exited: its parent reaps it
     except psutil.NoSuchProcess:
         return True
 
