@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 from collections.abc import Iterator
 
@@ -13,8 +14,9 @@ from tests.azurite import azurite_server  # noqa: F401  (a fixture: Azure Blob o
 from tests.storeclock import StoreClock
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it runs first otherwise)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why."""
+    """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why; group for xdist."""
     no_gpu = pytest.mark.skip(reason="needs a CUDA device")
     no_dali = pytest.mark.skip(reason="needs nvidia-dali (pip install -e .[dali])")
     has_dali = importlib.util.find_spec("nvidia.dali") is not None
@@ -28,6 +30,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[_SERVERS] = [
         name for name in _OBJECT_SERVERS if any(name in item.fixturenames for item in items)
     ]
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # not an xdist worker: nothing to group
+        return
+    for item in items:  # xdist --dist loadgroup: a module-scoped fixture is made once
+        if _shares_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+class _SlowModulesFirst:
+    """Runs the modules that hold a ``slow`` test first (each module's tests in their order):
+    under xdist the longest tests start first instead of holding one worker at the end."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameters
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)  # stable
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_SlowModulesFirst(), "nostall-slow-modules-first")
+
+
+def _shares_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture made once per module (or class) of tests."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d[-1].scope in ("module", "class", "package") for d in defs if d)
 
 
 _OBJECT_SERVERS = ("s3_server", "azurite_server")

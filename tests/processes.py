@@ -29,6 +29,17 @@ def running(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
+def wait_exited(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until ``procs`` have exited (a zombie has); return those still running then.
+
+    Unlike ``psutil.wait_procs`` it does not wait for a zombie to be reaped by its parent.
+    """
+    deadline = time.monotonic() + timeout
+    while (alive := running(procs)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return alive
+
+
 def spawn_module(module: str, *args: object) -> subprocess.Popen[str]:
     """Start ``python -m module ARGS`` from the repository root, its output piped."""
     return subprocess.Popen(

@@ -7,6 +7,10 @@ once with its own, a ``SETTINGS`` frame (RFC 9113, section 3.4), before any auth
 :func:`check_gcs` sends the preface and waits for that frame, so a build learns within
 ``timeout_s`` whether joining is worth trying. Under ``RAY_USE_TLS`` the connection starts
 with Ray's TLS handshake instead, so only the TCP connection is checked.
+
+The budget is kept by a clock the caller may give (``time.monotonic`` by default): each wait on
+the socket is for what is left of ``timeout_s`` by that clock, so a clock that says the time is
+spent ends the probe at once, whatever the socket would still wait.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 
-__all__ = ["PROBE_S", "check_gcs", "host_port"]
+__all__ = ["PROBE_S", "Clock", "check_gcs", "host_port"]
+
+Clock = Callable[[], float]  # seconds, monotonic: how the probe keeps its budget
 
 PROBE_S = 2.0  # a GCS on this machine answers the handshake in milliseconds
 # HTTP/2 client connection preface: the magic, then an empty SETTINGS frame
@@ -36,7 +43,9 @@ def _tls() -> bool:
     return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")  # Ray's own test
 
 
-def check_gcs(address: str, timeout_s: float = PROBE_S, handshake: bool = True) -> None:
+def check_gcs(
+    address: str, timeout_s: float = PROBE_S, handshake: bool = True, clock: Clock = time.monotonic
+) -> None:
     """Check that a GCS answers at ``address`` within ``timeout_s`` (nothing to check: no port).
 
     Args:
@@ -44,6 +53,8 @@ def check_gcs(address: str, timeout_s: float = PROBE_S, handshake: bool = True) 
         timeout_s: How long the connection and the answer may take together.
         handshake: Wait for the HTTP/2 answer too; without, an accepted connection is enough
             (a port that refuses is a Ray that is gone).
+        clock: The clock that ``timeout_s`` is kept by; each wait for the answer is for what
+            is left of it.
 
     Raises:
         ConnectionError: The port refuses or does not accept in time, or accepts but gives no
@@ -54,7 +65,7 @@ def check_gcs(address: str, timeout_s: float = PROBE_S, handshake: bool = True) 
     if target is None:
         return
     where = f"{target[0]}:{target[1]}"
-    deadline = time.monotonic() + timeout_s
+    deadline = clock() + timeout_s
     try:
         sock = socket.create_connection(target, timeout=timeout_s)
     except TimeoutError:
@@ -64,16 +75,20 @@ def check_gcs(address: str, timeout_s: float = PROBE_S, handshake: bool = True) 
         raise ConnectionError(f"nothing answers at {where} ({reason})") from exc
     with sock:
         if handshake and not _tls():
-            _answer(sock, where, deadline, timeout_s)
+            _answer(sock, where, timeout_s, lambda: deadline - clock())
 
 
-def _answer(sock: socket.socket, where: str, deadline: float, timeout_s: float) -> None:
-    """Send the HTTP/2 preface on ``sock``; the server's first frame must be its SETTINGS."""
+def _answer(sock: socket.socket, where: str, timeout_s: float, left: Clock) -> None:
+    """Send the HTTP/2 preface on ``sock``; the server's first frame must be its SETTINGS.
+
+    ``left()``: the seconds left of the budget; each blocking call waits that long at most.
+    """
     header = b""
     try:
+        sock.settimeout(max(left(), 1e-3))
         sock.sendall(_PREFACE)
         while len(header) < _HEADER:
-            sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+            sock.settimeout(max(left(), 1e-3))
             data = sock.recv(_HEADER - len(header))
             if not data:
                 break

@@ -17,7 +17,8 @@ The rules, in order (``docs/scale.md``, "Which Ray a build uses"):
 Before ``ray.init`` (which retries a silent GCS for minutes) an address is asked for the
 answer every GCS gives at once (:func:`precompute.runtime.gcsprobe.check_gcs`): a named one that
 gives none within :data:`JOIN_PROBE_S` is a :class:`ClusterError`, a recorded one that gives
-none within :data:`~precompute.runtime.gcsprobe.PROBE_S` is not joined.
+none within :data:`~precompute.runtime.gcsprobe.PROBE_S` is not joined. Both budgets are kept
+by the clock given to :func:`open_ray` (``time.monotonic`` by default).
 
 A joined Ray is only disconnected from (``ray.shutdown()`` in this process): it keeps running,
 unchanged, for the next build.
@@ -28,11 +29,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from precompute.errors import ClusterError
-from precompute.runtime.gcsprobe import PROBE_S, check_gcs
+from precompute.runtime.gcsprobe import PROBE_S, Clock, check_gcs
 from precompute.runtime.raylocal import LocalRay, available_cpus, init_options, start_local_ray
 
 __all__ = ["RaySession", "open_ray", "running_local_address"]
@@ -72,8 +74,12 @@ class RaySession:
             ray.shutdown()
 
 
-def open_ray(option: str | None) -> RaySession:
+def open_ray(option: str | None, clock: Clock = time.monotonic) -> RaySession:
     """Connect this process to the Ray a build with ``--ray-address option`` uses.
+
+    Args:
+        option: ``--ray-address``: ``local``, ``auto``, an address, or None.
+        clock: The clock the GCS probes keep their budgets by.
 
     Raises:
         ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached or
@@ -90,36 +96,39 @@ def open_ray(option: str | None) -> RaySession:
     if option == LOCAL or (option is None and env == LOCAL):
         return RaySession(local=start_local_ray())
     if option is not None:
-        return _join(option, f"--ray-address {option}")
+        return _join(option, f"--ray-address {option}", clock)
     if env is not None:
-        return _join(env, f"RAY_ADDRESS={env}")
-    found = running_local_address()
-    session = _join_local(found) if found is not None else None
+        return _join(env, f"RAY_ADDRESS={env}", clock)
+    found = running_local_address(clock)
+    session = _join_local(found, clock) if found is not None else None
     return session or RaySession(local=start_local_ray())
 
 
-def _join(address: str, origin: str) -> RaySession:
+def _join(address: str, origin: str, clock: Clock = time.monotonic) -> RaySession:
     """Join the Ray at ``address`` (``origin``: the option or variable that named it)."""
     import ray
 
     try:
-        check_gcs(_target(address), JOIN_PROBE_S)
+        check_gcs(_target(address), JOIN_PROBE_S, clock=clock)
         ray.init(address=address, **init_options())
     except _CONNECT_ERRORS as exc:
         raise ClusterError(f"cannot start or reach Ray at {address} ({origin}): {exc}") from exc
     return RaySession(address=address, probe=True, joined=True)
 
 
-def running_local_address() -> str | None:
+def running_local_address(clock: Clock = time.monotonic) -> str | None:
     """The address ``ray start`` recorded on this machine, if its GCS port accepts connections.
 
     Ray records it in ``ray_current_cluster`` in its temporary folder (``$RAY_TMPDIR/ray``, else
     ``$TMPDIR/ray`` or ``/tmp/ray``) and removes it on ``ray stop``; a file left by a Ray that
     died is recognised by its closed port, without waiting on a connection.
+
+    Args:
+        clock: The clock the probe of the port keeps its budget by.
     """
     address = _recorded()
     try:
-        check_gcs(address, JOIN_PROBE_S, handshake=False)
+        check_gcs(address, JOIN_PROBE_S, handshake=False, clock=clock)
     except ConnectionError:  # nothing listening: a Ray that died
         return None
     return address or None
@@ -147,7 +156,7 @@ def _address_file() -> Path:
     return Path(tmp) / "ray" / "ray_current_cluster"
 
 
-def _join_local(address: str) -> RaySession | None:
+def _join_local(address: str, clock: Clock = time.monotonic) -> RaySession | None:
     """Join the ``ray start`` Ray at ``address`` if its GCS answers and it is a local build's size.
 
     Raises:
@@ -158,7 +167,9 @@ def _join_local(address: str) -> RaySession | None:
     import ray
 
     try:
-        check_gcs(address, PROBE_S)  # what accepts and says nothing would hold ray.init
+        check_gcs(
+            address, PROBE_S, clock=clock
+        )  # what accepts and says nothing would hold ray.init
     except ConnectionError as exc:
         log.info(
             "not joining the local Ray at %s (found in %s): %s; starting a local Ray",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import select
 import sys
+import time
 
 import psutil
 
@@ -106,8 +107,26 @@ class Family:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             killed.append(proc)
-        psutil.wait_procs(killed, timeout=5)
+        _wait_exited(killed, timeout=5)
         return killed
+
+
+def _exited(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)  # exited: its parent reaps it
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_exited(procs: list[psutil.Process], timeout: float) -> None:
+    """Wait until every one of ``procs`` has exited; a zombie has.
+
+    ``psutil.wait_procs`` waits for a zombie to be reaped, which takes the whole timeout when
+    its parent is the driver that waits for this watchdog.
+    """
+    deadline = time.monotonic() + timeout
+    while not all(_exited(p) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _watch(fd: int, family: Family) -> None:

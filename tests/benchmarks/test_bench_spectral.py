@@ -20,10 +20,9 @@ def test_the_spectral_benchmark_prints_rates_ratios_and_rss(
     out = capsys.readouterr().out
     for name in (*STORE_ROWS, "memmap", "np.load"):
         assert_positive(out, name, "patches/s")
-    for name in STORE_ROWS:
-        for reference in ("memmap", "np.load"):
-            ratio = re.search(rf"ratio {name} / {reference}: ([0-9.]+)x", out)
-            assert ratio is not None and float(ratio.group(1)) > 0
+    for name in STORE_ROWS:  # both rates are positive (above); printed to 2 decimals, a ratio
+        for reference in ("memmap", "np.load"):  # under 0.005 on a loaded machine reads 0.00
+            assert re.search(rf"ratio {name} / {reference}: [0-9]+\.[0-9]{{2}}x", out), out
     for io in ("pread", "auto", "ram"):
         for n in (192, 900):  # patches served of the scene, then all of one twice its side
             assert assert_positive(out, f"loader peak RSS, io='{io}', {n} patches", "peak_rss_mib")

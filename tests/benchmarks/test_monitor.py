@@ -57,14 +57,36 @@ def test_monitor_without_pynvml_installed(tmp_path):
     assert "no GPU: CPU metrics only (ModuleNotFoundError: import of pynvml" in out.stdout
 
 
-def test_monitor_counts_cpu_of_child_processes():
-    burn = (
-        "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\n"
-        "time.sleep(0.5)\n"
+# A child that burns ``seconds`` of CPU, says so, and waits for its stdin to close before it exits.
+BURN = (
+    "import sys, time\nt=time.process_time()\nwhile time.process_time()-t<{seconds}: pass\n"
+    "print('burnt', flush=True)\nsys.stdin.read()\n"
+)
+
+
+def _burn_and_read(mon: Monitor, seconds: float, read):
+    """Run a :data:`BURN` child under ``mon``; ``read()`` while it is alive, then let it exit.
+
+    No sleep gives the sampler time to see the child: ``read`` lists the children afresh.
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURN.format(seconds=seconds)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    with Monitor(interval=0.05, refresh_s=0.05) as mon:
-        child = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        assert child.stdout.readline() == "burnt\n"
+        value = read()
+    finally:
+        child.stdin.close()
         child.wait(timeout=60)
+    return value
+
+
+def test_monitor_counts_cpu_of_child_processes():
+    with Monitor(interval=0.05, refresh_s=0.05) as mon:
+        _burn_and_read(mon, 0.4, mon.cpu_seconds)
     res = mon.result()
     assert res.cpu_s >= 0.35  # the child's 0.4 s of CPU (+ interpreter start-up)
 
@@ -93,12 +115,11 @@ def test_monitor_samples_the_gpu():
 
 
 def test_cpu_split_tells_child_processes_from_this_process():
-    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass\n"
     with Monitor(interval=0.02, refresh_s=0.02) as mon:
         own0, children0, sampler0 = mon.cpu_split()
-        subprocess.run([sys.executable, "-c", burn], timeout=60, check=True)
+        alive = _burn_and_read(mon, 0.3, mon.cpu_split)[1]  # read while the child runs
         own1, children1, sampler1 = mon.cpu_split()
-    assert children1 - children0 >= 0.25  # the child's busy loop (it exited: last value seen)
+    assert children1 >= alive and alive - children0 >= 0.3  # its busy loop (it exited: kept)
     assert sampler1 > sampler0  # the sampling thread's own CPU is measured apart
     # this process only waited for the child; its sampling thread is counted in `own`
     assert (own1 - own0) - (sampler1 - sampler0) < children1 - children0

@@ -42,6 +42,7 @@ print(json.dumps({"family": [p.pid for p in procs], "monitor": [p.pid for p in m
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_stop_does_not_wait_for_the_autoscaler_monitor_and_leaves_nothing() -> None:
     import psutil
 

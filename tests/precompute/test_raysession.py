@@ -166,11 +166,13 @@ def test_unrelated_rays_are_named_by_why() -> None:
 def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
     ray_head: RayHead, small_dataset: Path, tmp_path: Path
 ) -> None:
-    for out in ("a", "b"):  # the second build finds the same Ray, running and usable
-        row = _run(BUILD, ray_head.env(), small_dataset, tmp_path / out)
-        assert row == {"ray_address": ray_head.address, "samples": 40}
-    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "c")
+    row = _run(BUILD, ray_head.env(), small_dataset, tmp_path / "a")
+    assert row == {"ray_address": ray_head.address, "samples": 40}
+    # the second build (the CLI's) finds the same Ray, running and usable, and says so
+    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "b")
     assert f"precompute: joined the local Ray at {ray_head.address}" in stderr  # said, not silent
+    report = open_store_info(tmp_path / "b").report
+    assert (report["ray_address"], report["num_samples"]) == (ray_head.address, 40)
     assert running(ray_head.core) == ray_head.core  # GCS and raylet: the same processes
     assert _run(RESOURCES, ray_head.env()) == {
         "address": ray_head.address,

@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
-from tests.processes import running
+from tests.processes import wait_exited
+
+pytestmark = pytest.mark.slow  # real processes started, killed and waited for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,7 +77,7 @@ def test_killed_driver_takes_its_family_along_though_a_fork_holds_the_pipe() -> 
         assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family)
         driver.kill()
         driver.wait()
-        _gone, alive = psutil.wait_procs([*family, watchdog], timeout=10)
+        alive = wait_exited([*family, watchdog], timeout=10)
         assert not alive, alive
         assert forked.is_running()  # not Ray's: left alone
     finally:
@@ -89,8 +92,8 @@ def test_clean_stop_kills_the_family_while_the_driver_lives_on() -> None:
         driver.stdin.write("stop\n")
         driver.stdin.flush()
         assert driver.stdout.readline() == "stopped\n"
-        _gone, alive = psutil.wait_procs([*family, watchdog], timeout=10)
-        assert not running(alive) and driver.poll() is None, alive  # zombies: not reaped yet
+        alive = wait_exited([*family, watchdog], timeout=10)  # zombies: exited, not reaped yet
+        assert not alive and driver.poll() is None, alive
     finally:
         driver.kill()
         driver.wait()

@@ -83,10 +83,10 @@ def _store_files(out: Path | str) -> dict[str, str]:
 
 def _wait(child: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
     deadline = time.monotonic() + 240
-    while not ready():
+    while not ready():  # each look at an s3:// store is a request to the server: 50 a second
         assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
         assert time.monotonic() < deadline, "child build made no progress"
-        time.sleep(0.005)
+        time.sleep(0.02)
 
 
 def _start_child(src: Path, out: Path | str) -> subprocess.Popen[bytes]:
@@ -147,18 +147,32 @@ def _output(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Pat
     return f"{new_bucket(request, backend, 'nostall-resume')}/stores/killed.zarr"
 
 
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The raw dataset every build here reads (the killed builds write elsewhere)."""
+    return make_sample_dataset(tmp_path_factory.mktemp("src"), 200, size_range=(96, 256), seed=2)
+
+
+@pytest.fixture(scope="module")
+def clean(src: Path, ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store of one clean build, never killed: what every resumed store must equal."""
+    out = tmp_path_factory.mktemp("clean") / "store"
+    build(str(src), str(out), BuildSpec(**SPEC), progress=False)
+    return out
+
+
 @pytest.mark.parametrize("backend", ["local", *PROTOCOLS])
 @pytest.mark.parametrize("whole_group", [True, False], ids=["killpg", "kill-driver"])
 def test_kill_9_then_resume_is_identical_and_second_build_refused(
     s3_server: str,
     azurite_server: str,
-    ray_local: None,
     request: pytest.FixtureRequest,
+    src: Path,
+    clean: Path,
     tmp_path: Path,
     whole_group: bool,
     backend: str,
 ) -> None:
-    src = make_sample_dataset(tmp_path / "src", 200, size_range=(96, 256), seed=2)
     out = _output(backend, request, tmp_path)
     num_shards = 200 // SPEC["shard_samples"]
     child = _start_child(src, out)
@@ -179,10 +193,9 @@ def test_kill_9_then_resume_is_identical_and_second_build_refused(
     attrs = build(str(src), str(out), BuildSpec(**SPEC), progress=False)
     assert attrs["complete"] and attrs["report"]["shards_resumed"] >= done
     assert attrs["report"]["shards_built"] == num_shards - attrs["report"]["shards_resumed"]
-    build(str(src), str(tmp_path / "clean"), BuildSpec(**SPEC), progress=False)
     if isinstance(out, Path):  # zarr reads local stores here (no s3 filesystem installed)
-        assert _arrays(out) == _arrays(tmp_path / "clean")
-    assert _store_files(out) == _store_files(tmp_path / "clean")  # byte for byte
+        assert _arrays(out) == _arrays(clean)
+    assert _store_files(out) == _store_files(clean)  # byte for byte
     assert not [p for p in debris if p.exists()]
     # temporary files of the killed writers are gone
     assert not [n for n in _read_all(out) if n.endswith(".partial")]

@@ -70,6 +70,7 @@ def test_racing_threads_build_once_and_a_second_instance_sees_the_store(
     assert other.status(key)["status"] == "ready"
 
 
+@pytest.mark.slow
 def test_racing_processes_build_once(
     cache_root: str, source: Path, tmp_path: Path, procs: list[subprocess.Popen[str]]
 ) -> None:

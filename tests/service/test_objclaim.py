@@ -8,10 +8,8 @@ client, not a mock (the ``calls`` fixture of ``conftest.py``).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,7 +18,7 @@ import pytest
 from precompute.storage import objstore
 from service import Cache, ServiceError
 from service.coord import objclaim
-from service.coord.objclaim import Backoff, Claim, wait_claim
+from service.coord.objclaim import Backoff, Claim, try_claim, wait_claim
 from service.coord.objects import ObjectCoordinator
 from tests.scale.test_s3_cache import s3_builder
 from tests.service.helpers import SPEC, make_source, read_log
@@ -126,50 +124,47 @@ def test_callers_judge_a_claim_of_another_host_by_the_stores_clock(
     assert cache.status(k_wanted)["status"] == "ready"
 
 
-def skewed_clock(monkeypatch: pytest.MonkeyPatch, clock: Callable[[], float]) -> None:
-    """Give the claim module a waiter's clock of its own (sleeps stay real)."""
-    fake = SimpleNamespace(monotonic=clock, time=time.time, sleep=time.sleep)
-    monkeypatch.setattr(objclaim, "time", fake)
+class StillClock:
+    """A waiter's clock that never moves; its sleeps take no time, and it stops a waiter that
+    polls on and on (one that judged the claim by this clock would never take it over)."""
+
+    def __init__(self, polls: int = 50) -> None:
+        self.polls = polls
+
+    def sleep(self, seconds: float) -> None:
+        self.polls -= 1
+        assert self.polls > 0, "the waiter polled on and never took the dead claim over"
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake = SimpleNamespace(monotonic=lambda: 1000.0, time=time.time, sleep=self.sleep)
+        monkeypatch.setattr(objclaim, "time", fake)
 
 
 def test_a_waiter_whose_clock_runs_fast_does_not_take_a_live_claim(
-    root: str, monkeypatch: pytest.MonkeyPatch
+    root: str, monkeypatch: pytest.MonkeyPatch, store_clock: StoreClock
 ) -> None:
-    url, stop = f"{root}/claims/x.json", threading.Event()
-
-    def beat() -> None:  # a holder on another host, re-PUTting its claim every 0.2 s
-        n = 0
-        while not stop.wait(0.2):
-            n += 1
-            put_elsewhere(url, n)  # a new ETag each time, as a real holder's beat
-
-    put_elsewhere(url)
-    beating = threading.Thread(target=beat)
-    beating.start()
-    real = time.monotonic
-    skewed_clock(monkeypatch, lambda: real() * 1000)  # 1 s here is 1 ms of real time
-    try:
-        with pytest.raises(ServiceError, match="timed out after 3000 s waiting for a claim"):
-            got = wait_claim(url, 3000.0, stale_s=3.0)  # 3 s of real time
-            got.release()
-    finally:
-        stop.set()
-        beating.join()
+    url = f"{root}/claims/x.json"
+    put_elsewhere(url)  # never re-PUT: only the store's clock can age it
+    clock = WaiterClock()
+    clock.install(monkeypatch)  # 90 s pass on the waiter's clock, next to none on the store's
+    with pytest.raises(ServiceError, match="timed out after 90 s waiting for a claim"):
+        wait_claim(url, 90.0, stale_s=30.0).release()
+    assert clock.now - 1000.0 >= 90.0  # three times stale_s by the waiter's clock
     assert json.loads(objstore.get_range(url).data)["host"] == "another-host"
+    store_clock.advance(60)  # by the store's clock, though, it is dead now
+    taken = try_claim(url, stale_s=30.0)
+    assert isinstance(taken, Claim)
+    taken.release()
 
 
 def test_a_waiter_whose_clock_stands_still_takes_a_dead_claim_over(
-    root: str, monkeypatch: pytest.MonkeyPatch
+    root: str, monkeypatch: pytest.MonkeyPatch, store_clock: StoreClock
 ) -> None:
-    url, got = f"{root}/claims/x.json", []
-    put_elsewhere(url)  # never re-PUT: dead once over 1 s old by the server's clock
-    skewed_clock(monkeypatch, lambda: 1000.0)
-    waiter = threading.Thread(target=lambda: got.append(wait_claim(url, 60.0, stale_s=1.0)))
-    waiter.start()
-    waiter.join(timeout=20)
-    if waiter.is_alive():  # let it end: a free claim is taken by any clock
-        objstore.delete(url)
-        waiter.join()
-    assert len(got) == 1 and isinstance(got[0], Claim)
-    got[0].release()
+    url = f"{root}/claims/x.json"
+    put_elsewhere(url)  # never re-PUT
+    store_clock.advance(60)  # not re-PUT for 60 s by the store's clock: dead
+    StillClock().install(monkeypatch)  # no time passes on the waiter's clock
+    got = wait_claim(url, 60.0, stale_s=30.0)
+    assert isinstance(got, Claim)
+    got.release()
     assert objstore.list_sizes(f"{url}.takeover") != {}  # it was a takeover, not a free claim

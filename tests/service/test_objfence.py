@@ -105,10 +105,9 @@ def test_a_stalled_holder_stops_beating_and_never_overwrites_its_taker(
         just_before("PutObject", url, taken) as fired,
         caplog.at_level(logging.WARNING, logger="service.coord.objclaim"),
     ):
-        deadline = time.monotonic() + 10
-        while not fired and time.monotonic() < deadline:
-            time.sleep(0.05)  # the next beat checks the claim, then it is taken over
-        time.sleep(1.0)  # four more beats, had it gone on
+        beats = claim._beats._thread  # the next beat checks the claim, then it is taken over
+        beats.join(timeout=30)  # and the beats end for good: none can overwrite the taker's
+        assert not beats.is_alive()
     assert fired and doc_at(url) == OTHER
     assert "the claim was taken over; no longer beating" in caplog.text
     claim.release()
@@ -200,7 +199,9 @@ def test_a_lease_collected_as_dead_is_never_put_back(
         lease = ObjectLease("k", layout.store("k"), layout.lease_prefix("k"), beat_s=0.2)
         (url,) = objstore.list_sizes(layout.lease_prefix("k"))
         objstore.delete(url)  # a collection judged its reader dead (stalled past stale_s)
-        time.sleep(1.0)  # four beats, had it gone on
+        beats = lease._beats._thread
+        beats.join(timeout=30)  # the next beat finds it gone; then the beats end for good
+        assert not beats.is_alive()
     assert objstore.list_sizes(layout.lease_prefix("k")) == {}
     assert "the lease was collected as dead" in caplog.text
     assert not lease.held  # its reader can see it lost the lease
