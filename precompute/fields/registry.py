@@ -118,7 +118,7 @@ class _Registry(Mapping[str, Kind]):
 
     def __iter__(self) -> Iterator[str]:
         load_plugins()
-        return iter(_KINDS)
+        return iter(sorted(_KINDS, key=_builtin_rank))
 
     def __len__(self) -> int:
         load_plugins()
@@ -127,6 +127,19 @@ class _Registry(Mapping[str, Kind]):
     def __contains__(self, name: object) -> bool:
         load_plugins()
         return name in _KINDS
+
+
+def _builtin_rank(name: str) -> int:
+    """The kinds in :data:`BUILTIN` order, then the plugins' in registration order.
+
+    Iteration must not depend on which module a process happened to import first (a test or
+    a Ray worker that imports one kind module directly registers it before the others).
+    """
+    module = type(_KINDS[name]).__module__
+    for rank, builtin in enumerate(BUILTIN):
+        if module == builtin or module.startswith(builtin + "."):
+            return rank
+    return len(BUILTIN)
 
 
 KINDS: Mapping[str, Kind] = _Registry()

@@ -152,3 +152,21 @@ def test_a_kind_plugin_alone_adds_a_source_a_flag_and_a_loader_rule(tmp_path: Pa
     )
     assert got.returncode == 0, got.stderr
     assert got.stdout.split("\n")[-2] == "[1003, 1006, 1015, 1021]"  # (1, 2, 5, 7) x 3 + 1000
+
+
+def test_the_kinds_iterate_in_builtin_order_whichever_module_came_first() -> None:
+    """A process that imports one kind module directly registers it first; the registry's
+    order (messages that list kinds, inferred fields) must not change with that."""
+    code = textwrap.dedent(
+        """
+        import precompute.kinds.audio, precompute.kinds.boxes
+        from precompute.fields import KINDS
+        from precompute.fields.registry import BUILTIN
+        print(" ".join(KINDS), "|", " ".join(m.rsplit(".", 1)[1] for m in BUILTIN))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    kinds, builtin = out.split("|")
+    assert kinds.split() == builtin.split()
