@@ -30,6 +30,7 @@ from tests.objectservers import PROTOCOLS, new_bucket
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 SPEC = {"size": 32, "shard_samples": 4, "chunk_samples": 2, "seed": 7}
+NUM = 80  # 20 shards: the kill lands after the first (asserted), the rest are resumed
 CHILD = """
 import sys
 from precompute import BuildSpec, build
@@ -147,13 +148,16 @@ def _output(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Pat
     return f"{new_bucket(request, backend, 'nostall-resume')}/stores/killed.zarr"
 
 
-@pytest.fixture(scope="module")
+# Session-scoped, not module-scoped: made once per test process (each xdist worker that runs one
+# of these tests makes its own), so the four kill tests are not held on one worker
+# (tests/conftest.py keeps the tests of a module-scoped fixture together).
+@pytest.fixture(scope="session")
 def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The raw dataset every build here reads (the killed builds write elsewhere)."""
-    return make_sample_dataset(tmp_path_factory.mktemp("src"), 200, size_range=(96, 256), seed=2)
+    return make_sample_dataset(tmp_path_factory.mktemp("src"), NUM, size_range=(96, 256), seed=2)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def clean(src: Path, ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The store of one clean build, never killed: what every resumed store must equal."""
     out = tmp_path_factory.mktemp("clean") / "store"
@@ -174,7 +178,7 @@ def test_kill_9_then_resume_is_identical_and_second_build_refused(
     backend: str,
 ) -> None:
     out = _output(backend, request, tmp_path)
-    num_shards = 200 // SPEC["shard_samples"]
+    num_shards = NUM // SPEC["shard_samples"]
     child = _start_child(src, out)
     # The child holds the lock from before it creates the store until it finalizes it; while
     # it starts Ray (seconds), a second build into the same output must be refused.
