@@ -6,12 +6,15 @@ import importlib.util
 import os
 import subprocess
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
 
 from tests.azurite import azurite_server  # noqa: F401  (a fixture: Azure Blob on Azurite)
-from tests.storeclock import StoreClock
+
+if TYPE_CHECKING:  # moto, a dev dependency, loads only where a test asks for the S3 server
+    from tests.storeclock import StoreClock
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it runs first otherwise)
@@ -96,6 +99,8 @@ def s3_server() -> Iterator[str]:
 def store_clock(s3_server: str) -> Iterator[StoreClock]:
     """The object store's clock as this process sees it; ``advance(s)`` ages every object
     written so far by ``s`` seconds at once (:mod:`tests.storeclock`), instead of a sleep."""
+    from tests.storeclock import StoreClock
+
     clock = StoreClock()
     yield clock
     clock.close()

@@ -57,7 +57,20 @@ def run_gpu_tests(repo: Path, out: Path, timeout_s: float) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     got = json.loads(record.read_text()) if record.exists() else {}
     record.unlink(missing_ok=True)
-    return _summary(files, got, rc, seconds)
+    summary = _summary(files, got, rc, seconds)
+    if not got.get("outcomes") and rc not in (0, 5):
+        summary["problem"] = _why_nothing_ran(out / "pytest.txt", rc)
+    return summary
+
+
+def _why_nothing_ran(log: Path, rc: int | str) -> str:
+    """One line for a pytest that recorded no outcome and failed (a conftest that cannot import)."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("E ")]
+    head = lines[0] if lines else "no output"
+    return f"pytest exit {rc}, no test ran: {head}" + (
+        f" ({errors[-1][2:].strip()})" if errors else ""
+    )
 
 
 def _summary(

@@ -50,6 +50,8 @@ def _tests_lines(t: dict[str, Any] | None) -> list[str]:
         f"- {c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} "
         f"skipped in {t['seconds']} s (pytest exit {t['exit_code']}; log: pytest.txt)",
     ]
+    if t.get("problem"):
+        lines.append(f"- NOT RUN: {t['problem']}")
     lines += [f"- FAILED `{k}`: {v}" for k, v in t["failed"].items()]
     reasons: dict[str, int] = {}
     for why in t["skipped"].values():
@@ -110,6 +112,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"gpu tests: {c['passed']} passed, {c['failed']} failed, {c['error']} errors, "
             f"{c['skipped']} skipped; {len(t['cannot_run'])} cannot run here (Ray/DALI), "
             f"{len(t['uncollected'])} modules not imported"
+            + (f"; NOT RUN: {t['problem']}" if t.get("problem") else "")
         )
     for phase in ("alone", "trained"):
         for s in report.get(phase, []):

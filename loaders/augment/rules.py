@@ -37,6 +37,7 @@ from loaders.augment.arrays.bands import crop_arrays
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
 from loaders.augment.image.resample import grid_resample
+from loaders.augment.indexing import take_index
 from precompute.fields import FieldSpec
 from precompute.kinds.hooks import LOADER_RULES, loader_rule, register_loader_rule
 
@@ -78,7 +79,7 @@ def crop_masks(
     if masks.device.type == "cpu":
         return take_rows_cols(masks, rows, cols)
     b = torch.arange(masks.shape[0], device=masks.device)[:, None, None]
-    return masks[b, rows[:, :, None], cols[:, None, :]]
+    return take_index(masks, (b, rows[:, :, None], cols[:, None, :]))
 
 
 def take_rows_cols(masks: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:

@@ -105,3 +105,27 @@ def test_the_photos_are_jpegs_in_class_folders(tmp_path: Path) -> None:
     assert {f.parent.name for f in files} == {"circles", "crosses", "dots"}
     assert all(f.read_bytes()[:2] == b"\xff\xd8" for f in files)
     assert make_photos(tmp_path / "again", 10, classes=3) == size  # a pure function of the seed
+
+
+def test_the_test_conftest_loads_without_the_object_server_packages() -> None:
+    # the GPU machine has pytest but not moto: the shared conftest must not need it to load
+    code = "import sys, tests.conftest; sys.exit('moto' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+def test_a_pytest_that_runs_nothing_is_reported_with_its_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks.gpucheck.gputests import run_gpu_tests
+    from benchmarks.gpucheck.report import _tests_lines
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text("import a_package_this_machine_lacks\n")
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import pytest\n\n@pytest.mark.gpu\ndef test_a():\n    pass\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    got = run_gpu_tests(tmp_path, tmp_path, timeout_s=120)
+    assert got["counts"]["passed"] == 0 and got["exit_code"] not in (0, 5)
+    assert "a_package_this_machine_lacks" in got["problem"]
+    assert any("NOT RUN" in ln and "a_package_this_machine_lacks" in ln for ln in _tests_lines(got))

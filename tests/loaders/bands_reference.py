@@ -13,6 +13,7 @@ import torch
 
 from loaders.augment.arrays.bands import compute_dtype
 from loaders.augment.crop import CropParams
+from loaders.augment.indexing import take_index
 
 __all__ = ["reference_crop", "reference_normalize"]
 
@@ -44,7 +45,9 @@ def reference_crop(values: torch.Tensor, crops: CropParams, size: tuple[int, int
     r0, r1, fy = _taps(crops.top, crops.height, size[0], None)
     c0, c1, fx = _taps(crops.left, crops.width, size[1], crops.flip)
     b = torch.arange(values.shape[0], device=values.device)[:, None]
-    rows = _blend(values[b, r0].to(dt), values[b, r1].to(dt), fy[:, :, None, None])
+    rows = _blend(
+        take_index(values, (b, r0)).to(dt), take_index(values, (b, r1)).to(dt), fy[:, :, None, None]
+    )
     i = torch.arange(size[0], device=values.device)[None, :, None]
     b = b[:, :, None]
     out = _blend(rows[b, i, c0[:, None, :]], rows[b, i, c1[:, None, :]], fx[:, None, :, None])

@@ -65,7 +65,7 @@ def test_cuda_loader_reads_into_pinned_buffers_and_serves_every_sample(tmp_path)
 
     store = make_index_store(tmp_path / "s", 96)
     loader = StoreLoader(store, 8, device="cuda", drop_last=False)
-    assert loader._buffers.pin
+    assert loader._buffers and all(pool.pin for pool in loader._buffers.values())
     for _ in range(2):  # twice: slots and pool buffers are reused in the second epoch
         seen = []
         for batch in loader:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from loaders.augment.errors import AugmentError
+from loaders.augment.indexing import take_index
 from precompute.kinds.hooks import ROT90_RULES, register_rot90, rot90_rule
 
 __all__ = ["ROT90", "draw_k", "rot90_images", "rot90_keypoints", "rot90_masks", "rotate_field"]
@@ -61,7 +62,7 @@ def rot90_masks(masks: torch.Tensor, k: torch.Tensor, size: int | None = None) -
     n = _square(masks.shape, "masks")
     rows, cols = _sources(k, n)
     b = torch.arange(masks.shape[0], device=masks.device)[:, None, None]
-    return masks[b, rows, cols]
+    return take_index(masks, (b, rows, cols))
 
 
 def rot90_images(images: torch.Tensor, k: torch.Tensor, size: int | None = None) -> torch.Tensor:
@@ -69,7 +70,7 @@ def rot90_images(images: torch.Tensor, k: torch.Tensor, size: int | None = None)
     n = _square(images.shape, "images")
     rows, cols = _sources(k, n)
     b = torch.arange(images.shape[0], device=images.device)[:, None, None]
-    return images.permute(0, 2, 3, 1)[b, rows, cols].permute(0, 3, 1, 2)
+    return take_index(images.permute(0, 2, 3, 1), (b, rows, cols)).permute(0, 3, 1, 2)
 
 
 def rot90_keypoints(points: torch.Tensor, k: torch.Tensor, size: int | None = None) -> torch.Tensor:
