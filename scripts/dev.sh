@@ -2,7 +2,7 @@
 # One entry point for a fresh machine. Both commands create .venv and install what they need.
 #   bash scripts/dev.sh demo   generate a sample dataset, build a store on local Ray, print it
 #   bash scripts/dev.sh test   install the dev extras, run the linters, then the test suite on
-#                              NOSTALL_TEST_WORKERS xdist workers (default 4; 0: in one process)
+#                              NOSTALL_TEST_WORKERS xdist workers (default 3; 0: in one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -71,9 +71,11 @@ case "${1:-}" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/mypy"
     set +e
-    # Most slow tests wait on a Ray or a subprocess starting, so more workers than cores pay;
-    # loadgroup keeps the tests of a module-scoped fixture on one worker (tests/conftest.py).
-    "$VENV/bin/python" -m pytest -n "${NOSTALL_TEST_WORKERS:-4}" --dist loadgroup "$@"
+    # The slow tests wait on a Ray or a subprocess starting at times, so one worker more than a
+    # 2-core machine's cores pays; each worker costs its own collection (about 14 s of CPU) and
+    # session Ray. loadgroup keeps the tests of a module-scoped fixture on one worker
+    # (tests/conftest.py).
+    "$VENV/bin/python" -m pytest -n "${NOSTALL_TEST_WORKERS:-3}" --dist loadgroup "$@"
     rc=$?
     if [ "$rc" -eq 5 ]; then
       echo "pytest collected no tests: failing on purpose" >&2
