@@ -124,9 +124,12 @@ def _strip(path: str, message: str) -> str:
 def _info(store: str | Path | Location | StoreInfo) -> StoreInfo:
     where = str(store.path if isinstance(store, StoreInfo) else store)
     try:
-        info = store if isinstance(store, StoreInfo) else open_store_info(store)
-        for name in info.layout.arrays:
-            check_array_meta(info.path, info.layout, name)
+        if isinstance(store, StoreInfo):  # opened elsewhere: its arrays may have changed since
+            info = store
+            for name in info.layout.arrays:
+                check_array_meta(info.path, info.layout, name)
+        else:
+            info = open_store_info(store)  # checks each array's metadata
     except pre.StoreMetadataError as exc:
         raise StoreMetadataError(where, _strip(where, str(exc))) from exc
     except pre.StoreError as exc:

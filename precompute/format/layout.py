@@ -294,8 +294,9 @@ def open_store_info(path: str | Path | Location, *, require_complete: bool = Tru
 
     Raises:
         StoreError: Not a store, another format or version, or a field is missing.
-        StoreMetadataError: A ``zarr.json`` is cut or a key has a wrong type or value (the
-            message names the file and the key).
+        StoreMetadataError: A ``zarr.json`` is cut or a key has a wrong type or value, or an
+            array's shape or chunking differs from the group's layout (the message names the
+            file and the key).
         StoreIncompleteError: The completion marker is missing (and ``require_complete``).
     """
     root = store_path(path)  # an s3:// URL: reads go to the object store
@@ -305,9 +306,12 @@ def open_store_info(path: str | Path | Location, *, require_complete: bool = Tru
     layout = parse_layout(meta, attrs)
     if attrs["version"] == 2:
         layout = replace(layout, fields=_fields(meta, attrs, layout.size))
-    for name in layout.arrays:
+    from precompute.format.storecheck import check_array_meta  # it builds on this module
+
+    for name in layout.arrays:  # each array's shape, dtype and chunking are the layout's
         if not (root / name / "zarr.json").is_file():
             raise StoreError(f"{root}: field '{name}' is missing")
+        check_array_meta(root, layout, name)
     num_valid = _int(
         meta,
         f"{ATTR_KEY}.num_valid",

@@ -23,7 +23,6 @@ import numpy as np
 from precompute.errors import StoreError
 from precompute.format.layout import HOLE_LABEL, StoreInfo, open_store_info, shard_marker_path
 from precompute.format.storecheck import (
-    check_array_meta,
     file_digest,
     shard_file,
     shard_file_problems,
@@ -147,9 +146,7 @@ def verify_store(
         on_shard: Called with each shard index after it is checked (for progress bars).
     """
     try:
-        info = open_store_info(path)
-        for name in info.layout.arrays:
-            check_array_meta(info.path, info.layout, name)
+        info = open_store_info(path)  # checks each array's metadata too
     except StoreError as exc:
         return [str(exc)]
     problems: list[str] = []

@@ -170,6 +170,21 @@ def test_array_metadata_gives_doc_or_store_metadata_error(
             assert_same_samples_or_refused(store, untouched)
 
 
+@pytest.mark.parametrize("num_samples", [19, 21, 24])
+def test_a_layout_that_disagrees_with_the_arrays_is_refused_naming_the_array(
+    store: Path, num_samples: int
+) -> None:
+    # hypothesis found it: num_samples 21 over arrays of 20 read back as 20 samples
+    doc = json.loads((store / "zarr.json").read_text())
+    doc["attributes"]["nostall"]["layout"]["num_samples"] = num_samples
+    doc["attributes"]["nostall"]["num_valid"] = min(num_samples, 20)
+    with written(store / "zarr.json", json.dumps(doc).encode()):
+        with pytest.raises(StoreError, match=r"image/zarr\.json.*key 'shape'"):
+            open_store_info(store)
+        problems = verify_store(store)
+        assert len(problems) == 1 and "key 'shape'" in problems[0]
+
+
 @SETTINGS
 @given(data=st.data())
 def test_group_metadata_gives_info_or_store_error(
