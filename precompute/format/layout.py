@@ -6,7 +6,6 @@ layout is derived here from the group attributes, so readers never guess.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -14,9 +13,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
+from precompute.errors import SpecError, StoreError, StoreIncompleteError
 from precompute.fields import FieldSpec, parse_fields_table, v1_fields
 from precompute.format.arrays import ArraySpec, store_arrays
+from precompute.format.metajson import metadata_error, read_json
+from precompute.format.storecheck import check_array_meta
 from precompute.spec import BuildSpec
 from precompute.storage.location import Location, store_path
 
@@ -161,28 +162,6 @@ class StoreInfo:
         return v1_fields(classes if isinstance(classes, int) and classes > 0 else None)
 
 
-def metadata_error(meta: Any, key: str, reason: str) -> StoreMetadataError:
-    """Return the error for key ``key`` of metadata file ``meta`` (one line, value shortened)."""
-    return StoreMetadataError(f"{meta}: invalid store metadata: key '{key}': {reason}"[:400])
-
-
-def read_json(meta: Path | Location) -> Mapping[str, Any]:
-    """Return the JSON object in ``meta``.
-
-    Raises:
-        StoreMetadataError: The file cannot be read, is not JSON, or holds no JSON object.
-    """
-    try:
-        doc = json.loads(meta.read_text())
-    except (OSError, ValueError, RecursionError) as exc:  # a cut file, bad UTF-8, deep nesting
-        raise StoreMetadataError(f"{meta}: unreadable store metadata: {exc}") from exc
-    if not isinstance(doc, Mapping):
-        raise StoreMetadataError(
-            f"{meta}: store metadata must be a JSON object, got {type(doc).__name__}"
-        )
-    return doc
-
-
 def _read_group_attrs(root: Path | Location) -> Mapping[str, Any]:
     meta = root / "zarr.json"
     if not meta.is_file():
@@ -306,8 +285,6 @@ def open_store_info(path: str | Path | Location, *, require_complete: bool = Tru
     layout = parse_layout(meta, attrs)
     if attrs["version"] == 2:
         layout = replace(layout, fields=_fields(meta, attrs, layout.size))
-    from precompute.format.storecheck import check_array_meta  # it builds on this module
-
     for name in layout.arrays:  # each array's shape, dtype and chunking are the layout's
         if not (root / name / "zarr.json").is_file():
             raise StoreError(f"{root}: field '{name}' is missing")

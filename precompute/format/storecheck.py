@@ -20,11 +20,14 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from precompute.format.layout import StoreLayout, metadata_error, read_json
+from precompute.format.metajson import metadata_error, read_json
 from precompute.format.shardcodec import CRC_BYTES, MISSING, index_nbytes
 from precompute.storage.location import Location, location
+
+if TYPE_CHECKING:
+    from precompute.format.layout import StoreLayout
 
 __all__ = [
     "CRC_BYTES",
