@@ -73,9 +73,9 @@ case "${1:-}" in
     set +e
     # The slow tests wait on a Ray or a subprocess starting at times, so one worker more than a
     # 2-core machine's cores pays; each worker costs its own collection (about 14 s of CPU) and
-    # session Ray. loadgroup keeps the tests of a module-scoped fixture on one worker
-    # (tests/conftest.py).
-    "$VENV/bin/python" -m pytest -n "${NOSTALL_TEST_WORKERS:-3}" --dist loadgroup "$@"
+    # session Ray. loadscope keeps each test module on one worker, so a module-scoped fixture
+    # is made once (tests/conftest.py).
+    "$VENV/bin/python" -m pytest -n "${NOSTALL_TEST_WORKERS:-3}" --dist loadscope "$@"
     rc=$?
     if [ "$rc" -eq 5 ]; then
       echo "pytest collected no tests: failing on purpose" >&2

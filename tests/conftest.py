@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
@@ -17,9 +16,9 @@ if TYPE_CHECKING:  # moto, a dev dependency, loads only where a test asks for th
     from tests.storeclock import StoreClock
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it runs first otherwise)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why; group for xdist."""
+    """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why."""
     no_gpu = pytest.mark.skip(reason="needs a CUDA device")
     no_dali = pytest.mark.skip(reason="needs nvidia-dali (pip install -e .[dali])")
     has_dali = importlib.util.find_spec("nvidia.dali") is not None
@@ -33,11 +32,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[_SERVERS] = [
         name for name in _OBJECT_SERVERS if any(name in item.fixturenames for item in items)
     ]
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # not an xdist worker: nothing to group
-        return
-    for item in items:  # xdist --dist loadgroup: a module-scoped fixture is made once
-        if _shares_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 class _SlowModulesFirst:
@@ -50,15 +44,33 @@ class _SlowModulesFirst:
         items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)  # stable
 
 
+# Modules whose tests are independent and each long (a fresh build process killed and resumed):
+# under xdist each of their tests is its own work unit, so they spread over the workers.
+_SPREAD_MODULES = frozenset({"tests/precompute/test_resume.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope``: one work unit per test module (except :data:`_SPREAD_MODULES`).
+
+    A module-scoped fixture (a Ray cluster, a benchmark run) is then made once, on one worker.
+    xdist's own ``loadgroup`` cannot do it beside pytest 9: the group it writes into a test's
+    node id no longer takes effect (pytest-dev/pytest-xdist#1386), so every worker that ran one
+    of a module's tests made the module's fixtures again.
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None  # xdist's own scheduler for the mode asked for
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in _SPREAD_MODULES else module
+
+    return ByModule(config, log)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_SlowModulesFirst(), "nostall-slow-modules-first")
-
-
-def _shares_module_fixture(item: pytest.Item) -> bool:
-    """Whether ``item`` uses a fixture made once per module (or class) of tests."""
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info is not None else ()
-    return any(d[-1].scope in ("module", "class", "package") for d in defs if d)
 
 
 _OBJECT_SERVERS = ("s3_server", "azurite_server")

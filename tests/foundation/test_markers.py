@@ -12,8 +12,14 @@ or a ``precompute.cli build`` subprocess without ``--runner sequential`` (calls 
 from __future__ import annotations
 
 import ast
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.processes import REPO
 
 TESTS = Path(__file__).resolve().parents[1]
 RAY_FIXTURES = {"ray_local", "ray_cluster"}
@@ -226,3 +232,37 @@ def test_no_test_skips_on_a_missing_dependency_of_the_project() -> None:
                 if name.split(".")[0] in required:
                     skipped.append(f"{path.relative_to(TESTS.parent)}: {name}")
     assert skipped == []
+
+
+_MODULE_FIXTURE_TEST = """
+import os
+import pytest
+
+
+@pytest.fixture(scope="module")
+def shared():
+    with open(os.environ["MADE_LOG"], "a") as f:
+        f.write(__name__ + "\\n")
+
+
+def test_a(shared): pass
+def test_b(shared): pass
+def test_c(shared): pass
+"""
+
+
+def test_xdist_makes_a_module_fixture_once_per_module(tmp_path: Path) -> None:
+    """The suite's xdist mode (scripts/dev.sh) keeps each module's tests on one worker."""
+    (mode,) = re.findall(r"--dist (\w+)", (REPO / "scripts" / "dev.sh").read_text())
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n"
+    )
+    for name in ("test_one", "test_two", "test_three"):
+        (tmp_path / f"{name}.py").write_text(_MODULE_FIXTURE_TEST)
+    log = tmp_path / "made.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MADE_LOG": str(log)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3"]
+    cmd += ["--dist", mode, "--rootdir", str(tmp_path), str(tmp_path)]
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(log.read_text().split()) == ["test_one", "test_three", "test_two"]

@@ -149,8 +149,7 @@ def _output(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Pat
 
 
 # Session-scoped, not module-scoped: made once per test process (each xdist worker that runs one
-# of these tests makes its own), so the four kill tests are not held on one worker
-# (tests/conftest.py keeps the tests of a module-scoped fixture together).
+# of these tests makes its own); this module's tests spread over the workers (tests/conftest.py).
 @pytest.fixture(scope="session")
 def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The raw dataset every build here reads (the killed builds write elsewhere)."""
