@@ -164,8 +164,15 @@ def clean(src: Path, ray_local: None, tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
-@pytest.mark.parametrize("backend", ["local", *PROTOCOLS])
-@pytest.mark.parametrize("whole_group", [True, False], ids=["killpg", "kill-driver"])
+# Each backend once and each way of killing at least once (pairwise, not the whole product: the
+# way the build dies and where its store lives are independent, and each case is a fresh Ray).
+_KILLS = [
+    pytest.param(backend, whole, id=f"{'killpg' if whole else 'kill-driver'}-{backend}")
+    for backend, whole in zip(["local", *PROTOCOLS], [False, True, False, True], strict=False)
+]
+
+
+@pytest.mark.parametrize(("backend", "whole_group"), _KILLS)
 def test_kill_9_then_resume_is_identical_and_second_build_refused(
     s3_server: str,
     azurite_server: str,
