@@ -61,6 +61,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None  # xdist's own scheduler for the mode asked for
     from xdist.scheduler import LoadScopeScheduling
 
+    # in collection order (the modules with slow tests first: _SlowModulesFirst), not xdist's
+    # default of the modules with the most tests first, which left the slow ones for the end
+    config.option.loadscopereorder = False
+
     class ByModule(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
