@@ -261,7 +261,7 @@ def test_xdist_makes_a_module_fixture_once_per_module(tmp_path: Path) -> None:
         (tmp_path / f"{name}.py").write_text(_MODULE_FIXTURE_TEST)
     log = tmp_path / "made.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "MADE_LOG": str(log)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
     cmd += ["--dist", mode, "--rootdir", str(tmp_path), str(tmp_path)]
     run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
