@@ -24,9 +24,10 @@ from precompute import job
 from precompute.format.layout import ATTR_KEY, MARKER_DIR, open_store_info
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
-from precompute.storage import objstore
+from precompute.storage.location import is_url, location
 from service import Cache
 from service.cache.builders import Builder, BuildRequest
+from tests.objectservers import objects_under
 from tests.processes import spawn_module
 from tests.service.helpers import SPEC
 
@@ -54,10 +55,8 @@ def sequential_builder(calls: list[str] | None = None) -> Builder:
 
 def _files(store: Path | str) -> dict[str, bytes]:
     """Every file of the store but the markers and the lock; on disk or in object storage."""
-    if objstore.is_object_url(store):
-        base = str(store).rstrip("/") + "/"
-        names = [u[len(base) :] for u in objstore.list_sizes(str(store))]
-        read = {n: objstore.get_range(base + n).data for n in names}
+    if is_url(store):
+        read = objects_under(str(store))
     else:
         root = Path(store)
         read = {
@@ -79,8 +78,8 @@ def store_bytes(store: Path | str) -> dict[str, str]:
 
 
 def _put(path: Path | str, data: bytes) -> None:
-    if objstore.is_object_url(path):
-        objstore.put_bytes(str(path), data)
+    if is_url(path):
+        location(path).write_bytes(data)
     else:
         Path(path).write_bytes(data)
 
