@@ -74,15 +74,16 @@ class ObjectLayout(CacheLayout):
         if where.local:
             raise StoreError(f"{root}: not in object storage")
         self.root: Any = where  # a Location, where the local layout has a Path
+        self._root = where
         self.url = str(where)
 
     def ensure(self) -> None:
         """Check the bucket can be listed (there are no folders to create)."""
-        object_call("root", (self.root / "claims").list)
+        object_call("root", (self._root / "claims").list)
 
     def store(self, key: str) -> Any:
         """Return the store of ``key`` (a :class:`~precompute.storage.location.Location`)."""
-        return self.root / "stores" / key
+        return self._root / "stores" / key
 
     def building(self, key: str) -> Any:
         """Return where the store of ``key`` is built: its final prefix (no rename exists)."""
@@ -90,19 +91,19 @@ class ObjectLayout(CacheLayout):
 
     def entry_file(self, key: str) -> Any:
         """Return the entry object of ``key`` (a Location)."""
-        return self.root / "catalog" / f"{key}.json"
+        return self._root / "catalog" / f"{key}.json"
 
     def access_file(self, key: str) -> Location:
         """Return the last-access object of ``key``."""
-        return self.root / "access" / f"{key}.json"
+        return self._root / "access" / f"{key}.json"
 
     def claim_file(self, name: str) -> Location:
         """Return the claim object ``name`` (a key, or ``gc``)."""
-        return self.root / "claims" / f"{name}.json"
+        return self._root / "claims" / f"{name}.json"
 
     def leases(self, key: str) -> Location:
         """Return the prefix under which readers of ``key`` record their leases."""
-        return self.root / "leases" / key
+        return self._root / "leases" / key
 
     def _get_json(self, where: Location) -> Any:
         data = object_call("read", where.read_bytes)
@@ -151,12 +152,12 @@ class ObjectLayout(CacheLayout):
 
     def catalog_keys(self) -> list[str]:
         """Return the keys that have entries, sorted."""
-        names = names_under(self.root / "catalog")
+        names = names_under(self._root / "catalog")
         return [n[: -len(".json")] for n in names if n.endswith(".json") and "/" not in n]
 
     def store_keys(self) -> list[str]:
         """Return the keys that have objects under ``stores/`` (published or not), sorted."""
-        return sorted({n.split("/", 1)[0] for n in names_under(self.root / "stores")})
+        return sorted({n.split("/", 1)[0] for n in names_under(self._root / "stores")})
 
     def store_bytes(self, key: str) -> int:
         """Return the bytes of every object of the store of ``key``."""

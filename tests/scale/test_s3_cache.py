@@ -1,4 +1,7 @@
-"""A cache whose root is in object storage, against moto's real S3 server on 127.0.0.1."""
+"""A cache whose root is in object storage, against moto's real S3 server on 127.0.0.1; the
+scenarios of claims, fencing and leases against eviction also against Azurite (``any_bucket``).
+Those that move the store's clock (:class:`~tests.storeclock.StoreClock`, a hook on moto's wire)
+run on S3 only."""
 
 from __future__ import annotations
 
@@ -98,7 +101,8 @@ def _dead_holder() -> bytes:
     return json.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "x"}).encode()
 
 
-def test_one_of_many_callers_takes_a_dead_claim_over(bucket: str, tmp_path: Path) -> None:
+def test_one_of_many_callers_takes_a_dead_claim_over(any_bucket: str, tmp_path: Path) -> None:
+    bucket = any_bucket
     source, log = make_source(tmp_path / "src"), tmp_path / "log"
     cache = Cache(f"{bucket}/cache", builder=s3_builder(log, delay=0.3))
     key = cache.key_for(source, SPEC)
@@ -128,7 +132,8 @@ def test_an_unpublished_store_is_never_served_and_gc_cleans_it(bucket: str, tmp_
     assert urls_under(str(request.out)) == []
 
 
-def test_eviction_keeps_the_budget_lru_and_leased_stores(bucket: str, tmp_path: Path) -> None:
+def test_eviction_keeps_the_budget_lru_and_leased_stores(any_bucket: str, tmp_path: Path) -> None:
+    bucket = any_bucket
     cache = Cache(f"{bucket}/cache", builder=s3_builder(), clock=ticking())
     sources = [make_source(tmp_path / f"src{i}", seed=i) for i in range(3)]
     keys = [cache.key_for(s, SPEC) for s in sources]
@@ -314,11 +319,11 @@ def test_a_lease_of_another_host_counts_until_it_stops_beating(
 
 
 def test_a_builder_that_lost_its_claim_while_building_publishes_no_entry(
-    bucket: str, tmp_path: Path
+    any_bucket: str, tmp_path: Path
 ) -> None:
     """A builder stalled past stale_s: another took the claim over; the late one must not
     publish an entry for a store the taker now owns."""
-    source, root = make_source(tmp_path / "src"), f"{bucket}/cache"
+    source, root = make_source(tmp_path / "src"), f"{any_bucket}/cache"
     inner = s3_builder()
 
     def stalled(request: BuildRequest) -> None:
