@@ -11,9 +11,10 @@ import uuid
 
 import pytest
 
+from precompute.storage.location import location
 from tests.azurite import create_container
 
-__all__ = ["PROTOCOLS", "new_bucket"]
+__all__ = ["PROTOCOLS", "bucket_and_key", "new_bucket", "objects_under", "urls_under"]
 
 PROTOCOLS = ("s3", "az")  # the URL schemes of the tests' object servers
 
@@ -31,3 +32,25 @@ def new_bucket(request: pytest.FixtureRequest, protocol: str, prefix: str = "nos
     else:
         raise ValueError(f"{protocol!r}: not one of {PROTOCOLS}")
     return f"{protocol}://{name}"
+
+
+def bucket_and_key(url: str) -> tuple[str, str]:
+    """The bucket and the key of ``scheme://bucket/key`` (for a test's own client)."""
+    where = location(url)
+    return where.store.url("").split("://", 1)[1], where.key
+
+
+def urls_under(url: str) -> list[str]:
+    """The URL of every object under ``url``, sorted (one LIST through the store's layer)."""
+    where = location(url)
+    return sorted(where.store.url(key) for key in where.list())
+
+
+def objects_under(url: str) -> dict[str, bytes]:
+    """Every object under ``url`` by its name relative to it, read through the store's layer."""
+    where = location(url)
+    base = where.key.rstrip("/")
+    return {
+        key[len(base) + 1 :] if base else key: bytes(where.store.get(key).data)
+        for key in where.list()
+    }

@@ -17,6 +17,7 @@ look-up, so importing :mod:`precompute.fields` imports no kind module.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -83,27 +84,37 @@ BUILTIN = (
     "precompute.kinds.boxes",
 )
 _loaded: list[bool] = []
+_loading = threading.local()  # this thread is importing the kind modules
 
 
 def load_plugins() -> None:
     """Import every kind module (built in, then the entry points'), once per process.
 
+    Threads that look a kind up at once each import the modules (Python imports each once and
+    makes the others wait for it), so none returns before every kind is registered; within the
+    importing thread a kind module that looks kinds up as it registers returns at once.
+
     Raises:
         ImportError: A kind module named by an entry point cannot be imported (the message
             names the entry point).
     """
-    if _loaded:
+    if _loaded or getattr(_loading, "now", False):
         return
-    _loaded.append(True)  # before the imports: a kind module looks kinds up as it registers
-    for module in BUILTIN:
-        importlib.import_module(module)
-    for ep in entry_points(group=GROUP):
-        if ep.value in BUILTIN:
-            continue
-        try:
-            ep.load()
-        except ImportError as exc:
-            raise ImportError(f"the kind plugin {ep.name} = {ep.value!r} ({GROUP}): {exc}") from exc
+    _loading.now = True
+    try:
+        for module in BUILTIN:
+            importlib.import_module(module)
+        for ep in entry_points(group=GROUP):
+            if ep.value in BUILTIN:
+                continue
+            try:
+                ep.load()
+            except ImportError as exc:
+                name = f"{ep.name} = {ep.value!r} ({GROUP})"
+                raise ImportError(f"the kind plugin {name}: {exc}") from exc
+    finally:
+        _loading.now = False
+    _loaded.append(True)
 
 
 _KINDS: dict[str, Kind] = {}

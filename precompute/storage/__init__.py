@@ -10,8 +10,7 @@
   :mod:`~precompute.storage.objlock` for the build lock as an object.
 - :mod:`~precompute.storage.location`: a store and a key, named by a path or a URL; the only
   module that reads a URL's scheme.
-- :mod:`~precompute.storage.objstore` (URL functions for the cache's coordination),
-  :mod:`~precompute.storage.s3fsspec` (fsspec for URL sources) and
+- :mod:`~precompute.storage.s3fsspec` (fsspec for URL sources) and
   :mod:`~precompute.storage.objupload` (a folder into a store) on top.
 
 Nothing above this package tests a URL scheme or imports an object-store client.

@@ -95,9 +95,13 @@ class Location:
         """Write the whole object (atomically); return its version."""
         return self.store.put(self.key, data)
 
+    def head(self) -> Meta:
+        """Size, version and modification time of the object (:meth:`ByteStore.head`)."""
+        return self.store.head(self.key)
+
     def size(self) -> int:
         """Bytes of the object (:class:`FileNotFoundError` if missing)."""
-        return self.store.head(self.key).size
+        return self.head().size
 
     def exists(self) -> bool:
         """Whether an object lies at this key."""

@@ -20,12 +20,11 @@ from typing import Any
 
 from precompute.errors import StoreError
 from precompute.format.layout import MARKER_DIR, open_store_info
-from precompute.storage import objstore
 from precompute.storage.location import location
 from service.cache import maintenance
 from service.cache.builders import BuildRequest
 from service.cache.catalog import CacheLayout, dir_size
-from service.cache.objcatalog import ObjectLayout, object_call
+from service.cache.objcatalog import ObjectLayout, names_under, object_call, relative
 from service.coord.base import Coordinator
 from service.coord.local import LocalCoordinator
 from service.coord.objects import ObjectCoordinator
@@ -101,7 +100,7 @@ class ObjectRoot:
 
     def coordinator(self, timing: Callable[[], Timing]) -> ObjectCoordinator:
         """Claim and lease objects under the root; ``timing()`` gives the heartbeat timing."""
-        return ObjectCoordinator(self.layout.url, timing)
+        return ObjectCoordinator(self.layout.root, timing)
 
     def lookup(self, key: str, now: float) -> Any:
         """Record a use of ``key`` at ``now``; return its store if published."""
@@ -109,9 +108,9 @@ class ObjectRoot:
 
     def prepare(self, request: BuildRequest) -> bool:
         """Clear what a dead builder left; return whether a complete matching store is there."""
-        url = self.layout.store_url(request.key)
-        object_call("build", objstore.delete, f"{url}/{MARKER_DIR}/build.lock")  # we hold it
-        if not object_call("list", objstore.list_sizes, url):
+        store = self.layout.store(request.key)
+        object_call("build", (store / MARKER_DIR / "build.lock").delete)  # we hold the claim
+        if not object_call("list", store.list):
             return False
         try:
             info = open_store_info(request.out, require_complete=False)
@@ -120,7 +119,7 @@ class ObjectRoot:
         except _UNREADABLE:
             same = False
         if not same:
-            self.layout.wipe(url)
+            self.layout.wipe(store)
             return False
         return bool(info.attrs.get("complete"))  # else: the builder resumes it
 
@@ -130,7 +129,7 @@ class ObjectRoot:
 
     def discard_build(self, request: BuildRequest) -> None:
         """Delete a build that is not what was asked for."""
-        self.layout.wipe(self.layout.store_url(request.key))
+        self.layout.wipe(self.layout.store(request.key))
 
     def partial(self, key: str) -> bool:
         """False: a build's objects without a claim are debris (``gc`` deletes them)."""
@@ -142,19 +141,19 @@ class ObjectRoot:
             info = open_store_info(self.layout.store(key), require_complete=False)
         except _UNREADABLE:
             return None
-        markers = f"{self.layout.store_url(key)}/{MARKER_DIR}/shards"
-        done = sum(u.endswith(".json") for u in object_call("list", objstore.list_sizes, markers))
+        markers = self.layout.store(key) / MARKER_DIR / "shards"
+        done = sum(n.endswith(".json") for n in names_under(markers))
         total = info.layout.num_shards
         return {"shards_done": done, "shards_total": total, "fraction": done / total}
 
     def delete_entry(self, key: str) -> None:
         """Unpublish ``key``: nobody finds its store any more."""
-        object_call("unpublish", objstore.delete, self.layout.entry_url(key))
+        object_call("unpublish", self.layout.entry_file(key).delete)
 
     def delete_store(self, key: str) -> None:
         """Delete the objects of an unpublished key."""
-        object_call("unpublish", objstore.delete, self.layout.access_url(key))
-        self.layout.wipe(self.layout.store_url(key))
+        object_call("unpublish", self.layout.access_file(key).delete)
+        self.layout.wipe(self.layout.store(key))
 
     def clean_debris(self, coord: Coordinator) -> list[str]:
         """Delete old takeover markers, then stores nobody published whose claim is free."""
@@ -169,11 +168,11 @@ class ObjectRoot:
         reader is still waiting to act on its read (one stalled as long is as dead as a
         stalled holder).
         """
-        removed, url = [], self.layout.url
-        for found, age in sorted(object_call("list", objstore.list_ages, f"{url}/claims").items()):
+        removed, root, claims = [], self.layout.root, self.layout.root / "claims"
+        for found, age in sorted(object_call("list", claims.store.ages, claims.key).items()):
             if ".json.takeover/" in found and age > stale_s:
-                object_call("delete", objstore.delete, found)
-                removed.append(found[len(url) + 1 :])
+                object_call("delete", claims.store.delete, found)
+                removed.append(relative(root, found))
         return removed
 
     def _clean_stores(self, coord: Coordinator) -> list[str]:
@@ -184,7 +183,7 @@ class ObjectRoot:
                 continue
             with claim:
                 if self.layout.read_entry(key) is None:
-                    self.layout.wipe(self.layout.store_url(key))
+                    self.layout.wipe(self.layout.store(key))
                     removed.append(f"stores/{key}")
         return removed
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from precompute.storage import objstore
+from precompute.storage.location import Location
 from service.cache.objcatalog import object_call
 from service.coord.objholder import (
     BEAT_S,
@@ -91,26 +91,32 @@ class Claim:
     """A held claim, re-PUT every ``beat_s`` seconds; :meth:`release` deletes it (idempotent).
 
     Args:
-        url: The claim object.
+        where: The claim object.
         body: The holder document this process wrote.
         etag: The ETag of that write: beats and the release are fenced on the latest one.
         beat_s: How often the claim is re-PUT.
+
+    Attributes:
+        where: The claim object.
+        url: Its URL, for messages.
     """
 
-    def __init__(self, url: str, body: bytes, etag: str, beat_s: float = BEAT_S) -> None:
-        self.url = url
+    def __init__(self, where: Location, body: bytes, etag: str, beat_s: float = BEAT_S) -> None:
+        self.where = where
+        self.url = str(where)
         self._token = json.loads(body)["token"]
         self._etag = etag
         self._held = True
-        self._beats = Beats(url, self._beat, beat_s)
+        self._beats = Beats(where, self._beat, beat_s)
 
     def _mine(self) -> bool:
-        holder = (read_holder(self.url) or (None, ""))[0]
+        holder = (read_holder(self.where) or (None, ""))[0]
         return isinstance(holder, dict) and holder.get("token") == self._token
 
     def _beat(self, n: int) -> bool:
         body = holder_doc(self._token, n)  # checked first: a store may ignore If-Match
-        etag = fenced_put("beat", self.url, body, self._token, self._etag) if self._mine() else None
+        mine = self._mine()
+        etag = fenced_put("beat", self.where, body, self._token, self._etag) if mine else None
         if etag is None:
             log.warning("%s: the claim was taken over; no longer beating", self.url)
             return False
@@ -130,7 +136,7 @@ class Claim:
         if self._held:
             self._held = False
             self._beats.stop()  # waits for a beat under way: the ETag is the last write's
-            if not (self._mine() and fenced_delete("release", self.url, self._etag, self._token)):
+            if not (self._mine() and fenced_delete("release", self.where, self._etag, self._token)):
                 log.warning("%s: the claim was taken over; left to its new holder", self.url)
 
     def __enter__(self) -> Claim:
@@ -140,28 +146,30 @@ class Claim:
         self.release()
 
 
-def try_claim(url: str, stale_s: float = STALE_S, beat_s: float = BEAT_S) -> Claim | None:
-    """Take the claim at ``url`` without waiting (taking over a dead holder's); None if held.
+def try_claim(where: Location, stale_s: float = STALE_S, beat_s: float = BEAT_S) -> Claim | None:
+    """Take the claim at ``where`` without waiting (taking over a dead holder's); None if held.
 
     Args:
-        url: The claim object.
+        where: The claim object.
         stale_s: A claim of another host not re-PUT for this long (by the object store's
             clock) is dead.
         beat_s: How often the returned claim is re-PUT.
     """
-    me, holder = holder_doc(), inspect_holder(url, stale_s)
+    me, holder = holder_doc(), inspect_holder(where, stale_s)
     if holder is not None and not holder.dead:
         return None
     if holder is None:
         try:
-            etag = object_call("claim", objstore.put_bytes, url, me, only_new=True)
+            etag = object_call("claim", where.store.put_if_absent, where.key, me)
         except FileExistsError:
             return None  # another process took it first
-        return Claim(url, me, etag, beat_s)
-    return _take_over(url, me, holder.etag, beat_s, stale_s)
+        return Claim(where, me, etag, beat_s)
+    return _take_over(where, me, holder.etag, beat_s, stale_s)
 
 
-def _take_over(url: str, me: bytes, dead: str, beat_s: float, stale_s: float) -> Claim | None:
+def _take_over(
+    where: Location, me: bytes, dead: str, beat_s: float, stale_s: float
+) -> Claim | None:
     """Replace the dead claim of ETag ``dead`` with ``me``; None if another process acted first.
 
     A marker whose taker is dead (it died between its two PUTs: judged as a claim's holder) is
@@ -169,27 +177,27 @@ def _take_over(url: str, me: bytes, dead: str, beat_s: float, stale_s: float) ->
     marker.
     """
     tag = dead.strip('"') or "none"
-    marker = f"{url}.takeover/{tag}"
+    marker = where.parent / f"{where.name}.takeover" / tag
     try:
-        object_call("takeover", objstore.put_bytes, marker, me, only_new=True)
+        object_call("takeover", marker.store.put_if_absent, marker.key, me)
     except FileExistsError:  # another process is taking this dead claim over, or died doing it
         taker = inspect_holder(marker, stale_s)  # the marker holds its taker's document
         if taker is not None and taker.dead:
             fenced_delete("takeover", marker, taker.etag)
         return None
     try:
-        etag = fenced_put("takeover", url, me, json.loads(me)["token"], dead)
+        etag = fenced_put("takeover", where, me, json.loads(me)["token"], dead)
     except BaseException:
-        object_call("takeover", objstore.delete, marker)
+        object_call("takeover", marker.delete)
         raise
     if etag is None:  # the claim changed since it was read (released, a fresh claim made)
-        object_call("takeover", objstore.delete, marker)  # If-Match held: no marker needed
+        object_call("takeover", marker.delete)  # If-Match held: no marker needed
         return None
-    return Claim(url, me, etag, beat_s)
+    return Claim(where, me, etag, beat_s)
 
 
 def wait_claim(
-    url: str,
+    where: Location,
     timeout: float,
     *,
     stale_s: float = STALE_S,
@@ -197,10 +205,10 @@ def wait_claim(
     what: str = "a claim",
     until: Callable[[], T | None] | None = None,
 ) -> Claim | T:
-    """Take the claim at ``url``, polling with a :class:`Backoff` up to ``timeout`` seconds.
+    """Take the claim at ``where``, polling with a :class:`Backoff` up to ``timeout`` seconds.
 
     Args:
-        url: The claim object.
+        where: The claim object.
         timeout: Seconds to wait (negative: forever).
         stale_s: As for :func:`try_claim`.
         beat_s: As for :func:`try_claim`.
@@ -218,12 +226,12 @@ def wait_claim(
     while True:
         if until is not None and (done := until()) is not None:
             return done
-        if (claim := try_claim(url, stale_s, beat_s)) is not None:
+        if (claim := try_claim(where, stale_s, beat_s)) is not None:
             return claim
         left = deadline - time.monotonic()
         if timeout >= 0 and left <= 0:
             raise LockTimeoutError(
-                f"timed out after {timeout:g} s waiting for {what} by {describe_holder(url)} "
-                f"({url})"
+                f"timed out after {timeout:g} s waiting for {what} by {describe_holder(where)} "
+                f"({where})"
             )
         time.sleep(backoff.delay() if timeout < 0 else min(backoff.delay(), left))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from precompute.storage.location import Location
 from service.coord.base import ClaimState
 from service.coord.objclaim import Claim, try_claim, wait_claim
 from service.coord.objholder import DEFAULT_TIMING, Timing, inspect_holder
@@ -26,7 +27,7 @@ T = TypeVar("T")
 
 
 class _LeaseCheck:
-    def __init__(self, prefix: str, stale_s: float) -> None:
+    def __init__(self, prefix: Location, stale_s: float) -> None:
         self._args = (prefix, stale_s)
 
     def free(self) -> bool:
@@ -41,25 +42,27 @@ def _pair(t: Timing) -> tuple[float, float]:
 
 
 class ObjectCoordinator:
-    """Claims and leases under the cache root URL ``url`` (``claims/``, ``leases/``).
+    """Claims and leases under the cache root ``root`` (``claims/``, ``leases/``).
 
     Args:
-        url: The cache root, without a trailing slash.
+        root: The cache root in object storage.
         timing: How often holders beat, and when one of another host is dead (asked at each
             use: a cache's timing may be changed after it is opened).
     """
 
-    def __init__(self, url: str, timing: Callable[[], Timing] = lambda: DEFAULT_TIMING) -> None:
-        self.url = url
+    def __init__(
+        self, root: Location, timing: Callable[[], Timing] = lambda: DEFAULT_TIMING
+    ) -> None:
+        self.root = root
         self.timing = timing
 
-    def claim_url(self, name: str) -> str:
+    def claim_file(self, name: str) -> Location:
         """The claim object of ``name``."""
-        return f"{self.url}/claims/{name}.json"
+        return self.root / "claims" / f"{name}.json"
 
-    def lease_prefix(self, key: str) -> str:
+    def leases(self, key: str) -> Location:
         """The prefix of the lease objects of ``key``."""
-        return f"{self.url}/leases/{key}"
+        return self.root / "leases" / key
 
     def wait_claim(
         self, name: str, timeout: float, *, what: str, until: Callable[[], T | None] | None = None
@@ -67,7 +70,7 @@ class ObjectCoordinator:
         """Poll for the claim ``name`` (:func:`service.coord.objclaim.wait_claim`)."""
         t = self.timing()
         return wait_claim(
-            self.claim_url(name),
+            self.claim_file(name),
             timeout,
             stale_s=t.stale_s,
             beat_s=t.beat_s,
@@ -77,18 +80,18 @@ class ObjectCoordinator:
 
     def try_claim(self, name: str) -> Claim | None:
         """Take the claim ``name`` without waiting (a dead holder's too); None if held."""
-        return try_claim(self.claim_url(name), *_pair(self.timing()))
+        return try_claim(self.claim_file(name), *_pair(self.timing()))
 
     def claim_state(self, name: str) -> ClaimState:
         """Judge the holder of the claim ``name`` by the object store's clock."""
-        holder = inspect_holder(self.claim_url(name), self.timing().stale_s)
+        holder = inspect_holder(self.claim_file(name), self.timing().stale_s)
         return "free" if holder is None else "dead" if holder.dead else "held"
 
     def lease(self, key: str, path: Path) -> ObjectLease:
         """A lease object of ``key``, re-PUT while held."""
-        return ObjectLease(key, path, self.lease_prefix(key), self.timing().beat_s)
+        return ObjectLease(key, path, self.leases(key), self.timing().beat_s)
 
     @contextlib.contextmanager
     def guard(self, key: str) -> Iterator[_LeaseCheck]:
         """Lists the live leases of ``key`` (deleting dead ones) when asked."""
-        yield _LeaseCheck(self.lease_prefix(key), self.timing().stale_s)
+        yield _LeaseCheck(self.leases(key), self.timing().stale_s)

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from precompute.storage import objstore
+from precompute.storage.base import Blob, VersionChangedError
+from precompute.storage.location import Location
 from precompute.storage.objlock import pid_alive
 from service.cache.objcatalog import object_call
 from service.errors import ServiceError
@@ -84,9 +85,10 @@ def holder_alive(holder: Any) -> bool:
     return pid_alive(holder["pid"])
 
 
-def _read(url: str) -> objstore.Range | None:
+def _read(where: Location) -> Blob | None:
+    """The whole object at ``where``, dated by the store's clock; None if there is none."""
     try:
-        found: objstore.Range = object_call("claim", objstore.get_range, url)
+        found: Blob = object_call("claim", where.store.get_dated, where.key)
     except FileNotFoundError:
         return None
     return found
@@ -99,10 +101,10 @@ def _doc(data: bytes) -> Any:
         return {}
 
 
-def read_holder(url: str) -> tuple[Any, str] | None:
-    """Return ``(holder document, etag)`` of the claim or lease at ``url``, None if absent."""
-    found = _read(url)
-    return None if found is None else (_doc(found.data), found.etag)
+def read_holder(where: Location) -> tuple[Any, str] | None:
+    """Return ``(holder document, etag)`` of the claim or lease at ``where``, None if absent."""
+    found = _read(where)
+    return None if found is None else (_doc(found.data), found.version)
 
 
 @dataclass(frozen=True)
@@ -121,38 +123,39 @@ class Holder:
     dead: bool
 
 
-def inspect_holder(url: str, stale_s: float = STALE_S) -> Holder | None:
-    """Read the claim or lease at ``url`` and judge its holder; None if there is none.
+def inspect_holder(where: Location, stale_s: float = STALE_S) -> Holder | None:
+    """Read the claim or lease at ``where`` and judge its holder; None if there is none.
 
-    One GET: its own ``Date`` and ``Last-Modified`` give the age of the version read.
+    One GET (:meth:`~precompute.storage.base.ByteStore.get_dated`): its own ``Date`` and
+    ``Last-Modified`` give the age of the version read.
     """
-    found = _read(url)
+    found = _read(where)
     if found is None:
         return None
     doc = _doc(found.data)
     if not isinstance(doc, dict) or doc.get("host") == socket.gethostname():
-        return Holder(doc, found.etag, not holder_alive(doc))
-    return Holder(doc, found.etag, (found.age_s or 0.0) > stale_s)
+        return Holder(doc, found.version, not holder_alive(doc))
+    return Holder(doc, found.version, (found.age_s or 0.0) > stale_s)
 
 
-def fenced_put(what: str, url: str, body: bytes, token: str, etag: str) -> str | None:
-    """PUT ``body`` over the version ``etag`` of ``url``; return the new ETag, None if lost.
+def fenced_put(what: str, where: Location, body: bytes, token: str, etag: str) -> str | None:
+    """PUT ``body`` over the version ``etag`` of ``where``; return the new ETag, None if lost.
 
     A precondition failure means another process wrote or deleted the object since (a takeover,
     a collection): the holder has lost it. If the object there still carries ``token``, the
     failed PUT was a retry of this holder's own PUT that had landed, and its ETag is returned.
     """
     try:
-        new: str = object_call(what, objstore.put_bytes, url, body, if_match=etag)
-    except objstore.VersionChangedError:
-        found = read_holder(url)
+        new: str = object_call(what, where.store.put_if_match, where.key, body, etag)
+    except VersionChangedError:
+        found = read_holder(where)
         mine = found is not None and isinstance(found[0], dict) and found[0].get("token") == token
         return found[1] if found is not None and mine else None
     return new
 
 
-def fenced_delete(what: str, url: str, etag: str, token: str | None = None) -> bool:
-    """Delete the version ``etag`` of ``url``; False if another holder's version replaced it.
+def fenced_delete(what: str, where: Location, etag: str, token: str | None = None) -> bool:
+    """Delete the version ``etag`` of ``where``; False if another holder's version replaced it.
 
     True also when the object is gone already (deleted by this holder's retried DELETE, or by a
     collection that judged it dead). With ``token`` (the holder's own), a version that still
@@ -160,18 +163,18 @@ def fenced_delete(what: str, url: str, etag: str, token: str | None = None) -> b
     deleted.
     """
     try:
-        object_call(what, objstore.delete, url, if_match=etag)
-    except objstore.VersionChangedError:
-        found = read_holder(url) if token is not None else None
+        object_call(what, where.store.delete, where.key, if_match=etag)
+    except VersionChangedError:
+        found = read_holder(where) if token is not None else None
         if found is None or not (isinstance(found[0], dict) and found[0].get("token") == token):
             return found is None and token is not None  # gone meanwhile: nothing left to delete
-        return fenced_delete(what, url, found[1])
+        return fenced_delete(what, where, found[1])
     return True
 
 
-def describe_holder(url: str) -> str:
-    """Return ``host pid N`` of the claim at ``url``, or ``nobody``."""
-    found = read_holder(url)
+def describe_holder(where: Location) -> str:
+    """Return ``host pid N`` of the claim at ``where``, or ``nobody``."""
+    found = read_holder(where)
     if found is None or not isinstance(found[0], dict):
         return "nobody"
     return f"{found[0].get('host', '?')} pid {found[0].get('pid', '?')}"
@@ -181,10 +184,15 @@ class Beats:
     """Call ``beat(n)`` every ``beat_s`` seconds in a daemon thread until it returns False.
 
     A failed beat (a ``ServiceError``) is logged and the next one retries.
+
+    Args:
+        where: The object beaten, for messages.
+        beat: Called with the beat's number; False ends the beats.
+        beat_s: Seconds between beats.
     """
 
-    def __init__(self, url: str, beat: Callable[[int], bool], beat_s: float) -> None:
-        self.url = url
+    def __init__(self, where: Location, beat: Callable[[int], bool], beat_s: float) -> None:
+        self.where = where
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(beat, beat_s), daemon=True, name="nostall-beats"
@@ -199,7 +207,7 @@ class Beats:
                 if not beat(n):
                     return
             except ServiceError as exc:
-                log.warning("%s: heartbeat failed: %s", self.url, exc)
+                log.warning("%s: heartbeat failed: %s", self.where, exc)
 
     def stop(self) -> None:
         """Stop beating (waits for a beat under way, unless called from a beat)."""

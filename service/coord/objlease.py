@@ -20,7 +20,7 @@ import uuid
 import weakref
 from pathlib import Path
 
-from precompute.storage import objstore
+from precompute.storage.location import Location
 from service.cache.objcatalog import object_call
 from service.coord.lease import StoreLease
 from service.coord.objholder import (
@@ -38,46 +38,47 @@ __all__ = ["ObjectLease", "live_leases"]
 log = logging.getLogger("service.coord.objlease")
 
 
-def live_leases(prefix: str, stale_s: float = STALE_S) -> list[str]:
+def live_leases(prefix: Location, stale_s: float = STALE_S) -> list[Location]:
     """Return the lease objects under ``prefix`` held by live readers; delete the dead ones.
 
     A dead lease is deleted only in the version judged (``If-Match``): one its reader re-PUT
     meanwhile is live.
     """
     live = []
-    for url in sorted(object_call("list", objstore.list_sizes, prefix)):
-        holder = inspect_holder(url, stale_s)
-        if holder is not None and not (holder.dead and fenced_delete("delete", url, holder.etag)):
-            live.append(url)
+    for key in sorted(object_call("list", prefix.list)):
+        where = Location(prefix.store, key)
+        holder = inspect_holder(where, stale_s)
+        if holder is not None and not (holder.dead and fenced_delete("delete", where, holder.etag)):
+            live.append(where)
     return live
 
 
 class ObjectLease(StoreLease):
     """A reader's hold on a store in object storage: a lease object, re-PUT while held.
 
-    ``path`` is an ``ObjectPath``; garbage collection of a forgotten lease deletes its object.
+    ``path`` is the store's :class:`~precompute.storage.location.Location`; the lease object
+    lies under ``prefix``. Garbage collection of a forgotten lease deletes its object.
     """
 
-    def __init__(self, key: str, path: Path, prefix: str, beat_s: float = BEAT_S) -> None:
+    def __init__(self, key: str, path: Path, prefix: Location, beat_s: float = BEAT_S) -> None:
         super().__init__(key, path)
         self._token = uuid.uuid4().hex
-        self._url = f"{prefix}/{self._token}.json"
-        self._etag: str = object_call(
-            "lease", objstore.put_bytes, self._url, holder_doc(self._token)
-        )
+        self._where = prefix / f"{self._token}.json"
+        self._etag: str = object_call("lease", self._where.write_bytes, holder_doc(self._token))
         self._acquired()
         ref = weakref.ref(self)  # the beats must not keep a forgotten lease alive
-        self._beats = Beats(self._url, lambda n: _beat(ref, n), beat_s)
+        self._beats = Beats(self._where, lambda n: _beat(ref, n), beat_s)
 
     def _beat(self, n: int) -> bool:
         if not self.held:
             return False
-        etag = fenced_put("lease", self._url, holder_doc(self._token, n), self._token, self._etag)
+        doc = holder_doc(self._token, n)
+        etag = fenced_put("lease", self._where, doc, self._token, self._etag)
         if etag is None:  # judged dead and deleted by a collection: never PUT it back
             log.warning(
                 "%s: the lease was collected as dead (its reader stalled past stale_s); no "
                 "longer held: the store may be evicted under its reader",
-                self._url,
+                self._where,
             )
             self._lost()
             return False
@@ -86,7 +87,7 @@ class ObjectLease(StoreLease):
 
     def _drop(self) -> None:
         self._beats.stop()  # waits for a beat under way: no PUT after the DELETE
-        fenced_delete("release", self._url, self._etag, self._token)
+        fenced_delete("release", self._where, self._etag, self._token)
 
 
 def _beat(ref: weakref.ref[ObjectLease], n: int) -> bool:

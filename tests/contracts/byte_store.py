@@ -13,6 +13,7 @@ Subclass :class:`ByteStoreContract` and give a ``where`` fixture: a fresh, empty
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -74,9 +75,10 @@ class ByteStoreContract:
     def test_put_if_match_replaces_only_that_version(self, where: Location) -> None:
         obj = where / "lock"
         first = obj.write_bytes(b"1")
-        second = where.store.put_if_match(obj.key, b"2", first)
-        assert second != first and obj.read_bytes() == b"2"
-        with pytest.raises(VersionChangedError, match="no longer the version"):
+        second = where.store.put_if_match(obj.key, b"2", first)  # returns the version it wrote
+        assert second != first and obj.read_bytes() == b"2" and obj.head().version == second
+        lost = rf"^{re.escape(str(obj))}: no longer the version {re.escape(first)}$"
+        with pytest.raises(VersionChangedError, match=lost):  # naming the object and version
             where.store.put_if_match(obj.key, b"3", first)
         assert obj.read_bytes() == b"2"
         with pytest.raises(VersionChangedError):

@@ -24,8 +24,8 @@ from precompute import BuildLockedError, BuildSpec, StoreIncompleteError, build,
 from precompute.format.layout import ATTR_KEY, MARKER_DIR
 from precompute.format.verify import verify_store
 from precompute.sample import make_sample_dataset
-from precompute.storage import objstore
-from tests.objectservers import PROTOCOLS, new_bucket
+from precompute.storage.location import is_url, location, store_path
+from tests.objectservers import PROTOCOLS, new_bucket, objects_under
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -39,14 +39,14 @@ build(sys.argv[1], sys.argv[2], BuildSpec(**{spec!r}), progress=False)
 
 
 def _markers(out: Path | str) -> int:
-    if objstore.is_object_url(out):
-        return sum(k.endswith(".json") for k in objstore.list_sizes(f"{out}/{MARKER_DIR}/shards"))
+    if is_url(out):
+        return sum(k.endswith(".json") for k in location(f"{out}/{MARKER_DIR}/shards").list())
     folder = Path(out) / MARKER_DIR / "shards"
     return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
 
 
 def _exists(out: Path | str, name: str) -> bool:
-    return objstore.store_path(f"{out}/{name}").is_file()
+    return store_path(f"{out}/{name}").is_file()
 
 
 def _arrays(out: Path) -> dict[str, object]:
@@ -60,9 +60,8 @@ def _arrays(out: Path) -> dict[str, object]:
 
 def _read_all(out: Path | str) -> dict[str, bytes]:
     """Every file of the store by its path inside it, on disk or in object storage."""
-    if objstore.is_object_url(out):
-        base = f"{out}/"
-        return {u[len(base) :]: objstore.get_range(u).data for u in objstore.list_sizes(str(out))}
+    if is_url(out):
+        return objects_under(str(out))
     root = Path(out)
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from precompute.errors import StoreError
-from precompute.storage import objstore
+from precompute.storage.location import location
 from precompute.storage.objupload import put_folder
 from tests.s3wire import WIRE, WireRequest
 
@@ -35,7 +35,7 @@ def test_every_file_is_put_and_the_named_ones_last(bucket: str, tmp_path: Path) 
     assert order[-1] == f"{url}/zarr.json" and len(order) == len(files)
     assert order[:-1] == sorted(order[:-1])
     for name, data in files.items():
-        assert objstore.get_range(f"{url}/{name}").data == data
+        assert location(f"{url}/{name}").read_bytes() == data
 
 
 def test_a_missing_folder_is_refused_by_name(bucket: str, tmp_path: Path) -> None:

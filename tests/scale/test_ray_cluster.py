@@ -151,26 +151,22 @@ def test_three_node_build_is_byte_identical_to_local(
 def test_three_node_build_into_object_storage_needs_no_shared_folder(
     ray_cluster: Any, bucket: str, src: Path, local_store: Path
 ) -> None:
-    from precompute.storage import objstore
+    from tests.objectservers import objects_under
 
     url = f"{bucket}/cluster.zarr"
     _finish(_build(src, url, address=ray_cluster.address))
     built_on = {a.node for a in _finished_shards(ray_cluster.address, NUM // 4).values()}
     assert built_on <= _cluster_nodes(ray_cluster)
     assert _report_s3(url)["ray_nodes"] == len(built_on)
-    arrays = {
-        obj[len(url) + 1 :]: objstore.get_range(obj).data
-        for obj in objstore.list_sizes(url)
-        if obj[len(url) + 1 :].split("/", 1)[0] in FIELDS
-    }
+    arrays = {n: b for n, b in objects_under(url).items() if n.split("/", 1)[0] in FIELDS}
     assert arrays == _array_files(local_store)
     assert verify_store(url) == []
 
 
 def _report_s3(url: str) -> dict[str, Any]:
-    from precompute.storage import objstore
+    from precompute.storage.location import location
 
-    doc = json.loads(objstore.get_range(f"{url}/zarr.json").data)
+    doc = json.loads(location(f"{url}/zarr.json").read_bytes())
     return dict(doc["attributes"]["nostall"]["report"])
 
 

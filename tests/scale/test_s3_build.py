@@ -16,8 +16,9 @@ from precompute import BuildSpec, build
 from precompute.format.layout import FIELDS, MARKER_DIR
 from precompute.format.verify import verify_store
 from precompute.sample import make_sample_dataset
-from precompute.storage import objstore
+from precompute.storage.location import location
 from precompute.storage.objupload import put_folder
+from tests.objectservers import objects_under
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -56,11 +57,7 @@ def _local_files(out: Path) -> dict[str, bytes]:
 
 
 def _s3_files(url: str) -> dict[str, bytes]:
-    return {
-        obj[len(url) + 1 :]: objstore.get_range(obj).data
-        for obj in objstore.list_sizes(url)
-        if obj[len(url) + 1 :].split("/", 1)[0] in FIELDS
-    }
+    return {n: b for n, b in objects_under(url).items() if n.split("/", 1)[0] in FIELDS}
 
 
 def test_build_into_s3_is_byte_identical_and_published_last(
@@ -69,10 +66,12 @@ def test_build_into_s3_is_byte_identical_and_published_last(
     url = f"{any_bucket}/stores/train.zarr"
     _build(src, url)
     assert _s3_files(url) == _local_files(local_store)
-    attrs = json.loads(objstore.get_range(f"{url}/zarr.json").data)["attributes"]["nostall"]
+    attrs = json.loads(location(f"{url}/zarr.json").read_bytes())["attributes"]["nostall"]
     assert attrs["complete"] and attrs["report"]["shards_built"] == NUM // 4
-    assert 0 < attrs["report"]["bytes_written"] <= sum(objstore.list_sizes(url).values())
-    assert f"{url}/{MARKER_DIR}/build.lock" not in objstore.list_sizes(url)  # released
+    assert (
+        0 < attrs["report"]["bytes_written"] <= sum(m.size for m in location(url).list().values())
+    )
+    assert not location(f"{url}/{MARKER_DIR}/build.lock").exists()  # released
     assert verify_store(url) == []
 
 
@@ -83,6 +82,6 @@ def test_build_from_s3_into_s3_holds_the_samples_of_the_local_build(
     url = f"{any_bucket}/stores/from-s3.zarr"
     _build(f"{any_bucket}/raw", url)
     assert _s3_files(url) == _local_files(local_store)  # same slots, pixels, labels and keys
-    attrs = json.loads(objstore.get_range(f"{url}/zarr.json").data)["attributes"]["nostall"]
+    attrs = json.loads(location(f"{url}/zarr.json").read_bytes())["attributes"]["nostall"]
     assert attrs["report"]["source"] == f"{any_bucket}/raw" and attrs["report"]["num_inputs"] == NUM
     assert verify_store(url) == []

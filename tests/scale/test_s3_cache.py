@@ -1,4 +1,7 @@
-"""A cache whose root is in object storage, against moto's real S3 server on 127.0.0.1."""
+"""A cache whose root is in object storage, against moto's real S3 server on 127.0.0.1; the
+scenarios of claims, fencing and leases against eviction also against Azurite (``any_bucket``).
+Those that move the store's clock (:class:`~tests.storeclock.StoreClock`, a hook on moto's wire)
+run on S3 only."""
 
 from __future__ import annotations
 
@@ -21,13 +24,14 @@ import torch
 
 from precompute.format.layout import StoreLayout, open_store_info
 from precompute.pipeline.writer import create_or_resume, write_shard
-from precompute.storage import objstore
+from precompute.storage.location import location
 from precompute.storage.objupload import put_folder
 from service import Cache, ServiceError, StoreInUseError, resolve
 from service.cache.builders import Builder, BuildRequest
 from service.coord.objects import ObjectCoordinator
 from service.http.app import create_app
 from service.http.paths import SourcePolicy
+from tests.objectservers import urls_under
 from tests.servers import wait_ready
 from tests.service.helpers import SPEC, index_builder, make_source, read_log
 from tests.service.server_util import serving
@@ -97,11 +101,12 @@ def _dead_holder() -> bytes:
     return json.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "x"}).encode()
 
 
-def test_one_of_many_callers_takes_a_dead_claim_over(bucket: str, tmp_path: Path) -> None:
+def test_one_of_many_callers_takes_a_dead_claim_over(any_bucket: str, tmp_path: Path) -> None:
+    bucket = any_bucket
     source, log = make_source(tmp_path / "src"), tmp_path / "log"
     cache = Cache(f"{bucket}/cache", builder=s3_builder(log, delay=0.3))
     key = cache.key_for(source, SPEC)
-    objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", _dead_holder())  # a dead builder's
+    location(f"{bucket}/cache/claims/{key}.json").write_bytes(_dead_holder())  # a dead builder's
     assert cache.status(key)["status"] == "interrupted"
     paths: list[str] = []
     threads = [
@@ -113,7 +118,7 @@ def test_one_of_many_callers_takes_a_dead_claim_over(bucket: str, tmp_path: Path
     for t in threads:
         t.join()
     assert len(read_log(log)) == 1 and len(set(paths)) == 1 and len(paths) == 6
-    assert objstore.list_sizes(f"{bucket}/cache/claims/{key}.json.takeover") != {}
+    assert urls_under(f"{bucket}/cache/claims/{key}.json.takeover") != []
     assert cache.status(key)["status"] == "ready"
 
 
@@ -124,10 +129,11 @@ def test_an_unpublished_store_is_never_served_and_gc_cleans_it(bucket: str, tmp_
     s3_builder()(request)  # a complete store under stores/<key>/ but no entry: not published
     assert cache.get(request.key) is None and cache.list() == []
     assert cache.gc().cleaned == (f"stores/{request.key}",)
-    assert objstore.list_sizes(str(request.out)) == {}
+    assert urls_under(str(request.out)) == []
 
 
-def test_eviction_keeps_the_budget_lru_and_leased_stores(bucket: str, tmp_path: Path) -> None:
+def test_eviction_keeps_the_budget_lru_and_leased_stores(any_bucket: str, tmp_path: Path) -> None:
+    bucket = any_bucket
     cache = Cache(f"{bucket}/cache", builder=s3_builder(), clock=ticking())
     sources = [make_source(tmp_path / f"src{i}", seed=i) for i in range(3)]
     keys = [cache.key_for(s, SPEC) for s in sources]
@@ -142,7 +148,7 @@ def test_eviction_keeps_the_budget_lru_and_leased_stores(bucket: str, tmp_path: 
         assert report.evicted == (keys[0],) and report.skipped_leased == (keys[1],)
         with pytest.raises(StoreInUseError, match=f"store {keys[1]} is leased by a reader"):
             cache.remove(keys[1])
-    assert objstore.list_sizes(f"{bucket}/cache/stores/{keys[2]}") == {}
+    assert urls_under(f"{bucket}/cache/stores/{keys[2]}") == []
     assert cache.get(keys[2]) is None
     assert cache.remove(keys[1]).key == keys[1] and cache.list() == []
 
@@ -152,9 +158,9 @@ def test_a_dead_readers_lease_is_ignored(bucket: str, tmp_path: Path) -> None:
     source = make_source(tmp_path / "src")
     key = cache.key_for(source, SPEC)
     cache.get_or_build(source, SPEC)
-    objstore.put_bytes(f"{bucket}/cache/leases/{key}/dead.json", _dead_holder())
+    location(f"{bucket}/cache/leases/{key}/dead.json").write_bytes(_dead_holder())
     assert cache.gc(budget_bytes=0).evicted == (key,)
-    assert objstore.list_sizes(f"{bucket}/cache/leases/{key}") == {}
+    assert urls_under(f"{bucket}/cache/leases/{key}") == []
 
 
 def test_build_after_budget_evicts_others_not_the_new_store(bucket: str, tmp_path: Path) -> None:
@@ -181,8 +187,8 @@ def test_resolve_and_store_loader_stream_from_an_s3_cache(
                 assert torch.all(image == int(index) % 251)  # pixels encode the slot index
                 seen.append(int(index))
         assert sorted(seen) == list(range(12))
-        assert objstore.list_sizes(f"{root}/leases/{key}") != {}  # leased while open
-    assert objstore.list_sizes(f"{root}/leases/{key}") == {}
+        assert urls_under(f"{root}/leases/{key}") != []  # leased while open
+    assert urls_under(f"{root}/leases/{key}") == []
     monkeypatch.setenv("NOSTALL_CACHE", root)
     path, lease = resolve(key)
     with lease:
@@ -248,15 +254,15 @@ def test_the_real_builder_writes_into_an_s3_cache(
     path = cache.get_or_build(source, SPEC)  # precompute.job.build on Ray, --out s3://...
     info = open_store_info(path)
     assert info.num_valid == 20 and info.attrs["report"]["builder"] == "precompute.job"
-    assert f"{path}/_nostall/build.lock" not in objstore.list_sizes(str(path))
-    assert cache.info(path.name).size_bytes == sum(objstore.list_sizes(str(path)).values())
+    assert not location(f"{path}/_nostall/build.lock").exists()
+    assert cache.info(path.name).size_bytes == sum(m.size for m in path.list().values())
     assert cache.get_or_build(str(source), SPEC) == path and cache.stats.snapshot()["builds"] == 1
 
 
 def _until_changed(url: str, etag: str, timeout: float = 60.0) -> str:
     """Wait for a new version of ``url`` (a beat); return its ETag."""
     deadline = time.monotonic() + timeout
-    while (now := objstore.head(url)[1]) == etag:
+    while (now := location(url).head().version) == etag:
         assert time.monotonic() < deadline, f"{url} was not re-PUT in {timeout} s"
         time.sleep(0.05)
     return now
@@ -268,16 +274,16 @@ def test_a_claim_beats_while_held_and_one_of_another_host_that_stops_is_taken_ov
     from service.coord.objclaim import try_claim
 
     url = f"{bucket}/cache/claims/x.json"
-    with try_claim(url, beat_s=0.1):
-        second = _until_changed(url, objstore.head(url)[1])  # re-PUT while held
+    with try_claim(location(url), beat_s=0.1):
+        second = _until_changed(url, location(url).head().version)  # re-PUT while held
         _until_changed(url, second)  # and again
-    assert not objstore.store_path(url).exists()  # deleted on release
+    assert not location(url).exists()  # deleted on release
     source, log = make_source(tmp_path / "src"), tmp_path / "log"
     cache = Cache(f"{bucket}/cache", builder=s3_builder(log), lock_timeout=1.0)
     cache.claim_stale_s = 30.0
     key = cache.key_for(source, SPEC)
     elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
-    objstore.put_bytes(f"{bucket}/cache/claims/{key}.json", json.dumps(elsewhere).encode())
+    location(f"{bucket}/cache/claims/{key}.json").write_bytes(json.dumps(elsewhere).encode())
     assert cache.status(key)["status"] == "building"  # a live pid there, for all we know
     with pytest.raises(ServiceError, match="timed out after 1 s waiting for the build of"):
         cache.get_or_build(source, SPEC)  # beaten under 30 s ago by the store's clock: live
@@ -297,44 +303,38 @@ def test_a_lease_of_another_host_counts_until_it_stops_beating(
     cache.get_or_build(first, SPEC)
     cache.get_or_build(second, SPEC)
     elsewhere = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
-    objstore.put_bytes(f"{bucket}/cache/leases/{k1}/t.json", json.dumps(elsewhere).encode())
+    location(f"{bucket}/cache/leases/{k1}/t.json").write_bytes(json.dumps(elsewhere).encode())
     with cache.open(k2):  # held here, re-PUT every 0.3 s
         assert cache.gc(budget_bytes=0).skipped_leased == (k1, k2)  # both fresh
         ours = f"{bucket}/cache/leases/{k2}"
-        before = {url: objstore.head(url)[1] for url in objstore.list_sizes(ours)}
+        before = {url: location(url).head().version for url in urls_under(ours)}
         store_clock.advance(60)  # the foreign lease is now older than 30 s, ours too
         assert len(before) == 1
         for url, etag in before.items():
             _until_changed(url, etag)  # ours re-PUT since: fresh again
         report = cache.gc(budget_bytes=0)
         assert report.evicted == (k1,) and report.skipped_leased == (k2,)
-    assert objstore.list_sizes(f"{bucket}/cache/leases") == {}
+    assert urls_under(f"{bucket}/cache/leases") == []
     assert cache.gc(budget_bytes=0).evicted == (k2,)
 
 
 def test_a_builder_that_lost_its_claim_while_building_publishes_no_entry(
-    bucket: str, tmp_path: Path
+    any_bucket: str, tmp_path: Path
 ) -> None:
     """A builder stalled past stale_s: another took the claim over; the late one must not
     publish an entry for a store the taker now owns."""
-    import boto3
-
-    source, root = make_source(tmp_path / "src"), f"{bucket}/cache"
+    source, root = make_source(tmp_path / "src"), f"{any_bucket}/cache"
     inner = s3_builder()
 
     def stalled(request: BuildRequest) -> None:
         inner(request)  # then, as if it stalled: another builder takes the key's claim over
-        url = cache.layout.claim_url(request.key)
-        name, key = objstore.split_url(url)
         taker = {"host": "another-host", "pid": 1, "token": "taker", "beat": 0}
-        boto3.session.Session().client("s3").put_object(
-            Bucket=name, Key=key, Body=json.dumps(taker).encode()
-        )
+        cache.layout.claim_file(request.key).write_bytes(json.dumps(taker).encode())
 
     cache = Cache(root, builder=stalled)
     assert isinstance(cache.coord, ObjectCoordinator)
     with pytest.raises(ServiceError, match=r"its claim .* was taken over by another builder"):
         cache.get_or_build(source, SPEC)
     assert cache.list() == []  # no entry: the key is the taker's to publish
-    claim = cache.layout.claim_url(cache.key_for(source, SPEC))
-    assert json.loads(objstore.get_range(claim).data)["token"] == "taker"  # left to it
+    claim = cache.layout.claim_file(cache.key_for(source, SPEC))
+    assert json.loads(claim.read_bytes())["token"] == "taker"  # left to it

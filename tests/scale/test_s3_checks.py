@@ -13,7 +13,7 @@ from precompute import StoreIncompleteError, open_store_info
 from precompute.format.layout import MARKER_DIR
 from precompute.format.summary import store_summary
 from precompute.format.verify import verify_store
-from precompute.storage import objstore
+from precompute.storage.location import location
 from precompute.storage.objupload import put_folder
 from tests.contracts.loader_contract import make_index_store
 
@@ -46,8 +46,8 @@ def test_verify_and_inspect_take_s3_urls(s3_store: str, local_store: Path) -> No
 
 def test_verify_names_a_swapped_and_a_missing_object(s3_store: str) -> None:
     one, two = f"{s3_store}/image/c/1/0/0/0", f"{s3_store}/image/c/0/0/0/0"
-    objstore.put_bytes(one, objstore.get_range(two).data)  # self-consistent, wrong shard
-    objstore.delete(f"{s3_store}/key/c/2")
+    location(one).write_bytes(location(two).read_bytes())  # self-consistent, wrong shard
+    location(f"{s3_store}/key/c/2").delete()
     problems = verify_store(s3_store)
     assert any(
         f"shard 1: image: shard file {one} is not the file its build wrote" in p for p in problems
@@ -61,10 +61,10 @@ def test_verify_names_a_swapped_and_a_missing_object(s3_store: str) -> None:
 
 def test_an_incomplete_s3_store_is_refused_and_inspected(s3_store: str) -> None:
     meta = f"{s3_store}/zarr.json"
-    doc = json.loads(objstore.get_range(meta).data)
+    doc = json.loads(location(meta).read_bytes())
     doc["attributes"]["nostall"]["complete"] = False
-    objstore.put_bytes(meta, json.dumps(doc).encode())
-    objstore.delete(f"{s3_store}/{MARKER_DIR}/shards/000001.json")
+    location(meta).write_bytes(json.dumps(doc).encode())
+    location(f"{s3_store}/{MARKER_DIR}/shards/000001.json").delete()
     with pytest.raises(StoreIncompleteError, match=f"{s3_store}: store is incomplete"):
         open_store_info(s3_store)
     assert "INCOMPLETE (2/3 shards written" in store_summary(s3_store)

@@ -19,7 +19,7 @@ from precompute.errors import StoreError
 from precompute.format.shardcodec import chunk_sound
 from precompute.pipeline.writer import write_store_from_arrays
 from precompute.spec import BuildSpec
-from precompute.storage import objstore
+from precompute.storage.location import location
 from precompute.storage.objupload import put_folder
 from tests.contracts.index_store import index_images
 from tests.contracts.loader_contract import (
@@ -112,9 +112,9 @@ def test_a_damaged_cache_entry_is_fetched_again(
 
 def test_a_corrupt_chunk_object_raises_naming_url_and_chunk(any_store: str) -> None:
     shard = f"{any_store}/image/c/1/0/0/0"
-    data = bytearray(objstore.get_range(shard).data)
+    data = bytearray(location(shard).read_bytes())
     data[100] ^= 0x01  # inside the first inner chunk of shard 1
-    objstore.put_bytes(shard, bytes(data))
+    location(shard).write_bytes(bytes(data))
     with pytest.raises(
         CorruptChunkError,
         match=r"image: shard file (s3|az)://.*/image/c/1/0/0/0, "
@@ -125,9 +125,9 @@ def test_a_corrupt_chunk_object_raises_naming_url_and_chunk(any_store: str) -> N
 
 def test_a_corrupt_chunk_never_enters_the_read_cache(any_store: str, tmp_path: Path) -> None:
     shard = f"{any_store}/image/c/1/0/0/0"
-    data = bytearray(objstore.get_range(shard).data)
+    data = bytearray(location(shard).read_bytes())
     data[100] ^= 0x01  # inside the first inner chunk of shard 1
-    objstore.put_bytes(shard, bytes(data))
+    location(shard).write_bytes(bytes(data))
     cache = ReadCache(tmp_path / "cache", 1 << 30)
     loader = StoreLoader(any_store, 8, seed=0, shuffle=False, read_cache=cache)
     with pytest.raises(CorruptChunkError, match="crc32c checksum mismatch"):
@@ -141,12 +141,12 @@ def test_a_corrupt_chunk_never_enters_the_read_cache(any_store: str, tmp_path: P
 
 def test_a_missing_or_cut_shard_object_is_refused_at_open(any_store: str) -> None:
     shard = f"{any_store}/label/c/2"
-    objstore.put_bytes(shard, objstore.get_range(shard).data[:-3])
+    location(shard).write_bytes(location(shard).read_bytes()[:-3])
     with pytest.raises(
         StoreOpenError, match=r"shard 2: label: shard file (s3|az)://.*/label/c/2 has"
     ):
         StoreLoader(any_store, batch_size=8)
-    objstore.delete(shard)
+    location(shard).delete()
     with pytest.raises(StoreOpenError, match=r"shard 2: label: shard file is missing"):
         StoreLoader(any_store, batch_size=8)
 
@@ -156,14 +156,14 @@ def test_errors_name_the_url_and_never_the_secret(bucket: str) -> None:
         StoreLoader(f"{bucket}/nothing-here", batch_size=8)
     assert "nostall-test-secret" not in str(info.value)
     with pytest.raises(StoreError, match="not an s3://bucket/key URL"):
-        objstore.split_url("s3:///no-bucket")
+        location("s3:///no-bucket")
 
 
 def test_an_object_replaced_while_reading_fails_instead_of_mixing_versions(any_store: str) -> None:
     loader = StoreLoader(any_store, batch_size=8, seed=3, num_threads=2)
     list(loader)  # every shard index read, with its object's ETag
     one, two = f"{any_store}/image/c/1/0/0/0", f"{any_store}/image/c/2/0/0/0"
-    objstore.put_bytes(one, objstore.get_range(two).data)  # same size, another version
+    location(one).write_bytes(location(two).read_bytes())  # same size, another version
     loader.set_epoch(1)
     with pytest.raises(ChunkReadError, match=r"image/c/1/0/0/0.*replaced while the store"):
         list(loader)
@@ -199,8 +199,8 @@ def test_a_store_rebuilt_at_the_same_url_never_reads_old_cache_entries(
     first = ReadCache(folder, 1 << 30)
     assert_same_epochs(_epochs(url, 1, read_cache=first), _epochs(local_store, 1))
     assert first.cached_bytes > 0 and first.hits == 0
-    for old in objstore.list_sizes(url):  # the store deleted, another built at its URL
-        objstore.delete(old)
+    for old in location(url).list():  # the store deleted, another built at its URL
+        location(url).store.delete(old)
     put_folder(other, url)
     again = ReadCache(folder, 1 << 30)  # the same folder, adopted with the old store's entries
     assert again.cached_bytes == first.cached_bytes
@@ -224,9 +224,9 @@ def if_match_ignored(s3_server: str) -> Any:
 
 
 def test_the_if_match_hook_reaches_the_server(s3_store: str, if_match_ignored: None) -> None:
-    shard = f"{s3_store}/image/c/1/0/0/0"
-    got = objstore.get_range(shard, 0, 8, if_match='"not-its-etag"')  # a 412 with the header
-    assert got.data == objstore.get_range(shard, 0, 8).data
+    shard = location(f"{s3_store}/image/c/1/0/0/0")
+    got = shard.store.get(shard.key, 0, 8, if_version='"not-its-etag"')  # a 412 with the header
+    assert bytes(got.data) == bytes(shard.store.get(shard.key, 0, 8).data)
 
 
 def test_an_object_replaced_while_reading_is_detected_where_if_match_is_ignored(
@@ -235,7 +235,7 @@ def test_an_object_replaced_while_reading_is_detected_where_if_match_is_ignored(
     loader = StoreLoader(s3_store, batch_size=8, seed=3, num_threads=2)
     list(loader)  # every shard index read, with its object's ETag
     one, two = f"{s3_store}/image/c/1/0/0/0", f"{s3_store}/image/c/2/0/0/0"
-    objstore.put_bytes(one, objstore.get_range(two).data)  # same size, sound chunks of another
+    location(one).write_bytes(location(two).read_bytes())  # same size, sound chunks of another
     loader.set_epoch(1)
     with pytest.raises(ChunkReadError, match=r"image/c/1/0/0/0.*replaced while the store"):
         list(loader)

@@ -17,12 +17,13 @@ import pytest
 from precompute import BuildLockedError
 from precompute.errors import StoreError
 from precompute.pipeline.outputs import build_lock, check_output
-from precompute.storage import objstore
+from precompute.storage.location import location, store_path
+from tests.objectservers import bucket_and_key, objects_under
 from tests.s3wire import WIRE, WireRequest
 
 
 def test_a_second_build_is_refused_naming_the_holder(any_bucket: str) -> None:
-    out = objstore.store_path(f"{any_bucket}/s.zarr")
+    out = store_path(f"{any_bucket}/s.zarr")
     held = rf"held by {socket.gethostname()} pid {os.getpid()}\); wait for it"
     with build_lock(out), pytest.raises(BuildLockedError, match=held), build_lock(out):
         pass
@@ -39,11 +40,11 @@ def test_the_lock_of_a_dead_build_on_this_host_is_taken_over(any_bucket: str) ->
     )
     lock = f"{any_bucket}/s.zarr/_nostall/build.lock"
     holder = {"host": socket.gethostname(), "pid": int(dead.stdout)}
-    objstore.put_bytes(lock, json.dumps(holder).encode())
-    with build_lock(objstore.store_path(f"{any_bucket}/s.zarr")):
-        assert json.loads(objstore.get_range(lock).data)["pid"] == os.getpid()
-    objstore.put_bytes(lock, json.dumps({"host": "other-host", "pid": 1}).encode())
-    out = objstore.store_path(f"{any_bucket}/s.zarr")
+    location(lock).write_bytes(json.dumps(holder).encode())
+    with build_lock(store_path(f"{any_bucket}/s.zarr")):
+        assert json.loads(location(lock).read_bytes())["pid"] == os.getpid()
+    location(lock).write_bytes(json.dumps({"host": "other-host", "pid": 1}).encode())
+    out = store_path(f"{any_bucket}/s.zarr")
     with pytest.raises(BuildLockedError, match="held by other-host pid 1"), build_lock(out):
         pass
 
@@ -78,11 +79,11 @@ def test_a_takeover_never_overwrites_a_lock_taken_after_its_look(bucket: str) ->
     overwrite the lock the first took (that would be two writers of one store)."""
     import boto3
 
-    out = objstore.store_path(f"{bucket}/s.zarr")
+    out = store_path(f"{bucket}/s.zarr")
     lock = f"{bucket}/s.zarr/_nostall/build.lock"
-    objstore.put_bytes(lock, _dead_holder())
+    location(lock).write_bytes(_dead_holder())
     other = boto3.session.Session().client("s3")
-    b, key = objstore.split_url(lock)
+    b, key = bucket_and_key(lock)
     first = {"host": "other-host", "pid": 7}
 
     def other_takes_it() -> None:  # the other build's takeover lands between look and PUT
@@ -94,34 +95,34 @@ def test_a_takeover_never_overwrites_a_lock_taken_after_its_look(bucket: str) ->
             pass
     finally:
         unhook()
-    assert json.loads(objstore.get_range(lock).data) == first
+    assert json.loads(location(lock).read_bytes()) == first
 
 
 def test_a_build_whose_lock_was_taken_over_leaves_it_to_its_new_holder(bucket: str) -> None:
-    out = objstore.store_path(f"{bucket}/s.zarr")
+    out = store_path(f"{bucket}/s.zarr")
     lock = f"{bucket}/s.zarr/_nostall/build.lock"
     taker = json.dumps({"host": "other-host", "pid": 9}).encode()
     with build_lock(out):
-        objstore.put_bytes(lock, taker)  # e.g. deleted by hand, then taken by another build
-    assert objstore.get_range(lock).data == taker  # not deleted by the first build's release
+        location(lock).write_bytes(taker)  # e.g. deleted by hand, then taken by another build
+    assert location(lock).read_bytes() == taker  # not deleted by the first build's release
 
 
 def test_a_lock_released_while_looked_at_is_created_again(bucket: str) -> None:
-    out = objstore.store_path(f"{bucket}/s.zarr")
+    out = store_path(f"{bucket}/s.zarr")
     lock = f"{bucket}/s.zarr/_nostall/build.lock"
-    objstore.put_bytes(lock, json.dumps({"host": "other-host", "pid": 3}).encode())
-    b, key = objstore.split_url(lock)
+    location(lock).write_bytes(json.dumps({"host": "other-host", "pid": 3}).encode())
+    b, key = bucket_and_key(lock)
     import boto3
 
     other = boto3.session.Session().client("s3")
     unhook = _hook_before("GetObject", key, lambda: other.delete_object(Bucket=b, Key=key))
     try:
         with build_lock(out):  # the holder finished between the refused PUT and the look
-            assert json.loads(objstore.get_range(lock).data)["pid"] == os.getpid()
+            assert json.loads(location(lock).read_bytes())["pid"] == os.getpid()
     finally:
         unhook()
     with pytest.raises(FileNotFoundError):
-        objstore.get_range(lock)
+        location(lock).read_bytes()
 
 
 def test_outputs_other_than_object_store_urls_are_refused() -> None:
@@ -138,10 +139,10 @@ def test_create_refuses_foreign_objects_and_resume_refuses_another_spec(any_buck
 
     spec = BuildSpec(size=16, shard_samples=4, chunk_samples=2)
     layout = StoreLayout.from_spec(spec, 10)
-    objstore.put_bytes(f"{any_bucket}/other/notes.txt", b"not a store")
+    location(f"{any_bucket}/other/notes.txt").write_bytes(b"not a store")
     with pytest.raises(StoreError, match=rf"{any_bucket}/other: is not empty .*other/notes.txt"):
-        create_or_resume(objstore.store_path(f"{any_bucket}/other"), spec, layout, "fp")
-    out = objstore.store_path(f"{any_bucket}/s.zarr")
+        create_or_resume(store_path(f"{any_bucket}/other"), spec, layout, "fp")
+    out = store_path(f"{any_bucket}/s.zarr")
     assert create_or_resume(out, spec, layout, "fp") == set()
     assert create_or_resume(out, spec, layout, "fp") == set()  # resumable, nothing done yet
     with pytest.raises(StoreMismatchError, match="differs in spec_hash"):
@@ -163,11 +164,11 @@ def test_the_writer_into_s3_gives_the_objects_of_the_local_files(
     labels = np.arange(10) % 3
     write_store_from_arrays(tmp_path / "local", images, labels, spec)
     url = f"{any_bucket}/w.zarr"
-    write_store_from_arrays(objstore.store_path(url), images, labels, spec)
+    write_store_from_arrays(store_path(url), images, labels, spec)
     local = {
         p.relative_to(tmp_path / "local").as_posix(): p.read_bytes()
         for p in (tmp_path / "local").rglob("*")
         if p.is_file() and p.name != "build.lock"
     }
-    remote = {k[len(url) + 1 :]: objstore.get_range(k).data for k in objstore.list_sizes(url)}
+    remote = objects_under(url)
     assert remote == local  # every object, markers and metadata included

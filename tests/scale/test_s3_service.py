@@ -49,15 +49,15 @@ def test_a_missing_local_root_is_named() -> None:
 
 
 def test_an_s3_manifest_may_only_list_files_under_the_roots(bucket: str, tmp_path: Path) -> None:
-    from precompute.storage import objstore
+    from precompute.storage.location import location
     from service.errors import SourceNotAllowedError
+    from tests.objectservers import urls_under
 
     put_folder(make_source(tmp_path / "ds"), f"{bucket}/raw/ds")
     put_folder(make_source(tmp_path / "other"), f"{bucket}/other/ds")
-    inside = sorted(objstore.list_sizes(f"{bucket}/raw/ds"))[0]
-    outside = sorted(objstore.list_sizes(f"{bucket}/other/ds"))[0]
-    objstore.put_bytes(f"{bucket}/raw/good.csv", f"path,label\n{inside},0\n".encode())
-    objstore.put_bytes(f"{bucket}/raw/evil.csv", f"path,label\n{outside},0\n".encode())
+    inside, outside = urls_under(f"{bucket}/raw/ds")[0], urls_under(f"{bucket}/other/ds")[0]
+    location(f"{bucket}/raw/good.csv").write_bytes(f"path,label\n{inside},0\n".encode())
+    location(f"{bucket}/raw/evil.csv").write_bytes(f"path,label\n{outside},0\n".encode())
     policy = SourcePolicy([f"{bucket}/raw"])
     assert policy.check(f"{bucket}/raw/good.csv") == f"{bucket}/raw/good.csv"
     with pytest.raises(SourceNotAllowedError, match=r"evil\.csv lists .* outside the source roots"):

@@ -1,13 +1,16 @@
-"""Fixtures of the ``s3://`` cache tests: a fresh bucket, and the S3 calls the server answers."""
+"""Fixtures of the object-storage cache tests: a fresh bucket on one server or on each, and the
+S3 calls the server answers."""
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.objectservers import PROTOCOLS, new_bucket
 from tests.s3wire import WIRE, WireRequest
 
 
@@ -19,6 +22,22 @@ def root(s3_server: str) -> str:
 
     boto3.client("s3").create_bucket(Bucket=name)
     return f"s3://{name}/cache"
+
+
+@pytest.fixture(params=["local", *PROTOCOLS])
+def cache_root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A cache root of each kind in turn: a folder (``flock``), then a new bucket on each object
+    server (claims and leases: conditional PUTs)."""
+    if request.param == "local":
+        return str(tmp_path / "cache")
+    return f"{new_bucket(request, request.param, 'nostall-claims')}/cache"
+
+
+@pytest.fixture(params=PROTOCOLS)
+def any_root(request: pytest.FixtureRequest) -> str:
+    """A cache root in a new empty bucket of each object server in turn (S3 on moto, Azure
+    Blob on Azurite): a scenario that needs no hook on moto's wire runs against both."""
+    return f"{new_bucket(request, request.param, 'nostall-claims')}/cache"
 
 
 @pytest.fixture

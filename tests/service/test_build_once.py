@@ -1,7 +1,8 @@
 """One scenario, every cache backend: a key is built once however many callers race for it
 (threads of one process, or processes), and a builder SIGKILLed mid-build leaves a store that
 is never served and a key the next caller builds. ``local`` is a cache folder (``flock``),
-``s3`` a cache root on the real S3 test server (claims: conditional PUTs)."""
+``s3`` and ``az`` a cache root on the real S3 and Azure Blob test servers (claims: conditional
+PUTs)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from precompute.errors import StoreIncompleteError
 from precompute.format.layout import open_store_info
+from precompute.storage.location import is_url
 from service import Cache
 from service.errors import LockTimeoutError
 from tests.processes import spawn_module
@@ -24,13 +26,6 @@ from tests.service.helpers import SPEC, make_source, read_log
 from tests.service.worker import builder_for
 
 WORKER = "tests.service.worker"  # the module each spawned process runs
-
-
-@pytest.fixture(params=["local", "s3"])
-def cache_root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "cache")
-    return str(request.getfixturevalue("root"))  # a new bucket of the S3 test server
 
 
 @pytest.fixture()
@@ -101,7 +96,7 @@ def test_a_killed_builders_store_is_never_served_and_the_next_caller_builds(
     half = {"shards_done": 1, "shards_total": 2, "fraction": 0.5}
     assert cache.status(key)["status"] == "building" and cache.status(key)["progress"] == half
     # a live builder holds the claim: wait, time out with an error naming the lock or holder
-    if cache_root.startswith("s3://"):
+    if is_url(cache_root):
         held_by = rf"waiting for the build of {key} by .* pid {procs[0].pid}"
     else:  # a flock names no holder: the lock file, and the timeout
         held_by = rf"after 0.5 s waiting for the build of {key}: .* lock file \S*/locks/{key}.lock"

@@ -1,9 +1,10 @@
-"""A cache build killed with SIGKILL mid-way, on local disk and on object storage, then built
-again: the real builder (``precompute.job.build``, sequential runner: no Ray) resumes the partial
-store from its shard markers, or wipes it when it is not this key's store; either way the store
-is byte for byte the one a clean build writes (docs/service.md, "Crash safety").
+"""A cache build killed with SIGKILL mid-way, on local disk and in object storage (S3 and Azure
+Blob), then built again: the real builder (``precompute.job.build``, sequential runner: no Ray)
+resumes the partial store from its shard markers, or wipes it when it is not this key's store;
+either way the store is byte for byte the one a clean build writes (docs/service.md, "Crash
+safety").
 
-Also the worker entry point of the killed process (it inherits the test server's ``AWS_*``)::
+Also the worker entry point of the killed process (it inherits the test servers' settings)::
 
     python -m tests.service.test_killed_builds build ROOT SRC
 """
@@ -24,9 +25,10 @@ from precompute import job
 from precompute.format.layout import ATTR_KEY, MARKER_DIR, open_store_info
 from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
-from precompute.storage import objstore
+from precompute.storage.location import is_url, location
 from service import Cache
 from service.cache.builders import Builder, BuildRequest
+from tests.objectservers import PROTOCOLS, new_bucket, objects_under
 from tests.processes import spawn_module
 from tests.service.helpers import SPEC
 
@@ -54,10 +56,8 @@ def sequential_builder(calls: list[str] | None = None) -> Builder:
 
 def _files(store: Path | str) -> dict[str, bytes]:
     """Every file of the store but the markers and the lock; on disk or in object storage."""
-    if objstore.is_object_url(store):
-        base = str(store).rstrip("/") + "/"
-        names = [u[len(base) :] for u in objstore.list_sizes(str(store))]
-        read = {n: objstore.get_range(base + n).data for n in names}
+    if is_url(store):
+        read = objects_under(str(store))
     else:
         root = Path(store)
         read = {
@@ -79,8 +79,8 @@ def store_bytes(store: Path | str) -> dict[str, str]:
 
 
 def _put(path: Path | str, data: bytes) -> None:
-    if objstore.is_object_url(path):
-        objstore.put_bytes(str(path), data)
+    if is_url(path):
+        location(path).write_bytes(data)
     else:
         Path(path).write_bytes(data)
 
@@ -109,7 +109,7 @@ def clean(source: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, s
 def _cache_root(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if backend == "local":
         return str(tmp_path / "cache")
-    return str(request.getfixturevalue("root"))  # an s3:// cache root in a new bucket
+    return f"{new_bucket(request, backend, 'nostall-killed')}/cache"  # in a new bucket
 
 
 def _progress(cache: Cache, key: str) -> dict[str, Any]:
@@ -136,7 +136,7 @@ def _kill_mid_build(root: str, source: Path, procs: list[subprocess.Popen[str]])
     return int(done["shards_done"])
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.parametrize("backend", ["local", *PROTOCOLS])
 @pytest.mark.parametrize("partial", ["resumed", "wiped"])
 def test_a_killed_cache_build_is_resumed_or_wiped_to_the_clean_stores_bytes(
     backend: str,

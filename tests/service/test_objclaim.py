@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from precompute.storage import objstore
+from precompute.storage.location import location
 from service import Cache, ServiceError
 from service.coord import objclaim
 from service.coord.objclaim import Backoff, Claim, try_claim, wait_claim
@@ -29,11 +29,11 @@ ELSEWHERE = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}
 
 def put_elsewhere(url: str, beat: int = 0) -> None:
     """PUT a claim or lease held by a process of another host (alive, for all we know)."""
-    objstore.put_bytes(url, json.dumps({**ELSEWHERE, "beat": beat}).encode())
+    location(url).write_bytes(json.dumps({**ELSEWHERE, "beat": beat}).encode())
 
 
 def key_of(url: str) -> str:
-    return objstore.split_url(url)[1]
+    return location(url).key
 
 
 def test_backoff_doubles_to_its_cap_with_jitter() -> None:
@@ -148,11 +148,11 @@ def test_a_waiter_whose_clock_runs_fast_does_not_take_a_live_claim(
     clock = WaiterClock()
     clock.install(monkeypatch)  # 90 s pass on the waiter's clock, next to none on the store's
     with pytest.raises(ServiceError, match="timed out after 90 s waiting for a claim"):
-        wait_claim(url, 90.0, stale_s=30.0).release()
+        wait_claim(location(url), 90.0, stale_s=30.0).release()
     assert clock.now - 1000.0 >= 90.0  # three times stale_s by the waiter's clock
-    assert json.loads(objstore.get_range(url).data)["host"] == "another-host"
+    assert json.loads(location(url).read_bytes())["host"] == "another-host"
     store_clock.advance(60)  # by the store's clock, though, it is dead now
-    taken = try_claim(url, stale_s=30.0)
+    taken = try_claim(location(url), stale_s=30.0)
     assert isinstance(taken, Claim)
     taken.release()
 
@@ -164,7 +164,7 @@ def test_a_waiter_whose_clock_stands_still_takes_a_dead_claim_over(
     put_elsewhere(url)  # never re-PUT
     store_clock.advance(60)  # not re-PUT for 60 s by the store's clock: dead
     StillClock().install(monkeypatch)  # no time passes on the waiter's clock
-    got = wait_claim(url, 60.0, stale_s=30.0)
+    got = wait_claim(location(url), 60.0, stale_s=30.0)
     assert isinstance(got, Claim)
     got.release()
-    assert objstore.list_sizes(f"{url}.takeover") != {}  # it was a takeover, not a free claim
+    assert location(f"{url}.takeover").list() != {}  # it was a takeover, not a free claim

@@ -1,4 +1,5 @@
-"""Several real processes on one cache: racing builders, a SIGKILLed builder, a foreign lease."""
+"""Several real processes on one cache: a lease held by another process, on a cache folder and
+in object storage (``cache_root``: local, S3, Azure Blob)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from precompute.storage.location import location
 from service import Cache, StoreInUseError
 from tests.processes import spawn_module
 from tests.servers import wait_for
-from tests.service.helpers import SPEC, index_builder, make_source
+from tests.service.helpers import SPEC, make_source
+from tests.service.worker import builder_for
 
 WORKER = "tests.service.worker"  # the module each spawned process runs
 
@@ -23,10 +26,10 @@ def source(tmp_path: Path) -> Path:
 
 
 def test_lease_in_another_process_blocks_eviction_until_it_dies(
-    tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
+    cache_root: str, tmp_path: Path, source: Path, procs: list[subprocess.Popen[str]]
 ) -> None:
-    root, ready = tmp_path / "cache", tmp_path / "ready"
-    cache = Cache(root, builder=index_builder())
+    root, ready = cache_root, tmp_path / "ready"
+    cache = Cache(root, builder=builder_for(root))
     path = cache.get_or_build(source, SPEC)
     key = cache.key_for(source, SPEC)
     procs.append(spawn_module(WORKER, "lease", root, key, ready))
@@ -36,6 +39,6 @@ def test_lease_in_another_process_blocks_eviction_until_it_dies(
     assert report.evicted == () and report.skipped_leased == (key,)
     with pytest.raises(StoreInUseError):
         cache.remove(key)
-    os.kill(procs[0].pid, signal.SIGKILL)  # the kernel drops the dead reader's lease
-    procs[0].wait(timeout=30)
-    assert cache.gc(budget_bytes=0).evicted == (key,) and not path.exists()
+    os.kill(procs[0].pid, signal.SIGKILL)  # the kernel drops its flock; its lease object's
+    procs[0].wait(timeout=30)  # holder is a dead process of this host
+    assert cache.gc(budget_bytes=0).evicted == (key,) and location(path).list() == {}

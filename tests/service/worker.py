@@ -5,7 +5,7 @@ python -m tests.service.worker race ROOT SRC LOG GO READY  # write READY, wait f
 python -m tests.service.worker hang ROOT SRC LOG STARTED   # build that hangs after one shard
 python -m tests.service.worker lease ROOT KEY READY        # hold a lease until killed
 
-ROOT is a cache folder or an ``s3://`` cache root (then the builders write to object storage).
+ROOT is a cache folder or a cache root in object storage (then the builders write objects).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from precompute.storage import objstore
+from precompute.storage.location import is_url
 from service import Cache
 from service.cache.builders import Builder
 from tests.servers import wait_for
@@ -26,20 +26,20 @@ def builder_for(root: str | Path, log: Path | None = None, delay: float = 0.0) -
     """The index store's builder for a cache at ``root``, on disk or in object storage."""
     from tests.scale.test_s3_cache import s3_builder
 
-    return s3_builder(log, delay) if objstore.is_object_url(root) else index_builder(log, delay)
+    return s3_builder(log, delay) if is_url(root) else index_builder(log, delay)
 
 
 def _hanging(root: str | Path, started: Path, log: Path) -> Builder:
     from tests.scale.test_s3_cache import hanging_s3_builder
 
-    if objstore.is_object_url(root):
+    if is_url(root):
         return hanging_s3_builder(started, log)
     return hanging_builder(started, log)
 
 
 def main(argv: list[str]) -> None:
     cmd = argv[0]
-    root: str | Path = argv[1] if objstore.is_object_url(argv[1]) else Path(argv[1])
+    root: str | Path = argv[1] if is_url(argv[1]) else Path(argv[1])
     if cmd == "race":
         src, log, go, ready = argv[2], Path(argv[3]), Path(argv[4]), Path(argv[5])
         cache = Cache(root, builder=builder_for(root, log, delay=1.0))
