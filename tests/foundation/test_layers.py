@@ -151,10 +151,18 @@ def kind_name_tests(path: Path, names: set[str]) -> list[str]:
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             ops = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-            if all(isinstance(op, ops) for op in node.ops) and any(map(_is_kindish, sides)):
-                spelled = [n for side in sides for n in _names_in(side, names)]
-                if spelled:
-                    found.append(f"{where}:{node.lineno}: compares a kind with {spelled}")
+            if not all(isinstance(op, ops) for op in node.ops):
+                continue
+            spelled = [n for side in sides for n in _names_in(side, names)]
+            # a kind (x.kind, kind), or anything against a list of two or more kind names
+            # (``sorted(kinds) != ["boxes", "image"]``, ``k in ("image", "mask")``)
+            listed = any(
+                isinstance(side, ast.Tuple | ast.List | ast.Set)
+                and len(_names_in(side, names)) >= 2
+                for side in sides
+            )
+            if spelled and (listed or any(map(_is_kindish, sides))):
+                found.append(f"{where}:{node.lineno}: compares a kind with {spelled}")
         elif isinstance(node, ast.Dict) and len(node.keys) >= 2:
             keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
             if all(k in names for k in keys):

@@ -9,7 +9,7 @@ import pytest
 
 from precompute.errors import SourceError
 from precompute.fields import FieldSpec
-from precompute.sources.readers.coco import coco_fields, list_coco
+from precompute.kinds.boxes.coco import coco_fields, list_coco
 from tests.precompute.boxdata import CATEGORIES, make_coco
 
 IMAGE = FieldSpec("image", "image", {})

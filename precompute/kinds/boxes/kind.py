@@ -15,7 +15,7 @@ padding rows all ``-1`` (:data:`~precompute.kinds.boxes.place.PAD`), with the co
   the loader's crop alike: a box clipped by a crop is dropped when it keeps less than this
   fraction of its area (:mod:`precompute.kinds.boxes.place`);
 * ``images``: a COCO source's images folder (``--images DIR``; default: the annotation
-  file's folder, :mod:`precompute.sources.readers.coco`). A source setting: it names where the
+  file's folder, :mod:`precompute.kinds.boxes.coco`). A source setting: it names where the
   files are, like a scene's ``labels`` file, and is kept in the spec for a rebuild.
 
 Importing this module (importing :mod:`precompute.kinds.boxes` does; the kind registry
@@ -24,7 +24,7 @@ the kind; its build rule ``boxes`` (:func:`~precompute.kinds.boxes.place.place_b
 keypoints' exact map, the cut rule, survivors packed first); its loader rules ``boxes`` (crop
 + flip, quarter turns, mixup and CutMix: :mod:`precompute.kinds.boxes.batch`, torch, imported
 when the loader first calls them); the COCO source reader
-(:mod:`precompute.sources.readers.coco`); the ``precompute build`` flags ``--images``,
+(:mod:`precompute.kinds.boxes.coco`); the ``precompute build`` flags ``--images``,
 ``--max-boxes`` and ``--min-visibility``. The count follows the rows wherever they move
 (:meth:`BoxesKind.moved_companions`). Rules: ``docs/boxes.md``.
 """
@@ -46,10 +46,10 @@ from precompute.fields.options import Flag, Option, check_count, optional
 from precompute.fields.registry import has_kind, register_kind
 from precompute.fields.spec import FieldSpec
 from precompute.kinds import hooks
+from precompute.kinds.boxes import coco
 from precompute.kinds.boxes.place import DEFAULT_MIN_VISIBILITY, PAD, count_of, place_boxes
 from precompute.policy import show
 from precompute.sources.fields import FieldSource
-from precompute.sources.readers import coco
 
 __all__ = ["DEFAULT_MIN_VISIBILITY", "BoxesKind", "parse_boxes"]
 

@@ -1,1 +1,4 @@
-"""Source readers for dataset formats: one module per format (COCO, Parquet, WebDataset)."""
+"""Source readers for dataset formats: one module per format (Parquet, WebDataset).
+
+COCO files, the boxes kind's own format, are read by :mod:`precompute.kinds.boxes.coco`.
+"""
