@@ -221,3 +221,16 @@ def test_batches_shard_over_two_host_devices(index_store: Path) -> None:
     assert out["placed"] and out["same"]
     assert out["rows"] == [[4, 4]] * 4 * 8  # every entry: 4 rows on each device
     assert out["losses"][-1] < out["losses"][0]
+
+
+@pytest.mark.gpu
+def test_a_cuda_loader_hands_every_sample_to_jax_on_the_gpu(index_store: Path) -> None:
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares the GPU
+    gpu = jax.devices("gpu")[0]
+    seen: list[int] = []
+    for batch in loaders.jax.batches(index_store, 8, seed=1, device="cuda", drop_last=False):
+        assert all(value.devices() == {gpu} for value in batch.values())
+        index = np.asarray(batch["index"])
+        np.testing.assert_array_equal(decode_index(np.asarray(batch["image"])), index)
+        seen.extend(index.tolist())
+    assert sorted(seen) == list(range(64))
