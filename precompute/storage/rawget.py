@@ -1,11 +1,14 @@
 """A ranged GET over plain HTTP whose body lands in the caller's buffers with one system call.
 
 The object reader's hot path (:func:`precompute.storage.signed.read_into`): the request goes out
-on this thread's kept-alive socket to the host, the status line and headers are read without
+on a kept-alive socket to the host (kept per process, so a reader's threads of the next epoch
+reuse the connections of the last), the status line and headers are read without
 touching the body (peeked, then taken exactly), and the body is received by one
 ``recvmsg_into`` with ``MSG_WAITALL`` straight into the buffers (a batch's rows), as ``preadv``
 reads a local file: no buffer of the client's own, one copy from the kernel, one release of the
-GIL. Only what a ranged GET of an object store needs is understood: a ``Content-Length`` body
+GIL (the socket blocks, so the receive waits in the kernel: ``strace`` of the benchmark's loader
+counts one ``recvmsg`` and no ``poll`` per GET, where a socket with a Python timeout took about
+4 and 7). Only what a ranged GET of an object store needs is understood: a ``Content-Length`` body
 (a chunked answer raises :class:`NotPlain`, and the caller uses ``http.client``). TLS has no
 ``MSG_PEEK``: ``https`` goes through ``http.client`` too.
 """
@@ -14,23 +17,42 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import threading
 import urllib.parse
 from collections.abc import Sequence
 
 __all__ = ["NotPlain", "get_into"]
 
-_TIMEOUT_S = 30.0
+_TIMEOUT_S = 30  # seconds without progress before a send or receive fails
 _HEAD_MAX = 64 << 10  # bytes of a status line and headers
-_local = threading.local()  # this thread's sockets: netloc -> socket
+_lock = threading.Lock()
+_idle: dict[str, list[socket.socket]] = {}  # netloc -> kept-alive sockets no thread holds
 
 
-def _pool() -> dict[str, socket.socket]:
-    """This thread's sockets; a forked child starts with none (never its parent's)."""
-    if _local.__dict__.get("pid") != os.getpid():
-        _local.pid, _local.pool = os.getpid(), {}
-    pool: dict[str, socket.socket] = _local.pool
-    return pool
+def _forget() -> None:
+    """In a forked child: none of the parent's sockets, and a lock no parent thread holds.
+
+    Dropping the child's copies closes them in the child only: the parent's stay open.
+    """
+    global _lock, _idle
+    _lock, _idle = threading.Lock(), {}
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
+def _take(netloc: str) -> socket.socket | None:
+    """An idle kept-alive socket to ``netloc`` (left by any thread), or None."""
+    with _lock:
+        idle = _idle.get(netloc)
+        return idle.pop() if idle else None
+
+
+def _give(netloc: str, sock: socket.socket) -> None:
+    """Keep ``sock`` for the next request to ``netloc``, by whichever thread sends it."""
+    with _lock:
+        _idle.setdefault(netloc, []).append(sock)
 
 
 class NotPlain(OSError):
@@ -38,12 +60,22 @@ class NotPlain(OSError):
 
 
 def _socket(url: urllib.parse.SplitResult, fresh: bool) -> socket.socket:
-    sock = _pool().pop(url.netloc, None)
+    """A kept-alive socket to the host (a new one with ``fresh``), blocking with time limits.
+
+    Blocking, so that a ``MSG_WAITALL`` receive waits in the kernel for the whole body (a
+    socket with a Python timeout is non-blocking underneath: every receive would return what
+    has arrived so far, after a ``poll``); ``SO_RCVTIMEO``/``SO_SNDTIMEO`` bound each wait.
+    """
+    sock = _take(url.netloc)
     if sock is not None and fresh:
         sock.close()
         sock = None
     if sock is None:
         sock = socket.create_connection((url.hostname or "", url.port or 80), _TIMEOUT_S)
+        sock.settimeout(None)
+        limit = struct.pack("ll", _TIMEOUT_S, 0)  # struct timeval
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
@@ -143,5 +175,5 @@ def get_into(
     if fields.get("connection", "").lower() == "close":
         sock.close()
     else:
-        _pool()[url.netloc] = sock
+        _give(url.netloc, sock)
     return status, got, fields
