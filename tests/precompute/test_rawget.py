@@ -169,3 +169,29 @@ def test_a_reused_url_the_server_refuses_is_signed_again(
         assert out.tobytes() == DATA[:1000]
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("size", [300_000, 4_816_896, 40 << 20])  # 40 MiB: past the kernel's cap
+def test_a_large_body_is_waited_for_whole_and_never_past_its_arrival(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """A body of ``_WHOLE_MIN`` or more wakes its reader once it is all in (``SO_RCVLOWAT``);
+    one bigger than the kernel allows the mark, or the receive window holds, wakes it early and
+    the rest comes as usual: never a wait for bytes that are not coming (each would take
+    ``_TIMEOUT_S``)."""
+    monkeypatch.setattr(rawget, "_TIMEOUT_S", 5)
+    data = np.random.default_rng(size).integers(0, 256, size + 1000, dtype=np.uint8).tobytes()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "o").write_bytes(data)
+    server = _Server(tmp_path)
+    url = urllib.parse.urlsplit(f"{server.url}/b/o?x=1")
+    try:
+        start = time.monotonic()
+        for offset in (0, 1000, 7, 1000, 0):
+            out = np.zeros(size, np.uint8)
+            span = {"Range": f"bytes={offset}-{offset + size - 1}"}
+            assert rawget.get_into(url, span, [memoryview(out)])[:2] == (206, size)
+            assert out.tobytes() == data[offset : offset + size]
+        assert time.monotonic() - start < 5
+    finally:
+        server.close()
