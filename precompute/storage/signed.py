@@ -16,9 +16,10 @@ obstore (the Rust ``object_store`` crate) does every other object call. Three th
 For these, :func:`obstore.sign` signs a URL with the store's own configured credentials and
 the standard library's ``http.client`` sends it, on one kept-alive connection per thread and
 host, with ``Range`` and ``If-Match`` added where wanted; a ranged read over plain HTTP goes
-through :mod:`precompute.storage.rawget` (the body received by one system call). Nothing here
-reads or logs a credential, and a signed URL never goes into a message. Connection failures and
-5xx answers are retried a few times with backoff, as obstore retries its own.
+through :mod:`precompute.storage.rawget` (the body received by one system call), on a URL
+signed once for 30 s of reads of that object (signed again sooner if the server refuses it).
+Nothing here reads or logs a credential, and a signed URL never goes into a message. Connection
+failures and 5xx answers are retried a few times with backoff, as obstore retries its own.
 
 Signing needs credentials that can sign: S3 keys or a session (any S3-compatible server), a
 GCS service-account key, an Azure account key or user delegation. These requests go to the
