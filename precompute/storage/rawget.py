@@ -50,10 +50,29 @@ os.register_at_fork(after_in_child=_forget)
 
 
 def _take(netloc: str) -> socket.socket | None:
-    """An idle kept-alive socket to ``netloc`` (left by any thread), or None."""
-    with _lock:
-        idle = _idle.get(netloc)
-        return idle.pop() if idle else None
+    """An idle kept-alive socket to ``netloc`` (left by any thread) still open, or None.
+
+    One the server closed while it was idle (its keep-alive time ran out) is dropped here,
+    so the request goes out on another instead of failing and being retried after a pause.
+    """
+    while True:
+        with _lock:
+            idle = _idle.get(netloc)
+            sock = idle.pop() if idle else None
+        if sock is None or _open(sock):
+            return sock
+        sock.close()
+
+
+def _open(sock: socket.socket) -> bool:
+    """Whether the server has neither closed ``sock`` nor sent on it unasked (a peek)."""
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)  # b"": closed; bytes: not ours
+    except BlockingIOError:
+        return True  # nothing to read: open and idle
+    except OSError:
+        return False
+    return False
 
 
 def _give(netloc: str, sock: socket.socket) -> None:

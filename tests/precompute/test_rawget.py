@@ -195,3 +195,30 @@ def test_a_large_body_is_waited_for_whole_and_never_past_its_arrival(
         assert time.monotonic() - start < 5
     finally:
         server.close()
+
+
+def test_a_kept_socket_the_server_closed_is_left_for_a_new_one() -> None:
+    """Servers close idle kept-alive connections: the next read opens another at once, instead
+    of sending on the closed one, failing and trying again after a pause."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:  # answers one request per connection, then closes it (no keep-alive)
+        for _ in range(2):
+            conn, _ = listener.accept()
+            accepted.append(conn)
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\n\r\nabc")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = urllib.parse.urlsplit(f"http://127.0.0.1:{listener.getsockname()[1]}/b/o?x=1")
+    try:
+        for _ in range(2):
+            out = bytearray(3)
+            assert rawget.get_into(url, {"Range": "bytes=0-2"}, [memoryview(out)])[:2] == (206, 3)
+            assert out == b"abc"
+            time.sleep(0.2)  # the server's close reaches the kept socket
+    finally:
+        listener.close()
+    assert len(accepted) == 2
