@@ -16,9 +16,10 @@ obstore (the Rust ``object_store`` crate) does every other object call. Three th
 For these, :func:`obstore.sign` signs a URL with the store's own configured credentials and
 the standard library's ``http.client`` sends it, on one kept-alive connection per thread and
 host, with ``Range`` and ``If-Match`` added where wanted; a ranged read over plain HTTP goes
-through :mod:`precompute.storage.rawget` (the body received by one system call). Nothing here
-reads or logs a credential, and a signed URL never goes into a message. Connection failures and
-5xx answers are retried a few times with backoff, as obstore retries its own.
+through :mod:`precompute.storage.rawget` (the body received by one system call), on a URL
+signed once for 30 s of reads of that object (signed again sooner if the server refuses it).
+Nothing here reads or logs a credential, and a signed URL never goes into a message. Connection
+failures and 5xx answers are retried a few times with backoff, as obstore retries its own.
 
 Signing needs credentials that can sign: S3 keys or a session (any S3-compatible server), a
 GCS service-account key, an Azure account key or user delegation. These requests go to the
@@ -49,7 +50,10 @@ __all__ = ["Declined", "RangeAnswer", "Response", "age_of", "read_into", "send"]
 
 _TRIES = 4  # attempts of a request that failed to connect or got a 5xx
 _TIMEOUT_S = 30.0
-_VALID = timedelta(minutes=10)  # how long a signed URL is good for (used at once)
+_VALID = timedelta(minutes=10)  # how long a signed URL is good for
+_REUSE_S = 30.0  # a ranged read's signed URL is reused this long (signing costs ~60 us a GET)
+_REUSE_MAX = 4096  # signed URLs kept at most (then all are dropped and signed again)
+_reuse: dict[tuple[int, str], tuple[float, Any, urllib.parse.SplitResult]] = {}
 _local = threading.local()  # this thread's connections: (scheme, host, port) -> connection
 
 
@@ -100,6 +104,24 @@ def _sign(store: Any, method: str, key: str) -> urllib.parse.SplitResult:
     except Exception as exc:  # obstore names what its credentials cannot do
         raise Declined(f"cannot sign a {method} ({type(exc).__name__})") from exc
     return urllib.parse.urlsplit(str(url))
+
+
+def _signed_get(store: Any, key: str, fresh: bool) -> tuple[urllib.parse.SplitResult, bool]:
+    """A signed GET of ``key`` and whether it was signed before (reused for ``_REUSE_S``).
+
+    Only the host is signed (not ``Range`` or ``If-Match``), so one URL serves every range of
+    an object; ``fresh`` signs again. The store is kept with its URLs: its ``id`` is not
+    reused by another store while they are kept.
+    """
+    now = time.monotonic()
+    kept = None if fresh else _reuse.get((id(store), key))
+    if kept is not None and kept[0] > now and kept[1] is store:
+        return kept[2], True
+    url = _sign(store, "GET", key)
+    if len(_reuse) >= _REUSE_MAX:
+        _reuse.clear()
+    _reuse[(id(store), key)] = (now + _REUSE_S, store, url)
+    return url, False
 
 
 def _connection(url: urllib.parse.SplitResult, fresh: bool) -> http.client.HTTPConnection:
@@ -194,7 +216,7 @@ def read_into(
     for attempt in range(_TRIES):
         if attempt:
             time.sleep(0.1 * 2**attempt)
-        url = _sign(store, "GET", key)
+        url, reused = _signed_get(store, key, fresh=attempt > 0)
         if _proxied(url.scheme, url.hostname or ""):
             raise Declined(f"a proxy is configured for {url.scheme}")
         if url.scheme != "http":
@@ -206,7 +228,7 @@ def read_into(
         except OSError as exc:  # reset, refused, timed out: a fresh connection next
             failure = exc
             continue
-        if status >= 500:
+        if status >= 500 or (status == 403 and reused):  # 403: its credentials may have expired
             failure = OSError(f"HTTP {status}")
             continue
         return _answer(status, got, fields.get("content-range"), fields.get("etag"))
