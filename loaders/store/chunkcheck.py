@@ -3,29 +3,20 @@
 Each inner chunk of the fast path is its raw bytes followed by their crc32c (little endian).
 :class:`ChunkChecker` checks it, remembering per chunk the :data:`~loaders.store.rawio.Stamp` of the
 file version it checked, so ``verify="first"`` costs one checksum per chunk per file version.
-
-The checksum is crc32c-rs's where it is installed (the ``fastcrc`` extra: AVX-512 carry-less
-multiply folding, about 2.3x the CPU speed of the ``crc32c`` package on a 4.8 MB chunk here,
-where ``crc32c`` and ``google-crc32c`` are level; ``docs/scale.md``), else the ``crc32c``
-package's. Both release the GIL and give the same values (``tests/loaders/test_chunkcheck.py``).
 """
 
 from __future__ import annotations
 
 import threading
 
+import crc32c
 import numpy as np
 
 from loaders.errors import CorruptChunkError
 from loaders.store.rawio import Stamp
 from loaders.store.shardindex import CRC_BYTES
 
-__all__ = ["ChunkChecker", "crc32c"]
-
-try:  # the fastest crc32c installed (see the module's docstring)
-    from crc32c_rs import crc32c
-except ImportError:
-    from crc32c import crc32c
+__all__ = ["ChunkChecker"]
 
 _UNSEEN = object()  # no check recorded for a chunk yet
 
@@ -63,7 +54,7 @@ class ChunkChecker:
             return
         crc = 0
         for part in data:
-            crc = crc32c(part, crc)
+            crc = crc32c.crc32c(part, crc)  # type: ignore[arg-type]
         if crc != stored:
             raise CorruptChunkError(self.name, path, chunk, "crc32c checksum mismatch")
         if self.verify == "first":
