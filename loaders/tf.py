@@ -10,11 +10,11 @@ DLPack). The dataset yields host tensors (tf.data runs on the host): a batch mad
 contiguous (TF takes row-major data only). Importing this module imports TensorFlow (``pip
 install 'nostall[tf]'``); ``import loaders`` does not.
 
-Each iteration of the dataset is a new tf.data iterator, which costs several milliseconds to
+Each iteration of the dataset is a new tf.data iterator, which costs tens of milliseconds to
 start (its functions are instantiated): a loop that iterates once per epoch (Keras ``fit``
 without ``steps_per_epoch``) pays it each epoch. ``epochs=E`` with one iterator for the whole
 run (Keras ``fit(ds, epochs=E, steps_per_epoch=len(state.loader))``) pays it once. tf.data's
-autotuning is off (:func:`_options`): its thread held each iterator's end about 20 ms.
+autotuning is off (:func:`_options`): its thread now and then held an iterator's end 20-30 ms.
 
 tf.data hands batches over ahead of the consumer (``ahead``, a prefetch buffer), yet the resume
 state is exact: it is the loader's ``state_dict`` after the last batch the *consumer* took
@@ -332,7 +332,7 @@ def _options() -> Any:
     stateless ``map`` in parallel: either would run the step that stores each element's serial
     ahead of the consumer (a ``map`` after the dataset too: these options carry over to it).
     Autotuning is off: the dataset's buffer is ``ahead``, fixed, and the autotuning thread
-    held each iterator's destruction about 20 ms (a new iterator each epoch pays it).
+    now and then held an iterator's destruction 20-30 ms (a new iterator each epoch).
     """
     options = tf.data.Options()
     options.autotune.enabled = False

@@ -283,7 +283,7 @@ def test_keras_fits_an_image_store(images: Path, one_iterator: bool) -> None:
 
 
 def test_tf_data_autotuning_is_off_after_a_map_too(index_store: Path) -> None:
-    # the autotuning thread held each iterator's end about 20 ms: a new iterator each epoch
+    # the autotuning thread now and then held an iterator's end 20-30 ms (each epoch's)
     ds = loaders.tf.dataset(index_store, 8, seed=0)
     for each in (ds, ds.map(lambda b: b)):
         assert each.options().autotune.enabled is False
