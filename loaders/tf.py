@@ -2,12 +2,19 @@
 
 A :class:`~loaders.torch_loader.StoreLoader` serves the batches, so the order, augmentation,
 mixup, ranks and exact resume are the loader's, and its reading runs ahead on its own thread
-(``prefetch``); this module hands each batch to TensorFlow without a copy (DLPack: TF's tensor
-shares the loader's buffer, which the loader reuses only once TF dropped it). The dataset
-yields host tensors (tf.data runs on the host): a batch made on CUDA (``device="cuda"``) is
-copied to host memory first, and a non-contiguous tensor is made contiguous (TF takes
-row-major data only). Importing this module imports TensorFlow (``pip install 'nostall[tf]'``);
-``import loaders`` does not.
+(``prefetch``); this module hands each batch to TensorFlow without a copy (NumPy views of the
+loader's tensors, which tf.data's generator wraps in place: TF's tensor shares the loader's
+buffer, which the loader reuses only once TF dropped it; :func:`to_tf` does the same by
+DLPack). The dataset yields host tensors (tf.data runs on the host): a batch made on CUDA
+(``device="cuda"``) is copied to host memory first, and a non-contiguous tensor is made
+contiguous (TF takes row-major data only). Importing this module imports TensorFlow (``pip
+install 'nostall[tf]'``); ``import loaders`` does not.
+
+Each iteration of the dataset is a new tf.data iterator, which costs tens of milliseconds to
+start (its functions are instantiated): a loop that iterates once per epoch (Keras ``fit``
+without ``steps_per_epoch``) pays it each epoch. ``epochs=E`` with one iterator for the whole
+run (Keras ``fit(ds, epochs=E, steps_per_epoch=len(state.loader))``) pays it once. tf.data's
+autotuning is off (:func:`_options`): its thread now and then held an iterator's end 20-30 ms.
 
 tf.data hands batches over ahead of the consumer (``ahead``, a prefetch buffer), yet the resume
 state is exact: it is the loader's ``state_dict`` after the last batch the *consumer* took
@@ -25,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from loaders.contract import check_int
@@ -34,7 +42,7 @@ from loaders.torch_loader import StoreLoader
 
 tf = require("tensorflow", "tf")
 
-__all__ = ["Element", "LoaderState", "Served", "dataset", "to_tf"]
+__all__ = ["Element", "LoaderState", "Served", "dataset", "to_host", "to_tf"]
 
 Value = torch.Tensor | list[str]
 
@@ -51,6 +59,24 @@ def to_tf(value: Value) -> Any:
     if not value.is_contiguous():  # TF's DLPack import takes compact row-major data only
         value = value.contiguous()
     return tf.experimental.dlpack.from_dlpack(value.__dlpack__())
+
+
+def to_host(value: Value) -> np.ndarray:
+    """Return a batch entry as a NumPy array for tf.data's generator: a view, no copy.
+
+    A CPU tensor becomes a view of its buffer (``bfloat16`` viewed through ``int16`` as
+    ``ml_dtypes.bfloat16``, TF's NumPy type); TF then wraps the view without a copy (tf.data's
+    ``py_func`` aliases an aligned, contiguous array, and copies any other), and the view holds
+    the loader's buffer until TF drops it. A CUDA tensor is copied to host memory; a list of
+    strings (``key``) becomes an object array, a ``tf.string`` tensor.
+    """
+    if isinstance(value, list):
+        return np.array(value, dtype=object)
+    if value.device.type != "cpu":  # tf.data yields host tensors
+        value = value.cpu()
+    if value.dtype == torch.bfloat16:  # no NumPy bfloat16 in torch: the same bits, TF's type
+        return value.view(torch.int16).numpy().view(tf.bfloat16.as_numpy_dtype)
+    return value.numpy()
 
 
 @dataclass(frozen=True)
@@ -278,7 +304,7 @@ def dataset(
     def generate() -> Iterator[Any]:
         for batch in epoch_batches(loader, epochs):
             serial = served.add(loader.state_dict())
-            yield tf.constant(serial, tf.int64), _element(batch, element)
+            yield np.int64(serial), _element(batch, element)
 
     return _pipeline(generate, signature, served, ahead)
 
@@ -305,16 +331,19 @@ def _options() -> Any:
     tf.data puts a prefetch after a pipeline that ends in a synchronous step, and runs a
     stateless ``map`` in parallel: either would run the step that stores each element's serial
     ahead of the consumer (a ``map`` after the dataset too: these options carry over to it).
+    Autotuning is off: the dataset's buffer is ``ahead``, fixed, and the autotuning thread
+    now and then held an iterator's destruction 20-30 ms (a new iterator each epoch).
     """
     options = tf.data.Options()
+    options.autotune.enabled = False
     options.experimental_optimization.inject_prefetch = False
     options.experimental_optimization.map_parallelization = False
     return options
 
 
 def _element(batch: Mapping[str, Value], element: Element) -> Any:
-    values = {k: to_tf(batch[k]) for k in element.needs(list(batch))}
-    return element.build(values, lambda: to_tf((~batch["is_pad"]).float()))  # type: ignore[operator]
+    values = {k: to_host(batch[k]) for k in element.needs(list(batch))}
+    return element.build(values, lambda: to_host((~batch["is_pad"]).float()))  # type: ignore[operator]
 
 
 def _signature(loader: StoreLoader, element: Element) -> Any:

@@ -18,11 +18,13 @@ def test_frameworks_benchmark_times_every_bridge_against_store_loader(
     argv += ["--step-ms", "1", "--runs", "1", "--workdir", str(tmp_path)]
     frameworks.main([*argv, "--json", str(tmp_path / "out.json")])
     out = capsys.readouterr().out
-    for row in (frameworks.REFERENCE, *frameworks.BRIDGES):
+    for row in (frameworks.REFERENCE, *frameworks.BRIDGES, *frameworks.FLOORS):
         assert_positive(out, row, "batches/s")
         assert_positive(out, row, "CPU ms/batch")
     for name in frameworks.BRIDGES:
         assert out.count(f"{name} / StoreLoader: batches/s ") == 3  # raw, step, augment
+    for name in frameworks.FLOORS:  # the frameworks alone, on the stores without a step
+        assert out.count(f"{name} / StoreLoader: batches/s ") == 1
     doc = json.loads((tmp_path / "out.json").read_text())
-    assert [len(s["rows"]) for s in doc["sections"]] == [5, 5, 5]
+    assert [len(s["rows"]) for s in doc["sections"]] == [8, 6, 6]
     assert all(line["value"] > 0 for s in doc["sections"] for line in s["lines"])

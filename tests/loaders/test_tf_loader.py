@@ -106,12 +106,29 @@ def test_dlpack_shares_the_tensor_and_a_kept_batch_is_never_overwritten(
 ) -> None:
     tensor = torch.zeros(4, 16, dtype=torch.uint8)
     shared = loaders.tf.to_tf(tensor)
-    tensor[0, 0] = 9  # TF's tensor is the same memory: no copy was made
-    assert int(shared.numpy()[0, 0]) == 9
+    spec = tf.TensorSpec((None, 16), tf.uint8)  # the dataset's way: a view through the generator
+    generated = tf.data.Dataset.from_generator(
+        lambda: iter([loaders.tf.to_host(tensor)]), output_signature=spec
+    )
+    viewed = next(iter(generated))
+    tensor[0, 0] = 9  # TF's tensors are the same memory: no copy was made
+    assert int(shared.numpy()[0, 0]) == int(viewed.numpy()[0, 0]) == 9
     ds = loaders.tf.dataset(index_store, 8, seed=1, buffer_chunks=1, prefetch=1)
     kept = [(b["image"], b["index"].numpy().copy()) for b in ds]  # buffers TF still holds
     for image, index in kept:
         np.testing.assert_array_equal(decode_index(image.numpy()), index)
+
+
+def test_bfloat16_batches_arrive_bit_for_bit(index_store: Path) -> None:
+    # NumPy has no bfloat16 of its own: the bridge views the bits as TF's bfloat16 type
+    kw = {"seed": 2, "augment": TrainAugment(size=12, dtype="bfloat16")}
+    want = [b["image"].view(torch.int16) for b in StoreLoader(index_store, 8, **kw)]
+    ds = loaders.tf.dataset(index_store, 8, **kw)
+    assert ds.element_spec["image"] == tf.TensorSpec((None, 3, 12, 12), tf.bfloat16)
+    got = [tf.bitcast(b["image"], tf.int16).numpy() for b in ds]
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w.numpy())
 
 
 def test_keys_come_as_strings(images: Path) -> None:
@@ -215,12 +232,21 @@ def _recorded(ds: Any, x: str, seen: list[np.ndarray]) -> Any:
 
 
 def _fit_sees_each_sample_once_an_epoch(
-    store: Path, x: str, model: Any, batch_size: int, total: int, epochs: int
+    store: Path,
+    x: str,
+    model: Any,
+    batch_size: int,
+    total: int,
+    epochs: int,
+    one_iterator: bool = False,
 ) -> list[float]:
+    """Fit, checking the samples of each epoch; ``one_iterator``: every epoch in one iteration
+    (``epochs=``), which Keras keeps across its epochs when given ``steps_per_epoch``."""
     seen: list[np.ndarray] = []
-    ds = loaders.tf.dataset(store, batch_size, seed=0)
     per_epoch = total // batch_size  # whole batches: total is a multiple of batch_size
-    history = model.fit(_recorded(ds, x, seen), epochs=epochs, verbose=0)
+    ds = loaders.tf.dataset(store, batch_size, seed=0, epochs=epochs if one_iterator else None)
+    steps = per_epoch if one_iterator else None
+    history = model.fit(_recorded(ds, x, seen), epochs=epochs, steps_per_epoch=steps, verbose=0)
     orders = [np.concatenate(seen[e * per_epoch : (e + 1) * per_epoch]) for e in range(epochs)]
     assert len(seen) == epochs * per_epoch
     for order in orders:
@@ -247,10 +273,20 @@ def _classifier(shape: tuple[int, ...], dtype: str, scale: float, offset: float)
     return model
 
 
-def test_keras_fits_an_image_store(images: Path) -> None:
+@pytest.mark.parametrize("one_iterator", [False, True])
+def test_keras_fits_an_image_store(images: Path, one_iterator: bool) -> None:
     model = _classifier((16, 16, 3), "uint8", 1 / 127.5, -1.0)
-    losses = _fit_sees_each_sample_once_an_epoch(images, "image", model, 16, IMAGES, 8)
+    losses = _fit_sees_each_sample_once_an_epoch(
+        images, "image", model, 16, IMAGES, 8, one_iterator
+    )
     assert losses[-1] < 0.25 * losses[0], losses
+
+
+def test_tf_data_autotuning_is_off_after_a_map_too(index_store: Path) -> None:
+    # the autotuning thread now and then held an iterator's end 20-30 ms (each epoch's)
+    ds = loaders.tf.dataset(index_store, 8, seed=0)
+    for each in (ds, ds.map(lambda b: b)):
+        assert each.options().autotune.enabled is False
 
 
 def test_keras_fits_an_audio_logmel_store(audio: Path) -> None:
