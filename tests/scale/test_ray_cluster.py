@@ -207,11 +207,13 @@ def test_losing_a_worker_node_mid_build_still_completes_identically(
     lost, running = None, []
     while lost is None:  # whichever worker node Ray gave a shard task, once 2 shards are done
         assert child.poll() is None and time.monotonic() < deadline, "build made no progress"
-        for node in ray_cluster.worker_nodes if _markers(out) >= 2 else ():
-            if running := _shard_tasks(node):
-                lost = node
-                break
-        time.sleep(0.01)
+        nodes = ray_cluster.worker_nodes if _markers(out) >= 2 else ()
+        busy = [(node, procs) for node in nodes if (procs := _shard_tasks(node))]
+        if busy:  # and the GCS knows that task runs there (workers report every second): else
+            # a task cut before its first report leaves no attempt on the lost node to check
+            unended = {a.node for a in _shard_attempts(ray_cluster.address) if not a.ended}
+            lost, running = next(((n, p) for n, p in busy if n.node_id in unended), (None, []))
+        time.sleep(0.05)
     _signal(running, "suspend")  # held mid-task (SIGSTOP): it cannot finish before the loss
     done = _markers(out)
     ray_cluster.remove_node(lost, allow_graceful=False)  # the node's Ray processes are killed
