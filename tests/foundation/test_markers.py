@@ -255,7 +255,7 @@ def test_xdist_makes_a_module_fixture_once_per_module(tmp_path: Path) -> None:
     """The suite's xdist mode (scripts/dev.sh) keeps each module's tests on one worker."""
     (mode,) = re.findall(r"--dist (\w+)", (REPO / "scripts" / "dev.sh").read_text())
     (tmp_path / "conftest.py").write_text(
-        "from tests.conftest import pytest_xdist_make_scheduler  # noqa: F401\n"
+        "from tests.xdistscope import pytest_xdist_make_scheduler  # noqa: F401\n"
     )
     for name in ("test_one", "test_two", "test_three"):
         (tmp_path / f"{name}.py").write_text(_MODULE_FIXTURE_TEST)
