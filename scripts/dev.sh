@@ -2,7 +2,7 @@
 # One entry point for a fresh machine. Both commands create .venv and install what they need.
 #   bash scripts/dev.sh demo   generate a sample dataset, build a store on local Ray, print it
 #   bash scripts/dev.sh test   install the dev extras, run the linters, then the test suite on
-#                              NOSTALL_TEST_WORKERS xdist workers (default 3; 0: in one process)
+#                              NOSTALL_TEST_WORKERS xdist workers (default 2; 0: in one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -71,11 +71,11 @@ case "${1:-}" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/mypy"
     set +e
-    # The slow tests wait on a Ray or a subprocess starting at times, so one worker more than a
-    # 2-core machine's cores pays; each worker costs its own collection (about 14 s of CPU) and
-    # session Ray. loadscope keeps each test module on one worker, so a module-scoped fixture
-    # is made once (tests/conftest.py).
-    "$VENV/bin/python" -m pytest -n "${NOSTALL_TEST_WORKERS:-3}" --dist loadscope "$@"
+    # Two workers on a 2-core machine: each worker costs its own collection (about 14 s of CPU),
+    # session Ray and object servers; with three the suite took 545 s of CPU and 370 s, with two
+    # 444 s and 333 s. loadscope keeps each test module on one worker, so a module-scoped
+    # fixture is made once (tests/xdistscope.py).
+    "$VENV/bin/python" -m pytest -n "${NOSTALL_TEST_WORKERS:-2}" --dist loadscope "$@"
     rc=$?
     if [ "$rc" -eq 5 ]; then
       echo "pytest collected no tests: failing on purpose" >&2
