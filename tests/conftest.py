@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.azurite import azurite_server  # noqa: F401  (a fixture: Azure Blob on Azurite)
+from tests.xdistscope import pytest_xdist_make_scheduler  # noqa: F401  (one unit a module)
 
 if TYPE_CHECKING:  # moto, a dev dependency, loads only where a test asks for the S3 server
     from tests.storeclock import StoreClock
@@ -42,9 +43,6 @@ class _SlowModulesFirst:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
         items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow)  # stable
-
-
-from tests.xdistscope import pytest_xdist_make_scheduler  # noqa: E402, F401
 
 
 def pytest_configure(config: pytest.Config) -> None:

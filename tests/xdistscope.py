@@ -18,6 +18,7 @@ __all__ = ["pytest_xdist_make_scheduler"]
 _SPREAD_MODULES = frozenset({"tests/precompute/test_resume.py"})
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: none without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadscope``: one work unit per test module (except :data:`_SPREAD_MODULES`).
 
