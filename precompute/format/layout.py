@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import SpecError, StoreError, StoreIncompleteError
+from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
 from precompute.fields import FieldSpec, parse_fields_table, v1_fields
 from precompute.format.arrays import ArraySpec, store_arrays
 from precompute.format.metajson import metadata_error, read_json
@@ -286,9 +286,12 @@ def open_store_info(path: str | Path | Location, *, require_complete: bool = Tru
     if attrs["version"] == 2:
         layout = replace(layout, fields=_fields(meta, attrs, layout.size))
     for name in layout.arrays:  # each array's shape, dtype and chunking are the layout's
-        if not (root / name / "zarr.json").is_file():
-            raise StoreError(f"{root}: field '{name}' is missing")
-        check_array_meta(root, layout, name)
+        try:  # one read of its zarr.json (one GET in object storage), not a stat first
+            check_array_meta(root, layout, name)
+        except StoreMetadataError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                raise StoreError(f"{root}: field '{name}' is missing") from exc
+            raise
     num_valid = _int(
         meta,
         f"{ATTR_KEY}.num_valid",
