@@ -158,9 +158,14 @@ class LandmarkModule(L.LightningModule):
 
 
 def eval_loader(store: Path, batch_size: int, device: str | torch.device = "cpu") -> StoreLoader:
-    """The held-out view of a store: centre crop of the letterboxed extent, store order."""
+    """The held-out view of a store: centre crop of the letterboxed extent, store order.
+
+    Every sample: the last batch is padded, its padding marked ``is_pad``.
+    """
     augment = EvalAugment(size=(INPUT, INPUT), crop=CenterCrop(1.0))
-    return StoreLoader(store, batch_size, device=device, shuffle=False, augment=augment)
+    return StoreLoader(
+        store, batch_size, device=device, shuffle=False, drop_last=False, augment=augment
+    )
 
 
 class LandmarkData(L.LightningDataModule):

@@ -105,7 +105,7 @@ class SegmentationModule(L.LightningModule):
         self.net, self.lr = TinyUNet(CLASSES), lr
         self.counts = torch.zeros(3, CLASSES, dtype=torch.float64)
         self.baseline = torch.zeros(3, CLASSES, dtype=torch.float64)
-        self.history: list[list[float]] = []
+        self.history: list[tuple[list[float], list[float]]] = []
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         """Cross-entropy + soft Dice on the augmented batch."""
@@ -124,7 +124,7 @@ class SegmentationModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         """Print the epoch's Dice per class next to the all-background Dice."""
         scores, trivial = dice_scores(self.counts), dice_scores(self.baseline)
-        self.history.append(scores)
+        self.history.append((scores, trivial))
         print(
             f"epoch {self.current_epoch}: val Dice per class "
             f"{[round(s, 3) for s in scores]} mean {sum(scores) / CLASSES:.3f} "
@@ -157,10 +157,17 @@ class SegmentationData(L.LightningDataModule):
         )
 
     def val_dataloader(self) -> StoreLoader:
-        """The centre crop, in store order."""
+        """The centre crop, in store order, every sample (the last batch padded)."""
         augment = EvalAugment(size=(CROP, CROP), crop=CenterCrop(1.0))
         device = trainer_device(self)
-        return StoreLoader(self.val, self.batch_size, device=device, shuffle=False, augment=augment)
+        return StoreLoader(
+            self.val,
+            self.batch_size,
+            device=device,
+            shuffle=False,
+            drop_last=False,
+            augment=augment,
+        )
 
 
 def mask_spec() -> BuildSpec:
@@ -169,8 +176,11 @@ def mask_spec() -> BuildSpec:
     return BuildSpec(size=STORE_SIZE, fields=(FieldSpec("image", "image", {}), mask))
 
 
-def main(argv: Sequence[str] | None = None) -> list[list[float]]:
-    """Run the example; return the validation Dice per class of every epoch."""
+def main(argv: Sequence[str] | None = None) -> list[tuple[list[float], list[float]]]:
+    """Run the example; return ``(model, all-background)`` validation Dice per class, each epoch.
+
+    The all-background prediction is the trivial baseline the model must beat.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_args(parser)
     args = parser.parse_args(argv)
