@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.examples import audio
 from benchmarks.suite import audio as audio_bench
-from tests.benchmarks.figures import assert_positive
+from tests.benchmarks.figures import assert_positive, figure_after
 
 
 @pytest.mark.ray
@@ -27,11 +27,9 @@ def test_audio_benchmark_prints_both_rows_and_the_ratios(capsys) -> None:
     out = capsys.readouterr().out
     for row in ("build 1 s", "decode+resample 0.25 min", "build 0.5 min"):
         assert_positive(out, row, "wall_s")
-    for length in ("0.25", "0.5"):
-        line = rf"build/decode {length} min, less the fixed cost (-?[0-9.]+) \(goal <= 1\.5\)"
-        assert re.search(line, out), out[-2000:]
-    rss = re.search(r"build peak RSS 0.5 min / 0.25 min ([0-9.]+) \(goal: flat", out)
-    assert rss is not None and 0.5 < float(rss.group(1)) < 2
+    for length in ("0.25", "0.5"):  # a difference of timings: toy sizes may make it negative
+        figure_after(out, f"build/decode {length} min, less the fixed cost ", positive=False)
+    assert 0.5 < figure_after(out, "build peak RSS 0.5 min / 0.25 min ") < 2
     for row in (audio_bench.CLASSIC, audio_bench.NOSTALL):
         assert_positive(out, row, "samples/s")
     speed = re.search(r"throughput nostall/classic ([0-9.]+)x \(goal >= 10x\)", out)

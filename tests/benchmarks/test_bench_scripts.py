@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.suite import augment, loader
-from tests.benchmarks.figures import assert_positive
+from tests.benchmarks.figures import assert_positive, figure_after
 
 
 def test_loader_benchmark_reports_the_contiguous_memmap_reference(capsys, tmp_path) -> None:
@@ -32,8 +32,12 @@ def test_augment_benchmark_times_every_output_format(capsys) -> None:
     assert_positive(out, augment.CLASSIC, "CPU ms/sample")
     for name in ("float32 channels_last", "bfloat16", "bfloat16 channels_last"):
         assert_positive(out, f"StoreLoader + augment fast, 2 threads, {name}", "samples/s")
-        assert f"{name} / float32 planar, StoreLoader + augment fast, 2 threads (samples/s) " in out
+        figure_after(
+            out, f"{name} / float32 planar, StoreLoader + augment fast, 2 threads (samples/s) "
+        )
     for layout in ("", " channels_last"):
         same = f"bfloat16{layout} vs float32 of the same memory format"
-        assert f"{same} (samples/s) " in out and f"{same} (CPU: " in out
-    assert "profiler aten ops per batch, grid (device) path: batch 32 -> " in out
+        figure_after(out, f"{same} (samples/s) ")
+        figure_after(out, f"{same} (CPU: float32's CPU ms/sample over bfloat16's) ")
+    ops = figure_after(out, "profiler aten ops per batch, grid (device) path: batch 32 -> ")
+    assert ops == int(ops) and figure_after(out, "batch 256 -> ") == ops  # one graph a batch

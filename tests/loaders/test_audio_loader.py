@@ -95,7 +95,8 @@ def test_audio_augment_through_the_loader(stores: dict[str, Path]) -> None:
 
 
 @pytest.mark.ray
-def test_waveform_augment_adds_noise_and_gain(stores: dict[str, Path]) -> None:
+def test_a_waveform_crop_serves_clips_of_the_crop_length(stores: dict[str, Path]) -> None:
+    # the gain and the noise themselves: the tests below, against the stored clips
     policy = AudioAugment(crop=4000, gain_db=(-3.0, 3.0), noise_snr_db=(10.0, 20.0))
     b = _batches(StoreLoader(stores["waveform"], 4, seed=3, device="cpu", augment=policy))[0]
     assert tuple(b["audio"].shape) == (4, 4000) and b["label"].dtype == torch.int64
