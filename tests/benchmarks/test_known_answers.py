@@ -7,6 +7,7 @@ and the step are injected through scripted clocks instead of sleeps.
 """
 
 import contextlib
+import hashlib
 import threading
 
 import numpy as np
@@ -57,12 +58,18 @@ def checks(res):
 
 @contextlib.contextmanager
 def spinning_thread():
-    """A thread that keeps a core busy, like the training step's idle-spinning intra-op threads."""
-    stop = threading.Event()
+    """A thread that keeps a core busy, like the training step's idle-spinning intra-op threads.
 
-    def spin():
+    It hashes in C with the GIL released (``hashlib`` does so over 2 KiB), as those threads run
+    outside the interpreter: a spinning Python thread held the GIL and made the loop 20 times
+    slower.
+    """
+    stop = threading.Event()
+    block = bytes(1 << 20)
+
+    def spin() -> None:
         while not stop.is_set():
-            pass
+            hashlib.sha256(block).digest()
 
     thread = threading.Thread(target=spin)
     thread.start()
