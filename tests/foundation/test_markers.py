@@ -260,8 +260,11 @@ def test_xdist_makes_a_module_fixture_once_per_module(tmp_path: Path) -> None:
     for name in ("test_one", "test_two", "test_three"):
         (tmp_path / f"{name}.py").write_text(_MODULE_FIXTURE_TEST)
     log = tmp_path / "made.log"
+    # xdist alone: the installed plugins (zarr's, hypothesis, ...) cost each process a second
     env = {**os.environ, "PYTHONPATH": str(REPO), "MADE_LOG": str(log)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "xdist.plugin"]
+    cmd += ["-n", "2"]
     cmd += ["--dist", mode, "--rootdir", str(tmp_path), str(tmp_path)]
     run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout + run.stderr
