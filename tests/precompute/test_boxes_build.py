@@ -8,9 +8,6 @@ cut rule), with ``boxes.count`` the boxes kept and the rows after them padding.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -159,26 +156,25 @@ def test_a_bad_box_in_a_manifest_names_the_line_and_the_box(tmp_path: Path) -> N
         build(str(src), str(tmp_path / "o2"), _spec(), runner="sequential", progress=False)
 
 
-def test_the_cli_builds_a_coco_file_with_its_images_elsewhere(tmp_path: Path) -> None:
+def test_the_cli_builds_a_coco_file_with_its_images_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pics = tmp_path / "pics"
     coco, _ = make_coco(tmp_path / "ann", n=6, images=pics)
     out = tmp_path / "store"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "precompute.cli", "build", str(coco), "--out", str(out),
-           "--images", str(pics), "--size", str(S), "--max-boxes", "4", "--min-visibility",
-           "0.5", "--runner", "sequential"]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr
-    assert "fields: image image, boxes boxes" in done.stderr
+    argv = ["build", str(coco), "--out", str(out), "--images", str(pics), "--size", str(S),
+            "--max-boxes", "4", "--min-visibility", "0.5", "--runner", "sequential"]  # fmt: skip
+    main(argv)  # in-process: the console script's entry point, its exit codes and messages
+    assert "fields: image image, boxes boxes" in capsys.readouterr().err
     boxes = next(f for f in open_store_info(out).spec.fields if f.kind == "boxes")
     assert dict(boxes.options) == {
         "classes": 3, "max_boxes": 4, "min_visibility": 0.5, "images": str(pics)
     }  # fmt: skip
     assert sorted(_by_key(out)) == [f"{i:03d}.{'jpg' if i % 2 else 'png'}" for i in range(6)]
-    missing = subprocess.run([*cmd[:7], "--out", str(tmp_path / "s2")], env=env,
-                             capture_output=True, text=True, timeout=240)  # fmt: skip
-    assert missing.returncode == 1  # without --images the names are read beside the file
-    assert f"No such file or directory: '{tmp_path / 'ann'}/00" in missing.stderr
+    with pytest.raises(SystemExit) as missing:
+        main([*argv[:2], "--out", str(tmp_path / "s2"), *argv[6:]])
+    assert missing.value.code == 1  # without --images the names are read beside the file
+    assert f"No such file or directory: '{tmp_path / 'ann'}/00" in capsys.readouterr().err
 
 
 def test_the_cli_in_process_without_images_reads_beside_the_file(tmp_path: Path) -> None:
