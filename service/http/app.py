@@ -54,9 +54,14 @@ def _stores_doc(cache: Cache, queue: BuildQueue) -> dict[str, Any]:
 
 
 def _store_doc(cache: Cache, queue: BuildQueue, key: str) -> dict[str, Any]:
-    """``GET /stores/{key}``: the state of ``key`` (``absent`` when nobody knows it)."""
-    state = cache.status(key)
+    """``GET /stores/{key}``: the state of ``key`` (``absent`` when nobody knows it).
+
+    The job is read before the cache: a job is marked ready only once its store is in the
+    cache, so a job that finishes between the two reads is then seen ready in the cache. Read
+    the other way round, a queued build that finished in between was ``absent`` (a 404).
+    """
     job = queue.get(key)
+    state = cache.status(key)
     if job is not None and job.status != "ready" and state["status"] != "ready":
         state["job"] = job.to_dict()
         if state["status"] == "absent":  # queued, or failed before writing anything

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -212,3 +214,43 @@ def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
             client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}}).status_code
             == 202
         )
+
+
+class _StatusThenFinish(Cache):
+    """A cache whose first ``status`` read once armed lets every build run to the end before
+    it returns what it read: a poller reads the cache, then the job, finished in between."""
+
+    armed, go = threading.Event(), threading.Event()
+
+    def status(self, key: str) -> dict[str, Any]:
+        state = super().status(key)
+        if self.armed.is_set() and not self.go.is_set():
+            self.go.set()  # the builds run only now, and end before the job is read
+            deadline = time.monotonic() + 60
+            while self.layout.read_entry(key) is None:
+                assert time.monotonic() < deadline, "the build never finished"
+                time.sleep(0.01)
+            time.sleep(0.2)  # and its job is marked ready
+        return state
+
+
+def test_a_build_that_finishes_while_its_state_is_read_is_never_absent(
+    roots: dict[str, Path],
+) -> None:
+    def gated(request: BuildRequest) -> None:
+        assert _StatusThenFinish.go.wait(60)
+        index_builder()(request)
+
+    cache = _StatusThenFinish(roots["base"] / "cache-race", builder=gated)
+    with (
+        serving(create_app(cache, SourcePolicy([roots["data"]]), workers=1)) as url,
+        httpx.Client(base_url=url, timeout=90) as client,
+    ):
+        client.post("/stores", json={"source": "ds", "spec": SPEC})  # holds the one worker
+        queued = client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}})
+        key = queued.json()["key"]  # queued behind it: no claim, the cache knows nothing yet
+        _StatusThenFinish.armed.set()
+        got = client.get(f"/stores/{key}")  # read absent in the cache, its job ready since
+        assert got.status_code == 200, got.text
+        assert got.json()["status"] in ("queued", "building", "ready")
+        assert wait_ready(client, key)["status"] == "ready"
