@@ -88,7 +88,6 @@ class Attempt:
     node: str  # the node's id (hex)
     ended: str  # FINISHED, FAILED, or "" (not yet reported)
     error: str  # why it failed (an ErrorType name), or ""
-    pid: int  # the worker process that ran it (0: not yet reported)
 
 
 def _shard_attempts(address: str) -> list[Attempt]:
@@ -114,8 +113,7 @@ def _shard_attempts(address: str) -> list[Attempt]:
         info = e.state_updates.error_info
         error = ErrorType.Name(info.error_type) if e.state_updates.HasField("error_info") else ""
         node = e.state_updates.node_id.hex()
-        pid = e.state_updates.worker_pid
-        attempts.append(Attempt(e.task_id, e.attempt_number, node, ended, error, pid))
+        attempts.append(Attempt(e.task_id, e.attempt_number, node, ended, error))
     return attempts
 
 
@@ -230,8 +228,8 @@ def test_losing_a_worker_node_mid_build_still_completes_identically(
             if not procs:
                 continue
             _signal(procs, "suspend")  # held mid-task (SIGSTOP): it cannot finish before the loss
-            # still titled after the stop: the task had not returned (a worker is retitled
-            # ray::IDLE before its reply leaves), so its owner must run it again
+            # still titled after the stop: stopped mid-task (a task that had in fact returned
+            # would not be run again, and the retry check below would fail)
             if _shard_tasks_of(procs):
                 lost, running = node, procs
                 break
