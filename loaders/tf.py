@@ -151,10 +151,26 @@ class Served:
         self._states: dict[int, dict[str, Any]] = {}
         self._next = 0
         self._lock = threading.Lock()
+        self._before: dict[str, Any] | None = None  # the state before the batch in the making
+
+    def begin(self) -> None:
+        """Note the loader's state before the generator asks it for a batch.
+
+        While that batch is made the loader's own state is already past it; :meth:`state_dict`
+        uses this one until :meth:`add` records the batch.
+        """
+        with self._lock:
+            self._before = self.loader.state_dict()
+
+    def end(self) -> None:
+        """The generator asks for no batch (its iteration is over)."""
+        with self._lock:
+            self._before = None
 
     def add(self, state: dict[str, Any]) -> int:
         """Record the loader's ``state`` after a batch; return the batch's serial."""
         with self._lock:
+            self._before = None
             serial, self._next = self._next, self._next + 1
             self._states[serial] = state
             if len(self._states) > self.keep:  # forget the batches before the one consumed
@@ -172,8 +188,8 @@ class Served:
         :class:`StoreLoader` leaves the state of its last batch when an iteration is broken
         off.
         """
-        live = self.loader.state_dict()
-        with self._lock:
+        with self._lock:  # the generator cannot begin or add a batch meanwhile
+            live = self._before if self._before is not None else self.loader.state_dict()
             last = self._states.get(self._next - 1)
             taken = self._states.get(int(self.taken.numpy()))
         return taken if taken is not None and live == last else live
@@ -302,7 +318,14 @@ def dataset(
         raise
 
     def generate() -> Iterator[Any]:
-        for batch in epoch_batches(loader, epochs):
+        batches = epoch_batches(loader, epochs)
+        while True:
+            served.begin()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                served.end()
+                return
             serial = served.add(loader.state_dict())
             yield np.int64(serial), _element(batch, element)
 

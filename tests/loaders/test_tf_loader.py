@@ -10,6 +10,7 @@ per epoch in a new order each epoch, and a Keras run stopped mid-epoch and resum
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -370,3 +371,35 @@ def test_keras_resumed_mid_epoch_from_a_checkpoint_ends_with_the_uninterrupted_w
     for got, want in zip(second.get_weights(), whole.get_weights(), strict=True):
         np.testing.assert_array_equal(got, want)
     assert not np.array_equal(whole.get_weights()[0], start[0])
+
+
+def test_a_state_read_while_the_next_batch_is_made_is_the_consumed_batchs(
+    images: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a prefetch buffer tf.data makes the fourth batch only when it is asked for: the
+    # loader is then past it while the generator, paused, has not yet noted it (the window a
+    # checkpoint written from another thread could fall into)
+    made, release = threading.Event(), threading.Event()
+    real = loaders.tf.epoch_batches
+
+    def paused(loader: StoreLoader, epochs: int | None) -> Iterator[dict[str, Any]]:
+        for i, batch in enumerate(real(loader, epochs)):
+            if i == 3:
+                made.set()
+                assert release.wait(30)
+            yield batch
+
+    monkeypatch.setattr(loaders.tf, "epoch_batches", paused)
+    state = loaders.tf.LoaderState()
+    it = iter(loaders.tf.dataset(images, 16, seed=3, state=state, ahead=0))
+    for _ in range(3):
+        next(it)
+    fourth = threading.Thread(target=next, args=(it,))
+    fourth.start()
+    assert made.wait(30)
+    try:
+        got = state.state_dict()
+    finally:
+        release.set()
+        fourth.join(30)
+    assert (got["epoch"], got["batch"]) == (0, 3)  # the three batches taken, not the one made
