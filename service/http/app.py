@@ -46,10 +46,15 @@ def _bad_key(key: str) -> JSONResponse | None:
 
 
 def _stores_doc(cache: Cache, queue: BuildQueue) -> dict[str, Any]:
-    """``GET /stores``: every complete store, and the jobs not (yet) ready."""
+    """``GET /stores``: every complete store, and the jobs not (yet) ready.
+
+    The jobs are read before the cache, as in :func:`_store_doc`: a build that finishes in
+    between is then listed as a store, not left out of both lists.
+    """
+    jobs = queue.jobs()
     stores = [{"status": "ready", **e.to_dict()} for e in cache.list()]
     ready = {s["key"] for s in stores}
-    pending = [j.to_dict() for j in queue.jobs() if j.key not in ready and j.status != "ready"]
+    pending = [j.to_dict() for j in jobs if j.key not in ready and j.status != "ready"]
     return {"stores": stores, "jobs": pending}
 
 

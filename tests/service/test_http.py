@@ -254,3 +254,40 @@ def test_a_build_that_finishes_while_its_state_is_read_is_never_absent(
         assert got.status_code == 200, got.text
         assert got.json()["status"] in ("queued", "building", "ready")
         assert wait_ready(client, key)["status"] == "ready"
+
+
+class _ListThenFinish(Cache):
+    """A cache whose first ``list`` once armed lets the builds end before it returns."""
+
+    armed, go = threading.Event(), threading.Event()
+
+    def list(self) -> Any:
+        entries = super().list()
+        if self.armed.is_set() and not self.go.is_set():
+            self.go.set()
+            deadline = time.monotonic() + 60
+            while len(super().list()) < 2:
+                assert time.monotonic() < deadline, "the builds never finished"
+                time.sleep(0.01)
+            time.sleep(0.2)  # and their jobs are marked ready
+        return entries
+
+
+def test_a_build_that_finishes_while_the_list_is_read_is_listed(roots: dict[str, Path]) -> None:
+    def gated(request: BuildRequest) -> None:
+        assert _ListThenFinish.go.wait(60)
+        index_builder()(request)
+
+    cache = _ListThenFinish(roots["base"] / "cache-list-race", builder=gated)
+    with (
+        serving(create_app(cache, SourcePolicy([roots["data"]]), workers=1)) as url,
+        httpx.Client(base_url=url, timeout=90) as client,
+    ):
+        keys = [
+            client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": s}}).json()["key"]
+            for s in (1, 2)
+        ]
+        _ListThenFinish.armed.set()
+        doc = client.get("/stores").json()  # the cache read before the builds ended
+        listed = {s["key"] for s in doc["stores"]} | {j["key"] for j in doc["jobs"]}
+        assert listed == set(keys), doc
