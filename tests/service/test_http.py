@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -216,78 +217,71 @@ def test_build_queue_is_bounded(roots: dict[str, Path]) -> None:
         )
 
 
-class _StatusThenFinish(Cache):
-    """A cache whose first ``status`` read once armed lets every build run to the end before
-    it returns what it read: a poller reads the cache, then the job, finished in between."""
+class _ReadThenFinish(Cache):
+    """A cache whose first ``status`` or ``list`` once :attr:`armed` lets every build (held by
+    :meth:`builder` until then) run to the end before it returns what it read: a poller reads
+    the cache, then the jobs, finished in between. One per test (its own events)."""
 
-    armed, go = threading.Event(), threading.Event()
+    def __init__(self, root: Path, builds: int) -> None:
+        super().__init__(root, builder=self.builder)
+        self.armed, self.go, self.builds = threading.Event(), threading.Event(), builds
+
+    def builder(self, request: BuildRequest) -> None:
+        assert self.go.wait(60)
+        index_builder()(request)
+
+    def _hold(self) -> None:
+        if self.armed.is_set() and not self.go.is_set():
+            self.go.set()  # the builds run only now, and end before the jobs are read
+            deadline = time.monotonic() + 60
+            while len(super().list()) < self.builds:
+                assert time.monotonic() < deadline, "the builds never finished"
+                time.sleep(0.01)
+            time.sleep(0.2)  # and their jobs are marked ready
 
     def status(self, key: str) -> dict[str, Any]:
         state = super().status(key)
-        if self.armed.is_set() and not self.go.is_set():
-            self.go.set()  # the builds run only now, and end before the job is read
-            deadline = time.monotonic() + 60
-            while self.layout.read_entry(key) is None:
-                assert time.monotonic() < deadline, "the build never finished"
-                time.sleep(0.01)
-            time.sleep(0.2)  # and its job is marked ready
+        self._hold()
         return state
+
+    def list(self) -> Any:
+        entries = super().list()
+        self._hold()
+        return entries
+
+
+@contextmanager
+def _racing(cache: Cache, data: Path) -> Iterator[httpx.Client]:
+    with (
+        serving(create_app(cache, SourcePolicy([data]), workers=1)) as url,
+        httpx.Client(base_url=url, timeout=90) as client,
+    ):
+        yield client
 
 
 def test_a_build_that_finishes_while_its_state_is_read_is_never_absent(
     roots: dict[str, Path],
 ) -> None:
-    def gated(request: BuildRequest) -> None:
-        assert _StatusThenFinish.go.wait(60)
-        index_builder()(request)
-
-    cache = _StatusThenFinish(roots["base"] / "cache-race", builder=gated)
-    with (
-        serving(create_app(cache, SourcePolicy([roots["data"]]), workers=1)) as url,
-        httpx.Client(base_url=url, timeout=90) as client,
-    ):
+    cache = _ReadThenFinish(roots["base"] / "cache-race", builds=2)
+    with _racing(cache, roots["data"]) as client:
         client.post("/stores", json={"source": "ds", "spec": SPEC})  # holds the one worker
         queued = client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": 9}})
         key = queued.json()["key"]  # queued behind it: no claim, the cache knows nothing yet
-        _StatusThenFinish.armed.set()
+        cache.armed.set()
         got = client.get(f"/stores/{key}")  # read absent in the cache, its job ready since
         assert got.status_code == 200, got.text
         assert got.json()["status"] in ("queued", "building", "ready")
         assert wait_ready(client, key)["status"] == "ready"
 
 
-class _ListThenFinish(Cache):
-    """A cache whose first ``list`` once armed lets the builds end before it returns."""
-
-    armed, go = threading.Event(), threading.Event()
-
-    def list(self) -> Any:
-        entries = super().list()
-        if self.armed.is_set() and not self.go.is_set():
-            self.go.set()
-            deadline = time.monotonic() + 60
-            while len(super().list()) < 2:
-                assert time.monotonic() < deadline, "the builds never finished"
-                time.sleep(0.01)
-            time.sleep(0.2)  # and their jobs are marked ready
-        return entries
-
-
 def test_a_build_that_finishes_while_the_list_is_read_is_listed(roots: dict[str, Path]) -> None:
-    def gated(request: BuildRequest) -> None:
-        assert _ListThenFinish.go.wait(60)
-        index_builder()(request)
-
-    cache = _ListThenFinish(roots["base"] / "cache-list-race", builder=gated)
-    with (
-        serving(create_app(cache, SourcePolicy([roots["data"]]), workers=1)) as url,
-        httpx.Client(base_url=url, timeout=90) as client,
-    ):
+    cache = _ReadThenFinish(roots["base"] / "cache-list-race", builds=2)
+    with _racing(cache, roots["data"]) as client:
         keys = [
             client.post("/stores", json={"source": "ds", "spec": {**SPEC, "seed": s}}).json()["key"]
             for s in (1, 2)
         ]
-        _ListThenFinish.armed.set()
+        cache.armed.set()
         doc = client.get("/stores").json()  # the cache read before the builds ended
         listed = {s["key"] for s in doc["stores"]} | {j["key"] for j in doc["jobs"]}
         assert listed == set(keys), doc
