@@ -59,10 +59,12 @@ def _user_errors(fn: F) -> F:
 
 
 def _full_key(c: Cache, text: str) -> str:
+    if len(text) < 4:
+        raise CacheKeyError(f"key {text!r} is too short: give >= 4 hex digits")
     matches = [k for k in c.layout.catalog_keys() if k.startswith(text.lower())]
-    if len(text) < 4 or len(matches) != 1:
-        what = "no store" if not matches else f"{len(matches)} stores"
-        raise CacheKeyError(f"{what} match key {text!r} in {c.root} (give >= 4 hex digits)")
+    if len(matches) != 1:
+        what = "no store matches" if not matches else f"{len(matches)} stores match"
+        raise CacheKeyError(f"{what} key {text!r} in {c.root} (give more hex digits)")
     return matches[0]
 
 

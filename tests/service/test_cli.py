@@ -63,7 +63,7 @@ def test_ls_info_rm_gc(filled: tuple[Path, list[str]]) -> None:
     assert code == 0 and json.loads(out)[0]["key"] == k0
     code, out = _run(root, "info", k0[:8])
     assert code == 1
-    assert out == f"Error: no store match key '{k0[:8]}' in {root} (give >= 4 hex digits)\n"
+    assert out == f"Error: no store matches key '{k0[:8]}' in {root} (give more hex digits)\n"
     code, out = _run(root, "gc", "--budget", "0", "--json")
     assert code == 0 and json.loads(out)["evicted"] == [k1]
     code, out = _run(root, "gc")
@@ -71,9 +71,17 @@ def test_ls_info_rm_gc(filled: tuple[Path, list[str]]) -> None:
 
 
 def test_cli_errors_are_one_line(filled: tuple[Path, list[str]]) -> None:
-    root, _ = filled
-    code, out = _run(root, "rm", "ab")
-    assert code == 1 and out == f"Error: no store match key 'ab' in {root} (give >= 4 hex digits)\n"
+    root, (k0, k1) = filled
+    for short in ("ab", k0[:3]):  # too short, whether or not a store's key starts so
+        code, out = _run(root, "rm", short)
+        assert code == 1 and out == f"Error: key {short!r} is too short: give >= 4 hex digits\n"
+    assert {k0, k1} == {e.name for e in (root / "stores").iterdir()}  # nothing removed
+    other = next(p for p in ("0000", "ffff") if not k0.startswith(p) and not k1.startswith(p))
+    code, out = _run(root, "rm", other)
+    assert (
+        code == 1
+        and out == f"Error: no store matches key '{other}' in {root} (give more hex digits)\n"
+    )
     code, out = _run(root, "gc", "--budget", "lots")
     assert code == 2
     assert out.splitlines()[-1] == (
