@@ -214,27 +214,42 @@ def _status(proc: psutil.Process) -> str:
         return "gone"
 
 
+def _catch_a_shard_task(cluster: Any, out: Path) -> tuple[Any, list[psutil.Process]]:
+    """Stop (SIGSTOP) a worker node's shard tasks mid-run, once 2 shards of ``out`` are done.
+
+    Returns:
+        The node and its stopped tasks, or ``(None, [])`` if no worker node runs one now.
+    """
+    for node in cluster.worker_nodes if _markers(out) >= 2 else ():
+        procs = _shard_tasks(node)
+        if not procs:
+            continue
+        _signal(procs, "suspend")  # held mid-task (SIGSTOP): it cannot finish before the loss
+        # still titled after the stop: stopped mid-task (a task that had in fact returned
+        # would not be run again, and the retry check below would fail)
+        if _shard_tasks_of(procs):
+            return node, procs
+        _signal(procs, "resume")
+    return None, []
+
+
 def test_losing_a_worker_node_mid_build_still_completes_identically(
     ray_cluster: Any, src: Path, local_store: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "cluster"
-    child = _build(src, out, address=ray_cluster.address)
-    deadline = time.monotonic() + 240
-    lost, running = None, []
+    lost, running, tries = None, [], 0
     while lost is None:  # whichever worker node Ray gave a shard task, once 2 shards are done
-        assert child.poll() is None and time.monotonic() < deadline, "build made no progress"
-        for node in ray_cluster.worker_nodes if _markers(out) >= 2 else ():
-            procs = _shard_tasks(node)
-            if not procs:
-                continue
-            _signal(procs, "suspend")  # held mid-task (SIGSTOP): it cannot finish before the loss
-            # still titled after the stop: stopped mid-task (a task that had in fact returned
-            # would not be run again, and the retry check below would fail)
-            if _shard_tasks_of(procs):
-                lost, running = node, procs
-                break
-            _signal(procs, "resume")
-        time.sleep(0.05)
+        # A shard task here takes a few tens of ms: a build may end before one is caught on a
+        # worker node mid-run. That build is then discarded and the next one watched.
+        out = tmp_path / f"cluster-{tries}"
+        child, tries = _build(src, out, address=ray_cluster.address), tries + 1
+        deadline = time.monotonic() + 240
+        while lost is None and child.poll() is None:
+            assert time.monotonic() < deadline, "build made no progress"
+            lost, running = _catch_a_shard_task(ray_cluster, out)
+            time.sleep(0.02)
+        if lost is None:
+            _finish(child)  # built whole before a task was caught: it must still have succeeded
+            assert tries < 3, "no shard task caught mid-run on a worker node in 3 builds"
     done = _markers(out)
     ray_cluster.remove_node(lost, allow_graceful=False)  # the node's Ray processes are killed
     _signal(running, "kill")  # and its workers (stopped, they cannot see their raylet go)
