@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
+from precompute import BuildSpec, build
 from precompute.errors import ClusterError
 from precompute.format.layout import FIELDS, MARKER_DIR
 from precompute.format.verify import verify_store
@@ -29,7 +29,8 @@ from precompute.sample import make_sample_dataset
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NUM = 120
-FLAGS = ["--size", "32", "--shard-samples", "4", "--chunk-samples", "2", "--seed", "5", "--quiet"]
+SPEC = {"size": 32, "shard_samples": 4, "chunk_samples": 2, "seed": 5}
+FLAGS = [*(f"--{k.replace('_', '-')}={v}" for k, v in SPEC.items()), "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +39,18 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_store(src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def local_store(src: Path, ray_local: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same build (:data:`FLAGS`) in this process, on the session's local Ray."""
     out = tmp_path_factory.mktemp("local") / "store"
-    # RAY_ADDRESS=local: a Ray of its own, whatever cluster this machine also runs
-    _finish(_build(src, out, env={"RAY_ADDRESS": "local"}))
+    build(str(src), str(out), BuildSpec(**SPEC), progress=False)
     assert _report(out)["shards_built"] == NUM // 4
     return out
 
 
-def _build(
-    src: Path, out: Path | str, *, address: str | None = None, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+def _build(src: Path, out: Path | str, *, address: str) -> subprocess.Popen[bytes]:
+    """The CLI's build of ``src`` on the cluster at ``address``, in a process of its own."""
     argv = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out), *FLAGS]
-    if address is not None:
-        argv += ["--ray-address", address]
-    return subprocess.Popen(argv, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE)
+    return subprocess.Popen([*argv, "--ray-address", address], stderr=subprocess.PIPE)
 
 
 def _finish(child: subprocess.Popen[bytes]) -> None:
