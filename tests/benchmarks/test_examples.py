@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from benchmarks.examples import landmarks, segmentation
 from precompute.format.layout import open_store_info
 from tests.benchmarks.figures import assert_positive, figure_after
+from tests.lazymodule import LazyModule
+
+if TYPE_CHECKING:
+    from benchmarks.examples import landmarks, segmentation
+else:  # both import Lightning: imported by their tests, not at collection
+    landmarks = LazyModule("benchmarks.examples.landmarks")
+    segmentation = LazyModule("benchmarks.examples.segmentation")
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import torch
 
 import loaders
@@ -27,9 +26,15 @@ from loaders.errors import LoaderError
 from loaders.frameworks import Forwarding
 from tests.contracts.index_store import collect, decode_index, make_index_store
 from tests.contracts.loader_contract import LoaderContract
+from tests.lazymodule import LazyModule
 from tests.loaders.frameworks_data import AUDIO_CLIPS, CLASSES, IMAGES, audio_store, image_store
 
-keras = tf.keras
+if TYPE_CHECKING:
+    import tensorflow as tf
+    from tensorflow import keras
+else:  # imported by the first test that uses them, not at collection (2 s of CPU a worker)
+    tf = LazyModule("tensorflow")
+    keras = LazyModule("keras")
 
 
 class TfFeed(Forwarding):
@@ -315,20 +320,23 @@ def _sgd_model() -> Any:
     return model
 
 
-class _StopAt(keras.callbacks.Callback):  # type: ignore[misc]
-    """Stop training after ``batch`` of ``epoch``, calling ``save`` first."""
+def _stop_at(epoch: int, batch: int, save: Callable[[], None]) -> Any:
+    """A Keras callback that stops training after ``batch`` of ``epoch``, calling ``save`` first."""
 
-    def __init__(self, epoch: int, batch: int, save: Callable[[], None]) -> None:
-        super().__init__()
-        self.stop, self.epoch, self.save = (epoch, batch), 0, save
+    class StopAt(keras.callbacks.Callback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.epoch = 0
 
-    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self.epoch = epoch
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self.epoch = epoch
 
-    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        if (self.epoch, batch) == self.stop:
-            self.save()
-            self.model.stop_training = True
+        def on_train_batch_end(self, done: int, logs: Any = None) -> None:
+            if (self.epoch, done) == (epoch, batch):
+                save()
+                self.model.stop_training = True
+
+    return StopAt()
 
 
 @pytest.mark.parametrize("restore_first", [True, False])
@@ -352,7 +360,7 @@ def test_keras_resumed_mid_epoch_from_a_checkpoint_ends_with_the_uninterrupted_w
         loaders.tf.dataset(images, 16, state=state, **kw),
         epochs=3,
         verbose=0,
-        callbacks=[_StopAt(1, 2, save)],  # after 3 batches of epoch 1
+        callbacks=[_stop_at(1, 2, save)],  # after 3 batches of epoch 1
     )
     assert state.state_dict()["epoch"] == 1 and state.state_dict()["batch"] == 3
 
