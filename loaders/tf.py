@@ -26,8 +26,11 @@ is switched off).
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,12 +149,44 @@ class Served:
     """
 
     def __init__(self, loader: StoreLoader, ahead: int) -> None:
-        self.loader, self.keep = loader, 2 * (ahead + 2)  # the buffer, the step, in hand
+        self.loader, self.ahead = loader, ahead
+        self.keep = 2 * (ahead + 2)  # the buffer, the step, in hand
         self.taken = tf.Variable(-1, dtype=tf.int64, trainable=False)  # the serial consumed
         self._states: dict[int, dict[str, Any]] = {}
         self._next = 0
         self._lock = threading.Lock()
         self._before: dict[str, Any] | None = None  # the state before the batch in the making
+        self._calls = threading.Condition(self._lock)
+        self._busy = False  # a batch is being made (on tf.data's thread, with ``ahead``)
+        self._running = 0  # generators begun and not finished (returned, raised or dropped)
+
+    def running(self, change: int) -> None:
+        """Count a generator that begins (+1) or finishes (-1)."""
+        with self._calls:
+            self._running += change
+            self._calls.notify_all()
+
+    def making(self, busy: bool) -> None:
+        """Note that the generator starts (True) or stops (False) making a batch."""
+        with self._calls:
+            self._busy = busy
+            self._calls.notify_all()
+
+    def wait_quiet(self, deadline: float) -> bool:
+        """Wait until tf.data's thread runs no Python of this dataset and will start none.
+
+        That is: no batch is being made, and every generator finished or the batches made and
+        not consumed fill the buffer (``ahead``). False at ``deadline`` (``time.monotonic``).
+        """
+        with self._calls:
+            while self._busy or not (
+                self._running == 0 or self._next - 1 - int(self.taken.numpy()) >= self.ahead
+            ):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._calls.wait(min(left, 0.05))  # a batch consumed does not notify: poll
+        return True
 
     def begin(self) -> None:
         """Note the loader's state before the generator asks it for a batch.
@@ -268,7 +303,7 @@ def dataset(
     target: str | None = None,
     epochs: int | None = None,
     state: LoaderState | None = None,
-    ahead: int = 2,
+    ahead: int = 0,
     **options: Any,
 ) -> Any:
     """Return a ``tf.data.Dataset`` of a store's batches (a :class:`StoreLoader`'s).
@@ -287,8 +322,11 @@ def dataset(
             epoch_batches`).
         state: A :class:`LoaderState` to checkpoint and resume the dataset with.
         ahead: Batches tf.data hands over ahead of the consumer, on its own thread (a
-            prefetch buffer; 0: each batch is handed over when the consumer asks). The state
-            counts the batches the consumer took, whatever ``ahead``.
+            prefetch buffer). 0 (the default): each batch is handed over when the consumer
+            asks; the loader still reads ahead on its own thread (``prefetch``), and on two
+            cores this was as fast or faster (``docs/frameworks.md``). The state counts the
+            batches the consumer took, whatever ``ahead``. With ``ahead``, tf.data's thread
+            runs this module's Python: see :func:`_quiesce` for the exit.
         **options: Every other keyword of :class:`StoreLoader`: ``shuffle``, ``seed``,
             ``drop_last``, ``augment``, ``mixup``, ``rank``, ``world_size``, ``device``,
             ``prefetch``, ``io``, ``keys``, ...
@@ -318,18 +356,67 @@ def dataset(
         raise
 
     def generate() -> Iterator[Any]:
-        batches = epoch_batches(loader, epochs)
-        while True:
-            served.begin()
-            try:
-                batch = next(batches)
-            except StopIteration:
-                served.end()
-                return
-            serial = served.add(loader.state_dict())
-            yield np.int64(serial), _element(batch, element)
+        served.running(+1)
+        try:
+            batches = epoch_batches(loader, epochs)
+            while True:
+                served.making(True)
+                try:
+                    if _EXITING.is_set():  # the interpreter exits: end the iteration
+                        served.end()
+                        return
+                    served.begin()
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        served.end()
+                        return
+                    serial = served.add(loader.state_dict())
+                    item = np.int64(serial), _element(batch, element)
+                finally:
+                    served.making(False)
+                yield item
+        finally:  # returned, raised, or closed where it waited (tf.data dropped it)
+            served.running(-1)
 
+    if ahead:
+        _PREFETCHED.add(served)
     return _pipeline(generate, signature, served, ahead)
+
+
+_PREFETCHED: weakref.WeakSet[Served] = weakref.WeakSet()  # datasets made with ahead > 0
+_EXITING = threading.Event()
+_EXIT_WAIT_S, _EXIT_GRACE_S = 10.0, 0.05
+
+
+def _quiesce() -> None:
+    """At exit, leave tf.data's prefetch threads out of this module's Python (``ahead`` > 0).
+
+    tf.data's prefetch thread calls the dataset's generator (Python) ahead of the consumer. A
+    call that runs, or begins, once the interpreter finalizes waits for the GIL forever, and
+    TensorFlow's teardown waits for that thread: a script that left an iterator mid-epoch (a
+    ``break``) never exited (tensorflow/tensorflow#22632). Each generator now ends at its next
+    call; this waits, at most :data:`_EXIT_WAIT_S` seconds, until each finished or its buffer
+    is full, then :data:`_EXIT_GRACE_S` for the end of tf.data's own Python around the call,
+    which nothing here can observe: best effort. The default ``ahead=0`` runs the generator
+    only on the consumer's thread and needs none of this.
+
+    It runs where ``concurrent.futures`` stops its thread pools at exit (before the non-daemon
+    threads are joined and before ``atexit``): a batch being made still reads with the
+    loader's pool.
+    """
+    _EXITING.set()
+    if not _PREFETCHED:
+        return
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for served in list(_PREFETCHED):
+        served.wait_quiet(deadline)
+    time.sleep(_EXIT_GRACE_S)
+
+
+# threading's own exit hooks run last registered first: this one before concurrent.futures'
+# (imported with torch), so the pools still take work. atexit's hooks run after both.
+getattr(threading, "_register_atexit", atexit.register)(_quiesce)
 
 
 def _pipeline(

@@ -135,7 +135,9 @@ class Prefetcher(Node[T]):
         self._free.put(None)  # wake a thread waiting for a slot: it sees the stop and ends
         self._thread.join()
         self._thread = None
-        self._items = queue.SimpleQueue()  # drop undelivered items (their buffers go back)
+        # drop undelivered items (their buffers go back); by type, not by the module's name,
+        # which is gone when a generator left open is closed as the interpreter finalizes
+        self._items = type(self._items)()
 
     def close(self) -> None:
         """Stop the background thread and close the source."""

@@ -10,6 +10,8 @@ per epoch in a new order each epoch, and a Keras run stopped mid-epoch and resum
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +30,7 @@ from tests.contracts.index_store import collect, decode_index, make_index_store
 from tests.contracts.loader_contract import LoaderContract
 from tests.lazymodule import LazyModule
 from tests.loaders.frameworks_data import AUDIO_CLIPS, CLASSES, IMAGES, audio_store, image_store
+from tests.processes import REPO
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -411,3 +414,52 @@ def test_a_state_read_while_the_next_batch_is_made_is_the_consumed_batchs(
         release.set()
         fourth.join(30)
     assert (got["epoch"], got["batch"]) == (0, 3)  # the three batches taken, not the one made
+
+
+_LEFT_OPEN = """
+import sys
+import tensorflow as tf
+import loaders.tf
+
+store, batch = sys.argv[1], int(sys.argv[2])
+default = iter(loaders.tf.dataset(store, batch, seed=1))  # ahead=0
+next(default)
+for _ in loaders.tf.dataset(store, batch, seed=2, ahead=2):
+    break  # the for loop's iterator is garbage; its prefetch thread has run ahead meanwhile
+eager = iter(loaders.tf.dataset(store, batch, seed=3, ahead=2, epochs=1000))
+next(eager), next(eager)
+forever = iter(loaders.tf.dataset(store, batch, seed=4, ahead=2, epochs=1000))
+
+
+@tf.function
+def pull():
+    for _ in tf.range(3):
+        next(forever)
+
+
+pull()
+print("left open", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_leaves_iterators_mid_epoch_exits(tmp_path: Path) -> None:
+    """tf.data's prefetch thread in the generator's Python as the interpreter finalized hung
+    the exit for ever (3 runs in 3 before ``loaders.tf._quiesce``); 60 s is ten times a run.
+
+    Batches of 256 at 224 px take milliseconds to make: the exit comes while one is made.
+    """
+    from benchmarks.image_data import random_store
+
+    store, _ = random_store(tmp_path / "s", 512, 224, npy=False)
+    script = tmp_path / "left_open.py"  # a file: AutoGraph reads the source of tf.functions
+    script.write_text(_LEFT_OPEN)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(store), "256"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout == "left open\n", proc.stderr[-3000:]
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
