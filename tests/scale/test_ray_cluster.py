@@ -29,7 +29,9 @@ from precompute.sample import make_sample_dataset
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 NUM = 120
-SPEC = {"size": 32, "shard_samples": 4, "chunk_samples": 2, "seed": 5}
+# Shards of 12: 10 shard tasks, each long enough (tens of ms) to be caught running on a node.
+SPEC = {"size": 32, "shard_samples": 12, "chunk_samples": 4, "seed": 5}
+SHARDS = NUM // SPEC["shard_samples"]
 FLAGS = [*(f"--{k.replace('_', '-')}={v}" for k, v in SPEC.items()), "--quiet"]
 
 
@@ -43,7 +45,7 @@ def local_store(src: Path, ray_local: Any, tmp_path_factory: pytest.TempPathFact
     """The same build (:data:`FLAGS`) in this process, on the session's local Ray."""
     out = tmp_path_factory.mktemp("local") / "store"
     build(str(src), str(out), BuildSpec(**SPEC), progress=False)
-    assert _report(out)["shards_built"] == NUM // 4
+    assert _report(out)["shards_built"] == SHARDS
     return out
 
 
@@ -149,10 +151,10 @@ def test_three_node_build_is_byte_identical_to_local(
     _finish(_build(src, out, address=ray_cluster.address))
     report = _report(out)
     assert report["ray_address"] == ray_cluster.address
-    built_on = {a.node for a in _finished_shards(ray_cluster.address, NUM // 4).values()}
+    built_on = {a.node for a in _finished_shards(ray_cluster.address, SHARDS).values()}
     assert built_on <= _cluster_nodes(ray_cluster)  # whichever nodes Ray chose, all counted
     assert report["ray_nodes"] == len(built_on)
-    assert report["shards_built"] == NUM // 4
+    assert report["shards_built"] == SHARDS
     assert _array_files(out) == _array_files(local_store)
     assert verify_store(out) == []
 
@@ -164,7 +166,7 @@ def test_three_node_build_into_object_storage_needs_no_shared_folder(
 
     url = f"{bucket}/cluster.zarr"
     _finish(_build(src, url, address=ray_cluster.address))
-    built_on = {a.node for a in _finished_shards(ray_cluster.address, NUM // 4).values()}
+    built_on = {a.node for a in _finished_shards(ray_cluster.address, SHARDS).values()}
     assert built_on <= _cluster_nodes(ray_cluster)
     assert _report_s3(url)["ray_nodes"] == len(built_on)
     arrays = {n: b for n, b in objects_under(url).items() if n.split("/", 1)[0] in FIELDS}
@@ -251,7 +253,7 @@ def test_losing_a_worker_node_mid_build_still_completes_identically(
     done = _markers(out)
     ray_cluster.remove_node(lost, allow_graceful=False)  # the node's Ray processes are killed
     _signal(running, "kill")  # and its workers (stopped, they cannot see their raylet go)
-    assert done < NUM // 4, "the node must be lost mid-build"
+    assert done < SHARDS, "the node must be lost mid-build"
     _gone, alive = psutil.wait_procs(running, timeout=60)
     assert [p for p in alive if _status(p) not in (psutil.STATUS_ZOMBIE, "gone")] == []
     _finish(child)  # so Ray ran that shard task again on a node left: every shard is built
@@ -265,8 +267,8 @@ def test_losing_a_worker_node_mid_build_still_completes_identically(
         assert all(a.node == lost.node_id and a.ended != "FINISHED" for a in before), before
     for cut in (a for a in attempts if a.ended and a.ended != "FINISHED"):  # only the lost
         assert cut.node == lost.node_id and cut.error in ("NODE_DIED", "WORKER_DIED"), cut
-    assert _markers(out) == NUM // 4
-    assert _report(out)["shards_built"] == NUM // 4
+    assert _markers(out) == SHARDS
+    assert _report(out)["shards_built"] == SHARDS
     assert _array_files(out) == _array_files(local_store)
     assert verify_store(out) == []
 
