@@ -371,6 +371,11 @@ def dataset(
                     except StopIteration:
                         served.end()
                         return
+                    except Exception:
+                        if _EXITING.is_set():  # the loader's read pool stopped at exit
+                            served.end()
+                            return
+                        raise
                     serial = served.add(loader.state_dict())
                     item = np.int64(serial), _element(batch, element)
                 finally:
@@ -401,9 +406,9 @@ def _quiesce() -> None:
     which nothing here can observe: best effort. The default ``ahead=0`` runs the generator
     only on the consumer's thread and needs none of this.
 
-    It runs where ``concurrent.futures`` stops its thread pools at exit (before the non-daemon
-    threads are joined and before ``atexit``): a batch being made still reads with the
-    loader's pool.
+    An ``atexit`` hook: it runs once the non-daemon threads have ended (a training thread
+    still consuming is never cut short), after ``concurrent.futures`` stopped its pools: a
+    batch being made then fails to read, and its generator ends quietly instead.
     """
     _EXITING.set()
     if not _PREFETCHED:
@@ -414,9 +419,7 @@ def _quiesce() -> None:
     time.sleep(_EXIT_GRACE_S)
 
 
-# threading's own exit hooks run last registered first: this one before concurrent.futures'
-# (imported with torch), so the pools still take work. atexit's hooks run after both.
-getattr(threading, "_register_atexit", atexit.register)(_quiesce)
+atexit.register(_quiesce)  # after TensorFlow's import: before TensorFlow's own exit hooks
 
 
 def _pipeline(

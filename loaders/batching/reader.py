@@ -26,6 +26,7 @@ import numpy as np
 
 from loaders.batching.nodes import Node
 from loaders.batching.plan import EpochPlan, Window
+from loaders.batching.pools import submit_or_run
 from loaders.errors import LoaderError
 from loaders.store.open_store import OpenedStore
 from loaders.store.rows import Run
@@ -245,7 +246,7 @@ class BatchReader(Node[HostBatch]):
         helpers = (
             []
             if self._pool is None
-            else [self._pool.submit(self._read_chunks, share) for share in shares if share]
+            else [submit_or_run(self._pool, self._read_chunks, share) for share in shares if share]
         )
         try:
             self._read_chunks(work[:: self.num_threads])

@@ -314,3 +314,52 @@ def test_state_saved_under_another_sample_order_is_refused(store: Path) -> None:
     old = {k: v for k, v in state.items() if k != "order"}  # saved before order version 2
     with pytest.raises(LoaderError, match="sample order differs: start the epoch afresh"):
         StoreLoader(store, 8, seed=1).load_state_dict(old)
+
+
+_AFTER_MAIN = """
+import sys, threading
+from loaders import StoreLoader
+from loaders.augment import TrainAugment
+
+loader = StoreLoader(sys.argv[1], 16, seed=0, num_threads=3, augment=TrainAugment(size=16))
+served = []
+
+
+def train():
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        served.extend(i for batch in loader for i in batch["index"].tolist())
+    print(len(served), len(set(served)), flush=True)
+
+
+threading.Thread(target=train).start()  # not a daemon: Python waits for it after main returns
+"""
+
+
+def test_a_thread_still_training_after_the_main_thread_returned_gets_every_batch(
+    tmp_path: Path,
+) -> None:
+    """``concurrent.futures`` takes no new work once the main thread returned: the loader's read
+    and augment pools then refused theirs ("cannot schedule new futures after shutdown", a
+    ``WorkerError`` in the training thread); the work is now done on the calling thread."""
+    import subprocess
+    import sys
+
+    from tests.processes import REPO
+
+    images = np.random.default_rng(0).integers(0, 256, (64, 24, 24, 3), dtype=np.uint8)
+    write_store_from_arrays(
+        tmp_path / "s",
+        images,
+        np.arange(64) % 4,
+        BuildSpec(size=24, chunk_samples=4, shard_samples=16),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _AFTER_MAIN, str(tmp_path / "s")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout == "128 64\n", proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr

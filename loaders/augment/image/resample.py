@@ -27,6 +27,7 @@ from loaders.augment.errors import AugmentError
 from loaders.augment.image.color import Converter
 from loaders.augment.image.threads import pool, scratch
 from loaders.augment.outbuf import output_batch
+from loaders.batching.pools import submit_or_run
 
 __all__ = ["crop_resample", "grid_resample"]
 
@@ -171,7 +172,8 @@ def crop_resample(
         [crops.top, crops.left, crops.height, crops.width, crops.flip.long()], 1
     ).tolist()
     parts = [range(k, b, threads) for k in range(min(threads, b))]
-    jobs = [pool(threads).submit(_fill, out, images, rows, p, convert or _copy) for p in parts]
+    workers = pool(threads)
+    jobs = [submit_or_run(workers, _fill, out, images, rows, p, convert or _copy) for p in parts]
     for job in jobs:
         job.result()
     return out
