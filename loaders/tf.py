@@ -16,12 +16,13 @@ without ``steps_per_epoch``) pays it each epoch. ``epochs=E`` with one iterator 
 run (Keras ``fit(ds, epochs=E, steps_per_epoch=len(state.loader))``) pays it once. tf.data's
 autotuning is off (:func:`_options`): its thread now and then held an iterator's end 20-30 ms.
 
-tf.data hands batches over ahead of the consumer (``ahead``, a prefetch buffer), yet the resume
-state is exact: it is the loader's ``state_dict`` after the last batch the *consumer* took
-(:class:`Served`). Add no ``.prefetch()`` (nor a ``map`` with ``num_parallel_calls``) after the
-dataset if you checkpoint mid-epoch: the state would count what ran ahead, not what the model
-trained on; a plain ``map`` runs as the consumer asks (tf.data's automatic map parallelization
-is switched off).
+Each batch is handed over as the consumer asks; with ``ahead=N`` tf.data hands them over ahead
+of the consumer, on its own thread (a prefetch buffer; see :func:`_quiesce` for the exit). The
+resume state is exact either way: it is the loader's ``state_dict`` after the last batch the
+*consumer* took (:class:`Served`). Add no ``.prefetch()`` (nor a ``map`` with
+``num_parallel_calls``) after the dataset if you checkpoint mid-epoch: the state would count
+what ran ahead, not what the model trained on; a plain ``map`` runs as the consumer asks
+(tf.data's automatic map parallelization is switched off).
 """
 
 from __future__ import annotations

@@ -66,20 +66,24 @@ def build_stores(jobs: Sequence[tuple[str, Path, BuildSpec]]) -> list[Path]:
     return [out for _, out, _ in jobs]
 
 
-def trainer(epochs: int) -> Any:
-    """A CPU ``lightning.Trainer`` for a ``StoreLoader`` DataModule (no sampler, no logger)."""
+def trainer(epochs: int, **options: Any) -> Any:
+    """A CPU ``lightning.Trainer`` for a ``StoreLoader`` DataModule (no sampler, no logger).
+
+    ``options``: more ``Trainer`` arguments (``callbacks``, ``devices``, ``strategy``, ...),
+    over these defaults.
+    """
     import lightning as L  # lazy: only the examples need Lightning
 
-    return L.Trainer(
-        max_epochs=epochs,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        use_distributed_sampler=False,  # the loader shards by rank itself
-        num_sanity_val_steps=0,
-    )
+    defaults: dict[str, Any] = {
+        "accelerator": "cpu",
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "use_distributed_sampler": False,  # the loader shards by rank itself
+        "num_sanity_val_steps": 0,
+    }
+    return L.Trainer(max_epochs=epochs, **{**defaults, **options})
 
 
 def trainer_device(data: L.LightningDataModule) -> torch.device:

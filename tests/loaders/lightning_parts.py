@@ -15,6 +15,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from benchmarks.examples.stores import trainer as example_trainer
 from loaders import StoreLoader
 
 N, BATCH = 48, 8  # 6 batches an epoch
@@ -67,18 +68,8 @@ class SaveAt(L.Callback):
 
 
 def trainer(max_epochs: int, callbacks: list[Any] | None = None, **kw: Any) -> Any:
-    return L.Trainer(
-        max_epochs=max_epochs,
-        accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        use_distributed_sampler=False,
-        callbacks=callbacks or [],
-        num_sanity_val_steps=0,
-        **{"devices": 1, **kw},
-    )
+    """The examples' CPU ``Trainer`` (one device unless ``kw`` says otherwise)."""
+    return example_trainer(max_epochs, callbacks=callbacks or [], **{"devices": 1, **kw})
 
 
 class WithValidation(Data):
