@@ -6,7 +6,8 @@ Setup (not timed): ``--clips`` generated clips in 4 class folders, mixed formats
 FLAC, OGG/Vorbis, MP3), rates (8-48 kHz) and channel counts
 (:func:`benchmarks.audio_data.make_audio_dataset`), and their log-mel store built by
 ``precompute build SRC --out OUT --clip-seconds 1 --features logmel`` in a child process (so
-no Ray process is alive while the rows are timed). Timed by :mod:`benchmarks.runner`, side
+no Ray process is alive while the rows are timed; with ``--runner sequential``, in this process
+without Ray). Timed by :mod:`benchmarks.runner`, side
 by side in one run, ``--runs`` epochs after a warm-up epoch, the rows taking turns epoch by
 epoch:
 
@@ -59,11 +60,22 @@ CLASSIC = "classic DataLoader (2 workers: decode+resample+log-mel)"
 NOSTALL = "nostall StoreLoader + AudioAugment (cpu)"
 
 
-def build_store(src: Path, out: Path) -> None:
-    """``precompute build`` of the log-mel store, in a child process (its Ray exits with it)."""
-    cmd = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out),
-           "--clip-seconds", "1", "--features", "logmel", "--n-mels", "64", "--quiet"]  # fmt: skip
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+def build_store(src: Path, out: Path, runner: str) -> None:
+    """``precompute build`` of the log-mel store.
+
+    On Ray in a child process (its Ray exits with it, and so leaves no Ray running beside the
+    timed rows); ``sequential`` in this process, without Ray.
+    """
+    args = ["build", str(src), "--out", str(out), "--clip-seconds", "1", "--features", "logmel",
+            "--n-mels", "64", "--quiet", "--runner", runner]  # fmt: skip
+    if runner == "sequential":
+        from precompute.cli import main as precompute
+
+        precompute(args)
+        return
+    subprocess.run(
+        [sys.executable, "-m", "precompute.cli", *args], check=True, stdout=subprocess.DEVNULL
+    )
 
 
 def classic_epochs(src: Path, batch: int) -> tuple[Callable[[int], Iterable[int]], Any]:
@@ -183,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         t0 = time.perf_counter()
         src = make_audio_dataset(Path(tmp) / "clips", a.clips, 4, SEED, (0.5, 3.0))
-        build_store(src, Path(tmp) / "store")
+        build_store(src, Path(tmp) / "store", a.runner)
         took = time.perf_counter() - t0
         bench.note(f"setup: {a.clips} clips (WAV/FLAC/OGG/MP3, 8-48 kHz, 1-2 ch, 0.5-3 s) + "
                    f"log-mel store in {took:.1f}s; batch {a.batch}")  # fmt: skip
