@@ -9,6 +9,7 @@ these classes by this module's name.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,22 @@ class SaveAt(L.Callback):
 def trainer(max_epochs: int, callbacks: list[Any] | None = None, **kw: Any) -> Any:
     """The examples' CPU ``Trainer`` (one device unless ``kw`` says otherwise)."""
     return example_trainer(max_epochs, callbacks=callbacks or [], **{"devices": 1, **kw})
+
+
+def ddp_rank(
+    rank: int, world: int, port: int, store: Path, ckpt: Path, first: Path, resumed: Path
+) -> None:
+    """One DDP rank of a process group launched from outside Lightning (as torchrun launches).
+
+    The first fit saves a checkpoint mid-epoch (rank 0's loader state) and runs on; a second
+    ``Trainer`` in the same process resumes from it. Each fit records what this rank saw in
+    ``first`` and ``resumed``.
+    """
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="0")
+    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
+    ddp = {"devices": world, "strategy": "ddp"}
+    trainer(2, [SaveAt(4, ckpt)], **ddp).fit(Recorder(first), Data(store))  # epoch 1, batch 1
+    trainer(2, **ddp).fit(Recorder(resumed), Data(store), ckpt_path=ckpt)
 
 
 class WithValidation(Data):

@@ -19,6 +19,7 @@ import pytest
 from loaders import StoreLoader
 from tests.contracts.loader_contract import collect, make_index_store
 from tests.lazymodule import LazyModule
+from tests.servers import free_port
 
 if TYPE_CHECKING:
     from tests.loaders import lightning_parts as parts
@@ -83,15 +84,14 @@ def test_resume_from_a_checkpoint_serves_the_same_remainder(
 
 @pytest.mark.slow
 def test_ddp_resume_from_rank_zeros_checkpoint(store: Path, tmp_path: Path) -> None:
-    # two spawned ranks (gloo); the checkpoint holds rank 0's loader state, loaded by both
-    ddp = {"devices": 2, "strategy": "ddp_spawn"}
+    # two ranks (gloo) launched as torchrun would, each fitting twice: the checkpoint holds
+    # rank 0's loader state, loaded by both
+    import torch.multiprocessing as mp
+
     ckpt, first, resumed = tmp_path / "mid.ckpt", tmp_path / "first", tmp_path / "resumed"
     first.mkdir()
     resumed.mkdir()
-    parts.trainer(2, [parts.SaveAt(4, ckpt)], **ddp).fit(
-        parts.Recorder(first), parts.Data(store)
-    )  # epoch 1, batch 1
-    parts.trainer(2, **ddp).fit(parts.Recorder(resumed), parts.Data(store), ckpt_path=ckpt)
+    mp.spawn(parts.ddp_rank, (2, free_port(), store, ckpt, first, resumed), nprocs=2)
     seen = [
         [json.loads((d / f"rank{r}.json").read_text()) for r in range(2)] for d in (first, resumed)
     ]
