@@ -17,13 +17,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from benchmarks.runner import measure
+from benchmarks.suite.build.e2e import joined_rows
+from benchmarks.suite.build.fresh import RunningRay
 from precompute import open_store_info
 from precompute.runtime.raylocal import available_cpus
 from precompute.runtime.raysession import _unrelated
@@ -88,77 +90,34 @@ def _cli_build(env: dict[str, str], src: Path, out: Path) -> str:
     return _ok([*command, "--size", "16"], env).stderr
 
 
-class RayHead:
-    """A ``ray start --head --block`` Ray in a private temporary folder; :meth:`stop` by PID."""
-
-    def __init__(self, cpus: int) -> None:
-        self.tmp = tempfile.mkdtemp(prefix="nsr", dir="/tmp")  # short: Ray's socket paths
-        port = _free_port()
-        ray_cli = str(Path(sys.executable).with_name("ray"))
-        self.proc = subprocess.Popen(
-            [
-                ray_cli,
-                "start",
-                "--head",
-                "--block",
-                f"--port={port}",
-                f"--num-cpus={cpus}",
-                "--include-dashboard=false",
-                "--disable-usage-stats",
-            ],
-            env=_env(self.tmp),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.core: list[psutil.Process] = []
-        try:
-            recorded = Path(self.tmp) / "ray" / "ray_current_cluster"
-            deadline = time.monotonic() + 120
-            while not (recorded.is_file() and self._core()):
-                assert self.proc.poll() is None, "ray start exited"
-                assert time.monotonic() < deadline, "ray start did not come up"
-                time.sleep(0.2)
-            self.core = self._core()
-            self.address = recorded.read_text().strip()
-            assert self.address.endswith(f":{port}")
-        except BaseException:
-            self.stop()  # a Ray that came up only in part leaves nothing behind
-            raise
-
-    def _core(self) -> list[psutil.Process]:
-        """Its GCS and raylet, once both run."""
-        family = psutil.Process(self.proc.pid).children(recursive=True)
-        core = [p for p in family if p.name() in ("gcs_server", "raylet")]
-        return core if len(core) == 2 else []
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return _env(self.tmp, **extra)
-
-    def stop(self) -> None:
-        try:
-            top = psutil.Process(self.proc.pid)
-            family = [top, *top.children(True)]
-        except psutil.NoSuchProcess:  # ray start exited: its GCS and raylet may still run
-            family = []
-        family += [p for p in self.core if p not in family]
-        for proc in family:
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                continue
-        psutil.wait_procs(family, timeout=20)
-        self.proc.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-@pytest.fixture()
-def ray_head(request: pytest.FixtureRequest) -> Iterator[RayHead]:
-    head = RayHead(cpus=request.param)
+@pytest.fixture(scope="module")
+def joinable() -> Iterator[RunningRay]:
+    """A ``ray start`` Ray the size of a build's own local Ray: the builds here join it."""
+    head = RunningRay(available_cpus())
     try:
         yield head
     finally:
-        head.stop()
+        _stop(head)
+
+
+@pytest.fixture()
+def larger() -> Iterator[RunningRay]:
+    """A ``ray start`` Ray of one CPU more than a build's own local Ray."""
+    head = RunningRay(available_cpus() + 1)
+    try:
+        yield head
+    finally:
+        _stop(head)
+
+
+def _stop(head: RunningRay) -> None:
+    """Stop ``head``: every process of it (its folder in their arguments) and its folder go."""
+    head.stop()
+    left = [
+        p for p in psutil.process_iter(["cmdline"]) if head.tmp in " ".join(p.info["cmdline"] or [])
+    ]
+    assert running(left) == []
+    assert not Path(head.tmp).exists()
 
 
 def test_unrelated_rays_are_named_by_why() -> None:
@@ -168,10 +127,10 @@ def test_unrelated_rays_are_named_by_why() -> None:
     assert _unrelated([node], 2) == "it has 4 CPUs, a local build uses 2"
 
 
-@pytest.mark.parametrize("ray_head", [available_cpus()], indirect=True)
 def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
-    ray_head: RayHead, small_dataset: Path, tmp_path: Path
+    joinable: RunningRay, small_dataset: Path, tmp_path: Path
 ) -> None:
+    ray_head = joinable
     stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "b")
     assert f"precompute: joined the local Ray at {ray_head.address}" in stderr  # said, not silent
     report = open_store_info(tmp_path / "b").report
@@ -184,10 +143,10 @@ def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
     assert running(ray_head.core) == ray_head.core  # GCS and raylet: the same processes
 
 
-@pytest.mark.parametrize("ray_head", [available_cpus() + 1], indirect=True)
 def test_a_running_ray_of_another_size_is_left_alone(
-    ray_head: RayHead, small_dataset: Path, tmp_path: Path
+    larger: RunningRay, small_dataset: Path, tmp_path: Path
 ) -> None:
+    ray_head = larger
     stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "own")
     n = available_cpus()
     assert (
@@ -270,3 +229,15 @@ def test_a_source_that_fails_while_ray_starts_stops_that_ray(tmp_path: Path) -> 
         assert running(alive) == []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_build_benchmarks_joined_builds_join_the_running_ray(
+    joinable: RunningRay, small_dataset: Path, tmp_path: Path
+) -> None:
+    """The build benchmark's joined section: fresh builds that join a real ``ray start`` Ray."""
+    rows = joined_rows(small_dataset, tmp_path, joinable, size=16, shard=(8, 4))
+    got = measure(rows, runs=1, warmup=1)[rows[0].name]
+    samples = [*got.warmup, *got.runs]  # the first build on the Ray, then one more
+    assert {s.extra["ray_address"] for s in samples} == {joinable.address}  # both joined it
+    for s in samples:
+        assert s.figures["wall_s"] >= s.figures["call_s"] > 0 and s.figures["shards_s"] > 0

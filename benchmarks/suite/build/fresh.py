@@ -68,7 +68,8 @@ class RunningRay:
 
     Builds given :meth:`env` find and join it as they would a user's ``ray start`` Ray;
     :meth:`stop` kills its processes by PID (never ``ray stop``, which stops every Ray of the
-    user on the machine).
+    user on the machine). Up once its GCS and raylet run and it recorded its :attr:`address`;
+    :attr:`core` holds those two processes.
     """
 
     def __init__(self, cpus: int) -> None:
@@ -83,22 +84,38 @@ class RunningRay:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        self.core: list[psutil.Process] = []
+        recorded = Path(self.tmp) / "ray" / "ray_current_cluster"
         deadline = time.monotonic() + 120
-        while not (Path(self.tmp) / "ray" / "ray_current_cluster").is_file():
+        while not (recorded.is_file() and self._core()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
+                self.stop()  # a Ray that came up only in part leaves nothing behind
                 raise RuntimeError("ray start --head did not come up")
             time.sleep(0.2)
+        self.core = self._core()
+        self.address = recorded.read_text().strip()
 
-    def env(self) -> dict[str, str]:
-        """The environment of a build that finds this Ray (and no ``RAY_ADDRESS``)."""
+    def _core(self) -> list[psutil.Process]:
+        """Its GCS and raylet, once both run."""
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family = psutil.Process(self.proc.pid).children(recursive=True)
+            core = [p for p in family if p.name() in ("gcs_server", "raylet")]
+            return core if len(core) == 2 else []
+        return []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of a build that finds this Ray (no ``RAY_ADDRESS``), and ``extra``."""
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-        return {**env, "RAY_TMPDIR": self.tmp}
+        return {**env, "RAY_TMPDIR": self.tmp, **extra}
 
     def stop(self) -> None:
         """Kill the Ray's processes by PID and remove its folder."""
-        root = psutil.Process(self.proc.pid)
-        family = [root, *root.children(recursive=True)]
+        try:
+            root = psutil.Process(self.proc.pid)
+            family = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:  # ray start exited: its GCS and raylet may still run
+            family = []
+        family += [p for p in self.core if p not in family]
         for proc in family:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
