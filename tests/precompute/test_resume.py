@@ -34,7 +34,7 @@ NUM = 80  # 20 shards: the kill lands after the first (asserted), the rest are r
 CHILD = """
 import sys
 from precompute import BuildSpec, build
-build(sys.argv[1], sys.argv[2], BuildSpec(**{spec!r}), progress=False)
+build(sys.argv[1], sys.argv[2], BuildSpec(**{spec!r}), progress=False, runner={runner!r})
 """
 
 
@@ -89,8 +89,8 @@ def _wait(child: subprocess.Popen[bytes], ready: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
-def _start_child(src: Path, out: Path | str) -> subprocess.Popen[bytes]:
-    code = CHILD.format(spec=SPEC)
+def _start_child(src: Path, out: Path | str, runner: str) -> subprocess.Popen[bytes]:
+    code = CHILD.format(spec=SPEC, runner=runner)
     return subprocess.Popen(
         [sys.executable, "-c", code, str(src), str(out)],
         start_new_session=True,
@@ -99,12 +99,12 @@ def _start_child(src: Path, out: Path | str) -> subprocess.Popen[bytes]:
     )
 
 
-def _kill(child: subprocess.Popen[bytes], whole_group: bool) -> None:
+def _kill(child: subprocess.Popen[bytes], whole_group: bool, runner: str) -> None:
     """SIGKILL the build (its process group, or the driver alone), wait for all of it to die."""
     # All of it: raylet, GCS, workers, the agents (they used to linger for a minute) and the
     # watchdog that kills them (in its own session, so killpg does not reach it).
     family = psutil.Process(child.pid).children(recursive=True)
-    assert any("Agent" in _name(p) for p in family)
+    assert any("Agent" in _name(p) for p in family) == (runner == "ray")
     if whole_group:
         os.killpg(child.pid, signal.SIGKILL)
     else:
@@ -163,15 +163,20 @@ def clean(src: Path, ray_local: None, tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
-# Each backend once and each way of killing at least once (pairwise, not the whole product: the
-# way the build dies and where its store lives are independent, and each case is a fresh Ray).
+# Each backend once, each way of killing a Ray build once (pairwise, not the whole product: the
+# way the build dies and where its store lives are independent, and each Ray case is a fresh
+# Ray), and one sequential build killed (its shards are the same as Ray's).
 _KILLS = [
-    pytest.param(backend, whole, id=f"{'killpg' if whole else 'kill-driver'}-{backend}")
-    for backend, whole in zip(["local", *PROTOCOLS], [False, True, False, True], strict=False)
+    pytest.param(
+        backend, whole, runner, id=f"{'killpg' if whole else 'kill-driver'}-{backend}-{runner}"
+    )
+    for backend, whole, runner in zip(
+        ["local", *PROTOCOLS], [False, True, False], ["ray", "ray", "sequential"], strict=True
+    )
 ]
 
 
-@pytest.mark.parametrize(("backend", "whole_group"), _KILLS)
+@pytest.mark.parametrize(("backend", "whole_group", "runner"), _KILLS)
 def test_kill_9_then_resume_is_identical_and_second_build_refused(
     s3_server: str,
     azurite_server: str,
@@ -181,17 +186,18 @@ def test_kill_9_then_resume_is_identical_and_second_build_refused(
     tmp_path: Path,
     whole_group: bool,
     backend: str,
+    runner: str,
 ) -> None:
     out = _output(backend, request, tmp_path)
     num_shards = NUM // SPEC["shard_samples"]
-    child = _start_child(src, out)
+    child = _start_child(src, out, runner)
     # The child holds the lock from before it creates the store until it finalizes it; while
     # it starts Ray (seconds), a second build into the same output must be refused.
     _wait(child, lambda: _exists(out, "zarr.json"))
     with pytest.raises(BuildLockedError, match="another build"):
         build(str(src), str(out), BuildSpec(**SPEC), progress=False)
     _wait(child, lambda: _markers(out) >= 1)
-    _kill(child, whole_group)
+    _kill(child, whole_group, runner)
     # a kill mid-write of a zarr.json leaves these on disk; rarely hit (objects: none)
     debris = _plant_debris(out) if isinstance(out, Path) else []
     done = _markers(out)
