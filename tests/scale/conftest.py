@@ -9,6 +9,15 @@ import pytest
 
 from tests.objectservers import PROTOCOLS, new_bucket
 
+# A lost node is declared dead after 3 failed health checks a second apart (Ray's defaults: 5,
+# 3 s apart, each waiting up to 10 s): a build that lost one goes on within seconds, not up to
+# half a minute later, whenever the node's death is learnt by health checks alone.
+_DEATH = {
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 1000,
+    "health_check_failure_threshold": 3,
+}
+
 
 @pytest.fixture(scope="module")
 def ray_cluster(s3_server: str) -> Iterator[Any]:
@@ -24,7 +33,8 @@ def ray_cluster(s3_server: str) -> Iterator[Any]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ray_utils, "write_ray_address", lambda *args, **kwargs: None)
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        head = {"num_cpus": 1, "_system_config": _DEATH}
+        cluster = Cluster(initialize_head=True, head_node_args=head)
         try:
             for _ in range(2):
                 cluster.add_node(num_cpus=1)
