@@ -6,6 +6,12 @@ session). :meth:`LocalRay.stop` shuts Ray down and then lets the watchdog kill w
 ``ray.shutdown()`` left running (the raylet's agents linger otherwise); if the driver dies
 instead (SIGKILL, the OOM killer, a scheduler's timeout), the watchdog sees its pipe close and
 does the same. :func:`init_options` are the ``ray.init`` settings shared by every caller.
+
+Ray starts its head processes with ``PR_SET_PDEATHSIG`` (Linux), which fires when the *thread*
+that started them ends, not the process: a Ray started on a worker thread (the cache service
+builds on a pool's threads) died when that thread did, and the ``ray.shutdown()`` after it
+then waited 5 s for the dead raylet. Off the main thread, ``ray.init`` therefore runs on a
+thread of its own that lasts until :meth:`LocalRay.stop`.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from typing import IO, Any
 
 import psutil
@@ -63,8 +71,11 @@ class LocalRay:
         watchdog: The watchdog process; its stdin is the pipe whose closing it waits for.
     """
 
-    def __init__(self, watchdog: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, watchdog: subprocess.Popen[bytes], starter: threading.Event | None = None
+    ) -> None:
         self.watchdog = watchdog
+        self._starter = starter  # set: the thread that started Ray may end
 
     def stop(self) -> None:
         """Shut Ray down, then have the watchdog kill what is left of it and exit."""
@@ -74,6 +85,8 @@ class LocalRay:
             _kill_monitor()
             ray.shutdown()
         finally:
+            if self._starter is not None:
+                self._starter.set()
             _stop(self.watchdog.stdin)
             try:
                 self.watchdog.wait(_STOP_TIMEOUT_S)
@@ -144,16 +157,52 @@ def start_local_ray(num_cpus: int | None = None) -> LocalRay:
     """
     import ray
 
-    before = children()
-    watchdog = start_watchdog(before)  # first: it must see every process ray.init starts
-    try:
+    def init() -> None:
         # address="local": always a new Ray of our own, never a cluster that `ray start` (or
         # another build) left running on this machine, which ray.init() would otherwise join.
         ray.init(address="local", num_cpus=num_cpus or available_cpus(), **init_options())
+
+    before = children()
+    watchdog = start_watchdog(before)  # first: it must see every process ray.init starts
+    starter = None
+    try:
+        starter = _on_a_lasting_thread(init)
         name_roots(watchdog, [p for p in children() if p not in before and p != watchdog.pid])
     except BaseException as exc:
-        LocalRay(watchdog).stop()
+        LocalRay(watchdog, starter).stop()
         if isinstance(exc, (ConnectionError, RuntimeError, ValueError, TimeoutError)):
             raise ClusterError(f"cannot start or reach Ray locally: {exc}") from exc
         raise
-    return LocalRay(watchdog)
+    return LocalRay(watchdog, starter)
+
+
+def _on_a_lasting_thread(call: Callable[[], None]) -> threading.Event | None:
+    """Run ``call`` here on the main thread; else on a thread that lasts until the event is set.
+
+    Returns:
+        The event that lets that thread end (None on the main thread).
+
+    Raises:
+        BaseException: What ``call`` raised.
+    """
+    if threading.current_thread() is threading.main_thread():
+        call()
+        return None
+    release, done = threading.Event(), threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller
+            failure.append(exc)
+        done.set()
+        release.wait()  # the processes it started die when this thread ends
+
+    # a daemon: it never holds up the interpreter's exit (stop() sets the event at atexit)
+    threading.Thread(target=run, name="nostall-ray-start", daemon=True).start()
+    done.wait()
+    if failure:
+        release.set()
+        raise failure[0]
+    return release
