@@ -103,10 +103,10 @@ class RunningRay:
             return core if len(core) == 2 else []
         return []
 
-    def env(self, **extra: str) -> dict[str, str]:
-        """The environment of a build that finds this Ray (no ``RAY_ADDRESS``), and ``extra``."""
+    def env(self) -> dict[str, str]:
+        """The environment of a build that finds this Ray (and no ``RAY_ADDRESS``)."""
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-        return {**env, "RAY_TMPDIR": self.tmp, **extra}
+        return {**env, "RAY_TMPDIR": self.tmp}
 
     def stop(self) -> None:
         """Kill the Ray's processes by PID and remove its folder."""
