@@ -130,33 +130,31 @@ def test_unrelated_rays_are_named_by_why() -> None:
 def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
     joinable: RunningRay, small_dataset: Path, tmp_path: Path
 ) -> None:
-    ray_head = joinable
-    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "b")
-    assert f"precompute: joined the local Ray at {ray_head.address}" in stderr  # said, not silent
+    stderr = _cli_build(joinable.env(), small_dataset, tmp_path / "b")
+    assert f"precompute: joined the local Ray at {joinable.address}" in stderr  # said, not silent
     report = open_store_info(tmp_path / "b").report
-    assert (report["ray_address"], report["num_samples"]) == (ray_head.address, 40)
+    assert (report["ray_address"], report["num_samples"]) == (joinable.address, 40)
     # the second build (the API's) finds the same Ray, running and usable; then, in the same
     # process, the Ray it leaves is still the one ray start made
-    build, resources = _run_lines(BUILD + RESOURCES, ray_head.env(), small_dataset, tmp_path / "a")
-    assert build == {"ray_address": ray_head.address, "samples": 40}
-    assert resources == {"address": ray_head.address, "nodes": 1, "cpus": available_cpus()}
-    assert running(ray_head.core) == ray_head.core  # GCS and raylet: the same processes
+    build, resources = _run_lines(BUILD + RESOURCES, joinable.env(), small_dataset, tmp_path / "a")
+    assert build == {"ray_address": joinable.address, "samples": 40}
+    assert resources == {"address": joinable.address, "nodes": 1, "cpus": available_cpus()}
+    assert running(joinable.core) == joinable.core  # GCS and raylet: the same processes
 
 
 def test_a_running_ray_of_another_size_is_left_alone(
     larger: RunningRay, small_dataset: Path, tmp_path: Path
 ) -> None:
-    ray_head = larger
-    stderr = _cli_build(ray_head.env(), small_dataset, tmp_path / "own")
+    stderr = _cli_build(larger.env(), small_dataset, tmp_path / "own")
     n = available_cpus()
     assert (
-        f"precompute: not joining the local Ray at {ray_head.address}: it has {n + 1} CPUs, "
+        f"precompute: not joining the local Ray at {larger.address}: it has {n + 1} CPUs, "
         f"a local build uses {n}; starting a local Ray (--ray-address auto joins it)" in stderr
     )
     assert open_store_info(tmp_path / "own").report["ray_address"] == "local"  # its own Ray
-    assert running(ray_head.core) == ray_head.core
-    row = _run(RESOURCES, ray_head.env())
-    assert (row["address"], row["cpus"]) == (ray_head.address, available_cpus() + 1)
+    assert running(larger.core) == larger.core
+    row = _run(RESOURCES, larger.env())
+    assert (row["address"], row["cpus"]) == (larger.address, available_cpus() + 1)
 
 
 def test_a_ray_address_variable_nobody_answers_at_is_named_at_once(
