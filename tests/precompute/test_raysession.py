@@ -2,10 +2,11 @@
 
 A Ray that ``ray start --head`` left running on the machine is joined when it is the size a
 build's own local Ray would be, and is never stopped or changed by the builds that join it; a
-Ray of another size is left alone; ``RAY_ADDRESS`` is honoured as ``ray.init()`` honours it,
-and an address nobody answers at is an error naming it. Every Ray here runs in a private
-temporary folder (``RAY_TMPDIR``), so no other Ray on the machine is seen or touched, and is
-stopped by PID at the end (never ``ray stop``, which stops every Ray of the user).
+Ray of another size is left alone (here a build allowed one CPU finds the machine-sized one);
+``RAY_ADDRESS`` is honoured as ``ray.init()`` honours it, and an address nobody answers at is
+an error naming it. Every Ray here runs in a private temporary folder (``RAY_TMPDIR``), so no
+other Ray on the machine is seen or touched, and is stopped by PID at the end (never
+``ray stop``, which stops every Ray of the user).
 """
 
 from __future__ import annotations
@@ -63,10 +64,19 @@ def _env(tmp: str, **extra: str) -> dict[str, str]:
     return {**env, "RAY_TMPDIR": tmp, "PYTHONPATH": str(REPO), **extra}
 
 
-def _ok(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` from the repository with ``env``; it must exit 0."""
+def _ok(
+    command: list[str], env: dict[str, str], cpus: set[int] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` from the repository with ``env`` (on ``cpus`` only); it must exit 0."""
     proc = subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280, check=False
+        command,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -84,26 +94,16 @@ def _run_lines(code: str, env: dict[str, str], *args: object) -> list[dict[str, 
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def _cli_build(env: dict[str, str], src: Path, out: Path) -> str:
+def _cli_build(env: dict[str, str], src: Path, out: Path, cpus: set[int] | None = None) -> str:
     """Run ``precompute build SRC --out OUT`` (no --ray-address); return its stderr."""
     command = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
-    return _ok([*command, "--size", "16"], env).stderr
+    return _ok([*command, "--size", "16"], env, cpus).stderr
 
 
 @pytest.fixture(scope="module")
 def joinable() -> Iterator[RunningRay]:
     """A ``ray start`` Ray the size of a build's own local Ray: the builds here join it."""
     head = RunningRay(available_cpus())
-    try:
-        yield head
-    finally:
-        _stop(head)
-
-
-@pytest.fixture()
-def larger() -> Iterator[RunningRay]:
-    """A ``ray start`` Ray of one CPU more than a build's own local Ray."""
-    head = RunningRay(available_cpus() + 1)
     try:
         yield head
     finally:
@@ -143,18 +143,22 @@ def test_builds_join_a_running_local_ray_and_leave_it_running_unchanged(
 
 
 def test_a_running_ray_of_another_size_is_left_alone(
-    larger: RunningRay, small_dataset: Path, tmp_path: Path
+    joinable: RunningRay, small_dataset: Path, tmp_path: Path
 ) -> None:
-    stderr = _cli_build(larger.env(), small_dataset, tmp_path / "own")
+    # a build allowed one CPU of the machine would start a local Ray of 1 CPU: the running
+    # Ray, the machine's size, is of another size for it
     n = available_cpus()
+    assert n >= 2, "the session's tests are written for a machine of 2 CPUs or more"
+    one_cpu = {min(os.sched_getaffinity(0))}
+    stderr = _cli_build(joinable.env(), small_dataset, tmp_path / "own", cpus=one_cpu)
     assert (
-        f"precompute: not joining the local Ray at {larger.address}: it has {n + 1} CPUs, "
-        f"a local build uses {n}; starting a local Ray (--ray-address auto joins it)" in stderr
+        f"precompute: not joining the local Ray at {joinable.address}: it has {n} CPUs, "
+        f"a local build uses 1; starting a local Ray (--ray-address auto joins it)" in stderr
     )
     assert open_store_info(tmp_path / "own").report["ray_address"] == "local"  # its own Ray
-    assert running(larger.core) == larger.core
-    row = _run(RESOURCES, larger.env())
-    assert (row["address"], row["cpus"]) == (larger.address, available_cpus() + 1)
+    assert running(joinable.core) == joinable.core
+    row = _run(RESOURCES, joinable.env())
+    assert (row["address"], row["cpus"]) == (joinable.address, n)
 
 
 def test_a_ray_address_variable_nobody_answers_at_is_named_at_once(
