@@ -171,6 +171,50 @@ def test_bad_rows_and_files_under_raise_name_the_file_and_row(recs: list, tmp_pa
     assert _attrs(tmp_path / "o3")["complete"] is False  # resumable, not published
 
 
+def _label_types() -> dict[str, object]:
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(),
+        "large_string": pa.large_string(),  # Polars' strings
+        "dictionary": pa.dictionary(pa.int8(), pa.string()),  # a pandas category
+    }
+
+
+@pytest.mark.parametrize("kind", ["large_string", "dictionary"])
+def test_class_names_of_any_arrow_text_type_build_the_string_column_store(
+    recs: list, tmp_path: Path, kind: str
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [CLASSES[r.label] for r in recs[:8]]
+    image = pa.array([r.data for r in recs[:8]], pa.binary())
+    for name, t in (("string", pa.string()), (kind, _label_types()[kind])):
+        labels = pa.array(names, pa.string()).cast(t)
+        pq.write_table(pa.table({"image": image, "label": labels}), tmp_path / f"{name}.parquet")
+    want = build_seq(tmp_path / "string.parquet", tmp_path / "want")
+    got = build_seq(tmp_path / f"{kind}.parquet", tmp_path / "got")
+    assert [f["name"] for f in got["spec"]["fields"]] == ["image", "label"]  # not left out
+    assert got["report"]["classes"] == want["report"]["classes"] == {"label": sorted(set(names))}
+    np.testing.assert_array_equal(
+        store(tmp_path / "got")["label"], store(tmp_path / "want")["label"]
+    )
+
+
+def test_a_column_named_as_a_field_that_no_field_reads_is_refused(
+    recs: list, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image = pa.array([r.data for r in recs[:4]], pa.binary())
+    src = tmp_path / "float.parquet"
+    pq.write_table(pa.table({"image": image, "label": pa.array([0.0, 1.0, 0.0, 1.0])}), src)
+    with pytest.raises(SourceError, match=r"column 'label' holds double, which no field"):
+        resolve_build(str(src), packed_spec())
+
+
 def _attrs(out: Path) -> dict:
     return json.loads((out / "zarr.json").read_text())["attributes"].get("nostall", {})
 

@@ -9,8 +9,11 @@ one sample; its columns hold its fields:
   the one image column; a second one named ``mask``, ``segmentation``, ``seg``,
   ``annotation`` or ``label`` is the mask (give ``--mask-classes``).
 - **label**: an integer (a ``ClassLabel``: its names, from the ``huggingface`` schema
-  metadata, become the store's class names and the class count) or a class name. Inferred:
-  the column named ``label``, else the one ``ClassLabel`` column.
+  metadata, become the store's class names and the class count) or a class name (``string``,
+  ``large_string`` as Polars writes it, or a dictionary column: a pandas ``category``).
+  Inferred: the column named ``label``, else the one ``ClassLabel`` column. A column named as
+  a field's (``label``, ``keypoints``, ...) that holds what no field reads (a ``double``
+  label) is an error naming it, not a field left out.
 - **labels**: a list of integers or names (``labels``, ``tags``, or a list of ``ClassLabel``).
 - **keypoints**: a list of ``[x, y]`` or ``[x, y, v]`` (``keypoints``, ``kp``, ``landmarks``).
 
@@ -117,6 +120,27 @@ def _is_image(t: Any) -> bool:
     return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
+def _values(t: Any) -> Any:
+    """The type of a column's values: a dictionary column's (a pandas ``category``) value type."""
+    import pyarrow as pa
+
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _is_string(t: Any) -> bool:
+    """A column of text: ``string``, ``large_string`` (Polars' default) or ``string_view``."""
+    import pyarrow as pa
+
+    t = _values(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
+
+
+def _is_integer(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(_values(t)))
+
+
 def _is_list(t: Any, depth: int) -> bool:
     import pyarrow as pa
 
@@ -125,19 +149,15 @@ def _is_list(t: Any, depth: int) -> bool:
     inner = t.value_type
     if depth > 1:
         return _is_list(inner, depth - 1)
-    return bool(
-        pa.types.is_integer(inner) or pa.types.is_floating(inner) or pa.types.is_string(inner)
-    )
+    return bool(_is_integer(inner) or pa.types.is_floating(_values(inner)) or _is_string(inner))
 
 
 def _families(t: Any) -> set[str]:
     """The type families of :class:`~precompute.fields.options.ColumnClaim` that ``t`` is of."""
-    import pyarrow as pa
-
     tests = {
         "binary": _is_image,
-        "integer": pa.types.is_integer,
-        "string": pa.types.is_string,
+        "integer": _is_integer,
+        "string": _is_string,
         "list": lambda t: _is_list(t, 1),
         "nested_list": lambda t: _is_list(t, 2),
     }
@@ -159,8 +179,13 @@ def _claimant(
     return best
 
 
-def _candidates(schema: Any) -> dict[str, list[str]]:
-    """Columns that could be each kind's, by the kinds' ``Kind.columns`` (in schema order)."""
+def _candidates(src: str, schema: Any) -> dict[str, list[str]]:
+    """Columns that could be each kind's, by the kinds' ``Kind.columns`` (in schema order).
+
+    Raises:
+        SourceError: A column is named as a kind's (``label``, ``keypoints``, ...) but holds
+            values no kind reads (a ``double`` label): it is not left out without a word.
+    """
     claims = column_claims()
     features = _features(schema)
     out: dict[str, list[str]] = {kind: [] for kind, _ in claims}
@@ -169,6 +194,13 @@ def _candidates(schema: Any) -> dict[str, list[str]]:
         kind = _claimant(claims, f.name, _families(f.type), named)
         if kind is not None:
             out[kind].append(f.name)
+            continue
+        meant = [f"{k}: {', '.join(claim.types)}" for k, claim in claims if f.name in claim.names]
+        if meant:
+            raise SourceError(
+                f"{src}: column {f.name!r} holds {f.type}, which no field of its name reads "
+                f"({'; '.join(meant)}); convert it, or rename it to build without it"
+            )
     return out
 
 
@@ -199,7 +231,7 @@ def _columns(
                 f"{src}: no column {column!r} (--columns {field}={column}); the columns are "
                 f"{', '.join(schema.names)}"
             )
-    return pick_columns(src, "column", schema.names, _candidates(schema), mapping, fields)
+    return pick_columns(src, "column", schema.names, _candidates(src, schema), mapping, fields)
 
 
 def infer_parquet_fields(
