@@ -38,7 +38,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,7 +154,7 @@ def _is_list(t: Any, depth: int) -> bool:
 
 def _families(t: Any) -> set[str]:
     """The type families of :class:`~precompute.fields.options.ColumnClaim` that ``t`` is of."""
-    tests = {
+    tests: dict[str, Callable[[Any], bool]] = {
         "binary": _is_image,
         "integer": _is_integer,
         "string": _is_string,
