@@ -159,6 +159,23 @@ def test_a_member_past_the_end_of_its_shard_is_named(recs: list, tmp_path: Path)
     assert [it.key for it in skipped.items] == [recs[0].stem]  # the cut sample has no image
 
 
+def test_a_shard_cut_between_two_members_is_named(recs: list, tmp_path: Path) -> None:
+    # what a tar writer killed before it closed the shard leaves: whole members, no end blocks
+    src = write_shards(tmp_path / "s", recs[:4])
+    fields = infer_webdataset_fields(str(src))
+    shard = src / "shard-000000.tar"
+    with tarfile.open(shard) as tar:
+        members = tar.getmembers()
+    last = next(m for m in reversed(members) if m.name.startswith(recs[1].stem))
+    end = last.offset_data + -(-last.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    shard.write_bytes(shard.read_bytes()[:end])  # the second sample whole, then nothing
+    message = r"shard-000000\.tar: not a readable tar shard after 2 samples \(no end-of-archive"
+    with pytest.raises(SourceError, match=message):
+        list_webdataset(str(src), fields)
+    skipped = list_webdataset(str(src), fields, "skip")
+    assert [it.key for it in skipped.items] == [r.stem for r in recs[:2]]
+
+
 def test_json_keypoints_tags_and_seg_png_masks_build_the_manifest_store(tmp_path: Path) -> None:
     import webdataset as wds
 

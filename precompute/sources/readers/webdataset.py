@@ -85,8 +85,9 @@ def _members(tar: tarfile.TarFile, f: IO[bytes]) -> Iterator[tuple[str, str, tar
     """``(key, suffix, member)`` of a shard's files named ``KEY.SUFFIX``, in shard order.
 
     ``tarfile`` ends a shard cut short without a word (a missing header reads as the end):
-    a member past the end of the file, or bytes after the last member that are not the
-    archive's closing zero blocks, raise ``EOFError``.
+    a member past the end of the file, or no closing zero block after the last member (bytes
+    that are not zeros, or the end of the file: a writer killed between two members), raise
+    ``EOFError``.
     """
     end = os.fstat(f.fileno()).st_size
     for m in tar:
@@ -97,8 +98,11 @@ def _members(tar: tarfile.TarFile, f: IO[bytes]) -> Iterator[tuple[str, str, tar
         if m.isfile() and match is not None:
             yield match.group(1), match.group(2), m
     f.seek(tar.offset)
-    if f.read(tarfile.BLOCKSIZE).strip(b"\0"):
+    closing = f.read(tarfile.BLOCKSIZE)
+    if closing.strip(b"\0"):
         raise EOFError(f"no valid tar header at byte {tar.offset} (cut short or damaged)")
+    if len(closing) < tarfile.BLOCKSIZE:
+        raise EOFError(f"no end-of-archive block after byte {tar.offset} (cut short)")
 
 
 def _samples(
