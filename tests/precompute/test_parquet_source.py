@@ -215,6 +215,48 @@ def test_a_column_named_as_a_field_that_no_field_reads_is_refused(
         resolve_build(str(src), packed_spec())
 
 
+def test_image_cells_that_hold_only_a_path_read_that_file(
+    recs: list, folder_store: Path, tmp_path: Path
+) -> None:
+    # Dataset.to_parquet() of images datasets loaded from local files: {bytes: None, path}
+    import datasets
+    from datasets import ClassLabel, Dataset, Image
+
+    datasets.disable_progress_bars()
+    files = write_folder(tmp_path / "files", recs)
+    cols = {
+        "id": [r.key for r in recs],
+        "image": [str(files / r.key) for r in recs],  # absolute: the file where it lies
+        "label": [r.label for r in recs],
+    }
+    ds = Dataset.from_dict(cols).cast_column("image", Image())
+    ds.cast_column("label", ClassLabel(names=list(CLASSES))).to_parquet(str(files / "t.parquet"))
+    import pyarrow.parquet as pq
+
+    cells = pq.read_table(files / "t.parquet").column("image").to_pylist()
+    assert all(c["bytes"] is None for c in cells)  # what the reader must follow
+    attrs = build_seq(files / "t.parquet", tmp_path / "out")
+    got, want = store(tmp_path / "out"), store(folder_store)
+    assert attrs["num_valid"] == len(recs)
+    for name in ("key", "image", "label"):
+        np.testing.assert_array_equal(got[name], want[name])
+    # a relative path is the Parquet file's neighbour; one that is not there is named
+    import pyarrow as pa
+
+    table = pq.read_table(files / "t.parquet")
+    rows = {"id": [recs[0].key, "x"], "label": [recs[0].label, 0]}
+    rows["image"] = [{"bytes": None, "path": recs[0].key}, {"bytes": None, "path": "missing.png"}]
+    pq.write_table(pa.Table.from_pydict(rows, schema=table.schema), files / "rel.parquet")
+    rel = build_seq(files / "rel.parquet", tmp_path / "rel", on_error="skip")
+    [row] = rel["report"]["skipped"]
+    assert row["key"] == "rel.parquet#1:image"
+    assert "the cell holds no bytes and its path cannot be read" in row["reason"]
+    assert str(files / "missing.png") in row["reason"]
+    one = store(tmp_path / "rel")
+    mine, theirs = by_key(one)[recs[0].key], by_key(want)[recs[0].key]
+    np.testing.assert_array_equal(one["image"][mine], want["image"][theirs])
+
+
 def _attrs(out: Path) -> dict:
     return json.loads((out / "zarr.json").read_text())["attributes"].get("nostall", {})
 

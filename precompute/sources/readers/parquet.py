@@ -5,9 +5,10 @@ path: the layout of a dataset repository, ``data/train-00000-of-00004.parquet``)
 one sample; its columns hold its fields:
 
 - **image** / **mask**: encoded image bytes, in a ``binary`` column or a ``struct<bytes,
-  path>`` (the ``Image`` feature of ``datasets``). Inferred: the column named ``image``, else
-  the one image column; a second one named ``mask``, ``segmentation``, ``seg``,
-  ``annotation`` or ``label`` is the mask (give ``--mask-classes``).
+  path>`` (the ``Image`` feature of ``datasets``; a cell without bytes is read from the local
+  file its ``path`` names, as ``datasets`` writes images it loaded from files). Inferred:
+  the column named ``image``, else the one image column; a second one named ``mask``,
+  ``segmentation``, ``seg``, ``annotation`` or ``label`` is the mask (give ``--mask-classes``).
 - **label**: an integer (a ``ClassLabel``: its names, from the ``huggingface`` schema
   metadata, become the store's class names and the class count) or a class name (``string``,
   ``large_string`` as Polars writes it, or a dictionary column: a pandas ``category``).
@@ -388,16 +389,11 @@ class _Groups:
 
 
 def _read_group(path: str, group: int, column: str) -> tuple[Any, int]:
-    """The encoded bytes of ``column`` in row group ``group``, and the column chunk's size."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    """The cells of ``column`` in row group ``group``, and the column chunk's size."""
     with _open(path) as pf:
         values = pf.read_row_group(group, columns=[column], use_threads=False).column(0)
         chunk = pf.metadata.row_group(group)
     values = values.combine_chunks()
-    if pa.types.is_struct(values.type):  # struct<bytes, path>: the Image feature of datasets
-        values = pc.struct_field(values, "bytes")  # a null struct gives a null cell
     read = sum(
         chunk.column(j).total_compressed_size
         for j in range(chunk.num_columns)
@@ -428,11 +424,41 @@ class ParquetSource(PackedSource):
         except (OSError, ValueError, IndexError) as exc:  # ArrowInvalid is a ValueError
             raise InputError(where, f"cannot read its row group {group} ({exc})") from exc
         cell = values[int(row)].as_py()
+        if isinstance(cell, dict):  # struct<bytes, path>: the Image feature of datasets
+            if cell.get("bytes") is None and cell.get("path"):
+                return _linked(path, str(cell["path"]), where, max_bytes)
+            cell = cell.get("bytes")  # a null struct gives a null cell
         if cell is None:
             raise InputError(where, "the cell holds no bytes (null)")
         if len(cell) > max_bytes:
             raise InputError(where, f"larger than max_bytes = {max_bytes} bytes")
         return bytes(cell), read
+
+
+def _linked(parquet: str, target: str, where: str, max_bytes: int) -> tuple[bytes, int]:
+    """The bytes of the local file a cell's ``path`` names, and how many were read.
+
+    ``datasets`` writes no bytes for an image it loaded from a local file. A relative path is
+    taken from the Parquet file's folder.
+
+    Raises:
+        InputError: The path is a URL, or its file is missing, unreadable or over ``max_bytes``.
+    """
+    if "://" in target:
+        raise InputError(where, f"the cell holds no bytes and names {target}, not a local file")
+    full = os.path.join(os.path.dirname(parquet), target)  # an absolute target stays as it is
+    try:
+        size = os.stat(full).st_size
+        if size > max_bytes:
+            raise InputError(where, f"{full}: larger than max_bytes = {max_bytes} bytes")
+        with open(full, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        why = f"the cell holds no bytes and its path cannot be read ({exc})"
+        raise InputError(where, why) from exc
+    if len(data) > max_bytes:  # grew since the stat
+        raise InputError(where, f"{full}: larger than max_bytes = {max_bytes} bytes")
+    return data, len(data)
 
 
 register_packed("parquet", SUFFIX, infer_parquet_fields, list_parquet)
