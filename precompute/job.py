@@ -215,7 +215,9 @@ def build(
                 # of this build still writes when another build takes the lock
                 ray_stack.close()
             address = NO_RAY if ray is None else ray.address
-            report = build_report(source, results, len(finished), t2 - t0, t2 - t1, address)
+            report = build_report(
+                source, results, len(finished), t2 - t0, t2 - t1, address, spec.fields
+            )
             remove_partials(root)  # a killed build's writers may have outlived its driver
             report["bytes_written"] = store_bytes(root)
             # Ray nodes that built shards (none for the sequential runner)

@@ -6,7 +6,8 @@ A decoder that keeps an input whose values it had to change or that look wrong c
 ``notes: {name: {"count", "examples", "says"}}``; the build's summary prints one line per note.
 Outside a build (a loader decoding a file) notes go nowhere.
 
-Every note's text is here, once: what happened to the inputs and what to do about it.
+Every note's text is said once, here or (a kind's own notes) in the kind's module through
+:func:`register_note`: what happened to the inputs and what to do about it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
-__all__ = ["EXAMPLES", "NOTES", "collecting", "fold", "note", "source_note", "summary_lines"]
+__all__ = [
+    "EXAMPLES",
+    "NOTES",
+    "collecting",
+    "fold",
+    "note",
+    "register_note",
+    "source_note",
+    "summary_lines",
+]
 
-NOTES: Mapping[str, str] = {
+_NOTES: dict[str, str] = {
     "gray_low_bits": (
         "16-bit grey with every value below 4096 (12-bit data, e.g. X-ray): scaled by 1/257 "
         "its 8-bit pixels are at most 16 of 255 (dark); rescale such files to the 16-bit "
@@ -51,7 +62,20 @@ NOTES: Mapping[str, str] = {
         "into one store"
     ),
 }
+NOTES: Mapping[str, str] = MappingProxyType(_NOTES)  # name -> what it says (read-only view)
 EXAMPLES = 5  # keys kept per note in the report
+
+
+def register_note(name: str, says: str) -> None:
+    """Add note ``name`` saying ``says`` (a kind's own notes, from the kind's module).
+
+    Raises:
+        ValueError: ``name`` is a note already, saying something else.
+    """
+    if _NOTES.get(name, says) != says:
+        raise ValueError(f"build note {name!r} is registered already")
+    _NOTES[name] = says
+
 
 _SINK: ContextVar[dict[str, list[str]] | None] = ContextVar("nostall_build_notes", default=None)
 

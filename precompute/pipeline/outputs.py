@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from precompute.errors import StoreError, StoreMismatchError
+from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import MARKER_DIR, _read_group_attrs
 from precompute.notes import source_note, summary_lines
 from precompute.sources.classes import MANIFEST_EXTENSIONS
@@ -173,11 +174,13 @@ def build_report(
     seconds: float,
     shard_seconds: float,
     address: str | None,
+    fields: Sequence[FieldSpec] = (),
 ) -> dict[str, Any]:
     """Return the build report (``finalize`` adds counts and the shards' skipped inputs).
 
     ``source``: a :class:`~precompute.sources.fields.FieldSource` (``classes`` by field; a
     :class:`~precompute.sources.fields.ClassSource`: v1's ``classes`` and ``num_classes``).
+    ``fields``: the spec's; one class is noted only for a field of one class per sample.
     """
     from precompute import TRANSFORM_VERSION
 
@@ -199,16 +202,21 @@ def build_report(
         "bytes_read": sum(r["bytes_read"] for r in results),
         "ray_address": address or "local",
     }
-    notes = _source_notes(classes["classes"], len(source.items))
+    other = {f.name for f in fields if not KINDS[f.kind].class_index}
+    notes = _source_notes(classes["classes"], len(source.items), other)
     if notes:
         report["notes"] = notes
     return report
 
 
-def _source_notes(classes: Any, num_items: int) -> dict[str, Any]:
-    """Notes about the whole source: one class only (class folders, or a label's names)."""
+def _source_notes(classes: Any, num_items: int, unlike: set[str]) -> dict[str, Any]:
+    """Notes about the whole source: one class only (class folders, or a label's names).
+
+    ``unlike``: fields that are not one class per sample (a detector's boxes of one class,
+    people, are a detector's usual task), never noted.
+    """
     by_field = classes if isinstance(classes, dict) else {"label": classes}
-    single = [names[0] for names in by_field.values() if len(names) == 1]
+    single = [n[0] for f, n in by_field.items() if len(n) == 1 and f not in unlike]
     if single and num_items:
         return {"single_class": source_note("single_class", num_items, single)}
     return {}

@@ -128,6 +128,46 @@ def test_a_coco_file_builds_with_its_categories_as_the_class_names(tmp_path: Pat
     assert np.array_equal(stored["images/000.png"][0][0], want[0])
 
 
+def test_a_box_outside_the_decoded_image_is_noted_and_one_category_is_not(
+    tmp_path: Path,
+) -> None:
+    # a phone photo: stored 80 x 40 with EXIF orientation 6, decoded 40 x 80; its COCO entry
+    # (as a tool that ignores EXIF writes it) puts the box in the stored frame, right of x=40
+    from PIL import Image
+
+    tmp_path.mkdir(exist_ok=True)
+    pixels = np.zeros((40, 80, 3), np.uint8)
+    pixels[:, 60:] = 255
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(pixels).save(tmp_path / "turned.jpg", exif=exif.tobytes())
+    Image.fromarray(pixels).save(tmp_path / "plain.png")
+    doc = {
+        "images": [
+            {"id": 1, "file_name": "turned.jpg", "width": 80, "height": 40},
+            {"id": 2, "file_name": "plain.png", "width": 80, "height": 40},
+        ],
+        "annotations": [
+            {"id": i, "image_id": i, "bbox": [60, 0, 20, 40], "category_id": 1, "iscrowd": 0}
+            for i in (1, 2)
+        ],
+        "categories": [{"id": 1, "name": "person"}],  # one class: a detector's usual task
+    }
+    (tmp_path / "instances.json").write_text(json.dumps(doc))
+    attrs = build(
+        str(tmp_path / "instances.json"), str(tmp_path / "out"), _spec(), runner="sequential",
+        progress=False,
+    )  # fmt: skip
+    notes = attrs["report"].get("notes", {})
+    assert set(notes) == {"boxes_outside"}  # and no "single_class"
+    assert (notes["boxes_outside"]["count"], notes["boxes_outside"]["examples"]) == (
+        1,
+        ["turned.jpg"],
+    )
+    counts = {key: count for key, (_, count) in _by_key(tmp_path / "out").items()}
+    assert counts == {"turned.jpg": 0, "plain.png": 1}
+
+
 def test_more_boxes_than_max_boxes_names_the_file_and_both_counts(tmp_path: Path) -> None:
     src, _ = _manifest(tmp_path / "src")
     fields = (FieldSpec("image", "image"), FieldSpec("boxes", "boxes", {"max_boxes": 2}))

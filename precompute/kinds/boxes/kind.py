@@ -48,10 +48,11 @@ from precompute.fields.spec import FieldSpec
 from precompute.kinds import hooks
 from precompute.kinds.boxes import coco
 from precompute.kinds.boxes.place import DEFAULT_MIN_VISIBILITY, PAD, count_of, place_boxes
+from precompute.notes import note, register_note
 from precompute.policy import show
 from precompute.sources.fields import FieldSource
 
-__all__ = ["DEFAULT_MIN_VISIBILITY", "BoxesKind", "parse_boxes"]
+__all__ = ["DEFAULT_MIN_VISIBILITY", "OUTSIDE", "BoxesKind", "parse_boxes"]
 
 _SHOWN = 60  # characters of a bad value named in a message
 
@@ -230,6 +231,21 @@ class BoxesKind(Kind):
         """A JSON list (or its text) of ``[x0, y0, x1, y1, class]`` (:func:`parse_boxes`)."""
         return parse_boxes(raw)
 
+    def placed(
+        self, key: str, value: np.ndarray, stored: np.ndarray, frame: tuple[int, int]
+    ) -> None:
+        """Note a sample with a box wholly outside its image (:data:`OUTSIDE`).
+
+        Such a box is always left out (nothing of it is in the image): likely an annotation
+        of another image size or orientation (a COCO file's ``width``/``height`` that are not
+        those of the image as decoded, EXIF orientation applied).
+        """
+        w, h = frame
+        rows = value[value[:, 4] >= 0]
+        outside = (rows[:, 2] <= 0) | (rows[:, 3] <= 0) | (rows[:, 0] >= w) | (rows[:, 1] >= h)
+        if outside.any():
+            note(OUTSIDE, key)
+
 
 # -- registration: the kind, its build rule, its loader rules, its source reader -------------
 
@@ -264,6 +280,13 @@ def _list(query: hooks.SourceQuery) -> FieldSource:
     return coco.list_coco(query.src, query.fields, query.on_error)
 
 
+OUTSIDE = "boxes_outside"
+register_note(
+    OUTSIDE,
+    "boxes wholly outside the image (annotations of another image size or orientation?): "
+    "left out; coordinates are pixels of the image as decoded, EXIF orientation applied "
+    "(docs/FORMAT.md)",
+)
 if not has_kind("boxes"):
     register_kind(BoxesKind())
 if "boxes" not in PLACE:
