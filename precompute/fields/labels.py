@@ -21,30 +21,36 @@ def _labels(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
-def _one_kind(src: str, field: str, rows: Sequence[tuple[int, dict[str, Any]]]) -> bool:
+def _place(where: int | str) -> str:
+    """A row's place in messages: a manifest's line number, or a locator (``FILE#ROW``)."""
+    return f"line {where}" if isinstance(where, int) else where
+
+
+def _one_kind(src: str, field: str, rows: Sequence[tuple[int | str, dict[str, Any]]]) -> bool:
     """Whether the field's labels are names; a mix is a :class:`SourceError`."""
-    first: tuple[int, Any] | None = None
+    first: tuple[int | str, Any] | None = None
     for n, cells in rows:
         for label in _labels(cells[field]):
             if first is None:
                 first = (n, label)
             elif isinstance(label, str) != isinstance(first[1], str):
                 raise SourceError(
-                    f"{src}: line {n}: {field} {show(label)} and line {first[0]}'s "
+                    f"{src}: {_place(n)}: {field} {show(label)} and {_place(first[0])}'s "
                     f"{show(first[1])} mix integers and class names; use one or the other"
                 )
     return first is not None and isinstance(first[1], str)
 
 
 def name_classes(
-    src: str, fields: Sequence[FieldSpec], rows: Sequence[tuple[int, dict[str, Any]]]
+    src: str, fields: Sequence[FieldSpec], rows: Sequence[tuple[int | str, dict[str, Any]]]
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Replace class names by indices in ``rows`` (in place); return each field's names.
 
     Args:
         src: The manifest, for messages.
         fields: The manifest's fields; those whose kind takes ``class_names`` are mapped.
-        rows: ``(line, cells)`` with parsed cells; a named field's cells are rewritten.
+        rows: ``(where, cells)`` with parsed cells (``where``: a manifest's line number, or a
+            row's locator such as ``FILE#ROW``); a named field's cells are rewritten.
 
     Returns:
         ``(field, sorted class names)`` of each field given by name.

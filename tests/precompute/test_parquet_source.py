@@ -257,6 +257,19 @@ def test_image_cells_that_hold_only_a_path_read_that_file(
     np.testing.assert_array_equal(one["image"][mine], want["image"][theirs])
 
 
+def test_integers_and_names_mixed_over_files_name_both_rows(recs: list, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image = pa.array([r.data for r in recs[:2]], pa.binary())
+    (tmp_path / "pq").mkdir()
+    pq.write_table(pa.table({"image": image, "label": [0, 1]}), tmp_path / "pq" / "a.parquet")
+    pq.write_table(pa.table({"image": image, "label": ["x", "y"]}), tmp_path / "pq" / "b.parquet")
+    message = r"b\.parquet row 0: label 'x' and a\.parquet row 0's 0 mix integers and class names"
+    with pytest.raises(SourceError, match=message):
+        build_seq(tmp_path / "pq", tmp_path / "out", on_error="skip")
+
+
 def _attrs(out: Path) -> dict:
     return json.loads((out / "zarr.json").read_text())["attributes"].get("nostall", {})
 

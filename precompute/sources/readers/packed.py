@@ -368,7 +368,7 @@ def packed_items(
     if not kept:
         raise SourceError(f"{src}: no usable sample")
     same_counts(src, inline, [(row.where, cells) for row, cells in kept])
-    named = name_classes(src, inline, [(n, cells) for n, (_, cells) in enumerate(kept, 1)])
+    named = name_classes(src, inline, [(row.where, cells) for row, cells in kept])
     declared = tuple((f, tuple(n)) for f, n in (names or {}).items() if f not in dict(named))
     items: dict[str, FieldItem] = {}
     for row, cells in kept:
