@@ -15,11 +15,16 @@ import numpy as np
 
 from precompute.fields import values
 from precompute.fields.base import Kind, Storage
-from precompute.fields.options import ColumnClaim, Option, SuffixClaim, check_count, optional
+from precompute.fields.options import ColumnClaim, Option, SuffixClaim, integer, optional
 from precompute.fields.registry import has_kind, register_kind
 from precompute.sources.manifests import MAX_LABEL
 
 __all__ = ["LabelKind"]
+
+
+def _check_classes(where: str, value: Any) -> int:
+    """A class count in ``[1, MAX_LABEL + 1]``: every label a manifest may give."""
+    return int(integer(1, MAX_LABEL + 1)(where, value))
 
 
 class LabelKind(Kind):
@@ -30,7 +35,9 @@ class LabelKind(Kind):
     mixup, cutmix = "blend", "area"
     class_names = True
     class_index = True
-    options = MappingProxyType({"classes": Option(None, optional(check_count))})
+    # as many classes as a manifest's labels allow (MAX_LABEL + 1): a landmark or species set
+    # has hundreds of thousands; a point or mask class count stays check_count's
+    options = MappingProxyType({"classes": Option(None, optional(_check_classes))})
     columns = ColumnClaim(("integer", "string"), ("label",), class_label=True, priority=30)
     suffixes = SuffixClaim(("cls", "json:label", "txt"), integers=("txt",), priority=30)
 
@@ -55,8 +62,11 @@ class LabelKind(Kind):
             raise ValueError(f"label {int(bad[0])} is outside the classes 0..{top - 1}")
 
     def parse_inline(self, raw: Any) -> Any:
-        """An integer (a JSON integer or digits) or a class name."""
-        return values.parse_label(raw)
+        """An integer (a JSON integer or digits, at most ``MAX_LABEL``) or a class name."""
+        value = values.parse_label(raw)
+        if isinstance(value, int) and value > MAX_LABEL:
+            raise ValueError(f"label {value} is larger than MAX_LABEL {MAX_LABEL}")
+        return value
 
 
 if not has_kind("label"):

@@ -270,6 +270,25 @@ def test_integers_and_names_mixed_over_files_name_both_rows(recs: list, tmp_path
         build_seq(tmp_path / "pq", tmp_path / "out", on_error="skip")
 
 
+def test_labels_past_65536_classes_build_and_past_max_label_are_per_row_errors(
+    recs: list, tmp_path: Path
+) -> None:
+    # a landmark set (Google Landmarks v2: 200,000 classes) has labels well past 2**16
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image = pa.array([r.data for r in recs[:3]], pa.binary())
+    labels = pa.array([0, 200_000, 2**31], pa.int64())  # the last: past MAX_LABEL
+    pq.write_table(pa.table({"image": image, "label": labels}), tmp_path / "big.parquet")
+    attrs = build_seq(tmp_path / "big.parquet", tmp_path / "out", on_error="skip")
+    assert attrs["fields"]["label"]["options"]["classes"] == 200_001
+    assert sorted(store(tmp_path / "out")["label"].tolist()) == [0, 200_000]
+    assert attrs["report"]["skipped"] == [
+        {"key": "big.parquet#2", "reason": "big.parquet row 2: label 2147483648 is larger "
+         "than MAX_LABEL 2147483647"}
+    ]  # fmt: skip
+
+
 def _attrs(out: Path) -> dict:
     return json.loads((out / "zarr.json").read_text())["attributes"].get("nostall", {})
 
