@@ -44,6 +44,11 @@ def _image_lines(info: StoreInfo) -> list[str]:
     return lines
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters (a decoder's message may hold some) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     """Return a multi-line summary of the store at ``path`` (complete or not; or a URL).
 
@@ -53,11 +58,14 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     info = open_store_info(path, require_complete=False)
     attrs, lay, spec = dict(info.attrs), info.layout, info.spec
     rep: dict[str, Any] = dict(info.report)
+    listed = int(rep.get("skipped_listing", 0))  # inputs left out while listing: no slot
+    unlisted = "1 more input" if listed == 1 else f"{listed} more inputs"
     lines = [
         f"store      {info.path}",
         f"status     {_status(info.path, attrs, lay.num_shards)}",
         f"samples    {lay.num_samples} slots, {info.num_valid} valid"
-        + (f", {len(rep.get('skipped', []))} skipped" if rep else ""),
+        + (f", {len(rep.get('skipped', [])) - listed} skipped" if rep else "")
+        + (f", {unlisted} skipped while listing (no slot)" if listed else ""),
         *_image_lines(info),
         f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
         f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
@@ -80,7 +88,7 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     lines += summary_lines(rep.get("notes", {}))  # inputs kept with something to say
     skipped = rep.get("skipped", [])
     for item in skipped[:max_skipped]:
-        lines.append(f"skipped    {item['key']}: {item['reason']}")
+        lines.append(f"skipped    {_printable(item['key'])}: {_printable(item['reason'])}")
     if len(skipped) > max_skipped:
         lines.append(f"skipped    ... and {len(skipped) - max_skipped} more (see --json)")
     return "\n".join(lines)

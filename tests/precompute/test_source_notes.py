@@ -56,3 +56,21 @@ def test_inspect_names_the_mode_only_for_stores_with_a_spatial_field(
     images = make_sample_dataset(tmp_path / "img", 4, size_range=(16, 24))
     _build(capsys, images, tmp_path / "i.zarr", "--size", "16", "--mode", "center-crop")
     assert "mode center-crop, variants 1" in store_summary(tmp_path / "i.zarr")
+
+
+def test_inspect_counts_slots_and_listing_skips_apart_each_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = make_sample_dataset(tmp_path / "src", 4, num_classes=1, size_range=(16, 24))
+    [folder] = [p for p in src.iterdir() if p.is_dir()]
+    (folder / "zz\nempty.png").write_bytes(b"")  # a slot, left empty; a newline in its name
+    (tmp_path / "outside.png").write_bytes((next(folder.glob("*.png"))).read_bytes())
+    (folder / "zz_escape.png").symlink_to(tmp_path / "outside.png")  # no slot: listing
+    _build(capsys, src, tmp_path / "s.zarr", "--size", "16", "--on-error", "skip")
+    summary = store_summary(tmp_path / "s.zarr")
+    assert (
+        "samples    5 slots, 4 valid, 1 skipped, 1 more input skipped while listing (no slot)"
+        in summary
+    )
+    assert f"skipped    {folder.name}/zz\\nempty.png: empty file" in summary.splitlines()
+    assert all(line[:11].strip() for line in summary.splitlines())  # no line runs over
