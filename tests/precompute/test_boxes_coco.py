@@ -78,6 +78,10 @@ def test_inferred_fields_take_the_category_count_and_the_flags(tmp_path: Path) -
             "given twice",
         ),
         (lambda d: d["images"][1].pop("file_name"), "image id 101 has no usable 'file_name'"),
+        (
+            lambda d: d["annotations"][1].__setitem__("iscrowd", "1"),  # text: crowd or not?
+            'annotation id 1001: iscrowd must be 0 or 1, got "1"',
+        ),
     ],
 )
 def test_a_bad_entry_names_the_file_and_the_entry(tmp_path: Path, edit, message: str) -> None:

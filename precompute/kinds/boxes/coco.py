@@ -20,8 +20,9 @@ Rules:
 * An image **without annotations** is kept, with no boxes (count 0).
 * **Bad entries**: a malformed image (no integer ``id``, no ``file_name``, a ``file_name``
   given twice) or annotation (an ``image_id`` or ``category_id`` that names nothing, a
-  ``bbox`` that is not four finite numbers with ``w, h > 0``) is a per-input error: under
-  ``on_error: raise`` a :class:`~precompute.errors.SourceError` naming the file and the
+  ``bbox`` that is not four finite numbers with ``w, h > 0``, an ``iscrowd`` other than 0
+  or 1) is a per-input error: under ``on_error: raise`` a
+  :class:`~precompute.errors.SourceError` naming the file and the
   image's or the annotation's id; under ``skip`` the image it belongs to is left out and
   recorded in ``skipped`` (an image with a bad box would teach a detector a false negative).
   A file that is not such an object, or a category table that is unusable (ids not unique
@@ -130,6 +131,14 @@ def _file_name(image: Any, index: int) -> tuple[int, str]:
     return ident, name if is_url(name) else name.replace("\\", "/")
 
 
+def _crowd(ann: Mapping[str, Any]) -> bool:
+    """Whether an annotation is a crowd region (``iscrowd``: 0 or 1, absent: 0)."""
+    value = ann.get("iscrowd", 0)
+    if isinstance(value, int) and value in (0, 1):  # true and false are 1 and 0 too
+        return bool(value)
+    raise ValueError(f"iscrowd must be 0 or 1, got {json.dumps(value)}")
+
+
 def _box(ann: Mapping[str, Any], classes: Mapping[int, int]) -> Row:
     """``[x0, y0, x1, y1, class]`` of one annotation (``ValueError`` saying what is wrong)."""
     bbox: Any = ann.get("bbox")
@@ -187,9 +196,10 @@ def _annotations(
         where = f"annotation id {ident}" if _int(ident) else f"annotations[{index}]"
         if not _int(owner) or owner not in listed:
             per_input(src, *policy, where, f"image_id {json.dumps(owner)} names no image")
-        elif owner in boxes and owner not in bad and ann.get("iscrowd", 0) != 1:
+        elif owner in boxes and owner not in bad:
             try:
-                boxes[owner].append(_box(ann, classes))
+                if not _crowd(ann):
+                    boxes[owner].append(_box(ann, classes))
             except ValueError as exc:
                 bad[owner] = f"{where}: {exc}"
     return boxes, bad
