@@ -186,6 +186,8 @@ def _files_of(names: list[str], by_ext: dict[str, Kind]) -> str:
 
 def _list_local_folder(src: str, kind: Kind) -> Source:
     root = os.path.abspath(src)
+    if os.path.isfile(root):
+        raise SourceError(f"{src}: a file that no source reader takes{_archive_hint([root])}")
     if not os.path.isdir(root):
         raise SourceError(f"{src}: source folder does not exist (or is not a folder)")
     others: list[str] = []
@@ -215,12 +217,29 @@ def _list_local_folder(src: str, kind: Kind) -> Source:
     return Source(root, tuple(sorted(items)), tuple(classes), tuple(sorted(skipped)))
 
 
+# Compressed archives: never read (a build reads files at their offsets, never unpacking)
+_ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar.zst", ".zip", ".7z", ".rar")
+
+
+def _archive_hint(names: list[str]) -> str:
+    """``: compressed archives are not read ...`` when ``names`` hold one; else nothing."""
+    packed = [n for n in names if n.lower().endswith(_ARCHIVES)]
+    if not packed:
+        return ""
+    return (
+        f": compressed archives ({os.path.basename(packed[0])}) are not read; unpack them, "
+        "or decompress WebDataset shards to plain .tar"
+    )
+
+
 def _expected(root: str) -> str:
     """What a class-folder source should look like, naming the files lying at its top."""
     try:
         top = sorted(e.name for e in os.scandir(root) if e.is_file() and e.name[:1] != ".")
     except OSError:
         top = []
+    if hint := _archive_hint(top):
+        return f"expected SRC/<class>/<file>{hint}"
     by_ext = _kinds_by_extension()
     found = [n for n in top if _ext(n) in by_ext]
     if not found:

@@ -108,6 +108,14 @@ def test_fingerprint(dataset: Path, tmp_path: Path) -> None:
         (lambda p: (p / "b.jsonl").write_text("{oops\n") and p / "b.jsonl", "line 1"),
         (lambda p: (p / "d.csv").write_text("a.jpg,0\na.jpg,1\n") and p / "d.csv", "duplicate"),
         (lambda p: (p / "n.csv").write_text("a.jpg,-1\n") and p / "n.csv", "negative label"),
+        (
+            lambda p: (p / "s.tar.gz").write_bytes(b"\x1f\x8b") and p / "s.tar.gz",
+            r"s\.tar\.gz: a file that no source reader takes: compressed archives \(s\.tar\.gz\)",
+        ),
+        (
+            lambda p: (p / "s.tar.gz").write_bytes(b"\x1f\x8b") and p,
+            r"no class sub-folders \(expected SRC/<class>/<file>: compressed archives \(s\.tar",
+        ),
     ],
 )
 def test_bad_sources(tmp_path: Path, make, match: str) -> None:  # type: ignore[no-untyped-def]
