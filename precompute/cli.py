@@ -188,7 +188,7 @@ def build(
     except StoreError as exc:
         raise UsageFailure(str(exc)) from exc
     try:
-        run_build(
+        attrs = run_build(
             src,
             out,
             spec,
@@ -199,6 +199,14 @@ def build(
         )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
+    report = attrs["report"]
+    if report["num_samples"] and not report["num_valid"]:  # a complete store of nothing
+        click.echo(
+            f"precompute: error: {out}: no input could be used: all {report['num_samples']} "
+            f"were skipped (precompute inspect {out} says why)",
+            err=True,
+        )
+        raise click.exceptions.Exit(1)
 
 
 def _show_ray_choice() -> None:

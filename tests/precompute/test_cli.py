@@ -68,6 +68,21 @@ def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 2 and "must be a local path or an object-store URL (s3://" in err
 
 
+def test_a_build_that_kept_no_input_exits_1_after_writing_its_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a/0.png", "a/1.png", "b/2.png"):  # every file empty: each one skipped
+        (tmp_path / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / name).write_bytes(b"")
+    out = tmp_path / "s"
+    flags = ["--size", "8", "--runner", "sequential", "--on-error", "skip", "--quiet"]
+    code, _, err = _run(["build", str(tmp_path / "src"), "--out", str(out), *flags], capsys)
+    assert code == 1
+    assert f"{out}: no input could be used: all 3 were skipped (precompute inspect" in err
+    code, shown, _ = _run(["inspect", str(out)], capsys)  # the store is there, saying why
+    assert code == 0 and "3 slots, 0 valid, 3 skipped" in shown and "a/0.png: empty file" in shown
+
+
 def test_help_works_with_lazy_subcommands() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "precompute.cli", "--help"],
