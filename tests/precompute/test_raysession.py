@@ -64,11 +64,14 @@ def _env(tmp: str, **extra: str) -> dict[str, str]:
     return {**env, "RAY_TMPDIR": tmp, "PYTHONPATH": str(REPO), **extra}
 
 
-def _ok(
+CLI_BUILD = [sys.executable, "-m", "precompute.cli", "build"]
+
+
+def _proc(
     command: list[str], env: dict[str, str], cpus: set[int] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``command`` from the repository with ``env`` (on ``cpus`` only); it must exit 0."""
-    proc = subprocess.run(
+    """Run ``command`` from the repository with ``env`` (on ``cpus`` only)."""
+    return subprocess.run(
         command,
         cwd=REPO,
         env=env,
@@ -78,6 +81,13 @@ def _ok(
         check=False,
         preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
     )
+
+
+def _ok(
+    command: list[str], env: dict[str, str], cpus: set[int] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """:func:`_proc`, which must exit 0."""
+    proc = _proc(command, env, cpus)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -96,8 +106,7 @@ def _run_lines(code: str, env: dict[str, str], *args: object) -> list[dict[str, 
 
 def _cli_build(env: dict[str, str], src: Path, out: Path, cpus: set[int] | None = None) -> str:
     """Run ``precompute build SRC --out OUT`` (no --ray-address); return its stderr."""
-    command = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
-    return _ok([*command, "--size", "16"], env, cpus).stderr
+    return _ok([*CLI_BUILD, str(src), "--out", str(out), "--size", "16"], env, cpus).stderr
 
 
 @pytest.fixture(scope="module")
@@ -166,24 +175,8 @@ def test_a_ray_address_variable_nobody_answers_at_is_named_at_once(
 ) -> None:
     address = f"127.0.0.1:{_free_port()}"  # closed: Ray itself would retry for minutes
     env = {**_env("/tmp"), "RAY_ADDRESS": address}  # Ray's own temporary folder: no ray start
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "precompute.cli",
-            "build",
-            str(small_dataset),
-            "--out",
-            str(tmp_path / "s"),
-            "--size",
-            "16",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    proc = _proc(
+        [*CLI_BUILD, str(small_dataset), "--out", str(tmp_path / "s"), "--size", "16"], env
     )
     assert proc.returncode == 1
     assert f"cannot start or reach Ray at {address} (RAY_ADDRESS={address})" in proc.stderr
@@ -200,27 +193,9 @@ def test_a_source_that_fails_while_ray_starts_stops_that_ray(tmp_path: Path) -> 
     manifest.write_text('{"path": "a.jpg", "label": 0}\nnot json\n')
     tmp = tempfile.mkdtemp(prefix="nsr", dir="/tmp")  # short: Ray's socket paths
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "precompute.cli",
-                "build",
-                str(manifest),
-                "--out",
-                str(tmp_path / "s"),
-                "--size",
-                "16",
-                "--ray-address",
-                "local",
-            ],
-            cwd=REPO,
-            env=_env(tmp, RAY_ADDRESS=f"127.0.0.1:{_free_port()}"),
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
+        flags = ["--out", str(tmp_path / "s"), "--size", "16", "--ray-address", "local"]
+        env = _env(tmp, RAY_ADDRESS=f"127.0.0.1:{_free_port()}")
+        proc = _proc([*CLI_BUILD, str(manifest), *flags], env)
         assert proc.returncode == 2  # a usage error, as before Ray started in parallel
         assert f"{manifest}: line 2 is not JSON" in proc.stderr
         assert "Traceback" not in proc.stderr
