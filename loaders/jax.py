@@ -5,7 +5,8 @@ mixup, ranks and exact resume are the loader's. Each entry goes to JAX by DLPack
 loader's device, without a copy when JAX can alias the buffer (a CPU tensor whose data starts
 on a 64-byte boundary: the loader's batch buffers do; the loader reuses a buffer only once JAX
 dropped it). A dtype JAX canonicalises (``int64`` labels and indices become ``int32`` unless
-``jax_enable_x64``) is cast by torch first (a copy); JAX copies an unaligned start. With
+``jax_enable_x64``) is cast by torch first (a copy); JAX copies an unaligned start.
+``bfloat16`` (``TrainAugment(dtype="bfloat16")``) arrives as JAX's ``bfloat16``. With
 ``sharding`` each entry is then placed by ``jax.make_array_from_process_local_data``: each
 process (rank) loads its own slice of the global batch. ``key`` (``keys=True``) stays a list
 of strings. Importing this module imports JAX (``pip install 'nostall[jax]'``); ``import
@@ -50,16 +51,25 @@ def to_jax(value: torch.Tensor, sharding: Any = None) -> Any:
 @functools.cache
 def _canonical(dtype: torch.dtype, x64: bool) -> torch.dtype:
     """The torch dtype JAX makes of ``dtype`` (``int64`` -> ``int32`` without x64)."""
+    if dtype == torch.bfloat16:  # JAX's own (ml_dtypes'); NumPy has none, torch none to give
+        return dtype
     stored = torch.empty(0, dtype=dtype).numpy().dtype
     canonical = jax.dtypes.canonicalize_dtype(stored)
     return dtype if canonical == stored else torch.from_numpy(np.empty(0, canonical)).dtype
+
+
+def _numpy(value: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor; ``bfloat16`` as JAX's ``bfloat16`` (the same 16 bits)."""
+    if value.dtype == torch.bfloat16:
+        return value.view(torch.int16).numpy().view(jax.numpy.bfloat16)
+    return value.numpy()
 
 
 def _host_views(batch: Mapping[str, torch.Tensor | list[str]]) -> dict[str, np.ndarray]:
     """NumPy views of a batch's CPU tensors, in JAX's canonical dtypes (cast by torch first)."""
     x64 = bool(jax.config.jax_enable_x64)
     return {
-        k: v.to(_canonical(v.dtype, x64)).numpy()
+        k: _numpy(v.to(_canonical(v.dtype, x64)))
         for k, v in batch.items()
         if isinstance(v, torch.Tensor) and v.device.type == "cpu"
     }

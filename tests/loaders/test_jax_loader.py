@@ -74,6 +74,21 @@ def test_batches_are_jax_arrays_with_store_loaders_values_augment_and_mixup(
             np.testing.assert_array_equal(np.asarray(g[key]), w[key], err_msg=key)
 
 
+@pytest.mark.parametrize("placed", [False, True])
+def test_bfloat16_batches_arrive_as_jax_bfloat16_with_store_loaders_values(
+    index_store: Path, placed: bool
+) -> None:
+    # the README's TrainAugment(dtype="bfloat16"): NumPy has no bfloat16 to go through
+    kw = {"seed": 4, "augment": TrainAugment(size=12, dtype="bfloat16"), "mixup": Mixup(7)}
+    sharding = jax.devices()[0] if placed else None
+    got = list(loaders.jax.batches(index_store, 8, sharding=sharding, **kw))
+    want = [b["image"].float().numpy() for b in StoreLoader(index_store, 8, **kw)]
+    assert len(got) == len(want) == 8
+    for g, w in zip(got, want, strict=True):
+        assert g["image"].dtype == jnp.bfloat16
+        np.testing.assert_array_equal(np.asarray(g["image"].astype(jnp.float32)), w)
+
+
 def test_a_device_places_every_entry_on_it(index_store: Path) -> None:
     device = jax.devices()[0]
     batch = next(iter(loaders.jax.batches(index_store, 8, seed=0, sharding=device)))
