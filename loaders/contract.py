@@ -198,6 +198,7 @@ class ContractLoader:
         self._rank_given = rank is not None
         self.device = resolve_device(device)
         self._epoch, self._batch, self._resume = 0, 0, 0
+        self._pass = 0  # the live iteration; an older one is superseded (see _superseded)
         self._plans: dict[int, EpochPlan] = {}
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
@@ -225,6 +226,7 @@ class ContractLoader:
         if self._resume and epoch == self._epoch:
             return
         self._epoch, self._batch, self._resume = epoch, 0, 0
+        self._pass += 1
 
     @property
     def batch_sampler(self) -> EpochHook:
@@ -286,6 +288,7 @@ class ContractLoader:
         nothing left to serve is a complete pass at once (the epoch advances).
         """
         self._check_rank()
+        self._pass += 1  # an iteration still live serves nothing more (_superseded)
         if self._batch and not self._resume:  # the last pass broke off: its epoch is over
             self._epoch, self._batch = epoch_after(self._epoch, 1, 1)
         epoch, start = self._epoch, self._resume
@@ -294,6 +297,14 @@ class ContractLoader:
         if start >= total:
             self._mark_served(epoch, start, total)
         return epoch, start, total
+
+    def _superseded(self, mine: int) -> bool:
+        """Whether iteration ``mine`` (its ``_pass``) was followed by a newer one.
+
+        Or by a :meth:`set_epoch` or :meth:`load_state_dict`: it then ends without serving,
+        so a broken-off iteration resumed later never serves an epoch the state has left.
+        """
+        return mine != self._pass
 
     def _check_rank(self) -> None:
         """Refuse to serve when torch.distributed disagrees with the rank found at creation.
@@ -363,6 +374,7 @@ class ContractLoader:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")
         self._epoch, self._batch = epoch_after(epoch, batch, total) if total else (epoch, 0)
         self._resume = self._batch
+        self._pass += 1
 
     def close(self) -> None:
         """Release what the loader holds open (idempotent; it can still be iterated after)."""

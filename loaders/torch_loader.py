@@ -238,9 +238,12 @@ class StoreLoader(ContractLoader):
         :meth:`load_state_dict`, which resumes at the saved batch once. Handing out the last
         batch completes the pass and advances the epoch by one (the iterator need not be run
         to its end), so calling :meth:`set_epoch` each epoch is optional; an iteration broken
-        off ends its epoch too, and the next one serves the next epoch.
+        off ends its epoch too, and the next one serves the next epoch. An iteration still
+        live when a new one starts (or :meth:`set_epoch`, :meth:`load_state_dict` is called)
+        serves nothing more: the state follows the newest only.
         """
         epoch, start, total = self._begin_pass()
+        mine = self._pass
         if start >= total:
             return
         plan = self.plan(epoch)
@@ -248,6 +251,8 @@ class StoreLoader(ContractLoader):
         try:
             pipeline.reset({"batch": start})
             for host in pipeline:
+                if self._superseded(mine):  # a newer iteration (or set_epoch) took over
+                    return
                 served = int(pipeline.get_state()["batch"])  # batches handed out so far
                 batch = self._finish(host, epoch, served - 1)
                 if self._keys is not None:  # each sample's source key, a list of str

@@ -202,11 +202,14 @@ class DaliLoaderBase(ContractLoader):
         """
         epoch, start, total = self._begin_pass()
         if start < total:
-            yield from self._run(epoch, start)
+            yield from self._run(epoch, start, self._pass)
 
-    def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
-        """Serve batches ``start..`` of ``epoch`` (a subclass may add error recovery here)."""
-        yield from self._run_from(epoch, start)
+    def _run(self, epoch: int, start: int, mine: int) -> Iterator[dict[str, torch.Tensor]]:
+        """Serve batches ``start..`` of ``epoch`` for iteration ``mine``.
+
+        A subclass may add error recovery here.
+        """
+        yield from self._run_from(epoch, start, mine)
 
     def _stream(self) -> int | None:
         """Torch's current CUDA stream, so DALI's outputs are ordered on it (no host sync)."""
@@ -214,9 +217,11 @@ class DaliLoaderBase(ContractLoader):
             return None
         return int(torch.cuda.current_stream(self.device).cuda_stream)
 
-    def _run_from(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
+    def _run_from(self, epoch: int, start: int, mine: int) -> Iterator[dict[str, torch.Tensor]]:
         pipe = self._pipeline(epoch, start)
         for b in range(start, self.num_batches(epoch)):
+            if self._superseded(mine):  # a newer iteration (or set_epoch) took over
+                return
             try:
                 outs = pipe.run(self._stream())
             except RuntimeError as exc:  # DALI reports operator failures as RuntimeError

@@ -218,11 +218,11 @@ class JpegLoader(DaliLoaderBase):
             rows=np.asarray(rows, np.intp),
         )
 
-    def _run(self, epoch: int, start: int) -> Iterator[dict[str, torch.Tensor]]:
+    def _run(self, epoch: int, start: int, mine: int) -> Iterator[dict[str, torch.Tensor]]:
         b = start
         while b < self.num_batches(epoch):
             try:
-                yield from self._run_from(epoch, b)
+                yield from self._run_from(epoch, b, mine)
                 return
             except PipelineRunError as exc:  # DALI aborts the whole batch on one bad file
                 b = self._batch  # the batches served so far: the failed one is next

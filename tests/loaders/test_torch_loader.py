@@ -122,6 +122,27 @@ def test_breaking_off_ends_the_epoch_and_stops_threads(store: Path) -> None:
     assert loader.epoch == 1
 
 
+def test_a_new_iteration_ends_the_live_one_so_the_state_stays_true(store: Path) -> None:
+    # two live iterators of one loader: the older one used to go on serving its epoch and
+    # moving the state back, so a checkpoint then would serve batches twice on resume
+    loader = StoreLoader(store, 8, seed=3)
+    first = iter(loader)
+    next(first)
+    second = iter(loader)  # breaks epoch 0 off: this one serves epoch 1
+    head = next(second)
+    assert list(first) == []  # superseded: nothing more, and no state change
+    assert (loader.epoch, loader.state_dict()["batch"]) == (1, 1)
+    rest = list(second)
+    want = StoreLoader(store, 8, seed=3)
+    want.set_epoch(1)
+    served = np.concatenate([b["index"] for b in [head, *rest]])
+    np.testing.assert_array_equal(served, np.concatenate([b["index"] for b in want]))
+    stale = iter(loader)
+    next(stale)
+    loader.load_state_dict(want.state_dict())  # a resume supersedes a live iteration too
+    assert list(stale) == [] and loader.state_dict()["epoch"] == want.epoch
+
+
 def test_worker_io_error_reaches_the_training_thread(tmp_path: Path) -> None:
     path = make_index_store(tmp_path / "w", 64)
     loader = StoreLoader(path, 8, shuffle=False)  # opened sound: the open-time checks pass
