@@ -49,11 +49,24 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
     a v1 store (``fields`` empty).
 
     Raises:
+        TypeError: A policy that is a class (``augment=TrainAugment``) or not callable.
         ValueError: A policy without ``apply_fields``, naming the store's fields.
         AugmentError: A mixing policy a field's kind refuses; an image policy or a separate
             ``mixup`` on an audio store, ``AudioAugment`` on a store without audio
             (:func:`~loaders.augment.audio.fields.check_audio_policies`).
     """
+    for what, policy in (("augment", augment), ("mixup", mixup)):
+        if isinstance(policy, type):  # augment=TrainAugment: called with the batch, it fails
+            raise TypeError(
+                f"{what}={policy.__name__} is the class: give an instance, e.g. "
+                f"{what}={policy.__name__}(...)"
+            )
+        usable = callable(policy) or callable(getattr(policy, "apply_fields", None))
+        if policy is not None and not usable:
+            raise TypeError(
+                f"{what} must be a policy such as TrainAugment(...), EvalAugment(...) or "
+                f"Mixup(...), got {policy!r}"
+            )
     check_audio_policies(fields, augment, mixup)  # AudioAugment on a v1 store too
     if not fields:
         return

@@ -270,6 +270,9 @@ def test_bad_policies_and_inputs_raise():
         TrainAugment(path="gpu")
     with pytest.raises(AugmentError, match="size"):
         TrainAugment(size=(0, 4))
+    for size in (24.5, None, True):  # not an int, nor a pair: the same error, naming it
+        with pytest.raises(AugmentError, match=rf"size must be an int .*, got {size}$"):
+            TrainAugment(size=size)  # type: ignore[arg-type]
     with pytest.raises(AugmentError, match=r"threads must be an integer in \[1, 64\], got 0"):
         TrainAugment(threads=0)
     with pytest.raises(AugmentError, match=r"threads .*, got <an integer of 16610 bits>$"):

@@ -143,6 +143,17 @@ def test_a_new_iteration_ends_the_live_one_so_the_state_stays_true(store: Path) 
     assert list(stale) == [] and loader.state_dict()["epoch"] == want.epoch
 
 
+def test_a_policy_class_or_a_string_is_refused_naming_what_to_give(store: Path) -> None:
+    from loaders.augment import Mixup, TrainAugment
+
+    with pytest.raises(TypeError, match=r"augment=TrainAugment is the class: give an instance"):
+        StoreLoader(store, 8, augment=TrainAugment)
+    with pytest.raises(TypeError, match=r"mixup=Mixup is the class: give an instance"):
+        StoreLoader(store, 8, mixup=Mixup)
+    with pytest.raises(TypeError, match=r"augment must be a policy such as .*, got 'train'"):
+        StoreLoader(store, 8, augment="train")
+
+
 def test_worker_io_error_reaches_the_training_thread(tmp_path: Path) -> None:
     path = make_index_store(tmp_path / "w", 64)
     loader = StoreLoader(path, 8, shuffle=False)  # opened sound: the open-time checks pass

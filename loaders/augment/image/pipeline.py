@@ -61,8 +61,18 @@ PATHS = ("auto", "grid", "fast")
 
 
 def _size(value: Any) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) and 1 <= v <= 8192 for v in pair):
+    if isinstance(value, int):
+        pair: tuple[Any, ...] = (value, value)
+    else:
+        try:
+            pair = tuple(value)
+        except TypeError:  # 24.5, None: not a size, and not a pair of them
+            pair = ()
+    if (
+        isinstance(value, bool)
+        or len(pair) != 2
+        or not all(isinstance(v, int) and 1 <= v <= 8192 for v in pair)
+    ):
         raise AugmentError(f"size must be an int or (height, width) in [1, 8192], got {value!r}")
     return (int(pair[0]), int(pair[1]))
 
