@@ -71,10 +71,11 @@ case "${1:-}" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/mypy"
     set +e
-    # Bytecode kept between runs, in the venv (pytest's rewritten test modules too: 3.4 s of
-    # CPU less per worker's collection from the second run on), whatever the shell says.
-    unset PYTHONDONTWRITEBYTECODE
-    export PYTHONPYCACHEPREFIX="$PWD/$VENV/pycache"
+    # Bytecode kept between runs (pytest's rewritten test modules too: 3.4 s of CPU less per
+    # worker's collection from the second run on), whatever the shell says. Where Python keeps
+    # it by default: the packages' own, which pip compiled at install, are used from the first
+    # run on (a cache prefix would compile every imported module again in each fresh clone).
+    unset PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX
     # Two workers on a 2-core machine: each worker costs its own collection (about 14 s of CPU),
     # session Ray and object servers; with three the suite took 545 s of CPU and 370 s, with two
     # 444 s and 333 s. loadscope keeps each test module on one worker, so a module-scoped
