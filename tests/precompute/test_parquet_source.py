@@ -240,18 +240,24 @@ def test_image_cells_that_hold_only_a_path_read_that_file(
     assert attrs["num_valid"] == len(recs)
     for name in ("key", "image", "label"):
         np.testing.assert_array_equal(got[name], want[name])
-    # a relative path is the Parquet file's neighbour; one that is not there is named
+    # a relative path is the Parquet file's neighbour; one that is not there, or a FIFO (whose
+    # open() would wait for a writer forever), is named
     import pyarrow as pa
 
+    os.mkfifo(files / "pipe.png")
     table = pq.read_table(files / "t.parquet")
-    rows = {"id": [recs[0].key, "x"], "label": [recs[0].label, 0]}
-    rows["image"] = [{"bytes": None, "path": recs[0].key}, {"bytes": None, "path": "missing.png"}]
+    rows = {"id": [recs[0].key, "x", "y"], "label": [recs[0].label, 0, 0]}
+    rows["image"] = [{"bytes": None, "path": p} for p in (recs[0].key, "missing.png", "pipe.png")]
     pq.write_table(pa.Table.from_pydict(rows, schema=table.schema), files / "rel.parquet")
     rel = build_seq(files / "rel.parquet", tmp_path / "rel", on_error="skip")
-    [row] = rel["report"]["skipped"]
-    assert row["key"] == "rel.parquet#1:image"
-    assert "the cell holds no bytes and its path cannot be read" in row["reason"]
-    assert str(files / "missing.png") in row["reason"]
+    missing, pipe = rel["report"]["skipped"]
+    assert missing["key"] == "rel.parquet#1:image"
+    assert "the cell holds no bytes and its path cannot be read" in missing["reason"]
+    assert str(files / "missing.png") in missing["reason"]
+    assert pipe == {
+        "key": "rel.parquet#2:image",
+        "reason": f"{files / 'pipe.png'}: not a regular file (a FIFO)",
+    }
     one = store(tmp_path / "rel")
     mine, theirs = by_key(one)[recs[0].key], by_key(want)[recs[0].key]
     np.testing.assert_array_equal(one["image"][mine], want["image"][theirs])

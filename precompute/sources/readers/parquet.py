@@ -47,7 +47,7 @@ from precompute.errors import InputError, SourceError
 from precompute.fields import KINDS, FieldSpec
 from precompute.fields.options import ColumnClaim
 from precompute.kinds.hooks import column_claims
-from precompute.sources.inputs import file_kind
+from precompute.sources.inputs import file_kind, read_input
 from precompute.sources.listing import check_policy, checkpoint, per_input
 from precompute.sources.readers.packed import (
     PackedSource,
@@ -439,25 +439,23 @@ def _linked(parquet: str, target: str, where: str, max_bytes: int) -> tuple[byte
     """The bytes of the local file a cell's ``path`` names, and how many were read.
 
     ``datasets`` writes no bytes for an image it loaded from a local file. A relative path is
-    taken from the Parquet file's folder.
+    taken from the Parquet file's folder. Read as every input is
+    (:func:`~precompute.sources.inputs.read_input`: a regular file, ``max_bytes``, a deadline).
 
     Raises:
-        InputError: The path is a URL, or its file is missing, unreadable or over ``max_bytes``.
+        InputError: The path is a URL, or its file is missing, not a regular file, unreadable,
+            stuck or over ``max_bytes`` (named under ``where``, the cell's locator).
     """
     if "://" in target:
         raise InputError(where, f"the cell holds no bytes and names {target}, not a local file")
     full = os.path.join(os.path.dirname(parquet), target)  # an absolute target stays as it is
     try:
-        size = os.stat(full).st_size
-        if size > max_bytes:
-            raise InputError(where, f"{full}: larger than max_bytes = {max_bytes} bytes")
-        with open(full, "rb") as f:
-            data = f.read(max_bytes + 1)
+        data = read_input(full, max_bytes)
+    except InputError as exc:
+        raise InputError(where, f"{full}: {exc.reason}") from exc
     except OSError as exc:
         why = f"the cell holds no bytes and its path cannot be read ({exc})"
         raise InputError(where, why) from exc
-    if len(data) > max_bytes:  # grew since the stat
-        raise InputError(where, f"{full}: larger than max_bytes = {max_bytes} bytes")
     return data, len(data)
 
 
