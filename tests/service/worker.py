@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from precompute.format.atomic import atomic_write_bytes
 from precompute.storage.location import is_url
 from service import Cache
 from service.cache.builders import Builder
@@ -43,7 +44,7 @@ def main(argv: list[str]) -> None:
     if cmd == "race":
         src, log, go, ready = argv[2], Path(argv[3]), Path(argv[4]), Path(argv[5])
         cache = Cache(root, builder=builder_for(root, log, delay=1.0))
-        ready.write_text("ready")  # imported and set up: only the race itself is left
+        atomic_write_bytes(ready, b"ready")  # set up: only the race itself is left
         wait_for(go)
         print(json.dumps({"path": str(cache.get_or_build(src, SPEC))}), flush=True)
     elif cmd == "hang":
@@ -52,7 +53,8 @@ def main(argv: list[str]) -> None:
     elif cmd == "lease":
         key, ready = argv[2], Path(argv[3])
         with Cache(root, builder=index_builder()).open(key) as path:
-            ready.write_text(str(path))
+            # whole when it appears: the test reads it as soon as it exists
+            atomic_write_bytes(ready, str(path).encode())
             time.sleep(600)
     else:
         raise SystemExit(f"unknown command {cmd!r}")
