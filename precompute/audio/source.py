@@ -31,6 +31,7 @@ from typing import Any
 
 from precompute.errors import SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
+from precompute.fields.values import parse_label
 from precompute.sources.classes import list_class_files
 from precompute.sources.fields import FieldItem, FieldSource
 from precompute.sources.folders import (
@@ -39,10 +40,11 @@ from precompute.sources.folders import (
     ESCAPES,
     IMAGE_EXTENSIONS,
     escapes,
+    same_file,
 )
 from precompute.sources.inputs import read_input
 from precompute.sources.listing import check_policy, checkpoint, per_input
-from precompute.sources.manifests import jsonl_objects, read_manifest_text
+from precompute.sources.manifests import MAX_LABEL, jsonl_objects, read_manifest_text
 
 __all__ = ["AUDIO_EXTENSIONS", "audio_fields", "is_audio_source", "list_audio_source"]
 
@@ -212,20 +214,24 @@ def _entries(
         try:
             if not path or label in (None, ""):
                 raise ValueError("needs path and label")
-            out.append((path, label, _segment(row, "start"), _segment(row, "end")))
+            value = parse_label(label)  # an integer or a class name, as every manifest's
+            if isinstance(value, int) and not 0 <= value <= MAX_LABEL:
+                raise ValueError(f"label {value} is outside 0..{MAX_LABEL}")
+            out.append((path, value, _segment(row, "start"), _segment(row, "end")))
         except ValueError as exc:
             per_input(src, on_error, skipped, path or f"line {n}", f"line {n}: {exc}")
     return root, out, None
 
 
 def _labels(src: str, entries: list[tuple[Any, ...]]) -> tuple[list[int], tuple[str, ...]]:
-    raw = [str(e[1]) for e in entries]
-    if all(r.isdigit() for r in raw):
-        return [int(r) for r in raw], ()
-    if any(r.isdigit() for r in raw):
+    raw = [e[1] for e in entries]  # parsed: integers or class names
+    if all(isinstance(r, int) for r in raw):
+        return list(raw), ()
+    if any(isinstance(r, int) for r in raw):
         raise SourceError(f"{src}: labels mix integers and class names")
     classes = tuple(sorted(set(raw)))
-    return [classes.index(r) for r in raw], classes
+    index = {c: i for i, c in enumerate(classes)}
+    return [index[r] for r in raw], classes
 
 
 def _order(item: FieldItem) -> tuple[str, float]:
@@ -262,11 +268,12 @@ def list_audio_source(
             kept.append(e)
     if not kept:
         raise SourceError(f"{src}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
-    seen: set[str] = set()
-    for e in kept:
-        if e[0] in seen:  # one row per recording (its key names it)
-            raise SourceError(f"{src}: {e[0]!r} is listed twice (one row per audio file)")
-        seen.add(e[0])
+    seen: dict[str, tuple[int, str]] = {}  # file -> (entry, its path as written)
+    for i, e in enumerate(kept):  # one row per recording (its key), however the path is written
+        j, first = seen.setdefault(same_file(root, e[0]), (i, e[0]))
+        if j != i:
+            also = "" if first == e[0] else f" (as {first!r})"
+            raise SourceError(f"{src}: {e[0]!r} is listed twice{also} (one row per audio file)")
     if folders is None:
         labels, classes = _labels(src, kept)
     else:

@@ -26,9 +26,13 @@ __all__ = [
     "parse_label_list",
     "parse_points",
     "pixels",
+    "whole_label_text",
 ]
 
 _INT = re.compile(r"-?[0-9]+", re.ASCII)
+# Text that reads as a number (1.0, 0.5, +3, 1e3): a label of such text is refused, not taken
+# as a class name, whose sorted order would then differ from the numbers' (10.0 before 2.0).
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?", re.ASCII)
 _SHOWN = 5  # offending values named in a message
 
 
@@ -112,8 +116,30 @@ def parse_points(raw: Any) -> tuple[tuple[float, float, float], ...]:
     return tuple(out)
 
 
+def whole_label_text(text: str) -> bool:
+    """Whether label ``text`` (stripped, non-empty) is an integer: ASCII digits, optional ``-``.
+
+    Raises:
+        ValueError: ``text`` is another number (``1.0``, ``0.5``, ``+3``, ``1e3``): neither an
+            integer as written nor a class name (pandas writes an integer column holding a
+            missing value as ``1.0``).
+    """
+    if _INT.fullmatch(text):
+        return True
+    if _NUMBER.fullmatch(text):
+        raise ValueError(
+            f"label {show(text)} is a number but not an integer: labels are integers "
+            "(0, 1, 2, ...) or class names; write 1, not 1.0 (pandas: .astype(int))"
+        )
+    return False
+
+
 def parse_label(raw: Any) -> int | str:
-    """An integer label (a JSON integer or ASCII digits) or a non-empty class name."""
+    """An integer label (a JSON integer or ASCII digits) or a non-empty class name.
+
+    Raises:
+        ValueError: Not an integer nor text, empty, or number text that is not an integer.
+    """
     if isinstance(raw, bool) or not isinstance(raw, (int, str)):
         raise ValueError(f"a label must be an integer or a class name, got {show(raw)}")
     if isinstance(raw, int):
@@ -121,7 +147,7 @@ def parse_label(raw: Any) -> int | str:
     text = raw.strip()
     if not text:
         raise ValueError("empty label")
-    return int(text) if _INT.fullmatch(text) else text
+    return int(text) if whole_label_text(text) else text
 
 
 def parse_label_list(raw: Any) -> tuple[int | str, ...]:

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from precompute.errors import SourceError
 from precompute.fields import KINDS, Kind, v1_fields
 from precompute.sources.digests import fingerprint
-from precompute.sources.folders import ESCAPES, IMAGE_EXTENSIONS, escapes, walk_classes
+from precompute.sources.folders import (
+    ESCAPES,
+    IMAGE_EXTENSIONS,
+    OnceEach,
+    escapes,
+    walk_classes,
+)
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
 from precompute.sources.listing import check_policy, is_url, locate, stat_of
 from precompute.sources.manifests import MAX_LABEL, parse_manifest, read_manifest_text
@@ -293,10 +299,10 @@ def _list_manifest(
     rows, classes, skipped = parse_manifest(src, text, on_error)
     root = src.rsplit("/", 1)[0] if is_url(src) else os.path.dirname(os.path.abspath(src))
     items: dict[str, int] = {}
+    once = OnceEach(src, root)
     for n, path, label in rows:
         key = path.replace("\\", "/") if not is_url(path) else path
-        if key in items:
-            raise SourceError(f"{src}: line {n}: duplicate path {key!r}")
+        once.add(f"line {n}", key)
         if check_paths and _ext(key) not in kind.extensions:
             why = f"line {n}: {key!r} is not {_an(kind.name)} file ({', '.join(kind.extensions)})"
             if on_error == "raise":

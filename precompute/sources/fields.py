@@ -37,7 +37,7 @@ from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
 from precompute.sources.classes import Source
-from precompute.sources.folders import ESCAPES, escapes, walk_classes
+from precompute.sources.folders import ESCAPES, OnceEach, escapes, walk_classes
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input, read_input
 from precompute.sources.listing import check_policy, is_url, per_input
 from precompute.sources.rows import csv_rows, jsonl_rows, read_text
@@ -330,18 +330,22 @@ def list_field_manifest(
     same_counts(src, fields, [(f"line {n}", cells) for n, cells in rows])
     classes = name_classes(src, fields, rows)
     return FieldSource(
-        root, tuple(names), _items(src, fields, keyed, rows), classes, tuple(sorted(skipped))
+        root, tuple(names), _items(src, root, fields, keyed, rows), classes, tuple(sorted(skipped))
     )
 
 
 def _items(
-    src: str, fields: Sequence[FieldSpec], keyed: list[str], rows: list[tuple[int, dict[str, Any]]]
+    src: str,
+    root: str,
+    fields: Sequence[FieldSpec],
+    keyed: list[str],
+    rows: list[tuple[int, dict[str, Any]]],
 ) -> tuple[FieldItem, ...]:
     items: dict[str, FieldItem] = {}
+    once = OnceEach(src, root)
     for n, cells in rows:
         key = cells[keyed[0]]
-        if key in items:
-            raise SourceError(f"{src}: line {n}: duplicate path {key!r}")
+        once.add(f"line {n}", key)
         files = tuple((k, cells[k]) for k in keyed)
         inline = tuple((f.name, cells[f.name]) for f in fields if f.name not in keyed)
         items[key] = FieldItem(key, files, inline)

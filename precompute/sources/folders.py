@@ -16,8 +16,10 @@ Symlinks that stay inside the root are followed, each folder at most once.
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Set as AbstractSet
 
+from precompute.errors import SourceError
 from precompute.sources.inputs import file_kind
 from precompute.sources.listing import checkpoint
 
@@ -26,7 +28,9 @@ __all__ = [
     "ESCAPES",
     "IMAGE_EXTENSIONS",
     "IMAGE_SUFFIXES",
+    "OnceEach",
     "inside",
+    "same_file",
     "walk_classes",
 ]
 
@@ -65,6 +69,46 @@ def escapes(root: str, path: str) -> bool:
     lexical = os.path.normpath(os.path.join(root, path))
     in_root = os.path.commonpath([lexical, root]) == root  # as written, before symlinks
     return in_root and not inside(lexical, os.path.realpath(root))
+
+
+def same_file(root: str, path: str) -> str:
+    """The file manifest ``path`` names under folder ``root``, to find one file listed twice.
+
+    ``a.png``, ``./a.png``, ``sub/../a.png`` and ``a.png``'s absolute path name one file; a URL
+    is taken as written (its path part normalised). Lexical: symlinks are not resolved.
+    """
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        return f"{scheme}://{posixpath.normpath(rest)}"
+    if "://" in root:
+        return posixpath.normpath(posixpath.join(root, path))
+    return os.path.normpath(os.path.join(root, path))
+
+
+class OnceEach:
+    """The files a manifest's lines name: a file named twice, however written, is refused.
+
+    Args:
+        src: The manifest (named in the error).
+        root: The folder its relative paths start from.
+    """
+
+    def __init__(self, src: str, root: str) -> None:
+        self.src, self.root = src, root
+        self._first: dict[str, tuple[str, str]] = {}  # file -> (where, path as written)
+
+    def add(self, where: str, path: str) -> None:
+        """Note that ``where`` (``line N``) names ``path``.
+
+        Raises:
+            SourceError: An earlier line names the same file (naming both lines).
+        """
+        first = self._first.setdefault(same_file(self.root, path), (where, path))
+        if first[0] != where:
+            also = "" if first[1] == path else f" ({first[1]!r})"
+            raise SourceError(
+                f"{self.src}: {where}: duplicate path {path!r}: {first[0]}{also} names that file"
+            )
 
 
 def shown(key: str) -> str:

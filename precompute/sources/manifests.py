@@ -9,7 +9,8 @@ r"""Parse CSV/JSONL manifests of ``path,label`` lines (the rules are in ``docs/m
   optional ``-``), kept as given with no class list, each in ``[0, MAX_LABEL]``; or *all class
   names*, sorted, a label being the index of its name. A manifest that mixes the two is
   refused naming the first line whose kind differs from the first label's.
-- **Per-line label errors** (empty, ``null``, a list, an object, a boolean or a fraction):
+- **Per-line label errors** (empty, ``null``, a list, an object, a boolean, or a number that
+  is not an integer: ``0.5``, and ``1.0`` too, as pandas writes an integer column with a gap):
   under ``on_error: raise`` a :class:`~precompute.errors.SourceError` naming the line; under
   ``skip`` the line is left out and recorded as ``(path, "line N: reason")``.
 
@@ -25,6 +26,7 @@ import re
 from typing import Any
 
 from precompute.errors import SourceError
+from precompute.fields.values import whole_label_text
 from precompute.sources.inputs import read_input
 
 __all__ = [
@@ -39,7 +41,6 @@ __all__ = [
 MAX_LABEL = 2**31 - 1
 # A manifest larger than this is refused unread (1 GiB).
 MAX_MANIFEST_BYTES = 1 << 30
-_INT = re.compile(r"-?[0-9]+", re.ASCII)
 
 Row = tuple[int, str, Any]  # (line number, path, raw label)
 
@@ -72,12 +73,40 @@ def _csv_rows(src: str, text: str) -> list[Row]:
     if "path" in head and "label" in head:
         ip, il = head.index("path"), head.index("label")
         rows.pop(0)
+    elif _unnamed_header([r for _, r in rows]):
+        raise SourceError(
+            f"{src}: line {rows[0][0]} ({_show(rows[0][1])}) looks like a header: name its "
+            "columns path and label (other columns are ignored), or remove it"
+        )
     out = []
     for n, row in rows:
         if len(row) <= max(ip, il):
             raise SourceError(f"{src}: line {n} has no path,label: {_show(row)}")
         out.append((n, row[ip].strip(), row[il].strip()))
     return out
+
+
+_WORD = re.compile(r"[A-Za-z_][\w -]*")  # a column name: no dot nor slash, as a path has
+
+
+def _unnamed_header(rows: list[list[str]]) -> bool:
+    """Whether the first row is a header naming its columns otherwise than ``path,label``.
+
+    Such a row read as data is a file that does not exist, and its label a class of its own (or
+    a name among integers): it is one when its path is a plain word (``filename``) while every
+    other row's path has a dot or a slash, or both cells are words while every other label is
+    an integer.
+    """
+    if len(rows) < 2 or len(rows[0]) < 2:
+        return False
+    (path, label), rest = (c.strip() for c in rows[0][:2]), rows[1:]
+    if not _WORD.fullmatch(path):
+        return False
+    if all(len(r) > 1 and ("." in r[0] or "/" in r[0]) for r in rest):
+        return True
+    return bool(_WORD.fullmatch(label)) and all(
+        len(r) > 1 and re.fullmatch(r"\s*-?[0-9]+\s*", r[1], re.ASCII) for r in rest
+    )
 
 
 def read_manifest_text(src: str) -> str:
@@ -162,7 +191,11 @@ def _label(src: str, n: int, label: Any) -> int | str:
     text = label.strip()
     if not text:
         raise _BadLabel("empty label")
-    if _INT.fullmatch(text):
+    try:
+        whole = whole_label_text(text)
+    except ValueError as exc:
+        raise _BadLabel(str(exc)) from None
+    if whole:
         return _bounded(src, n, text)
     if not _is_text(label):
         raise _BadLabel(f"label {_show(label)} is not valid text")

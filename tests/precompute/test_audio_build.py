@@ -330,6 +330,24 @@ def test_a_recording_listed_twice_is_named(tmp_path: Path) -> None:
     (src / "m.csv").write_text("path,label\nx/a.flac,dog\nx/b.wav,cat\nx/a.flac,cat\n")
     with pytest.raises(SourceError, match=r"m\.csv: 'x/a\.flac' is listed twice"):
         list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
+    (src / "m.csv").write_text(f"path,label\nx/a.flac,dog\n{src}/x/./a.flac,cat\n")
+    with pytest.raises(SourceError, match=r"x/\./a\.flac' is listed twice \(as 'x/a\.flac'\)"):
+        list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
+
+
+def test_audio_manifest_labels_are_read_as_every_manifests(tmp_path: Path) -> None:
+    """Integers (7, " 7"), names; ``1.0`` and ``-1`` are line errors, not class names."""
+    src = _long(tmp_path)
+    (src / "m.csv").write_text("path,label\nx/a.flac, 7\nx/b.wav,2\n")
+    source = list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
+    assert sorted(item.value("label") for item in source.items) == [2, 7]
+    assert dict(source.classes).get("label", ()) == ()
+    for bad, reason in (("1.0", "is a number but not an integer"), ("-1", "outside 0..")):
+        (src / "m.csv").write_text(f"path,label\nx/a.flac,{bad}\nx/b.wav,2\n")
+        with pytest.raises(SourceError, match=f"m.csv: x/a.flac: line 2: .*{reason}"):
+            list_audio_source(str(src / "m.csv"), _spec().fields, "raise")
+        source = list_audio_source(str(src / "m.csv"), _spec().fields, "skip")
+        assert [item.file("audio") for item in source.items] == ["x/b.wav"]
 
 
 @pytest.mark.ray

@@ -174,6 +174,11 @@ def test_a_bad_cell_is_a_per_line_error(files: Path) -> None:
         ("image,label\nimg/0.jpg,1\n", [IMAGE, MASK], "missing ['mask']"),
         ("image\nimg/0.jpg\nimg/0.jpg\n", [IMAGE], "line 3: duplicate path 'img/0.jpg'"),
         (
+            "image\nimg/0.jpg\n./img/0.jpg\n",
+            [IMAGE],
+            "line 3: duplicate path './img/0.jpg': line 2",
+        ),
+        (
             "image,label\nimg/0.jpg,1\nimg/1.jpg,cat\n",
             [IMAGE, LABEL],
             "line 3: label 'cat' and line 2's 1 mix integers and class names",

@@ -62,6 +62,57 @@ def test_unusable_labels_are_line_errors_under_the_policy(
     assert src.skipped[0][1].startswith("line 2: ") and reason in src.skipped[0][1]
 
 
+@pytest.mark.parametrize("label", ["1.0", "0.5", "+3", "1e3", "-2.5", ".5"])
+def test_number_text_that_is_no_integer_is_a_line_error_not_a_class_name(
+    tmp_path: Path, label: str
+) -> None:
+    """pandas writes an integer column with a gap as 1.0, 2.0, ..., 10.0: as class names they
+    would sort as text (10.0 before 2.0) and every label would be wrong."""
+    text = f"path,label\na.jpg,0\nb.jpg,{label}\nc.jpg,2\n"
+    with pytest.raises(SourceError, match=f"line 3: label '.*' is a number but not an integer"):
+        list_source(_csv(tmp_path, text))
+    src = list_source(_csv(tmp_path, text), on_error="skip")
+    assert src.items == (("a.jpg", 0), ("c.jpg", 2)) and src.classes == ()
+    assert src.skipped[0][0] == "b.jpg" and "not an integer" in src.skipped[0][1]
+
+
+def test_a_field_manifests_number_text_label_is_a_line_error(tmp_path: Path) -> None:
+    from precompute.fields import FieldSpec
+    from precompute.sources.fields import list_field_manifest
+
+    (tmp_path / "m.csv").write_text("image,label\na.png,1.0\nb.png,2.0\n")
+    fields = [FieldSpec("image", "image"), FieldSpec("label", "label")]
+    with pytest.raises(SourceError, match=r"line 2: label '1\.0' is a number but not an integer"):
+        list_field_manifest(str(tmp_path / "m.csv"), fields)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "filename,species\npics/a.png,dog\npics/b.png,cat\n",  # names, paths with a dot
+        "file,breed\na.jpg,dog\n",
+        "id,label\n0001,3\n0002,4\n",  # no dot in any path: the label tells
+        "path,class\na.jpg,1\n",
+    ],
+)
+def test_a_header_not_named_path_label_is_refused_not_read_as_a_sample(
+    tmp_path: Path, text: str
+) -> None:
+    """Read as data, it was a missing file and a class of its own (every index shifted)."""
+    for policy in ("raise", "skip"):
+        with pytest.raises(SourceError, match=r"m\.csv: line 1 \(.*\) looks like a header: name"):
+            list_source(_csv(tmp_path, text), on_error=policy)
+
+
+def test_rows_that_only_look_like_a_header_are_data(tmp_path: Path) -> None:
+    src = list_source(_csv(tmp_path, "cat_photo,cat\ndog_photo,dog\n"))  # no dot anywhere
+    assert src.items == (("cat_photo", 0), ("dog_photo", 1))
+    with pytest.raises(
+        SourceError, match=r"line 2: label 1 is an integer but line 1.s label \"cat\""
+    ):
+        list_source(_csv(tmp_path, "b.jpg,cat\na.jpg,1\nc.jpg,2\n"))  # a path: not a header
+
+
 def test_empty_csv_label_is_a_line_error(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="line 3: empty label"):
         list_source(_csv(tmp_path, "path,label\na.jpg,0\nb.jpg,\n"))

@@ -107,6 +107,16 @@ def test_fingerprint(dataset: Path, tmp_path: Path) -> None:
         ),
         (lambda p: (p / "b.jsonl").write_text("{oops\n") and p / "b.jsonl", "line 1"),
         (lambda p: (p / "d.csv").write_text("a.jpg,0\na.jpg,1\n") and p / "d.csv", "duplicate"),
+        (
+            lambda p: (
+                (p / "d.csv").write_text(f"x/a.jpg,0\nb.jpg,1\n{p}/x//a.jpg,1\n") and p / "d.csv"
+            ),
+            r"line 3: duplicate path '.*x//a\.jpg': line 1 \('x/a\.jpg'\) names that file",
+        ),
+        (
+            lambda p: (p / "d.csv").write_text("./a.jpg,0\nx/../a.jpg,0\n") and p / "d.csv",
+            r"line 2: duplicate path 'x/\.\./a\.jpg': line 1 \('\./a\.jpg'\) names",
+        ),
         (lambda p: (p / "n.csv").write_text("a.jpg,-1\n") and p / "n.csv", "negative label"),
         (
             lambda p: (p / "s.tar.gz").write_bytes(b"\x1f\x8b") and p / "s.tar.gz",
