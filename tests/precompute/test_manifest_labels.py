@@ -69,7 +69,7 @@ def test_number_text_that_is_no_integer_is_a_line_error_not_a_class_name(
     """pandas writes an integer column with a gap as 1.0, 2.0, ..., 10.0: as class names they
     would sort as text (10.0 before 2.0) and every label would be wrong."""
     text = f"path,label\na.jpg,0\nb.jpg,{label}\nc.jpg,2\n"
-    with pytest.raises(SourceError, match=f"line 3: label '.*' is a number but not an integer"):
+    with pytest.raises(SourceError, match=r"line 3: label '.*' is a number but not an integer"):
         list_source(_csv(tmp_path, text))
     src = list_source(_csv(tmp_path, text), on_error="skip")
     assert src.items == (("a.jpg", 0), ("c.jpg", 2)) and src.classes == ()
