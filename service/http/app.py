@@ -61,6 +61,10 @@ def _stores_doc(cache: Cache, queue: BuildQueue) -> dict[str, Any]:
 def _store_doc(cache: Cache, queue: BuildQueue, key: str) -> dict[str, Any]:
     """``GET /stores/{key}``: the state of ``key`` (``absent`` when nobody knows it).
 
+    A job of this server that is not ready says the status where the cache knows no live
+    build: ``queued``, ``building`` or ``failed`` (a failed build's shards stay, ``progress``
+    says how far it got, and the next request resumes it).
+
     The job is read before the cache: a job is marked ready only once its store is in the
     cache, so a job that finishes between the two reads is then seen ready in the cache. Read
     the other way round, a queued build that finished in between was ``absent`` (a 404).
@@ -69,7 +73,10 @@ def _store_doc(cache: Cache, queue: BuildQueue, key: str) -> dict[str, Any]:
     state = cache.status(key)
     if job is not None and job.status != "ready" and state["status"] != "ready":
         state["job"] = job.to_dict()
-        if state["status"] == "absent":  # queued, or failed before writing anything
+        # This server's job is newer news than a folder no live build holds: a build that
+        # failed after writing shards is "failed" (with its progress), not "interrupted"; a
+        # build queued again over one that died is "queued". A live claim stays "building".
+        if state["status"] in ("absent", "interrupted"):
             state["status"] = job.status
     return state
 

@@ -58,7 +58,7 @@ def index_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
     return build
 
 
-def _first_shard(request: BuildRequest) -> None:
+def first_shard(request: BuildRequest) -> None:
     """Start the store of ``request`` and write its first shard only (a build under way)."""
     images, labels, keys = _arrays(request)
     layout = StoreLayout.from_spec(request.spec, len(images))
@@ -81,7 +81,7 @@ def hanging_builder(started: Path, log: Path | None = None) -> Builder:
 
     def build(request: BuildRequest) -> None:
         _log(log, request)
-        _first_shard(request)
+        first_shard(request)
         started.write_text("started")
         time.sleep(600)
 
@@ -96,7 +96,7 @@ def gated_builder(gate: threading.Event, started: threading.Event) -> Builder:
     """
 
     def build(request: BuildRequest) -> None:
-        _first_shard(request)
+        first_shard(request)
         started.set()
         if not gate.wait(timeout=120):
             raise TimeoutError("the test never let the build finish")

@@ -17,7 +17,7 @@ from service import BuildRequest, Cache
 from service.http.app import create_app
 from service.http.paths import SourcePolicy
 from tests.servers import wait_ready
-from tests.service.helpers import SPEC, index_builder, make_source, read_log
+from tests.service.helpers import SPEC, first_shard, index_builder, make_source, read_log
 from tests.service.server_util import serving
 
 TOKEN = "s3cret-token-0123456789"
@@ -77,11 +77,17 @@ def test_build_list_get_delete_and_metrics(
     assert len(read_log(roots["base"] / "log")) == 1
 
 
-def test_failed_build_is_reported_not_fatal(roots: dict[str, Path]) -> None:
+@pytest.mark.parametrize("wrote", [False, True], ids=["before-writing", "after-a-shard"])
+def test_failed_build_is_reported_not_fatal(roots: dict[str, Path], wrote: bool) -> None:
+    """Failed, whether or not the build wrote shards first (its folder then stays, with its
+    progress, and says ``failed``, not ``interrupted``: a client waits for ready or failed)."""
+
     def explode(request: BuildRequest) -> None:
+        if wrote:
+            first_shard(request)
         raise RuntimeError("disk on fire")
 
-    cache = Cache(roots["base"] / "cache-fail", builder=explode)
+    cache = Cache(roots["base"] / f"cache-fail-{wrote}", builder=explode)
     with (
         serving(create_app(cache, SourcePolicy([roots["data"]]))) as url,
         httpx.Client(base_url=url, timeout=30) as client,
@@ -89,6 +95,9 @@ def test_failed_build_is_reported_not_fatal(roots: dict[str, Path]) -> None:
         key = client.post("/stores", json={"source": "ds", "spec": SPEC}).json()["key"]
         doc = wait_ready(client, key)
         assert doc["status"] == "failed" and "disk on fire" in doc["job"]["error"]
+        assert ("progress" in doc) == wrote  # how far it got: the next request resumes there
+        listed = client.get("/stores").json()["jobs"]
+        assert [(j["key"], j["status"]) for j in listed] == [(key, "failed")]
         assert client.get("/healthz").status_code == 200
 
 
