@@ -36,6 +36,7 @@ from loaders.contract import (
     check_int,
     store_identity,
 )
+from loaders.errors import LoaderError
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
 from loaders.store.ramrows import load_rows
@@ -166,8 +167,10 @@ class StoreLoader(ContractLoader):
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.augment, self.mixup = augment, mixup
         self._lease: Held | None = None
+        self._let_go: str | None = None  # a cache store whose lease close() released
         if is_cache_ref(store):
             store, self._lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
+            self._leased = str(store)
         try:
             self._open(store, io=io, map_bytes=map_bytes, verify=verify, read_cache=read_cache)
             self._keys = self.source.keys() if keys else None
@@ -242,6 +245,12 @@ class StoreLoader(ContractLoader):
         live when a new one starts (or :meth:`set_epoch`, :meth:`load_state_dict` is called)
         serves nothing more: the state follows the newest only.
         """
+        if self._let_go is not None:
+            raise LoaderError(
+                f"this StoreLoader was closed: its cache lease on {self._let_go} was released, "
+                "so the cache may evict that store at any time; make a new StoreLoader to read "
+                "it again"
+            )
         epoch, start, total = self._begin_pass()
         mine = self._pass
         if start >= total:
@@ -291,9 +300,15 @@ class StoreLoader(ContractLoader):
         return out
 
     def close(self) -> None:
-        """Drop shard mappings and release the cache lease, if any (idempotent)."""
+        """Drop shard mappings and release the cache lease, if any (idempotent).
+
+        A loader of a store on disk can be iterated again after; one the cache resolved
+        cannot (its store is no longer leased: the cache may evict it meanwhile), and says so.
+        """
         self.source.close()
         self._rows = None  # io="ram": a later iteration reads chunks (the same batches)
+        if self._lease is not None:
+            self._let_go = self._leased
         self._release()
 
     def _release(self) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from loaders.errors import LoaderError
 from loaders.torch_loader import StoreLoader
 from service import Cache, resolve
 from tests.service.helpers import SPEC, index_builder, make_source
@@ -42,6 +43,23 @@ def test_store_loader_takes_a_cache_reference(tmp_path: Path) -> None:
         assert by_key.source.info.spec_hash == loader.source.info.spec_hash
         by_key.close()
     assert cache.gc(budget_bytes=0).evicted == (key,)
+
+
+def test_a_closed_cache_loader_refuses_to_read_its_store_no_longer_leased(
+    tmp_path: Path,
+) -> None:
+    """Not a "corrupt store" once the cache evicted it: the close is named, at once."""
+    source = make_source(tmp_path / "src")
+    cache = Cache(tmp_path / "cache", builder=index_builder())
+    loader = StoreLoader((str(source), SPEC), batch_size=4, shuffle=False, cache=cache)
+    next(iter(loader))
+    loader.close()
+    loader.close()  # idempotent
+    with pytest.raises(LoaderError, match=r"was closed: its cache lease on .* was released"):
+        next(iter(loader))
+    on_disk = StoreLoader(loader._leased, batch_size=4, shuffle=False)  # a path: no lease
+    on_disk.close()
+    assert len(list(on_disk)) == 3  # a store on disk is read again after close()
 
 
 @pytest.mark.parametrize(
