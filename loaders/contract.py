@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -267,6 +267,30 @@ class ContractLoader:
     def __len__(self) -> int:
         """Number of batches of the current epoch (the same on every rank)."""
         return self.num_batches()
+
+    def __getitem__(self, index: object) -> NoReturn:
+        """Refuse indexing: what ``torch.utils.data.DataLoader`` does to a map-style dataset.
+
+        Raises:
+            TypeError: Always, saying to iterate the loader itself.
+        """
+        raise TypeError(
+            f"{type(self).__name__} is a loader, not a Dataset: iterate it directly (for batch in "
+            "loader); it batches, shuffles, shards by rank and reads ahead itself, so "
+            "torch.utils.data.DataLoader cannot wrap it"
+        )
+
+    def __reduce__(self) -> NoReturn:
+        """Refuse pickling (a spawned process, a DataLoader worker, ``copy.deepcopy``).
+
+        Raises:
+            TypeError: Always, saying to make the loader in each process.
+        """
+        raise TypeError(
+            f"a {type(self).__name__} cannot be pickled (it holds open files, threads and "
+            "buffers): make one in each process from the store and the same options (with "
+            "seed, rank and world_size it serves the same batches there)"
+        )
 
     def batch_generator(self, epoch: int, batch: int) -> torch.Generator:
         """Return the generator of ``batch`` of ``epoch``: augment and mixup draw from it.

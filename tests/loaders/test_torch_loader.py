@@ -395,3 +395,21 @@ def test_a_thread_still_training_after_the_main_thread_returned_gets_every_batch
     )
     assert proc.returncode == 0 and proc.stdout == "128 64\n", proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_loader_is_neither_pickled_nor_wrapped_in_a_dataloader_but_says_what_to_do(
+    store: Path,
+) -> None:
+    """A spawned process or a DataLoader worker used to fail on a lock; DataLoader(loader) with
+    "not subscriptable": each now names the loader and the way that works."""
+    import copy
+    import pickle
+
+    loader = StoreLoader(store, 4, seed=0)
+    for share in (pickle.dumps, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"a StoreLoader cannot be pickled .* make one in each"):
+            share(loader)
+    wrapped = torch.utils.data.DataLoader(loader, batch_size=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"StoreLoader is a loader, not a Dataset: iterate it"):
+        next(iter(wrapped))
+    assert sum(len(b["index"]) for b in loader) == len(loader) * 4  # itself, it serves
