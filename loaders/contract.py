@@ -260,6 +260,23 @@ class ContractLoader:
             }
         return self._plans[epoch]
 
+    def _check_serves(self) -> None:
+        """Refuse, before the first batch, a loader whose every epoch would be empty.
+
+        Bad rank, world size or chunk combinations raise here too (:meth:`plan`).
+
+        Raises:
+            ValueError: ``drop_last`` with ``batch_size`` larger than the samples of a rank.
+        """
+        if self.num_batches() == 0:
+            n = len(self.plan().order)
+            raise ValueError(
+                f"batch_size {self.batch_size} is larger than the {n} samples rank {self.rank} "
+                f"of {self.world_size} gets an epoch, and drop_last=True leaves out that "
+                "smaller batch: every epoch would be empty; a smaller batch_size, or "
+                "drop_last=False"
+            )
+
     def num_batches(self, epoch: int | None = None) -> int:
         """Return the number of batches of ``epoch`` (default: the current one) on this rank."""
         return self.plan(epoch).batches(self.batch_size, self.drop_last)

@@ -110,6 +110,32 @@ class Batches(Forwarding):
         return value if isinstance(value, list) else to_jax(value, self.sharding)
 
 
+def _pieces(sharding: Any) -> int:
+    """How many pieces ``sharding`` cuts a batch's leading axis into (a label is 1-D)."""
+    whole = 2**10 * 3**4 * 5**2 * 7 * 11 * 13  # divisible by any device count in use
+    return whole // int(sharding.shard_shape((whole,))[0])
+
+
+def _check_split(loader: StoreLoader, sharding: Any) -> None:
+    """Refuse, before the first batch, a batch size the sharding cannot split evenly.
+
+    Raises:
+        ValueError: ``batch_size``, or the last batch of ``drop_last=False``, is not a multiple
+            of the pieces the sharding cuts the batch axis into.
+    """
+    pieces = _pieces(sharding)
+    n, size = len(loader.plan().order), loader.batch_size
+    last = 0 if loader.drop_last else n % size
+    for got, what in ((size, f"batch_size {size}"), (last, f"the last batch of {last}")):
+        if got % pieces:
+            raise ValueError(
+                f"the sharding splits each batch over {pieces} devices, and {what} is not a "
+                f"multiple of {pieces} (this rank serves {n} samples an epoch, "
+                f"drop_last={loader.drop_last}): a batch_size that {pieces} divides, and "
+                "drop_last=True where the samples are not a multiple of it"
+            )
+
+
 def batches(
     store: Any,
     batch_size: int,
@@ -135,7 +161,8 @@ def batches(
             when JAX runs several processes.
 
     Raises:
-        ValueError: A setting is out of range.
+        ValueError: A setting is out of range, or ``sharding`` cannot split a batch evenly
+            (``batch_size``, or with ``drop_last=False`` the last batch of an epoch).
     """
     if isinstance(sharding, jax.Device):
         sharding = jax.sharding.SingleDeviceSharding(sharding)
@@ -143,6 +170,8 @@ def batches(
         options.update(rank=jax.process_index(), world_size=jax.process_count())
     loader = StoreLoader(store, batch_size, **options)
     try:
+        if sharding is not None:
+            _check_split(loader, sharding)
         return Batches(loader, sharding, epochs)
     except BaseException:
         loader.close()

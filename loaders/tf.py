@@ -465,15 +465,10 @@ def _signature(loader: StoreLoader, element: Element) -> Any:
     saved = loader.state_dict()
     passing = iter(loader)
     try:
-        first = next(passing, None)
+        first = next(passing)  # every epoch serves a batch: StoreLoader refuses one that does not
     finally:
         passing.close()  # type: ignore[attr-defined]
         loader.load_state_dict(saved)
-    if first is None:
-        raise ValueError(
-            f"the store serves no batch of {loader.batch_size} samples in epoch {saved['epoch']} "
-            f"(drop_last={loader.drop_last}): a smaller batch_size, or drop_last=False"
-        )
     element.check(list(first))
     spec = {k: _spec(to_tf(v)) for k, v in first.items()}
     return element.build(spec, lambda: tf.TensorSpec((None,), tf.float32))

@@ -206,7 +206,7 @@ class StoreLoader(ContractLoader):
         self.fields = self.source.fields if layout.version == 2 else ()
         check_field_policies(self.fields, self.augment, self.mixup)
         self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
-        self.plan()  # bad rank/world/chunk combinations raise here, before the first batch
+        self._check_serves()  # bad rank/world/chunk/batch combinations raise before a batch
 
     def _valid(self) -> npt.NDArray[np.bool_]:
         return self.source.valid

@@ -157,6 +157,7 @@ class JpegLoader(DaliLoaderBase):
         self._bad: dict[int, str] = {}  # item index -> reason
         self._batch_bad: dict[tuple[int, int], list[int]] = {}
         self._holes: npt.NDArray[np.bool_] | None = self._prescan() if prescan else None
+        self._check_serves()
 
     def _prescan(self) -> npt.NDArray[np.bool_]:
         """Check every header; return the mask of good files (bad ones follow ``on_error``)."""

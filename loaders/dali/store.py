@@ -116,6 +116,11 @@ class DaliStoreLoader(DaliLoaderBase):
         self.num_samples = self.info.layout.num_samples
         self.chunk_samples = self.info.layout.chunk_samples
         self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2)
+        try:
+            self._check_serves()
+        except BaseException:
+            source.close()
+            raise
 
     def close(self) -> None:
         """Drop shard mappings and cached chunks (idempotent; the loader still reads after)."""

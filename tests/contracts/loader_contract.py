@@ -149,6 +149,17 @@ class LoaderContract(LoaderStateContract):
             assert all(len(b["index"]) == 8 for b in batches[:-1])
         assert len(batches[-1]["index"]) == self.N % 8
 
+    def test_a_batch_larger_than_a_ranks_samples_with_drop_last_is_refused(
+        self, store: Path
+    ) -> None:
+        """Every epoch would be empty (len 0, the epoch counting up): refused before a batch."""
+        with pytest.raises(ValueError, match=rf"batch_size {self.N + 1} is larger than the"):
+            self.make_loader(store, batch_size=self.N + 1, seed=0)
+        with pytest.raises(ValueError, match=r"than the 50 samples rank 1 of 2 gets an epoch"):
+            self.make_loader(store, batch_size=51, seed=0, rank=1, world_size=2)
+        loader = self.make_loader(store, batch_size=self.N + 1, seed=0, drop_last=False)
+        assert len(loader) == 1 and len(cat(collect(loader), "index")) == self.N
+
     def test_holes_are_left_out(self, holey: Path) -> None:
         got = cat(self._epoch(holey, drop_last=False), "index")
         want = sorted(set(range(self.N)) - set(self.HOLES))

@@ -214,8 +214,17 @@ for got, ref in zip(feed, want, strict=True):
         same &= bool(np.array_equal(np.asarray(value), ref[key]))
     loss, params = step(params, got["image"], got["label"])
     losses.append(float(loss))
+refused = []  # each before a batch: not at the first or the last batch, the state moved on
+for batch, kw in ((7, {}), (2, {"drop_last": False, "world_size": 5, "rank": 0})):
+    try:
+        loaders.jax.batches(store, batch, sharding=sharding, **kw)
+        refused.append(None)
+    except ValueError as exc:
+        refused.append(str(exc))
+kept = len(loaders.jax.batches(store, 2, sharding=sharding, world_size=5, rank=0).loader)
 print(json.dumps({"devices": jax.device_count(), "rows": rows, "same": same,
-                  "placed": placed, "batches": len(want), "losses": losses}))
+                  "placed": placed, "batches": len(want), "losses": losses,
+                  "refused": refused, "kept": kept}))
 """
 
 
@@ -236,6 +245,10 @@ def test_batches_shard_over_two_host_devices(index_store: Path) -> None:
     assert out["placed"] and out["same"]
     assert out["rows"] == [[4, 4]] * 4 * 8  # every entry: 4 rows on each device
     assert out["losses"][-1] < out["losses"][0]
+    first, last = out["refused"]
+    assert "splits each batch over 2 devices, and batch_size 7 is not a multiple of 2" in first
+    assert "the last batch of 1 is not a multiple of 2 (this rank serves 13 samples" in last
+    assert out["kept"] == 6  # drop_last=True: 6 whole batches of 2 on that rank
 
 
 @pytest.mark.gpu

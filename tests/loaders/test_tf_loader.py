@@ -177,7 +177,7 @@ def test_inputs_and_target_make_keras_pairs_weighted_off_the_repeats(index_store
         ({"target": "label"}, "needs inputs="),
         ({"epochs": 0}, "epochs"),
         ({"ahead": -1}, "ahead"),
-        ({"batch_size": 65}, "serves no batch of 65 samples"),
+        ({"batch_size": 65}, "batch_size 65 is larger than the 64 samples rank 0 of 1 gets"),
     ],
 )
 def test_bad_settings_are_refused_naming_them(
