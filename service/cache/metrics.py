@@ -15,7 +15,7 @@ __all__ = ["COUNTERS", "CacheStats", "format_value", "render_prometheus"]
 # name -> help text; every counter is exported as nostall_cache_<name>_total.
 COUNTERS: dict[str, str] = {
     "hits": "Requests answered by an existing complete store.",
-    "misses": "Requests that found no store and built one.",
+    "misses": "Requests that found no complete store (each then built, joined a build, or failed).",
     "builds": "Stores published (built, or adopted from a crashed builder).",
     "build_failures": "Builds that raised or produced no complete store.",
     "evictions": "Stores evicted by garbage collection (LRU under the byte budget).",
