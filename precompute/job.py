@@ -183,7 +183,13 @@ def build(
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
             done = existing_complete(root, spec, fp)
-            if done is not None:
+            if done is not None:  # an identical re-run: nothing to do, and says so
+                if progress:
+                    print(
+                        f"precompute: {root}: complete already (the same source and spec)",
+                        file=sys.stderr,
+                    )
+                    print(summary_line(root, done), file=sys.stderr)
                 return done
             try:
                 finished = create_or_resume(root, spec, layout, fp)

@@ -7,6 +7,7 @@ layout is derived here from the group attributes, so readers never guess.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -165,6 +166,9 @@ class StoreInfo:
 def _read_group_attrs(root: Path | Location) -> Mapping[str, Any]:
     meta = root / "zarr.json"
     if not meta.is_file():
+        local = root if isinstance(root, Path) else root.path() if root.local else None
+        if local is not None and not os.path.lexists(local):
+            raise StoreError(f"{root}: does not exist")
         raise StoreError(f"{root}: not a Zarr v3 group (no zarr.json)")
     doc = read_json(meta)
     if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":

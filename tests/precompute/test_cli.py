@@ -62,6 +62,9 @@ def test_bad_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 2 and "cannot read spec file" in err
     code, _, err = _run(["inspect", str(tmp_path)], capsys)
     assert code == 1 and "not a Zarr v3 group" in err
+    for command in ("inspect", "verify"):  # a typo in the path is named as such
+        code, out, err = _run([command, str(tmp_path / "nope")], capsys)
+        assert code == 1 and f"{tmp_path / 'nope'}: does not exist" in out + err
     code, _, err = _run(["build", str(tmp_path), "--out", str(tmp_path / "spec.yaml")], capsys)
     assert code == 2 and "must be a local folder" in err
     code, _, err = _run(["build", str(tmp_path), "--out", "ftp://bucket/store"], capsys)

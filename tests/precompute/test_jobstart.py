@@ -97,9 +97,14 @@ def test_a_ray_that_fails_to_start_stops_the_listing_first(
 
 
 def test_a_rerun_over_a_complete_store_starts_no_ray(
-    ray_local: None, small_dataset: Path, tmp_path: Path
+    ray_local: None, small_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     build(str(small_dataset), str(tmp_path / "s"), BuildSpec(**SPEC), progress=False)
+    capsys.readouterr()
+    build(str(small_dataset), str(tmp_path / "s"), BuildSpec(**SPEC))  # says so, not silent
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == f"precompute: {tmp_path / 's'}: complete already (the same source and spec)"
+    assert said[1].startswith(f"built {tmp_path / 's'}: ") and len(said) == 2
     dead = _dead_address()  # opening Ray there would be a ClusterError
     assert _build(small_dataset, tmp_path / "s", dead)["error"] is None
     other = _build(small_dataset, tmp_path / "s", dead, seed=1)["error"]
