@@ -56,6 +56,12 @@ _NOTES: dict[str, str] = {
         "out; fix the file's polarity, or build with --channels 1 (the first channel only) or "
         "--channels N (every channel kept)"
     ),
+    "empty_classes": (
+        "classes without a single input (a class folder holding no file this build reads, "
+        "e.g. .heic; or every line naming the class left out): kept, so each class "
+        "keeps its index, as in the other splits of the dataset, but nothing teaches them; "
+        "check the folder, convert its files to a format listed in docs/manifests.md"
+    ),
     "single_class": (
         "every input has the same class: a classifier trained on this store has nothing to "
         "tell apart; check the source (class folders missing or empty?), or build every class "
@@ -113,9 +119,15 @@ def fold(per_shard: Iterable[Mapping[str, Iterable[str]]]) -> dict[str, dict[str
     }
 
 
-def source_note(name: str, count: int, examples: Iterable[str]) -> dict[str, Any]:
-    """A report note about the source as a whole (not one input): ``count`` inputs it covers."""
-    return {"count": count, "examples": sorted(examples)[:EXAMPLES], "says": NOTES[name]}
+def source_note(
+    name: str, count: int, examples: Iterable[str], unit: str = "input"
+) -> dict[str, Any]:
+    """A report note about the source as a whole (not one input): ``count`` units it covers.
+
+    ``unit``: what ``count`` counts (``input``, or ``class`` for a note about classes).
+    """
+    note = {"count": count, "examples": sorted(examples)[:EXAMPLES], "says": NOTES[name]}
+    return note if unit == "input" else {**note, "unit": unit}
 
 
 def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -123,6 +135,7 @@ def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = []
     for entry in notes.values():
         n, first = entry["count"], entry["examples"][0] if entry["examples"] else "?"
-        inputs = "1 input" if n == 1 else f"{n} inputs"
-        lines.append(f"note: {inputs} (e.g. {first}): {entry['says']}")
+        unit = entry.get("unit", "input")
+        counted = f"1 {unit}" if n == 1 else f"{n} {'classes' if unit == 'class' else unit + 's'}"
+        lines.append(f"note: {counted} (e.g. {first}): {entry['says']}")
     return lines

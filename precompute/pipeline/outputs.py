@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -203,23 +204,49 @@ def build_report(
         "ray_address": address or "local",
     }
     other = {f.name for f in fields if not KINDS[f.kind].class_index}
-    notes = _source_notes(classes["classes"], len(source.items), other)
+    notes = _source_notes(classes["classes"], source.items, other)
     if notes:
         report["notes"] = notes
     return report
 
 
-def _source_notes(classes: Any, num_items: int, unlike: set[str]) -> dict[str, Any]:
-    """Notes about the whole source: one class only (class folders, or a label's names).
+def _source_notes(classes: Any, items: Sequence[Any], unlike: set[str]) -> dict[str, Any]:
+    """Notes about the whole source: one class only; classes no input has.
 
-    ``unlike``: fields that are not one class per sample (a detector's boxes of one class,
-    people, are a detector's usual task), never noted.
+    Classes are class folders, or a label's names. ``unlike``: fields that are not one class
+    per sample (a detector's boxes of one class, people, are a detector's usual task), never
+    noted.
     """
     by_field = classes if isinstance(classes, dict) else {"label": classes}
+    notes = {}
     single = [n[0] for f, n in by_field.items() if len(n) == 1 and f not in unlike]
-    if single and num_items:
-        return {"single_class": source_note("single_class", num_items, single)}
-    return {}
+    if single and items:
+        notes["single_class"] = source_note("single_class", len(items), single)
+    empty = [
+        name
+        for field, names in by_field.items()
+        if field not in unlike
+        for name in _unused(names, field, items)
+    ]
+    if empty:
+        notes["empty_classes"] = source_note("empty_classes", len(empty), empty, unit="class")
+    return notes
+
+
+def _unused(names: Sequence[str], field: str, items: Sequence[Any]) -> list[str]:
+    """The class names of ``field`` that no listed item's label is.
+
+    Labels read at listing only: a source whose labels come with their samples (Parquet's) is
+    not checked.
+    """
+    used = set()
+    for item in items:
+        for key, value in item.values:
+            if key == field and isinstance(value, Integral):
+                used.add(int(value))
+    if not used:
+        return []
+    return [name for i, name in enumerate(names) if i not in used]
 
 
 def summary_line(out: Path | Location, attrs: dict[str, Any]) -> str:

@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 IMAGE_EXTENSIONS = frozenset(
-    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
+    {".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".bmp", ".gif", ".webp", ".avif", ".tif", ".tiff"}
+    | {".ppm", ".pgm"}
 )
 # The same without the dot, in the order a WebDataset sample's image member is looked for.
 IMAGE_SUFFIXES = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "gif", "ppm", "pgm")

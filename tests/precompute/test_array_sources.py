@@ -48,7 +48,7 @@ def test_class_folders_of_array_files_list_as_image_and_label(tmp_path: Path) ->
 def test_the_v1_lister_finds_no_images_where_the_array_lister_finds_cubes(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     np.save(tmp_path / "c" / "x.npy", CUBE)
-    with pytest.raises(SourceError, match=r"no image files \(\.bmp, .*\) found"):
+    with pytest.raises(SourceError, match=r"no image files \(\.avif, \.bmp, .*\) found"):
         list_source(tmp_path)
     assert [i.key for i in list_arrays(tmp_path).items] == ["c/x.npy"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,46 @@ def test_two_classes_get_no_such_note(tmp_path: Path, capsys: pytest.CaptureFixt
     src = _audio_classes(tmp_path / "two", ["dog", "cat"])
     err = _build(capsys, src, tmp_path / "two.zarr", "--clip-seconds", "0.5")
     assert "same class" not in err
+
+
+def test_a_class_without_an_input_is_kept_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its folder holds only files no reader takes, or nothing: a class of 0 samples (its index
+    kept, as in the other splits), named in the report and the summary, never silently."""
+    src = make_sample_dataset(tmp_path / "img", 6, num_classes=2, size_range=(16, 24))
+    (src / "emu").mkdir()
+    (src / "emu" / "a.heic").write_bytes(b"\0" * 64)
+    (src / "fox").mkdir()
+    (src / "fox" / ".DS_Store").write_bytes(b"")
+    err = _build(capsys, src, tmp_path / "s.zarr", "--size", "16")
+    said = "note: 2 classes (e.g. emu): classes without a single input"
+    assert said in err and said in store_summary(tmp_path / "s.zarr")
+    main(["inspect", "--json", str(tmp_path / "s.zarr")])
+    report = json.loads(capsys.readouterr().out)["report"]
+    note = report["notes"]["empty_classes"]
+    assert (note["count"], note["examples"], note["unit"]) == (2, ["emu", "fox"], "class")
+    assert report["classes"][-2:] == ["emu", "fox"] and "single_class" not in report["notes"]
+
+
+def test_jfif_jpe_and_avif_files_in_class_folders_are_images(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a browser saves (.jfif), old cameras (.jpe) and phones (.avif) write."""
+    from PIL import Image, features
+
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    (tmp_path / "src" / "b").mkdir()
+    Image.new("RGB", (20, 20), (200, 10, 10)).save(tmp_path / "src" / "a" / "x.jfif", "JPEG")
+    Image.new("RGB", (20, 20), (10, 200, 10)).save(tmp_path / "src" / "b" / "y.JPE", "JPEG")
+    names = {"a/x.jfif", "b/y.JPE"}
+    if features.check("avif"):  # the Pillow installed here reads and writes it
+        Image.new("RGB", (20, 20), (10, 10, 200)).save(tmp_path / "src" / "b" / "z.avif")
+        names.add("b/z.avif")
+    err = _build(capsys, tmp_path / "src", tmp_path / "s.zarr", "--size", "16")
+    assert f"{len(names)} samples, {len(names)} valid" in err and "note" not in err
+    main(["inspect", "--json", str(tmp_path / "s.zarr")])
+    assert "empty_classes" not in capsys.readouterr().out
 
 
 def test_inspect_names_the_mode_only_for_stores_with_a_spatial_field(
