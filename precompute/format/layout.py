@@ -29,6 +29,7 @@ __all__ = [
     "FORMAT_VERSION",
     "StoreInfo",
     "StoreLayout",
+    "foreign_entry",
     "open_store_info",
     "shard_marker_path",
 ]
@@ -270,6 +271,18 @@ def _check_header(root: Path | Location, attrs: Mapping[str, Any], require_compl
             f"{root}: store is incomplete (no completion marker); its build is running or was "
             "interrupted. Re-run the same build to resume it."
         )
+
+
+def foreign_entry(root: Location) -> str | None:
+    """The first entry of folder (or prefix) ``root`` that is no store's, or None.
+
+    None for a store (``zarr.json``), and for a folder that is missing, empty or holds only
+    ``_nostall/`` (a build's lock and markers): a build may write there.
+    """
+    if (root / "zarr.json").exists():
+        return None
+    others = [name for name in root.store.list_dir(root.key) if name != MARKER_DIR]
+    return others[0] if others else None
 
 
 def open_store_info(path: str | Path | Location, *, require_complete: bool = True) -> StoreInfo:

@@ -42,6 +42,7 @@ from precompute.format.layout import (
     MARKER_DIR,
     StoreLayout,
     _read_group_attrs,
+    foreign_entry,
     shard_marker_path,
 )
 from precompute.format.shardcodec import encode_raw_shard, raw_writable
@@ -130,10 +131,10 @@ def create_or_resume(
             group = zarr.open_group(store=root.zarr(read_only=False), mode="r+")
             _create_arrays(group, layout, missing)
         return done_shards(root, layout)
-    others = [n for n in root.store.list_dir(root.key) if n != MARKER_DIR]
-    if others:
+    foreign = foreign_entry(root)  # checked before the lock too (check_output): a race
+    if foreign is not None:
         raise StoreError(
-            f"{root}: is not empty (it holds {root / others[0]}) and is not a nostall store"
+            f"{root}: is not empty (it holds {root / foreign}) and is not a nostall store"
         )
     markers = root / MARKER_DIR / "shards"
     for stale in markers.list():  # markers without a store: not ours

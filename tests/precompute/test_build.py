@@ -179,6 +179,7 @@ def test_output_that_is_not_a_store_is_refused(
     with pytest.raises(StoreError, match="not a nostall store"):
         build(str(small_dataset), str(tmp_path / "other"), BuildSpec(size=16), progress=False)
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["notes.txt"]  # no lock
 
 
 def test_content_hash_fingerprint_survives_touch(
