@@ -71,8 +71,8 @@ def check_output(out: str, src: str | None = None) -> None:
     """Refuse outputs the writer cannot use, before anything is written.
 
     Refused: URLs of no store (see :func:`precompute.storage.location.location`), existing
-    non-folders, folders that hold files and no store (nothing is written there, not even the
-    build lock), and (with ``src``) an output that overlaps the source: the output inside a
+    non-folders, local folders that hold files and no store (nothing is written there, not
+    even the build lock), and (with ``src``) an output that overlaps the source: the output inside a
     source folder or prefix (it would become a class of the next build) or the source (folder,
     prefix or manifest file) inside the output. Local paths are compared after resolving
     symlinks. A manifest's own folder may hold the output: only the manifest file is the source.
@@ -86,13 +86,15 @@ def check_output(out: str, src: str | None = None) -> None:
         raise StoreError(f"--out {exc}") from None
     if where.local and Path(where.key).exists() and not Path(where.key).is_dir():
         raise StoreError(f"--out {out}: exists and is not a folder (must be a local folder)")
-    foreign = foreign_entry(where)  # refused before the build lock writes _nostall/ there
+    if src is not None:
+        _check_apart(out, src)
+    # refused before the build lock writes _nostall/ there (a lock object in object storage is
+    # deleted when released: only a local flock file would stay)
+    foreign = foreign_entry(where) if where.local else None
     if foreign is not None:
         raise StoreError(
             f"{where}: is not empty (it holds {where / foreign}) and is not a nostall store"
         )
-    if src is not None:
-        _check_apart(out, src)
 
 
 def _check_apart(out: str, src: str) -> None:

@@ -30,6 +30,7 @@ from precompute.sources.digests import fingerprint
 from precompute.sources.folders import (
     ESCAPES,
     IMAGE_EXTENSIONS,
+    SEGMENTATION,
     OnceEach,
     escapes,
     walk_classes,
@@ -210,6 +211,19 @@ def _list_local_folder(src: str, kind: Kind) -> Source:
         )
     if not classes:
         raise SourceError(f"{src}: no class sub-folders ({_expected(root)})")
+    if set(SEGMENTATION) <= set(classes):  # never two classes "images" and "masks"
+        beside = [f"{c}/" for c in classes if c not in SEGMENTATION]
+        if beside:
+            what = (
+                f"holds images/ and masks/ beside {', '.join(beside)}: a segmentation folder's "
+                "only sub-folders are images/ and masks/; move the others out, then build it "
+                "with --mask-classes N"
+            )
+        else:
+            what = "is a segmentation folder (images/ + masks/): build it with --mask-classes N"
+        raise SourceError(
+            f"{src}: {what}; read as class folders, its images and masks would be two classes"
+        )
     if not items:
         found = (
             f" (but {len(others)} {_files_of(others, by_ext)}, e.g. {min(others)})"

@@ -37,7 +37,7 @@ from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
 from precompute.sources.classes import Source
-from precompute.sources.folders import ESCAPES, OnceEach, escapes, walk_classes
+from precompute.sources.folders import ESCAPES, SEGMENTATION, OnceEach, escapes, walk_classes
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input, read_input
 from precompute.sources.listing import check_policy, is_url, per_input
 from precompute.sources.rows import csv_rows, jsonl_rows, read_text
@@ -51,8 +51,6 @@ __all__ = [
     "list_segmentation",
     "same_counts",
 ]
-
-SEGMENTATION = ("images", "masks")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ __all__ = [
     "ESCAPES",
     "IMAGE_EXTENSIONS",
     "IMAGE_SUFFIXES",
+    "SEGMENTATION",
     "OnceEach",
     "inside",
     "same_file",
@@ -45,6 +46,7 @@ AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", "
 ARRAY_EXTENSIONS = (".npy", ".npz", ".tif", ".tiff", ".mat")
 ARRAY_ONLY_EXTENSIONS = frozenset(ARRAY_EXTENSIONS) - IMAGE_EXTENSIONS
 ESCAPES = "symlink leaves the source root; not followed"
+SEGMENTATION = ("images", "masks")  # the sub-folders of a segmentation folder, and no other
 Skipped = list[tuple[str, str]]
 Extensions = AbstractSet[str]
 

@@ -45,6 +45,29 @@ def seg(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def test_images_and_masks_beside_another_folder_are_no_classes_but_named(
+    seg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A VOC-style splits/ beside them: not a store of two classes "images" and "masks"."""
+    from precompute.cli import main
+
+    (seg / "splits").mkdir()
+    (seg / "splits" / "train.txt").write_text("a\n")
+    said = (
+        f"{seg}: holds images/ and masks/ beside splits/: a segmentation folder's only "
+        "sub-folders are images/ and masks/; move the others out"
+    )
+    for flags in ([], ["--mask-classes", "4"]):
+        out = ["--out", str(seg.parent / "s"), "--size", "8", "--runner", "sequential"]
+        with pytest.raises(SystemExit) as exited:
+            main(["build", str(seg), *out, *flags])
+        assert exited.value.code == 2 and said in capsys.readouterr().err
+    assert not (seg.parent / "s").exists()
+    (seg / "splits" / "train.txt").unlink()
+    (seg / "splits").rmdir()
+    assert len(list_segmentation(seg)) == 3
+
+
 def test_a_segmentation_folder_pairs_images_and_masks_by_name(seg: Path) -> None:
     src = list_segmentation(seg)
     assert src.fields == ("image", "mask") and len(src) == 3 and src.skipped == ()
