@@ -33,6 +33,7 @@ from precompute.sources.folders import (
     SEGMENTATION,
     OnceEach,
     escapes,
+    shown,
     walk_classes,
 )
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, read_input
@@ -230,6 +231,9 @@ def _list_local_folder(src: str, kind: Kind) -> Source:
             if others
             else ""
         )
+        if skipped:  # e.g. every file a symlink to outside the source: say so, not "none"
+            key, why = min(skipped)
+            found += f" ({len(skipped)} left out while listing, e.g. {shown(key)}: {why})"
         raise SourceError(
             f"{src}: no {kind.name} files ({', '.join(kind.extensions)}) found under the "
             f"class folders{found}"

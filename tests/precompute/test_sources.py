@@ -79,6 +79,19 @@ def test_manifest_paths_through_escaping_symlinks_are_not_followed(
     assert src.skipped == (("escape.jpg", "symlink leaves the source root; not followed"),)
 
 
+def test_class_folders_of_escaping_symlinks_only_say_what_was_left_out(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """A split made of links to the full set: not "no image files", but why none was taken."""
+    first = dataset / list_source(dataset).items[0][0]
+    (tmp_path / "split" / "cat").mkdir(parents=True)
+    os.symlink(first, tmp_path / "split" / "cat" / "1.jpg")
+    with pytest.raises(SourceError, match=r"no image files .* found under the class folders "
+                       r"\(1 left out while listing, e.g. cat/1\.jpg: symlink leaves the "
+                       r"source root; not followed\)"):  # fmt: skip
+        list_source(tmp_path / "split")
+
+
 def test_fingerprint(dataset: Path, tmp_path: Path) -> None:
     src = list_source(dataset)
     assert fingerprint(src) == fingerprint(list_source(dataset))
