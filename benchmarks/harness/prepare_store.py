@@ -25,12 +25,15 @@ def build_store(
     """Build a store of ``data`` with ``precompute.job.build`` and measure it.
 
     A complete store already at ``out`` (from an earlier run) is reused, with the build time
-    its report recorded. The store holds images at ``size`` (center-crop), one variant, so the
-    loaders crop and resize on the device like the other strategies. Ray, if this call started
+    its report recorded, once the build confirms it holds ``data`` at this spec (a store of
+    other data or another ``size`` fails, naming it). The store holds images at ``size``
+    (center-crop), one variant, so the loaders crop and resize on the device like the other
+    strategies. Ray, if this call started
     it, is shut down afterwards so its processes do not count against the loaders measured next.
 
     Returns:
-        ``{"status": "built", "store", "build_s", "cpu_s", "peak_rss_bytes", "num_valid"}`` or
+        ``{"status": "built", "store", "build_s", "cpu_s", "peak_rss_bytes", "num_valid"}``,
+        ``{"status": "reused", ...}`` (:func:`store_build_info`'s) or
         ``{"status": "unavailable"|"failed", "reason"}`` when the precompute job cannot be
         imported or the build fails.
     """
@@ -39,8 +42,6 @@ def build_store(
         from precompute.spec import BuildSpec
     except Exception as exc:  # the job module is missing or broken: say so, build nothing
         return {"status": "unavailable", "reason": f"precompute.job: {type(exc).__name__}: {exc}"}
-    if _complete(out):  # an earlier run built it: reuse it and its recorded build time
-        return {**store_build_info(out), "status": "reused"}
     spec = BuildSpec(
         size=size,
         mode="center-crop",
@@ -48,6 +49,17 @@ def build_store(
         chunk_samples=chunk_samples,
         shard_samples=shard_samples,
     )
+    if _complete(out):  # an earlier run built it: reuse it and its recorded build time
+        try:  # the same data and spec: returns at once (no Ray); else the store is another's
+            build(data, str(out), spec, progress=False)
+        except Exception as exc:
+            return {
+                "status": "failed",
+                "store": str(out),
+                "reason": f"{out} holds a store of other data or settings ({type(exc).__name__}: "
+                f"{exc})",
+            }
+        return {**store_build_info(out), "status": "reused"}
     ray_was_up = _ray_up()
     t0 = time.perf_counter()
     try:

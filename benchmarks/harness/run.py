@@ -35,7 +35,7 @@ def _prepare_store(
         warning = check_store_source(data, store)
         return store, {**store_build_info(store), "warning": warning}
     build = build_store(data, out / "store.zarr", size=size, seed=seed)
-    return (build["store"] if build["status"] == "built" else None), build
+    return (build["store"] if build["status"] in ("built", "reused") else None), build
 
 
 def run_benchmark(

@@ -36,6 +36,15 @@ def test_run_without_store_builds_one_and_measures_the_build(tiny_data, tmp_path
         str(tiny_data), out, strategies=["precompute"], epochs=1, batch_size=8, workers=1, size=32
     )
     assert again["build"]["status"] == "reused" and again["build"]["build_s"] > 0
+    [row] = again["strategies"]  # measured on the reused store, not "unavailable: no store"
+    assert row["name"] == "precompute" and row["status"] == "ok", row
+    # a store of another size at that place is not reused as if it were this run's
+    other, _ = run_benchmark(
+        str(tiny_data), out, strategies=["precompute"], epochs=1, batch_size=8, workers=1, size=16
+    )
+    assert other["build"]["status"] == "failed"
+    assert "holds a store of other data or settings (StoreMismatchError" in other["build"]["reason"]
+    assert other["strategies"][0]["status"] != "ok"
 
 
 @pytest.mark.ray
