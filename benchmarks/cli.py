@@ -111,6 +111,9 @@ def run(
     for name, v in report["break_even"].items():
         click.echo(f"{name} pays for itself after: {v['detail']}")
     click.echo(f"report: {paths['md']} (and {paths['html'].name}, the plots inside it)")
+    if not any(s.get("status") == "ok" for s in report["strategies"]):
+        click.echo("error: no strategy was measured (the report says why each was not)", err=True)
+        raise click.exceptions.Exit(1)
 
 
 @bench.command("doctor")

@@ -220,6 +220,13 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
     try:
         with Monitor(opts.interval) as mon:
             tm = _run_epochs(source, consumer, opts, mon)
+        if not tm.samples:  # nothing measured: never "ok" with figures of no batch
+            return {
+                "name": name,
+                "status": "failed",
+                "reason": f"run: it served no batch of {cfg.batch_size} in {opts.epochs} "
+                f"epoch(s) of {source.num_samples} samples (a smaller --batch-size)",
+            }
         out = summarize(
             name, tm, mon.result(), opts, source.num_samples, getattr(source, "loader", source)
         )
@@ -234,10 +241,17 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
 
 
 def _failed(name: str, stage: str, exc: BaseException) -> dict[str, Any]:
+    """``status: failed`` with a one-line reason (the traceback kept apart).
+
+    An error carrying a traceback in its text (a DataLoader worker's) is reported by its last
+    line, which names the error and the file.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    last = lines[-1] if len(lines) > 1 else f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return {
         "name": name,
         "status": "failed",
-        "reason": f"{stage}: {type(exc).__name__}: {exc}",
+        "reason": f"{stage}: {last}",
         "traceback": traceback.format_exc(limit=6),
     }
 

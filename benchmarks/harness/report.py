@@ -98,8 +98,9 @@ def _scaled(value: float | None, factor: float) -> float | None:
 
 
 def _row(s: dict[str, Any], base_sps: float | None) -> str:
-    if s.get("status") != "ok":
-        return f"| {s['name']} | {s.get('status')}: {s.get('reason', '')} |" + " |" * 8
+    if s.get("status") != "ok":  # one table row: no line break, no cell break in the reason
+        reason = " ".join(str(s.get("reason", "")).split()).replace("|", "\\|")
+        return f"| {s['name']} | {s.get('status')}: {reason} |" + " |" * 8
     sps = s.get("samples_per_s")
     ratio = f"{sps / base_sps:.2f}x" if sps and base_sps else "-"
     share = s.get("data_wait_share")

@@ -172,3 +172,25 @@ def test_a_store_of_the_same_files_is_accepted_also_from_a_copy(tiny_data, tmp_p
     assert check_store_source(str(tiny_data), store) is None
     copy = shutil.copytree(tiny_data, tmp_path / "copy")  # new mtimes, same bytes
     assert check_store_source(str(copy), store) is None
+
+
+def test_a_run_that_measured_nothing_exits_1_and_says_why_in_one_line(tmp_path):
+    """A truncated JPEG kills the workers strategy (in a DataLoader worker: a traceback in
+    the error's text); a batch larger than the data serves none: neither is "ok", the table
+    keeps one row per strategy, and the command fails."""
+    data = make_sample_dataset(tmp_path / "d", num_images=12, num_classes=2, size_range=(24, 32))
+    first = sorted(data.glob("*/*.jpg"))[0]
+    first.write_bytes(first.read_bytes()[:200])  # cut: decoding it fails
+    base = ["run", "--data", str(data), "--strategies", "workers", "--epochs", "1"]
+    for extra, said in (
+        (["--batch-size", "4", "--workers", "1"], f"{first.relative_to(data)}"),
+        (["--batch-size", "64", "--workers", "0"], "served no batch of 64 in 1 epoch(s)"),
+    ):
+        out = tmp_path / f"r{extra[1]}"
+        res = CliRunner().invoke(bench, [*base, *extra, "--out", str(out)])
+        assert res.exit_code == 1, res.output
+        assert "error: no strategy was measured" in res.output
+        row = next(ln for ln in (out / "report.md").read_text().splitlines() if "| workers |" in ln)
+        assert "failed: run: " in row and said in row, row
+        report = json.loads((out / "report.json").read_text())
+        assert report["strategies"][0]["status"] == "failed"
