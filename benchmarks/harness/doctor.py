@@ -18,6 +18,7 @@ from typing import Any
 from PIL import Image
 
 from benchmarks.environment import environment
+from benchmarks.errors import BenchmarkError
 from benchmarks.harness.sources import list_items
 
 __all__ = ["decode_rate", "doctor", "feed_rates", "format_doctor", "loader_rate", "read_rate"]
@@ -59,9 +60,15 @@ def decode_rate(paths: list[Path], size: int) -> dict[str, Any]:
 
     blobs = [p.read_bytes() for p in paths]  # read first: measure decoding only
     t0 = time.perf_counter()
-    for blob in blobs:
-        with Image.open(io.BytesIO(blob)) as im:
-            im.convert("RGB")
+    for path, blob in zip(paths, blobs, strict=True):
+        try:
+            with Image.open(io.BytesIO(blob)) as im:
+                im.convert("RGB")
+        except (OSError, ValueError, Image.DecompressionBombError) as exc:
+            raise BenchmarkError(
+                f"{path}: not a readable image ({type(exc).__name__}: {exc}); doctor decodes "
+                "every file it times: fix or remove it"
+            ) from exc
     decode_s = max(time.perf_counter() - t0, 1e-9)
     ds = PillowTrainDataset(paths, [0] * len(paths), size, seed=0)
     t0 = time.perf_counter()
@@ -264,7 +271,7 @@ def format_doctor(res: dict[str, Any]) -> str:
         s = res["store_loader"]
         lines.append(
             f"StoreLoader with {s['augment']}, {s['threads']} threads: "
-            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples stored at "
+            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed, stored at "
             f"{s['size']} px)"
         )
     lines.append(f"feed rate each strategy could reach with {res['workers']} workers/threads:")

@@ -194,3 +194,11 @@ def test_a_run_that_measured_nothing_exits_1_and_says_why_in_one_line(tmp_path):
         assert "failed: run: " in row and said in row, row
         report = json.loads((out / "report.json").read_text())
         assert report["strategies"][0]["status"] == "failed"
+
+
+def test_doctor_names_an_unreadable_image(tmp_path):
+    data = make_sample_dataset(tmp_path / "d", num_images=6, num_classes=2, size_range=(24, 32))
+    bad = sorted(data.glob("*/*.jpg"))[0]
+    bad.write_bytes(b"not an image at all")
+    res = CliRunner().invoke(bench, ["doctor", "--data", str(data), "--max-files", "10"])
+    assert res.exit_code == 1 and f"{bad}: not a readable image" in res.output, res.output
