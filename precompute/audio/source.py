@@ -29,7 +29,8 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from precompute.errors import SourceError, SpecError
+from precompute.audio.clips import segment
+from precompute.errors import DecodeError, SourceError, SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.fields.values import parse_label
 from precompute.sources.classes import list_class_files
@@ -150,8 +151,8 @@ def audio_fields(
         raise SpecError(f"{src}: {exc}") from None
 
 
-def _duration(path: str, key: str) -> float:
-    """Seconds of audio the header of ``path`` declares (``ValueError`` for a bad header)."""
+def _duration(path: str, key: str) -> tuple[int, int]:
+    """Frames and sample rate the header of ``path`` declares (``ValueError`` for a bad one)."""
     import soundfile
 
     try:
@@ -162,7 +163,7 @@ def _duration(path: str, key: str) -> float:
         raise ValueError(f"not a readable audio file: {exc}") from None
     if info.samplerate <= 0 or info.frames <= 0:
         raise ValueError(f"declares {info.frames} frames at {info.samplerate} Hz")
-    return float(info.frames) / float(info.samplerate)
+    return int(info.frames), int(info.samplerate)
 
 
 def _windows(
@@ -281,6 +282,12 @@ def list_audio_source(
     items = []
     for (path, _, lo, hi), label in zip(kept, labels, strict=True):
         items.extend(_items(src, root, path, label, lo, hi, opts, on_error, skipped))
+    if not items:  # --clips all: every header unreadable, every segment outside its file
+        key, why = min(skipped)
+        raise SourceError(
+            f"{src}: no audio could be used: all {len(kept)} files were left out while "
+            f"listing (e.g. {key}: {why})"
+        )
     items.sort(key=_order)
     table = (("label", classes),) if classes else ()
     return FieldSource(root, ("audio", "label"), tuple(items), table, tuple(sorted(skipped)))
@@ -304,10 +311,16 @@ def _items(
     where = path if "://" in path or os.path.isabs(path) else os.path.join(root, path)
     checkpoint()  # a header read per file: where a stopped listing ends
     try:
-        seconds = _duration(where, path)
+        frames, rate = _duration(where, path)
+        if lo is not None or hi is not None:  # the rules of a --clips center segment
+            segment(frames, rate, lo, hi, path)
     except ValueError as exc:
         per_input(src, on_error, skipped, path, str(exc))
         return []
+    except DecodeError as exc:
+        per_input(src, on_error, skipped, path, exc.reason)
+        return []
+    seconds = frames / rate
     clip = float(opts["clip_seconds"])
     hop = float(opts["hop_seconds"] or clip)
     spans = _windows(seconds, clip, hop, lo or 0.0, hi)

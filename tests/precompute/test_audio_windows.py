@@ -135,3 +135,33 @@ def test_a_long_recording_builds_its_windows_reading_each_span_once(tmp_path: Pa
     report = json.loads((out / "zarr.json").read_text())["attributes"]["nostall"]["report"]
     size = sum(p.stat().st_size for p in src.rglob("*.*"))
     assert 0 < report["bytes_read"] < 2 * size  # spans and margins (1.67x here), not 24 files
+
+
+def test_windows_follow_the_segment_rules_of_center_clips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An end past the file is that line's error, as with --clips center (not windows up to
+    the end); a source of which no file is left is refused, not a shard of 0 rows."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "long.wav").write_bytes(encode(_recording(16000, 3.0, 1), 16000, "wav16"))
+    (tmp_path / "a" / "ok.wav").write_bytes(encode(_recording(16000, 2.0, 1), 16000, "wav16"))
+    (tmp_path / "m.csv").write_text("path,label,start,end\na/long.wav,x,1,9\na/ok.wav,y,0,2\n")
+    base = ["--clip-seconds", "1", "--clips", "all", "--quiet"]
+    outside = "a/long.wav: segment start=1.0 end=9.0 s lies outside the file (3.000 s"
+    m, r, ok = str(tmp_path / "m.csv"), str(tmp_path / "r"), str(tmp_path / "s")
+    with pytest.raises(SystemExit):
+        main(["build", m, "--out", r, "--runner", "sequential", *base])
+    assert outside in capsys.readouterr().err
+    base += ["--on-error", "skip"]
+    main(["build", m, "--out", ok, "--runner", "sequential", *base])
+    keys = sorted(zarr.open_array(str(tmp_path / "s" / "key"))[:].tolist())
+    assert keys == ["a/ok.wav@0.000", "a/ok.wav@1.000"]
+    (tmp_path / "bad" / "x").mkdir(parents=True)
+    (tmp_path / "bad" / "x" / "empty.wav").write_bytes(b"")
+    (tmp_path / "bad" / "x" / "text.wav").write_text("hello")
+    with pytest.raises(SystemExit) as exited:
+        bad, b = str(tmp_path / "bad"), str(tmp_path / "b")
+        main(["build", bad, "--out", b, "--runner", "sequential", *base])
+    assert exited.value.code == 2 and not (tmp_path / "b").exists()
+    said = "no audio could be used: all 2 files were left out while listing (e.g. x/empty.wav"
+    assert said in capsys.readouterr().err
