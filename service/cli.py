@@ -207,7 +207,11 @@ def gc_cmd(c: Cache, budget: str | None, as_json: bool) -> None:
 @click.option(
     "--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Concurrent builds."
 )
-@click.option("--ray-address", default=None, help="Ray cluster for builds (default: local).")
+@click.option(
+    "--ray-address",
+    default=None,
+    help="Ray for builds (default: RAY_ADDRESS, else a running `ray start` Ray, else a local one).",
+)
 @click.option(
     "--log-level",
     default="info",
