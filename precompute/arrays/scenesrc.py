@@ -168,6 +168,13 @@ def _labels_path(scene: str, labels: str) -> str:
 
 def _ground_truth(scene_path: str, scene: np.ndarray, opts: Mapping[str, Any]) -> np.ndarray:
     gt_path = _labels_path(scene_path, opts["labels"])
+    if not os.path.exists(gt_path) and os.path.exists(opts["labels"]):  # given from the cwd
+        folder = os.path.dirname(os.path.abspath(scene_path))
+        raise SourceError(
+            f"{gt_path}: no such ground truth: --labels {opts['labels']} is taken from the "
+            f"scene's folder ({folder}), not the working folder; give it as "
+            f"{os.path.relpath(os.path.abspath(opts['labels']), folder)} or as an absolute path"
+        )
     gt = _read(gt_path, opts["labels_key"], "ground truth")
     gt = gt[..., 0] if gt.ndim == 3 and gt.shape[2] == 1 else gt
     gt = check_scene(scene, gt, f"{scene_path} and {gt_path}")

@@ -127,6 +127,25 @@ def test_scene_errors_name_the_files(
     assert "a block split needs both split_block" in capsys.readouterr().err
 
 
+def test_a_ground_truth_given_from_the_working_folder_is_named_with_the_rule(
+    scene: tuple[Path, np.ndarray, np.ndarray],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--labels is taken from the scene's folder (a recipe that builds the same anywhere);
+    written from the working folder instead, the error says so and what to give."""
+    src, _, _ = scene  # src/scene.npy and src/gt.npy
+    monkeypatch.chdir(src.parent)
+    rel = f"{src.name}/gt.npy"
+    with pytest.raises(SystemExit):
+        main(["build", f"{src.name}/scene.npy", "--out", str(tmp_path / "s"), "--labels", rel,
+              "--patch", str(P), "--quiet", "--runner", "sequential"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"--labels {rel} is taken from the scene's folder ({src}), not the working" in err
+    assert "give it as gt.npy or as an absolute path" in err
+
+
 def test_the_scene_is_read_once_for_all_patches(scene: tuple[Path, np.ndarray, np.ndarray]) -> None:
     root, _, _ = scene
     fields = [
