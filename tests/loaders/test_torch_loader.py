@@ -218,8 +218,11 @@ def test_state_from_another_loader_is_refused(store: Path) -> None:
 def test_store_info_and_missing_path(store: Path, tmp_path: Path) -> None:
     loader = StoreLoader(open_store_info(store), 8, drop_last=False)
     assert sum(len(b["index"]) for b in collect(loader)) == 88
-    with pytest.raises(StoreOpenError, match=r"no zarr\.json"):
+    with pytest.raises(StoreOpenError, match=r"nothing: does not exist"):
         StoreLoader(tmp_path / "nothing", 8)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreOpenError, match=r"no zarr\.json"):
+        StoreLoader(tmp_path / "empty", 8)
 
 
 @pytest.mark.gpu
