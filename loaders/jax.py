@@ -111,9 +111,17 @@ class Batches(Forwarding):
 
 
 def _pieces(sharding: Any) -> int:
-    """How many pieces ``sharding`` cuts a batch's leading axis into (a label is 1-D)."""
-    whole = 2**10 * 3**4 * 5**2 * 7 * 11 * 13  # divisible by any device count in use
-    return whole // int(sharding.shard_shape((whole,))[0])
+    """How many pieces ``sharding`` cuts a batch's leading axis into (a label is 1-D).
+
+    The pieces divide the sharding's device count, so a batch of that many rows splits
+    evenly; a sharding that cannot say (``shard_shape`` refuses a 1-D shape) counts as 1:
+    its placing then says what is wrong, as before.
+    """
+    whole = len(sharding.device_set)
+    try:
+        return whole // int(sharding.shard_shape((whole,))[0])
+    except (ValueError, TypeError, NotImplementedError):
+        return 1
 
 
 def _check_split(loader: StoreLoader, sharding: Any) -> None:
