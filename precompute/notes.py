@@ -120,14 +120,19 @@ def fold(per_shard: Iterable[Mapping[str, Iterable[str]]]) -> dict[str, dict[str
 
 
 def source_note(
-    name: str, count: int, examples: Iterable[str], unit: str = "input"
+    name: str, count: int, examples: Iterable[str], unit: str = "input", of: str = ""
 ) -> dict[str, Any]:
     """A report note about the source as a whole (not one input): ``count`` units it covers.
 
     ``unit``: what ``count`` counts (``input``, or ``class`` for a note about classes).
+    ``of``: what the examples are when not units (``class``: the class of the inputs counted).
     """
-    note = {"count": count, "examples": sorted(examples)[:EXAMPLES], "says": NOTES[name]}
-    return note if unit == "input" else {**note, "unit": unit}
+    note: dict[str, Any] = {
+        "count": count,
+        "examples": sorted(examples)[:EXAMPLES],
+        "says": NOTES[name],
+    }
+    return {**note, **({"unit": unit} if unit != "input" else {}), **({"of": of} if of else {})}
 
 
 def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -137,5 +142,6 @@ def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
         n, first = entry["count"], entry["examples"][0] if entry["examples"] else "?"
         unit = entry.get("unit", "input")
         counted = f"1 {unit}" if n == 1 else f"{n} {'classes' if unit == 'class' else unit + 's'}"
-        lines.append(f"note: {counted} (e.g. {first}): {entry['says']}")
+        which = f"{entry['of']} {first}" if entry.get("of") else f"e.g. {first}"
+        lines.append(f"note: {counted} ({which}): {entry['says']}")
     return lines

@@ -229,7 +229,7 @@ def _source_notes(classes: Any, items: Sequence[Any], unlike: set[str]) -> dict[
     notes = {}
     single = [n[0] for f, n in by_field.items() if len(n) == 1 and f not in unlike]
     if single and items:
-        notes["single_class"] = source_note("single_class", len(items), single)
+        notes["single_class"] = source_note("single_class", len(items), single, of="class")
     empty = [
         name
         for field, names in by_field.items()

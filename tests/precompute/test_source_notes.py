@@ -32,12 +32,12 @@ def test_a_class_folder_build_of_one_class_says_so(
 ) -> None:
     src = _audio_classes(tmp_path / "one", ["dog"])
     err = _build(capsys, src, tmp_path / "one.zarr", "--clip-seconds", "0.5")
-    assert "note: 3 inputs (e.g. dog): every input has the same class" in err
+    assert "note: 3 inputs (class dog): every input has the same class" in err
     summary = store_summary(tmp_path / "one.zarr")
-    assert "note: 3 inputs (e.g. dog): every input has the same class" in summary
+    assert "note: 3 inputs (class dog): every input has the same class" in summary
     images = make_sample_dataset(tmp_path / "img", 6, num_classes=1, size_range=(16, 24))
     err = _build(capsys, images, tmp_path / "img.zarr", "--size", "16")
-    assert "note: 6 inputs (e.g. " in err and "every input has the same class" in err
+    assert "note: 6 inputs (class " in err and "every input has the same class" in err
 
 
 def test_two_classes_get_no_such_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
