@@ -26,7 +26,7 @@ from precompute.errors import (
     DecodeError,
     PrecomputeError,
 )
-from precompute.format.layout import StoreLayout
+from precompute.format.layout import StoreLayout, forget_stop, record_stop
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.outputs import (
     build_lock,
@@ -194,6 +194,7 @@ def build(
             try:
                 finished = create_or_resume(root, spec, layout, fp)
                 remove_partials(root)
+                forget_stop(root)  # this build is the last one now
                 todo = [s for s in range(layout.num_shards) if s not in finished]
                 reader = dataclasses.replace(source, items=(), skipped=())
                 job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
@@ -216,6 +217,9 @@ def build(
                     else:
                         results = _run_shards(job, tasks, bar)
                     t2 = time.perf_counter()
+            except Exception as exc:  # inspect, verify and a loader say why the store is partial
+                record_stop(root, exc)
+                raise
             finally:
                 # Ray stops (or is left) while the lock is held, on failure too: no shard task
                 # of this build still writes when another build takes the lock

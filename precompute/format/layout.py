@@ -6,6 +6,8 @@ layout is derived here from the group attributes, so readers never guess.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -20,7 +22,7 @@ from precompute.format.arrays import ArraySpec, store_arrays
 from precompute.format.metajson import metadata_error, read_json
 from precompute.format.storecheck import check_array_meta
 from precompute.spec import BuildSpec
-from precompute.storage.location import Location, store_path
+from precompute.storage.location import Location, location, store_path
 
 __all__ = [
     "ATTR_KEY",
@@ -30,8 +32,11 @@ __all__ = [
     "StoreInfo",
     "StoreLayout",
     "foreign_entry",
+    "forget_stop",
     "open_store_info",
+    "record_stop",
     "shard_marker_path",
+    "stop_reason",
 ]
 
 FORMAT_NAME = "nostall.store"
@@ -267,10 +272,46 @@ def _check_header(root: Path | Location, attrs: Mapping[str, Any], require_compl
             root / "zarr.json", f"{ATTR_KEY}.complete", f"must be true or false, got {complete!r}"
         )
     if require_complete and not complete:
+        stopped = stop_reason(root)
+        if stopped is not None:
+            raise StoreIncompleteError(
+                f"{root}: store is incomplete: its last build stopped on an error ({stopped}). "
+                "Fix that (or build with --on-error skip), then re-run the same build: finished "
+                "shards are kept."
+            )
         raise StoreIncompleteError(
             f"{root}: store is incomplete (no completion marker); its build is running or was "
             "interrupted. Re-run the same build to resume it."
         )
+
+
+_STOPPED = "stopped.json"  # in MARKER_DIR: why the last build of a partial store failed
+_STOPPED_CHARS = 1000  # of the error kept
+
+
+def record_stop(root: Path | Location, exc: BaseException) -> None:
+    """Write why the build of ``root`` failed, for :func:`stop_reason` (best effort).
+
+    A failure to write it is ignored: the build's own error is what the caller raises.
+    """
+    text = f"{type(exc).__name__}: {exc}"[:_STOPPED_CHARS]
+    with contextlib.suppress(OSError, StoreError):
+        (location(root) / MARKER_DIR / _STOPPED).write_bytes(json.dumps({"error": text}).encode())
+
+
+def forget_stop(root: Path | Location) -> None:
+    """Drop the record of a failed build (a new build of ``root`` is under way)."""
+    (location(root) / MARKER_DIR / _STOPPED).delete()
+
+
+def stop_reason(root: Path | Location) -> str | None:
+    """Why the last build of the partial store ``root`` failed, or None (none recorded)."""
+    try:
+        doc = json.loads((location(root) / MARKER_DIR / _STOPPED).read_bytes())
+    except (OSError, ValueError, StoreError):
+        return None
+    error = doc.get("error") if isinstance(doc, dict) else None
+    return error if isinstance(error, str) else None
 
 
 def foreign_entry(root: Location) -> str | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.arrays.bandstats import band_lines
-from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info
+from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info, stop_reason
 from precompute.notes import summary_lines
 from precompute.storage.location import Location, location
 
@@ -18,6 +18,9 @@ def _status(path: Path | Location, attrs: dict[str, Any], num_shards: int) -> st
         return "complete"
     markers = location(path) / MARKER_DIR / "shards"
     done = sum(key.endswith(".json") for key in markers.list())
+    stopped = stop_reason(path)
+    if stopped is not None:
+        return f"INCOMPLETE ({done}/{num_shards} shards written; the last build stopped: {stopped})"
     return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
 
 

@@ -23,7 +23,7 @@ from precompute import (
     list_source,
     open_store_info,
 )
-from precompute.format.layout import StoreLayout
+from precompute.format.layout import StoreLayout, stop_reason
 from precompute.format.summary import store_summary
 from precompute.format.verify import verify_store
 from precompute.pipeline.writer import create_or_resume
@@ -162,10 +162,12 @@ def test_raise_names_the_file_and_leaves_store_resumable(
     with pytest.raises(DecodeError) as info:
         build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
     assert info.value.key.startswith("circles/zz_")
-    with pytest.raises(StoreIncompleteError):
+    said = f"DecodeError: {info.value}"  # why the store is partial, not "running or interrupted"
+    with pytest.raises(StoreIncompleteError, match="its last build stopped on an error") as why:
         open_store_info(tmp_path / "s")
+    assert said in str(why.value) and "--on-error skip" in str(why.value)
     assert "incomplete" in verify_store(tmp_path / "s")[0]
-    assert "status     INCOMPLETE (" in store_summary(tmp_path / "s")
+    assert f"the last build stopped: {said})" in store_summary(tmp_path / "s")
     (bad_dataset / info.value.key).unlink()  # fixing one bad file changes the fingerprint
     with pytest.raises(StoreMismatchError, match="differs in source_fingerprint"):
         build(str(bad_dataset), str(tmp_path / "s"), spec, progress=False)
@@ -208,3 +210,7 @@ def test_failed_shard_write_is_a_build_error(
         build(str(small_dataset), str(out), spec, progress=False)
     with pytest.raises(StoreIncompleteError):
         open_store_info(out)
+    assert f"BuildError: {out}: shard " in (stop_reason(out) or "")
+    (out / "image" / "c").unlink()  # fixed: the re-run completes, and forgets the stop
+    assert build(str(small_dataset), str(out), spec, progress=False)["complete"]
+    assert stop_reason(out) is None and not (out / "_nostall" / "stopped.json").exists()
