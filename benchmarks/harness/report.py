@@ -183,6 +183,16 @@ def _advice_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+MIN_SAMPLES = 3  # monitor samples a strategy needs before its machine load is judged
+
+
+def _series(strategy: dict[str, Any], name: str) -> list[Any]:
+    """The monitor's series ``name`` of one strategy's figures (empty when absent)."""
+    series = (strategy.get("monitor") or {}).get("series") or {}
+    values = series.get(name)
+    return list(values) if isinstance(values, list) else []
+
+
 def _caveats(report: dict[str, Any]) -> list[str]:
     out = []
     if report["config"]["consumer"] == "none":
@@ -198,6 +208,9 @@ def _caveats(report: dict[str, Any]) -> list[str]:
         )
     for s in report["strategies"]:
         run, machine = s.get("cpu_percent_mean"), s.get("machine_cpu_percent_mean")
+        seen = [v for v in _series(s, "machine_cpu_percent") if v is not None]
+        if len(seen) < MIN_SAMPLES:  # a run shorter than a few monitor samples: no verdict
+            continue
         if run is not None and machine is not None and machine - run > BUSY_MARGIN:
             out.append(
                 f"\nWarning: during `{s['name']}` other processes used about "

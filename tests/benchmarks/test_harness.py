@@ -195,3 +195,25 @@ def test_max_seconds_starts_no_epoch_after_it_and_the_first_always_runs(tiny_dat
     # two more whole epochs of 40 (drop_last: 4 batches of 10); the warm-up is the same
     assert full["samples"] - capped["samples"] == 80
     assert len(full["samples_per_s_epochs"]) == 3 and len(capped["samples_per_s_epochs"]) == 1
+
+
+def test_a_busy_machine_is_only_claimed_from_enough_monitor_samples():
+    """One 0.1 s sample of a very short run is no ground for "its throughput is understated"."""
+    from benchmarks.harness.report import _caveats
+
+    def strategy(name, samples):
+        series = {"machine_cpu_percent": [90.0] * samples, "cpu_percent": [30.0] * samples}
+        return {
+            "name": name,
+            "cpu_percent_mean": 30.0,
+            "machine_cpu_percent_mean": 90.0,
+            "monitor": {"series": series},
+        }
+
+    report = {
+        "config": {"consumer": "fixed:5", "device": "cpu"},
+        "strategies": [strategy("short", 1), strategy("long", 5)],
+    }
+    said = "".join(_caveats(report))
+    assert "during `long` other processes used about 60% of the machine" in said
+    assert "`short`" not in said
