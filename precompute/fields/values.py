@@ -195,7 +195,8 @@ def exact_array(value: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     if not (same and np.can_cast(a.dtype, want, casting="safe")):
         raise ValueError(
             f"dtype {a.dtype} does not fit the field's {dtype} (the first file's or the "
-            "declared one): only a narrower integer into a wider integer, or float into "
-            "float, is cast; integers beside floats often hold other scales: convert them"
+            "declared one): only a narrower integer into a wider integer, or a narrower float "
+            "into a wider float, is cast (never narrowed, never integer and float mixed: they "
+            "often hold other scales); convert the files to one dtype, or declare the widest"
         )
     return a.astype(want, copy=False)
