@@ -155,6 +155,8 @@ def _duration(path: str, key: str) -> tuple[int, int]:
     """Frames and sample rate the header of ``path`` declares (``ValueError`` for a bad one)."""
     import soundfile
 
+    if "://" not in path and os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise ValueError("empty file (0 bytes)")  # as the decoder says it (docs/audio.md)
     try:
         info = soundfile.info(path) if "://" not in path else soundfile.info(
             io.BytesIO(read_input(path))

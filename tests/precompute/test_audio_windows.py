@@ -163,5 +163,5 @@ def test_windows_follow_the_segment_rules_of_center_clips(
         bad, b = str(tmp_path / "bad"), str(tmp_path / "b")
         main(["build", bad, "--out", b, "--runner", "sequential", *base])
     assert exited.value.code == 2 and not (tmp_path / "b").exists()
-    said = "no audio could be used: all 2 files were left out while listing (e.g. x/empty.wav"
+    said = "all 2 files were left out while listing (e.g. x/empty.wav: empty file (0 bytes))"
     assert said in capsys.readouterr().err
