@@ -79,10 +79,15 @@ def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
     if not diff:
         return
     hint = ""
-    if "world_size" in diff:
+    if "spec_hash" in diff and "source_fingerprint" in state:
+        hint = "; saved by a loader of a raw source (JpegLoader), not of a store"
+    elif "source_fingerprint" in diff and "spec_hash" in state:
+        hint = "; saved by a loader of a store, not of this raw source"
+    elif "world_size" in diff:
         hint = (
             "; saved with another world size, whose rank shards hold other samples: "
-            "start the epoch afresh with set_epoch() instead"
+            "start the epoch afresh with set_epoch() instead (Lightning: restore the "
+            "weights, e.g. with Model.load_from_checkpoint, and fit without ckpt_path)"
         )
     elif "order" in diff:
         hint = (

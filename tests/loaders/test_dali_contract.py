@@ -19,6 +19,7 @@ import pytest
 import zarr
 from PIL import Image
 
+from loaders.errors import LoaderError
 from precompute.errors import DecodeError, SourceError
 from tests.contracts.loader_contract import (
     LoaderContract,
@@ -163,6 +164,20 @@ def test_a_store_loaders_state_resumes_the_other_store_loader(tmp_path: Path) ->
         for got, w in zip(head + tail, want, strict=True):
             np.testing.assert_array_equal(got["index"], w["index"])
             np.testing.assert_array_equal(got["image"], w["image"])
+
+
+def test_a_raw_source_loaders_state_and_a_store_loaders_are_told_apart(tmp_path: Path) -> None:
+    from loaders import StoreLoader
+    from loaders.dali import JpegLoader
+
+    path = make_index_store(tmp_path / "s", 64)
+    kw = {"batch_size": 4, "seed": 2, "device": "cpu"}
+    raw = JpegLoader(store_to_manifest(path), size=16, chunk_samples=8, **kw)  # type: ignore[arg-type]
+    store = StoreLoader(path, **kw)  # type: ignore[arg-type]
+    with pytest.raises(LoaderError, match=r"saved by a loader of a raw source \(JpegLoader\)"):
+        store.load_state_dict(raw.state_dict())
+    with pytest.raises(LoaderError, match=r"saved by a loader of a store, not of this raw"):
+        raw.load_state_dict(store.state_dict())
 
 
 @pytest.mark.parametrize("world_size", [3, 7])
