@@ -77,11 +77,38 @@ def _open(url: str) -> Any:
         raise StoreError(f"{url}: cannot open the object store ({_reason(exc)})") from exc
 
 
+_OS_MESSAGE = re.compile(r'message: "([^"]{1,120})"')  # the OS's reason, deep in obstore's text
+_HOST = re.compile(r"\bhttps?://[^/\s?#]+")  # scheme and host only: no path, no query (a SAS)
+_TRIED = re.compile(r"\bin ([0-9.]+)s, after (\d+) retries")
+
+
 def _reason(exc: BaseException) -> str:
-    """The kind of a failure, for a message: the exception type and the service's code."""
-    found = _CODE.search(str(exc))
+    """A failure for a message: its type, the service's code, the cause, host and retries.
+
+    The cause (connection refused, timed out) and the retries where obstore says them. Only the
+    scheme and host of a URL are kept: a path could be long, and a query could hold a
+    shared-access signature.
+    """
+    text = str(exc)
+    found = _CODE.search(text)
     code = (found.group(1) or found.group(2)) if found else None
-    return f"{type(exc).__name__}{f': {code}' if code else ''}"
+    cause = _OS_MESSAGE.search(text)
+    why = cause.group(1) if cause else None
+    if why is None and re.search(r"timed? ?out|TimedOut|Timeout", text):
+        why = "timed out"
+    if why is None and not code and " - " in text.split("\n", 1)[0]:
+        why = text.split("\n", 1)[0].rsplit(" - ", 1)[1].strip()[:120]
+    host, tried = _HOST.search(text), _TRIED.search(text)
+    said = ", ".join(
+        part
+        for part in (
+            why.lower() if why else None,
+            host.group(0) if host else None,
+            f"{tried.group(2)} retries in {float(tried.group(1)):.0f} s" if tried else None,
+        )
+        if part
+    )
+    return f"{type(exc).__name__}{f': {code}' if code else ''}{f': {said}' if said else ''}"
 
 
 class ObjectStore(ByteStore):
@@ -194,8 +221,8 @@ class ObjectStore(ByteStore):
         except signed.Declined:
             self._unsigned = True
             return super().read_into(key, buffers, offset, if_version=if_version)
-        except OSError as exc:
-            raise OSError(f"{self.url(key)}: GET failed ({exc})") from exc
+        except OSError as exc:  # signed.read_into's own message says "GET failed (...)"
+            raise OSError(f"{self.url(key)}: {exc}") from exc
         self._count(answer.got)
         replaced = OSError(f"{self.url(key)}: the object was replaced while the store was read")
         if answer.status == 404:

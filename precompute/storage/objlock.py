@@ -54,11 +54,26 @@ def object_lock(store: ByteStore, key: str, owner: str) -> Iterator[None]:
     etag = _take(store, key, owner)
     try:
         yield
-    finally:
-        try:
-            store.delete(key, if_match=etag or None)
-        except VersionChangedError:
-            log.warning("%s: the build lock was taken over; left to its new holder", store.url(key))
+    except BaseException:
+        _release(store, key, etag, failing=True)  # the build's own error is what is raised
+        raise
+    _release(store, key, etag, failing=False)
+
+
+def _release(store: ByteStore, key: str, etag: str, failing: bool) -> None:
+    """Delete the lock object; while the build is failing, a failure to delete is logged.
+
+    Raises:
+        OSError: The delete failed after a build that succeeded (the lock is left behind).
+    """
+    try:
+        store.delete(key, if_match=etag or None)
+    except VersionChangedError:
+        log.warning("%s: the build lock was taken over; left to its new holder", store.url(key))
+    except OSError as exc:
+        if not failing:
+            raise
+        log.warning("%s: the build lock was not released: %s", store.url(key), exc)
 
 
 def _take(store: ByteStore, key: str, owner: str) -> str:

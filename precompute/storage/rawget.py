@@ -204,6 +204,7 @@ def get_into(
 
     Raises:
         NotPlain: A chunked answer.
+        TimeoutError: A send or receive made no progress for ``_TIMEOUT_S`` seconds.
         OSError: The connection failed (the socket is closed; a retry opens another).
     """
     sock = _socket(url, fresh)
@@ -218,6 +219,9 @@ def get_into(
         room = sum(v.nbytes for v in views)
         got = _receive(sock, list(views), min(length, room)) if status == 206 else 0
         _drain(sock, length - got)
+    except BlockingIOError as exc:  # SO_RCVTIMEO/SO_SNDTIMEO ran out: EAGAIN, not a timeout
+        sock.close()
+        raise TimeoutError(f"no progress from {url.netloc} in {_TIMEOUT_S} s") from exc
     except BaseException:
         sock.close()
         raise

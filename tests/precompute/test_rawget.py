@@ -115,13 +115,32 @@ def test_a_server_that_stops_mid_body_fails_the_read_in_time(
     threading.Thread(target=stall, daemon=True).start()
     url = urllib.parse.urlsplit(f"http://127.0.0.1:{listener.getsockname()[1]}/b/o?x=1")
     start = time.monotonic()
-    try:
-        with pytest.raises(OSError):
+    try:  # said as a timeout naming the host, not as EAGAIN ("Resource temporarily unavailable")
+        with pytest.raises(TimeoutError, match=rf"no progress from {url.netloc} in 1 s"):
             rawget.get_into(url, {"Range": "bytes=0-999"}, [memoryview(bytearray(1000))])
     finally:
         stop.set()
         listener.close()
     assert time.monotonic() - start < 10
+
+
+def test_an_endpoint_nobody_listens_on_is_named_with_the_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """obstore's GenericError alone told nothing; the secret stays out of it."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]  # closed at once: connections are refused
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nostall-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nostall-test-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with pytest.raises(OSError) as info:
+        ObjectStore(f"s3://nostall-refused-{port}").head("x/zarr.json")
+    said = str(info.value)
+    assert f"x/zarr.json: HEAD failed (GenericError: connection refused, http://127.0.0.1:{port}"\
+        in said  # fmt: skip
+    assert "nostall-test-secret" not in said
 
 
 def _store(server: _Server, monkeypatch: pytest.MonkeyPatch) -> Any:

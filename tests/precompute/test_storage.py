@@ -20,7 +20,7 @@ from precompute.errors import StoreError
 from precompute.storage import Location, location
 from tests.azurite import create_container
 from tests.contracts.byte_store import ByteStoreContract
-from tests.s3wire import WIRE, WireRequest
+from tests.s3wire import WIRE, Refused, WireRequest
 
 
 class TestLocalStore(ByteStoreContract):
@@ -97,6 +97,33 @@ def test_object_store_errors_name_the_object_never_the_secret(bucket: str) -> No
         missing.write_bytes(b"x")
     assert f"{bucket}-none/x" in str(info.value)
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(info.value)
+
+
+def test_a_lock_left_by_a_failing_build_never_hides_the_builds_error(bucket: str) -> None:
+    """The server stalls or refuses the lock's DELETE as the build fails: the build's own
+    error is raised (the lock's is logged); after a build that succeeded, the lock's is."""
+    from precompute.storage.objlock import object_lock
+
+    where = location(f"{bucket}/s")
+
+    def refuse_delete(req: WireRequest) -> None:
+        if req.op == "DeleteObject" and req.key.endswith("build.lock"):
+            raise Refused(503, "SlowDown")
+
+    lock = f"{where.key}/_nostall/build.lock"
+    with (
+        WIRE.hook(refuse_delete),
+        pytest.raises(ValueError, match="the shard failed"),
+        object_lock(where.store, lock, "me"),
+    ):
+        raise ValueError("the shard failed")
+    where.store.delete(lock)
+    with (
+        WIRE.hook(refuse_delete),
+        pytest.raises(OSError, match=r"build\.lock: DELETE failed"),
+        object_lock(where.store, lock, "me"),
+    ):
+        pass
 
 
 def test_reads_in_place_give_the_same_bytes_by_every_route(bucket: str) -> None:
