@@ -167,7 +167,8 @@ class StoreLoader(ContractLoader):
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.augment, self.mixup = augment, mixup
         self._lease: Held | None = None
-        self._let_go: str | None = None  # a cache store whose lease close() released
+        self._leased: str | None = None  # the store the cache resolved (and leased), if any
+        self._closed = False
         if is_cache_ref(store):
             store, self._lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
             self._leased = str(store)
@@ -245,9 +246,9 @@ class StoreLoader(ContractLoader):
         live when a new one starts (or :meth:`set_epoch`, :meth:`load_state_dict` is called)
         serves nothing more: the state follows the newest only.
         """
-        if self._let_go is not None:
+        if self._closed and self._leased is not None:
             raise LoaderError(
-                f"this StoreLoader was closed: its cache lease on {self._let_go} was released, "
+                f"this StoreLoader was closed: its cache lease on {self._leased} was released, "
                 "so the cache may evict that store at any time; make a new StoreLoader to read "
                 "it again"
             )
@@ -307,8 +308,7 @@ class StoreLoader(ContractLoader):
         """
         self.source.close()
         self._rows = None  # io="ram": a later iteration reads chunks (the same batches)
-        if self._lease is not None:
-            self._let_go = self._leased
+        self._closed = True
         self._release()
 
     def _release(self) -> None:

@@ -104,9 +104,15 @@ def _unnamed_header(rows: list[list[str]]) -> bool:
         return False
     if all(len(r) > 1 and ("." in r[0] or "/" in r[0]) for r in rest):
         return True
-    return bool(_WORD.fullmatch(label)) and all(
-        len(r) > 1 and re.fullmatch(r"\s*-?[0-9]+\s*", r[1], re.ASCII) for r in rest
-    )
+    return bool(_WORD.fullmatch(label)) and all(len(r) > 1 and _integer(r[1]) for r in rest)
+
+
+def _integer(cell: str) -> bool:
+    """Whether a label cell holds an integer (as :func:`whole_label_text` reads one)."""
+    try:
+        return whole_label_text(cell.strip())
+    except ValueError:  # another number: not an integer
+        return False
 
 
 def read_manifest_text(src: str) -> str:
