@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
-import torch
 
+import tests.workerexit  # its exit handler runs after every one registered later
 from tests.azurite import azurite_server  # noqa: F401  (a fixture: Azure Blob on Azurite)
 from tests.xdistscope import pytest_xdist_make_scheduler  # noqa: F401  (one unit a module)
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # moto, a dev dependency, loads only where a test asks for th
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `gpu` tests without CUDA and `dali` tests without DALI, saying why."""
+    import torch  # here, not at the top: xdist's controller process never collects
+
     no_gpu = pytest.mark.skip(reason="needs a CUDA device")
     no_dali = pytest.mark.skip(reason="needs nvidia-dali (pip install -e .[dali])")
     has_dali = importlib.util.find_spec("nvidia.dali") is not None
@@ -46,6 +48,7 @@ class _SlowModulesFirst:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    tests.workerexit.pytest_configure(config)
     config.pluginmanager.register(_SlowModulesFirst(), "nostall-slow-modules-first")
 
 

@@ -7,77 +7,35 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 import torch
 
-from precompute.format.layout import StoreLayout, open_store_info
-from precompute.pipeline.writer import create_or_resume, write_shard
+from precompute.format.layout import open_store_info
 from precompute.storage.location import location
 from precompute.storage.objupload import put_folder
 from service import Cache, ServiceError, StoreInUseError, resolve
-from service.cache.builders import Builder, BuildRequest
+from service.cache.builders import BuildRequest
 from service.coord.objects import ObjectCoordinator
 from service.http.app import create_app
 from service.http.paths import SourcePolicy
 from tests.objectservers import urls_under
 from tests.servers import wait_ready
-from tests.service.helpers import SPEC, index_builder, make_source, read_log
+from tests.service.helpers import (
+    SPEC,
+    make_source,
+    read_log,
+    s3_builder,
+)
 from tests.service.server_util import serving
 from tests.storeclock import StoreClock
-
-
-def s3_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
-    """A real builder for an ``s3://`` request: the index store, written locally, then PUT."""
-    local_build = index_builder(log, delay)
-
-    def build(request: BuildRequest) -> None:
-        with tempfile.TemporaryDirectory(prefix="s3cache-build-") as tmp:
-            local_build(replace(request, out=Path(tmp) / "store"))
-            put_folder(Path(tmp) / "store", str(request.out), last=["zarr.json"])
-
-    return build
-
-
-def hanging_s3_builder(started: Path, log: Path | None = None) -> Builder:
-    """Write an incomplete store (one shard of two) to object storage, signal, then hang."""
-
-    def build(request: BuildRequest) -> None:
-        if log is not None:
-            with open(log, "a") as f:
-                f.write(f"{os.getpid()} {request.key}\n")  # as every builder of the tests
-        n = 12
-        layout = StoreLayout.from_spec(request.spec, n)
-        with tempfile.TemporaryDirectory(prefix="s3cache-hang-") as tmp:
-            local = Path(tmp) / "store"
-            create_or_resume(local, request.spec, layout, request.fingerprint)
-            a, b = layout.shard_range(0)
-            s = request.spec.size
-            write_shard(
-                local,
-                layout,
-                0,
-                image=np.zeros((b - a, s, s, 3), np.uint8),
-                label=np.zeros(b - a, np.int64),
-                extent=np.tile(np.array([0, 0, s, s], np.int32), (b - a, 1)),
-                key=[f"k{i}" for i in range(a, b)],
-            )
-            put_folder(local, str(request.out), last=["zarr.json"])
-        started.write_text("started")
-        time.sleep(600)
-
-    return build
 
 
 def ticking(start: float = 1_000_000.0) -> Callable[[], float]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from service import Cache
-from tests.scale.test_s3_cache import s3_builder
-from tests.service.helpers import SPEC, make_source
+from tests.service.helpers import SPEC, make_source, s3_builder
 from tests.service.serving import serve_process
 
 

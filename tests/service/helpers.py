@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from precompute.pipeline.writer import create_or_resume, write_shard, write_stor
 from precompute.sample import make_sample_dataset
 from precompute.sources.classes import list_source
 from precompute.spec import BuildSpec
+from precompute.storage.objupload import put_folder
 from service.cache.builders import Builder, BuildRequest
 
 SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}
@@ -113,3 +116,45 @@ def read_log(log: Path) -> list[str]:
 def spec(**overrides: object) -> BuildSpec:
     """Return the tiny test spec with ``overrides``."""
     return BuildSpec.from_dict({**SPEC, **overrides})
+
+
+def s3_builder(log: Path | None = None, delay: float = 0.0) -> Builder:
+    """A real builder for an ``s3://`` request: the index store, written locally, then PUT."""
+    local_build = index_builder(log, delay)
+
+    def build(request: BuildRequest) -> None:
+        with tempfile.TemporaryDirectory(prefix="s3cache-build-") as tmp:
+            local_build(replace(request, out=Path(tmp) / "store"))
+            put_folder(Path(tmp) / "store", str(request.out), last=["zarr.json"])
+
+    return build
+
+
+def hanging_s3_builder(started: Path, log: Path | None = None) -> Builder:
+    """Write an incomplete store (one shard of two) to object storage, signal, then hang."""
+
+    def build(request: BuildRequest) -> None:
+        if log is not None:
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()} {request.key}\n")  # as every builder of the tests
+        n = 12
+        layout = StoreLayout.from_spec(request.spec, n)
+        with tempfile.TemporaryDirectory(prefix="s3cache-hang-") as tmp:
+            local = Path(tmp) / "store"
+            create_or_resume(local, request.spec, layout, request.fingerprint)
+            a, b = layout.shard_range(0)
+            s = request.spec.size
+            write_shard(
+                local,
+                layout,
+                0,
+                image=np.zeros((b - a, s, s, 3), np.uint8),
+                label=np.zeros(b - a, np.int64),
+                extent=np.tile(np.array([0, 0, s, s], np.int32), (b - a, 1)),
+                key=[f"k{i}" for i in range(a, b)],
+            )
+            put_folder(local, str(request.out), last=["zarr.json"])
+        started.write_text("started")
+        time.sleep(600)
+
+    return build

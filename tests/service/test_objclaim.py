@@ -20,8 +20,7 @@ from service import Cache, ServiceError
 from service.coord import objclaim
 from service.coord.objclaim import Backoff, Claim, try_claim, wait_claim
 from service.coord.objects import ObjectCoordinator
-from tests.scale.test_s3_cache import s3_builder
-from tests.service.helpers import SPEC, make_source, read_log
+from tests.service.helpers import SPEC, make_source, read_log, s3_builder
 from tests.storeclock import StoreClock
 
 ELSEWHERE = {"host": "another-host", "pid": 1, "token": "t", "beat": 0}

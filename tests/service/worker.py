@@ -20,19 +20,21 @@ from precompute.storage.location import is_url
 from service import Cache
 from service.cache.builders import Builder
 from tests.servers import wait_for
-from tests.service.helpers import SPEC, hanging_builder, index_builder
+from tests.service.helpers import (
+    SPEC,
+    hanging_builder,
+    hanging_s3_builder,
+    index_builder,
+    s3_builder,
+)
 
 
 def builder_for(root: str | Path, log: Path | None = None, delay: float = 0.0) -> Builder:
     """The index store's builder for a cache at ``root``, on disk or in object storage."""
-    from tests.scale.test_s3_cache import s3_builder
-
     return s3_builder(log, delay) if is_url(root) else index_builder(log, delay)
 
 
 def _hanging(root: str | Path, started: Path, log: Path) -> Builder:
-    from tests.scale.test_s3_cache import hanging_s3_builder
-
     if is_url(root):
         return hanging_s3_builder(started, log)
     return hanging_builder(started, log)
