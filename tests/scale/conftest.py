@@ -33,7 +33,9 @@ def ray_cluster(s3_server: str) -> Iterator[Any]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ray_utils, "write_ray_address", lambda *args, **kwargs: None)
-        head = {"num_cpus": 1, "_system_config": _DEATH}
+        # no dashboard, no autoscaler monitor: the tests read the GCS, the cluster's size is fixed
+        head = {"num_cpus": 1, "_system_config": _DEATH, "include_dashboard": False}
+        head["no_monitor"] = True
         cluster = Cluster(initialize_head=True, head_node_args=head)
         try:
             for _ in range(2):
