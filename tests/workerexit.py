@@ -2,8 +2,8 @@
 
 After its last test a worker has sent every report. What is left is finalising an interpreter
 that loaded torch, TensorFlow, JAX, DALI and Ray: measured at the end of a full run, about 4 s
-of C++ destructors and thread joins after the last exit handler (no Python frame on the
-stack), while the run waits for it. Every exit handler registered after this module (Ray's,
+of C-level teardown after the last exit handler (no Python frame on the stack), while the run
+waits for it. Every exit handler registered after this module (Ray's,
 torch's, multiprocessing's, the product's) still runs; then the process ends. Only in an xdist
 worker (``config.workerinput``): a pytest that a test starts in a subprocess inherits
 ``PYTEST_XDIST_WORKER`` but keeps its own teardown and exit status.
@@ -33,4 +33,4 @@ def _end_now() -> None:
         os._exit(0)
 
 
-atexit.register(_end_now)  # registered first: runs after every later-registered handler
+atexit.register(_end_now)  # registered as the conftest loads: runs after every later handler
