@@ -154,8 +154,23 @@ def rule_of(field: FieldSpec) -> Rule:
 
 
 def place_field(field: FieldSpec, value: np.ndarray, p: Placement) -> np.ndarray:
-    """Apply the rule of ``field``'s kind to its checked ``value`` with placement ``p``."""
-    return rule_of(field)(value, p, field.spec.pad(field.options))
+    """Apply the rule of ``field``'s kind to its checked ``value`` with placement ``p``.
+
+    Raises:
+        SpecError: The rule returned a shape other than the field's storage, or a dtype that
+            does not cast to it by kind (a float into an integer array): a plugin's rule would
+            otherwise be broadcast or truncated into the store without a word.
+    """
+    out = rule_of(field)(value, p, field.spec.pad(field.options))
+    want = field.storage(p.size)
+    got = np.asarray(out)
+    if got.shape != tuple(want.shape) or not np.can_cast(got.dtype, want.dtype, "same_kind"):
+        raise SpecError(
+            f"fields.{field.name}: the build rule {field.resample!r} of kind {field.kind!r} "
+            f"returned {got.dtype} of shape {got.shape}; the field stores {want.dtype} of "
+            f"shape {tuple(want.shape)}"
+        )
+    return out
 
 
 def check_frame(key: str, field: str, value: np.ndarray, frame: tuple[int, int]) -> None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+import warnings
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from precompute.errors import SpecError
@@ -85,6 +86,8 @@ BUILTIN = (
 )
 _loaded: list[bool] = []
 _loading = threading.local()  # this thread is importing the kind modules
+# Kind plugins left out, and why: "NAME = 'module' (nostall.kinds): the error"
+_BROKEN: list[str] = []
 
 
 def load_plugins() -> None:
@@ -94,9 +97,10 @@ def load_plugins() -> None:
     makes the others wait for it), so none returns before every kind is registered; within the
     importing thread a kind module that looks kinds up as it registers returns at once.
 
-    Raises:
-        ImportError: A kind module named by an entry point cannot be imported (the message
-            names the entry point).
+    A plugin that fails to import (any exception), or that defines a kind under a name another
+    module's kind holds, is left out with a ``RuntimeWarning`` naming its entry point: the
+    other kinds, and stores that do not use it, keep working; a field of a kind that is not
+    registered then names the plugins left out (:func:`kind_of`).
     """
     if _loaded or getattr(_loading, "now", False):
         return
@@ -107,14 +111,35 @@ def load_plugins() -> None:
         for ep in entry_points(group=GROUP):
             if ep.value in BUILTIN:
                 continue
-            try:
-                ep.load()
-            except ImportError as exc:
-                name = f"{ep.name} = {ep.value!r} ({GROUP})"
-                raise ImportError(f"the kind plugin {name}: {exc}") from exc
+            problem = _load_plugin(ep)
+            if problem is not None:
+                _BROKEN.append(f"{ep.name} = {ep.value!r} ({GROUP}): {problem}")
+                warnings.warn(f"the kind plugin {_BROKEN[-1]}; left out", RuntimeWarning, 2)
     finally:
         _loading.now = False
     _loaded.append(True)
+
+
+def _load_plugin(ep: EntryPoint) -> str | None:
+    """Import the kind module of ``ep``; what is wrong with it, or None."""
+    try:
+        module = ep.load()
+    except Exception as exc:  # a plugin's own code: any error it raises leaves it out
+        return f"{type(exc).__name__}: {exc}"
+    package = ep.module.split(".")[0]
+    for obj in vars(module).values():  # its kind classes: is each one's name its own?
+        if not (isinstance(obj, type) and issubclass(obj, Kind)):
+            continue
+        name = getattr(obj, "name", None)
+        if obj.__module__.split(".")[0] != package or not isinstance(name, str):
+            continue
+        holder = _KINDS.get(name)
+        if holder is not None and type(holder).__module__.split(".")[0] != package:
+            return (
+                f"its kind {obj.__name__} is named {name!r}, the name of the kind of "
+                f"{type(holder).__module__}: a kind needs a name of its own"
+            )
+    return None
 
 
 _KINDS: dict[str, Kind] = {}
@@ -157,8 +182,17 @@ KINDS: Mapping[str, Kind] = _Registry()
 
 
 def register_kind(kind: Kind) -> Kind:
-    """Add ``kind`` to the registry under its name (a second kind of that name is refused)."""
-    return add_entry(_KINDS, "field kind", kind.name, kind)
+    """Add ``kind`` to the registry under its name (a second kind of that name is refused).
+
+    Raises:
+        SpecError: The name is taken, or the kind's ``name`` or ``source`` is not one.
+    """
+    name, source = getattr(kind, "name", None), getattr(kind, "source", None)
+    if not isinstance(name, str) or not name.isidentifier() or not name.islower():
+        raise SpecError(f"{type(kind).__name__}.name must be a lower-case identifier, got {name!r}")
+    if source not in ("file", "inline"):
+        raise SpecError(f"{type(kind).__name__}.source must be 'file' or 'inline', got {source!r}")
+    return add_entry(_KINDS, "field kind", name, kind)
 
 
 def has_kind(name: str) -> bool:
@@ -173,5 +207,10 @@ def has_kind(name: str) -> bool:
 def kind_of(name: Any, field: str = "?") -> Kind:
     """Return the registered kind ``name``; a :class:`SpecError` naming ``field`` otherwise."""
     if not isinstance(name, str) or name not in KINDS:
-        raise SpecError(f"fields.{field}.kind must be one of {sorted(KINDS)}, got {name!r}")
+        why = (
+            f"; kind plugins left out: {'; '.join(_BROKEN)}"
+            if _BROKEN
+            else f" (a kind of another package needs that package installed: {GROUP})"
+        )
+        raise SpecError(f"fields.{field}.kind must be one of {sorted(KINDS)}, got {name!r}{why}")
     return _KINDS[name]

@@ -10,6 +10,7 @@ and :func:`v1_fields` says how a v1 store reads as fields.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,17 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, Mapping):
         return MappingProxyType({k: _frozen(v) for k, v in value.items()})
     return value
+
+
+def _finite(value: Any) -> bool:
+    """Whether no float in the JSON-like ``value`` is NaN or infinite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(_finite(v) for v in value.values())
+    return True
 
 
 def _plain(value: Any) -> Any:
@@ -82,6 +94,12 @@ class FieldSpec:
                 f"fields.{self.name}.options must be a mapping, got {show(self.options)}"
             )
         opts = kind_of(self.kind, self.name).normalize(self.name, self.options)
+        for key, value in opts.items():
+            if not _finite(value):  # a store's fields table is JSON, which has no NaN
+                raise SpecError(
+                    f"fields.{self.name}.{key} must hold finite numbers (JSON, which a store's "
+                    f"metadata is, has no NaN or infinity), got {show(value)}"
+                )
         object.__setattr__(self, "options", _frozen(opts))
 
     @property
@@ -167,6 +185,11 @@ def check_fields(fields: Iterable[FieldSpec]) -> tuple[FieldSpec, ...]:
 
 def _entry(f: FieldSpec, size: int) -> dict[str, Any]:
     st = f.storage(size)
+    if not _finite(st.fill):
+        raise SpecError(
+            f"fields.{f.name}: kind {f.kind!r} stores a fill of {st.fill!r}; a store's metadata "
+            "is JSON, which has no NaN or infinity"
+        )
     return {
         "kind": f.kind,
         "shape": list(st.shape),

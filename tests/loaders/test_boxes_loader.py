@@ -153,6 +153,26 @@ def test_cutmix_cuts_own_boxes_by_the_paste_and_clips_the_partners_to_it() -> No
     assert mix_boxes(boxes, field, _draw(True, 0.6, (0, 10, 5, 20)))[1, 0, 4] == 0  # below
 
 
+def test_a_paste_over_every_pixel_of_a_box_edge_shrinks_it_whatever_the_fraction() -> None:
+    """A box edge at 4.63 has its first pixel at column 5 (centre 5.5): a paste from column 5
+    covers the box's whole width, as one from column 4 does; both leave rows 36..38.53."""
+    box = [4.63, 18.83, 33.84, 38.53, 0.0]
+    boxes = torch.tensor([[box], [[-1.0] * 5]])
+    field = type("F", (), {"options": {"min_visibility": 0.1}})  # it keeps 13% of its area
+    got = [mix_boxes(boxes, field, _draw(True, 0.5, (4, 36, x, 37)))[0, 0].tolist() for x in (5, 4)]
+    assert got[0] == got[1]
+    assert got[0] == pytest.approx([4.63, 36.0, 33.84, 38.53, 0.0], abs=1e-5)
+
+
+def test_the_middle_sample_of_an_odd_batch_keeps_its_boxes_once() -> None:
+    """Sample i mixes with B - 1 - i: in a batch of 3, sample 1 with itself (its image is
+    unchanged); its boxes were listed twice by Mixup and cut in two by CutMix."""
+    boxes = torch.tensor([B, A, B])
+    for draw in (_draw(False, 0.7), _draw(True, 0.6, (0, 10, 5, 20))):
+        assert mix_boxes(boxes, _Field, draw)[1].tolist() == [*A, [-1] * 5, [-1] * 5]
+    assert mix_boxes(boxes, _Field, _draw(False, 0.7))[0].tolist() == [B[0], B[0], *[[-1] * 5] * 2]
+
+
 def test_dali_refuses_a_boxes_store_naming_the_field(store: Path) -> None:
     source = open_store(store)
     try:

@@ -193,3 +193,49 @@ def test_each_stored_mask_pixel_is_the_source_pixel_under_its_centre(
     bl, bt, br, bb = p.box
     assert (np.abs(pts[:, 0] - xx.ravel()) <= 0.5 * ew / (br - bl) + 1e-4).all()
     assert (np.abs(pts[:, 1] - yy.ravel()) <= 0.5 * eh / (bb - bt) + 1e-4).all()
+
+
+@pytest.mark.parametrize(
+    ("returned", "said"),
+    [
+        (np.zeros((1, 8, 3), np.uint8), "returned uint8 of shape (1, 8, 3)"),  # would broadcast
+        (np.zeros((8, 8, 3), np.float32), "returned float32 of shape (8, 8, 3)"),  # truncated
+    ],
+)
+def test_a_rule_that_returns_what_the_field_does_not_store_is_refused(
+    monkeypatch: pytest.MonkeyPatch, returned: np.ndarray, said: str
+) -> None:
+    """A kind plugin's build rule is checked against its storage: numpy would otherwise
+    broadcast a row into every row of the sample, or cast floats into the uint8 array."""
+    from precompute.fields import geometry
+
+    image = FieldSpec("image", "image", {})
+    p = placement(10, 7, 8, "letterbox")
+    assert place_field(image, _photo(10, 7), p).shape == (8, 8, 3)  # the real rule passes
+    monkeypatch.setitem(geometry._PLACE, image.resample, lambda value, p, pad: returned)
+    with pytest.raises(SpecError) as caught:
+        place_field(image, _photo(10, 7), p)
+    assert str(caught.value) == (
+        f"fields.image: the build rule {image.resample!r} of kind 'image' {said}; the field "
+        "stores uint8 of shape (8, 8, 3)"
+    )
+
+
+def test_an_option_that_json_cannot_hold_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's option of NaN (a natural "no depth" fill) made a store whose metadata is
+    not JSON and that its own readers refused; it is refused when the field is made."""
+    from types import MappingProxyType
+
+    from precompute.fields import registry
+    from precompute.fields.kinds import LabelKind
+    from precompute.fields.options import Option
+
+    class Depthish(LabelKind):
+        name = "depthish"
+        options = MappingProxyType({"fill": Option(0.0, lambda where, value: value)})
+
+    monkeypatch.setitem(registry._KINDS, "depthish", Depthish())
+    assert FieldSpec("d", "depthish", {"fill": -1.5}).options["fill"] == -1.5
+    for bad in (float("nan"), float("inf"), [1.0, float("-inf")]):
+        with pytest.raises(SpecError, match=r"^fields.d.fill must hold finite numbers"):
+            FieldSpec("d", "depthish", {"fill": bad})
