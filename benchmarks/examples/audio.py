@@ -61,7 +61,8 @@ def build_store(src: Path, out: Path) -> Path:
     """Build the log-mel store of the class folders ``src`` at ``out``."""
     opts = {"clip_seconds": 1.0, "representation": "logmel", "n_mels": N_MELS}
     fields = (FieldSpec("audio", "audio", opts), FieldSpec("label", "label"))
-    build(str(src), str(out), BuildSpec(fields=fields, shard_samples=128), progress=False)
+    spec = BuildSpec(fields=fields, shard_samples=128)
+    build(str(src), str(out), spec, progress=False, content_hash=True)
     return out
 
 

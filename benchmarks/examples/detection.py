@@ -253,7 +253,7 @@ def build(coco: Path, out: Path) -> Path:
     """``precompute build instances.json --out OUT --images DIR`` (letterbox, no Ray)."""
     precompute(["build", str(coco), "--out", str(out), "--images", str(coco.parent / "images"),
                 "--size", str(SIZE), "--mode", "letterbox", "--runner", "sequential",
-                "--quiet"])  # fmt: skip
+                "--content-hash", "--quiet"])  # fmt: skip
     return out
 
 

@@ -35,7 +35,8 @@ def build_stores(work: Path) -> tuple[Path, Path]:
     np.save(work / "scene.npy", scene)
     np.save(work / "gt.npy", gt)
     common = ["--labels", "gt.npy", "--patch", str(PATCH), "--split-block", "12",
-              "--test-fraction", "0.25", "--split-guard", str(PATCH // 2), "--quiet"]  # fmt: skip
+              "--test-fraction", "0.25", "--split-guard", str(PATCH // 2), "--content-hash",
+              "--quiet"]  # fmt: skip
     for side in ("train", "test"):
         precompute(["build", str(work / "scene.npy"), "--out", str(work / side), *common,
                     "--split", side])  # fmt: skip

@@ -29,7 +29,12 @@ __all__ = [
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     """Add ``--quick``, ``--work``, ``--epochs`` and ``--seed`` to an example's parser."""
     parser.add_argument("--quick", action="store_true", help="tiny settings (smoke test)")
-    parser.add_argument("--work", type=Path, help="folder for the data and stores (default: tmp)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="folder for the data and stores (default: tmp); a run with the same settings "
+        "reuses its stores (fingerprinted by content), other settings need another folder",
+    )
     parser.add_argument("--epochs", type=int, help="training epochs (default: per example)")
     parser.add_argument("--seed", type=int, default=0, help="data, order and augmentation seed")
 
@@ -59,7 +64,7 @@ def build_stores(jobs: Sequence[tuple[str, Path, BuildSpec]]) -> list[Path]:
     local = None if ray.is_initialized() else start_local_ray(num_cpus=2)
     try:
         for src, out, spec in jobs:
-            job.build(src, str(out), spec, progress=False)
+            job.build(src, str(out), spec, progress=False, content_hash=True)
     finally:
         if local is not None:
             local.stop()

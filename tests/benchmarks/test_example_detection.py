@@ -28,3 +28,8 @@ def test_the_detector_beats_the_mean_box_of_each_class(
     assert info.num_valid == len(doc["images"]) == 96
     assert boxes.options["max_boxes"] == 3  # 1 to 3 shapes per scene
     assert "mean-box baseline" in capsys.readouterr().out
+    # run again in the same folder: the data are written again (new mtimes) and the stores,
+    # fingerprinted by content, are reused (it was "holds a complete store of another ...")
+    built = (tmp_path / "train.zarr" / "zarr.json").read_bytes()  # its report: build times
+    assert detection.main(["--quick", "--work", str(tmp_path), "--epochs", "1"])
+    assert (tmp_path / "train.zarr" / "zarr.json").read_bytes() == built
