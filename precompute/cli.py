@@ -165,9 +165,11 @@ def build(
 
     SRC: class folders or a path,label CSV/JSONL manifest (a v1 store of image + label); a
     segmentation folder (SRC/images/ + SRC/masks/, paired by name: give --mask-classes), or a
-    CSV/JSONL manifest whose columns name fields (image, mask, keypoints, label, labels): a
-    store with those fields (format v2); class folders or a path,label[,start,end] manifest of
-    audio files (WAV/FLAC/OGG/MP3; give --clip-seconds): fields audio + label (docs/audio.md).
+    CSV/JSONL manifest whose columns name fields (image, mask, keypoints, label, labels,
+    boxes): a store with those fields (format v2); a COCO instances .json file (--images DIR
+    if its file_names are not beside it): image + boxes (docs/boxes.md); class folders or a
+    path,label[,start,end] manifest of audio files (WAV/FLAC/OGG/MP3; give --clip-seconds):
+    fields audio + label (docs/audio.md).
     Class folders or a path,label manifest of .npy, .npz
     or .mat files: a store of image (kind array, dtype and values kept) + label; a scene
     file with --labels GT --patch P: one patch per labelled pixel (docs/arrays.md). A .parquet
