@@ -51,6 +51,13 @@ def test_storage_needs_max_boxes_a_build_learns_it() -> None:
     learned = f.spec.learn(f.options, [((1, 2, 3, 4, 0), (1, 2, 3, 4, 4)), ()])
     assert learned == {"max_boxes": 2, "classes": 5}
     assert f.spec.learn(f.options, [(), ()]) == {"max_boxes": 1, "classes": 1}
+    # past the options' limit, the error says what was learned from the source (it said
+    # "fields.boxes.max_boxes must be an integer in [1, 65536], got 70003": an option never set)
+    with pytest.raises(SpecError, match=r"^a sample of the source has 65,537 boxes; a store"):
+        f.spec.learn(f.options, [[(1, 2, 3, 4, 0)] * 65_537])
+    with pytest.raises(SpecError, match=r"^a box of the source has class 65,536; classes are 0"):
+        f.spec.learn(f.options, [[(1, 2, 3, 4, 65_536)]])
+    assert f.spec.learn(f.options, [[(1, 2, 3, 4, 65_535)]])["classes"] == 65_536
 
 
 @pytest.mark.parametrize(

@@ -212,11 +212,22 @@ class BoxesKind(Kind):
     def learn(self, opts: Mapping[str, Any], found: Sequence[Any]) -> dict[str, Any]:
         """``max_boxes``: the most boxes of a sample; ``classes``: the largest class + 1."""
         learned: dict[str, Any] = {}
+        limit = 1 << 16  # of both options (check_count)
         if opts["max_boxes"] is None and found:
             learned["max_boxes"] = max(1, max(len(v) for v in found))
+            if learned["max_boxes"] > limit:
+                raise SpecError(
+                    f"a sample of the source has {learned['max_boxes']:,} boxes; a store holds "
+                    f"at most {limit:,} a sample (max_boxes, learned as the most of a sample)"
+                )
         if opts["classes"] is None and found:
             top = max((int(row[4]) for v in found for row in v), default=0)
             learned["classes"] = top + 1
+            if top >= limit:
+                raise SpecError(
+                    f"a box of the source has class {top:,}; classes are 0 to {limit - 1:,} "
+                    "(the class count is learned as the largest class + 1)"
+                )
         return learned
 
     def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
