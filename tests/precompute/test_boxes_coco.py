@@ -77,6 +77,10 @@ def test_inferred_fields_take_the_category_count_and_the_flags(tmp_path: Path) -
             lambda d: d["images"][1].__setitem__("file_name", d["images"][0]["file_name"]),
             "given twice",
         ),
+        (  # one file, written another way: its boxes would land on the other image's pixels
+            lambda d: d["images"][1].__setitem__("file_name", "./" + d["images"][0]["file_name"]),
+            r"image id 101: id or file_name given twice \(id 100\)",
+        ),
         (lambda d: d["images"][1].pop("file_name"), "image id 101 has no usable 'file_name'"),
         (
             lambda d: d["annotations"][1].__setitem__("iscrowd", "1"),  # text: crowd or not?

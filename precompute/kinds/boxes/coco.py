@@ -42,7 +42,7 @@ from typing import Any, TypeGuard
 from precompute.errors import SourceError, SpecError
 from precompute.fields import FieldSpec
 from precompute.sources.fields import FieldItem, FieldSource
-from precompute.sources.folders import ESCAPES, escapes
+from precompute.sources.folders import ESCAPES, escapes, same_file
 from precompute.sources.listing import check_policy, is_url, per_input, read_kept
 from precompute.sources.rows import read_text
 
@@ -164,13 +164,14 @@ def _images(
     for index, image in enumerate(doc["images"]):
         try:
             ident, name = _file_name(image, index)
-            if ident in out or name in names:
-                first = ident if ident in out else names[name]
+            file = same_file("", name)  # "./a/x.png" and "a/x.png" name one file
+            if ident in out or file in names:
+                first = ident if ident in out else names[file]
                 raise _Bad(name, f"image id {ident}: id or file_name given twice (id {first})")
         except _Bad as bad:
             per_input(src, on_error, skipped, bad.key, bad.why)
             continue
-        out[ident], names[name] = name, ident
+        out[ident], names[file] = name, ident
     return out
 
 
