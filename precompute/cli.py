@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from typing import Any
 
 import click
 
-from precompute.clifields import columns_from_flag, fields_from_flags, kind_flags
+from precompute.clifields import OWN_FLAGS, columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
 from precompute.spec import BuildSpec
@@ -99,9 +100,30 @@ def spec_from_options(
 
 def _kind_options(command: Any) -> Any:
     """Add the flags every registered kind declares (``Kind.flags``) to ``command``."""
-    for param, (_, flag) in reversed(kind_flags().items()):
+    for param, (kind, flag) in reversed(kind_flags().items()):
         name = f"--{param.replace('_', '-')}"
         command = click.option(name, param, type=flag.convert, help=flag.help)(command)
+        command.__click_params__[-1].nostall_kind = kind  # the option just added
+    return command
+
+
+def _own_options_first(command: Any) -> Any:
+    """Leave out a kind's flag named as one of ``command``'s own options, saying so.
+
+    Applied above every option of the build: a plugin's ``--size`` would otherwise be a second
+    ``--size``, and the build's size the plugin's option.
+    """
+    params = command.__click_params__
+    own = {p.name for p in params if not hasattr(p, "nostall_kind")}
+    for p in [p for p in params if getattr(p, "nostall_kind", None) and p.name in own]:
+        params.remove(p)
+        warnings.warn(
+            f"the flag {p.opts[0]} of kind {p.nostall_kind!r} is an option of precompute build "
+            "itself: left out (set the kind's option with --fields)",
+            RuntimeWarning,
+            2,
+        )
+    OWN_FLAGS.update(own)
     return command
 
 
@@ -114,6 +136,7 @@ def cli() -> None:
 
 
 @cli.command()
+@_own_options_first
 @click.argument("src")
 @click.option("--out", "out", required=True, help="Output store folder or s3:// URL.")
 @click.option("--size", type=int, help="Stored side length S (default 224).")

@@ -21,7 +21,7 @@ from precompute.fields import KINDS, FieldSpec
 from precompute.fields.options import Flag
 from precompute.sources.resolve import infer_fields
 
-__all__ = ["FIELD_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
+__all__ = ["FIELD_FLAGS", "OWN_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
 
 
 def columns_from_flag(text: str) -> dict[str, str]:
@@ -44,8 +44,15 @@ def columns_from_flag(text: str) -> dict[str, str]:
     return out
 
 
+# The build command's own parameters (``precompute.cli`` sets them): a kind's flag of one of
+# these names is left out, so that its value is never taken for the kind's option.
+OWN_FLAGS: set[str] = set()
+
+
 def kind_flags() -> dict[str, tuple[str, Flag]]:
     """The flags the registered kinds declare (``Kind.flags``): parameter -> (kind, flag).
+
+    A flag named as one of the build's own options (:data:`OWN_FLAGS`) is left out.
 
     Raises:
         SpecError: Two kinds declare one flag (naming both).
@@ -53,6 +60,8 @@ def kind_flags() -> dict[str, tuple[str, Flag]]:
     out: dict[str, tuple[str, Flag]] = {}
     for kind in KINDS.values():
         for param, flag in kind.flags.items():
+            if param in OWN_FLAGS:
+                continue
             if param in out:
                 raise SpecError(
                     f"the flag --{param.replace('_', '-')} is declared by kinds "

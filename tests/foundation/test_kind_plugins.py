@@ -137,7 +137,10 @@ TALLY = """
         source = "inline"
         augment = "tally"
         options = MappingProxyType({"scale": Option(1, integer(1, 100))})
-        flags = MappingProxyType({"tally_scale": Flag("scale", "Tally: the scale.", int)})
+        flags = MappingProxyType({
+            "tally_scale": Flag("scale", "Tally: the scale.", int),
+            "size": Flag("scale", "Tally: a flag the build has already.", int),  # left out
+        })
 
         def storage(self, opts, size):
             return Storage((), "int32", 0)
@@ -209,6 +212,8 @@ def test_a_kind_plugin_alone_adds_a_source_a_flag_and_a_loader_rule(tmp_path: Pa
     )
     assert got.returncode == 0, got.stderr
     assert got.stdout.split("\n")[-2] == "[1003, 1006, 1015, 1021]"  # (1, 2, 5, 7) x 3 + 1000
+    # the plugin's --size is left out, saying so; the build's --size 8 stayed the store's
+    assert "the flag --size of kind 'tally' is an option of precompute build itself" in got.stderr
 
 
 def test_the_kinds_iterate_in_builtin_order_whichever_module_came_first() -> None:
