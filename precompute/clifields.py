@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any
 
 from precompute.errors import SpecError
@@ -52,10 +53,9 @@ OWN_FLAGS: set[str] = set()
 def kind_flags() -> dict[str, tuple[str, Flag]]:
     """The flags the registered kinds declare (``Kind.flags``): parameter -> (kind, flag).
 
-    A flag named as one of the build's own options (:data:`OWN_FLAGS`) is left out.
-
-    Raises:
-        SpecError: Two kinds declare one flag (naming both).
+    A flag named as one of the build's own options (:data:`OWN_FLAGS`) is left out; a flag
+    two kinds declare is the first kind's (built-in kinds first), with a ``RuntimeWarning``
+    naming both: a plugin's clash must not stop every command.
     """
     out: dict[str, tuple[str, Flag]] = {}
     for kind in KINDS.values():
@@ -63,10 +63,14 @@ def kind_flags() -> dict[str, tuple[str, Flag]]:
             if param in OWN_FLAGS:
                 continue
             if param in out:
-                raise SpecError(
+                warnings.warn(
                     f"the flag --{param.replace('_', '-')} is declared by kinds "
-                    f"{out[param][0]!r} and {kind.name!r}"
+                    f"{out[param][0]!r} and {kind.name!r}: it sets {out[param][0]!r}'s option "
+                    f"(set {kind.name!r}'s with --fields)",
+                    RuntimeWarning,
+                    2,
                 )
+                continue
             out[param] = (kind.name, flag)
     return out
 
