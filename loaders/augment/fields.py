@@ -28,8 +28,9 @@ import torch
 from loaders.augment.audio.fields import check_audio_policies
 from loaders.augment.crop import CropParams
 from loaders.augment.errors import AugmentError
-from loaders.augment.rules import apply_field
+from loaders.augment.rules import apply_field, missing_rule
 from precompute.fields import FieldSpec
+from precompute.kinds.hooks import loader_rule
 
 __all__ = [
     "augment_fields",
@@ -51,7 +52,8 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
     Raises:
         TypeError: A policy that is a class (``augment=TrainAugment``) or not callable.
         ValueError: A policy without ``apply_fields``, naming the store's fields.
-        AugmentError: A mixing policy a field's kind refuses; an image policy or a separate
+        AugmentError: A field the geometry moves whose kind's loader rule no module
+            registered; a mixing policy a field's kind refuses; an image policy or a separate
             ``mixup`` on an audio store, ``AudioAugment`` on a store without audio
             (:func:`~loaders.augment.audio.fields.check_audio_policies`).
     """
@@ -80,6 +82,10 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
     check = getattr(mixup, "check_fields", None)  # Mixup: fields its kinds refuse to mix
     if callable(check):
         check(fields)
+    if augment is not None:  # each field the geometry moves has its rule (a plugin's may not)
+        for f in fields:
+            if not f.spec.photometric and loader_rule(f.augment) is None:
+                raise missing_rule(f)
 
 
 def check_field_values(

@@ -194,9 +194,14 @@ def apply_field(
     """
     rule = loader_rule(field.augment)
     if rule is None:
-        raise AugmentError(
-            f"field {field.name!r}: kind {field.kind!r} needs geometry rule "
-            f"{field.augment!r}, which the torch loader does not implement "
-            "(precompute.kinds.hooks.register_loader_rule)"
-        )
+        raise missing_rule(field)
     return rule(values, crops, size, field.options)
+
+
+def missing_rule(field: FieldSpec) -> AugmentError:
+    """The error of a field whose kind's loader geometry rule no module registered."""
+    return AugmentError(
+        f"field {field.name!r}: kind {field.kind!r} needs geometry rule "
+        f"{field.augment!r}, which the torch loader does not implement "
+        "(precompute.kinds.hooks.register_loader_rule)"
+    )

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from loaders.augment import AugmentError, Mixup
+from loaders.augment import AugmentError, EvalAugment, Mixup, TrainAugment
 from loaders.augment.arrays.rot90 import rotate_field
 from loaders.augment.crop import CropParams
+from loaders.augment.fields import check_field_policies
 from loaders.augment.mix import mix_fields
 from loaders.augment.rules import apply_field
 from precompute.errors import SpecError
@@ -129,6 +130,13 @@ def test_a_rule_nobody_registered_is_refused_naming_field_and_rule() -> None:
         r"'warp_test', which the torch loader does not implement",
     ):
         apply_field(field, torch.ones(2, 2), _crops(2), (4, 4))
+    # and before the first batch: what StoreLoader(...) checks when it is made
+    image = FieldSpec("image", "image")
+    check_field_policies([image, FieldSpec("t", "tally_test")], TrainAugment(size=4), None)
+    for augment in (TrainAugment(size=4), EvalAugment(size=4)):
+        with pytest.raises(AugmentError, match=r"field 'w': kind 'unknown_test' needs geometry"):
+            check_field_policies([image, field], augment, None)
+    check_field_policies([image, field], None, None)  # no geometry: no rule needed
     with pytest.raises(AugmentError, match=r"geometry rule 'warp_test' has no rotate-90"):
         rotate_field(field.augment, torch.ones(2, 2), torch.zeros(2, dtype=torch.int64), 4)
     mix = Mixup(2, mixup_alpha=1.0, cutmix_alpha=0.0)
