@@ -16,6 +16,7 @@ from precompute.errors import SpecError
 from precompute.policy import show
 
 __all__ = [
+    "MAX_COUNT",
     "REQUIRED",
     "ColumnClaim",
     "Flag",
@@ -146,9 +147,12 @@ def _sequence(where: str, value: Any, what: str) -> list[Any]:
     return list(value)
 
 
+MAX_COUNT = 1 << 16  # the most classes, points or boxes a count option may hold
+
+
 def check_count(where: str, value: Any) -> int:
-    """A positive class or point count."""
-    return int(integer(1, 1 << 16)(where, value))
+    """A positive class or point count, at most :data:`MAX_COUNT`."""
+    return int(integer(1, MAX_COUNT)(where, value))
 
 
 def check_shape(where: str, value: Any) -> tuple[int, ...]:

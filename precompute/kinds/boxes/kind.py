@@ -42,7 +42,7 @@ import numpy as np
 from precompute.errors import SpecError
 from precompute.fields.base import Kind, Storage
 from precompute.fields.geometry import PLACE, register_rule
-from precompute.fields.options import Flag, Option, check_count, optional
+from precompute.fields.options import MAX_COUNT, Flag, Option, check_count, optional
 from precompute.fields.registry import has_kind, register_kind
 from precompute.fields.spec import FieldSpec
 from precompute.kinds import hooks
@@ -212,7 +212,7 @@ class BoxesKind(Kind):
     def learn(self, opts: Mapping[str, Any], found: Sequence[Any]) -> dict[str, Any]:
         """``max_boxes``: the most boxes of a sample; ``classes``: the largest class + 1."""
         learned: dict[str, Any] = {}
-        limit = 1 << 16  # of both options (check_count)
+        limit = MAX_COUNT  # of both options (check_count)
         if opts["max_boxes"] is None and found:
             learned["max_boxes"] = max(1, max(len(v) for v in found))
             if learned["max_boxes"] > limit:
