@@ -359,7 +359,8 @@ def dataset(
             repeats' zeros: ``fit`` refuses its own ``class_weight`` beside sample weights.
         **options: Every other keyword of :class:`StoreLoader`: ``shuffle``, ``seed``,
             ``drop_last``, ``augment``, ``mixup``, ``rank``, ``world_size``, ``device``,
-            ``prefetch``, ``io``, ``keys``, ...
+            ``prefetch``, ``io``, ``keys``, ``dtype`` (``"float32"``: images and audio as
+            floats, not as stored: :mod:`loaders.transfer.dtype`), ...
 
     Returns:
         A ``tf.data.Dataset``; its element spec comes from the first batch of the loader's
