@@ -34,6 +34,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -488,7 +489,9 @@ def _options() -> Any:
     return options
 
 
-def _class_table(class_weight: Mapping[int, float] | None, target: str | None) -> Any:
+def _class_table(
+    class_weight: Mapping[int, float] | None, target: str | None
+) -> tuple[float, ...] | None:
     """Keras's ``class_weight`` as a table by class index (None: none).
 
     Raises:
@@ -505,7 +508,7 @@ def _class_table(class_weight: Mapping[int, float] | None, target: str | None) -
     classes = {check_int("class_weight class", c, 0, 1 << 24): w for c, w in class_weight.items()}
     table = [1.0] * (max(classes) + 1)
     for c, w in classes.items():
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
+        if isinstance(w, bool) or not isinstance(w, Real) or not 0 <= float(w) < float("inf"):
             raise ValueError(f"class_weight[{c}] must be a finite number >= 0, got {w!r}")
         table[c] = float(w)
     return tuple(table)
