@@ -27,6 +27,7 @@ from precompute.errors import (
     PrecomputeError,
 )
 from precompute.format.layout import StoreLayout, forget_stop, record_stop
+from precompute.pipeline.check import CheckReport, check_report, check_tasks, lenient
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.outputs import (
     build_lock,
@@ -47,7 +48,7 @@ from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.storage.location import location
 
-__all__ = ["RUNNERS", "build", "store_bytes"]
+__all__ = ["RUNNERS", "build", "check", "store_bytes"]
 
 # ``ray``: the Ray Data job; ``sequential``: every shard in this process, no Ray (debugging,
 # tests, machines without Ray such as the GPU check kit).
@@ -252,3 +253,43 @@ def _check_runner(runner: str, ray_address: str | None) -> bool:
             "without Ray: give one or the other"
         )
     return runner == "sequential"
+
+
+def check(
+    src: str,
+    spec: BuildSpec,
+    *,
+    ray_address: str | None = None,
+    progress: bool = True,
+    runner: str = "ray",
+) -> CheckReport:
+    """Find every bad input of ``src`` for ``spec`` at once, writing nothing.
+
+    The build's listing and shard tasks under ``on_error: skip``, without a store
+    (:mod:`precompute.pipeline.check`): on Ray, or in this process with
+    ``runner="sequential"``, as :func:`build` runs them.
+
+    Raises:
+        SpecError: As :func:`build`.
+        SourceError: The source cannot be listed at all (as :func:`build`).
+        ClusterError: Ray cannot be started or reached.
+        BuildError: A shard task failed for a reason other than a bad input.
+    """
+    from tqdm import tqdm
+
+    sequential = _check_runner(runner, ray_address)
+    listed = in_background(list_source, src, lenient(spec), False, not sequential)
+    with ExitStack() as ray_stack:
+        ray = None if sequential else open_build_ray(ray_stack, ray_address, listed)
+        source, resolved, _ = listed.result()
+        job, tasks = check_tasks(src, source, resolved)
+        with tqdm(
+            total=len(tasks),
+            unit="shard",
+            disable=not progress,
+            desc="precompute check",
+            file=sys.stderr,
+        ) as bar:
+            run = run_in_process if ray is None else _run_shards
+            results = run(job, tasks, bar)
+    return check_report(src, source, results)

@@ -37,7 +37,14 @@ from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
 from precompute.sources.classes import Source
-from precompute.sources.folders import ESCAPES, SEGMENTATION, OnceEach, escapes, walk_classes
+from precompute.sources.folders import (
+    ESCAPES,
+    SEGMENTATION,
+    OnceEach,
+    escapes,
+    is_folder,
+    walk_classes,
+)
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input, read_input
 from precompute.sources.listing import check_policy, is_url, per_input
 from precompute.sources.rows import csv_rows, jsonl_rows, read_text
@@ -206,7 +213,11 @@ def is_segmentation(src: str) -> bool:
     path = src.removeprefix("file://")
     if "://" in path or not os.path.isdir(path):
         return False
-    subs = {e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")}
+    try:
+        with os.scandir(path) as it:
+            subs = {e.name for e in it if not e.name.startswith(".") and is_folder(e)}
+    except OSError:  # the listing says why
+        return False
     return subs == set(SEGMENTATION)
 
 
