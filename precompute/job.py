@@ -227,7 +227,7 @@ def build(
                 ray_stack.close()
             address = NO_RAY if ray is None else ray.address
             report = build_report(
-                source, results, len(finished), t2 - t0, t2 - t1, address, spec.fields
+                source, results, len(finished), t2 - t0, t2 - t1, address, spec.fields, src
             )
             remove_partials(root)  # a killed build's writers may have outlived its driver
             report["bytes_written"] = store_bytes(root)
