@@ -14,13 +14,22 @@ import json
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from precompute.clifields import OWN_FLAGS, columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
-from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
+from precompute.errors import (
+    ClassListWarning,
+    PrecomputeError,
+    SourceError,
+    SpecError,
+    StoreError,
+)
+from precompute.sources.classlist import classes_flag
 from precompute.spec import BuildSpec
 
 __all__ = ["cli", "main"]
@@ -78,9 +87,12 @@ def spec_from_options(
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
     columns_flag = options.pop("columns", None)
+    classes = (options.pop("classes", None), options.pop("classes_from", None))
     try:
         if columns_flag is not None:
             data["columns"] = columns_from_flag(columns_flag)
+        if classes != (None, None):  # --classes, --classes-from: a fixed class list
+            data["classes"] = classes_flag(*classes)
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
@@ -153,6 +165,16 @@ def cli() -> None:
     help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
     "reads (image=img,label=fine_label; image=jpg,label=cls).",
 )
+@click.option(
+    "--classes",
+    help="A fixed class list, a,b,c or @FILE (one name per line): a label is the index of its "
+    "name here, in every split (docs/manifests.md).",
+)
+@click.option(
+    "--classes-from",
+    metavar="STORE",
+    help="The class list of STORE (another split's store): --classes with its names.",
+)
 @_kind_options
 @click.option(
     "--fields",
@@ -213,15 +235,16 @@ def build(
     except StoreError as exc:
         raise UsageFailure(str(exc)) from exc
     try:
-        attrs = run_build(
-            src,
-            out,
-            spec,
-            ray_address=ray_address,
-            progress=not quiet,
-            content_hash=content_hash,
-            runner=runner,
-        )
+        with _loud_warnings():
+            attrs = run_build(
+                src,
+                out,
+                spec,
+                ray_address=ray_address,
+                progress=not quiet,
+                content_hash=content_hash,
+                runner=runner,
+            )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
     report = attrs["report"]
@@ -232,6 +255,23 @@ def build(
             err=True,
         )
         raise click.exceptions.Exit(1)
+
+
+@contextmanager
+def _loud_warnings() -> Iterator[None]:
+    """The build's own warnings (a class list that shifts labels) as one line each on stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ClassListWarning)
+        default = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+            if issubclass(category, ClassListWarning):
+                click.echo(f"precompute: WARNING: {message}", err=True)
+            else:
+                default(message, category, *args, **kw)
+
+        warnings.showwarning = show
+        yield
 
 
 def _show_ray_choice() -> None:

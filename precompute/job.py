@@ -28,6 +28,7 @@ from precompute.errors import (
 )
 from precompute.format.layout import StoreLayout, forget_stop, record_stop
 from precompute.pipeline.check import CheckReport, check_report, check_tasks, lenient
+from precompute.pipeline.classcheck import warn_class_shifts
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.outputs import (
     build_lock,
@@ -181,6 +182,7 @@ def build(
         # none is needed (an identical re-run, or a refused one), or the runner needs none.
         ray = None if complete or sequential else open_build_ray(ray_stack, ray_address, listed)
         source, spec, fp = listed.result()
+        warn_class_shifts(src, dict(source.classes), bool(spec.classes), root)  # docs/manifests.md
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
             done = existing_complete(root, spec, fp)
