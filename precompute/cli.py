@@ -196,6 +196,12 @@ def cli() -> None:
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a nostall store of another source or spec at --out (a half-built one whose "
+    "inputs were fixed since); never a folder that is not a store.",
+)
 def build(
     src: str,
     out: str,
@@ -204,6 +210,7 @@ def build(
     runner: str,
     content_hash: bool,
     quiet: bool,
+    replace: bool,
     **options: Any,
 ) -> None:
     """Build (or resume) the store of SRC at --out.
@@ -244,6 +251,7 @@ def build(
                 progress=not quiet,
                 content_hash=content_hash,
                 runner=runner,
+                replace=replace,
             )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
@@ -255,6 +263,58 @@ def build(
             err=True,
         )
         raise click.exceptions.Exit(1)
+
+
+def check(
+    src: str,
+    spec_file: str | None,
+    ray_address: str | None,
+    runner: str,
+    quiet: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Find every bad input of SRC at once (as a build of the same options would), write nothing.
+
+    Lists the source and reads, decodes and checks every sample as the build does, under
+    --on-error skip whatever it says, and prints each bad input with the build's reason
+    (BAD KEY: REASON), then one summary line. Exit 0: every input is good; 1: some are bad;
+    2: the source or options are refused as a whole.
+    """
+    from precompute.job import check as run_check
+
+    if runner == "sequential" and ray_address is not None:
+        raise UsageFailure("--ray-address and --runner sequential exclude each other")
+    if not quiet and runner == "ray":
+        _show_ray_choice()
+    spec = spec_from_options(spec_file, options, src)
+    try:
+        report = run_check(src, spec, ray_address=ray_address, progress=not quiet, runner=runner)
+    except SourceError as exc:
+        raise UsageFailure(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.bad:
+        raise click.exceptions.Exit(1)
+
+
+# ``precompute check``: the build's own options (so the same source and spec), less those of
+# its output
+cli.add_command(
+    click.Command(
+        "check",
+        callback=check,
+        params=[
+            *(p for p in build.params if p.name not in ("out", "replace", "content_hash")),
+            click.Option(["--json", "as_json"], is_flag=True, help="Print the report as JSON."),
+        ],
+        help=check.__doc__,
+        short_help="Find every bad input of SRC at once; write nothing.",
+    )
+)
 
 
 @contextmanager

@@ -40,6 +40,7 @@ from precompute.pipeline.outputs import (
     summary_line,
 )
 from precompute.pipeline.plan import ShardTask
+from precompute.pipeline.replace import replace_other
 from precompute.pipeline.sequential import NO_RAY, run_in_process
 from precompute.pipeline.shardwork import ShardJob, build_shard
 from precompute.pipeline.start import holds_complete, in_background, list_source, open_build_ray
@@ -132,6 +133,7 @@ def build(
     progress: bool = True,
     content_hash: bool = False,
     runner: str = "ray",
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
@@ -151,6 +153,9 @@ def build(
             process, one after another, without importing Ray
             (:mod:`precompute.pipeline.sequential`;
             for debugging, tests and machines without Ray). The shard files are the same.
+        replace: Replace a nostall store of another spec or source at ``out`` instead of
+            refusing it (:mod:`precompute.pipeline.replace`: a store only, never another
+            folder).
 
     Returns:
         The store's final ``nostall`` attributes, including ``report``.
@@ -160,7 +165,8 @@ def build(
             mask's class count).
         SourceError: The source cannot be listed.
         BuildLockedError: Another build holds the lock on ``out``.
-        StoreMismatchError: ``out`` holds a store of another spec or source.
+        StoreMismatchError: ``out`` holds a store of another spec or source (and not
+            ``replace``).
         StoreError: ``out`` is a URL other than ``s3://`` or a file, or a non-empty folder (or
             object prefix) that is not a store.
         ValueError: An unknown ``runner``, or ``ray_address`` with the sequential runner.
@@ -185,6 +191,11 @@ def build(
         warn_class_shifts(src, dict(source.classes), bool(spec.classes), root)  # docs/manifests.md
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
+            replaced = replace_other(root, spec, layout, fp) if replace else None
+            if replaced is not None and progress:  # --replace: another store was there
+                print(
+                    f"precompute: {root}: replaced a store of another {replaced}", file=sys.stderr
+                )
             done = existing_complete(root, spec, fp)
             if done is not None:  # an identical re-run: nothing to do, and says so
                 if progress:

@@ -164,8 +164,8 @@ def existing_complete(out: Path | Location, spec: BuildSpec, fp: str) -> dict[st
         return None
     if attrs.get("spec_hash") != spec.digest() or attrs.get("source_fingerprint") != fp:
         raise StoreMismatchError(
-            f"{out}: holds a complete store of another spec or source; choose another --out "
-            "or remove it"
+            f"{out}: holds a complete store of another spec or source; choose another --out, "
+            "or build with --replace to replace it"
         )
     return attrs
 
