@@ -44,7 +44,8 @@ class CheckReport:
         num_inputs: Inputs seen: the samples listed and the entries left out while listing.
         listing: ``(key, reason)`` of entries left out while listing (no slot in a store).
         samples: ``(key, reason)`` of listed samples that cannot be read, decoded or checked
-            (a build under ``--on-error raise`` stops at the first; ``skip`` leaves holes).
+            (a build under ``--on-error raise`` stops at the first; ``skip`` leaves holes),
+            sorted by key.
     """
 
     source: str
@@ -96,7 +97,7 @@ def check_tasks(src: str, source: FieldSource, spec: BuildSpec) -> tuple[ShardJo
 
 def check_report(src: str, source: FieldSource, results: Sequence[dict[str, Any]]) -> CheckReport:
     """The report of a check: what the listing left out, and each shard's bad samples."""
-    samples = tuple((s["key"], s["reason"]) for r in results for s in r["skipped"])
+    samples = tuple(sorted((s["key"], s["reason"]) for r in results for s in r["skipped"]))
     return CheckReport(
         src, len(source.items) + len(source.skipped), tuple(source.skipped), tuple(samples)
     )

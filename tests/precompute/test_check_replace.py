@@ -126,3 +126,16 @@ def test_replace_never_deletes_what_is_not_a_store(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="not a nostall store"):
         replace_other(out, spec, StoreLayout.from_spec(spec, 6), "fp")
     assert _tree(out) == before
+
+
+@pytest.mark.ray
+def test_check_on_ray_finds_what_the_sequential_runner_finds(
+    ray_local: None, tmp_path: Path
+) -> None:
+    from precompute.job import check
+
+    src = str(_source(tmp_path / "src"))
+    spec = BuildSpec(size=8, shard_samples=4, chunk_samples=2)
+    on_ray = check(src, spec, progress=False)
+    assert on_ray == check(src, spec, progress=False, runner="sequential")
+    assert len(on_ray.samples) == len(bad_inputs()) and len(on_ray.listing) == 1
