@@ -1,4 +1,4 @@
-"""The ``precompute`` command line: build, inspect, verify; other packages add their own.
+"""The ``precompute`` command line: build, check, inspect, verify; other packages add theirs.
 
 ``demo`` (loaders), ``cache``/``serve`` (service) and ``bench`` (benchmarks) are the
 ``nostall.commands`` entry points of the distribution, imported only when used.
@@ -45,6 +45,9 @@ _SPEC_FLAGS = (
     "max_pixels",
     "max_bytes",
 )
+
+
+CHECK_HELP = "Find every bad input of SRC at once; write nothing."  # precompute.clicheck
 
 
 class UsageFailure(click.UsageError):
@@ -142,6 +145,7 @@ def _own_options_first(command: Any) -> Any:
 @click.group(
     cls=LazyGroup,
     entry_point_group="nostall.commands",  # cache, serve (service), bench (benchmarks), demo
+    lazy_commands={"check": ("precompute.clicheck", "check", CHECK_HELP)},
 )
 def cli() -> None:
     """Precompute a raw image dataset once into a sharded Zarr store, then stream it."""
@@ -263,58 +267,6 @@ def build(
             err=True,
         )
         raise click.exceptions.Exit(1)
-
-
-def check(
-    src: str,
-    spec_file: str | None,
-    ray_address: str | None,
-    runner: str,
-    quiet: bool,
-    as_json: bool,
-    **options: Any,
-) -> None:
-    """Find every bad input of SRC at once (as a build of the same options would), write nothing.
-
-    Lists the source and reads, decodes and checks every sample as the build does, under
-    --on-error skip whatever it says, and prints each bad input with the build's reason
-    (BAD KEY: REASON), then one summary line. Exit 0: every input is good; 1: some are bad;
-    2: the source or options are refused as a whole.
-    """
-    from precompute.job import check as run_check
-
-    if runner == "sequential" and ray_address is not None:
-        raise UsageFailure("--ray-address and --runner sequential exclude each other")
-    if not quiet and runner == "ray":
-        _show_ray_choice()
-    spec = spec_from_options(spec_file, options, src)
-    try:
-        report = run_check(src, spec, ray_address=ray_address, progress=not quiet, runner=runner)
-    except SourceError as exc:
-        raise UsageFailure(str(exc)) from exc
-    if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    else:
-        for line in report.lines():
-            click.echo(line)
-    if report.bad:
-        raise click.exceptions.Exit(1)
-
-
-# ``precompute check``: the build's own options (so the same source and spec), less those of
-# its output
-cli.add_command(
-    click.Command(
-        "check",
-        callback=check,
-        params=[
-            *(p for p in build.params if p.name not in ("out", "replace", "content_hash")),
-            click.Option(["--json", "as_json"], is_flag=True, help="Print the report as JSON."),
-        ],
-        help=check.__doc__,
-        short_help="Find every bad input of SRC at once; write nothing.",
-    )
-)
 
 
 @contextmanager

@@ -284,3 +284,21 @@ def test_the_cache_warns_of_a_cached_store_of_the_same_root(
     shifts = [str(w.message) for w in said if issubclass(w.category, ClassListWarning)]
     assert len(shifts) == 1 and str(train_store) in shifts[0]
     assert "'frog' is 1 here and 2 there" in shifts[0]
+
+
+def test_multi_label_names_are_indexed_by_the_list(tmp_path: Path) -> None:
+    rows = [["dog", "cat"], ["dog"], ["cat"]]
+    lines = []
+    for i, tags in enumerate(rows):
+        (tmp_path / f"{i}.jpg").write_bytes(jpeg_bytes(seed=i))
+        lines.append(json.dumps({"image": f"{i}.jpg", "labels": tags}))
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+    fields = infer_fields(str(tmp_path / "m.jsonl"))
+    source, spec, _ = resolve_build(
+        str(tmp_path / "m.jsonl"), BuildSpec(fields=fields, classes=FIXED)
+    )
+    assert dict(source.classes) == {"labels": FIXED}
+    assert [sorted(FIXED[i] for i in it.value("labels")) for it in source.items] == [
+        sorted(t) for t in rows
+    ]
+    assert {f.name: f.options.get("classes") for f in spec.fields}["labels"] == 3  # multi-hot width
