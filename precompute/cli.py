@@ -47,9 +47,6 @@ _SPEC_FLAGS = (
 )
 
 
-CHECK_HELP = "Find every bad input of SRC at once; write nothing."  # precompute.clicheck
-
-
 class UsageFailure(click.UsageError):
     """A usage error (exit 2) reported on one line."""
 
@@ -145,7 +142,6 @@ def _own_options_first(command: Any) -> Any:
 @click.group(
     cls=LazyGroup,
     entry_point_group="nostall.commands",  # cache, serve (service), bench (benchmarks), demo
-    lazy_commands={"check": ("precompute.clicheck", "check", CHECK_HELP)},
 )
 def cli() -> None:
     """Precompute a raw image dataset once into a sharded Zarr store, then stream it."""
@@ -267,6 +263,57 @@ def build(
             err=True,
         )
         raise click.exceptions.Exit(1)
+
+
+def _check(
+    src: str,
+    spec_file: str | None,
+    ray_address: str | None,
+    runner: str,
+    quiet: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Find every bad input of SRC at once (as a build of the same options would), write nothing.
+
+    Lists the source and reads, decodes and checks every sample as the build does, under
+    --on-error skip whatever it says, and prints each bad input with the build's reason
+    (BAD KEY: REASON), then one summary line. Exit 0: every input is good; 1: some are bad;
+    2: the source or options are refused as a whole.
+    """
+    from precompute.job import check as run_check  # lazy: imports Ray
+
+    if runner == "sequential" and ray_address is not None:
+        raise UsageFailure("--ray-address and --runner sequential exclude each other")
+    if not quiet and runner == "ray":
+        _show_ray_choice()
+    spec = spec_from_options(spec_file, options, src)
+    try:
+        report = run_check(src, spec, ray_address=ray_address, progress=not quiet, runner=runner)
+    except SourceError as exc:
+        raise UsageFailure(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.bad:
+        raise click.exceptions.Exit(1)
+
+
+# the build's own options (the same source and spec), less those of its output
+cli.add_command(
+    click.Command(
+        "check",
+        callback=_check,
+        params=[
+            *(p for p in build.params if p.name not in ("out", "replace", "content_hash")),
+            click.Option(["--json", "as_json"], is_flag=True, help="Print the report as JSON."),
+        ],
+        help=_check.__doc__,
+        short_help="Find every bad input of SRC at once; write nothing.",
+    )
+)
 
 
 @contextmanager
