@@ -27,8 +27,13 @@ from precompute.errors import (
     PrecomputeError,
 )
 from precompute.format.layout import StoreLayout, forget_stop, record_stop
-from precompute.pipeline.check import CheckReport, check_report, check_tasks, lenient
-from precompute.pipeline.classcheck import warn_class_shifts
+from precompute.pipeline.check import (
+    CheckReport,
+    check_report,
+    check_tasks,
+    lenient,
+    warn_class_shifts,
+)
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.outputs import (
     build_lock,

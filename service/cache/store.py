@@ -30,7 +30,7 @@ from typing import Any
 
 from precompute.errors import ClassListWarning, PrecomputeError
 from precompute.format.layout import StoreInfo, open_store_info
-from precompute.pipeline.classcheck import class_shift, classes_of, source_root
+from precompute.pipeline.check import class_shift, classes_of, source_root
 from precompute.spec import BuildSpec
 from service.cache import eviction
 from service.cache.builders import Builder, BuildRequest, precompute_builder
@@ -232,7 +232,7 @@ class Cache:
         """Warn where the store built indexes its classes otherwise than a cached one of its root.
 
         The stores this cache holds for the same source root are compared
-        (:mod:`precompute.pipeline.classcheck`): another split's manifest in the same folder
+        (:mod:`precompute.pipeline.check`): another split's manifest in the same folder
         that lacks a class builds one class fewer, and a name then means another label in each
         store. A store with a fixed class list (the spec's ``classes``) is not compared; one
         that cannot be read is skipped.
