@@ -1,4 +1,4 @@
-"""The ``precompute`` command line: build, inspect, verify; other packages add their own.
+"""The ``precompute`` command line: build, check, inspect, verify; other packages add theirs.
 
 ``demo`` (loaders), ``cache``/``serve`` (service) and ``bench`` (benchmarks) are the
 ``nostall.commands`` entry points of the distribution, imported only when used.
@@ -14,13 +14,22 @@ import json
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from precompute.clifields import OWN_FLAGS, columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
-from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
+from precompute.errors import (
+    ClassListWarning,
+    PrecomputeError,
+    SourceError,
+    SpecError,
+    StoreError,
+)
+from precompute.sources.classlist import classes_flag
 from precompute.spec import BuildSpec
 
 __all__ = ["cli", "main"]
@@ -78,9 +87,12 @@ def spec_from_options(
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
     columns_flag = options.pop("columns", None)
+    classes = (options.pop("classes", None), options.pop("classes_from", None))
     try:
         if columns_flag is not None:
             data["columns"] = columns_from_flag(columns_flag)
+        if classes != (None, None):  # --classes, --classes-from: a fixed class list
+            data["classes"] = classes_flag(*classes)
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
@@ -153,6 +165,16 @@ def cli() -> None:
     help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
     "reads (image=img,label=fine_label; image=jpg,label=cls).",
 )
+@click.option(
+    "--classes",
+    help="A fixed class list, a,b,c or @FILE (one name per line): a label is the index of its "
+    "name here, in every split (docs/manifests.md).",
+)
+@click.option(
+    "--classes-from",
+    metavar="STORE",
+    help="The class list of STORE (another split's store): --classes with its names.",
+)
 @_kind_options
 @click.option(
     "--fields",
@@ -174,6 +196,12 @@ def cli() -> None:
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a nostall store of another source or spec at --out (a half-built one whose "
+    "inputs were fixed since); never a folder that is not a store.",
+)
 def build(
     src: str,
     out: str,
@@ -182,6 +210,7 @@ def build(
     runner: str,
     content_hash: bool,
     quiet: bool,
+    replace: bool,
     **options: Any,
 ) -> None:
     """Build (or resume) the store of SRC at --out.
@@ -213,15 +242,17 @@ def build(
     except StoreError as exc:
         raise UsageFailure(str(exc)) from exc
     try:
-        attrs = run_build(
-            src,
-            out,
-            spec,
-            ray_address=ray_address,
-            progress=not quiet,
-            content_hash=content_hash,
-            runner=runner,
-        )
+        with _loud_warnings():
+            attrs = run_build(
+                src,
+                out,
+                spec,
+                ray_address=ray_address,
+                progress=not quiet,
+                content_hash=content_hash,
+                runner=runner,
+                replace=replace,
+            )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc
     report = attrs["report"]
@@ -232,6 +263,74 @@ def build(
             err=True,
         )
         raise click.exceptions.Exit(1)
+
+
+def _check(
+    src: str,
+    spec_file: str | None,
+    ray_address: str | None,
+    runner: str,
+    quiet: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Find every bad input of SRC at once (as a build of the same options would), write nothing.
+
+    Lists the source and reads, decodes and checks every sample as the build does, under
+    --on-error skip whatever it says, and prints each bad input with the build's reason
+    (BAD KEY: REASON), then one summary line. Exit 0: every input is good; 1: some are bad;
+    2: the source or options are refused as a whole.
+    """
+    from precompute.job import check as run_check  # lazy: imports Ray
+
+    if runner == "sequential" and ray_address is not None:
+        raise UsageFailure("--ray-address and --runner sequential exclude each other")
+    if not quiet and runner == "ray":
+        _show_ray_choice()
+    spec = spec_from_options(spec_file, options, src)
+    try:
+        report = run_check(src, spec, ray_address=ray_address, progress=not quiet, runner=runner)
+    except SourceError as exc:
+        raise UsageFailure(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.bad:
+        raise click.exceptions.Exit(1)
+
+
+# the build's own options (the same source and spec), less those of its output
+cli.add_command(
+    click.Command(
+        "check",
+        callback=_check,
+        params=[
+            *(p for p in build.params if p.name not in ("out", "replace", "content_hash")),
+            click.Option(["--json", "as_json"], is_flag=True, help="Print the report as JSON."),
+        ],
+        help=_check.__doc__,
+        short_help="Find every bad input of SRC at once; write nothing.",
+    )
+)
+
+
+@contextmanager
+def _loud_warnings() -> Iterator[None]:
+    """The build's own warnings (a class list that shifts labels) as one line each on stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ClassListWarning)
+        default = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+            if issubclass(category, ClassListWarning):
+                click.echo(f"precompute: WARNING: {message}", err=True)
+            else:
+                default(message, category, *args, **kw)
+
+        warnings.showwarning = show
+        yield
 
 
 def _show_ray_choice() -> None:

@@ -24,6 +24,7 @@ def stable_reason(text: str) -> str:
 __all__ = [
     "BuildError",
     "BuildLockedError",
+    "ClassListWarning",
     "ClusterError",
     "DecodeError",
     "InputError",
@@ -104,6 +105,10 @@ class StoreMismatchError(StoreError):
 
 class BuildLockedError(PrecomputeError):
     """Another build holds the lock on this output."""
+
+
+class ClassListWarning(UserWarning):
+    """A build's class names index labels otherwise than a store of the same data does."""
 
 
 class ClusterError(PrecomputeError):

@@ -27,6 +27,13 @@ from precompute.errors import (
     PrecomputeError,
 )
 from precompute.format.layout import StoreLayout, forget_stop, record_stop
+from precompute.pipeline.check import (
+    CheckReport,
+    check_report,
+    check_tasks,
+    lenient,
+    warn_class_shifts,
+)
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.outputs import (
     build_lock,
@@ -38,6 +45,7 @@ from precompute.pipeline.outputs import (
     summary_line,
 )
 from precompute.pipeline.plan import ShardTask
+from precompute.pipeline.replace import replace_other
 from precompute.pipeline.sequential import NO_RAY, run_in_process
 from precompute.pipeline.shardwork import ShardJob, build_shard
 from precompute.pipeline.start import holds_complete, in_background, list_source, open_build_ray
@@ -47,7 +55,7 @@ from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.storage.location import location
 
-__all__ = ["RUNNERS", "build", "store_bytes"]
+__all__ = ["RUNNERS", "build", "check", "store_bytes"]
 
 # ``ray``: the Ray Data job; ``sequential``: every shard in this process, no Ray (debugging,
 # tests, machines without Ray such as the GPU check kit).
@@ -130,6 +138,7 @@ def build(
     progress: bool = True,
     content_hash: bool = False,
     runner: str = "ray",
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
@@ -149,6 +158,9 @@ def build(
             process, one after another, without importing Ray
             (:mod:`precompute.pipeline.sequential`;
             for debugging, tests and machines without Ray). The shard files are the same.
+        replace: Replace a nostall store of another spec or source at ``out`` instead of
+            refusing it (:mod:`precompute.pipeline.replace`: a store only, never another
+            folder).
 
     Returns:
         The store's final ``nostall`` attributes, including ``report``.
@@ -158,7 +170,8 @@ def build(
             mask's class count).
         SourceError: The source cannot be listed.
         BuildLockedError: Another build holds the lock on ``out``.
-        StoreMismatchError: ``out`` holds a store of another spec or source.
+        StoreMismatchError: ``out`` holds a store of another spec or source (and not
+            ``replace``).
         StoreError: ``out`` is a URL other than ``s3://`` or a file, or a non-empty folder (or
             object prefix) that is not a store.
         ValueError: An unknown ``runner``, or ``ray_address`` with the sequential runner.
@@ -180,8 +193,14 @@ def build(
         # none is needed (an identical re-run, or a refused one), or the runner needs none.
         ray = None if complete or sequential else open_build_ray(ray_stack, ray_address, listed)
         source, spec, fp = listed.result()
+        warn_class_shifts(src, dict(source.classes), bool(spec.classes), root)  # docs/manifests.md
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
+            replaced = replace_other(root, spec, layout, fp) if replace else None
+            if replaced is not None and progress:  # --replace: another store was there
+                print(
+                    f"precompute: {root}: replaced a store of another {replaced}", file=sys.stderr
+                )
             done = existing_complete(root, spec, fp)
             if done is not None:  # an identical re-run: nothing to do, and says so
                 if progress:
@@ -226,7 +245,7 @@ def build(
                 ray_stack.close()
             address = NO_RAY if ray is None else ray.address
             report = build_report(
-                source, results, len(finished), t2 - t0, t2 - t1, address, spec.fields
+                source, results, len(finished), t2 - t0, t2 - t1, address, spec.fields, src
             )
             remove_partials(root)  # a killed build's writers may have outlived its driver
             report["bytes_written"] = store_bytes(root)
@@ -252,3 +271,43 @@ def _check_runner(runner: str, ray_address: str | None) -> bool:
             "without Ray: give one or the other"
         )
     return runner == "sequential"
+
+
+def check(
+    src: str,
+    spec: BuildSpec,
+    *,
+    ray_address: str | None = None,
+    progress: bool = True,
+    runner: str = "ray",
+) -> CheckReport:
+    """Find every bad input of ``src`` for ``spec`` at once, writing nothing.
+
+    The build's listing and shard tasks under ``on_error: skip``, without a store
+    (:mod:`precompute.pipeline.check`): on Ray, or in this process with
+    ``runner="sequential"``, as :func:`build` runs them.
+
+    Raises:
+        SpecError: As :func:`build`.
+        SourceError: The source cannot be listed at all (as :func:`build`).
+        ClusterError: Ray cannot be started or reached.
+        BuildError: A shard task failed for a reason other than a bad input.
+    """
+    from tqdm import tqdm
+
+    sequential = _check_runner(runner, ray_address)
+    listed = in_background(list_source, src, lenient(spec), False, not sequential)
+    with ExitStack() as ray_stack:
+        ray = None if sequential else open_build_ray(ray_stack, ray_address, listed)
+        source, resolved, _ = listed.result()
+        job, tasks = check_tasks(src, source, resolved)
+        with tqdm(
+            total=len(tasks),
+            unit="shard",
+            disable=not progress,
+            desc="precompute check",
+            file=sys.stderr,
+        ) as bar:
+            run = run_in_process if ray is None else _run_shards
+            results = run(job, tasks, bar)
+    return check_report(src, source, results)

@@ -58,7 +58,8 @@ _NOTES: dict[str, str] = {
     ),
     "empty_classes": (
         "classes without a single input (a class folder holding no file this build reads, "
-        "e.g. .heic; or every line naming the class left out): kept, so each class "
+        "e.g. .heic; a class of --classes no input names; or every line naming the class "
+        "left out): kept, so each class "
         "keeps its index, as in the other splits of the dataset, but nothing teaches them; "
         "check the folder, convert its files to a format listed in docs/manifests.md"
     ),

@@ -23,8 +23,9 @@ from precompute.policy import POLICIES, Policy, check_bounded, check_bounded_pai
 from precompute.policy import show as _show
 from precompute.sources.inputs import DEFAULT_MAX_BYTES
 from precompute.sources.listing import ON_ERROR
+from precompute.sources.manifests import MAX_LABEL
 
-__all__ = ["MODES", "AugmentPolicy", "BuildSpec"]
+__all__ = ["MAX_CLASSES", "MODES", "AugmentPolicy", "BuildSpec", "check_classes"]
 
 MODES = ("letterbox", "center-crop", "squash")
 # Pillow's own default decompression-bomb limit; a header claiming more pixels is refused.
@@ -32,7 +33,13 @@ DEFAULT_MAX_PIXELS = 89_478_485
 _OFFLINE = POLICIES["offline"]
 # Fields added after stores were first built: left out of to_dict() while at their default,
 # so a store built before keeps its spec hash and its cache key.
-_LATE_DEFAULTS: dict[str, Any] = {"max_bytes": DEFAULT_MAX_BYTES, "fields": [], "columns": {}}
+_LATE_DEFAULTS: dict[str, Any] = {
+    "max_bytes": DEFAULT_MAX_BYTES,
+    "fields": [],
+    "columns": {},
+    "classes": [],
+}
+MAX_CLASSES = MAX_LABEL + 1  # every class index a label may hold
 _COLUMN_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)  # a field name (FieldSpec's rule)
 
 
@@ -110,6 +117,30 @@ class AugmentPolicy:
         return cls(**kwargs)
 
 
+def check_classes(value: Any) -> tuple[str, ...]:
+    """A fixed class list (``classes``): distinct non-empty names, in order (index = position).
+
+    Raises:
+        SpecError: Not a list of names, an empty or invalid name, or a name given twice.
+    """
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise SpecError(f"classes must be a list of class names, got {_show(value)}")
+    if len(value) > MAX_CLASSES:
+        raise SpecError(f"classes holds {len(value)} names; at most {MAX_CLASSES}")
+    seen: dict[str, int] = {}
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name.strip() or "\0" in name:
+            raise SpecError(f"classes[{i}] must be a class name, got {_show(name)}")
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SpecError(f"classes[{i}] {_show(name)} is not valid text") from None
+        if name in seen:
+            raise SpecError(f"classes names {_show(name)} twice (at {seen[name]} and {i})")
+        seen[name] = i
+    return tuple(value)
+
+
 def _check_keys(where: str, data: Mapping[str, Any], cls: type) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(str(k) for k in set(data) - known)
@@ -141,6 +172,12 @@ class BuildSpec:
             (or member suffix) each field reads where the source's names leave it in doubt
             (``--columns image=img,label=fine_label``; ``docs/sources.md``); sorted by field.
             Given as a mapping. Part of :meth:`to_dict` only when not empty.
+        classes: A fixed class list (``--classes``, ``docs/manifests.md``): a label is the
+            position of its class name here, in every field of class names (a v1 store's
+            label, ``label``, ``labels``), whatever the source holds
+            (:mod:`precompute.sources.classlist`). Empty: the classes are the source's (class
+            folders, or the names its labels give, sorted). Part of :meth:`to_dict` only when
+            not empty.
     """
 
     size: int = 224
@@ -156,6 +193,7 @@ class BuildSpec:
     fill: int = 0
     fields: tuple[FieldSpec, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
+    classes: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -186,6 +224,7 @@ class BuildSpec:
             raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
         self._check_fields()
         self._check_columns()
+        object.__setattr__(self, "classes", check_classes(self.classes))
 
     def _check_columns(self) -> None:
         """``columns`` as sorted ``(field, column)`` pairs: field names, non-empty columns."""
@@ -232,6 +271,7 @@ class BuildSpec:
         out["augment"] = self.augment.to_dict() if self.augment else None
         out["fields"] = [f.to_dict() for f in self.fields]
         out["columns"] = dict(self.columns)
+        out["classes"] = list(self.classes)
         return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod

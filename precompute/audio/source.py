@@ -41,6 +41,7 @@ from precompute.sources.folders import (
     ESCAPES,
     IMAGE_EXTENSIONS,
     escapes,
+    is_folder,
     same_file,
 )
 from precompute.sources.inputs import read_input
@@ -64,7 +65,12 @@ def _folder_files(root: str) -> Iterator[tuple[str, str]]:
     Lazy, for :func:`is_audio_source` to stop at the first image file; the build lists the
     folder with :func:`precompute.sources.folders.walk_classes` (its symlink, FIFO and name rules).
     """
-    for cls in sorted(e.name for e in os.scandir(root) if e.is_dir() and e.name[0] != "."):
+    try:
+        with os.scandir(root) as it:
+            classes = sorted(e.name for e in it if e.name[0] != "." and is_folder(e))
+    except OSError:  # the listing says why
+        return
+    for cls in classes:
         for dirpath, dirs, files in os.walk(os.path.join(root, cls)):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(f for f in files if not f.startswith(".")):

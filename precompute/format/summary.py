@@ -87,13 +87,14 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
         f"hash {info.spec_hash[:16]}",
         f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",
     ]
+    fixed = " (fixed: --classes)" if spec.classes else ""  # a class list the spec gave
     if isinstance(rep.get("classes"), dict):  # v2: class names by field
         for field, names in rep["classes"].items():
-            lines.append(f"classes    {field}: {len(names)}: {_shown(names)}")
+            lines.append(f"classes    {field}: {len(names)}: {_shown(names)}{fixed}")
     elif rep.get("classes") == [] and rep.get("num_classes"):
         lines.append(f"classes    integer labels as given, largest {rep['num_classes'] - 1}")
     elif rep.get("classes") is not None:
-        lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}")
+        lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}{fixed}")
     lines += band_lines(rep)  # per-band statistics of spectral fields (docs/arrays.md)
     if "seconds" in rep:
         lines.append(

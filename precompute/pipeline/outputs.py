@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from numbers import Integral
@@ -24,6 +25,7 @@ __all__ = [
     "complete_attrs",
     "existing_complete",
     "remove_partials",
+    "source_name",
     "store_bytes",
     "summary_line",
 ]
@@ -162,10 +164,20 @@ def existing_complete(out: Path | Location, spec: BuildSpec, fp: str) -> dict[st
         return None
     if attrs.get("spec_hash") != spec.digest() or attrs.get("source_fingerprint") != fp:
         raise StoreMismatchError(
-            f"{out}: holds a complete store of another spec or source; choose another --out "
-            "or remove it"
+            f"{out}: holds a complete store of another spec or source; choose another --out, "
+            "or build with --replace to replace it"
         )
     return attrs
+
+
+def source_name(src: str) -> str:
+    """How a report names the source ``src``: an absolute path, or the URL as given.
+
+    The file itself for a source that is one file (a manifest, a COCO file, a scene, one
+    ``.parquet`` or ``.tar``), whose root (where its relative paths start) is its folder.
+    """
+    path = src.removeprefix("file://")
+    return path.rstrip("/") if is_url(path) else os.path.abspath(path)
 
 
 def _classes(source: Any) -> dict[str, Any]:
@@ -184,12 +196,15 @@ def build_report(
     shard_seconds: float,
     address: str | None,
     fields: Sequence[FieldSpec] = (),
+    src: str | None = None,
 ) -> dict[str, Any]:
     """Return the build report (``finalize`` adds counts and the shards' skipped inputs).
 
     ``source``: a :class:`~precompute.sources.fields.FieldSource` (``classes`` by field; a
     :class:`~precompute.sources.fields.ClassSource`: v1's ``classes`` and ``num_classes``).
     ``fields``: the spec's; one class is noted only for a field of one class per sample.
+    ``src``: the source as the build was given it, named in the report as
+    :func:`source_name` says (a manifest file, not its folder); None: the listed root.
     """
     from precompute import TRANSFORM_VERSION
 
@@ -198,7 +213,7 @@ def build_report(
     report = {
         "builder": "precompute.job",
         "transform_version": TRANSFORM_VERSION,
-        "source": source.root,
+        "source": source.root if src is None else source_name(src),
         **classes,
         "num_inputs": len(source.items) + len(source.skipped),
         "skipped": [{"key": k, "reason": r} for k, r in source.skipped],

@@ -30,7 +30,8 @@ class ShardJob:
     """What every shard task shares: the output, its layout, the spec and a reader.
 
     ``backends``: the kinds, decoders and build rules of the layout's fields, registered in a
-    worker that lacks one (registered at run time in the driver).
+    worker that lacks one (registered at run time in the driver). ``check``: decode and check
+    every sample, write nothing (``precompute check``: ``out`` names the source).
     """
 
     out: str
@@ -38,6 +39,7 @@ class ShardJob:
     spec: BuildSpec
     reader: Any  # a FieldSource, item list dropped (locate/read_counted/open_input)
     backends: Backends = field(default_factory=Backends)
+    check: bool = False
 
 
 @dataclass
@@ -71,6 +73,8 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     if arrays is None:
         return result
     result.num_valid = num_valid(arrays)
+    if job.check:  # precompute check: every sample decoded and checked, nothing written
+        return result
     result.seconds = time.perf_counter() - t0
     stats: dict[str, Any] = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}
     if result.truncated:

@@ -56,6 +56,7 @@ __all__ = [
     "create_or_resume",
     "done_shards",
     "finalize",
+    "mismatch",
     "num_valid",
     "write_shard",
     "write_store_from_arrays",
@@ -77,6 +78,19 @@ def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str,
     if layout.fields:  # format v2: the fields table (docs/FORMAT.md)
         header["fields"] = fields_table(layout.fields, layout.size)
     return header
+
+
+def mismatch(
+    old: Mapping[str, Any], spec: BuildSpec, layout: StoreLayout, fingerprint: str
+) -> str | None:
+    """The first attribute in which the store of ``old`` differs from this build's; None: same.
+
+    ``format``, ``version``, ``spec_hash``, ``source_fingerprint``, ``layout``: a store that
+    differs in one is another store (refused, or replaced with ``--replace``).
+    """
+    header = _header(spec, layout, fingerprint)
+    keys = ("format", "version", "spec_hash", "source_fingerprint", "layout")
+    return next((key for key in keys if old.get(key) != header[key]), None)
 
 
 def _create_arrays(
@@ -118,12 +132,12 @@ def create_or_resume(
     header = _header(spec, layout, fingerprint)
     if (root / "zarr.json").exists():
         old = _read_group_attrs(root)
-        for key in ("format", "version", "spec_hash", "source_fingerprint", "layout"):
-            if old.get(key) != header[key]:
-                raise StoreMismatchError(
-                    f"{root}: existing store differs in {key} ({old.get(key)!r} != "
-                    f"{header[key]!r}); choose another --out or remove it"
-                )
+        key = mismatch(old, spec, layout, fingerprint)
+        if key is not None:
+            raise StoreMismatchError(
+                f"{root}: existing store differs in {key} ({old.get(key)!r} != "
+                f"{header[key]!r}); choose another --out, or build with --replace to replace it"
+            )
         if old.get("complete"):
             raise StoreError(f"{root}: store is already complete")
         missing = [n for n in layout.arrays if not (root / n / "zarr.json").exists()]

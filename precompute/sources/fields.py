@@ -37,7 +37,14 @@ from precompute.errors import SourceError
 from precompute.fields import FieldSpec, check_fields
 from precompute.fields.labels import name_classes
 from precompute.sources.classes import Source
-from precompute.sources.folders import ESCAPES, SEGMENTATION, OnceEach, escapes, walk_classes
+from precompute.sources.folders import (
+    ESCAPES,
+    SEGMENTATION,
+    OnceEach,
+    escapes,
+    is_folder,
+    walk_classes,
+)
 from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, open_input, read_input
 from precompute.sources.listing import check_policy, is_url, per_input
 from precompute.sources.rows import csv_rows, jsonl_rows, read_text
@@ -201,12 +208,35 @@ def _by_stem(
     return out
 
 
+def _left_out(found: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """``(folder, stem) -> (key, reason)`` of the files the listing left out (a link out)."""
+    out = {}
+    for key, why in found:
+        top, _, rest = key.partition("/")
+        if top in SEGMENTATION and rest:
+            out[top, os.path.splitext(rest)[0]] = (key, why)
+    return out
+
+
+def _why(found: list[tuple[str, str]]) -> str:
+    """``: N entries were left out while listing (e.g. KEY: reason)``, or nothing."""
+    if not found:
+        return ""
+    key, why = min(found)
+    what = "1 entry was" if len(found) == 1 else f"{len(found)} entries were"
+    return f": {what} left out while listing (e.g. {key}: {why})"
+
+
 def is_segmentation(src: str) -> bool:
     """Whether ``src`` is a local folder whose sub-folders are exactly ``images/`` + ``masks/``."""
     path = src.removeprefix("file://")
     if "://" in path or not os.path.isdir(path):
         return False
-    subs = {e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")}
+    try:
+        with os.scandir(path) as it:
+            subs = {e.name for e in it if not e.name.startswith(".") and is_folder(e)}
+    except OSError:  # the listing says why
+        return False
     return subs == set(SEGMENTATION)
 
 
@@ -236,13 +266,22 @@ def list_segmentation(src: str | os.PathLike[str], on_error: str = "raise") -> F
     folder = {name: [k for k, label in listed if classes[label] == name] for name in SEGMENTATION}
     images = _by_stem(src, folder["images"], on_error, skipped)
     masks = _by_stem(src, folder["masks"], on_error, skipped)
-    for stem in sorted(set(images) - set(masks)):
-        per_input(src, on_error, skipped, images[stem], f"no mask masks/{stem}.*")
-    for stem in sorted(set(masks) - set(images)):
-        per_input(src, on_error, skipped, masks[stem], f"no image images/{stem}.*")
+    left = _left_out(found)
+    for have, want, partner, where in (
+        (images, masks, "mask", "masks"),
+        (masks, images, "image", "images"),
+    ):
+        for stem in sorted(set(have) - set(want)):
+            if (where, stem) in left:  # its partner was left out while listing: so is it
+                key, why = left[where, stem]
+                skipped.append((have[stem], f"its {partner} {key} was left out: {why}"))
+            else:
+                per_input(src, on_error, skipped, have[stem], f"no {partner} {where}/{stem}.*")
     pairs = sorted(set(images) & set(masks))
     if not pairs:
-        raise SourceError(f"{src}: no image has its mask (images/<name>.* + masks/<name>.*)")
+        raise SourceError(
+            f"{src}: no image has its mask (images/<name>.* + masks/<name>.*){_why(found)}"
+        )
     items = tuple(FieldItem(images[s], (("image", images[s]), ("mask", masks[s]))) for s in pairs)
     return FieldSource(root, ("image", "mask"), items, (), tuple(sorted(skipped)))
 

@@ -30,7 +30,9 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "SEGMENTATION",
     "OnceEach",
+    "file_problem",
     "inside",
+    "is_folder",
     "same_file",
     "walk_classes",
 ]
@@ -46,6 +48,7 @@ AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".mp3", ".aif", "
 ARRAY_EXTENSIONS = (".npy", ".npz", ".tif", ".tiff", ".mat")
 ARRAY_ONLY_EXTENSIONS = frozenset(ARRAY_EXTENSIONS) - IMAGE_EXTENSIONS
 ESCAPES = "symlink leaves the source root; not followed"
+NOT_UTF8 = "file name is not valid UTF-8; rename it"
 SEGMENTATION = ("images", "masks")  # the sub-folders of a segmentation folder, and no other
 Skipped = list[tuple[str, str]]
 Extensions = AbstractSet[str]
@@ -114,6 +117,19 @@ class OnceEach:
             )
 
 
+def is_folder(entry: os.DirEntry[str], follow_symlinks: bool = True) -> bool:
+    """Whether ``entry`` is a folder; False for one that cannot be examined (a symlink loop).
+
+    ``DirEntry.is_dir`` raises for a symlink loop (``ELOOP``) or an entry it may not ``stat``:
+    a probe that only asks what a source looks like must never stop on one (the listing
+    records it with its reason).
+    """
+    try:
+        return entry.is_dir(follow_symlinks=follow_symlinks)
+    except OSError:
+        return False
+
+
 def shown(key: str) -> str:
     r"""``key`` as valid text: bytes of a non-UTF-8 file name written as ``\xNN``."""
     return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
@@ -133,7 +149,7 @@ def _classify(entry: os.DirEntry[str], root_real: str, wanted: Extensions) -> st
     except OSError as exc:  # ELOOP, EACCES, ...: stable text, no address, no path
         raise _Skip(f"cannot list: {exc.strerror or type(exc).__name__}") from exc
     if shown(entry.name) != entry.name:
-        raise _Skip("file name is not valid UTF-8; rename it")
+        raise _Skip(NOT_UTF8)
     if mode is None:
         raise _Skip(ESCAPES)
     kind = file_kind(mode)
@@ -142,6 +158,25 @@ def _classify(entry: os.DirEntry[str], root_real: str, wanted: Extensions) -> st
     if kind is not None:
         raise _Skip(f"not a regular file ({kind})")
     return "file"
+
+
+def file_problem(root: str, rel: str) -> str | None:
+    """Why the file ``rel`` (a path below the folder ``root``) is no input, or None.
+
+    The rules of a folder listing for one file found by a walk of ``root``: a name that is not
+    valid UTF-8, a symlink leaving the root, an entry that cannot be examined (a symlink
+    loop) and one that is not a regular file (a FIFO, a device) are left out with their reason.
+    """
+    if shown(rel) != rel:
+        return NOT_UTF8
+    if escapes(root, rel):
+        return ESCAPES
+    try:
+        mode = os.stat(os.path.join(root, rel)).st_mode
+    except OSError as exc:  # ELOOP, EACCES, ...: stable text, no path
+        return f"cannot list: {exc.strerror or type(exc).__name__}"
+    kind = file_kind(mode)
+    return None if kind is None else f"not a regular file ({kind})"
 
 
 def _entries(folder: str, root: str, skipped: Skipped) -> list[os.DirEntry[str]]:

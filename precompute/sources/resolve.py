@@ -13,7 +13,8 @@ kind's ``hint``). Nothing here names a kind.
 
 :func:`list_build_source` lists the source for a spec and returns the spec with the options a
 build learns from the source filled in (keypoint count, label class counts), so the stored
-spec, its hash and the ``fields`` table are exact.
+spec, its hash and the ``fields`` table are exact; a fixed class list (the spec's ``classes``)
+indexes the labels (:mod:`precompute.sources.classlist`).
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precompute.errors import SourceError, SpecError
-from precompute.fields import KINDS, FieldSpec
+from precompute.fields import KINDS, FieldSpec, v1_fields
 from precompute.format.layout import StoreLayout
 from precompute.kinds.hooks import SourceQuery, SourceReader, source_readers
 from precompute.pipeline.fieldwork import backends_of, plan_field_shards
 from precompute.pipeline.plan import ShardTask
 from precompute.sources.classes import MANIFEST_EXTENSIONS, list_source
+from precompute.sources.classlist import fix_classes, fixed_fields
 from precompute.sources.fields import ClassSource, FieldSource, is_segmentation, list_field_manifest
 from precompute.sources.listing import read_kept
 from precompute.sources.named import field_columns, named_fields
@@ -194,13 +196,14 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
     fields = spec.fields or infer_fields(src, fill=spec.fill, text=text(), columns=columns)
     if not fields:  # class folders or path,label: image + label, a v1 store
         listed = ClassSource.of(list_source(src, spec.on_error, text()))
-        return _read_columns(src, spec, listed), spec
+        fixed = fix_classes(src, listed, v1_fields(), spec.classes, spec.on_error)
+        return _read_columns(src, spec, fixed), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
     query = SourceQuery(
         src, fields=tuple(fields), on_error=spec.on_error, read_text=text, columns=columns
     )
-    source = _list_fields(query)
-    learned = learn_fields(fields, source)
+    source = fix_classes(src, _list_fields(query), fields, spec.classes, spec.on_error)
+    learned = learn_fields(fixed_fields(fields, spec.classes), source)
     return _read_columns(src, spec, source), dataclasses.replace(spec, fields=learned)
 
 

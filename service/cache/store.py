@@ -23,12 +23,14 @@ from __future__ import annotations
 import builtins
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import PrecomputeError
+from precompute.errors import ClassListWarning, PrecomputeError
 from precompute.format.layout import StoreInfo, open_store_info
+from precompute.pipeline.check import class_shift, classes_of, source_root
 from precompute.spec import BuildSpec
 from service.cache import eviction
 from service.cache.builders import Builder, BuildRequest, precompute_builder
@@ -223,7 +225,33 @@ class Cache:
                 "that builder"
             )
         store, size = self._root.place(request)
+        self._warn_class_shifts(request, info)
         return self._publish(request, info, store, size, started)
+
+    def _warn_class_shifts(self, request: BuildRequest, info: StoreInfo) -> None:
+        """Warn where the store built indexes its classes otherwise than a cached one of its root.
+
+        The stores this cache holds for the same source root are compared
+        (:mod:`precompute.pipeline.check`): another split's manifest in the same folder
+        that lacks a class builds one class fewer, and a name then means another label in each
+        store. A store with a fixed class list (the spec's ``classes``) is not compared; one
+        that cannot be read is skipped.
+        """
+        mine = classes_of(info.report)
+        if info.spec.classes or not mine:
+            return
+        root = source_root(str(request.source))
+        for entry in self.list():
+            if entry.key == request.key or source_root(entry.source) != root:
+                continue
+            try:
+                other = open_store_info(entry.path)
+            except (PrecomputeError, OSError):
+                continue
+            fix = "the spec's classes: BuildSpec(classes=[...]), or classes in a request's spec"
+            text = class_shift(str(request.source), mine, str(entry.path), other.report, fix)
+            if text is not None:
+                warnings.warn(f"cache {self.root}: {text}", ClassListWarning, stacklevel=4)
 
     def _publish(
         self, request: BuildRequest, info: StoreInfo, store: Path, size: int, started: float

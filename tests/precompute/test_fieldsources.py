@@ -95,6 +95,37 @@ def test_a_file_without_its_pair_is_a_per_input_error(seg: Path) -> None:
     )
 
 
+def test_links_out_of_a_segmentation_folder_are_counted_and_said(tmp_path: Path) -> None:
+    """Every file a symlink out of the source: N left out and why, not 'no image has its mask'."""
+    real, seg = tmp_path / "real", tmp_path / "seg"
+    for i in range(3):
+        for folder, kind in (("images", "image"), ("masks", "mask")):
+            _write(real / folder / f"{i}.png", kind, seed=i)
+            (seg / folder).mkdir(parents=True, exist_ok=True)
+            os.symlink(real / folder / f"{i}.png", seg / folder / f"{i}.png")
+    for policy in ("raise", "skip"):
+        with pytest.raises(SourceError) as info:
+            list_segmentation(seg, on_error=policy)
+        assert str(info.value) == (
+            f"{seg}: no image has its mask (images/<name>.* + masks/<name>.*): 6 entries were "
+            f"left out while listing (e.g. images/0.png: {ESCAPES})"
+        )
+
+
+def test_the_pair_of_a_link_out_is_left_out_with_it_under_either_policy(seg: Path) -> None:
+    """A mask that links out of the source: its image is left out naming why, not 'no mask'."""
+    _write(seg.parent / "elsewhere" / "d.png", "mask")
+    _write(seg / "images" / "d.png", "image")
+    os.symlink(seg.parent / "elsewhere" / "d.png", seg / "masks" / "d.png")
+    for policy in ("raise", "skip"):
+        src = list_segmentation(seg, on_error=policy)
+        assert len(src) == 3
+        assert src.skipped == (
+            ("images/d.png", f"its mask masks/d.png was left out: {ESCAPES}"),
+            ("masks/d.png", ESCAPES),
+        )
+
+
 def test_two_files_of_one_name_are_refused(seg: Path) -> None:
     _write(seg / "images" / "a.png", "image")
     with pytest.raises(SourceError, match=r"images/a\.png: another file has the same name 'a'"):

@@ -82,6 +82,22 @@ def test_one_shard_and_columns_name_the_members(
     _same_per_key(store(tmp_path / "out"), store(folder_store), recs)
 
 
+def test_pngs_after_the_first_samples_of_jpgs_are_images_too(tmp_path: Path) -> None:
+    """A converted dataset: 20 .jpg samples, then .png ones; every one builds, none refused."""
+    recs = records(40, seed=2)
+    ordered = sorted(recs, key=lambda r: (r.ext != "jpg", r.stem))  # the jpgs first
+    assert [r.ext for r in ordered[:20]] == ["jpg"] * 20
+    src = write_shards(tmp_path / "shards", ordered, per_shard=40)  # one shard
+    attrs = build_seq(src, tmp_path / "out")
+    assert attrs["report"]["skipped"] == [] and attrs["report"]["num_valid"] == len(recs)
+    build_seq(write_folder(tmp_path / "folder", recs), tmp_path / "folder-out")
+    _same_per_key(store(tmp_path / "out"), store(tmp_path / "folder-out"), recs)
+    fields = infer_webdataset_fields(str(src))
+    assert dict(list_webdataset(str(src), fields).columns)["image"] == "jpg;png"  # those read
+    jpgs = write_shards(tmp_path / "jpgs", ordered[:15])  # the columns of a source of jpgs
+    assert dict(list_webdataset(str(jpgs), fields).columns)["image"] == "jpg"
+
+
 def test_a_mapped_suffix_missing_from_a_sample_is_a_per_input_error(
     recs: list, tmp_path: Path
 ) -> None:

@@ -172,3 +172,39 @@ def test_the_writer_into_s3_gives_the_objects_of_the_local_files(
     }
     remote = objects_under(url)
     assert remote == local  # every object, markers and metadata included
+
+
+def test_replace_removes_a_store_of_another_spec_and_nothing_else(any_bucket: str) -> None:
+    """``--replace`` in object storage: the store's objects (the held lock kept), no neighbour."""
+    import numpy as np
+
+    from precompute import BuildSpec
+    from precompute.format.layout import StoreLayout
+    from precompute.pipeline.replace import replace_other
+    from precompute.pipeline.writer import create_or_resume, write_store_from_arrays
+
+    spec = BuildSpec(size=8, shard_samples=4, chunk_samples=2)
+    images = np.zeros((10, 8, 8, 3), dtype=np.uint8)
+    url = f"{any_bucket}/r.zarr"
+    out = store_path(url)
+    write_store_from_arrays(out, images, np.arange(10) % 3, spec)
+    location(f"{any_bucket}/r.zarr.txt").write_bytes(b"beside")  # a neighbour of the prefix
+    other = BuildSpec(size=6, shard_samples=4, chunk_samples=2)
+    layout = StoreLayout.from_spec(other, 10)
+    assert (
+        replace_other(out, spec, StoreLayout.from_spec(spec, 10), "fp")
+        == "source (or source files)"
+    )
+    write_store_from_arrays(out, images, np.arange(10) % 3, spec)
+    location(f"{url}/notes.txt").write_bytes(b"someone's")
+    before = objects_under(url)
+    with pytest.raises(StoreError, match=r"notes\.txt, which is not part of its store"):
+        replace_other(out, other, layout, "fp")
+    assert objects_under(url) == before  # nothing deleted
+    location(f"{url}/notes.txt").delete()
+    with build_lock(out):
+        assert replace_other(out, other, layout, "fp") == "spec"
+        assert list(objects_under(url)) == ["_nostall/build.lock"]  # the held lock stays
+    assert objects_under(url) == {}
+    assert location(f"{any_bucket}/r.zarr.txt").read_bytes() == b"beside"
+    assert create_or_resume(out, other, layout, "fp") == set()  # a new store there

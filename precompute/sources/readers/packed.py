@@ -41,11 +41,12 @@ from precompute.sources.fields import FieldItem, FieldSource, same_counts
 from precompute.sources.folders import (
     ARRAY_ONLY_EXTENSIONS,
     AUDIO_EXTENSIONS,
-    ESCAPES,
     IMAGE_EXTENSIONS,
-    escapes,
+    file_problem,
+    is_folder,
+    shown,
 )
-from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S
+from precompute.sources.inputs import DEFAULT_MAX_BYTES, READ_DEADLINE_S, file_kind
 from precompute.sources.listing import checkpoint, is_url, per_input
 
 __all__ = [
@@ -127,23 +128,41 @@ def _local(src: str, what: str) -> str:
     return os.path.abspath(path)
 
 
+def _one_file(src: str, path: str) -> None:
+    """A source that is one container: a regular file (a link may lead anywhere).
+
+    Raises:
+        SourceError: Missing, a symlink loop, a FIFO or a device, naming ``src``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise SourceError(f"{src}: no such file or folder") from None
+    except OSError as exc:  # a symlink loop, no permission
+        raise SourceError(f"{src}: cannot read: {exc.strerror or type(exc).__name__}") from None
+    kind = file_kind(mode)
+    if kind is not None:
+        raise SourceError(f"{src}: not a regular file ({kind})")
+
+
 def container_files(
     src: str, suffix: str, what: str, skipped: list[tuple[str, str]]
 ) -> tuple[str, tuple[str, ...]]:
     """``(root, paths relative to it)`` of ``src``'s ``suffix`` files, sorted.
 
     ``src`` is one such file (the root is its folder) or a local folder searched recursively
-    (hidden names left out; a symlink leaving the folder recorded in ``skipped``).
+    (hidden names left out). A container that cannot be used is recorded in ``skipped`` with
+    its reason, as a folder listing records one: a symlink leaving the folder, a symlink loop,
+    a FIFO or device, a name that is not valid UTF-8 (:func:`.folders.file_problem`).
 
     Raises:
         SourceError: A URL, no such file or folder, no container in it, or a folder that also
             holds other data files (images, audio, arrays): one kind of source per folder.
     """
     path = _local(src, what)
-    if os.path.isfile(path):
-        return os.path.dirname(path), (os.path.basename(path),)
     if not os.path.isdir(path):
-        raise SourceError(f"{src}: no such file or folder")
+        _one_file(src, path)
+        return os.path.dirname(path), (os.path.basename(path),)
     found, others = [], []
     for folder, dirs, files in os.walk(path):
         checkpoint()
@@ -151,14 +170,18 @@ def container_files(
         for name in sorted(n for n in files if not n.startswith(".")):
             rel = os.path.relpath(os.path.join(folder, name), path).replace(os.sep, "/")
             ext = os.path.splitext(name)[1].lower()
-            if ext == suffix and escapes(path, rel):
-                skipped.append((rel, ESCAPES))
+            problem = file_problem(path, rel) if ext == suffix else None
+            if problem is not None:
+                skipped.append((shown(rel), problem))
             elif ext == suffix:
                 found.append(rel)
             elif ext in _DATA and ext != suffix:
                 others.append(rel)
     if not found:
-        raise SourceError(f"{src}: no {suffix} files in this folder or below it")
+        left = (
+            f" ({len(skipped)} left out, e.g. {skipped[0][0]}: {skipped[0][1]})" if skipped else ""
+        )
+        raise SourceError(f"{src}: no {suffix} files in this folder or below it{left}")
     if others:
         raise SourceError(
             f"{src}: mixes {what} files ({len(found)}, e.g. {found[0]}) with other data files "
@@ -174,10 +197,10 @@ def _level_exts(folder: str, depth: int) -> set[str]:
             entries = [e for e in it if not e.name.startswith(".")]
     except OSError:
         return set()
-    exts = {os.path.splitext(e.name)[1].lower() for e in entries if not e.is_dir()}
+    exts = {os.path.splitext(e.name)[1].lower() for e in entries if not is_folder(e)}
     if exts & _DATA or depth == 0:
         return exts & _DATA
-    for sub in sorted(e.path for e in entries if e.is_dir(follow_symlinks=False)):
+    for sub in sorted(e.path for e in entries if is_folder(e, follow_symlinks=False)):
         found = _level_exts(sub, depth - 1)
         if found:
             return found
@@ -192,11 +215,9 @@ def holds(src: str, suffix: str) -> bool:
     at its first class folder, without reading the rest.
     """
     path = src.removeprefix("file://")
-    if is_url(path):
+    if is_url(path) or not os.path.isdir(path):  # a file of the suffix: even a FIFO (refused)
         return path.lower().endswith(suffix)
-    if os.path.isfile(path):
-        return path.lower().endswith(suffix)
-    return os.path.isdir(path) and suffix in _level_exts(path, _PROBE_DEPTH)
+    return suffix in _level_exts(path, _PROBE_DEPTH)
 
 
 def make_fields(

@@ -6,7 +6,8 @@ dot of its base name, webdataset's rule); a member without a dot is ignored. A s
 members hold its fields:
 
 - **image**: a ``jpg``, ``jpeg``, ``png``, ``webp`` (and the other image suffixes) member:
-  the first the sample has, in that order;
+  the first the sample has, those the first samples have first; any image suffix the image
+  kind decodes, not only those of the first samples (``--columns image=jpg`` narrows it);
 - **mask**: a ``seg.png``, ``mask.png`` (``segmentation``, ``annotation``, ``label``) member
   (give ``--mask-classes``);
 - **label**: a ``cls`` member (an integer or a class name as text), else the ``label`` key
@@ -181,7 +182,12 @@ def _probe(
 def _present(
     spec: str, claim: SuffixClaim, seen: set[str], first: tuple[dict[str, Any], dict[str, str]]
 ) -> str:
-    """What of ``spec`` the first samples have (``jpg;png`` -> ``png``); empty: nothing."""
+    """``spec`` if the first samples have it, else empty.
+
+    Of alternatives (``jpg;png;...``) every one is kept once the first samples have any, those
+    seen first (``png;jpg;...``): a later sample may hold another suffix the kind decodes (a
+    converted dataset of ``.jpg`` with some ``.png``). ``--columns`` narrows them.
+    """
     suffix, _, key = spec.partition(":")
     docs, texts = first
     if key:
@@ -189,7 +195,9 @@ def _present(
         return spec if isinstance(doc, dict) and key in doc else ""
     if suffix in claim.integers:
         return spec if texts.get(suffix, "").strip().isdigit() else ""
-    return ";".join(s for s in spec.split(";") if s in seen)
+    alternatives = spec.split(";")
+    present = [s for s in alternatives if s in seen]
+    return ";".join(present + [s for s in alternatives if s not in seen]) if present else ""
 
 
 def _candidates(path: str, samples: Mapping[str, Sample]) -> dict[str, list[str]]:
@@ -288,7 +296,9 @@ def _row(
             continue
         suffix = _member_of(sample, spec)
         if suffix is None:
-            raise ValueError(f"no {spec} member for field {f.name!r}")
+            *alts, last = spec.split(";")
+            what = f"{', '.join(alts)} or {last}" if alts else last
+            raise ValueError(f"no {what} member for field {f.name!r}")
         files.append((f.name, f"{rel}#{key}.{suffix}"))
         at.append((f"{f.name}.at", [rel, *sample[suffix][:2]]))
     return Row(rel, key, tuple(files), tuple(at), raw)
@@ -336,7 +346,28 @@ def list_webdataset(
     rows: list[Row] = []
     for rel in shards:
         rows += _shard_rows(src, rel, os.path.join(root, rel), fields, cols, on_error, skipped)
-    return packed_source(WebDatasetSource, src, root, fields, rows, on_error, skipped, shards, cols)
+    read = _read_suffixes(cols, rows, mapping or {})
+    return packed_source(WebDatasetSource, src, root, fields, rows, on_error, skipped, shards, read)
+
+
+def _read_suffixes(
+    cols: Mapping[str, str], rows: Sequence[Row], mapping: Mapping[str, str]
+) -> dict[str, str]:
+    """``cols`` with each inferred alternative narrowed to the suffixes its samples read.
+
+    What the source's fingerprint records: ``jpg`` for a source of ``.jpg`` images alone (as
+    before every image suffix was an alternative), ``jpg;png`` for one that holds both.
+    """
+    used: dict[str, set[str]] = {}
+    for row in rows:
+        for name, locator in row.files:  # SHARD#DIR/KEY.SUFFIX
+            member = locator.rpartition("#")[2].rpartition("/")[2]
+            used.setdefault(name, set()).add(member.partition(".")[2])
+    out = dict(cols)
+    for name, spec in cols.items():
+        if name not in mapping and ";" in spec and used.get(name):
+            out[name] = ";".join(s for s in spec.split(";") if s in used[name])
+    return out
 
 
 # -- reads -----------------------------------------------------------------------------------

@@ -1,0 +1,238 @@
+"""What a build checks without writing a store: every bad input, and a class list that shifts.
+
+**``precompute check SRC``**: every bad input of a source at once.
+
+A build under ``--on-error raise`` stops at the first bad input, so finding them all took one
+build per bad file. A check runs the build's own steps and stops short of the store:
+
+1. the source is listed as the build lists it (:func:`precompute.sources.resolve.resolve_build`,
+   the same options) under ``on_error: skip``, so every entry the listing leaves out is
+   recorded (a symlink out of the source, a loop, a manifest line with a bad label) instead of
+   the first one raised;
+2. every listed sample is read, decoded, checked and placed by the build's shard tasks
+   (:func:`precompute.pipeline.shardwork.build_shard` with ``ShardJob.check``: the same
+   decoders, the kinds' checks and the reasons a build records), which write nothing.
+
+:class:`CheckReport` lists every bad input with the reason the build would give it.
+:func:`precompute.job.check` runs the tasks where a build would (Ray, or in process).
+A source the build refuses as a whole (no such folder, a duplicate manifest path, a spec
+option missing) raises the build's own error.
+
+**A class list that would shift labels.** Without a fixed class list (``--classes``), a
+manifest's classes are the names its lines give, sorted: a validation manifest that lacks one
+class builds one class fewer, and every later name gets another index than in the training
+store (``chirp`` 1 there, ``frog`` 1 here), silently. Before its shards run, a build whose
+classes it learned from the source compares them with those of the complete stores at
+``--out`` and beside it that were built from the same source root (the folder of the
+manifests, or the class folder itself), and warns (:func:`warn_class_shifts`:
+:class:`~precompute.errors.ClassListWarning`) naming the store, a name whose index differs,
+and ``--classes-from`` to fix it. The cache compares a store it built with the stores it
+holds for the same source root (``service``). Reading the stores beside ``--out`` is best
+effort: one that cannot be read is not compared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from precompute.errors import ClassListWarning, PrecomputeError
+from precompute.format.layout import StoreLayout
+from precompute.pipeline.fieldwork import backends_of
+from precompute.pipeline.plan import ShardTask
+from precompute.pipeline.shardwork import ShardJob
+from precompute.sources.classes import MANIFEST_EXTENSIONS
+from precompute.sources.fields import FieldSource
+from precompute.sources.resolve import plan_tasks
+from precompute.spec import BuildSpec
+from precompute.storage.location import Location, is_url
+
+__all__ = [
+    "CheckReport",
+    "check_report",
+    "check_tasks",
+    "class_shift",
+    "classes_of",
+    "lenient",
+    "source_root",
+    "warn_class_shifts",
+]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What a check found: every input a build of the same source and spec would not store.
+
+    Attributes:
+        source: The source as given.
+        num_inputs: Inputs seen: the samples listed and the entries left out while listing.
+        listing: ``(key, reason)`` of entries left out while listing (no slot in a store).
+        samples: ``(key, reason)`` of listed samples that cannot be read, decoded or checked
+            (a build under ``--on-error raise`` stops at the first; ``skip`` leaves holes),
+            sorted by key.
+    """
+
+    source: str
+    num_inputs: int
+    listing: tuple[tuple[str, str], ...] = ()
+    samples: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def bad(self) -> tuple[tuple[str, str], ...]:
+        """Every bad input, ``(key, reason)``, sorted by key."""
+        return tuple(sorted(self.listing + self.samples))
+
+    def lines(self) -> list[str]:
+        """``BAD key: reason`` per bad input, then one summary line."""
+        return [f"BAD {key}: {reason}" for key, reason in self.bad] + [self.summary()]
+
+    def summary(self) -> str:
+        """``checked SRC: N inputs, B bad (L left out while listing)``, or ``..., all good``."""
+        if not self.bad:
+            return f"checked {self.source}: {self.num_inputs} inputs, all good"
+        listed = f" ({len(self.listing)} left out while listing)" if self.listing else ""
+        return f"checked {self.source}: {self.num_inputs} inputs, {len(self.bad)} bad{listed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``bad`` as ``{key, reason}`` objects, as a build report's)."""
+        return {
+            "source": self.source,
+            "num_inputs": self.num_inputs,
+            "bad": [{"key": k, "reason": r} for k, r in self.bad],
+            "skipped_listing": len(self.listing),
+        }
+
+
+def lenient(spec: BuildSpec) -> BuildSpec:
+    """``spec`` under ``on_error: skip``: every bad input is recorded, none raised."""
+    return dataclasses.replace(spec, on_error="skip")
+
+
+def check_tasks(src: str, source: FieldSource, spec: BuildSpec) -> tuple[ShardJob, list[ShardTask]]:
+    """The shard tasks of a check of ``source`` (listed for ``spec``): every shard, no output.
+
+    ``spec`` is the resolved spec (its fields learned from the source), under ``skip``.
+    """
+    layout = StoreLayout.from_spec(spec, len(source.items))
+    reader = dataclasses.replace(source, items=(), skipped=())
+    job = ShardJob(f"check of {src}", layout, spec, reader, backends_of(spec.fields), check=True)
+    return job, plan_tasks(source, layout, spec.seed, list(range(layout.num_shards)))
+
+
+def check_report(src: str, source: FieldSource, results: Sequence[dict[str, Any]]) -> CheckReport:
+    """The report of a check: what the listing left out, and each shard's bad samples."""
+    samples = tuple(sorted((s["key"], s["reason"]) for r in results for s in r["skipped"]))
+    return CheckReport(
+        src, len(source.items) + len(source.skipped), tuple(source.skipped), tuple(samples)
+    )
+
+
+# -- class lists that shift labels ------------------------------------------------------------
+
+
+# Sources that are one file: their root is the file's folder.
+_FILES = (*MANIFEST_EXTENSIONS, ".json", ".parquet", ".tar", ".npy", ".npz", ".mat", ".tif")
+_SIBLINGS = 64  # stores beside --out compared at most (a folder of many stores: the first)
+
+
+def source_root(src: str) -> str:
+    """The folder ``src``'s paths start from: a file's folder, a folder itself."""
+    path = src.removeprefix("file://").rstrip("/")
+    if is_url(path):
+        return path.rsplit("/", 1)[0] if path.lower().endswith(_FILES) else path
+    path = os.path.abspath(path)
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def classes_of(report: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Class names by field of a build report (v1: ``label``); fields without names left out."""
+    found = report.get("classes")
+    by_field = found if isinstance(found, Mapping) else {"label": found or ()}
+    return {str(f): tuple(map(str, n)) for f, n in by_field.items() if n}
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])}, ..."
+
+
+def _how(mine: Sequence[str], theirs: Sequence[str]) -> str:
+    """How the two lists index names differently (the first name that moves, or the count)."""
+    at = {name: i for i, name in enumerate(theirs)}
+    moved = next((n for i, n in enumerate(mine) if n in at and at[n] != i), None)
+    if moved is not None:
+        return f"{moved!r} is {mine.index(moved)} here and {at[moved]} there"
+    lost = [n for n in theirs if n not in set(mine)]
+    if lost:
+        return f"{lost[0]!r} is not a class here"
+    return f"{next(n for n in mine if n not in at)!r} is not a class there"
+
+
+def class_shift(
+    src: str,
+    mine: Mapping[str, Sequence[str]],
+    store: str,
+    report: Mapping[str, Any],
+    fix: str | None = None,
+) -> str | None:
+    """The warning for a build of ``src`` with classes ``mine`` beside ``store``; None if none.
+
+    Only stores built from ``src``'s source root are compared, and only fields both name.
+    ``fix``: how to give both builds one class list (default: the command-line flags).
+    """
+    theirs_src = str(report.get("source", ""))
+    if not theirs_src or source_root(theirs_src) != source_root(src):
+        return None
+    theirs = classes_of(report)
+    for field, names in mine.items():
+        other = theirs.get(field)
+        if other is None or tuple(other) == tuple(names):
+            continue
+        where = "" if field == "label" else f"{field} "
+        return (
+            f"{src} builds {where}{len(names)} classes ({_names(names)}) but {store}, built "
+            f"from the same folder ({theirs_src}), has {len(other)} ({_names(other)}): "
+            f"{_how(names, other)}, so one label means two classes; give both builds one list "
+            f"({fix or f'--classes-from {store}, or --classes'})"
+        )
+    return None
+
+
+def _stores(out: Location) -> Iterator[tuple[Location, Mapping[str, Any]]]:
+    """``out`` and the stores beside it, each with its report (complete stores only)."""
+    from precompute.pipeline.outputs import complete_attrs
+
+    parent = out.parent
+    try:
+        names = [n for n in parent.store.list_dir(parent.key) if n != out.name][:_SIBLINGS]
+    except OSError:
+        names = []
+    for where in (out, *(parent / n for n in names)):
+        try:
+            attrs = complete_attrs(where)
+        except (PrecomputeError, OSError, ValueError):  # not a store, or unreadable: none
+            continue
+        if attrs is not None and isinstance(attrs.get("report"), Mapping):
+            yield where, attrs["report"]
+
+
+def warn_class_shifts(
+    src: str, classes: Mapping[str, Sequence[str]], fixed: bool, out: Location
+) -> list[str]:
+    """Warn for each store at or beside ``out`` whose classes a build of ``src`` would shift.
+
+    ``classes``: the build's class names by field; ``fixed``: they come from the spec
+    (``--classes``), which nothing is compared against. Returns the warnings given.
+    """
+    if fixed or not any(classes.values()):
+        return []
+    said = []
+    for where, report in _stores(out):
+        text = class_shift(src, classes, str(where), report)
+        if text is not None:
+            warnings.warn(text, ClassListWarning, stacklevel=2)
+            said.append(text)
+    return said
