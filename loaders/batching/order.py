@@ -111,8 +111,10 @@ def chunk_visits(
     shuffle: bool = True,
     key: tuple[int, ...] = (),
 ) -> Indices:
-    """Return ``served`` (ascending slots, a slot repeated once per time it is served) chunk by
-    chunk in ``epoch``'s chunk order: one visit per chunk, its slots ascending.
+    """Return ``served`` chunk by chunk in ``epoch``'s chunk order, one visit per chunk.
+
+    ``served`` holds ascending slots, a slot once per time it is served; a visit keeps them
+    ascending.
 
     The chunk order is the permutation of all ``num_chunks`` chunks drawn from (seed, epoch)
     (and ``key``, which a mixture's stores add to draw apart), so a selection of the samples
@@ -155,8 +157,11 @@ def _split(samples: Indices, chunk_samples: int, buffer_chunks: int) -> list[Ran
 
 
 def _once(chunks: Indices) -> Indices:
-    """``chunks`` in visit order, each once (a window may visit a chunk twice: a mixture's
-    store passing from one of its epochs to the next, a padding repeat)."""
+    """``chunks`` in visit order, each once.
+
+    A window may visit a chunk twice: a mixture's store passing from one of its epochs to the
+    next, a padding repeat.
+    """
     if len(np.unique(chunks)) == len(chunks):
         return chunks
     _, first = np.unique(chunks, return_index=True)

@@ -95,8 +95,10 @@ class EpochPlan:
 
     @cached_property
     def by_window(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """``(positions, bounds)``: the positions sorted by (window, position), and where each
-        window's positions begin (``bounds[w]:bounds[w + 1]``)."""
+        """``(positions, bounds)``: the positions sorted by (window, position), and bounds.
+
+        Window ``w``'s positions are ``positions[bounds[w]:bounds[w + 1]]``.
+        """
         positions = np.argsort(self.window_of, kind="stable").astype(np.int64)
         bounds = np.searchsorted(self.window_of[positions], np.arange(len(self.windows) + 1))
         return positions, bounds.astype(np.int64)

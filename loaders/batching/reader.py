@@ -192,7 +192,7 @@ class BatchReader(Node[HostBatch]):
         index = self.plan.order[lo:hi].copy()
         arrays = {name: values[index] for name, values in self.small.items()}
         arrays["extent"] = self.extents[index]
-        arrays["index"] = index
+        arrays.update(self.source.sample_ids(index))  # a mixture's: its store's slot, the store
         arrays["is_pad"] = self.plan.is_pad(lo, hi - lo)
         self._per_sample = (batch, stop, arrays)
 

@@ -30,6 +30,7 @@ from loaders.dali.graph import PASSED, GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
+from loaders.selection import Choice
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
 
@@ -130,6 +131,9 @@ class DaliLoaderBase(ContractLoader):
             ``StoreLoader`` does; batches then carry ``target`` instead of ``label``.
         num_threads: DALI CPU threads.
         prefetch: DALI prefetch queue depth.
+        **choose: Which samples an epoch serves and how often, as ``StoreLoader`` takes them
+            (``subset``, ``split``, ``splits``, ``weights``, ``balance``, ``repeat_factor``,
+            ``replacement``, ``samples_per_epoch``: :class:`loaders.selection.Choice`).
 
     Raises:
         ValueError: A setting is out of range (the message names it and its value).
@@ -151,6 +155,7 @@ class DaliLoaderBase(ContractLoader):
         mixup: Mixup | None = None,
         num_threads: int = 2,
         prefetch: int = 2,
+        **choose: Any,
     ) -> None:
         require_dali()
         if device is None:
@@ -164,6 +169,7 @@ class DaliLoaderBase(ContractLoader):
             rank=rank,
             world_size=world_size,
             buffer_chunks=buffer_chunks,
+            choice=Choice(**choose),
         )
         self._threads = check_int("num_threads", num_threads, 1)
         self._prefetch = check_int("prefetch", prefetch, 1)

@@ -57,7 +57,9 @@ def scatter(src: np.ndarray, flats: list[memoryview]) -> None:
         pos += flat.nbytes
 
 
-def run_parts(runs: Sequence[Run], rows: int, row_bytes: int) -> tuple[list[memoryview], list[Copy]]:
+def run_parts(
+    runs: Sequence[Run], rows: int, row_bytes: int
+) -> tuple[list[memoryview], list[Copy]]:
     """Return one byte view per chunk row, in order, and the copies still to make after a read.
 
     A chunk row goes to its run's row, or to a row of scratch when no run asks for it; a row
@@ -75,7 +77,7 @@ def run_parts(runs: Sequence[Run], rows: int, row_bytes: int) -> tuple[list[memo
             if views[c] is None:
                 views[c] = view
             else:
-                copies.append((view, views[c]))  # type: ignore[arg-type]
+                copies.append((view, views[c]))
     missing = [i for i, v in enumerate(views) if v is None]
     if missing:
         scratch = memoryview(bytearray(len(missing) * row_bytes))
