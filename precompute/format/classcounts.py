@@ -23,7 +23,7 @@ from precompute.fields import ClassCounts, FieldSpec
 from precompute.format.layout import MARKER_DIR
 from precompute.storage.location import Location, location
 
-__all__ = ["read_class_counts", "shard_class_counts", "write_class_counts"]
+__all__ = ["count_lines", "read_class_counts", "shard_class_counts", "write_class_counts"]
 
 _FOLDER = "class_counts"
 
@@ -113,3 +113,28 @@ def read_class_counts(
     except (ValueError, OSError) as exc:
         raise StoreMetadataError(f"{path}: not a readable class count table: {exc}") from None
     return ClassCounts(slot.copy(), cls.copy(), count.copy(), num_classes)
+
+
+def count_lines(root: str | Path | Location, fields: Iterable[FieldSpec], n: int) -> list[str]:
+    """``precompute inspect``'s lines of the stored class counts.
+
+    Per class: its share of the counts and how many samples hold it (a rare class shows here).
+    """
+    lines = []
+    for f in _counted(fields):
+        try:
+            counts = read_class_counts(root, f.name, n, f.options.get("classes"))
+        except StoreMetadataError as exc:
+            lines.append(f"counts     {f.name}: {exc}")
+            continue
+        if counts is None:
+            lines.append(f"counts     {f.name}: none stored (built before class counts were)")
+            continue
+        total = np.bincount(counts.classes, counts.counts, counts.num_classes).astype(np.int64)
+        holding = np.bincount(counts.classes, minlength=counts.num_classes)
+        share = total / max(int(total.sum()), 1)
+        shown = ", ".join(
+            f"{c}: {share[c]:.2%} in {holding[c]}" for c in range(min(counts.num_classes, 12))
+        )
+        lines.append(f"counts     {f.name} per class (share, samples holding it): {shown}")
+    return lines

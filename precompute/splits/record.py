@@ -28,7 +28,7 @@ from precompute.format.layout import MARKER_DIR
 from precompute.splits.assign import NONE
 from precompute.storage.location import Location, location
 
-__all__ = ["SPLITS_FILE", "RecordedSplits", "read_splits", "write_splits"]
+__all__ = ["SPLITS_FILE", "RecordedSplits", "read_splits", "split_lines", "write_splits"]
 
 SPLITS_FILE = "splits.json"
 _FORMAT, _VERSION = "nostall.splits", 1
@@ -116,3 +116,19 @@ def read_splits(root: str | Path | Location, num_samples: int) -> RecordedSplits
         return RecordedSplits(names, parts, dict(doc.get("rule", {})))
     except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as exc:
         raise StoreMetadataError(f"{path}: not a readable split record: {exc}") from None
+
+
+def split_lines(recorded: RecordedSplits | None) -> list[str]:
+    """``precompute inspect``'s line of a recorded split (none without one)."""
+    if recorded is None:
+        return []
+    counts = ", ".join(f"{name} {count}" for name, count in recorded.counts().items())
+    how = recorded.rule
+    made = (
+        f"from the manifest column {how['column']!r}"
+        if "column" in how
+        else f"seed {how.get('seed')}"
+        + (f", stratified by {how['stratify']}" if how.get("stratify") else "")
+        + (f", grouped by {how['group_by']}" if how.get("group_by") else "")
+    )
+    return [f"splits     {counts} ({made})"]
