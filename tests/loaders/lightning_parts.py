@@ -20,6 +20,7 @@ from benchmarks.examples.stores import trainer as example_trainer
 from loaders import StoreLoader
 
 N, BATCH = 48, 8  # 6 batches an epoch
+GLOBAL_BATCH = 16  # GlobalData's batch over all devices
 
 
 class Recorder(L.LightningModule):
@@ -57,6 +58,20 @@ class Data(L.LightningDataModule):
         )
 
 
+class GlobalData(Data):
+    """A DataModule that keeps its global batch on any device count (``batch_size`` per rank).
+
+    What lets a checkpoint resume on another number of devices: the loader serves the rest of
+    the saved epoch in the same global batches (``docs/loaders.md``, "Choosing samples").
+    """
+
+    def train_dataloader(self) -> StoreLoader:
+        per_rank = GLOBAL_BATCH // self.trainer.world_size
+        return StoreLoader(
+            self.store, per_rank, device=self.trainer.strategy.root_device, seed=3, prefetch=0
+        )
+
+
 class SaveAt(L.Callback):
     """Save a checkpoint after global step ``step`` (mid-epoch), as a periodic save would."""
 
@@ -87,6 +102,14 @@ def ddp_rank(
     ddp = {"devices": world, "strategy": "ddp"}
     trainer(2, [SaveAt(4, ckpt)], **ddp).fit(Recorder(first), Data(store))  # epoch 1, batch 1
     trainer(2, **ddp).fit(Recorder(resumed), Data(store), ckpt_path=ckpt)
+
+
+def ddp_elastic(rank: int, world: int, port: int, store: Path, ckpt: Path, first: Path) -> None:
+    """One rank of a DDP fit of :class:`GlobalData` that saves a checkpoint mid-epoch."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="0")
+    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
+    ddp = {"devices": world, "strategy": "ddp"}
+    trainer(2, [SaveAt(4, ckpt)], **ddp).fit(Recorder(first), GlobalData(store))
 
 
 class WithValidation(Data):
