@@ -82,7 +82,8 @@ class StoreLoader(ContractLoader):
         buffer_chunks: Chunks per shuffle window. Host batch buffers are reused: at most
             ``prefetch + 3 + ceil(buffer_chunks * chunk_samples / batch_size)`` are kept (3
             more on CUDA, pinned), i.e. one window of batches being filled plus the finished
-            ones waiting; a batch the caller keeps is never overwritten.
+            ones waiting (more where the first epoch's plan fills more at once: weighted
+            draws, a mixture per batch); a batch the caller keeps is never overwritten.
         prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
@@ -140,7 +141,7 @@ class StoreLoader(ContractLoader):
 
     def __init__(
         self,
-        store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any],
+        store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any] | list[Any],
         batch_size: int,
         *,
         device: str | torch.device = "cpu",
@@ -252,14 +253,17 @@ class StoreLoader(ContractLoader):
         self._rows = load_rows(self.source, map_bytes) if ram else None
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
-        window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
-        cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
-        keep = self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0)
-        self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
         self.fields = self.source.fields if layout.version == 2 else ()
         check_field_policies(self.fields, self.augment, self.mixup)
         self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
         self._check_serves()  # bad rank/world/chunk/batch combinations raise before a batch
+        window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
+        cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
+        # the batches the reader fills at once: one window's, or more where windows hold
+        # more (weighted draws) or interleave (a mixture per batch)
+        filling = max(-(-window // bs), self.plan().open_batches(bs))
+        keep = self.prefetch + 3 + filling + (ToDevice.SLOTS if cuda else 0)
+        self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
 
     def _valid(self) -> npt.NDArray[np.bool_]:
         return self.source.valid

@@ -103,6 +103,18 @@ class EpochPlan:
         bounds = np.searchsorted(self.window_of[positions], np.arange(len(self.windows) + 1))
         return positions, bounds.astype(np.int64)
 
+    def open_batches(self, batch_size: int) -> int:
+        """The most batches a reader fills at once: begun by a window read, not yet complete."""
+        if not len(self.order):
+            return 0
+        starts = np.arange(0, len(self.order), batch_size)
+        first = np.minimum.reduceat(self.window_of, starts)
+        last = np.maximum.reduceat(self.window_of, starts)
+        change = np.zeros(len(self.windows) + 1, np.int64)
+        np.add.at(change, first, 1)
+        np.add.at(change, last + 1, -1)
+        return int(np.cumsum(change).max())
+
     def last_windows(self, batch_size: int) -> npt.NDArray[np.int64]:
         """Per batch: the last window (in reading order) serving one of its positions."""
         if not len(self.order):
