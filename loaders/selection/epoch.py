@@ -81,9 +81,11 @@ def _batch_mixture(
 ) -> EpochPlan:  # fmt: skip
     """Partition ``part``'s plan of a mixture in proportion in every batch.
 
-    Each store's stretch is cut into ``parts`` equal shares in windows; this partition's share
-    fills the store's block of each batch (blocks in store order), so a batch reads the
-    windows of every store it holds.
+    Each store's stretch is cut into ``parts`` equal shares in windows of its proportion of
+    ``buffer_chunks`` chunk visits (so the stores' windows span about the same batches, and a
+    reader holds about one plain window's batches); this partition's share fills the store's
+    block of each batch (blocks in store order), so a batch reads the windows of every store
+    it holds.
     """
     batches = sel.epoch_length() // (parts * batch_size)
     counts = batch_counts(sel.proportions or (), batches, batch_size)
@@ -94,9 +96,10 @@ def _batch_mixture(
     for k in range(len(sel.pools)):
         taken = int(counts[:, k].sum())
         seq = stream(sel, k, epoch * taken * parts, taken * parts, seed=seed, shuffle=shuffle)
+        share = max(1, round(buffer_chunks * (sel.proportions or ())[k]))
         windows, _ = cut_sequence(
             seq, sel.chunk_samples, seed=seed, epoch=epoch, rank=part, world_size=parts,
-            shuffle=shuffle, buffer_chunks=buffer_chunks, key=(k,),
+            shuffle=shuffle, buffer_chunks=share, key=(k,),
         )  # fmt: skip
         first = np.repeat(np.arange(batches) * batch_size + starts[:, k], counts[:, k])
         pos = (
