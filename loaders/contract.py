@@ -23,7 +23,7 @@ from loaders.batching.order import ORDER_VERSION, batch_seed, epoch_after
 from loaders.batching.plan import EpochPlan
 from loaders.errors import DeviceUnavailableError, LoaderError
 from loaders.selection import Choice, SampleTable, Selection, plan_epoch, select
-from loaders.selection.resume import ELASTIC_KEYS, PLAIN_DEFAULTS, resumed_layout, saved_layout
+from loaders.selection.resume import ELASTIC_KEYS, check_state, resumed_layout, saved_layout
 from precompute.checks import check_integer
 
 __all__ = [
@@ -65,42 +65,6 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return rank, world_size
-
-
-def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
-    """Refuse a saved loader state whose settings differ from ``mine`` (the keys of ``mine``).
-
-    ``rank`` is not among them: ranks step together, so every rank is at the same epoch and
-    batch, and a checkpoint written by rank 0 alone resumes every rank. Nor are the world size
-    and batch size: :func:`loaders.selection.resume.resumed_layout` decides those. A key a
-    state saved before it existed lacks has its value of then (``selection``: every sample).
-
-    Raises:
-        LoaderError: Naming every differing setting, (saved, current).
-    """
-    diff = {
-        k: (state.get(k, PLAIN_DEFAULTS.get(k)), v)
-        for k, v in mine.items()
-        if state.get(k, PLAIN_DEFAULTS.get(k)) != v
-    }
-    if not diff:
-        return
-    hint = ""
-    if "spec_hash" in diff and "source_fingerprint" in state:
-        hint = "; saved by a loader of a raw source (JpegLoader), not of a store"
-    elif "source_fingerprint" in diff and "spec_hash" in state:
-        hint = "; saved by a loader of a store, not of this raw source"
-    elif "selection" in diff:
-        hint = (
-            "; saved by a loader of other samples or weights (subset, split, weights, "
-            "balance, mixture): make it with the same ones"
-        )
-    elif "order" in diff:
-        hint = (
-            "; saved by a nostall whose sample order differs: start the epoch afresh with "
-            "set_epoch() instead"
-        )
-    raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:

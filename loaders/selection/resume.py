@@ -1,5 +1,7 @@
 """Which saved states a loader resumes, and the world an epoch resumed elsewhere keeps.
 
+:func:`check_state` refuses a state of other settings, samples or data, naming each.
+
 A state records the world size and batch size of the loader that saved it, and those its
 epoch was cut for (``order_world``, ``order_batch``: the same, unless that epoch was itself
 resumed from another world size). A state at an epoch's start resumes on any world size (the
@@ -15,7 +17,7 @@ from typing import Any
 
 from loaders.errors import LoaderError
 
-__all__ = ["ELASTIC_KEYS", "PLAIN_DEFAULTS", "resumed_layout", "saved_layout"]
+__all__ = ["ELASTIC_KEYS", "PLAIN_DEFAULTS", "check_state", "resumed_layout", "saved_layout"]
 
 ELASTIC_KEYS = ("world_size", "batch_size", "order_world", "order_batch")
 # keys a state saved before they existed lacks, and the value they had then
@@ -64,3 +66,39 @@ def resumed_layout(
         f"is {world_size} x {batch_size} = {world_size * batch_size}. The rest of the epoch "
         f"resumes with the global batch kept: {advice}"
     )
+
+
+def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
+    """Refuse a saved loader state whose settings differ from ``mine`` (the keys of ``mine``).
+
+    ``rank`` is not among them: ranks step together, so every rank is at the same epoch and
+    batch, and a checkpoint written by rank 0 alone resumes every rank. Nor are the world size
+    and batch size: :func:`loaders.selection.resume.resumed_layout` decides those. A key a
+    state saved before it existed lacks has its value of then (``selection``: every sample).
+
+    Raises:
+        LoaderError: Naming every differing setting, (saved, current).
+    """
+    diff = {
+        k: (state.get(k, PLAIN_DEFAULTS.get(k)), v)
+        for k, v in mine.items()
+        if state.get(k, PLAIN_DEFAULTS.get(k)) != v
+    }
+    if not diff:
+        return
+    hint = ""
+    if "spec_hash" in diff and "source_fingerprint" in state:
+        hint = "; saved by a loader of a raw source (JpegLoader), not of a store"
+    elif "source_fingerprint" in diff and "spec_hash" in state:
+        hint = "; saved by a loader of a store, not of this raw source"
+    elif "selection" in diff:
+        hint = (
+            "; saved by a loader of other samples or weights (subset, split, weights, "
+            "balance, mixture): make it with the same ones"
+        )
+    elif "order" in diff:
+        hint = (
+            "; saved by a nostall whose sample order differs: start the epoch afresh with "
+            "set_epoch() instead"
+        )
+    raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
