@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from precompute.fields import ClassCounts, FieldSpec
+from precompute.fields import ClassCounts, FieldSpec, Kind
 from precompute.splits import RecordedSplits
 
 __all__ = ["SampleTable", "SamplesView"]
@@ -73,20 +73,24 @@ class SampleTable:
                 built before they were: rebuild it).
         """
         f = self.field(name)
-        if f.name in self.arrays:
-            counts = f.spec.class_counts(self.arrays[f.name], f.options)
-        else:
-            counts = self.stored_counts(f.name, f.options.get("classes"))
-            if counts is None and f.spec.stores_class_counts:
-                raise ValueError(
-                    f"{self.where}: field {name!r} ({f.kind}) has no stored class counts: the "
-                    "store was built before they were stored; rebuild it to balance by it"
-                )
-        if counts is None:
+        if type(f.spec).class_counts is Kind.class_counts:  # the kind counts no classes
             raise ValueError(
                 f"{self.where}: field {name!r} ({f.kind}) has no classes to balance; fields: "
                 f"{[g.name for g in self.fields]}"
             )
+        if f.name in self.arrays:
+            counts = f.spec.class_counts(self.arrays[f.name], f.options)
+        else:
+            counts = self.stored_counts(f.name, f.options.get("classes"))
+        if counts is None:
+            why = (
+                "the store was built before they were stored; rebuild it to balance by it"
+                if f.spec.stores_class_counts
+                else "its values are read chunk by chunk (large samples) and its kind stores "
+                "no counts at build time"
+            )
+            raise ValueError(f"{self.where}: field {name!r} ({f.kind}) has no stored class "
+                             f"counts: {why}")  # fmt: skip
         return counts
 
 
