@@ -55,7 +55,7 @@ def select(
 
     Raises:
         ValueError: A refusal of the choice in a store, proportions that do not match the
-            stores, or repeat factors over several stores.
+            stores, or repeat factors or a weight array over several stores.
     """
     if len(tables) == 1:
         if choice.proportions is not None and len(choice.proportions) != 1:
@@ -64,6 +64,11 @@ def select(
         return Selection((pool,), num_samples, chunk_samples)
     if choice.repeat_factor is not None:
         raise ValueError("repeat_factor serves each store by its own factors: not in a mixture")
+    if choice.weights is not None:
+        raise ValueError(
+            "weights= gives one weight per slot of one store; a mixture takes balance=, subset= "
+            "or split=, which apply to each of its stores"
+        )
     own = dataclasses.replace(choice, samples_per_epoch=None, proportions=None)
     pools = []
     for table, where in zip(tables, slots, strict=True):

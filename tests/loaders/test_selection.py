@@ -154,6 +154,10 @@ def test_a_mixtures_stores_must_hold_the_same_fields(tmp_path: Path) -> None:
     other = make_index_store(tmp_path / "b", 40, size=8)
     with pytest.raises(StoreOpenError, match=r"need the same fields, size and variants.*image"):
         StoreLoader([images, other], 8)
+    with pytest.raises(ValueError, match="weights= gives one weight per slot of one store"):
+        StoreLoader([images, images], 8, weights=np.ones(40))
+    with pytest.raises(ValueError, match=r"proportions \[0.5, 0.3, 0.2\] name 3 stores; .* has 2"):
+        StoreLoader([images, images], 8, proportions=[5, 3, 2])
 
 
 def test_repeat_factor_sampling(rare_store: Path) -> None:
