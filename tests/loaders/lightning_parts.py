@@ -104,14 +104,6 @@ def ddp_rank(
     trainer(2, **ddp).fit(Recorder(resumed), Data(store), ckpt_path=ckpt)
 
 
-def ddp_elastic(rank: int, world: int, port: int, store: Path, ckpt: Path, first: Path) -> None:
-    """One rank of a DDP fit of :class:`GlobalData` that saves a checkpoint mid-epoch."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="0")
-    os.environ.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
-    ddp = {"devices": world, "strategy": "ddp"}
-    trainer(2, [SaveAt(4, ckpt)], **ddp).fit(Recorder(first), GlobalData(store))
-
-
 class WithValidation(Data):
     """The DataModule with a validation StoreLoader (Lightning inspects its sampler)."""
 
