@@ -20,8 +20,10 @@ import numpy.typing as npt
 import torch
 
 from loaders.batching.order import ORDER_VERSION, batch_seed, epoch_after
-from loaders.batching.plan import EpochPlan, epoch_plan
+from loaders.batching.plan import EpochPlan
 from loaders.errors import DeviceUnavailableError, LoaderError
+from loaders.selection import Choice, SampleTable, Selection, plan_epoch, select
+from loaders.selection.resume import ELASTIC_KEYS, check_state, resumed_layout, saved_layout
 from precompute.checks import check_integer
 
 __all__ = [
@@ -63,38 +65,6 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank={rank} world_size={world_size}")
     return rank, world_size
-
-
-def check_state(state: Mapping[str, Any], mine: Mapping[str, Any]) -> None:
-    """Refuse a saved loader state whose settings differ from ``mine`` (the keys of ``mine``).
-
-    ``rank`` is not among them: ranks step together, so every rank is at the same epoch and
-    batch, and a checkpoint written by rank 0 alone resumes every rank.
-
-    Raises:
-        LoaderError: Naming every differing setting, (saved, current); for another world
-            size, why it cannot resume.
-    """
-    diff = {k: (state.get(k), v) for k, v in mine.items() if state.get(k) != v}
-    if not diff:
-        return
-    hint = ""
-    if "spec_hash" in diff and "source_fingerprint" in state:
-        hint = "; saved by a loader of a raw source (JpegLoader), not of a store"
-    elif "source_fingerprint" in diff and "spec_hash" in state:
-        hint = "; saved by a loader of a store, not of this raw source"
-    elif "world_size" in diff:
-        hint = (
-            "; saved with another world size, whose rank shards hold other samples: "
-            "start the epoch afresh with set_epoch() instead (Lightning: restore the "
-            "weights, e.g. with Model.load_from_checkpoint, and fit without ckpt_path)"
-        )
-    elif "order" in diff:
-        hint = (
-            "; saved by a nostall whose sample order differs: start the epoch afresh with "
-            "set_epoch() instead"
-        )
-    raise LoaderError(f"state does not match this loader (saved, current): {diff}{hint}")
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -175,6 +145,8 @@ class ContractLoader:
         rank: This process's rank (see :func:`resolve_rank`).
         world_size: Number of ranks.
         buffer_chunks: Chunks per shuffle window.
+        choice: Which samples an epoch serves and how often (``subset``, ``split``,
+            ``weights``, ``balance``, a mixture's ``proportions``: :class:`Choice`).
 
     Raises:
         ValueError: A setting is not an integer in range; the message names it and its value.
@@ -194,6 +166,7 @@ class ContractLoader:
         rank: int | None,
         world_size: int | None,
         buffer_chunks: int,
+        choice: Choice | None = None,
     ) -> None:
         self.batch_size = check_int("batch_size", batch_size, 1)
         self.buffer_chunks = check_int("buffer_chunks", buffer_chunks, 1)
@@ -205,6 +178,9 @@ class ContractLoader:
         self._epoch, self._batch, self._resume = 0, 0, 0
         self._pass = 0  # the live iteration; an older one is superseded (see _superseded)
         self._plans: dict[int, EpochPlan] = {}
+        self.choice = choice or Choice()
+        self._selection: Selection | None = None
+        self._layouts: dict[int, tuple[int, int]] = {}  # an epoch begun on another world
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         """Return the mask of real samples (None: all are)."""
@@ -213,6 +189,36 @@ class ContractLoader:
     def _data_identity(self) -> dict[str, Any]:
         """Return what identifies the served data (a store's spec hash, a source fingerprint)."""
         raise NotImplementedError
+
+    def _sample_tables(self) -> list[SampleTable]:
+        """Each store as the selection sees it (default: one, its slots and valid mask).
+
+        A loader whose stores hold fields, keys or splits says so, so that ``subset``,
+        ``split`` and ``balance`` can use them.
+        """
+        valid = self._valid()
+        n = self.num_samples
+        return [
+            SampleTable(
+                type(self).__name__,
+                n,
+                self.chunk_samples,
+                np.ones(n, bool) if valid is None else valid,
+            )
+        ]
+
+    def _sample_space(self) -> tuple[int, int, list[npt.NDArray[np.int64]]]:
+        """``(slots, chunk samples, each table's slots in this space)``: one store's own."""
+        n = self.num_samples
+        return n, self.chunk_samples, [np.arange(n, dtype=np.int64)]
+
+    @property
+    def selection(self) -> Selection:
+        """The resolved selection (:mod:`loaders.selection`): resolved at the first plan."""
+        if self._selection is None:
+            n, chunk, slots = self._sample_space()
+            self._selection = select(self.choice, self._sample_tables(), n, chunk, slots)
+        return self._selection
 
     @property
     def epoch(self) -> int:
@@ -230,6 +236,8 @@ class ContractLoader:
         epoch = check_int("epoch", epoch, 0, EPOCH_MOST)
         if self._resume and epoch == self._epoch:
             return
+        if self._layouts:  # an epoch restarted is cut for this world, as every new one
+            self._layouts, self._plans = {}, {}
         self._epoch, self._batch, self._resume = epoch, 0, 0
         self._pass += 1
 
@@ -249,18 +257,17 @@ class ContractLoader:
         epoch = self._epoch if epoch is None else epoch
         if epoch not in self._plans:  # one epoch kept: every rank reads its epochs in turn
             self._plans = {
-                epoch: epoch_plan(
-                    self.num_samples,
-                    self.chunk_samples,
+                epoch: plan_epoch(
+                    self.selection,
                     seed=self.seed,
                     epoch=epoch,
                     rank=self.rank,
                     world_size=self.world_size,
                     shuffle=self.shuffle,
                     buffer_chunks=self.buffer_chunks,
-                    valid=self._valid(),
                     batch_size=self.batch_size,
-                    pad=not self.drop_last,
+                    drop_last=self.drop_last,
+                    layout=self._layouts.get(epoch),
                 )
             }
         return self._plans[epoch]
@@ -384,27 +391,58 @@ class ContractLoader:
         self._epoch, self._batch = epoch_after(epoch, served, total)
 
     def _identity(self) -> dict[str, Any]:
-        """What a saved state must match to be resumed by this loader."""
-        settings = {k: getattr(self, k) for k in SETTINGS_KEYS}
-        return {**settings, "order": ORDER_VERSION, **self._data_identity()}
+        """What a saved state must match to be resumed by this loader.
+
+        The world size and batch size are not among them: a state resumes on another world
+        size (:func:`loaders.selection.resume.resumed_layout`).
+        """
+        settings = {k: getattr(self, k) for k in SETTINGS_KEYS if k not in ELASTIC_KEYS}
+        return {
+            **settings,
+            "order": ORDER_VERSION,
+            "selection": self.selection.digest(),
+            **self._data_identity(),
+        }
+
+    def _layout(self, epoch: int) -> tuple[int, int]:
+        """``(world size, batch size)`` ``epoch`` is cut for."""
+        return self._layouts.get(epoch, (self.world_size, self.batch_size))
 
     def state_dict(self) -> dict[str, Any]:
         """Return ``{epoch, batch, rank, ...}``: the epoch, the batches served of it, identity.
 
         Taken mid-iteration (e.g. in a checkpoint after batch ``b``), a loader that loads it
-        serves the rest of that epoch exactly as this one would; after the last batch of an
-        epoch it is ``{epoch + 1, 0}``.
+        serves the rest of that epoch exactly as this one would, on this world size or on
+        another that keeps the global batch; after the last batch of an epoch it is
+        ``{epoch + 1, 0}``. ``order_world`` and ``order_batch`` are the world size and batch
+        size the epoch is cut for (this loader's, unless it resumed the epoch from another).
         """
-        return {"epoch": self._epoch, "batch": self._batch, "rank": self.rank, **self._identity()}
+        world, batch = self._layout(self._epoch)
+        return {
+            "epoch": self._epoch,
+            "batch": self._batch,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "batch_size": self.batch_size,
+            "order_world": world,
+            "order_batch": batch,
+            **self._identity(),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume at ``state``'s epoch and batch on the next iteration.
 
+        A state saved on another world size resumes too: at an epoch's start on any, mid-epoch
+        with the global batch (``world_size * batch_size``) kept; the rest of the epoch is then
+        every remaining sample once, in the same global batches
+        (:mod:`loaders.selection.elastic`), and the epochs after it are cut for this world.
+
         Raises:
-            LoaderError: ``state`` came from a loader with other settings (seed, world size,
-                batch size, order) or other data (another rank's state is fine: see
-                :func:`check_state`), lacks its epoch or batch, or its batch is outside
-                its epoch.
+            LoaderError: ``state`` came from a loader with other settings (seed, shuffle,
+                order, samples) or other data (another rank's state is fine: see
+                :func:`check_state`), mid-epoch on a world size that does not keep its global
+                batch (naming the sizes that do), lacks its epoch or batch, or its batch is
+                outside its epoch.
         """
         missing = [k for k in ("epoch", "batch") if k not in state]
         if missing:
@@ -415,6 +453,10 @@ class ContractLoader:
             batch = check_int("state batch", state["batch"], 0, EPOCH_MOST)
         except ValueError as exc:
             raise LoaderError(str(exc)) from None
+        saved_layout(state)  # integers, or refused naming them
+        layout = resumed_layout(state, batch, self.world_size, self.batch_size)
+        self._layouts = {} if layout is None else {epoch: layout}
+        self._plans = {}
         total = self.num_batches(epoch)
         if not 0 <= batch <= total:
             raise LoaderError(f"state batch {batch} outside [0, {total}] of epoch {epoch}")

@@ -14,7 +14,7 @@ epochs, plans and the resume state are the contract's (:class:`loaders.contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,12 @@ from loaders.contract import (
     store_identity,
 )
 from loaders.errors import LoaderError
+from loaders.selection import Choice, SampleTable, Split
 from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
-from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
+from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, OpenedStore, open_store
 from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
+from loaders.store.selected import MixedStore, mix_stores, store_table
 from loaders.transfer.device import ToDevice
 from loaders.transfer.dtype import check_dtype, float_scales, to_dtype
 from precompute.fields import v1_fields
@@ -60,7 +62,8 @@ class StoreLoader(ContractLoader):
         store: Store path, ``s3://`` URL, a :class:`precompute.format.layout.StoreInfo`, or a cache
             reference: a cache key, a ``(source, spec)`` pair or ``{"source": ..., "spec":
             ...}``, resolved (built at most once) through the installed store resolver
-            (:func:`service.resolve`) and leased while open.
+            (:func:`service.resolve`) and leased while open. A list of them: a mixture of
+            stores with the same fields, in ``proportions``.
         batch_size: Samples per batch (per rank).
         device: Where batches live: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a torch.device.
         shuffle: Shuffle chunks, then samples inside windows of ``buffer_chunks`` chunks.
@@ -80,7 +83,8 @@ class StoreLoader(ContractLoader):
         buffer_chunks: Chunks per shuffle window. Host batch buffers are reused: at most
             ``prefetch + 3 + ceil(buffer_chunks * chunk_samples / batch_size)`` are kept (3
             more on CUDA, pinned), i.e. one window of batches being filled plus the finished
-            ones waiting; a batch the caller keeps is never overwritten.
+            ones waiting (more where the first epoch's plan fills more at once: weighted
+            draws, a mixture per batch); a batch the caller keeps is never overwritten.
         prefetch: Batches prepared ahead on a background thread; 0 reads on the calling
             thread (no background thread: for CPU training on a machine without spare cores).
         num_threads: Parallel chunk reads.
@@ -113,6 +117,12 @@ class StoreLoader(ContractLoader):
             ``"bfloat16"`` or ``"float16"``: the images, audio and arrays in that dtype, last
             (uint8 images to [0, 1], int16 waveforms to [-1, 1), floats cast; an augment's
             own float dtype must agree): :mod:`loaders.transfer.dtype`.
+        subset, split, splits, weights, balance, repeat_factor, replacement,
+            samples_per_epoch, proportions, mix: Which samples an epoch serves and how often
+            (:class:`loaders.selection.Choice`; ``docs/loaders.md``, "Choosing samples"):
+            a subset (indices, a mask, a predicate over the stored fields and keys), a named
+            split, weighted or class-balanced draws, repeat factors, a mixture's proportions
+            per batch or per epoch.
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -136,7 +146,7 @@ class StoreLoader(ContractLoader):
 
     def __init__(
         self,
-        store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any],
+        store: str | Path | StoreInfo | tuple[Any, Any] | Mapping[str, Any] | list[Any],
         batch_size: int,
         *,
         device: str | torch.device = "cpu",
@@ -158,7 +168,21 @@ class StoreLoader(ContractLoader):
         read_cache: ReadCache | None = None,
         keys: bool = False,
         dtype: str | None = None,
+        subset: Any = None,
+        split: str | None = None,
+        splits: Split | None = None,
+        weights: Any = None,
+        balance: str | None = None,
+        repeat_factor: float | None = None,
+        replacement: bool = True,
+        samples_per_epoch: int | None = None,
+        proportions: Sequence[float] | None = None,
+        mix: str = "batch",
     ) -> None:
+        choice = Choice(
+            subset, split, splits, weights, balance, repeat_factor, replacement,
+            samples_per_epoch, proportions, mix,
+        )  # fmt: skip
         super().__init__(
             batch_size,
             device=device,
@@ -168,58 +192,109 @@ class StoreLoader(ContractLoader):
             rank=rank,
             world_size=world_size,
             buffer_chunks=buffer_chunks,
+            choice=choice,
         )
         self.prefetch = check_int("prefetch", prefetch, 0)
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.augment, self.mixup = augment, mixup
         self._dtype = check_dtype(dtype, augment)
         self.dtype = dtype
-        self._lease: Held | None = None
+        self._leases: list[Held] = []
         self._leased: str | None = None  # the store the cache resolved (and leased), if any
         self._closed = False
-        if is_cache_ref(store):
-            store, self._lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
-            self._leased = str(store)
+        stores = list(store) if isinstance(store, list) else [store]
         try:
-            self._open(store, io=io, map_bytes=map_bytes, verify=verify, read_cache=read_cache)
-            self._keys = self.source.keys() if keys else None
+            paths = [self._resolve(s, cache_root, cache) for s in stores]
+            self._open(paths, io=io, map_bytes=map_bytes, verify=verify, read_cache=read_cache)
+            self._keys = self._key_lists() if keys else None
         except BaseException:
             self._release()  # a loader that was never made holds no lease
             raise
 
+    def _resolve(self, store: object, cache_root: str | Path | None, cache: Any) -> object:
+        """``store``, or the store a cache reference resolves to (leased while open)."""
+        if not is_cache_ref(store):
+            return store
+        path, lease = resolve_cache_ref(store, cache_root=cache_root, cache=cache)
+        self._leases.append(lease)
+        self._leased = str(path)
+        return path
+
     def _open(
         self,
-        store: object,
+        stores: list[object],
         *,
         io: str,
         map_bytes: int,
         verify: str,
         read_cache: ReadCache | None,
     ) -> None:
-        """Open and check the store, allocate the batch buffers and plan the first epoch."""
-        if not isinstance(store, (str, Path, StoreInfo)):
-            raise TypeError(f"store must be a path, a StoreInfo or a cache reference: {store!r}")
+        """Open and check the stores, allocate the batch buffers and plan the first epoch."""
+        paths: list[str | Path | StoreInfo] = []
+        for store in stores:
+            if isinstance(store, (str, Path, StoreInfo)):
+                paths.append(store)
+            else:
+                raise TypeError(
+                    f"store must be a path, a StoreInfo or a cache reference (or a list of them: "
+                    f"a mixture): {store!r}"
+                )
         if io not in LOADER_IO_MODES:
             raise ValueError(f"io must be one of {LOADER_IO_MODES}, got {io!r}")
         ram = io == "ram"
-        self.source = open_store(
-            store, io="pread" if ram else io, map_bytes=map_bytes, verify=verify, cache=read_cache
-        )
+        if ram and len(stores) > 1:
+            raise ValueError("io='ram' holds one store in memory; a mixture streams its stores")
+        opened: list[OpenedStore] = []
+        try:
+            for path in paths:
+                opened.append(
+                    open_store(
+                        path, io="pread" if ram else io, map_bytes=map_bytes, verify=verify,
+                        cache=read_cache,
+                    )
+                )  # fmt: skip
+            self.source = opened[0] if len(opened) == 1 else mix_stores(opened)
+        except BaseException:
+            for source in opened:
+                source.close()
+            raise
         self._rows = load_rows(self.source, map_bytes) if ram else None
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
-        window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
-        cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
-        keep = self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0)
-        self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
         self.fields = self.source.fields if layout.version == 2 else ()
         self._scales = float_scales(self.fields or v1_fields())
         check_field_policies(self.fields, self.augment, self.mixup)
         self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
         self._check_serves()  # bad rank/world/chunk/batch combinations raise before a batch
+        window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
+        cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
+        # the batches the reader fills at once: one window's, or more where windows hold
+        # more (weighted draws) or interleave (a mixture per batch)
+        filling = max(-(-window // bs), self.plan().open_batches(bs))
+        keep = self.prefetch + 3 + filling + (ToDevice.SLOTS if cuda else 0)
+        self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
 
     def _valid(self) -> npt.NDArray[np.bool_]:
         return self.source.valid
+
+    def _key_lists(self) -> list[list[str]]:
+        """Each store's keys (one list; a mixture's, one per store)."""
+        parts = self.source.parts if isinstance(self.source, MixedStore) else (self.source,)
+        return [part.keys() for part in parts]
+
+    def _batch_keys(self, batch: Mapping[str, torch.Tensor]) -> list[str]:
+        keys, index = self._keys or [], batch["index"].tolist()
+        stores = batch["store"].tolist() if "store" in batch else [0] * len(index)
+        return [keys[s][i] for s, i in zip(stores, index, strict=True)]
+
+    def _sample_tables(self) -> list[SampleTable]:
+        parts = self.source.parts if isinstance(self.source, MixedStore) else (self.source,)
+        return [store_table(part) for part in parts]
+
+    def _sample_space(self) -> tuple[int, int, list[npt.NDArray[np.int64]]]:
+        if isinstance(self.source, MixedStore):
+            return self.num_samples, self.chunk_samples, list(self.source.slots)
+        return super()._sample_space()
 
     def _data_identity(self) -> dict[str, Any]:
         return store_identity(self.source.info.spec_hash)
@@ -275,7 +350,7 @@ class StoreLoader(ContractLoader):
                 served = int(pipeline.get_state()["batch"])  # batches handed out so far
                 batch = self._finish(host, epoch, served - 1)
                 if self._keys is not None:  # each sample's source key, a list of str
-                    batch["key"] = [self._keys[i] for i in batch["index"].tolist()]  # type: ignore[assignment]
+                    batch["key"] = self._batch_keys(batch)  # type: ignore[assignment]
                 self._mark_served(epoch, served, total)
                 yield batch
         finally:
@@ -327,6 +402,5 @@ class StoreLoader(ContractLoader):
         self._release()
 
     def _release(self) -> None:
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
+        while self._leases:
+            self._leases.pop().release()

@@ -359,6 +359,37 @@ def inspect(store: str, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("store")
+@click.option(
+    "--fractions", required=True, help="Parts and their shares, e.g. train=0.8,val=0.1,test=0.1."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the dealing.")
+@click.option("--stratify", help="A field whose classes every part keeps in proportion.")
+@click.option("--group-by", help="Key pattern: its first group keeps samples together.")
+@click.option("--group-column", help="MANIFEST:COLUMN whose cells keep samples together.")
+def split(
+    store: str,
+    fractions: str,
+    seed: int,
+    stratify: str | None,
+    group_by: str | None,
+    group_column: str | None,
+) -> None:
+    """Deal STORE's samples into named parts and record them with it (no data is copied).
+
+    A loader then serves one part: StoreLoader(STORE, ..., split="val").
+    """
+    from precompute.splits.assign import Split
+    from precompute.splits.command import parse_fractions, record_split
+    from precompute.splits.record import split_lines
+
+    if group_by and group_column:
+        raise click.UsageError("give --group-by or --group-column, not both")
+    rule = Split(parse_fractions(fractions), seed, stratify, group_by)
+    click.echo("\n".join(split_lines(record_split(store, rule, group_column))))
+
+
+@cli.command()
+@click.argument("store")
 def verify(store: str) -> None:
     """Read every chunk of STORE, check completeness and checksums; exit 1 on a problem."""
     from precompute.format.verify import verify_store

@@ -53,6 +53,7 @@ from precompute.pipeline.writer import create_or_resume, finalize
 from precompute.runtime.cluster import check_shared_paths, current_node
 from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
+from precompute.splits.build import record_source_splits
 from precompute.storage.location import location
 
 __all__ = ["RUNNERS", "build", "check", "store_bytes"]
@@ -215,7 +216,7 @@ def build(
                 remove_partials(root)
                 forget_stop(root)  # this build is the last one now
                 todo = [s for s in range(layout.num_shards) if s not in finished]
-                reader = dataclasses.replace(source, items=(), skipped=())
+                reader = dataclasses.replace(source, items=(), skipped=(), splits=())
                 job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
                 tasks = plan_tasks(source, layout, spec.seed, todo)
                 if not sequential:
@@ -251,6 +252,7 @@ def build(
             report["bytes_written"] = store_bytes(root)
             # Ray nodes that built shards (none for the sequential runner)
             report["ray_nodes"] = len({r["node"] for r in results if "node" in r})
+            record_source_splits(root, source.splits, spec.seed)  # a manifest's split column
             attrs = finalize(root, report)
     if progress:
         print(summary_line(root, attrs), file=sys.stderr)

@@ -17,6 +17,9 @@ Run: ``.venv/bin/python -m benchmarks.suite.loader`` (``--help`` for sizes). Row
 4. Peak RSS of a loader process (a fresh one per setting, :func:`rss_epoch`) for two store
    sizes and two prefetch settings, above its RSS after open.
 5. Shuffle quality: mean class entropy per batch on a class-sorted store vs a full permutation.
+6. Choosing samples (:mod:`benchmarks.suite.choosing`): a subset, weighted sampling and a
+   mixture vs the plain loader on the same store (samples/s and CPU per sample, target >= 0.9),
+   and what reading whole chunks approximates (read rows per sample, weighted draws' spread).
 
 Defaults follow the issue's measurement: 256x256x3 uint8 samples, batch 64, 2 cores. Setup
 happens outside the timed parts; each timing is ``--runs`` runs after a warm-up, and compared
@@ -50,6 +53,7 @@ from benchmarks.image_data import (
 )
 from benchmarks.runner import Bench, Command, Line, Results, Row, Run, add_json_argument, ratio
 from benchmarks.runner.rows import Clock
+from benchmarks.suite.choosing import CHOOSING_LINES, approximation_notes, choosing_rows
 from loaders import StoreLoader
 
 __all__ = ["main"]
@@ -233,7 +237,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jpegs", type=int, default=768, help="JPEGs for the classic comparison")
     p.add_argument("--rss-samples", type=int, default=1024)
     p.add_argument("--workdir", type=Path, default=None)
-    p.add_argument("--only", default="12345", help="sections to run, e.g. 14")
+    p.add_argument("--only", default="123456", help="sections to run, e.g. 14")
     add_json_argument(p)
     return p.parse_args(argv)
 
@@ -264,6 +268,10 @@ def main(argv: list[str] | None = None) -> None:
             bench.measure(title, rss_rows(root, args), runs=1, warmup=0)
         if "5" in args.only:
             _shuffle(args, bench)
+        if "6" in args.only:
+            title = f"[6] choosing samples, {args.samples} samples (same store)"
+            bench.measure(title, choosing_rows(root, args), runs=args.runs, lines=CHOOSING_LINES)
+            approximation_notes(root, args, bench.note)
 
 
 def _throughput(root: Path, args: argparse.Namespace, bench: Bench) -> None:

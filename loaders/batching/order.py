@@ -30,6 +30,8 @@ __all__ = [
     "ORDER_VERSION",
     "RankWindow",
     "batch_seed",
+    "chunk_visits",
+    "cut_sequence",
     "epoch_after",
     "epoch_order",
     "epoch_sequence",
@@ -88,15 +90,43 @@ def epoch_sequence(
         valid: Optional mask of real samples; holes (skipped inputs) are left out.
     """
     _check(num_samples, chunk_samples, 0, 1)
-    n_chunks = -(-num_samples // chunk_samples)
-    perm = _rng(seed, _ORDER, epoch).permutation(n_chunks) if shuffle else np.arange(n_chunks)
     if valid is not None and np.shape(valid) != (num_samples,):
         raise ValueError(f"valid mask has shape {np.shape(valid)}, want ({num_samples},)")
-    mask = np.zeros(n_chunks * chunk_samples, bool)
-    mask[:num_samples] = True if valid is None else np.asarray(valid, bool)
-    slots = (perm[:, None] * chunk_samples + np.arange(chunk_samples)).ravel()
-    seq: Indices = slots[mask[slots]].astype(np.int64)
-    return seq
+    served = (
+        np.arange(num_samples, dtype=np.int64)
+        if valid is None
+        else np.flatnonzero(np.asarray(valid, bool)).astype(np.int64)
+    )
+    n_chunks = -(-num_samples // chunk_samples)
+    return chunk_visits(served, chunk_samples, n_chunks, seed=seed, epoch=epoch, shuffle=shuffle)
+
+
+def chunk_visits(
+    served: Indices,
+    chunk_samples: int,
+    num_chunks: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+    key: tuple[int, ...] = (),
+) -> Indices:
+    """Return ``served`` chunk by chunk in ``epoch``'s chunk order, one visit per chunk.
+
+    ``served`` holds ascending slots, a slot once per time it is served; a visit keeps them
+    ascending.
+
+    The chunk order is the permutation of all ``num_chunks`` chunks drawn from (seed, epoch)
+    (and ``key``, which a mixture's stores add to draw apart), so a selection of the samples
+    is served in the order the whole store would be, its other samples left out.
+    """
+    if not shuffle or len(served) == 0:
+        return served.astype(np.int64)
+    perm = _rng(seed, _ORDER, epoch, *key).permutation(num_chunks)
+    place = np.empty(num_chunks, np.int64)
+    place[perm] = np.arange(num_chunks)
+    seq: Indices = served[np.argsort(place[served // chunk_samples], kind="stable")]
+    return seq.astype(np.int64)
 
 
 def samples_per_rank(total: int, world_size: int = 1, *, pad: bool = False) -> int:
@@ -119,11 +149,23 @@ def _split(samples: Indices, chunk_samples: int, buffer_chunks: int) -> list[Ran
     window = (np.cumsum(first) - 1) // buffer_chunks
     cuts = np.flatnonzero(np.diff(window)) + 1
     return [
-        (c[f], part)
+        (_once(c[f]), part)
         for c, f, part in zip(
             np.split(chunk, cuts), np.split(first, cuts), np.split(samples, cuts), strict=True
         )
     ]
+
+
+def _once(chunks: Indices) -> Indices:
+    """``chunks`` in visit order, each once.
+
+    A window may visit a chunk twice: a mixture's store passing from one of its epochs to the
+    next, a padding repeat.
+    """
+    if len(np.unique(chunks)) == len(chunks):
+        return chunks
+    _, first = np.unique(chunks, return_index=True)
+    return chunks[np.sort(first)]
 
 
 def rank_windows(
@@ -150,11 +192,48 @@ def rank_windows(
             get none.
     """
     _check(num_samples, chunk_samples, rank, world_size)
-    if buffer_chunks < 1:
-        raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
     seq = epoch_sequence(
         num_samples, chunk_samples, seed=seed, epoch=epoch, shuffle=shuffle, valid=valid
     )
+    return cut_sequence(
+        seq,
+        chunk_samples,
+        seed=seed,
+        epoch=epoch,
+        rank=rank,
+        world_size=world_size,
+        shuffle=shuffle,
+        buffer_chunks=buffer_chunks,
+        pad=pad,
+    )
+
+
+def cut_sequence(
+    seq: Indices,
+    chunk_samples: int,
+    *,
+    seed: int,
+    epoch: int,
+    rank: int = 0,
+    world_size: int = 1,
+    shuffle: bool = True,
+    buffer_chunks: int = 8,
+    pad: bool = False,
+    key: tuple[int, ...] = (),
+) -> tuple[list[RankWindow], int]:
+    """Return the windows rank ``rank`` serves of the epoch's sequence ``seq``, and its real count.
+
+    ``seq`` is any sequence in chunk visits (:func:`epoch_sequence`, or a selection's, whose
+    slots may repeat): rank ``r`` takes its ``r``-th equal share, cut into windows of
+    ``buffer_chunks`` chunk visits, each shuffled by (seed, epoch, rank, window, ``key``).
+    Arguments otherwise as for :func:`rank_windows`.
+
+    Raises:
+        ValueError: Without ``pad``, fewer positions than ranks.
+    """
+    _check(0, chunk_samples, rank, world_size)
+    if buffer_chunks < 1:
+        raise ValueError(f"buffer_chunks must be >= 1, got {buffer_chunks}")
     total, share = len(seq), samples_per_rank(len(seq), world_size, pad=pad)
     if share == 0 and total > 0:
         raise ValueError(
@@ -162,7 +241,7 @@ def rank_windows(
             "ranks, or pad the last ranks with marked repeats (the loaders' drop_last=False)"
         )
     if not pad and shuffle and total % world_size:
-        left_out = _rng(seed, _DROP, epoch).choice(total, total % world_size, replace=False)
+        left_out = _rng(seed, _DROP, epoch, *key).choice(total, total % world_size, replace=False)
         seq, total = np.delete(seq, left_out), total - total % world_size
     lo, hi = rank * share, (rank + 1) * share
     real = seq[lo : min(hi, total)]
@@ -172,7 +251,7 @@ def rank_windows(
     )
     if shuffle:
         windows = [
-            (c, _rng(seed, _WINDOW, epoch, rank, w).permutation(s))
+            (c, _rng(seed, _WINDOW, epoch, rank, w, *key).permutation(s))
             for w, (c, s) in enumerate(windows)
         ]
     return windows, len(real)

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from loaders.batching.nodes import Node
-from loaders.batching.plan import EpochPlan, Window
+from loaders.batching.plan import EpochPlan
 from loaders.batching.pools import submit_or_run
 from loaders.errors import LoaderError
 from loaders.store.open_store import OpenedStore
@@ -135,6 +135,7 @@ class BatchReader(Node[HostBatch]):
         self._filling: dict[int, dict[str, np.ndarray]] = {}
         self._ready: dict[int, dict[str, np.ndarray]] = {}
         self._batch = self._window = 0
+        self._last = plan.last_windows(batch_size)  # per batch: the last window serving it
 
     def reset(self, state: Mapping[str, Any] | None = None) -> None:
         """Restart at batch ``state["batch"]`` (default 0)."""
@@ -158,7 +159,7 @@ class BatchReader(Node[HostBatch]):
         while self._batch not in self._ready:
             if self._window >= len(self.plan.windows):
                 raise LoaderError(f"batch {self._batch} is served by no window of the plan")
-            self._read(self.plan.windows[self._window])
+            self._read()
             self._window += 1
         streamed = self._ready.pop(self._batch)
         if not self._per_sample[0] <= self._batch < self._per_sample[1]:
@@ -191,7 +192,7 @@ class BatchReader(Node[HostBatch]):
         index = self.plan.order[lo:hi].copy()
         arrays = {name: values[index] for name, values in self.small.items()}
         arrays["extent"] = self.extents[index]
-        arrays["index"] = index
+        arrays.update(self.source.sample_ids(index))  # a mixture's: its store's slot, the store
         arrays["is_pad"] = self.plan.is_pad(lo, hi - lo)
         self._per_sample = (batch, stop, arrays)
 
@@ -209,13 +210,13 @@ class BatchReader(Node[HostBatch]):
             self._filling[batch] = {name: pool.take(n) for name, pool in self.pools.items()}
         return self._filling[batch]
 
-    def _read(self, window: Window) -> None:
-        """Read the chunks of ``window`` (its index is ``self._window``) into their batches."""
+    def _read(self) -> None:
+        """Read the chunks of window ``self._window`` into their batches."""
         if self._window not in self._groups:
             self._group(self._window)
         g0, g1 = self._groups.pop(self._window)
         if g1 == g0:
-            self._complete(window.stop)
+            self._complete(self._window)
             return
         bs, g = self.batch_size, self._g
         rows, at = g.rows, g.at
@@ -254,7 +255,7 @@ class BatchReader(Node[HostBatch]):
             wait(helpers)  # every share finished (or failed) before anything moves on
         for helper in helpers:
             helper.result()  # re-raise a helper's error here
-        self._complete(window.stop)
+        self._complete(self._window)
 
     def _group(self, w0: int) -> None:
         """Group the positions of the block of windows from ``w0`` on, with a few numpy calls.
@@ -268,19 +269,18 @@ class BatchReader(Node[HostBatch]):
             LoaderError: A window serves a sample of a chunk it does not read.
         """
         windows, cs, bs = self.plan.windows, self.plan.chunk_samples, self.batch_size
-        w1, size = w0, 0
-        while w1 < len(windows) and (w1 == w0 or size < BLOCK_POSITIONS):
-            size += windows[w1].stop - windows[w1].start
+        by_position, bounds = self.plan.by_window
+        w1 = w0 + 1
+        while w1 < len(windows) and bounds[w1] - bounds[w0] < BLOCK_POSITIONS:
             w1 += 1
         first, stop = self._limits()
-        lo, hi = max(windows[w0].start, first), min(windows[w1 - 1].stop, stop)
-        if hi <= lo:
+        positions = by_position[bounds[w0] : bounds[w1]]
+        positions = positions[(positions >= first) & (positions < stop)]
+        if not len(positions):
             self._groups.update((w, (0, 0)) for w in range(w0, w1))
             return
-        served = self.plan.order[lo:hi]
-        positions = np.arange(lo, hi)
-        starts = np.array([w.start for w in windows[w0:w1]])
-        win = np.searchsorted(starts, positions, "right") - 1  # block-relative window
+        served = self.plan.order[positions]
+        win = self.plan.window_of[positions] - w0  # block-relative window
         lists = [w.chunks for w in windows[w0:w1]]
         lens = np.array([len(c) for c in lists])
         keys = np.repeat(np.arange(w1 - w0), lens) * self._num_chunks + np.concatenate(lists)
@@ -315,8 +315,8 @@ class BatchReader(Node[HostBatch]):
             end=end_of.tolist(),
             run=run.tolist(),
         )
-        bounds = np.searchsorted(win[first_of], np.arange(w1 - w0 + 1)).tolist()
-        self._groups.update((w0 + i, (bounds[i], bounds[i + 1])) for i in range(w1 - w0))
+        bounds_of = np.searchsorted(win[first_of], np.arange(w1 - w0 + 1)).tolist()
+        self._groups.update((w0 + i, (bounds_of[i], bounds_of[i + 1])) for i in range(w1 - w0))
 
     def _flat(self, batch: int) -> tuple[np.ndarray, ...]:
         """The batch's buffers as (rows, bytes) uint8 views, one per streamed array, in order."""
@@ -341,11 +341,10 @@ class BatchReader(Node[HostBatch]):
             )
         return found
 
-    def _complete(self, stop: int) -> None:
-        """Move every batch whose last position is below ``stop`` to the ready set."""
+    def _complete(self, window: int) -> None:
+        """Move every batch that no window after ``window`` serves to the ready set."""
         for batch in sorted(self._filling):
-            end = batch * self.batch_size + self._rows_of(batch)
-            if end <= stop:
+            if self._last[batch] <= window:
                 self._ready[batch] = self._filling.pop(batch)
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from loaders.dali.graph import PASSED, GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
+from loaders.selection import Choice
 from loaders.transfer.dtype import check_dtype, float_scales, to_dtype
 from precompute.fields import v1_fields
 
@@ -135,6 +136,9 @@ class DaliLoaderBase(ContractLoader):
         dtype: None, ``"float32"``, ``"bfloat16"`` or ``"float16"``: ``image`` in that dtype,
             last (uint8 to [0, 1]; the augment's own float dtype must agree), as
             ``StoreLoader``'s ``dtype`` (:mod:`loaders.transfer.dtype`).
+        **choose: Which samples an epoch serves and how often, as ``StoreLoader`` takes them
+            (``subset``, ``split``, ``splits``, ``weights``, ``balance``, ``repeat_factor``,
+            ``replacement``, ``samples_per_epoch``: :class:`loaders.selection.Choice`).
 
     Raises:
         ValueError: A setting is out of range (the message names it and its value).
@@ -157,6 +161,7 @@ class DaliLoaderBase(ContractLoader):
         num_threads: int = 2,
         prefetch: int = 2,
         dtype: str | None = None,
+        **choose: Any,
     ) -> None:
         require_dali()
         if device is None:
@@ -170,6 +175,7 @@ class DaliLoaderBase(ContractLoader):
             rank=rank,
             world_size=world_size,
             buffer_chunks=buffer_chunks,
+            choice=Choice(**choose),
         )
         self._threads = check_int("num_threads", num_threads, 1)
         self._prefetch = check_int("prefetch", prefetch, 1)

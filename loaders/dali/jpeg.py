@@ -38,6 +38,8 @@ from loaders.contract import check_int
 from loaders.dali.base import DaliLoaderBase, Fetched, PipelineRunError
 from loaders.dali.graph import GraphSpec
 from loaders.errors import LoaderError
+from loaders.selection import SampleTable
+from precompute.fields import v1_fields
 
 __all__ = ["ON_ERROR", "JpegLoader"]
 
@@ -180,6 +182,21 @@ class JpegLoader(DaliLoaderBase):
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return self._holes
+
+    def _sample_tables(self) -> list[SampleTable]:
+        """The listed files: labels (field ``label``) and keys (``subset``, ``balance``)."""
+        n = self.num_samples
+        labels = np.asarray([label for _, label in self.source.items], np.int64)
+        keys = [key for key, _ in self.source.items]
+        valid = np.ones(n, bool) if self._holes is None else self._holes
+        classes = len(self.source.classes) or None
+        fields = v1_fields(classes)
+        return [
+            SampleTable(
+                str(self.source.root), n, self.chunk_samples, valid, fields, {"label": labels},
+                lambda: keys,
+            )
+        ]  # fmt: skip
 
     def _graph(self) -> GraphSpec:
         return self._graph_spec(self.augment.size, decode=True)

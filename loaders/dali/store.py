@@ -23,7 +23,9 @@ from loaders.contract import store_identity
 from loaders.dali.base import DaliLoaderBase, Fetched
 from loaders.dali.graph import GraphSpec
 from loaders.errors import StoreOpenError
+from loaders.selection import SampleTable
 from loaders.store.open_store import OpenedStore, open_store
+from loaders.store.selected import store_table
 from precompute.fields import FieldSpec
 
 __all__ = ["DaliStoreLoader", "refuse_unserved_fields"]
@@ -104,6 +106,10 @@ class DaliStoreLoader(DaliLoaderBase):
     """
 
     def __init__(self, store: str | Path, batch_size: int, **kwargs: Any) -> None:
+        if isinstance(store, list):
+            raise TypeError(
+                "DaliStoreLoader serves one store; a mixture of stores (a list) is StoreLoader's"
+            )
         source = open_store(store)
         try:
             refuse_unserved_fields(source)
@@ -132,6 +138,9 @@ class DaliStoreLoader(DaliLoaderBase):
 
     def _valid(self) -> npt.NDArray[np.bool_] | None:
         return None if self.source.valid.all() else self.source.valid
+
+    def _sample_tables(self) -> list[SampleTable]:
+        return [store_table(self.source)]
 
     def _graph(self) -> GraphSpec:
         stored = self.info.layout.size

@@ -111,6 +111,14 @@ class OpenedStore:
         zeros = (0,) * len(self.row_shape(name))
         return (chunk, variant, *zeros) if name in self.variant_axis else (chunk, *zeros)
 
+    def sample_ids(self, index: np.ndarray) -> dict[str, np.ndarray]:
+        """What a batch says of its samples ``index`` (slots): ``{"index": index}``.
+
+        A mixture of stores says which store and which of its slots
+        (:class:`loaders.store.selected.MixedStore`).
+        """
+        return {"index": index}
+
     def close(self) -> None:
         """Drop every streamed array's shard mappings (idempotent)."""
         for reader in self.streams.values():

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = [
+    "Copy",
     "Route",
     "Run",
+    "copy_after",
     "copy_rows",
     "flat_parts",
     "run_parts",
@@ -28,6 +30,7 @@ __all__ = [
 
 Route = tuple[np.ndarray, Sequence[int], Sequence[int]]  # (dest, dest_rows, chunk_rows)
 Run = tuple[np.ndarray, np.ndarray]  # (dest rows (n, row bytes) uint8, chunk rows (n,) intp)
+Copy = tuple[memoryview, memoryview]  # (dest row, src row): a row read once, served twice
 
 
 def flat_parts(parts: Sequence[np.ndarray | memoryview]) -> list[memoryview]:
@@ -54,23 +57,39 @@ def scatter(src: np.ndarray, flats: list[memoryview]) -> None:
         pos += flat.nbytes
 
 
-def run_parts(runs: Sequence[Run], rows: int, row_bytes: int) -> list[memoryview]:
-    """Return one byte view per chunk row, in order: its run's row, or a row of scratch.
+def run_parts(
+    runs: Sequence[Run], rows: int, row_bytes: int
+) -> tuple[list[memoryview], list[Copy]]:
+    """Return one byte view per chunk row, in order, and the copies still to make after a read.
 
+    A chunk row goes to its run's row, or to a row of scratch when no run asks for it; a row
+    that several runs ask for (a sample drawn twice by weighted sampling) is read into the
+    first and copied to the others after the read (the copies, ``(dest, src)`` byte views).
     Byte views are cheaper to make than numpy row views, which matters at one per row; the
     scratch rows are distinct, so the whole chunk still lands somewhere (for the checksum).
     """
     views: list[memoryview | None] = [None] * rows
+    copies: list[Copy] = []
     for dest, frm in runs:
         flat = memoryview(dest).cast("B")  # type: ignore[arg-type]
         for d, c in enumerate(frm.tolist()):
-            views[c] = flat[d * row_bytes : (d + 1) * row_bytes]
+            view = flat[d * row_bytes : (d + 1) * row_bytes]
+            if views[c] is None:
+                views[c] = view
+            else:
+                copies.append((view, views[c]))
     missing = [i for i, v in enumerate(views) if v is None]
     if missing:
         scratch = memoryview(bytearray(len(missing) * row_bytes))
         for k, i in enumerate(missing):
             views[i] = scratch[k * row_bytes : (k + 1) * row_bytes]
-    return views  # type: ignore[return-value]
+    return views, copies  # type: ignore[return-value]
+
+
+def copy_after(copies: Sequence[Copy]) -> None:
+    """Make the copies :func:`run_parts` left for rows asked for more than once."""
+    for dest, src in copies:
+        dest[:] = src
 
 
 def runs_of(routes: Sequence[Route], rows: int, row_bytes: int) -> list[Run]:

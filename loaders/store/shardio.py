@@ -45,7 +45,16 @@ from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayEr
 from loaders.store.chunkcheck import ChunkChecker
 from loaders.store.rawio import MapCache, Stamp
 from loaders.store.readcache import ReadCache
-from loaders.store.rows import Route, Run, flat_parts, run_parts, runs_of, scatter, take_runs
+from loaders.store.rows import (
+    Route,
+    Run,
+    copy_after,
+    flat_parts,
+    run_parts,
+    runs_of,
+    scatter,
+    take_runs,
+)
 from loaders.store.shardindex import CRC_BYTES as _CRC
 from loaders.store.shardindex import MISSING, ShardIndexCache
 from loaders.store.zarrmeta import ArrayMeta, parse_array_meta
@@ -249,7 +258,9 @@ class ShardedArrayReader:
         path = self._file_of(chunk)
         rows = self.meta.chunk_shape[0]
         if not (self.fast and self._maps is not None):
-            self._read_flats(chunk, run_parts(runs, rows, self._row_bytes), path)
+            views, copies = run_parts(runs, rows, self._row_bytes)
+            self._read_flats(chunk, views, path)
+            copy_after(copies)  # rows served twice (weighted sampling), read once
             return
         try:
             current = self._current(chunk, path)

@@ -6,7 +6,7 @@
 sample in the stored frame with one placement; :mod:`~precompute.fields.masks` decodes masks.
 """
 
-from precompute.fields.base import Kind, Storage
+from precompute.fields.base import ClassCounts, Kind, Storage
 from precompute.fields.registry import KINDS, kind_of, register_kind
 from precompute.fields.spec import (
     RESERVED,
@@ -20,6 +20,7 @@ from precompute.fields.spec import (
 __all__ = [
     "KINDS",
     "RESERVED",
+    "ClassCounts",
     "FieldSpec",
     "Kind",
     "Storage",

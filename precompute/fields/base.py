@@ -16,7 +16,7 @@ import numpy as np
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.options import REQUIRED, ColumnClaim, Flag, Option, SuffixClaim
 
-__all__ = ["Kind", "Storage"]
+__all__ = ["ClassCounts", "Kind", "Storage", "class_counts_of"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,35 @@ class Storage:
     shape: tuple[int, ...]
     dtype: str
     fill: int | float
+
+
+@dataclass(frozen=True, eq=False)
+class ClassCounts:
+    """How much of each class each sample holds, as (sample, class, count) triplets.
+
+    Sparse, so a label field of many classes costs one triplet a sample. Loaders balance
+    sampling by it (``balance=``, ``repeat_factor=``: ``docs/loaders.md``, "Choosing samples").
+
+    Attributes:
+        samples: Sample index (0-based within the values counted) of each triplet.
+        classes: Class index of each triplet.
+        counts: How much of the class: 1 for a label, its pixels for a mask, its boxes.
+        num_classes: The field's class count.
+    """
+
+    samples: np.ndarray
+    classes: np.ndarray
+    counts: np.ndarray
+    num_classes: int
+
+
+def class_counts_of(dense: np.ndarray) -> ClassCounts:
+    """The triplets of a dense ``(n, classes)`` count table (its non-zero entries)."""
+    samples, classes = np.nonzero(dense)
+    return ClassCounts(
+        samples.astype(np.int64), classes.astype(np.int64),
+        dense[samples, classes].astype(np.int64), int(dense.shape[1]),
+    )  # fmt: skip
 
 
 class Kind(ABC):
@@ -60,6 +89,10 @@ class Kind(ABC):
             (:class:`~precompute.fields.options.ColumnClaim`); None: none.
         suffixes: The WebDataset members a field of this kind is inferred from
             (:class:`~precompute.fields.options.SuffixClaim`); None: none.
+        stores_class_counts: The build counts the classes of each stored value
+            (:meth:`class_counts`) and stores the counts beside the store
+            (``docs/FORMAT.md``, "Class counts"): for a field read chunk by chunk (a mask),
+            which a loader cannot count when it opens the store.
     """
 
     name: ClassVar[str]
@@ -81,6 +114,7 @@ class Kind(ABC):
     beside: ClassVar[str] = ""
     columns: ClassVar[ColumnClaim | None] = None  # Parquet columns it is inferred from
     suffixes: ClassVar[SuffixClaim | None] = None  # WebDataset members it is inferred from
+    stores_class_counts: ClassVar[bool] = False  # the build stores class_counts of its values
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """Return every option of ``field`` checked, defaults filled in.
@@ -159,6 +193,15 @@ class Kind(ABC):
 
         ``values`` has the sample axis first. Default: nothing to check beyond the array's
         shape and dtype. Raises ``ValueError`` saying what is wrong.
+        """
+        return None
+
+    def class_counts(self, values: np.ndarray, opts: Mapping[str, Any]) -> ClassCounts | None:
+        """How much of each class each of the stored ``values`` holds (sample axis first).
+
+        Default: None (a field without classes: it cannot be balanced). A label field gives
+        one count a sample, a mask its pixels per class, boxes their count per class; holes
+        count nothing.
         """
         return None
 

@@ -6,8 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from precompute.arrays.bandstats import band_lines
+from precompute.errors import StoreMetadataError
+from precompute.format.classcounts import count_lines
 from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info, stop_reason
 from precompute.notes import summary_lines
+from precompute.splits.record import read_splits, split_lines
 from precompute.storage.location import Location, location
 
 __all__ = ["store_summary"]
@@ -64,6 +67,13 @@ def _truncated_lines(keys: list[str], most: int) -> list[str]:
     return lines
 
 
+def _split_lines(info: StoreInfo) -> list[str]:
+    try:
+        return split_lines(read_splits(info.path, info.layout.num_samples))
+    except StoreMetadataError as exc:
+        return [f"splits     {exc}"]
+
+
 def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     """Return a multi-line summary of the store at ``path`` (complete or not; or a URL).
 
@@ -96,6 +106,8 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     elif rep.get("classes") is not None:
         lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}{fixed}")
     lines += band_lines(rep)  # per-band statistics of spectral fields (docs/arrays.md)
+    lines += count_lines(info.path, lay.fields, lay.num_samples)  # a mask's pixels per class
+    lines += _split_lines(info)  # the split recorded with the store
     if "seconds" in rep:
         lines.append(
             f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from precompute.fields import values
-from precompute.fields.base import Kind, Storage
+from precompute.fields.base import ClassCounts, Kind, Storage
 from precompute.fields.options import ColumnClaim, Option, SuffixClaim, integer, optional
 from precompute.fields.registry import has_kind, register_kind
 from precompute.sources.manifests import MAX_LABEL
@@ -60,6 +60,14 @@ class LabelKind(Kind):
         bad = stored[(stored < 0) | (stored >= top)]
         if bad.size:
             raise ValueError(f"label {int(bad[0])} is outside the classes 0..{top - 1}")
+
+    def class_counts(self, stored: np.ndarray, opts: Mapping[str, Any]) -> ClassCounts:
+        """One count of its class per sample (holes, ``-1``, none)."""
+        stored = np.asarray(stored).reshape(-1)
+        samples = np.flatnonzero(stored >= 0)
+        top = opts["classes"] or int(stored.max(initial=-1)) + 1
+        ones = np.ones(len(samples), np.int64)
+        return ClassCounts(samples, stored[samples].astype(np.int64), ones, max(top, 1))
 
     def parse_inline(self, raw: Any) -> Any:
         """An integer (a JSON integer or digits, at most ``MAX_LABEL``) or a class name."""

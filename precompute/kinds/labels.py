@@ -15,7 +15,7 @@ import numpy as np
 
 from precompute.errors import SpecError
 from precompute.fields import values
-from precompute.fields.base import Kind, Storage
+from precompute.fields.base import ClassCounts, Kind, Storage, class_counts_of
 from precompute.fields.options import ColumnClaim, Option, SuffixClaim, check_count, optional
 from precompute.fields.registry import has_kind, register_kind
 
@@ -58,6 +58,10 @@ class LabelsKind(Kind):
         for index in values.index_list(value, opts["classes"]):
             hot[index] = 1
         return hot
+
+    def class_counts(self, stored: np.ndarray, opts: Mapping[str, Any]) -> ClassCounts:
+        """One count of each class a sample is tagged with."""
+        return class_counts_of(np.asarray(stored).reshape(len(stored), -1))
 
     def parse_inline(self, raw: Any) -> Any:
         """A JSON list (or its text) of class indices or class names."""

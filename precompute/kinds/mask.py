@@ -20,7 +20,7 @@ import numpy as np
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, values
 from precompute.fields.assemble import DECODE, register_decoder
-from precompute.fields.base import Kind, Storage
+from precompute.fields.base import ClassCounts, Kind, Storage, class_counts_of
 from precompute.fields.geometry import PLACE, Placement, register_rule
 from precompute.fields.masks import decode_mask
 from precompute.fields.options import (
@@ -57,6 +57,7 @@ class MaskKind(Kind):
     spatial = True
     resample = augment = "nearest"
     cutmix = "paste"
+    stores_class_counts = True
     options = MappingProxyType(
         {
             "classes": Option(REQUIRED, check_count),
@@ -110,6 +111,18 @@ class MaskKind(Kind):
         """An ``(H, W)`` integer array of class ids below ``classes`` or ``ignore_index``."""
         dtype = self.storage(opts, 1).dtype
         return values.class_ids(value, opts["classes"], opts["ignore_index"], dtype)
+
+    def class_counts(self, stored: np.ndarray, opts: Mapping[str, Any]) -> ClassCounts:
+        """Each sample's pixels per class (``ignore_index`` and padding count nothing).
+
+        Masks are read chunk by chunk, so the build counts them (``stores_class_counts``).
+        """
+        classes = opts["classes"]
+        flat = np.asarray(stored).reshape(len(stored), -1).astype(np.int64)
+        keep = flat < classes
+        offsets = (np.arange(len(flat), dtype=np.int64) * classes)[:, None]
+        dense = np.bincount((flat + offsets)[keep], minlength=len(flat) * classes)
+        return class_counts_of(dense.reshape(len(flat), classes))
 
     def check_stored(self, stored: np.ndarray, opts: Mapping[str, Any]) -> None:
         """Every stored value is a class id or ``ignore_index``."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precompute.arrays.bandstats import shard_band_stats
+from precompute.format.classcounts import shard_class_counts
 from precompute.format.layout import StoreLayout
 from precompute.notes import collecting
 from precompute.pipeline.fieldwork import Backends, ensure_backends, run_field_samples
@@ -84,6 +85,9 @@ def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
     bands = shard_band_stats(job.layout.fields, arrays)  # spectral fields (docs/arrays.md)
     if bands:
         stats["bands"] = bands
+    counts = shard_class_counts(job.layout.fields, arrays)  # masks' pixels per class
+    if counts:
+        stats["class_counts"] = counts
     write_shard(
         job.out,  # a folder or an object-store URL: the writer opens its store
         job.layout,

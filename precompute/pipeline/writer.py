@@ -32,9 +32,10 @@ from zarr.core.array_spec import ArrayConfig
 
 from precompute.arrays.bandstats import fold_markers
 from precompute.errors import StoreError, StoreMismatchError
-from precompute.fields import fields_table
+from precompute.fields import fields_table, parse_fields_table
 from precompute.format.arrays import ArraySpec
 from precompute.format.atomic import atomic_write_bytes
+from precompute.format.classcounts import write_class_counts
 from precompute.format.layout import (
     ATTR_KEY,
     FORMAT_NAME,
@@ -324,6 +325,8 @@ def finalize(root: str | Path | Location, report: Mapping[str, Any]) -> dict[str
     bands = fold_markers(markers)  # per-band statistics of spectral fields (docs/arrays.md)
     if bands:
         attrs["report"]["band_stats"] = bands
+    fields = parse_fields_table(attrs["fields"], layout.size) if attrs.get("fields") else ()
+    write_class_counts(root, fields, markers)  # beside the store, before it is complete
     attrs["complete"] = True
     group = zarr.open_group(store=root.zarr(read_only=False), mode="r+")
     group.attrs.update({ATTR_KEY: attrs})  # the completion marker: written last

@@ -93,6 +93,8 @@ class FieldSource:
         items: Items sorted by key.
         classes: ``(field, class names)`` of label fields given by name (index = label).
         skipped: ``(key, reason)`` of entries left out while listing.
+        splits: Each item's part from a manifest's ``split`` column (``""``: none); empty
+            without one (``precompute.splits.manifest``).
     """
 
     root: str
@@ -100,6 +102,7 @@ class FieldSource:
     items: tuple[FieldItem, ...]
     classes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
+    splits: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.items)

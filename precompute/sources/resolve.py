@@ -40,6 +40,7 @@ from precompute.sources.readers import parquet as _parquet  # noqa: F401 (regist
 from precompute.sources.readers import webdataset as _webdataset  # noqa: F401 (the same)
 from precompute.sources.rows import read_text
 from precompute.spec import BuildSpec
+from precompute.splits.manifest import fold_splits, source_splits
 
 __all__ = [
     "infer_fields",
@@ -197,14 +198,23 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
     if not fields:  # class folders or path,label: image + label, a v1 store
         listed = ClassSource.of(list_source(src, spec.on_error, text()))
         fixed = fix_classes(src, listed, v1_fields(), spec.classes, spec.on_error)
-        return _read_columns(src, spec, fixed), spec
+        return _with_splits(src, text(), _read_columns(src, spec, fixed)), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
     query = SourceQuery(
         src, fields=tuple(fields), on_error=spec.on_error, read_text=text, columns=columns
     )
     source = fix_classes(src, _list_fields(query), fields, spec.classes, spec.on_error)
     learned = learn_fields(fixed_fields(fields, spec.classes), source)
-    return _read_columns(src, spec, source), dataclasses.replace(spec, fields=learned)
+    found = _with_splits(src, text(), _read_columns(src, spec, source))
+    return found, dataclasses.replace(spec, fields=learned)
+
+
+def _with_splits(src: str, text: str | None, source: FieldSource) -> FieldSource:
+    """``source`` with each item's part when it is a manifest with a ``split`` column."""
+    if text is None:
+        return source
+    splits = source_splits(src, text, [item.key for item in source.items])
+    return dataclasses.replace(source, splits=splits) if splits else source
 
 
 def _read_columns(src: str, spec: BuildSpec, source: FieldSource) -> FieldSource:
@@ -222,8 +232,11 @@ def _read_columns(src: str, spec: BuildSpec, source: FieldSource) -> FieldSource
 
 
 def source_fingerprint(source: FieldSource, content_hash: bool = False) -> str:
-    """The source fingerprint (``FieldSource.fingerprint``: a scene's, class folders' own)."""
-    return source.fingerprint(content_hash)
+    """The source fingerprint (``FieldSource.fingerprint``: a scene's, class folders' own).
+
+    A manifest's ``split`` column is part of it (:func:`precompute.splits.manifest.fold_splits`).
+    """
+    return fold_splits(source.fingerprint(content_hash), source.splits)
 
 
 def plan_tasks(

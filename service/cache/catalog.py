@@ -29,7 +29,8 @@ from typing import Any
 import precompute
 from precompute.format.atomic import atomic_write_bytes
 from precompute.format.layout import StoreInfo
-from precompute.storage.location import store_path
+from precompute.splits.record import read_splits
+from precompute.storage.location import Location, store_path
 from service.cache.builders import BuildRequest
 from service.errors import ServiceError
 
@@ -54,6 +55,9 @@ class Entry:
         created: Unix time the store was published.
         build_seconds: Wall time of the build.
         last_access: Unix time of the last hit (the entry file's mtime).
+        splits: The parts of the split recorded with the store and their sample counts (a
+            manifest's ``split`` column; ``docs/loaders.md``, "Choosing samples"); empty
+            without one.
     """
 
     key: str
@@ -69,6 +73,7 @@ class Entry:
     created: float
     build_seconds: float
     last_access: float = field(default=0.0, compare=False)
+    splits: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of_build(
@@ -94,6 +99,7 @@ class Entry:
             num_valid=info.num_valid,
             created=created,
             build_seconds=build_seconds,
+            splits=recorded_counts(path, info.layout.num_samples),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,6 +115,16 @@ class Entry:
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["path"] = store_path(kwargs["path"])  # a Location for a store in object storage
         return cls(**kwargs, last_access=last_access)
+
+
+def recorded_counts(path: Path | Location, num_samples: int) -> dict[str, int]:
+    """Samples per part of the split recorded with the store at ``path`` ({} without one).
+
+    Raises:
+        StoreMetadataError: The record is damaged.
+    """
+    recorded = read_splits(path, num_samples)
+    return {} if recorded is None else recorded.counts()
 
 
 def atomic_write_json(path: Path, doc: dict[str, Any]) -> None:

@@ -294,7 +294,7 @@ class LoaderContract(LoaderStateContract):
             for key in w:  # every entry: image, label, a v2 store's other fields, is_pad
                 np.testing.assert_array_equal(g[key], w[key])
 
-    def test_another_ranks_state_resumes_and_another_world_size_is_refused(
+    def test_another_ranks_state_resumes_and_another_world_size_keeps_the_global_batch(
         self, holey: Path
     ) -> None:
         # ranks step together: a checkpoint written by rank 0 alone resumes every rank
@@ -303,18 +303,30 @@ class LoaderContract(LoaderStateContract):
         first.set_epoch(1)
         collect(first, limit=3)
         state = first.state_dict()
-        whole = self.make_loader(holey, rank=1, **kw)
-        whole.set_epoch(1)
+        wholes = []
+        for rank in range(2):
+            whole = self.make_loader(holey, rank=rank, **kw)
+            whole.set_epoch(1)
+            wholes.append(collect(whole)[3:])
         resumed = self.make_loader(holey, rank=1, **kw)
         resumed.load_state_dict(state)
-        np.testing.assert_array_equal(
-            cat(collect(resumed), "index"), cat(collect(whole)[3:], "index")
-        )
-        other = self.make_loader(holey, rank=0, batch_size=4, seed=3, world_size=3)
-        with pytest.raises(
-            LoaderError, match=r"'world_size': \(2, 3\).*another world size.*Lightning: restore"
-        ):
-            other.load_state_dict(state)
+        np.testing.assert_array_equal(cat(collect(resumed), "index"), cat(wholes[1], "index"))
+        # the global batches left (rank 0's batch b, then rank 1's), on 1 and on 4 ranks
+        left = [np.concatenate([a["index"], b["index"]]) for a, b in zip(*wholes, strict=True)]
+        for world in (1, 4):
+            got = []
+            for rank in range(world):
+                other = self.make_loader(
+                    holey, rank=rank, world_size=world, batch_size=8 // world, seed=3
+                )
+                other.load_state_dict(state)
+                got.append([b["index"] for b in collect(other)])
+            assert {len(g) for g in got} == {len(left)}  # the same batches on every rank
+            for number, want in enumerate(left):
+                np.testing.assert_array_equal(np.concatenate([g[number] for g in got]), want)
+        three = self.make_loader(holey, rank=0, batch_size=4, seed=3, world_size=3)
+        with pytest.raises(LoaderError, match=r"global batch of 8; .*3 ranks cannot share it"):
+            three.load_state_dict(state)
 
     def test_variant_follows_the_epoch(self, tmp_path: Path) -> None:
         path = self.make_store(tmp_path / "v", 40, variants=3)

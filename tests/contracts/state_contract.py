@@ -9,7 +9,9 @@
   as a shuffling ``DataLoader`` draws on each iteration); only ``load_state_dict`` resumes
   mid-epoch, and ``set_epoch`` restarts one explicitly.
 * A state is plain JSON: ``epoch``, ``batch``, ``rank``, the settings and the data identity; a
-  state differing in any setting or in the data, or lacking its position, is refused naming it.
+  state differing in any setting or in the data, or lacking its position, is refused naming it;
+  one of another world size resumes at an epoch's start, and mid-epoch with its global batch
+  kept (``loaders.selection.resume``).
 * ``mixup(images, labels, generator)`` draws from a generator seeded by
   :func:`loaders.batching.order.batch_seed` of (seed, epoch, rank, batch), so resumed runs draw
   the same.
@@ -32,6 +34,7 @@ from tests.contracts.index_store import NUM_CLASSES, LoaderFactory, cat, collect
 __all__ = ["LoaderStateContract"]
 
 SETTINGS = {"seed", "world_size", "batch_size", "shuffle", "drop_last", "buffer_chunks"}
+ELASTIC = {"world_size", "batch_size", "order_world", "order_batch"}  # resumed/elastic.py
 
 
 def _draw_mixup(images: Any, labels: Any, gen: torch.Generator) -> tuple[Any, Any]:
@@ -146,9 +149,14 @@ class LoaderStateContract:
     def test_a_state_differing_in_any_setting_or_the_data_is_refused(self, store: Path) -> None:
         loader = self.make_loader(store, batch_size=8, seed=4)
         state = loader.state_dict()
-        for key in sorted(set(state) - {"epoch", "batch", "rank"}):
+        for key in sorted(set(state) - {"epoch", "batch", "rank", *ELASTIC}):
             with pytest.raises(LoaderError, match=f"'{key}': \\("):
                 loader.load_state_dict({**state, key: _changed(state[key])})
+        # another world size: mid-epoch only with the global batch kept (resumed elsewhere)
+        mid = {**state, "batch": 2, "world_size": 2, "order_world": 2}
+        with pytest.raises(LoaderError, match=r"global batch of 16; .* batch_size=16 keeps it"):
+            loader.load_state_dict(mid)
+        loader.load_state_dict({**mid, "batch": 0})  # an epoch's start: cut for this world
         for key in ("epoch", "batch"):
             with pytest.raises(LoaderError, match=f"state lacks \\['{key}'\\]"):
                 loader.load_state_dict({k: v for k, v in state.items() if k != key})

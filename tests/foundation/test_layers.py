@@ -191,7 +191,8 @@ def test_generic_modules_name_no_kind(package: str) -> None:
 # -- loaders reads stores: which layers of precompute it may import -----------------------------
 
 # The foundation (errors, checks, the augmentation policy and its crop sampler) and the layers a
-# reader of stores needs: the store format, the fields and kinds, the storage.
+# reader of stores needs: the store format, the fields and kinds, the storage, and the splits
+# recorded with a store (their record and the rule that deals them: precompute/splits/).
 LOADER_SEES = (
     "precompute.errors",
     "precompute.checks",
@@ -201,6 +202,7 @@ LOADER_SEES = (
     "precompute.fields",
     "precompute.kinds",
     "precompute.storage",
+    "precompute.splits",
 )
 # Modules of loaders that reach further, and what for (a module may leave this, never join it)
 KNOWN_REACH = {

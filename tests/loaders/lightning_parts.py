@@ -20,6 +20,7 @@ from benchmarks.examples.stores import trainer as example_trainer
 from loaders import StoreLoader
 
 N, BATCH = 48, 8  # 6 batches an epoch
+GLOBAL_BATCH = 16  # GlobalData's batch over all devices
 
 
 class Recorder(L.LightningModule):
@@ -54,6 +55,20 @@ class Data(L.LightningDataModule):
     def train_dataloader(self) -> StoreLoader:
         return StoreLoader(
             self.store, BATCH, device=self.trainer.strategy.root_device, seed=3, prefetch=0
+        )
+
+
+class GlobalData(Data):
+    """A DataModule that keeps its global batch on any device count (``batch_size`` per rank).
+
+    What lets a checkpoint resume on another number of devices: the loader serves the rest of
+    the saved epoch in the same global batches (``docs/loaders.md``, "Choosing samples").
+    """
+
+    def train_dataloader(self) -> StoreLoader:
+        per_rank = GLOBAL_BATCH // self.trainer.world_size
+        return StoreLoader(
+            self.store, per_rank, device=self.trainer.strategy.root_device, seed=3, prefetch=0
         )
 
 

@@ -103,6 +103,18 @@ def test_labels_are_the_class_folders(folder: Path) -> None:
             assert loader.source.classes[label] == key.split("/")[0]
 
 
+def test_files_are_chosen_by_label_and_key_and_balanced(folder: Path) -> None:
+    loader = _loader(folder, drop_last=False, subset=lambda s: s["label"] == 1)
+    labels = np.concatenate([b["label"] for b in collect(loader)])
+    assert len(labels) == 10 and set(labels.tolist()) == {1}
+    first = loader.source.classes[0]
+    keyed = _loader(folder, drop_last=False, subset=lambda s: np.char.startswith(s["key"], first))
+    assert set(np.concatenate([b["label"] for b in collect(keyed)]).tolist()) == {0}
+    weights = np.where(np.arange(40) < 10, 1.0, 0.0)  # the first class's files only
+    drawn = _loader(folder, weights=weights, samples_per_epoch=32)
+    assert set(np.concatenate([b["label"] for b in collect(drawn)]).tolist()) == {0}
+
+
 def _broken(tmp_path: Path) -> tuple[Path, str, str]:
     """A dataset with a non-image (caught by the header check) and a truncated JPEG whose header
     is fine (caught only when DALI fails to decode it)."""

@@ -201,3 +201,16 @@ def test_every_epoch_yields_with_one_loader(tmp_path: Path) -> None:
     epochs = [np.concatenate([b["index"] for b in collect(loader)]) for _ in range(3)]
     assert [sorted(e.tolist()) for e in epochs] == [list(range(40))] * 3
     assert loader.epoch == 3 and not np.array_equal(epochs[0], epochs[1])
+
+
+def test_the_store_loaders_choice_of_samples_is_served_alike(tmp_path: Path) -> None:
+    from loaders import StoreLoader
+
+    path = make_index_store(tmp_path / "s", 120, holes=(4, 50))
+    kw: dict[str, Any] = {"seed": 3, "balance": "label", "subset": lambda s: s["label"] < 5}
+    dali = np.concatenate([b["index"] for b in collect(_loader(path, batch_size=8, **kw))])
+    want = np.concatenate([b["index"] for b in collect(StoreLoader(path, 8, **kw))])
+    np.testing.assert_array_equal(dali, want)
+    assert set((want % 7).tolist()) <= set(range(5)) and len(np.unique(want)) < len(want)
+    with pytest.raises(TypeError, match="serves one store; a mixture"):
+        _loader([path, path], batch_size=8)

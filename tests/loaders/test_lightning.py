@@ -83,9 +83,11 @@ def test_resume_from_a_checkpoint_serves_the_same_remainder(
 
 
 @pytest.mark.slow
-def test_ddp_resume_from_rank_zeros_checkpoint(store: Path, tmp_path: Path) -> None:
+def test_ddp_resume_from_rank_zeros_checkpoint_on_two_devices_and_on_one(
+    store: Path, tmp_path: Path
+) -> None:
     # two ranks (gloo) launched as torchrun would, each fitting twice: the checkpoint holds
-    # rank 0's loader state, loaded by both
+    # rank 0's loader state, loaded by both; then one device resumes it
     import torch.multiprocessing as mp
 
     ckpt, first, resumed = tmp_path / "mid.ckpt", tmp_path / "first", tmp_path / "resumed"
@@ -100,3 +102,12 @@ def test_ddp_resume_from_rank_zeros_checkpoint(store: Path, tmp_path: Path) -> N
         assert seen[1][rank] == seen[0][rank][4:]
     epoch = [[i for _, _, batch in seen[0][r][:3] for i in batch] for r in range(2)]
     assert sorted(epoch[0] + epoch[1]) == list(range(parts.N))  # disjoint halves of the epoch
+    # the same checkpoint on one device, the global batch kept (16): no hand edits
+    one = parts.Recorder()
+    parts.trainer(2).fit(one, parts.GlobalData(store), ckpt_path=ckpt)
+    # rank 0's batch b, then rank 1's: the global batches the two ranks served after the save
+    want = [(e, b, r0 + r1) for (e, b, r0), (_, _, r1) in zip(*seen[0], strict=True)][4:]
+    assert one.seen == want
+    epoch1 = [i for r in range(2) for _, _, batch in seen[0][r][3:4] for i in batch]
+    epoch1 += [i for e, _, batch in one.seen if e == 1 for i in batch]
+    assert sorted(epoch1) == list(range(parts.N))  # epoch 1 exactly once

@@ -3,8 +3,8 @@
 ``ddp_train.py`` is the README's DDP example. Checked here: every epoch the ranks get disjoint,
 equally long shards (its DDP step per batch would hang otherwise), a validation pass covers
 every sample exactly once and its all-reduced metric is the single-process one, and a job
-killed mid-epoch resumes from the per-rank states to the same order. A state saved under
-another world size is refused (the shards of another world size hold other samples).
+killed mid-epoch resumes from the per-rank states to the same order. A state saved mid-epoch
+resumes on another world size only with its global batch kept (``tests/loaders/test_elastic.py``).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_torchrun_training_validation_and_resume(tmp_path: Path) -> None:
         assert len(train[r]["epoch1"]) == STOP
         assert train[r]["epoch1"] + s["epoch1"] == _epoch(store, r, 1)
 
-    state = torch.load(tmp_path / "state-0.pt")
+    state = torch.load(tmp_path / "state-0.pt")  # mid-epoch: a global batch of 2 x 8
     other = StoreLoader(store, 8, seed=ddp_train.SEED, rank=0, world_size=3)
-    with pytest.raises(LoaderError, match=r"'world_size': \(2, 3\).*another world size"):
+    with pytest.raises(LoaderError, match=r"global batch of 16; .*3 ranks cannot share it"):
         other.load_state_dict(state)

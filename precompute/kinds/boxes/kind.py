@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from precompute.errors import SpecError
-from precompute.fields.base import Kind, Storage
+from precompute.fields.base import ClassCounts, Kind, Storage, class_counts_of
 from precompute.fields.geometry import PLACE, register_rule
 from precompute.fields.options import MAX_COUNT, Flag, Option, check_count, optional
 from precompute.fields.registry import has_kind, register_kind
@@ -185,6 +185,16 @@ class BoxesKind(Kind):
     def moved_companions(self, value: Any, opts: Mapping[str, Any]) -> Mapping[str, Any]:
         """``count``: the rows that are boxes (the placement, a crop or a mix moves it)."""
         return {"count": (value[..., 4] >= 0).sum(-1)}
+
+    def class_counts(self, stored: np.ndarray, opts: Mapping[str, Any]) -> ClassCounts:
+        """Each sample's boxes per class (padding rows count nothing)."""
+        cls = np.asarray(stored)[..., 4].reshape(len(stored), -1)
+        samples, rows = np.nonzero(cls >= 0)
+        classes = cls[samples, rows].astype(np.int64)
+        top = opts["classes"] or int(classes.max(initial=-1)) + 1
+        dense = np.zeros((len(stored), max(top, 1)), np.int64)
+        np.add.at(dense, (samples, classes), 1)
+        return class_counts_of(dense)
 
     def pad(self, opts: Mapping[str, Any]) -> float:
         """``min_visibility``, which the build hands to the placement rule as its ``pad``.
