@@ -25,7 +25,14 @@ import numpy as np
 
 from precompute.audio.clips import fit_clip, segment
 from precompute.audio.decode import MAX_CHANNELS, AudioInfo, decode_audio
-from precompute.audio.features import INT16_SCALE, logmel, mel_filterbank, num_frames, to_int16
+from precompute.audio.features import (
+    INT16_SCALE,
+    clips_int16,
+    logmel,
+    mel_filterbank,
+    num_frames,
+    to_int16,
+)
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.audio.windows import decode_window
 from precompute.errors import DecodeError, SpecError
@@ -307,8 +314,8 @@ def decode_audio_field(
         clip = clip[0]
     start = first / rate
     if opts["representation"] == "waveform":
-        if clip.size and float(np.abs(clip).max()) * INT16_SCALE > 32767.5:
-            note("audio_clipped", key)  # float samples beyond [-1, 1): int16 clips them
+        if clips_int16(clip):  # float samples beyond [-1, 1): int16 clips them
+            note("audio_clipped", key)
         return AudioValue(to_int16(clip), valid, info.truncated, start)
     try:
         mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])

@@ -384,3 +384,21 @@ def test_a_stereo_file_whose_downmix_cancels_is_named_in_the_notes(
     got = _read(tmp_path / "s")
     j = list(got["key"]).index("beep/anti.wav")
     assert np.abs(got["audio"][j]).max() <= 1  # stored as decoded: the silent mean
+
+
+def test_full_scale_pcm16_noise_is_stored_exactly_without_a_clipped_note(tmp_path: Path) -> None:
+    """-32768 is a PCM_16 sample like any other: int16 stores it, nothing was clipped."""
+    src = tmp_path / "src"
+    (src / "noise").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    clips = {}
+    for i in range(10):
+        pcm = rng.integers(-32768, 32768, 8000, dtype=np.int16)
+        pcm[i] = -32768  # every clip reaches the bottom of the range; none passes 32767
+        sf.write(src / "noise" / f"n{i}.wav", pcm, RATE, subtype="PCM_16")
+        clips[f"noise/n{i}.wav"] = pcm
+    attrs = build(str(src), str(tmp_path / "s"), _spec(), progress=False, runner="sequential")
+    assert "audio_clipped" not in attrs["report"].get("notes", {})
+    got = _read(tmp_path / "s")
+    for j, key in enumerate(got["key"]):
+        np.testing.assert_array_equal(got["audio"][j], clips[str(key)])
