@@ -86,6 +86,8 @@ def _channels(where: str, value: Any) -> str | int:
     return value
 
 
+# The options only a log-mel uses: left out of a waveform field's options (Kind.unused).
+LOGMEL_OPTIONS = ("n_mels", "n_fft", "hop_length")
 MIN_HOP_SECONDS = 0.001  # a window's key names its start in milliseconds
 
 
@@ -114,7 +116,8 @@ class AudioKind(Kind):
     Not spatial (the image draw never touches it, rule ``none``); mixup blends it, cutmix
     pastes a stretch of time. Stored ``(L,)`` / ``(C, L)`` int16 (``representation``
     ``waveform``, ``L = round(clip_seconds * sample_rate)``) or ``(n_mels, frames)`` /
-    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``).
+    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``). A
+    waveform's options hold no log-mel option (:meth:`unused`).
     """
 
     name = "audio"
@@ -180,6 +183,13 @@ class AudioKind(Kind):
                 f"fields.{field}.n_mels {opts['n_mels']} is too many for n_fft {opts['n_fft']}: "
                 "some mel filters cover no FFT bin; lower n_mels or raise n_fft"
             )
+
+    def unused(self, opts: Mapping[str, Any]) -> Mapping[str, str]:
+        """A waveform's log-mel options (``n_mels``, ``n_fft``, ``hop_length``): not its spec."""
+        if opts.get("representation") == "logmel":
+            return {}
+        why = "a log-mel option, without effect on a waveform: add --features logmel or drop it"
+        return dict.fromkeys(LOGMEL_OPTIONS, why)
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """int16 ``(C?, L)`` or float16 ``(C?, n_mels, frames)``; holes zero."""

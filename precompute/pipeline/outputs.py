@@ -8,7 +8,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import StoreError, StoreMismatchError
+from precompute.errors import PrecomputeError, StoreError, StoreMismatchError
 from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import MARKER_DIR, _read_group_attrs, foreign_entry
 from precompute.notes import source_note, summary_lines
@@ -160,12 +160,26 @@ def existing_complete(out: Path | Location, spec: BuildSpec, fp: str) -> dict[st
     attrs = complete_attrs(out)
     if attrs is None:
         return None
-    if attrs.get("spec_hash") != spec.digest() or attrs.get("source_fingerprint") != fp:
+    if not _same_spec(attrs, spec) or attrs.get("source_fingerprint") != fp:
         raise StoreMismatchError(
             f"{out}: holds a complete store of another spec or source; choose another --out "
             "or remove it"
         )
     return attrs
+
+
+def _same_spec(attrs: dict[str, Any], spec: BuildSpec) -> bool:
+    """Whether a store's recorded spec is ``spec``: its hash, or its spec as parsed today.
+
+    A store recorded before an option left the spec (a waveform's log-mel options,
+    ``Kind.unused``) keeps its recorded hash; read today, its spec is the same spec.
+    """
+    if attrs.get("spec_hash") == spec.digest():
+        return True
+    try:
+        return BuildSpec.from_dict(attrs.get("spec") or {}).digest() == spec.digest()
+    except PrecomputeError:  # a spec this version cannot read is not this one
+        return False
 
 
 def _classes(source: Any) -> dict[str, Any]:

@@ -402,3 +402,54 @@ def test_full_scale_pcm16_noise_is_stored_exactly_without_a_clipped_note(tmp_pat
     got = _read(tmp_path / "s")
     for j, key in enumerate(got["key"]):
         np.testing.assert_array_equal(got["audio"][j], clips[str(key)])
+
+
+def test_a_log_mel_flag_on_a_waveform_build_is_refused_naming_it(
+    mixed: Path, tmp_path: Path, capsys
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["build", str(mixed), "--out", str(tmp_path / "s"), "--clip-seconds", "1",
+              "--n-mels", "40"])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--n-mels: a log-mel option, without effect on a waveform" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_inspect_of_a_waveform_store_shows_no_log_mel_option(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    sf.write(src / "beep" / "a.wav", tone(440, RATE, 0.25), RATE)
+    out = tmp_path / "s"
+    main(["build", str(src), "--out", str(out), "--clip-seconds", "0.5", "--quiet",
+          "--runner", "sequential"])  # fmt: skip
+    main(["inspect", str(out)])
+    shown = capsys.readouterr().out
+    assert "field      audio: audio, 8000 int16, representation waveform" in shown
+    assert not any(name in shown for name in ("n_mels", "n_fft", "hop_length"))
+
+
+def test_a_waveform_store_recorded_with_log_mel_options_is_the_same_store(
+    tmp_path: Path, capsys
+) -> None:
+    """A store built before the log-mel options left a waveform's spec: a re-run finds it."""
+    import hashlib
+
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    sf.write(src / "beep" / "a.wav", tone(440, RATE, 0.25), RATE)
+    out = tmp_path / "s"
+    args = ["build", str(src), "--out", str(out), "--clip-seconds", "0.5", "--runner",
+            "sequential"]  # fmt: skip
+    main([*args, "--quiet"])
+    meta = json.loads((out / "zarr.json").read_text())
+    attrs = meta["attributes"]["nostall"]
+    old = dict(n_mels=64, n_fft=400, hop_length=160)  # what such a store recorded
+    attrs["spec"]["fields"][0]["options"].update(old)
+    attrs["fields"]["audio"]["options"].update(old)
+    text = json.dumps(attrs["spec"], sort_keys=True, separators=(",", ":"))
+    attrs["spec_hash"] = hashlib.sha256(text.encode()).hexdigest()
+    (out / "zarr.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    main(args)
+    assert "complete already (the same source and spec)" in capsys.readouterr().err
