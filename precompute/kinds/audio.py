@@ -267,6 +267,15 @@ def _is_window(segment_seconds: Sequence[Any] | None) -> bool:
     )
 
 
+def _whole(seg: Sequence[Any] | None) -> bool:
+    """Whether a clip holds its file (or manifest segment) from the start, not a later window.
+
+    A ``--clips all`` window that starts after 0 s is one of a longer file's windows: its
+    last, partial window is padded by design, and not noted.
+    """
+    return seg is None or not _is_window(seg) or float(seg[0]) == 0
+
+
 def _decoded(
     data: bytes | FileInput, key: str, opts: Mapping[str, Any], budget: int, seg: Any
 ) -> tuple[np.ndarray, AudioInfo, int]:
@@ -319,6 +328,8 @@ def decode_audio_field(
     wave, info, first = _decoded(data, key, opts, 4 * max_pixels, segment_seconds)
     length = clip_frames(opts)
     clip, valid = fit_clip(wave, length)
+    if valid < length and _whole(segment_seconds):  # a file (segment) shorter than a clip
+        note("audio_padded", key)
     first += max(wave.shape[1] - length, 0) // 2  # the centre crop's first frame
     if opts["channels"] == "mono":
         clip = clip[0]

@@ -453,3 +453,29 @@ def test_a_waveform_store_recorded_with_log_mel_options_is_the_same_store(
     capsys.readouterr()
     main(args)
     assert "complete already (the same source and spec)" in capsys.readouterr().err
+
+
+def test_clips_shorter_than_the_clip_are_counted_in_the_report_and_the_summary(
+    tmp_path: Path, capsys
+) -> None:
+    """0.1 s files in a 0.5 s store: padded, said; a long file's last window is not."""
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    for name in ("s0", "s1", "s2"):
+        sf.write(src / "beep" / f"{name}.wav", tone(440, RATE, 0.1), RATE)
+    sf.write(src / "beep" / "full.wav", tone(440, RATE, 0.5), RATE)
+    out = tmp_path / "s"
+    main(["build", str(src), "--out", str(out), "--clip-seconds", "0.5", "--runner",
+          "sequential"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "note: 3 clips (e.g. beep/s0.wav): shorter than the clip length" in err
+    padded = _report(out)["notes"]["audio_padded"]  # type: ignore[index]
+    assert (padded["count"], padded["unit"]) == (3, "clip")
+    long = tmp_path / "long"
+    (long / "beep").mkdir(parents=True)
+    sf.write(long / "beep" / "rec.wav", tone(440, RATE, 1.2), RATE)  # windows 0, 0.5, 1.0 (cut)
+    sf.write(long / "beep" / "tiny.wav", tone(440, RATE, 0.2), RATE)
+    main(["build", str(long), "--out", str(tmp_path / "w"), "--clip-seconds", "0.5", "--clips",
+          "all", "--quiet", "--runner", "sequential"])  # fmt: skip
+    notes = _report(tmp_path / "w")["notes"]
+    assert notes["audio_padded"]["examples"] == ["beep/tiny.wav"]  # type: ignore[index]
