@@ -165,15 +165,17 @@ def cli() -> None:
 )
 @click.option(
     "--runner",
-    type=click.Choice(["ray", "sequential"]),
-    default="ray",
+    type=click.Choice(["auto", "ray", "sequential"]),
+    default="auto",
     show_default=True,
-    help="sequential: every shard in this process, one after another, without Ray "
-    "(debugging, machines without Ray); the same store.",
+    help="auto: Ray where one is named (--ray-address, RAY_ADDRESS) or the source's work is "
+    "more than starting Ray costs, else in this process on every CPU; ray: always; "
+    "sequential: every shard in this process, one after another, without Ray (debugging, "
+    "machines without Ray). The same store; the summary says which ran and why.",
 )
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress bar (the summary and notes still print).")
 def build(
     src: str,
     out: str,
@@ -204,7 +206,7 @@ def build(
 
     if runner == "sequential" and ray_address is not None:
         raise UsageFailure("--ray-address and --runner sequential exclude each other")
-    if not quiet and runner == "ray":
+    if runner != "sequential":
         _show_ray_choice()
 
     spec = spec_from_options(spec_file, options, src)
@@ -221,6 +223,7 @@ def build(
             progress=not quiet,
             content_hash=content_hash,
             runner=runner,
+            summary=True,
         )
     except SourceError as exc:
         raise UsageFailure(str(exc)) from exc

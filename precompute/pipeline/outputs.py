@@ -277,6 +277,8 @@ def summary_line(out: Path | Location, attrs: dict[str, Any]) -> str:
     ``N samples, V valid, S skipped``: the store's sample slots, those that hold data, and
     those left empty by a skipped input (``N = V + S``). Inputs skipped while listing (an
     escaping symlink, a manifest line with an unusable label) have no slot: counted apart.
+    The line ends with the runner that built the store and why (``; in process (about 1.9 s
+    of work on 2 CPUs; Ray takes about 5 s to start)``).
     """
     rep = attrs["report"]
     table = attrs.get("fields") or {}
@@ -285,9 +287,11 @@ def summary_line(out: Path | Location, attrs: dict[str, Any]) -> str:
     listed = rep.get("skipped_listing", 0)
     inputs = "1 more input" if listed == 1 else f"{listed} more inputs"
     unlisted = f", {inputs} skipped while listing (no slot)" if listed else ""
+    runner = rep.get("runner")  # which ran and why (precompute.pipeline.runner)
+    ran = f"; {runner['name']} ({runner['why']})" if isinstance(runner, dict) else ""
     line = (
         f"built {out}{fields}: {rep['num_samples']} samples, {rep['num_valid']} valid, "
         f"{rep['num_samples'] - rep['num_valid']} skipped{unlisted}, "
-        f"{rep['samples_per_s']:.1f} samples/s, {rep['bytes_written'] / 1e6:.1f} MB"
+        f"{rep['samples_per_s']:.1f} samples/s, {rep['bytes_written'] / 1e6:.1f} MB{ran}"
     )
     return "\n".join([line, *summary_lines(rep.get("notes", {}))])

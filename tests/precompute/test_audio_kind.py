@@ -45,8 +45,12 @@ def test_registered_with_its_rules() -> None:
 def test_defaults_round_trip_and_fields_table() -> None:
     f = _field()
     assert dict(f.options) == {
-        "representation": "waveform", "sample_rate": 16000, "clip_seconds": 1.0,
-        "channels": "mono", "clips": "center", "hop_seconds": None,
+        "representation": "waveform",
+        "sample_rate": 16000,
+        "clip_seconds": 1.0,
+        "channels": "mono",
+        "clips": "center",
+        "hop_seconds": None,
     }  # fmt: skip  (a waveform's options hold no log-mel option)
     assert dict(_field(representation="logmel").options).keys() >= {"n_mels", "n_fft"}
     assert FieldSpec.from_dict(f.to_dict()) == f
@@ -207,7 +211,9 @@ def test_a_waveforms_spec_holds_no_log_mel_option() -> None:
     assert plain.digest() == mels.digest()
     assert store_key(plain, "f" * 64) == store_key(mels, "f" * 64)
     assert "n_mels" not in plain.canonical_json()
-    assert spec(representation="logmel").digest() != spec(representation="logmel", n_mels=40).digest()
+    assert (
+        spec(representation="logmel").digest() != spec(representation="logmel", n_mels=40).digest()
+    )
     # a fields table written before (every option recorded) reads as the same field
     old = fields_table([_field()], 256)
     old["audio"]["options"].update(n_mels=64, n_fft=400, hop_length=160)
