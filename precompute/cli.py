@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -20,7 +22,7 @@ import click
 
 from precompute.clifields import OWN_FLAGS, columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
-from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
+from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError, Terminated
 from precompute.spec import BuildSpec
 
 __all__ = ["cli", "main"]
@@ -275,8 +277,18 @@ def verify(store: str) -> None:
     click.echo(f"OK {store}")
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM: unwind as Ctrl-C does (the build's Ray stops, the store stays resumable)."""
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI with one-line errors and exit codes."""
+    """Console-script entry point: run the CLI with one-line errors and exit codes.
+
+    SIGTERM (a batch scheduler's stop) ends a build as Ctrl-C does, with exit code 143.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         code = cli.main(args=argv, prog_name="precompute", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -284,6 +296,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("precompute: aborted", err=True)
         sys.exit(130)
+    except Terminated:
+        click.echo("precompute: aborted (SIGTERM)", err=True)
+        sys.exit(128 + signal.SIGTERM)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.format_message(), err=True)
         sys.exit(2)
