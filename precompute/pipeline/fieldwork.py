@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -155,12 +155,14 @@ def run_field_samples(
     result: ShardResult,
     threads: int = 1,
     stop: threading.Event | None = None,
+    on_sample: Callable[[], None] | None = None,
 ) -> dict[str, Any] | None:
     """Assemble ``task``'s items into the arrays of its shard; None after a ``raise`` error.
 
     ``threads``: the CPUs the task was given; its items are decoded on that many threads
     (:func:`~precompute.pipeline.threads.ordered_map`) and taken in slot order, so the arrays,
     the first error under ``raise`` and the skipped list are those of one thread.
+    ``on_sample`` is called as each sample is taken.
 
     Raises:
         Stopped: ``stop`` was set (the build stopped; nothing is written).
@@ -196,6 +198,8 @@ def run_field_samples(
 
     for j, (sample, nbytes) in enumerate(ordered_map(one, range(len(task.items)), threads, stop)):
         result.bytes_read += nbytes
+        if on_sample is not None:  # the progress watchers see (precompute.pipeline.progress)
+            on_sample()
         if isinstance(sample, DecodeError):
             if spec.on_error == "raise":
                 result.error = {"key": sample.key, "reason": sample.reason}

@@ -57,13 +57,16 @@ def remove_partials(root: str | Path | Location) -> None:
     writer can leave one anywhere in the store (``zarr.<uuid>.partial`` next to a
     ``zarr.json``, ``0.<uuid>.partial`` next to a chunk); older shard markers left ``.*.tmp``.
     An object store has none (every object is PUT whole): its listing finds nothing to delete.
+    A killed shard task's progress count (``_nostall/progress/``) goes too.
     """
     where = location(root)
     markers = where.store.join(where.store.join(where.key, MARKER_DIR), "shards")
+    progress = where.store.join(where.store.join(where.key, MARKER_DIR), "progress")
     for key in where.list():
         name = key.rsplit("/", 1)[-1]
         stale_marker = key.startswith(markers) and name.startswith(".") and name.endswith(".tmp")
-        if name.endswith(".partial") or stale_marker:
+        # a killed task's samples-done count (precompute.pipeline.progress)
+        if name.endswith(".partial") or stale_marker or key.startswith(progress + "/"):
             where.store.delete(key)
 
 

@@ -20,6 +20,7 @@ from precompute.format.layout import StoreLayout
 from precompute.notes import collecting
 from precompute.pipeline.fieldwork import Backends, ensure_backends, run_field_samples
 from precompute.pipeline.plan import ShardTask
+from precompute.pipeline.progress import SampleProgress
 from precompute.pipeline.threads import one_thread_pools
 from precompute.pipeline.writer import num_valid, write_shard
 from precompute.spec import BuildSpec
@@ -74,8 +75,12 @@ def build_shard(
     t0 = time.perf_counter()
     result = ShardResult(task.shard)
     ensure_backends(job.backends)
-    with one_thread_pools(), collecting() as notes:  # notes: precompute.notes
-        arrays = run_field_samples(job, task, result, cpus, stop)
+    with (
+        SampleProgress(job.out, task.shard) as progress,  # what a watcher sees meanwhile
+        one_thread_pools(),
+        collecting() as notes,  # precompute.notes
+    ):
+        arrays = run_field_samples(job, task, result, cpus, stop, progress.add)
     if arrays is None:
         return result
     result.num_valid = num_valid(arrays)
