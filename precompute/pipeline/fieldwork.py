@@ -215,10 +215,11 @@ def run_field_samples(
 
 
 def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) -> list[float]:
-    """Seconds each of ``task``'s first ``count`` samples takes here (stopped past ``budget_s``).
+    """CPU seconds each of ``task``'s first ``count`` samples takes here (at most ``budget_s``).
 
     What ``--runner auto`` estimates a build's work from: the samples are decoded as a shard
-    task decodes them (a bad input counts its time too), and nothing is kept or noted.
+    task decodes them (a bad input counts its time too), and nothing is kept or noted. CPU
+    time of this thread, not wall time: other load on the machine changes it little.
     """
     spec, reader = job.spec, job.reader
     fields = build_fields(job.layout, spec)
@@ -233,7 +234,7 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
 
     start = time.perf_counter()
     for j, text in enumerate(task.items[:count]):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         try:
             item = item_from_json(text)
             _sample(
@@ -246,7 +247,7 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
             )
         except DecodeError:
             pass  # a bad input costs its time too
-        took.append(time.perf_counter() - t0)
+        took.append(time.thread_time() - t0)
         if time.perf_counter() - start > budget_s:
             break
     return took

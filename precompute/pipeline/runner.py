@@ -3,9 +3,9 @@
 ``auto`` builds on Ray where a Ray is named or running: ``--ray-address``, ``RAY_ADDRESS``, or a
 Ray initialised in this process (the cache service keeps one). Otherwise it weighs the source's
 work against starting a Ray: a few samples of the first shard are decoded here and timed
-(:func:`~precompute.pipeline.fieldwork.time_samples`, at most :data:`PROBE_SAMPLES` and about
-:data:`PROBE_S`), and their median times the sample count, over the usable CPUs, is the work's
-estimate. Below :func:`ray_start_seconds` the build runs in this process on those CPUs
+(:func:`~precompute.pipeline.fieldwork.time_samples`: CPU time, at most :data:`PROBE_SAMPLES`
+and about :data:`PROBE_S`), and their median times the sample count, over the usable CPUs, is
+the work's estimate. Below :func:`ray_start_seconds` the build runs in this process on those CPUs
 (:mod:`precompute.pipeline.inprocess`), else on a Ray of its own (or a ``ray start`` one,
 :mod:`precompute.runtime.raysession`). The choice and its reason are in the report
 (``runner``) and the summary line.

@@ -39,7 +39,8 @@ from tests.processes import REPO
 class PoolsKind(Kind):
     """An inline kind storing ``1000 * torch threads + the largest pool``, and its thread.
 
-    A value ``v`` > 0 makes the sample take ``v`` ms (a slow decoder, for the runner choice).
+    A value ``v`` > 0 makes the sample take ``v`` ms of CPU (a slow decoder, for the runner
+    choice).
     """
 
     name = "poolsize"
@@ -49,7 +50,9 @@ class PoolsKind(Kind):
         return Storage((2,), "int32", -1)
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
-        time.sleep(value / 1000)
+        end = time.thread_time() + value / 1000
+        while time.thread_time() < end:  # CPU work, as a decoder's
+            pass
         pools = max((p["num_threads"] for p in threadpool_info()), default=0)
         thread = hash(__import__("threading").current_thread().name) % 100_000
         return np.asarray([1000 * torch.get_num_threads() + pools, thread], dtype=np.int32)
