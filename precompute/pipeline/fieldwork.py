@@ -219,7 +219,8 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
 
     What ``--runner auto`` estimates a build's work from: the samples are decoded as a shard
     task decodes them (a bad input counts its time too), and nothing is kept or noted. CPU
-    time of this thread, not wall time: other load on the machine changes it little.
+    time of the process (the sample's reads run on a thread of their own), not wall time:
+    other load on the machine changes it little.
     """
     spec, reader = job.spec, job.reader
     fields = build_fields(job.layout, spec)
@@ -234,7 +235,7 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
 
     start = time.perf_counter()
     for j, text in enumerate(task.items[:count]):
-        t0 = time.thread_time()
+        t0 = time.process_time()
         try:
             item = item_from_json(text)
             _sample(
@@ -247,7 +248,7 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
             )
         except DecodeError:
             pass  # a bad input costs its time too
-        took.append(time.thread_time() - t0)
+        took.append(time.process_time() - t0)
         if time.perf_counter() - start > budget_s:
             break
     return took
