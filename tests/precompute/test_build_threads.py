@@ -171,3 +171,42 @@ def test_auto_weighs_the_work_against_starting_ray(tmp_path: Path) -> None:
     assert choice.runner == "ray" and re.fullmatch(
         r"about 1\d s of work on 2 CPUs; Ray takes about 5 s to start", choice.why
     ), choice
+
+
+def test_shard_tasks_on_threads_share_a_scene_and_write_the_sequential_bytes(
+    tmp_path: Path,
+) -> None:
+    """Several shard tasks of one process read one cached scene (a lock keeps the cache whole)."""
+    from benchmarks.spectral_data import make_scene
+    from precompute.cli import spec_from_options
+    from precompute.pipeline.inprocess import run_in_process
+    from precompute.pipeline.writer import create_or_resume, finalize
+
+    cube, gt = make_scene(30, 26, 7, 4, seed=1)
+    np.save(tmp_path / "scene.npy", cube)
+    np.save(tmp_path / "gt.npy", gt)
+    flags = {"labels": "gt.npy", "patch": 9, "shard_samples": 16, "chunk_samples": 8}
+    spec = spec_from_options(None, flags, str(tmp_path / "scene.npy"))
+    stores = {}
+    for cpus in (1, 4):  # one thread; four shard tasks at a time on four threads
+        out = tmp_path / f"s{cpus}"
+        listed, built, fp = resolve_build(str(tmp_path / "scene.npy"), spec, False)
+        layout = StoreLayout.from_spec(built, len(listed.items))
+        create_or_resume(out, built, layout, fp)
+        job = ShardJob(str(out), layout, built, listed, backends_of(built.fields))
+        tasks = plan_tasks(listed, layout, built.seed, list(range(layout.num_shards)))
+        assert len(tasks) >= 4
+        results = run_in_process(job, tasks, _NoBar(), cpus)
+        assert len(results) == len(tasks)
+        finalize(out, {"seconds": 0})
+        stores[cpus] = {
+            p.relative_to(out).as_posix(): p.read_bytes()
+            for p in sorted(out.rglob("c/*"))
+            if p.is_file()
+        }
+    assert stores[1] and stores[4] == stores[1]
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
