@@ -4,9 +4,9 @@ A shard task is given CPUs (Ray's ``num_cpus``, or the in-process runner's share
 its samples on that many threads (:mod:`precompute.pipeline.fieldwork`), each thread one CPU. A
 library that runs its own pool inside one sample (torch's intra-op threads in a log-mel, numpy's
 BLAS, any OpenMP code) would start as many threads again per sample thread and fight the
-others for the same cores: a 1 s clip's log-mel took 80 ms with torch's default threads on a
-busy machine, 0.5 ms with one. While :func:`one_thread_pools` is entered, every such pool of
-the process runs one thread: torch (:func:`torch.set_num_threads`, once torch is imported) and
+others for the same cores, which makes small per-sample work many times slower on a busy
+machine. While :func:`one_thread_pools` is entered, every such pool of the process runs one
+thread: torch (:func:`torch.set_num_threads`, once torch is imported) and
 the BLAS and OpenMP libraries loaded in the process (``threadpoolctl``, a small library of
 scikit-learn's maintainers that finds them in the process's loaded libraries). A library
 loaded while a build runs (torch imported by the first log-mel) is limited at the next
