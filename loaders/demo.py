@@ -35,7 +35,7 @@ def demo(out: str, images: int, size: int) -> None:
     if not src.is_dir():
         click.echo(f"writing {images} sample images to {src}", err=True)
         make_sample_dataset(src, num_images=images)
-    run_build(str(src), str(Path(out) / "store"), spec)
+    run_build(str(src), str(Path(out) / "store"), spec, runner="ray")  # the Ray Data job
     click.echo(store_summary(Path(out) / "store"))
     click.echo(_stream_once(Path(out) / "store", size))
 

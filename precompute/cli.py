@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from precompute.errors import (
     SourceError,
     SpecError,
     StoreError,
+    Terminated,
 )
 from precompute.sources.classlist import classes_flag
 from precompute.spec import BuildSpec
@@ -187,15 +190,17 @@ def cli() -> None:
 )
 @click.option(
     "--runner",
-    type=click.Choice(["ray", "sequential"]),
-    default="ray",
+    type=click.Choice(["auto", "ray", "sequential"]),
+    default="auto",
     show_default=True,
-    help="sequential: every shard in this process, one after another, without Ray "
-    "(debugging, machines without Ray); the same store.",
+    help="auto: Ray where one is named (--ray-address, RAY_ADDRESS) or the source's work is "
+    "more than starting Ray costs, else in this process on every CPU; ray: always; "
+    "sequential: every shard in this process, one after another, without Ray (debugging, "
+    "machines without Ray). The same store; the summary says which ran and why.",
 )
 @click.option("--spec", "spec_file", help="YAML build spec; flags override its values.")
 @click.option("--content-hash", is_flag=True, help="Fingerprint the source by content.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress bar (the summary and notes still print).")
 @click.option(
     "--replace",
     is_flag=True,
@@ -233,7 +238,7 @@ def build(
 
     if runner == "sequential" and ray_address is not None:
         raise UsageFailure("--ray-address and --runner sequential exclude each other")
-    if not quiet and runner == "ray":
+    if runner != "sequential":
         _show_ray_choice()
 
     spec = spec_from_options(spec_file, options, src)
@@ -251,6 +256,7 @@ def build(
                 progress=not quiet,
                 content_hash=content_hash,
                 runner=runner,
+                summary=True,
                 replace=replace,
             )
     except SourceError as exc:
@@ -402,8 +408,18 @@ def verify(store: str) -> None:
     click.echo(f"OK {store}")
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM: unwind as Ctrl-C does (the build's Ray stops, the store stays resumable)."""
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI with one-line errors and exit codes."""
+    """Console-script entry point: run the CLI with one-line errors and exit codes.
+
+    SIGTERM (a batch scheduler's stop) ends a build as Ctrl-C does, with exit code 143.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         code = cli.main(args=argv, prog_name="precompute", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -411,6 +427,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("precompute: aborted", err=True)
         sys.exit(130)
+    except Terminated:
+        click.echo("precompute: aborted (SIGTERM)", err=True)
+        sys.exit(128 + signal.SIGTERM)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.format_message(), err=True)
         sys.exit(2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from precompute.errors import SpecError
@@ -145,4 +146,19 @@ def fields_from_flags(
                 flags[key] = value
     # the manifest's text is kept for the build, which then lists it without reading it again
     inferred = infer_fields(src, options, fill, keep_text=True, columns=columns)
+    _refuse_unused(options, inferred)
     return [f.to_dict() for f in inferred]
+
+
+def _refuse_unused(options: dict[str, dict[str, Any]], fields: Sequence[FieldSpec]) -> None:
+    """Refuse a flag whose option the field's other options leave unused (``Kind.unused``).
+
+    Such an option is no part of the spec: left out silently, the flag would do nothing.
+    """
+    flags = {(kind, opt): param for param, (kind, opt, _) in _flag_table().items()}
+    for f in fields:
+        unused = f.spec.unused(f.options)
+        for option in options.get(f.kind, {}):
+            if option in unused:
+                flag = f"--{flags[f.kind, option].replace('_', '-')}"
+                raise SpecError(f"{flag}: {unused[option]}")

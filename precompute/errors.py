@@ -35,12 +35,21 @@ __all__ = [
     "StoreIncompleteError",
     "StoreMetadataError",
     "StoreMismatchError",
+    "Terminated",
     "stable_reason",
 ]
 
 
 class PrecomputeError(Exception):
     """Base class of every error raised on purpose by :mod:`precompute`."""
+
+
+class Terminated(BaseException):
+    """The process was sent SIGTERM (a batch scheduler's stop): it unwinds as Ctrl-C does.
+
+    Raised on the main thread by the handler ``precompute build`` installs (exit 143); a
+    ``BaseException``, so no ``except Exception`` takes it for a failure to record.
+    """
 
 
 class SpecError(PrecomputeError, ValueError):

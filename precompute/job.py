@@ -6,8 +6,10 @@ the
 build lock ``OUT/_nostall/build.lock`` (non-blocking; a second build gets
 :class:`~precompute.errors.BuildLockedError`), creates or resumes the store, runs the missing
 shards as a Ray Data ``map`` over shard rows (each shard decoded and written by exactly one
-task), and finalizes the store last. ``runner="sequential"`` runs the same shard tasks in this
-process instead, one after another, and never imports Ray (:mod:`precompute.pipeline.sequential`).
+task), and finalizes the store last. ``runner="auto"`` (the default) runs a source whose work is
+below what starting Ray costs in this process instead, the same shard tasks on the usable CPUs
+(:mod:`precompute.pipeline.runner`, :mod:`precompute.pipeline.inprocess`); ``sequential`` runs
+them one after another and never imports Ray.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from precompute.pipeline.check import (
     warn_class_shifts,
 )
 from precompute.pipeline.fieldwork import backends_of
+from precompute.pipeline.inprocess import IN_PROCESS, NO_RAY, run_in_process, task_shape
 from precompute.pipeline.outputs import (
     build_lock,
     build_report,
@@ -46,11 +49,12 @@ from precompute.pipeline.outputs import (
 )
 from precompute.pipeline.plan import ShardTask
 from precompute.pipeline.replace import replace_other
-from precompute.pipeline.sequential import NO_RAY, run_in_process
+from precompute.pipeline.runner import RUNNERS, Choice, choose, named_ray
 from precompute.pipeline.shardwork import ShardJob, build_shard
 from precompute.pipeline.start import holds_complete, in_background, list_source, open_build_ray
 from precompute.pipeline.writer import create_or_resume, finalize
 from precompute.runtime.cluster import check_shared_paths, current_node
+from precompute.runtime.raylocal import available_cpus
 from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.splits.build import record_source_splits
@@ -58,9 +62,6 @@ from precompute.storage.location import location
 
 __all__ = ["RUNNERS", "build", "check", "store_bytes"]
 
-# ``ray``: the Ray Data job; ``sequential``: every shard in this process, no Ray (debugging,
-# tests, machines without Ray such as the GPU check kit).
-RUNNERS = ("ray", "sequential")
 
 # A worker that dies (e.g. killed for memory) is retried this often, then the build fails
 # (Ray Data's default is to retry forever, which would hang on an input that always kills it).
@@ -76,16 +77,29 @@ _DATA_CONTEXT: dict[str, Any] = {
 }
 
 
-def _shard_fn(job: ShardJob) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def _shard_fn(job: ShardJob, cpus: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def run(row: dict[str, Any]) -> dict[str, Any]:
         try:
-            result = build_shard(job, ShardTask.from_row(row)).to_dict()
+            result = build_shard(job, ShardTask.from_row(row), cpus).to_dict()
             result["node"] = current_node()
         except Exception as exc:  # carried back as a value, re-raised by the driver
             result = {"shard": row["shard"], "failure": f"{type(exc).__name__}: {exc}"}
         return {"result": json.dumps(result)}
 
     return run
+
+
+def _task_cpus(num_tasks: int) -> int:
+    """The CPUs each shard task is given: all of the cluster's between fewer tasks than CPUs.
+
+    At most one node's CPUs (a task runs on one node); the task decodes on that many threads.
+    """
+    import ray
+
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]
+    alive = [n.get("Resources", {}).get("CPU", 0) for n in nodes if n.get("Alive")]
+    total, biggest = int(sum(alive)), int(max(alive, default=1))
+    return max(1, min(task_shape(num_tasks, total)[1], biggest))
 
 
 def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[str, Any]]:
@@ -100,12 +114,13 @@ def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[st
 
     if not tasks:
         return []
+    cpus = _task_cpus(len(tasks))
     ds = ray.data.from_items([t.to_row() for t in tasks], override_num_blocks=len(tasks))
     results = []
     try:
         with warnings.catch_warnings():  # Ray 2.60 deprecates remote args given as kwargs,
             warnings.simplefilter("ignore", DeprecationWarning)  # but names no max_retries
-            mapped = ds.map(_shard_fn(job), num_cpus=1, max_retries=_TASK_RETRIES)
+            mapped = ds.map(_shard_fn(job, cpus), num_cpus=cpus, max_retries=_TASK_RETRIES)
         for name, value in _DATA_CONTEXT.items():  # this dataset's own copy of the context
             setattr(mapped.context, name, value)
         for row in mapped.iter_rows():
@@ -138,7 +153,8 @@ def build(
     ray_address: str | None = None,
     progress: bool = True,
     content_hash: bool = False,
-    runner: str = "ray",
+    runner: str = "auto",
+    summary: bool | None = None,
     replace: bool = False,
 ) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
@@ -153,12 +169,15 @@ def build(
         ray_address: The Ray to join (an address, or ``auto``), or ``local`` for the build's
             own; ``None``: ``RAY_ADDRESS``, else a running local Ray of the build's size, else
             its own (:mod:`precompute.runtime.raysession`).
-        progress: Show a progress bar over shards and print the summary line (stderr).
+        progress: Show a progress bar over shards (stderr).
         content_hash: Fingerprint the source by file contents instead of size and mtime.
-        runner: ``ray`` (the Ray Data job) or ``sequential``: the same shard tasks in this
-            process, one after another, without importing Ray
-            (:mod:`precompute.pipeline.sequential`;
-            for debugging, tests and machines without Ray). The shard files are the same.
+        runner: ``auto`` (Ray where one is named or running, or where the source's work is
+            more than starting Ray costs; else the same shard tasks in this process on the
+            usable CPUs: :mod:`precompute.pipeline.runner`), ``ray`` (the Ray Data job) or
+            ``sequential`` (the shard tasks in this process, one after another, without
+            importing Ray: :mod:`precompute.pipeline.inprocess`; for debugging, tests and
+            machines without Ray). The shard files are the same.
+        summary: Print the summary line and the notes (stderr); default: ``progress``.
         replace: Replace a nostall store of another spec or source at ``out`` instead of
             refusing it (:mod:`precompute.pipeline.replace`: a store only, never another
             folder).
@@ -183,28 +202,30 @@ def build(
     """
     from tqdm import tqdm
 
-    sequential = _check_runner(runner, ray_address)
+    named = _check_runner(runner, ray_address)
+    say = progress if summary is None else summary
     t0 = time.perf_counter()
     check_output(out, src)
     root = location(out).absolute()
     complete = holds_complete(root)
-    listed = in_background(list_source, src, spec, content_hash, not (complete or sequential))
+    # Ray starts while the source is listed where it is known to be needed, unless a complete
+    # store makes it likely that none is (an identical re-run, or a refused one)
+    ray_first = runner == "ray" or (runner == "auto" and named is not None)
+    listed = in_background(list_source, src, spec, content_hash, ray_first and not complete)
     with ExitStack() as ray_stack:
-        # Ray starts while the source is listed, unless a complete store makes it likely that
-        # none is needed (an identical re-run, or a refused one), or the runner needs none.
-        ray = None if complete or sequential else open_build_ray(ray_stack, ray_address, listed)
+        ray = open_build_ray(ray_stack, ray_address, listed) if ray_first and not complete else None
         source, spec, fp = listed.result()
         warn_class_shifts(src, dict(source.classes), bool(spec.classes), root)  # docs/manifests.md
         layout = StoreLayout.from_spec(spec, len(source.items))
         with build_lock(root):
             replaced = replace_other(root, spec, layout, fp) if replace else None
-            if replaced is not None and progress:  # --replace: another store was there
+            if replaced is not None and say:  # --replace: another store was there
                 print(
                     f"precompute: {root}: replaced a store of another {replaced}", file=sys.stderr
                 )
             done = existing_complete(root, spec, fp)
             if done is not None:  # an identical re-run: nothing to do, and says so
-                if progress:
+                if say:
                     print(
                         f"precompute: {root}: complete already (the same source and spec)",
                         file=sys.stderr,
@@ -219,7 +240,8 @@ def build(
                 reader = dataclasses.replace(source, items=(), skipped=(), splits=())
                 job = ShardJob(str(root), layout, spec, reader, backends_of(spec.fields))
                 tasks = plan_tasks(source, layout, spec.seed, todo)
-                if not sequential:
+                choice = _choice(runner, named, job, tasks)
+                if choice.runner == "ray":
                     ray = ray or open_build_ray(ray_stack, ray_address)
                 with tqdm(
                     total=layout.num_shards,
@@ -233,7 +255,7 @@ def build(
                         check_shared_paths([str(root), source.root])
                     t1 = time.perf_counter()
                     if ray is None:
-                        results = run_in_process(job, tasks, bar)
+                        results = run_in_process(job, tasks, bar, choice.cpus)
                     else:
                         results = _run_shards(job, tasks, bar)
                     t2 = time.perf_counter()
@@ -244,23 +266,39 @@ def build(
                 # Ray stops (or is left) while the lock is held, on failure too: no shard task
                 # of this build still writes when another build takes the lock
                 ray_stack.close()
-            address = NO_RAY if ray is None else ray.address
+            address = ray.address if ray is not None else _NO_RAY[choice.runner]
             report = build_report(
                 source, results, len(finished), t2 - t0, t2 - t1, address, spec.fields, src
             )
+            report["runner"] = choice.to_dict()
             remove_partials(root)  # a killed build's writers may have outlived its driver
             report["bytes_written"] = store_bytes(root)
-            # Ray nodes that built shards (none for the sequential runner)
+            # Ray nodes that built shards (none for the in-process runners)
             report["ray_nodes"] = len({r["node"] for r in results if "node" in r})
             record_source_splits(root, source.splits, spec.seed)  # a manifest's split column
             attrs = finalize(root, report)
-    if progress:
+    if say:
         print(summary_line(root, attrs), file=sys.stderr)
     return dict(attrs)
 
 
-def _check_runner(runner: str, ray_address: str | None) -> bool:
-    """Return whether ``runner`` is the sequential one.
+# The report's ``ray_address`` of a build without Ray, by runner.
+_NO_RAY = {"sequential": NO_RAY, "in process": IN_PROCESS}
+
+
+def _choice(runner: str, named: str | None, job: ShardJob, tasks: list[ShardTask]) -> Choice:
+    """The runner of ``tasks``: the one asked for, or ``auto``'s (:mod:`.pipeline.runner`)."""
+    if runner == "sequential":
+        return Choice("sequential", "--runner sequential")
+    if runner == "ray":
+        return Choice("ray", "--runner ray")
+    if named is not None:
+        return Choice("ray", named)
+    return choose(job, tasks, sum(len(t.items) for t in tasks), available_cpus())
+
+
+def _check_runner(runner: str, ray_address: str | None) -> str | None:
+    """Return what names a Ray for this build, if anything does (:func:`.runner.named_ray`).
 
     Raises:
         ValueError: An unknown runner, or a Ray address given to the sequential runner.
@@ -272,7 +310,7 @@ def _check_runner(runner: str, ray_address: str | None) -> bool:
             f"ray_address {ray_address!r} was given with runner 'sequential', which runs "
             "without Ray: give one or the other"
         )
-    return runner == "sequential"
+    return named_ray(ray_address)
 
 
 def check(
@@ -281,13 +319,13 @@ def check(
     *,
     ray_address: str | None = None,
     progress: bool = True,
-    runner: str = "ray",
+    runner: str = "auto",
 ) -> CheckReport:
     """Find every bad input of ``src`` for ``spec`` at once, writing nothing.
 
     The build's listing and shard tasks under ``on_error: skip``, without a store
-    (:mod:`precompute.pipeline.check`): on Ray, or in this process with
-    ``runner="sequential"``, as :func:`build` runs them.
+    (:mod:`precompute.pipeline.check`): on Ray or in this process, the runner chosen as
+    :func:`build` chooses it.
 
     Raises:
         SpecError: As :func:`build`.
@@ -297,12 +335,16 @@ def check(
     """
     from tqdm import tqdm
 
-    sequential = _check_runner(runner, ray_address)
-    listed = in_background(list_source, src, lenient(spec), False, not sequential)
+    named = _check_runner(runner, ray_address)
+    ray_first = runner == "ray" or (runner == "auto" and named is not None)
+    listed = in_background(list_source, src, lenient(spec), False, ray_first)
     with ExitStack() as ray_stack:
-        ray = None if sequential else open_build_ray(ray_stack, ray_address, listed)
+        ray = open_build_ray(ray_stack, ray_address, listed) if ray_first else None
         source, resolved, _ = listed.result()
         job, tasks = check_tasks(src, source, resolved)
+        choice = _choice(runner, named, job, tasks)
+        if choice.runner == "ray":
+            ray = ray or open_build_ray(ray_stack, ray_address)
         with tqdm(
             total=len(tasks),
             unit="shard",
@@ -310,6 +352,8 @@ def check(
             desc="precompute check",
             file=sys.stderr,
         ) as bar:
-            run = run_in_process if ray is None else _run_shards
-            results = run(job, tasks, bar)
+            if ray is None:
+                results = run_in_process(job, tasks, bar, choice.cpus)
+            else:
+                results = _run_shards(job, tasks, bar)
     return check_report(src, source, results)

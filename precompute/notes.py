@@ -50,6 +50,11 @@ _NOTES: dict[str, str] = {
         "clipped to int16's range; store --features logmel, or scale the files down, to keep "
         "their peaks"
     ),
+    "audio_padded": (
+        "shorter than the clip length (--clip-seconds): zero-padded at the end; each sample's "
+        "FIELD.length holds the part that came from the file (AudioAugment crops and masks "
+        "inside it); if many clips are, a shorter --clip-seconds stores less silence"
+    ),
     "audio_downmix_cancelled": (
         "multi-channel audio whose mono downmix (the mean of its channels) is at least 20 dB "
         "quieter than its channels: channels in anti-phase (one with inverted polarity) cancel "
@@ -70,11 +75,15 @@ _NOTES: dict[str, str] = {
     ),
 }
 NOTES: Mapping[str, str] = MappingProxyType(_NOTES)  # name -> what it says (read-only view)
+# name -> what a note's count counts where it is not inputs (the summary's "3 clips")
+_UNITS: dict[str, str] = {"audio_padded": "clip"}
 EXAMPLES = 5  # keys kept per note in the report
 
 
-def register_note(name: str, says: str) -> None:
+def register_note(name: str, says: str, unit: str = "input") -> None:
     """Add note ``name`` saying ``says`` (a kind's own notes, from the kind's module).
+
+    ``unit``: what the note counts (``input``; ``clip``: the summary says ``3 clips``).
 
     Raises:
         ValueError: ``name`` is a note already, saying something else.
@@ -82,6 +91,8 @@ def register_note(name: str, says: str) -> None:
     if _NOTES.get(name, says) != says:
         raise ValueError(f"build note {name!r} is registered already")
     _NOTES[name] = says
+    if unit != "input":
+        _UNITS[name] = unit
 
 
 _SINK: ContextVar[dict[str, list[str]] | None] = ContextVar("nostall_build_notes", default=None)
@@ -114,7 +125,12 @@ def fold(per_shard: Iterable[Mapping[str, Iterable[str]]]) -> dict[str, dict[str
         for name, found in notes.items():
             keys.setdefault(name, []).extend(found)
     return {
-        name: {"count": len(found), "examples": sorted(found)[:EXAMPLES], "says": NOTES[name]}
+        name: {
+            "count": len(found),
+            "examples": sorted(found)[:EXAMPLES],
+            "says": NOTES[name],
+            **({"unit": _UNITS[name]} if name in _UNITS else {}),
+        }
         for name, found in sorted(keys.items())
         if name in NOTES
     }

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,9 @@ __all__ = [
 _PATCH = re.compile(r"^(?P<path>.+)#patch=(?P<row>\d+),(?P<col>\d+)$")
 _BYTES: dict[str, Any] = {}  # this process's last scene read: (path, size, mtime) -> bytes
 _DECODED: dict[str, Any] = {}  # its last decode: the bytes object, P, key -> padded scene
+# Shard tasks of one process may run on several threads (the in-process runner): one reads or
+# decodes the scene while the others wait for it, never seeing a cache half replaced.
+_CACHE_LOCK = threading.Lock()
 # The scene infer_scene_fields decoded, kept for the list_scene of the same build (which takes
 # it; listing.read_kept).
 _INFERRED: dict[str, Any] = {}
@@ -98,25 +102,27 @@ class SceneSource(FieldSource):
         st = os.stat(path)
         ident = (path, st.st_size, st.st_mtime_ns)
         read = 0
-        if _BYTES.get("ident") != ident:
-            _BYTES.clear()
-            _BYTES.update(ident=ident, data=read_input(path, max_bytes, deadline_s))
-            read = len(_BYTES["data"])
-        data: bytes = _BYTES["data"]
+        with _CACHE_LOCK:
+            if _BYTES.get("ident") != ident:
+                _BYTES.clear()
+                _BYTES.update(ident=ident, data=read_input(path, max_bytes, deadline_s))
+                read = len(_BYTES["data"])
+            data: bytes = _BYTES["data"]
         return data, read
 
 
 def _padded(data: bytes, path: str, field: FieldSpec) -> np.ndarray:
     p = int(field.options["shape"][0])
     ident = (p, path, field.options["key"])
-    if _DECODED.get("data") is not data or _DECODED.get("ident") != ident:
-        scene = read_array(data, path, path, field.options["key"], allow_nonfinite=True)
-        if scene.ndim != 3 or scene.shape[2] != field.options["shape"][2]:
-            raise DecodeError(path, f"scene of shape {list(scene.shape)} is not [H, W, C]")
-        half = p // 2
-        pad = ((half, p - 1 - half), (half, p - 1 - half), (0, 0))
-        _DECODED.update(data=data, ident=ident, scene=np.pad(scene, pad, "reflect"))
-    padded: np.ndarray = _DECODED["scene"]
+    with _CACHE_LOCK:
+        if _DECODED.get("data") is not data or _DECODED.get("ident") != ident:
+            scene = read_array(data, path, path, field.options["key"], allow_nonfinite=True)
+            if scene.ndim != 3 or scene.shape[2] != field.options["shape"][2]:
+                raise DecodeError(path, f"scene of shape {list(scene.shape)} is not [H, W, C]")
+            half = p // 2
+            pad = ((half, p - 1 - half), (half, p - 1 - half), (0, 0))
+            _DECODED.update(data=data, ident=ident, scene=np.pad(scene, pad, "reflect"))
+        padded: np.ndarray = _DECODED["scene"]
     return padded
 
 

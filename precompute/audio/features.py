@@ -25,6 +25,7 @@ __all__ = [
     "AMIN",
     "INT16_SCALE",
     "TOP_DB",
+    "clips_int16",
     "from_int16",
     "hz_to_mel",
     "logmel",
@@ -152,6 +153,18 @@ def to_int16(wave: np.ndarray) -> np.ndarray:
     """
     scaled: np.ndarray = np.clip(np.rint(np.asarray(wave, np.float64) * INT16_SCALE), -32768, 32767)
     return scaled.astype(np.int16)
+
+
+def clips_int16(wave: np.ndarray) -> bool:
+    """Whether :func:`to_int16` clips a sample of ``wave`` (more than its rounding moves it).
+
+    int16 holds ``[-32768, 32767] / 32768``: ``-1.0`` (a PCM_16 file's ``-32768``) is stored
+    exactly; a sample is clipped only beyond ``32767.5 / 32768`` or below ``-32768.5 / 32768``.
+    """
+    if not wave.size:
+        return False
+    top, bottom = float(wave.max()) * INT16_SCALE, float(wave.min()) * INT16_SCALE
+    return top > 32767.5 or bottom < -32768.5
 
 
 def from_int16(stored: np.ndarray) -> np.ndarray:

@@ -135,7 +135,18 @@ class Kind(ABC):
                 raise SpecError(f"fields.{field}.{key} is required for kind {self.name!r}")
             out[key] = opt.check(f"fields.{field}.{key}", value)
         self.cross_check(field, out)
+        for key in self.unused(out):  # not part of the spec: two equal stores, one hash
+            del out[key]
         return out
+
+    def unused(self, opts: Mapping[str, Any]) -> Mapping[str, str]:
+        """The options that ``opts`` leave without effect, each with why (default: none).
+
+        :meth:`normalize` leaves them out of the field's options, so of the spec, its hash,
+        the cache key and what ``inspect`` shows; ``precompute build`` refuses a flag that
+        sets one, saying why. E.g. audio: the log-mel options of a waveform.
+        """
+        return {}
 
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
         """Check options against each other (default: nothing to check)."""

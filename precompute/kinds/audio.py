@@ -25,7 +25,14 @@ import numpy as np
 
 from precompute.audio.clips import fit_clip, segment
 from precompute.audio.decode import MAX_CHANNELS, AudioInfo, decode_audio
-from precompute.audio.features import INT16_SCALE, logmel, mel_filterbank, num_frames, to_int16
+from precompute.audio.features import (
+    INT16_SCALE,
+    clips_int16,
+    logmel,
+    mel_filterbank,
+    num_frames,
+    to_int16,
+)
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.audio.windows import decode_window
 from precompute.errors import DecodeError, SpecError
@@ -79,6 +86,8 @@ def _channels(where: str, value: Any) -> str | int:
     return value
 
 
+# The options only a log-mel uses: left out of a waveform field's options (Kind.unused).
+LOGMEL_OPTIONS = ("n_mels", "n_fft", "hop_length")
 MIN_HOP_SECONDS = 0.001  # a window's key names its start in milliseconds
 
 
@@ -107,7 +116,8 @@ class AudioKind(Kind):
     Not spatial (the image draw never touches it, rule ``none``); mixup blends it, cutmix
     pastes a stretch of time. Stored ``(L,)`` / ``(C, L)`` int16 (``representation``
     ``waveform``, ``L = round(clip_seconds * sample_rate)``) or ``(n_mels, frames)`` /
-    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``).
+    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``). A
+    waveform's options hold no log-mel option (:meth:`unused`).
     """
 
     name = "audio"
@@ -173,6 +183,13 @@ class AudioKind(Kind):
                 f"fields.{field}.n_mels {opts['n_mels']} is too many for n_fft {opts['n_fft']}: "
                 "some mel filters cover no FFT bin; lower n_mels or raise n_fft"
             )
+
+    def unused(self, opts: Mapping[str, Any]) -> Mapping[str, str]:
+        """A waveform's log-mel options (``n_mels``, ``n_fft``, ``hop_length``): not its spec."""
+        if opts.get("representation") == "logmel":
+            return {}
+        why = "a log-mel option, without effect on a waveform: add --features logmel or drop it"
+        return dict.fromkeys(LOGMEL_OPTIONS, why)
 
     def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
         """int16 ``(C?, L)`` or float16 ``(C?, n_mels, frames)``; holes zero."""
@@ -254,6 +271,15 @@ def _is_window(segment_seconds: Sequence[Any] | None) -> bool:
     )
 
 
+def _whole(seg: Sequence[Any] | None) -> bool:
+    """Whether a clip holds its file (or manifest segment) from the start, not a later window.
+
+    A ``--clips all`` window that starts after 0 s is one of a longer file's windows: its
+    last, partial window is padded by design, and not noted.
+    """
+    return seg is None or not _is_window(seg) or float(seg[0]) == 0
+
+
 def _decoded(
     data: bytes | FileInput, key: str, opts: Mapping[str, Any], budget: int, seg: Any
 ) -> tuple[np.ndarray, AudioInfo, int]:
@@ -306,13 +332,15 @@ def decode_audio_field(
     wave, info, first = _decoded(data, key, opts, 4 * max_pixels, segment_seconds)
     length = clip_frames(opts)
     clip, valid = fit_clip(wave, length)
+    if valid < length and _whole(segment_seconds):  # a file (segment) shorter than a clip
+        note("audio_padded", key)
     first += max(wave.shape[1] - length, 0) // 2  # the centre crop's first frame
     if opts["channels"] == "mono":
         clip = clip[0]
     start = first / rate
     if opts["representation"] == "waveform":
-        if clip.size and float(np.abs(clip).max()) * INT16_SCALE > 32767.5:
-            note("audio_clipped", key)  # float samples beyond [-1, 1): int16 clips them
+        if clips_int16(clip):  # float samples beyond [-1, 1): int16 clips them
+            note("audio_clipped", key)
         return AudioValue(to_int16(clip), valid, info.truncated, start)
     try:
         mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])

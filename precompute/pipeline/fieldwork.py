@@ -17,7 +17,9 @@ kind.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from precompute.fields.geometry import PLACE, register_rule, rule_of, variant_dr
 from precompute.fields.spec import v1_fields
 from precompute.format.layout import StoreLayout
 from precompute.pipeline.plan import ShardTask, shard_items
+from precompute.runtime.threads import ordered_map, settle
 from precompute.sources.fields import FieldItem, FieldSource
 from precompute.sources.inputs import counted
 from precompute.spec import AugmentPolicy, BuildSpec
@@ -146,33 +149,62 @@ def _variants(spec: BuildSpec, slot: int) -> Any:
     return variant_draws(spec.seed, slot, spec.variants, spec.size, spec.augment or AugmentPolicy())
 
 
-def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
-    """Assemble ``task``'s items into the arrays of its shard; None after a ``raise`` error."""
+def run_field_samples(
+    job: ShardJob,
+    task: ShardTask,
+    result: ShardResult,
+    threads: int = 1,
+    stop: threading.Event | None = None,
+    on_sample: Callable[[], None] | None = None,
+) -> dict[str, Any] | None:
+    """Assemble ``task``'s items into the arrays of its shard; None after a ``raise`` error.
+
+    ``threads``: the CPUs the task was given; its items are decoded on that many threads
+    (:func:`~precompute.runtime.threads.ordered_map`) and taken in slot order, so the arrays,
+    the first error under ``raise`` and the skipped list are those of one thread.
+    ``on_sample`` is called as each sample is taken.
+
+    Raises:
+        Stopped: ``stop`` was set (the build stopped; nothing is written).
+    """
     spec, reader = job.spec, job.reader
     arrays = _empty(job.layout, len(task.items))
-
-    def read(item: FieldItem, field: str) -> bytes:
-        got: tuple[bytes, int] = reader.read_counted(item, field, spec.max_bytes)
-        result.bytes_read += got[1]  # a scene a worker's cache serves counts once, when read
-        return got[0]
-
-    def count(n: int) -> None:
-        result.bytes_read += n
-
-    def opener(item: FieldItem, field: str) -> IO[bytes]:  # part of a long file (FileInput)
-        return counted(reader.open_input(item, field), count)
-
     fields = build_fields(job.layout, spec)
-    for j, text in enumerate(task.items):
+
+    def one(j: int) -> tuple[dict[str, Any] | DecodeError, int]:
+        read_bytes = [0]  # this item's: the items of a task may run on several threads
+
+        def read(item: FieldItem, field: str) -> bytes:
+            got: tuple[bytes, int] = reader.read_counted(item, field, spec.max_bytes)
+            read_bytes[0] += got[1]  # a scene a worker's cache serves counts once, when read
+            return got[0]
+
+        def count(n: int) -> None:
+            read_bytes[0] += n
+
+        def opener(item: FieldItem, field: str) -> IO[bytes]:  # part of a long file (FileInput)
+            return counted(reader.open_input(item, field), count)
+
         try:
             variants = _variants(spec, task.start + j)
-            item = item_from_json(text)
-            sample = _sample(item, fields, spec, read=read, opener=opener, variants=variants)
+            item = item_from_json(task.items[j])
+            return _sample(item, fields, spec, read=read, opener=opener, variants=variants), (
+                read_bytes[0]
+            )
         except DecodeError as exc:
+            return exc, read_bytes[0]
+        finally:
+            settle()  # a library the sample loaded (torch) runs one thread too
+
+    for j, (sample, nbytes) in enumerate(ordered_map(one, range(len(task.items)), threads, stop)):
+        result.bytes_read += nbytes
+        if on_sample is not None:  # the progress watchers see (precompute.format.progress)
+            on_sample()
+        if isinstance(sample, DecodeError):
             if spec.on_error == "raise":
-                result.error = {"key": exc.key, "reason": exc.reason}
+                result.error = {"key": sample.key, "reason": sample.reason}
                 return None
-            result.skipped.append({"key": exc.key, "reason": exc.reason})
+            result.skipped.append({"key": sample.key, "reason": sample.reason})
             continue  # a hole: every array keeps its fill
         for name, value in sample.items():
             if name in arrays:  # extent: only with a spatial field
@@ -180,3 +212,43 @@ def run_field_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> di
         if any(sample[n] for n in sample if n.endswith(".truncated")):  # kept, data cut
             result.truncated.append(sample["key"])
     return arrays
+
+
+def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) -> list[float]:
+    """CPU seconds each of ``task``'s first ``count`` samples takes here (at most ``budget_s``).
+
+    What ``--runner auto`` estimates a build's work from: the samples are decoded as a shard
+    task decodes them (a bad input counts its time too), and nothing is kept or noted. CPU
+    time of the process (the sample's reads run on a thread of their own), not wall time:
+    other load on the machine changes it little.
+    """
+    spec, reader = job.spec, job.reader
+    fields = build_fields(job.layout, spec)
+    ensure_backends(job.backends)
+    took: list[float] = []
+
+    def read(item: FieldItem, field: str) -> bytes:
+        return bytes(reader.read_counted(item, field, spec.max_bytes)[0])
+
+    def opener(item: FieldItem, field: str) -> IO[bytes]:
+        return reader.open_input(item, field)  # type: ignore[no-any-return]
+
+    start = time.perf_counter()
+    for j, text in enumerate(task.items[:count]):
+        t0 = time.process_time()
+        try:
+            item = item_from_json(text)
+            _sample(
+                item,
+                fields,
+                spec,
+                read=read,
+                opener=opener,
+                variants=_variants(spec, task.start + j),
+            )
+        except DecodeError:
+            pass  # a bad input costs its time too
+        took.append(time.process_time() - t0)
+        if time.perf_counter() - start > budget_s:
+            break
+    return took

@@ -10,6 +10,7 @@ value (the shard is not written) so the driver can abort naming the file.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,10 +18,12 @@ from typing import Any
 from precompute.arrays.bandstats import shard_band_stats
 from precompute.format.classcounts import shard_class_counts
 from precompute.format.layout import StoreLayout
+from precompute.format.progress import SampleProgress
 from precompute.notes import collecting
 from precompute.pipeline.fieldwork import Backends, ensure_backends, run_field_samples
 from precompute.pipeline.plan import ShardTask
 from precompute.pipeline.writer import num_valid, write_shard
+from precompute.runtime.threads import one_thread_pools
 from precompute.spec import BuildSpec
 
 __all__ = ["ShardJob", "ShardResult", "build_shard"]
@@ -60,17 +63,27 @@ class ShardResult:
         return dict(self.__dict__)
 
 
-def _run_samples(job: ShardJob, task: ShardTask, result: ShardResult) -> dict[str, Any] | None:
-    ensure_backends(job.backends)
-    return run_field_samples(job, task, result)
+def build_shard(
+    job: ShardJob, task: ShardTask, cpus: int = 1, stop: threading.Event | None = None
+) -> ShardResult:
+    """Decode and write ``task``'s shard; return its result (``error`` set under ``raise``).
 
+    ``cpus``: the CPUs the task was given: its samples are decoded on that many threads, and
+    every native thread pool of the process runs one thread meanwhile
+    (:mod:`precompute.runtime.threads`).
 
-def build_shard(job: ShardJob, task: ShardTask) -> ShardResult:
-    """Decode and write ``task``'s shard; return its result (``error`` set under ``raise``)."""
+    Raises:
+        Stopped: ``stop`` was set before the shard was decoded (nothing is written).
+    """
     t0 = time.perf_counter()
     result = ShardResult(task.shard)
-    with collecting() as notes:  # inputs kept with something to say (precompute.notes)
-        arrays = _run_samples(job, task, result)
+    ensure_backends(job.backends)
+    with (
+        SampleProgress(job.out, task.shard) as progress,  # what a watcher sees meanwhile
+        one_thread_pools(),
+        collecting() as notes,  # precompute.notes
+    ):
+        arrays = run_field_samples(job, task, result, cpus, stop, progress.add)
     if arrays is None:
         return result
     result.num_valid = num_valid(arrays)

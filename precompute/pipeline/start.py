@@ -11,6 +11,7 @@ raises its :class:`~precompute.errors.ClusterError`.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -109,7 +110,8 @@ def open_build_ray(
     reading the source after the build has failed.
     """
     try:
-        session = open_ray(address)
+        with _own_sigterm():
+            session = open_ray(address)
     except BaseException as exc:
         if listing is not None:  # Ctrl-C never waits for it (a daemon thread)
             listing.stop(STOP_WAIT_S if isinstance(exc, Exception) else 0)
@@ -117,6 +119,25 @@ def open_build_ray(
     stack.callback(session.close)
     stack.enter_context(_quiet_ray_data())
     return session
+
+
+@contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """Keep this process's SIGTERM handler across ``ray.init``, which sets its own.
+
+    Ray's driver handler calls ``sys.exit`` from wherever the main thread is, which ended a
+    build in SIGABRT with Ray's native stack dump; the CLI's handler unwinds as Ctrl-C does
+    (``precompute.cli``), and a library caller keeps the handler it had.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None:  # None: a handler not set from Python, left to Ray
+            signal.signal(signal.SIGTERM, before)
 
 
 @contextmanager

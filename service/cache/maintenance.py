@@ -17,6 +17,7 @@ from typing import Any
 
 from precompute.errors import StoreError
 from precompute.format.layout import MARKER_DIR, open_store_info
+from precompute.format.progress import samples_done
 from service.cache.builders import BuildRequest
 from service.cache.catalog import CacheLayout
 from service.cache.keys import is_key
@@ -62,7 +63,12 @@ def inspect_partial(layout: CacheLayout, path: Path, request: BuildRequest) -> s
 
 
 def build_progress(path: Path) -> dict[str, Any] | None:
-    """Return ``{"shards_done", "shards_total", "fraction"}`` of a build at ``path``, if any."""
+    """The progress of a build at ``path``, if any: shards and samples done, and the fraction.
+
+    ``{"shards_done", "shards_total", "samples_done", "samples_total", "fraction"}``: samples
+    count the written shards' and those the running shard tasks report
+    (:mod:`precompute.format.progress`), so a build of one shard shows its progress too.
+    """
     try:
         info = open_store_info(path, require_complete=False)
     except (StoreError, ValueError, KeyError, TypeError):
@@ -70,7 +76,14 @@ def build_progress(path: Path) -> dict[str, Any] | None:
     total = info.layout.num_shards
     markers = path / MARKER_DIR / "shards"
     done = sum(1 for n in os.listdir(markers) if n.endswith(".json")) if markers.is_dir() else 0
-    return {"shards_done": done, "shards_total": total, "fraction": done / total}
+    samples, of = samples_done(path, info.layout), info.layout.num_samples
+    return {
+        "shards_done": done,
+        "shards_total": total,
+        "samples_done": samples,
+        "samples_total": of,
+        "fraction": samples / of if of else done / total,
+    }
 
 
 def clean_debris(layout: CacheLayout, try_claim: Callable[[str], HeldClaim | None]) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from precompute.errors import StoreError
 from precompute.format.layout import MARKER_DIR, open_store_info
+from precompute.format.progress import samples_done
 from precompute.storage.location import location
 from service.cache import maintenance
 from service.cache.builders import BuildRequest
@@ -136,15 +137,22 @@ class ObjectRoot:
         return False
 
     def progress(self, key: str) -> dict[str, Any] | None:
-        """Shards done of the build of ``key``."""
+        """Shards and samples done of the build of ``key`` (``maintenance.build_progress``)."""
         try:
             info = open_store_info(self.layout.store(key), require_complete=False)
         except _UNREADABLE:
             return None
         markers = self.layout.store(key) / MARKER_DIR / "shards"
         done = sum(n.endswith(".json") for n in names_under(markers))
-        total = info.layout.num_shards
-        return {"shards_done": done, "shards_total": total, "fraction": done / total}
+        total, of = info.layout.num_shards, info.layout.num_samples
+        samples = samples_done(self.layout.store(key), info.layout)
+        return {
+            "shards_done": done,
+            "shards_total": total,
+            "samples_done": samples,
+            "samples_total": of,
+            "fraction": samples / of if of else done / total,
+        }
 
     def delete_entry(self, key: str) -> None:
         """Unpublish ``key``: nobody finds its store any more."""

@@ -384,3 +384,98 @@ def test_a_stereo_file_whose_downmix_cancels_is_named_in_the_notes(
     got = _read(tmp_path / "s")
     j = list(got["key"]).index("beep/anti.wav")
     assert np.abs(got["audio"][j]).max() <= 1  # stored as decoded: the silent mean
+
+
+def test_full_scale_pcm16_noise_is_stored_exactly_without_a_clipped_note(tmp_path: Path) -> None:
+    """-32768 is a PCM_16 sample like any other: int16 stores it, nothing was clipped."""
+    src = tmp_path / "src"
+    (src / "noise").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    clips = {}
+    for i in range(10):
+        pcm = rng.integers(-32768, 32768, 8000, dtype=np.int16)
+        pcm[i] = -32768  # every clip reaches the bottom of the range; none passes 32767
+        sf.write(src / "noise" / f"n{i}.wav", pcm, RATE, subtype="PCM_16")
+        clips[f"noise/n{i}.wav"] = pcm
+    attrs = build(str(src), str(tmp_path / "s"), _spec(), progress=False, runner="sequential")
+    assert "audio_clipped" not in attrs["report"].get("notes", {})
+    got = _read(tmp_path / "s")
+    for j, key in enumerate(got["key"]):
+        np.testing.assert_array_equal(got["audio"][j], clips[str(key)])
+
+
+def test_a_log_mel_flag_on_a_waveform_build_is_refused_naming_it(
+    mixed: Path, tmp_path: Path, capsys
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["build", str(mixed), "--out", str(tmp_path / "s"), "--clip-seconds", "1",
+              "--n-mels", "40"])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--n-mels: a log-mel option, without effect on a waveform" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_inspect_of_a_waveform_store_shows_no_log_mel_option(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    sf.write(src / "beep" / "a.wav", tone(440, RATE, 0.25), RATE)
+    out = tmp_path / "s"
+    main(["build", str(src), "--out", str(out), "--clip-seconds", "0.5", "--quiet",
+          "--runner", "sequential"])  # fmt: skip
+    main(["inspect", str(out)])
+    shown = capsys.readouterr().out
+    assert "field      audio: audio, 8000 int16, representation waveform" in shown
+    assert not any(name in shown for name in ("n_mels", "n_fft", "hop_length"))
+
+
+def test_a_waveform_store_recorded_with_log_mel_options_is_the_same_store(
+    tmp_path: Path, capsys
+) -> None:
+    """A store built before the log-mel options left a waveform's spec: a re-run finds it."""
+    import hashlib
+
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    sf.write(src / "beep" / "a.wav", tone(440, RATE, 0.25), RATE)
+    out = tmp_path / "s"
+    args = ["build", str(src), "--out", str(out), "--clip-seconds", "0.5", "--runner",
+            "sequential"]  # fmt: skip
+    main([*args, "--quiet"])
+    meta = json.loads((out / "zarr.json").read_text())
+    attrs = meta["attributes"]["nostall"]
+    old = dict(n_mels=64, n_fft=400, hop_length=160)  # what such a store recorded
+    attrs["spec"]["fields"][0]["options"].update(old)
+    attrs["fields"]["audio"]["options"].update(old)
+    text = json.dumps(attrs["spec"], sort_keys=True, separators=(",", ":"))
+    attrs["spec_hash"] = hashlib.sha256(text.encode()).hexdigest()
+    (out / "zarr.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    main(args)
+    assert "complete already (the same source and spec)" in capsys.readouterr().err
+
+
+def test_clips_shorter_than_the_clip_are_counted_in_the_report_and_the_summary(
+    tmp_path: Path, capsys
+) -> None:
+    """0.1 s files in a 0.5 s store: padded, said; a long file's last window is not."""
+    src = tmp_path / "src"
+    (src / "beep").mkdir(parents=True)
+    for name in ("s0", "s1", "s2"):
+        sf.write(src / "beep" / f"{name}.wav", tone(440, RATE, 0.1), RATE)
+    sf.write(src / "beep" / "full.wav", tone(440, RATE, 0.5), RATE)
+    out = tmp_path / "s"
+    main(["build", str(src), "--out", str(out), "--clip-seconds", "0.5", "--runner",
+          "sequential"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "note: 3 clips (e.g. beep/s0.wav): shorter than the clip length" in err
+    padded = _report(out)["notes"]["audio_padded"]  # type: ignore[index]
+    assert (padded["count"], padded["unit"]) == (3, "clip")
+    long = tmp_path / "long"
+    (long / "beep").mkdir(parents=True)
+    sf.write(long / "beep" / "rec.wav", tone(440, RATE, 1.2), RATE)  # windows 0, 0.5, 1.0 (cut)
+    sf.write(long / "beep" / "tiny.wav", tone(440, RATE, 0.2), RATE)
+    main(["build", str(long), "--out", str(tmp_path / "w"), "--clip-seconds", "0.5", "--clips",
+          "all", "--quiet", "--runner", "sequential"])  # fmt: skip
+    notes = _report(tmp_path / "w")["notes"]
+    assert notes["audio_padded"]["examples"] == ["beep/tiny.wav"]  # type: ignore[index]

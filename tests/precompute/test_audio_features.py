@@ -135,3 +135,14 @@ def test_logmel_float16_storage_error_in_db() -> None:
         mel = logmel(x.astype(np.float32), 16000)
         worst = max(worst, float(np.abs(mel.astype(np.float16).astype(np.float32) - mel).max()))
     assert worst <= 0.0313
+
+
+def test_int16_clipping_is_counted_beyond_the_rounding_of_either_end() -> None:
+    from precompute.audio.features import clips_int16
+
+    step = 1 / 32768
+    assert not clips_int16(np.array([-1.0, 32767 * step], np.float64))  # PCM_16's own range
+    assert not clips_int16(np.array([-32768.5 * step, 32767.5 * step]))  # rounding only
+    assert clips_int16(np.array([32767.6 * step]))
+    assert clips_int16(np.array([-32768.6 * step]))
+    assert not clips_int16(np.zeros(0, np.float32))

@@ -45,10 +45,14 @@ def test_registered_with_its_rules() -> None:
 def test_defaults_round_trip_and_fields_table() -> None:
     f = _field()
     assert dict(f.options) == {
-        "representation": "waveform", "sample_rate": 16000, "clip_seconds": 1.0,
-        "channels": "mono", "n_mels": 64, "n_fft": 400, "hop_length": 160,
-        "clips": "center", "hop_seconds": None,
-    }  # fmt: skip
+        "representation": "waveform",
+        "sample_rate": 16000,
+        "clip_seconds": 1.0,
+        "channels": "mono",
+        "clips": "center",
+        "hop_seconds": None,
+    }  # fmt: skip  (a waveform's options hold no log-mel option)
+    assert dict(_field(representation="logmel").options).keys() >= {"n_mels", "n_fft"}
     assert FieldSpec.from_dict(f.to_dict()) == f
     table = fields_table([f], 256)
     assert table["audio"]["shape"] == [16000] and table["audio"]["dtype"] == "int16"
@@ -192,3 +196,25 @@ def test_store_arrays_of_an_audio_store() -> None:
     assert (arrays["audio.length"].shape, arrays["audio.length"].dtype) == ((10,), "int32")
     # 2 inner chunks of 2 * 64 * 101 float16 + crc each, then an index of 2 entries + crc
     assert expected_shard_size(layout, "audio", 0) == 2 * (2 * 64 * 101 * 2 + 4) + 2 * 16 + 4
+
+
+def test_a_waveforms_spec_holds_no_log_mel_option() -> None:
+    """Two waveform stores that differ only in log-mel options are one spec: one cache key."""
+    from precompute.spec import BuildSpec
+    from service.cache.keys import store_key
+
+    def spec(**audio: object) -> BuildSpec:
+        fields = (FieldSpec("audio", "audio", {"clip_seconds": 1.0, **audio}),)
+        return BuildSpec(fields=(*fields, FieldSpec("label", "label")))
+
+    plain, mels = spec(), spec(n_mels=128, n_fft=1024, hop_length=256)
+    assert plain.digest() == mels.digest()
+    assert store_key(plain, "f" * 64) == store_key(mels, "f" * 64)
+    assert "n_mels" not in plain.canonical_json()
+    assert (
+        spec(representation="logmel").digest() != spec(representation="logmel", n_mels=40).digest()
+    )
+    # a fields table written before (every option recorded) reads as the same field
+    old = fields_table([_field()], 256)
+    old["audio"]["options"].update(n_mels=64, n_fft=400, hop_length=160)
+    assert parse_fields_table(old, 256) == (_field(),)

@@ -86,6 +86,27 @@ def test_a_build_that_kept_no_input_exits_1_after_writing_its_store(
     assert code == 0 and "3 slots, 0 valid, 3 skipped" in shown and "a/0.png: empty file" in shown
 
 
+@pytest.mark.parametrize("runner", ["sequential", "auto"])
+def test_quiet_drops_only_the_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], runner: str
+) -> None:
+    """A quiet build that skipped inputs says so: the summary and the notes print."""
+    from PIL import Image
+
+    for name in ("a/0.png", "a/1.png", "b/2.png", "b/3.png"):
+        (tmp_path / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (12, 10), (3, 4, 5)).save(tmp_path / "src" / name)
+    (tmp_path / "src" / "a" / "bad.png").write_bytes(b"not a png")
+    (tmp_path / "src" / "c").mkdir()  # a class without a single input: a note
+    out = tmp_path / "s"
+    flags = ["--size", "8", "--runner", runner, "--on-error", "skip", "--quiet"]
+    code, _, err = _run(["build", str(tmp_path / "src"), "--out", str(out), *flags], capsys)
+    assert code == 0
+    assert f"built {out}: 5 samples, 4 valid, 1 skipped" in err
+    assert "note: 1 class (e.g. c): classes without a single input" in err
+    assert "precompute build:" not in err and "shard/s" not in err  # no progress bar
+
+
 def test_help_works_with_lazy_subcommands() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "precompute.cli", "--help"],

@@ -119,7 +119,7 @@ def _cli_build(src: Path, out: Path, timeout: float) -> subprocess.CompletedProc
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
     return subprocess.run(
-        [*command, "--size", "16"],
+        [*command, "--size", "16", "--runner", "ray"],  # auto would build it in process
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -39,7 +39,7 @@ import json, sys
 from precompute import BuildSpec, build
 args = sys.argv[3:]
 attrs = build(sys.argv[1], sys.argv[2], BuildSpec(size=16, shard_samples=16, chunk_samples=8),
-              progress=False, ray_address=args[0] if args else None)
+              progress=False, ray_address=args[0] if args else None, runner="ray")
 print(json.dumps({"ray_address": attrs["report"]["ray_address"],
                   "samples": attrs["report"]["num_samples"]}))
 """
@@ -105,8 +105,12 @@ def _run_lines(code: str, env: dict[str, str], *args: object) -> list[dict[str, 
 
 
 def _cli_build(env: dict[str, str], src: Path, out: Path, cpus: set[int] | None = None) -> str:
-    """Run ``precompute build SRC --out OUT`` (no --ray-address); return its stderr."""
-    return _ok([*CLI_BUILD, str(src), "--out", str(out), "--size", "16"], env, cpus).stderr
+    """Run ``precompute build SRC --out OUT --runner ray`` (no --ray-address); its stderr.
+
+    ``--runner ray``: a small source's default runner (auto) builds it in process instead.
+    """
+    command = [*CLI_BUILD, str(src), "--out", str(out), "--size", "16", "--runner", "ray"]
+    return _ok(command, env, cpus).stderr
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from precompute import BuildError, BuildSpec, build, fingerprint, list_source, o
 from precompute.errors import StoreIncompleteError
 from precompute.format.layout import StoreLayout
 from precompute.format.verify import verify_store
-from precompute.pipeline.sequential import NO_RAY
+from precompute.pipeline.inprocess import NO_RAY
 from precompute.pipeline.writer import create_or_resume
 from tests.precompute.conftest import copy_with_bad_inputs
 from tests.processes import REPO
@@ -91,7 +91,9 @@ def test_a_failing_shard_is_a_build_error_naming_it(small_dataset: Path, tmp_pat
 
 
 def test_runner_settings_are_checked(small_dataset: Path, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="runner must be one of ray, sequential, got 'threads'"):
+    with pytest.raises(
+        ValueError, match="runner must be one of auto, ray, sequential, got 'threads'"
+    ):
         build(str(small_dataset), str(tmp_path / "a"), SPEC, runner="threads")
     with pytest.raises(ValueError, match="ray_address 'auto' was given with runner 'sequential'"):
         build(

@@ -85,6 +85,7 @@ def test_status_page_in_chromium(browser: WebDriver, tmp_path: Path) -> None:
         assert started.wait(30)
         progress = _wait_progress(client, slow)["progress"]
         assert (progress["shards_done"], progress["shards_total"]) == (1, 3)
+        assert (progress["samples_done"], progress["samples_total"]) == (8, 24)
 
         browser.get(f"{url}/")
         stores = {s["key"]: s for s in client.get("/stores").json()["stores"]}
@@ -104,8 +105,9 @@ def test_status_page_in_chromium(browser: WebDriver, tmp_path: Path) -> None:
         assert _text(browser, f"{build} .status") == "building"
         assert _text(browser, f"{build} .source") == str(data / "slow")
         assert _text(browser, f"{build} .shards") == "1 / 3 shards"
-        bar = browser.find_element(By.CSS_SELECTOR, f"{build} progress")
-        assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("1", "3")
+        assert _text(browser, f"{build} .samples") == "8 / 24 samples"
+        bar = browser.find_element(By.CSS_SELECTOR, f"{build} progress")  # samples, not shards
+        assert (bar.get_attribute("value"), bar.get_attribute("max")) == ("8", "24")
         used = sum(s["size_bytes"] for s in stores.values())
         assert _text(browser, "#budget-used") == human_bytes(used)
         assert _text(browser, "#budget-limit") == "1.0 MiB"
