@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.errors import NotApplicable
 from benchmarks.harness.consumers import Consumer
 from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
 from loaders.diagnostics.advice import advise
@@ -34,7 +35,7 @@ from loaders.diagnostics.evidence import CpuReading, gather
 from loaders.diagnostics.loader_info import describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 
-__all__ = ["RunOptions", "run_all", "run_strategy", "summarize"]
+__all__ = ["NOT_APPLICABLE", "RunOptions", "run_all", "run_strategy", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,15 @@ def summarize(
     }
 
 
+NOT_APPLICABLE = "not applicable"
+
+
 def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions) -> dict[str, Any]:
-    """Run one strategy and return its figures, or ``status: unavailable|failed`` and why."""
+    """Run one strategy and return its figures, or its status and why it has none.
+
+    The status is ``ok``, ``unavailable`` (its backend is missing here), ``not applicable``
+    (it cannot take this kind of data, with the reason) or ``failed``.
+    """
     strategy = get_strategy(name)
     reason = strategy.unavailable(cfg)
     if reason is not None:
@@ -214,6 +222,8 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
     t0 = time.perf_counter()
     try:
         source = strategy.open(cfg)
+    except NotApplicable as exc:
+        return {"name": name, "status": NOT_APPLICABLE, "reason": str(exc)}
     except Exception as exc:
         return _failed(name, "setup", exc)
     setup_s = time.perf_counter() - t0
@@ -236,7 +246,8 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
         source.close()
         gc.collect()
     out["setup_s"] = setup_s
-    out["description"] = strategy.description
+    out["description"] = getattr(source, "description", None) or strategy.describe(cfg)
+    out["note"] = getattr(source, "note", None)
     return out
 
 
