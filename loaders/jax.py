@@ -164,7 +164,8 @@ def batches(
         epochs: None: each iteration serves the loader's next epoch. An integer: one
             iteration serves every epoch until the loader's epoch reaches it.
         **options: Every other keyword of :class:`StoreLoader` (``shuffle``, ``seed``,
-            ``drop_last``, ``augment``, ``mixup``, ``device``, ...). ``rank`` and
+            ``drop_last``, ``augment``, ``mixup``, ``device``, ``dtype``: images and audio
+            as floats, :mod:`loaders.transfer.dtype`, ...). ``rank`` and
             ``world_size`` default to ``jax.process_index()`` and ``jax.process_count()``
             when JAX runs several processes.
 

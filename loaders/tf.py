@@ -34,6 +34,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -91,15 +92,38 @@ class Element:
         inputs: None: the dict itself (every key). A key: that entry alone as the model input;
             several keys: a dict of them (a Keras model with named inputs).
         target: None: no target (with ``inputs``: the input alone, for ``predict``). A key:
-            ``(x, y)``, Keras ``fit``'s pair, and ``(x, y, sample_weight)`` with weights 0 on
-            the ``is_pad`` repeats when ``weights`` (``drop_last=False``: ``evaluate`` counts
-            every sample once).
-        weights: Add the sample weights (see ``target``).
+            ``(x, y)``, Keras ``fit``'s pair, and ``(x, y, sample_weight)`` when
+            :attr:`weighted`.
+        weights: Weights 0 on the ``is_pad`` repeats (``drop_last=False`` over several ranks:
+            ``evaluate`` counts every sample once).
+        class_weight: Each class's weight, by class index (a class past the end weighs 1),
+            times the repeats' weights: Keras's ``class_weight``, given to the dataset.
     """
 
     inputs: str | tuple[str, ...] | None
     target: str | None
     weights: bool
+    class_weight: tuple[float, ...] | None = None
+
+    @property
+    def weighted(self) -> bool:
+        """Whether an element with a target carries sample weights."""
+        return self.weights or self.class_weight is not None
+
+    def weigh(self, y: np.ndarray, is_pad: np.ndarray) -> np.ndarray:
+        """The sample weights of a batch of targets ``y``: float32 ``[B]``.
+
+        Class indices as Keras takes them from ``y``: the index itself, or the largest entry
+        of a row of soft targets (mixup).
+        """
+        w = (~is_pad).astype(np.float32) if self.weights else np.ones(len(y), np.float32)
+        if self.class_weight is None:
+            return w
+        table = np.asarray(self.class_weight, np.float32)
+        rows = np.asarray(y, np.float32).reshape(len(y), -1)
+        classes = rows.argmax(1) if rows.shape[1] > 1 else np.rint(rows[:, 0]).astype(np.int64)
+        inside = (classes >= 0) & (classes < len(table))
+        return w * np.where(inside, table[np.clip(classes, 0, len(table) - 1)], np.float32(1))
 
     def check(self, keys: Sequence[str]) -> None:
         """Refuse keys a batch lacks, or a target without inputs.
@@ -133,7 +157,7 @@ class Element:
         if self.target is None:
             return x
         y = values[self.target]
-        return (x, y, weight()) if self.weights else (x, y)
+        return (x, y, weight()) if self.weighted else (x, y)
 
 
 class Served:
@@ -305,6 +329,7 @@ def dataset(
     epochs: int | None = None,
     state: LoaderState | None = None,
     ahead: int = 0,
+    class_weight: Mapping[int, float] | None = None,
     **options: Any,
 ) -> Any:
     """Return a ``tf.data.Dataset`` of a store's batches (a :class:`StoreLoader`'s).
@@ -315,8 +340,10 @@ def dataset(
         inputs: None: each element is the batch dict (``image``, ``label``, ``index``,
             ``is_pad``, ...: StoreLoader's keys; ``key`` a ``tf.string`` tensor). A key, or
             several: the model input (see :class:`Element`).
-        target: With ``inputs``, a key: elements are ``(x, y)`` for Keras ``fit``, plus
-            sample weights (0 on ``is_pad`` repeats) with ``drop_last=False``.
+        target: With ``inputs``, a key: elements are ``(x, y)`` for Keras ``fit`` (which
+            then takes its own ``class_weight``), ``(x, y, sample_weight)`` with
+            ``drop_last=False`` over several ranks (weights 0 on the ``is_pad`` repeats) or
+            with ``class_weight``.
         epochs: None: each iteration of the dataset serves the loader's next epoch (Keras
             ``fit(ds, epochs=E)`` iterates once per epoch). An integer: one iteration serves
             every epoch until the loader's epoch reaches it (:func:`~loaders.frameworks.
@@ -328,9 +355,13 @@ def dataset(
             cores this was as fast or faster (``docs/frameworks.md``). The state counts the
             batches the consumer took, whatever ``ahead``. With ``ahead``, tf.data's thread
             runs this module's Python: see :func:`_quiesce` for the exit.
+        class_weight: With ``target``: ``{class index: weight}`` (a class not named weighs
+            1), Keras's ``class_weight`` folded into the elements' sample weights, with the
+            repeats' zeros: ``fit`` refuses its own ``class_weight`` beside sample weights.
         **options: Every other keyword of :class:`StoreLoader`: ``shuffle``, ``seed``,
             ``drop_last``, ``augment``, ``mixup``, ``rank``, ``world_size``, ``device``,
-            ``prefetch``, ``io``, ``keys``, ...
+            ``prefetch``, ``io``, ``keys``, ``dtype`` (``"float32"``: images and audio as
+            floats, not as stored: :mod:`loaders.transfer.dtype`), ...
 
     Returns:
         A ``tf.data.Dataset``; its element spec comes from the first batch of the loader's
@@ -338,16 +369,19 @@ def dataset(
 
     Raises:
         ValueError: A setting is out of range, ``inputs``/``target`` name a key the batches
-            lack, or the store serves no batch at this batch size.
+            lack, ``class_weight`` is not a mapping of class indices to weights >= 0 (or has
+            no ``target``), or the store serves no batch at this batch size.
         LoaderError: ``state`` is bound to another dataset, or a restored state does not match
             the loader (:meth:`~loaders.contract.ContractLoader.load_state_dict`).
     """
     epochs = check_epochs(epochs)
     ahead = check_int("ahead", ahead, 0)
     picked = tuple(inputs) if inputs is not None and not isinstance(inputs, str) else inputs
+    table = _class_table(class_weight, target)
     loader = StoreLoader(store, batch_size, **options)
     try:
-        element = Element(picked, target, weights=target is not None and not loader.drop_last)
+        pads = target is not None and not loader.drop_last and loader.world_size > 1
+        element = Element(picked, target, weights=pads, class_weight=table)
         signature = _signature(loader, element)
         served = Served(loader, ahead)
         if state is not None:
@@ -455,9 +489,38 @@ def _options() -> Any:
     return options
 
 
+def _class_table(
+    class_weight: Mapping[int, float] | None, target: str | None
+) -> tuple[float, ...] | None:
+    """Keras's ``class_weight`` as a table by class index (None: none).
+
+    Raises:
+        ValueError: Not a non-empty mapping of class indices to finite weights >= 0, or no
+            ``target`` to weigh.
+    """
+    if class_weight is None:
+        return None
+    if target is None or not isinstance(class_weight, Mapping) or not class_weight:
+        raise ValueError(
+            "class_weight must be a non-empty {class index: weight} mapping, with target=; "
+            f"got {class_weight!r} and target={target!r}"
+        )
+    classes = {check_int("class_weight class", c, 0, 1 << 24): w for c, w in class_weight.items()}
+    table = [1.0] * (max(classes) + 1)
+    for c, w in classes.items():
+        if isinstance(w, bool) or not isinstance(w, Real) or not 0 <= float(w) < float("inf"):
+            raise ValueError(f"class_weight[{c}] must be a finite number >= 0, got {w!r}")
+        table[c] = float(w)
+    return tuple(table)
+
+
 def _element(batch: Mapping[str, Value], element: Element) -> Any:
     values = {k: to_host(batch[k]) for k in element.needs(list(batch))}
-    return element.build(values, lambda: to_host((~batch["is_pad"]).float()))  # type: ignore[operator]
+
+    def weights() -> np.ndarray:  # called only for an element with a target
+        return element.weigh(values[str(element.target)], to_host(batch["is_pad"]))
+
+    return element.build(values, weights)
 
 
 def _signature(loader: StoreLoader, element: Element) -> Any:

@@ -42,6 +42,7 @@ from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
 from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.transfer.device import ToDevice
+from loaders.transfer.dtype import check_dtype, float_scales, to_dtype
 from precompute.fields import v1_fields
 from precompute.format.layout import StoreInfo
 
@@ -108,6 +109,10 @@ class StoreLoader(ContractLoader):
         keys: Add ``key`` to every batch: a list of each sample's source key (its path
             relative to the source root, or a manifest's key; ``""`` for a hole), to map a
             sample back to its file. Read once, when the loader opens.
+        dtype: None: every entry as stored (or as the policies return it). ``"float32"``,
+            ``"bfloat16"`` or ``"float16"``: the images, audio and arrays in that dtype, last
+            (uint8 images to [0, 1], int16 waveforms to [-1, 1), floats cast; an augment's
+            own float dtype must agree): :mod:`loaders.transfer.dtype`.
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -152,6 +157,7 @@ class StoreLoader(ContractLoader):
         cache: Any = None,
         read_cache: ReadCache | None = None,
         keys: bool = False,
+        dtype: str | None = None,
     ) -> None:
         super().__init__(
             batch_size,
@@ -166,6 +172,8 @@ class StoreLoader(ContractLoader):
         self.prefetch = check_int("prefetch", prefetch, 0)
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.augment, self.mixup = augment, mixup
+        self._dtype = check_dtype(dtype, augment)
+        self.dtype = dtype
         self._lease: Held | None = None
         self._leased: str | None = None  # the store the cache resolved (and leased), if any
         self._closed = False
@@ -205,6 +213,7 @@ class StoreLoader(ContractLoader):
         keep = self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0)
         self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
         self.fields = self.source.fields if layout.version == 2 else ()
+        self._scales = float_scales(self.fields or v1_fields())
         check_field_policies(self.fields, self.augment, self.mixup)
         self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
         self._check_serves()  # bad rank/world/chunk/batch combinations raise before a batch
@@ -275,7 +284,13 @@ class StoreLoader(ContractLoader):
     def _finish(
         self, batch: dict[str, torch.Tensor], epoch: int, number: int
     ) -> dict[str, torch.Tensor]:
-        """One host batch served: its arrays (``extent`` dropped), augmented and mixed.
+        """One host batch served: :meth:`_policies`, then the loader's ``dtype``."""
+        return to_dtype(self._policies(batch, epoch, number), self._scales, self._dtype)
+
+    def _policies(
+        self, batch: dict[str, torch.Tensor], epoch: int, number: int
+    ) -> dict[str, torch.Tensor]:
+        """One host batch's arrays (``extent`` dropped), augmented and mixed.
 
         One generator per batch (:meth:`batch_generator`) draws for both policies. A v2
         store's fields go through ``apply_fields`` (every field by its kind); a v1 store's

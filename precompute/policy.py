@@ -3,7 +3,7 @@
 Every backend that augments (the offline variants of :mod:`precompute.stages.augment`, the
 torch ops of :mod:`loaders.augment` and the DALI loaders' :mod:`loaders.dali.params`) takes its
 defaults and its valid ranges from here, and turns its own spec into a :class:`Policy`: what
-the one box sampler (:mod:`precompute.boxes`) draws from. Defaults that legitimately differ
+the one crop sampler (:mod:`precompute.cropsampler`) draws from. Defaults that legitimately differ
 are named entries of :data:`POLICIES`, not literals in each backend:
 
 * ``offline``: the stored variants (:class:`precompute.spec.AugmentPolicy`): a milder crop
@@ -100,7 +100,7 @@ def check_rgb(
 
 @dataclass(frozen=True)
 class Policy:
-    """What the box sampler draws from: random resized crop, flip and colour-jitter ranges.
+    """What the crop sampler draws from: random resized crop, flip and colour-jitter ranges.
 
     Attributes:
         scale: Crop area as a fraction of the valid extent's area, drawn uniformly.

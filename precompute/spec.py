@@ -41,7 +41,7 @@ class AugmentPolicy:
     """Offline augmentation applied to each stored variant, as data.
 
     Defaults are the ``offline`` entry of :data:`precompute.policy.POLICIES`; the valid
-    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.boxes`, version
+    ranges are its ``BOUNDS``. The variants are drawn by :mod:`precompute.cropsampler`, version
     :data:`SAMPLER` of its draw, recorded as ``sampler`` in :meth:`to_dict` (so in the spec
     hash: a store drawn by another sampler is another store).
 
@@ -72,7 +72,7 @@ class AugmentPolicy:
 
     @cached_property
     def policy(self) -> Policy:
-        """The crop and jitter ranges, as the box sampler takes them (no flip).
+        """The crop and jitter ranges, as the crop sampler takes them (no flip).
 
         Built once per spec (the spec is frozen), not once per sample and variant.
         """

@@ -9,16 +9,20 @@
 #                                            --target folder (unless this Python already
 #                                            imports them), then python -m benchmarks.gpucheck
 #                                            run (ARGS go to it); --cpu skips the CUDA steps
-# Environment: PYTHON (default python3; for prepare, the Python whose installed versions the
-# wheels match, e.g. .venv/bin/python), GPUCHECK_PY (wheels' Python version, default 3.12),
-# GPUCHECK_IMAGES (default 2304), OUT (where run writes; default gpucheck-out).
+# Environment: PYTHON (prepare: the Python whose installed versions the wheels match, default
+# the README's .venv/bin/python where it exists, else python3; run: default python3, the GPU
+# machine's), GPUCHECK_PY (wheels' Python version, default 3.12), GPUCHECK_IMAGES (default
+# 2304), OUT (where run writes; default gpucheck-out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+if [ "${1:-}" = prepare ] && [ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ]; then
+  PY=.venv/bin/python  # scripts/dev.sh's: it has zarr and the rest, the system python3 may not
+fi
 KIT=.gpucheck
 LIMIT_MIB=64
 # What the loaders, the in-process build and the gpu tests import that the GPU machine's image
-# lacks (its package list: /work/.library/device/KINDS.md); checked by importing them there.
+# lacks; checked by importing them there (install_wheels).
 WHEELS=(zarr numcodecs crc32c donfig google-crc32c soundfile cffi pycparser soxr)
 
 version_of() {

@@ -1,14 +1,14 @@
-"""Crop parameters of the torch path, from the one box sampler of :mod:`precompute.boxes`.
+"""Crop parameters of the torch path, from the one crop sampler of :mod:`precompute.cropsampler`.
 
 Both resampling paths (grid and fast) call :func:`random_crops`, so they serve the same crops
 by construction, and so do the DALI loaders and the offline variants for the same key:
 
-* the random numbers are drawn on the host by :func:`precompute.boxes.draw`, from a numpy
+* the random numbers are drawn on the host by :func:`precompute.cropsampler.draw`, from a numpy
   generator keyed by ``generator.initial_seed()`` (the loader seeds the generator per batch
   from (seed, epoch, rank, batch)); the generator is then reseeded from that draw, so it moves
   on and later consumers (mixup) or a second call get fresh numbers;
 * the draw (a few numbers per sample) is copied to the extents' device and the boxes are
-  placed there by :func:`precompute.boxes.random_boxes` in float64: no ``.item()``, no host
+  placed there by :func:`precompute.cropsampler.random_boxes` in float64: no ``.item()``, no host
   sync, a fixed number of kernels whatever the batch size. Extents on the CPU are placed with
   numpy instead (the same float64 arithmetic, so the same boxes, bit for bit): some forty
   tiny torch ops per batch cost the CPU fast path's calling thread more than the placement.
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from loaders.augment.image.ops import CenterCrop
-from precompute import boxes
+from precompute import cropsampler
 from precompute.policy import Policy
 
 __all__ = ["CropParams", "center_crops", "random_crops"]
@@ -66,15 +66,15 @@ def random_crops(
         Integer boxes lying inside the extents with the flip flags, and the ``[B, 3]`` float32
         brightness, contrast, saturation factors, all on the extents' device.
     """
-    rng = boxes.generator(generator.initial_seed())
-    d = boxes.draw(rng, extents.shape[0], policy)
-    generator.manual_seed(int(rng.integers(0, boxes.KEY_MAX)))
+    rng = cropsampler.generator(generator.initial_seed())
+    d = cropsampler.draw(rng, extents.shape[0], policy)
+    generator.manual_seed(int(rng.integers(0, cropsampler.KEY_MAX)))
     if extents.device.type == "cpu":
-        box = boxes.random_boxes(extents.numpy().astype(np.float64), d, policy.ratio, xp=np)
+        box = cropsampler.random_boxes(extents.numpy().astype(np.float64), d, policy.ratio, xp=np)
         flip = torch.from_numpy(d.flip.astype(np.float32))
         return _params(torch.from_numpy(box), flip), torch.from_numpy(d.factors)
-    t = boxes.Draw(*(_to(a, extents.device) for a in d))
-    box = boxes.random_boxes(extents.to(torch.float64), t, policy.ratio, xp=torch)
+    t = cropsampler.Draw(*(_to(a, extents.device) for a in d))
+    box = cropsampler.random_boxes(extents.to(torch.float64), t, policy.ratio, xp=torch)
     return _params(box, t.flip.to(torch.float32)), t.factors
 
 
@@ -82,8 +82,8 @@ def center_crops(extents: torch.Tensor, size: tuple[int, int], crop: CenterCrop)
     """Deterministic eval boxes: the centred ``size``-shaped box of the resized extent.
 
     The extent's short side is (virtually) resized to ``min(size) / crop.fraction`` and the
-    centre ``size`` box is taken (:func:`precompute.boxes.center_boxes`); the box is returned
+    centre ``size`` box is taken (:func:`precompute.cropsampler.center_boxes`); the box is returned
     in stored-image pixels, clamped to the extent.
     """
-    box = boxes.center_boxes(extents.to(torch.float64), size, crop.fraction, xp=torch)
+    box = cropsampler.center_boxes(extents.to(torch.float64), size, crop.fraction, xp=torch)
     return _params(box, torch.zeros_like(box[:, 0], dtype=torch.float32))

@@ -1,7 +1,7 @@
 """Loader-side geometry of named fields: one draw per sample, applied to every spatial field.
 
-The boxes and flips come from the one box sampler (:func:`loaders.augment.crop.random_crops`,
-:func:`~loaders.augment.crop.center_crops`, both over :mod:`precompute.boxes`); this module
+The boxes and flips come from the one crop sampler (:func:`loaders.augment.crop.random_crops`,
+:func:`~loaders.augment.crop.center_crops`, both over :mod:`precompute.cropsampler`); this module
 applies them to each field by the rule its kind declares (``Kind.augment``), batched, on the
 tensors' device (CPU or CUDA), with no host sync (a field's flipped point order is copied to
 the device once and kept):

@@ -30,6 +30,8 @@ from loaders.dali.graph import PASSED, GraphSpec, build_pipeline
 from loaders.dali.params import draw_batch_params
 from loaders.dali.policy import as_dali_augment
 from loaders.errors import LoaderError
+from loaders.transfer.dtype import check_dtype, float_scales, to_dtype
+from precompute.fields import v1_fields
 
 __all__ = ["DaliLoaderBase", "Fetched", "PipelineRunError"]
 
@@ -130,6 +132,9 @@ class DaliLoaderBase(ContractLoader):
             ``StoreLoader`` does; batches then carry ``target`` instead of ``label``.
         num_threads: DALI CPU threads.
         prefetch: DALI prefetch queue depth.
+        dtype: None, ``"float32"``, ``"bfloat16"`` or ``"float16"``: ``image`` in that dtype,
+            last (uint8 to [0, 1]; the augment's own float dtype must agree), as
+            ``StoreLoader``'s ``dtype`` (:mod:`loaders.transfer.dtype`).
 
     Raises:
         ValueError: A setting is out of range (the message names it and its value).
@@ -151,6 +156,7 @@ class DaliLoaderBase(ContractLoader):
         mixup: Mixup | None = None,
         num_threads: int = 2,
         prefetch: int = 2,
+        dtype: str | None = None,
     ) -> None:
         require_dali()
         if device is None:
@@ -168,6 +174,8 @@ class DaliLoaderBase(ContractLoader):
         self._threads = check_int("num_threads", num_threads, 1)
         self._prefetch = check_int("prefetch", prefetch, 1)
         self.mixup = mixup
+        self._dtype, self.dtype = check_dtype(dtype, augment), dtype
+        self._scales = float_scales(v1_fields())  # what dtype= converts: the image
         self.augment = as_dali_augment(augment)
         self._device_id = dali_device_id(self.device)
 
@@ -255,7 +263,7 @@ class DaliLoaderBase(ContractLoader):
         if self.mixup is not None:
             gen = self.batch_generator(epoch, batch)
             out["image"], out["target"] = self.mixup(out["image"], out.pop("label"), gen)
-        return out
+        return to_dtype(out, self._scales, self._dtype)
 
     def _graph_spec(self, out_size: int | None, decode: bool) -> GraphSpec:
         return GraphSpec(

@@ -1,8 +1,8 @@
 """The on-line augmentation policy of the DALI loaders, and its per-batch random parameters.
 
 DALI's own operator RNG cannot be saved and restored, so the loaders never use it: every random
-number (crop window, flip, colour factors) is drawn here by the one box sampler
-(:mod:`precompute.boxes`) from the key :func:`loaders.batching.order.batch_seed`
+number (crop window, flip, colour factors) is drawn here by the one crop sampler
+(:mod:`precompute.cropsampler`) from the key :func:`loaders.batching.order.batch_seed`
 ``(seed, epoch, rank, batch)``, and fed to DALI as per-sample argument inputs. That makes the
 augmentation a pure
 function of the position in the stream, mid-epoch resume exact, and the crops, flips and
@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from loaders.augment.errors import AugmentError
 from loaders.batching.order import batch_seed
-from precompute import boxes
+from precompute import cropsampler
 from precompute.policy import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -128,7 +128,7 @@ class DaliAugment:
 
     @cached_property
     def policy(self) -> Policy:
-        """The crop, flip and jitter ranges, as the box sampler takes them.
+        """The crop, flip and jitter ranges, as the crop sampler takes them.
 
         Built on first use and kept (the spec is frozen), not once per batch.
         """
@@ -173,12 +173,12 @@ def batch_params(
         key: Sampler key (:func:`draw_batch_params` uses :func:`loaders.batching.order.batch_seed`).
         offset: Optional (n, 2) top-left of the valid region inside each image.
     """
-    extents = boxes.as_extents(hw, offset)
-    d = boxes.draw(boxes.generator(key), len(extents), aug.policy)
+    extents = cropsampler.as_extents(hw, offset)
+    d = cropsampler.draw(cropsampler.generator(key), len(extents), aug.policy)
     if aug.scale is not None:
-        box = boxes.random_boxes(extents, d, aug.ratio)
+        box = cropsampler.random_boxes(extents, d, aug.ratio)
     elif aug.center is not None:
-        box = boxes.center_boxes(extents, (1, 1), aug.center)
+        box = cropsampler.center_boxes(extents, (1, 1), aug.center)
     else:
         box = extents
     return BatchParams(

@@ -6,7 +6,7 @@ So one policy object configures ``StoreLoader`` and the DALI loaders alike::
     StoreLoader(store, 256, augment=policy)
     DaliStoreLoader(store, 256, augment=policy)   # translated by from_policy
 
-Both loaders draw from the one box sampler (:mod:`precompute.boxes`) keyed by
+Both loaders draw from the one crop sampler (:mod:`precompute.cropsampler`) keyed by
 :func:`loaders.batching.order.batch_seed` of the batch's (seed, epoch, rank, batch), so the same
 policy gives the same crop boxes, flips and jitter factors for the same batch. Only the pixel
 kernels

@@ -182,6 +182,16 @@ class Kind(ABC):
         """
         return None
 
+    def float_scale(self, opts: Mapping[str, Any]) -> float | None:
+        """What a loader's ``dtype=`` multiplies this field's integer values by (default: None).
+
+        None: the field is not signal and keeps its dtype under a loader's ``dtype=`` (class
+        ids, labels, coordinates). A number: the field is converted to the loader's float
+        dtype, an integer stored value times this factor (``image``: 1/255, so [0, 1];
+        ``audio`` waveforms: 1/32768, so [-1, 1)), a float one cast as it is.
+        """
+        return None
+
     def pad(self, opts: Mapping[str, Any]) -> int | float:
         """The letterbox padding value of a spatial field (default: the hole value)."""
         return self.storage(opts, 1).fill

@@ -93,7 +93,7 @@ def variant_draws(
 ) -> Callable[[int, int], list[tuple[Placement, Any]]]:
     """``draws(w, h)``: the placement and colour factors of each of ``count`` variants.
 
-    Variant ``v`` of store slot ``slot`` is the box sampler's draw from
+    Variant ``v`` of store slot ``slot`` is the crop sampler's draw from
     :func:`~precompute.stages.augment.variant_key` ``(seed, slot, v)``: its random resized
     crop box, resized to ``size x size`` (extent ``(0, 0, S, S)``), and its 3 colour factors.
     """

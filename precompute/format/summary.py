@@ -52,6 +52,18 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
+def _truncated_lines(keys: list[str], most: int) -> list[str]:
+    """``report.truncated``: inputs kept with the data before their cut (an audio file)."""
+    lines = [
+        f"truncated  {_printable(key)}: its data ended before its header said; kept with "
+        "what was there"
+        for key in keys[:most]
+    ]
+    if len(keys) > most:
+        lines.append(f"truncated  ... and {len(keys) - most} more (see --json)")
+    return lines
+
+
 def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     """Return a multi-line summary of the store at ``path`` (complete or not; or a URL).
 
@@ -89,6 +101,7 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
             f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written"
         )
     lines += summary_lines(rep.get("notes", {}))  # inputs kept with something to say
+    lines += _truncated_lines(rep.get("truncated", []), max_skipped)
     skipped = rep.get("skipped", [])
     for item in skipped[:max_skipped]:
         lines.append(f"skipped    {_printable(item['key'])}: {_printable(item['reason'])}")

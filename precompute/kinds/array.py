@@ -107,6 +107,10 @@ class ArrayKind(Kind):
         shape = tuple(opts["shape"])
         return Storage((size, size, shape[2]) if opts["spatial"] else shape, opts["dtype"], 0)
 
+    def float_scale(self, opts: Mapping[str, Any]) -> float:
+        """Values cast as they are (a loader's ``dtype=``), as an augment's ``bands=None``."""
+        return 1.0
+
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """An array of the declared shape and dtype (:func:`values.exact_array`)."""
         return values.exact_array(value, tuple(opts["shape"]), opts["dtype"])

@@ -182,6 +182,10 @@ class AudioKind(Kind):
         frames = num_frames(length, opts["hop_length"])
         return Storage((*_lead(opts), opts["n_mels"], frames), "float16", 0.0)
 
+    def float_scale(self, opts: Mapping[str, Any]) -> float:
+        """int16 waveforms as floats in [-1, 1), as ``AudioAugment`` makes them; log-mels cast."""
+        return 1.0 / INT16_SCALE
+
     def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
         """``length``, ``start`` and ``truncated`` of each sample.
 

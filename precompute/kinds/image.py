@@ -55,6 +55,10 @@ class ImageKind(Kind):
         """The ``fill`` option."""
         return int(opts["fill"])
 
+    def float_scale(self, opts: Mapping[str, Any]) -> float:
+        """Pixels as floats in [0, 1] (a loader's ``dtype=``)."""
+        return 1.0 / 255.0
+
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """An ``(H, W, channels)`` uint8 array."""
         return values.pixels(value, opts["channels"])

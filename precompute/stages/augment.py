@@ -1,6 +1,6 @@
 """Offline augmentation stage: an RGB image -> K augmented S x S x 3 variants.
 
-Variant ``v`` of store slot ``i`` is drawn by the one box sampler (:mod:`precompute.boxes`,
+Variant ``v`` of store slot ``i`` is drawn by the one crop sampler (:mod:`precompute.cropsampler`,
 sampler version :attr:`~precompute.spec.AugmentPolicy.SAMPLER`) from the key
 :func:`variant_key` ``(build_seed, i, v)``, so a rebuild is byte-identical, no global RNG is
 touched, and the loaders would draw the same box and factors from the same key. Then:
@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from precompute import boxes
+from precompute import cropsampler
 from precompute.policy import GREY
 from precompute.spec import AugmentPolicy
 from precompute.stages.resize import FILTER
@@ -34,7 +34,7 @@ _VARIANT_KEY = 0x7A2  # keeps variant keys apart from other keys derived from th
 
 def variant_key(seed: int, slot: int, variant: int) -> int:
     """Return the sampler key of one stored variant (a pure function of its arguments)."""
-    return boxes.draw_key(seed, _VARIANT_KEY, slot, variant)
+    return cropsampler.draw_key(seed, _VARIANT_KEY, slot, variant)
 
 
 def variant_params(
@@ -42,9 +42,9 @@ def variant_params(
 ) -> tuple[tuple[int, int, int, int], npt.NDArray[np.float32]]:
     """Return the crop box ``(left, top, right, bottom)`` and the 3 colour factors of a key."""
     p = policy.policy
-    d = boxes.draw(boxes.generator(key), 1, p)
+    d = cropsampler.draw(cropsampler.generator(key), 1, p)
     top, left, ch, cw = (
-        int(v) for v in boxes.random_boxes(boxes.as_extents([[h, w]]), d, p.ratio)[0]
+        int(v) for v in cropsampler.random_boxes(cropsampler.as_extents([[h, w]]), d, p.ratio)[0]
     )
     return (left, top, left + cw, top + ch), d.factors[0]
 

@@ -2,7 +2,8 @@
 
 :class:`StoreLease` is what every lease shares (the key, the path, an idempotent
 :meth:`~StoreLease.release` also run on ``with`` exit and garbage collection); each kind of
-cache root says only how a hold is dropped.
+cache root says only how a hold is dropped. A lease still held when the interpreter exits (a
+loader never closed) is released by an exit hook, while the modules a release needs are whole.
 
 A local lease (:class:`Lease`) is a *shared* ``flock`` on ``leases/<key>.lease``, held for as
 long as the reader uses the store. The kernel drops it when the holder's file descriptor closes,
@@ -17,10 +18,12 @@ across two inodes and break mutual exclusion. Leases in object storage:
 from __future__ import annotations
 
 import abc
+import atexit
 import contextlib
 import fcntl
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +31,32 @@ from types import TracebackType
 from service.errors import ServiceError
 
 __all__ = ["Lease", "StoreLease", "exclusive_unleased"]
+
+_HELD: weakref.WeakSet[StoreLease] = weakref.WeakSet()  # leases taken and not yet released
+_EXIT_HOOK = threading.Lock()  # guards the one registration of _release_at_exit
+_hooked = False
+
+
+def _release_at_exit() -> None:
+    """Release every lease still held: the process exits without closing its readers.
+
+    An ``atexit`` hook, registered when the first lease is taken (after the storage clients a
+    release uses were imported, so it runs before their own exit hooks). Without it a forgotten
+    lease was released by ``__del__`` while the interpreter tore its modules down, which failed
+    with a traceback, and a lease object in object storage was left for a collection.
+    """
+    for lease in list(_HELD):
+        with contextlib.suppress(ServiceError, OSError):
+            lease.release()
+
+
+def _track(lease: StoreLease) -> None:
+    global _hooked
+    with _EXIT_HOOK:
+        if not _hooked:
+            atexit.register(_release_at_exit)
+            _hooked = True
+        _HELD.add(lease)
 
 
 class StoreLease(abc.ABC):
@@ -50,6 +79,7 @@ class StoreLease(abc.ABC):
     def _acquired(self) -> None:
         with self._mutex:
             self._held = True
+        _track(self)
 
     def _lost(self) -> None:
         """The hold was taken away (a collection judged it dead): not held, nothing to drop."""
@@ -84,8 +114,10 @@ class StoreLease(abc.ABC):
         self.release()
 
     def __del__(self) -> None:
+        if not self._held:  # released, by its reader or at exit: module globals may be gone
+            return
         with contextlib.suppress(ServiceError, OSError, ImportError):
-            self.release()  # a forgotten lease; at interpreter exit its store may be gone
+            self.release()  # a forgotten lease, collected while the process runs
 
     def __repr__(self) -> str:
         state = "held" if self.held else "released"

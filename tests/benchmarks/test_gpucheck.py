@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,36 @@ def test_a_pytest_that_runs_nothing_is_reported_with_its_cause(
     assert got["counts"]["passed"] == 0 and got["exit_code"] not in (0, 5)
     assert "a_package_this_machine_lacks" in got["problem"]
     assert any("NOT RUN" in ln and "a_package_this_machine_lacks" in ln for ln in _tests_lines(got))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", [False, True])
+def test_prepare_takes_the_readme_venvs_python_unless_python_is_given(
+    tmp_path: Path, given: bool
+) -> None:
+    # a checkout with the README's .venv (it has zarr) and a python3 on PATH without zarr
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "gpu-check.sh", tmp_path / "scripts")
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    venv.create(tmp_path / "bare", with_pip=False)  # a real Python with nothing installed
+    env = {**os.environ, "PATH": f"{tmp_path / 'bare' / 'bin'}:{os.environ['PATH']}"}
+    env["PIP_NO_INDEX"] = "1"  # pip download stops at once: no wheel is fetched
+    env.pop("PYTHON", None)
+    if given:
+        env["PYTHON"] = str(tmp_path / "bare" / "bin" / "python3")
+    proc = subprocess.run(
+        ["bash", "scripts/gpu-check.sh", "prepare"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0  # no wheels without an index
+    if given:  # the Python asked for, which lacks zarr: named by importlib
+        assert "PackageNotFoundError" in proc.stderr, proc.stderr
+    else:  # the venv's versions were read; pip was asked for them
+        import zarr
+
+        assert "PackageNotFoundError" not in proc.stderr, proc.stderr
+        assert f"zarr=={zarr.__version__}" in proc.stderr, proc.stderr

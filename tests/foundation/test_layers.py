@@ -190,13 +190,13 @@ def test_generic_modules_name_no_kind(package: str) -> None:
 
 # -- loaders reads stores: which layers of precompute it may import -----------------------------
 
-# The foundation (errors, checks, the augmentation policy and its box sampler) and the layers a
+# The foundation (errors, checks, the augmentation policy and its crop sampler) and the layers a
 # reader of stores needs: the store format, the fields and kinds, the storage.
 LOADER_SEES = (
     "precompute.errors",
     "precompute.checks",
     "precompute.policy",
-    "precompute.boxes",
+    "precompute.cropsampler",
     "precompute.format",
     "precompute.fields",
     "precompute.kinds",

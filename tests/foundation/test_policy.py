@@ -88,7 +88,7 @@ def test_the_offline_sampler_version_is_part_of_the_spec_identity():
 
 def test_the_policy_modules_import_no_heavy_backend():
     code = (
-        "import sys, precompute.policy, precompute.stages.boxes, precompute.spec; "
+        "import sys, precompute.policy, precompute.cropsampler, precompute.spec; "
         "print(sorted(m for m in ('torch', 'ray', 'nvidia.dali') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -96,9 +96,9 @@ def test_the_policy_modules_import_no_heavy_backend():
 
 
 def test_a_draw_key_is_any_torch_seed_and_nothing_else():
-    from precompute.stages import boxes
+    from precompute import cropsampler
 
-    assert boxes.generator(2**64 - 1).random() == boxes.generator(2**64 - 1).random()
+    assert cropsampler.generator(2**64 - 1).random() == cropsampler.generator(2**64 - 1).random()
     for bad in (-1, 2**64, 1.5, True):
         with pytest.raises(ValueError, match=r"draw key must be an integer in \[0, 2\*\*64 - 1\]"):
-            boxes.generator(bad)
+            cropsampler.generator(bad)

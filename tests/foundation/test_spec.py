@@ -64,7 +64,7 @@ def test_max_bytes_keeps_old_digests_at_its_default():
     )
     old = BuildSpec(size=64, mode="letterbox")
     assert old.digest() == "e034d2ab25d180b7912f67a12fd857ef60f6d2380364b9ee5e18313f9a129c68"
-    # variants > 1 record the box sampler's version: stores drawn by the old sampler differ
+    # variants > 1 record the crop sampler's version: stores drawn by the old sampler differ
     drawn = BuildSpec(size=64, mode="letterbox", variants=2)
     assert drawn.digest() != "b97368d6d8d1f8c9ed082eb93f162109a8bc92de42de2947aeb4911f0af2326c"
     assert "max_bytes" not in BuildSpec().to_dict()

@@ -19,7 +19,7 @@ from loaders.augment.image.color import channel_affine, normalize_converter
 from loaders.augment.image.resample import _resize_one
 from loaders.augment.image.threads import pool, scratch
 from loaders.augment.outbuf import output_batch
-from precompute.stages import boxes
+from precompute import cropsampler
 
 S = 48
 # full, letterboxed, thin and one-pixel extents: the fallback box is taken too
@@ -32,9 +32,9 @@ def _extents(n: int) -> torch.Tensor:
 
 def _torch_boxes(extents: torch.Tensor, seed: int, aug: TrainAugment) -> torch.Tensor:
     """The boxes as the device path places them: torch float64 ops on the same draw."""
-    d = boxes.draw(boxes.generator(seed), len(extents), aug.policy)
-    t = boxes.Draw(*(torch.from_numpy(a) for a in d))
-    return boxes.random_boxes(extents.double(), t, aug.policy.ratio, xp=torch).long()
+    d = cropsampler.draw(cropsampler.generator(seed), len(extents), aug.policy)
+    t = cropsampler.Draw(*(torch.from_numpy(a) for a in d))
+    return cropsampler.random_boxes(extents.double(), t, aug.policy.ratio, xp=torch).long()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -44,7 +44,7 @@ def test_cpu_boxes_equal_the_torch_placement(seed: int) -> None:
     crops, factors = random_crops(extents, torch.Generator().manual_seed(seed), aug.policy)
     got = torch.stack([crops.top, crops.left, crops.height, crops.width], 1)
     assert torch.equal(got, _torch_boxes(extents, seed, aug))
-    d = boxes.draw(boxes.generator(seed), len(extents), aug.policy)
+    d = cropsampler.draw(cropsampler.generator(seed), len(extents), aug.policy)
     assert torch.equal(crops.flip, torch.from_numpy(d.flip).float())
     assert torch.equal(factors, torch.from_numpy(d.factors))
 
@@ -84,7 +84,7 @@ def test_resize_reuses_one_buffer_per_thread() -> None:
 def _reference(images: torch.Tensor, extents: torch.Tensor, seed: int, aug: TrainAugment):
     """The fast path's float32 result, planar, step by step (old formulas, per sample)."""
     box = _torch_boxes(extents, seed, aug)
-    flips = boxes.draw(boxes.generator(seed), len(extents), aug.policy).flip
+    flips = cropsampler.draw(cropsampler.generator(seed), len(extents), aug.policy).flip
     scale, shift = channel_affine(aug.normalize)
     mul, add = torch.tensor(scale).view(3, 1, 1), torch.tensor(shift).view(3, 1, 1)
     planar, fused = [], []

@@ -89,6 +89,19 @@ def test_bfloat16_batches_arrive_as_jax_bfloat16_with_store_loaders_values(
         np.testing.assert_array_equal(np.asarray(g["image"].astype(jnp.float32)), w)
 
 
+def test_dtype_hands_out_float_pixels_without_augmentation(index_store: Path) -> None:
+    got = list(loaders.jax.batches(index_store, 8, seed=4, dtype="bfloat16"))
+    loader = StoreLoader(index_store, 8, seed=4, dtype="bfloat16")
+    want = [(b["image"].float().numpy(), b["label"].numpy()) for b in loader]
+    assert len(got) == len(want) == 8
+    for g, (image, label) in zip(got, want, strict=True):
+        assert g["image"].dtype == jnp.bfloat16 and g["label"].dtype == jnp.int32
+        pixels = np.asarray(g["image"].astype(jnp.float32))
+        np.testing.assert_array_equal(pixels, image)
+        np.testing.assert_array_equal(np.asarray(g["label"]), label)
+        assert pixels.min() >= 0 and 0 < pixels.max() <= 1
+
+
 def test_a_device_places_every_entry_on_it(index_store: Path) -> None:
     device = jax.devices()[0]
     batch = next(iter(loaders.jax.batches(index_store, 8, seed=0, sharding=device)))

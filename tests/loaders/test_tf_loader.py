@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,10 +167,37 @@ def test_inputs_and_target_make_keras_pairs_weighted_off_the_repeats(index_store
     assert zeros == 2
 
 
+def test_one_rank_without_drop_last_makes_pairs_and_class_weight_weighs_them(
+    index_store: Path,
+) -> None:
+    # one rank serves every sample once, no repeats: nothing to weigh off, so plain pairs,
+    # which Keras's own class_weight takes (beside sample weights it refuses to)
+    kw = {"inputs": "image", "target": "label", "drop_last": False, "seed": 0}
+    assert len(loaders.tf.dataset(index_store, 10, **kw).element_spec) == 2
+    weights = {0: 0.5, 3: 2.0, 6: 0.0}  # a class not named weighs 1
+    got = list(loaders.tf.dataset(index_store, 10, class_weight=weights, **kw))
+    assert len(got) == 7  # 64 samples, the last batch of 4
+    for x, y, w in got:
+        want = [weights.get(int(label), 1.0) for label in y.numpy()]
+        np.testing.assert_array_equal(w.numpy(), np.float32(want))
+        np.testing.assert_array_equal(decode_index(x.numpy()) % 7, y.numpy())
+    # over several ranks the repeats weigh 0 too: times the class weights
+    kw = {**kw, "inputs": ("image", "is_pad"), "world_size": 3, "class_weight": weights}
+    for rank in range(3):
+        for x, y, w in loaders.tf.dataset(index_store, 8, rank=rank, **kw):
+            want = [weights.get(int(label), 1.0) for label in y.numpy()] * ~x["is_pad"].numpy()
+            np.testing.assert_array_equal(w.numpy(), np.float32(want))
+
+
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
         ({"inputs": "pixels", "target": "label"}, r"no 'pixels': their keys are \['image'"),
+        ({"class_weight": {0: 1.0}}, "class_weight must be a non-empty .* with target="),
+        ({"inputs": "image", "target": "label", "class_weight": {}}, "non-empty"),
+        ({"inputs": "image", "target": "label", "class_weight": {-1: 1.0}}, "class_weight class"),
+        ({"inputs": "image", "target": "label", "class_weight": {0: -1}}, r"class_weight\[0\]"),
+        ({"inputs": "image", "target": "label", "class_weight": {0: "2"}}, r"class_weight\[0\]"),
         (  # mixup: soft targets, no label
             {"inputs": "image", "target": "label", "augment": TrainAugment(8), "mixup": Mixup(7)},
             r"no 'label': their keys are \['image', 'index', 'is_pad', 'target'\]",
@@ -250,12 +278,21 @@ def _fit_sees_each_sample_once_an_epoch(
     one_iterator: bool = False,
 ) -> list[float]:
     """Fit, checking the samples of each epoch; ``one_iterator``: every epoch in one iteration
-    (``epochs=``), which Keras keeps across its epochs when given ``steps_per_epoch``."""
+    (``epochs=``), which Keras keeps across its epochs when given ``steps_per_epoch``.
+
+    Keras (3.15) warns "Your input ran out of data" at the end of every epoch of a plain fit
+    on a dataset of unknown length, each epoch trained on every batch all the same (what
+    ``docs/frameworks.md`` says); the one-iterator fit never warns.
+    """
     seen: list[np.ndarray] = []
     per_epoch = total // batch_size  # whole batches: total is a multiple of batch_size
     ds = loaders.tf.dataset(store, batch_size, seed=0, epochs=epochs if one_iterator else None)
     steps = per_epoch if one_iterator else None
-    history = model.fit(_recorded(ds, x, seen), epochs=epochs, steps_per_epoch=steps, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(_recorded(ds, x, seen), epochs=epochs, steps_per_epoch=steps, verbose=0)
+    ran_out = sum("Your input ran out of data" in str(w.message) for w in caught)
+    assert ran_out == 0 if one_iterator else ran_out in (0, epochs)  # 0: a Keras that fixed it
     orders = [np.concatenate(seen[e * per_epoch : (e + 1) * per_epoch]) for e in range(epochs)]
     assert len(seen) == epochs * per_epoch
     for order in orders:
@@ -304,6 +341,42 @@ def test_keras_fits_an_audio_logmel_store(audio: Path) -> None:
     model = _classifier((32, 51), "float16", 1 / 32, 0.5)  # log-mel dB: about -72 to 38
     losses = _fit_sees_each_sample_once_an_epoch(audio, "audio", model, 8, AUDIO_CLIPS, 6)
     assert losses[-1] < 0.25 * losses[0], losses
+
+
+def test_dtype_hands_keras_float32_batches_without_augmentation(audio: Path, images: Path) -> None:
+    stored = next(iter(loaders.tf.dataset(audio, 8, seed=0)))["audio"]
+    assert not np.isfinite(float(tf.reduce_mean(stored)))  # a float16 sum overflows
+    ds = loaders.tf.dataset(audio, 8, seed=0, dtype="float32")
+    assert ds.element_spec["audio"] == tf.TensorSpec((None, 32, 51), tf.float32)
+    assert ds.element_spec["label"] == tf.TensorSpec((None,), tf.int64)
+    got, want = collect(ds), collect(StoreLoader(audio, 8, seed=0))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g["audio"], w["audio"].astype(np.float32))
+    assert np.isfinite(float(tf.reduce_mean(next(iter(ds))["audio"])))
+    x, _ = next(
+        iter(loaders.tf.dataset(images, 16, inputs="image", target="label", dtype="float32"))
+    )
+    assert x.dtype == tf.float32 and 0 <= float(tf.reduce_min(x)) <= float(tf.reduce_max(x)) <= 1
+
+
+def _moved(model: Any, ds: Any, **fit: Any) -> bool:
+    """Whether ``model.fit(ds, **fit)`` changed any of the model's weights."""
+    before = [w.copy() for w in model.get_weights()]
+    model.fit(ds, verbose=0, **fit)
+    return any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
+
+
+@pytest.mark.parametrize("where", ["fit", "dataset"])
+def test_keras_class_weight_trains_with_drop_last_false(images: Path, where: str) -> None:
+    # fit's class_weight on one rank; the dataset's over several (sample weights of the repeats)
+    ranks = {"rank": 0, "world_size": 5} if where == "dataset" else {}
+    kw = {"inputs": "image", "target": "label", "drop_last": False, "seed": 0, **ranks}
+    for weight, moves in ((0.0, False), (1.0, True)):  # all weights 0: nothing is learned
+        cw = dict.fromkeys(range(CLASSES), weight)
+        given = {"class_weight": cw} if where == "dataset" else {}
+        ds = loaders.tf.dataset(images, 20, **kw, **given)
+        taken = {"class_weight": cw} if where == "fit" else {}
+        assert _moved(_sgd_model(), ds, epochs=2, **taken) == moves
 
 
 def _sgd_model() -> Any:

@@ -3,7 +3,7 @@
 The contract: ``augment(images, extents, generator) -> Tensor`` where ``images`` is ``[B, S, S,
 3]`` uint8, ``extents`` is ``[B, 4]`` int ``(top, left, height, width)`` of the valid region,
 and every random number comes from ``generator`` (on the images' device): ``TrainAugment``
-keys the one box sampler (:mod:`precompute.boxes`) with ``generator.initial_seed()``, then
+keys the one crop sampler (:mod:`precompute.cropsampler`) with ``generator.initial_seed()``, then
 reseeds the generator from that draw. The result is ``[B, 3, H, W]`` in the requested dtype
 and memory format.
 
@@ -247,7 +247,7 @@ class TrainAugment(_Augment):
 
     @cached_property
     def policy(self) -> Policy:
-        """The crop, flip and jitter ranges, as the box sampler takes them.
+        """The crop, flip and jitter ranges, as the crop sampler takes them.
 
         Built on first use and kept (the spec is frozen), not once per batch.
         """

@@ -1,6 +1,6 @@
 """One augmentation policy: the offline variants, the torch ops and DALI draw the same boxes.
 
-The box sampler (precompute.stages.boxes) is keyed by an integer; for the same key and geometry the
+The crop sampler (precompute.cropsampler) is keyed by an integer; for the same key and geometry the
 three backends must return identical crop boxes, flips and colour factors, and each backend's
 pixels must follow its box (checked on images whose pixels encode their own coordinates).
 """

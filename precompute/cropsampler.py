@@ -1,4 +1,4 @@
-"""The one box sampler: random resized crops, flips and jitter factors for every backend.
+"""The one crop sampler: random resized crops, flips and jitter factors for every backend.
 
 The offline variants, the torch ops and the DALI loaders all call it, so for the same key
 and the same extents they crop, flip and jitter identically; each backend keeps only its pixel
