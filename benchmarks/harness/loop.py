@@ -72,6 +72,7 @@ class _Timing:
     full_epoch_samples: list[int] = field(default_factory=list)  # epochs run to their end
     wait_cpu: list[float] = field(default_factory=list)  # training-thread CPU inside next()
     window: list[CpuReading] = field(default_factory=list)  # CPU at warm-up's end and the end
+    pass_starts: list[int] = field(default_factory=list)  # the step each epoch began at
 
 
 def _reading(mon: Monitor, t: float) -> CpuReading:
@@ -90,6 +91,7 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
         if epoch and late:
             break
         tm.epochs_run += 1
+        tm.pass_starts.append(tm.steps)
         e_t0, e_n = time.perf_counter(), 0  # measured part of this epoch: after the warm-up
         served = 0  # every sample of this epoch, warm-up included
         it: Iterator[Batch] = source.epoch(epoch)
@@ -140,6 +142,7 @@ def _advice(tm: _Timing, res: MonitorResult, opts: RunOptions, loader: Any) -> d
         has_gpu=res.has_gpu,
         other_cpu_percent=other,
         passes=tm.epochs_run,
+        pass_starts=[i - opts.warmup_steps for i in tm.pass_starts[1:]],
     )
     return {"loader": info.to_dict(), "evidence": ev.to_dict(), "advice": advise(ev, info)}
 
