@@ -101,6 +101,13 @@ SIZE_HELP = "Output crop size and stored size S [default: 64; a scene's --patch]
     help="Stop each epoch after this many steps.",
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--torch-threads",
+    default=None,
+    type=click.IntRange(min=1),
+    help="torch intra-op threads of this process [default: torch's]; 1 as each DataLoader "
+    "worker has keeps a busy small host from stalling on tiny ops.",
+)
 @build_options
 def run(
     data: str,
@@ -116,6 +123,7 @@ def run(
     warmup_steps: int,
     max_steps: int | None,
     seed: int,
+    torch_threads: int | None,
     **options: Any,
 ) -> None:
     """Run the strategies one after another and write report.md/json/html and plots to OUT."""
@@ -126,6 +134,10 @@ def run(
     from benchmarks.harness.run import BuildOptions, run_benchmark
     from precompute.errors import PrecomputeError
 
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(torch_threads)
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     opts = RunOptions(epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps)
     how = BuildOptions(**{k: options.pop(k) for k in HOW})

@@ -231,7 +231,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
-        f"`{cfg['consumer']}`, device `{cfg['device']}`; the first {cfg['warmup_steps']} steps "
+        f"`{cfg['consumer']}`, device `{cfg['device']}`, "
+        f"{cfg.get('torch_threads', '-')} torch thread(s); the first {cfg['warmup_steps']} steps "
         "are warm-up. Utilisation: " + report["util_note"],
         "",
         *_workload_lines(work),

@@ -156,6 +156,7 @@ def run_benchmark(
             "warmup_steps": opts.warmup_steps,
             "interval_s": opts.interval,
             "max_steps": opts.max_steps,
+            "torch_threads": torch.get_num_threads(),
         },
         "workload": {
             "name": workload.name,

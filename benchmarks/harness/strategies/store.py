@@ -51,6 +51,7 @@ class PrecomputeStrategy(Strategy):
             drop_last=True,
             augment=workload.store_augment(cfg.threads),
             num_threads=cfg.threads,
+            **workload.store_options(str(cfg.store)),
         )
         return LoaderSource(loader, store_samples(str(cfg.store)), workload.from_store)
 
@@ -155,6 +156,7 @@ class TfStoreStrategy(Strategy):
             drop_last=True,
             augment=workload.store_augment(cfg.threads),
             num_threads=cfg.threads,
+            **workload.store_options(str(cfg.store)),
         )
         return _TfStoreSource(ds, state, cfg)
 

@@ -101,6 +101,10 @@ class Workload(ABC):
     def store_augment(self, threads: int) -> Any:
         """The augmentation the store loaders apply (``StoreLoader(augment=...)``)."""
 
+    def store_options(self, store: str) -> dict[str, Any]:
+        """More ``StoreLoader`` options the docs advise for this kind (default: none)."""
+        return {}
+
     def from_store(self, batch: Mapping[str, Any]) -> Batch:
         """``(inputs, targets)`` of a store loader's batch dict."""
         return batch[self.input], batch[self.target]

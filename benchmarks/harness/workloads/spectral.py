@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ class Spectral(Workload):
     @property
     def store_text(self) -> str:
         """The store loaders' augmentation."""
-        return "TrainAugment(flip + rot90, the store's per-band normalisation)"
+        return "TrainAugment(flip + rot90, the store's per-band normalisation), io='ram' if it fits"
 
     @functools.cached_property
     def stats(self) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +86,17 @@ class Spectral(Workload):
 
         whole = RandomResizedCrop(scale=(1.0, 1.0), ratio=(1.0, 1.0))
         return TrainAugment(size=(self.size, self.size), crop=whole, rot90=True, threads=threads)
+
+    def store_options(self, store: str) -> dict[str, Any]:
+        """``io="ram"`` when the store fits the loader's map budget, as ``docs/arrays.md`` says.
+
+        Patches are small rows: a batch from memory is one gather, as from a numpy memmap.
+        """
+        from benchmarks.common import store_bytes
+        from loaders.store.open_store import MAP_BYTES
+
+        total = sum(store_bytes(Path(store), f.name) for f in self.plan.fields)
+        return {"io": "ram"} if total <= MAP_BYTES else {}
 
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A conv net over the bands (stride 1 first: patches are small); cross-entropy."""
