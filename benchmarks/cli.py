@@ -102,6 +102,13 @@ SIZE_HELP = "Output crop size and stored size S [default: 64; a scene's --patch]
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option(
+    "--mixup",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 100.0),
+    help="Mixup's Beta alpha (0: off): every strategy mixes (class labels: images, audio).",
+)
+@click.option(
     "--torch-threads",
     default=None,
     type=click.IntRange(min=1),
@@ -123,6 +130,7 @@ def run(
     warmup_steps: int,
     max_steps: int | None,
     seed: int,
+    mixup: float,
     torch_threads: int | None,
     **options: Any,
 ) -> None:
@@ -157,6 +165,7 @@ def run(
             options=opts,
             spec=spec,
             build=how,
+            mixup=mixup,
         )
     except (BenchmarkError, PrecomputeError) as exc:
         _fail(exc)

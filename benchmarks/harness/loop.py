@@ -35,7 +35,7 @@ from loaders.diagnostics.evidence import CpuReading, gather
 from loaders.diagnostics.loader_info import describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 
-__all__ = ["NOT_APPLICABLE", "RunOptions", "run_all", "run_strategy", "summarize"]
+__all__ = ["NOT_APPLICABLE", "RunOptions", "mixed", "run_all", "run_strategy", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -212,6 +212,16 @@ def summarize(
 NOT_APPLICABLE = "not applicable"
 
 
+def mixed(source: Any, cfg: RunConfig) -> Any:
+    """``source`` with its batches mixed, where ``--mixup`` asks and its loader does not mix."""
+    if not cfg.mixup or getattr(source, "mixes", False):
+        return source
+    from benchmarks.harness.sources import num_classes
+    from benchmarks.harness.strategies.epochs import MixedSource
+
+    return MixedSource(source, cfg.mixup, num_classes(cfg.plan), cfg.seed)
+
+
 def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions) -> dict[str, Any]:
     """Run one strategy and return its figures, or its status and why it has none.
 
@@ -229,6 +239,7 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
         return {"name": name, "status": NOT_APPLICABLE, "reason": str(exc)}
     except Exception as exc:
         return _failed(name, "setup", exc)
+    source = mixed(source, cfg)
     setup_s = time.perf_counter() - t0
     try:
         with Monitor(opts.interval) as mon:

@@ -23,6 +23,7 @@ from benchmarks.harness.prepare_store import build_store, check_store_source, st
 from benchmarks.harness.report import write_report
 from benchmarks.harness.sources import SourcePlan, num_classes, plan_source
 from benchmarks.harness.strategies import RunConfig, get_strategy
+from benchmarks.harness.workloads import choose
 
 __all__ = ["DEFAULT_STRATEGIES", "BuildOptions", "run_benchmark"]
 
@@ -92,6 +93,7 @@ def run_benchmark(
     options: RunOptions | None = None,
     spec: Any = None,
     build: BuildOptions | None = None,
+    mixup: float = 0.0,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run every strategy on ``data`` and write the report into ``out``.
 
@@ -111,6 +113,7 @@ def run_benchmark(
         spec: The build spec (a ``BuildSpec`` or its dict; ``precompute build``'s flags give
             it on the command line); None: images at ``size``.
         build: How the store is built (runner, Ray, content fingerprint).
+        mixup: Mixup's Beta concentration (0: off); every strategy mixes its batches.
 
     Returns:
         The report dict and the paths written (``json``, ``md``, ``html``).
@@ -122,14 +125,15 @@ def run_benchmark(
             build`` would refuse them.
     """
     names = list(strategies)
+    plan = plan_source(data, given := _spec(spec, size, seed))
+    choose(plan, mixup)  # a workload that cannot take --mixup fails before any work
     if not names:
         raise BenchConfigError("--strategies is empty")
     if epochs < 1:
         raise BenchConfigError(f"--epochs must be >= 1, got {epochs}")
     for name in names:
         get_strategy(name)  # unknown names fail before any work
-    given = _spec(spec, size, seed)
-    plan = dataclasses.replace(plan_source(data, given), given=given)
+    plan = dataclasses.replace(plan, given=given)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dev = device or _default_device()
@@ -139,7 +143,7 @@ def run_benchmark(
     store_path, built = _prepare_store(plan, out, store, names, build or BuildOptions())
     reason = (built or {}).get("reason")
     cfg = RunConfig(data, store_path, batch_size, workers, int(plan.spec.size), seed, dev,
-                    reason, spec=given, epochs=epochs)  # fmt: skip
+                    reason, spec=given, epochs=epochs, mixup=mixup)  # fmt: skip
     cfg.__dict__["plan"] = plan  # listed once: the strategies read the same items
     workload = cfg.workload
     eat = parse_consumer(consumer, torch.device(dev), num_classes(plan), workload)
@@ -163,7 +167,8 @@ def run_benchmark(
             "task": workload.task,
             "fields": [f"{f.name} ({f.kind})" for f in plan.fields],
             "samples": len(plan),
-            "batch": workload.served(),
+            "batch": workload.served()
+            + (f"; mixup {mixup:g}: targets soft [B, classes]" if mixup else ""),
         },
         "build": built,
         "strategies": results,

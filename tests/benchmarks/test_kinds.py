@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from benchmarks.errors import NotApplicable
+from benchmarks.harness.loop import mixed
 from benchmarks.harness.run import DEFAULT_STRATEGIES
 from benchmarks.harness.strategies import RunConfig, get_strategy
 from tests.benchmarks.kinds import KindSource, audio_labels, make_sources
@@ -299,3 +300,43 @@ def test_run_and_doctor_take_the_build_flags_and_report_every_strategy(
     assert doc["decode"]["samples"] == 8 and doc["decode"]["pipeline_per_s"] > 0
     assert doc["store_loader"]["samples"] > 0
     assert {"workers", "precompute", "gpu-decode"} <= set(doc["feed_rates"])
+
+
+def _soft(res: dict[str, Any], classes: int) -> torch.Tensor:
+    _, y = _all(res)
+    assert y.shape[1:] == (classes,) and y.dtype == torch.float32
+    assert torch.allclose(y.sum(1), torch.ones(len(y)), atol=1e-5)
+    return y
+
+
+@pytest.mark.parametrize("kind", ["images", "audio"])
+def test_mixup_where_asked_every_strategy_serves_soft_targets(
+    sources: dict[str, KindSource], kind: str
+) -> None:
+    """``--mixup``: the store loaders mix with their own mixup, the others as a training loop
+    mixes their batches; all serve soft targets that blend two classes of the batch."""
+    k = sources[kind]
+    spec, classes = k.spec(), {"images": 3, "audio": 4}[kind]
+    for name in ("workers", "precompute", "tf-store", "gpu-decode"):
+        if not _installed(name):
+            continue
+        cfg = RunConfig(k.data, str(k.store), k.batch, 0, int(spec.size), 0, "cpu", spec=spec,
+                        mixup=0.4)  # fmt: skip
+        source = mixed(get_strategy(name).open(cfg), cfg)  # as run_strategy opens it
+        try:
+            res = {"batches": [(x.clone(), y.clone()) for x, y in source.epoch(0)]}
+        finally:
+            source.close()
+        y = _soft(res, classes)
+        assert int((y > 1e-6).sum(1).max()) == 2, name  # two classes at most in a row
+        assert bool((y.max(1).values < 0.95).any()), name  # and blended, not one-hot
+
+
+def test_mixup_is_refused_where_there_is_no_class_label(sources: dict[str, KindSource]) -> None:
+    from benchmarks.errors import BenchConfigError
+
+    k = sources["masks"]
+    spec = k.spec()
+    cfg = RunConfig(k.data, str(k.store), 4, 0, int(spec.size), spec=spec, mixup=0.2)
+    with pytest.raises(BenchConfigError, match=r"--mixup 0\.2: segmentation .* not one class"):
+        assert cfg.workload is None

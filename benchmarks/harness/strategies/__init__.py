@@ -66,6 +66,8 @@ class RunConfig:
             ``size``); None: ``BuildSpec(size=size, seed=seed)``.
         epochs: Epochs the run asks of each strategy (a loader serving several epochs from
             one iterator, ``tf-store``, is made for them).
+        mixup: Mixup's Beta concentration (0: off): every strategy blends each batch with
+            itself reversed and serves soft targets (the store loaders with their own mixup).
     """
 
     data: str
@@ -78,6 +80,7 @@ class RunConfig:
     store_reason: str | None = None
     spec: Any = None
     epochs: int = 1
+    mixup: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "size", "epochs"):
@@ -85,6 +88,8 @@ class RunConfig:
                 raise BenchConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.workers < 0:
             raise BenchConfigError(f"workers must be >= 0, got {self.workers!r}")
+        if not 0.0 <= self.mixup <= 100.0:
+            raise BenchConfigError(f"mixup must be in [0, 100], got {self.mixup!r}")
 
     @cached_property
     def plan(self) -> Any:
@@ -99,7 +104,7 @@ class RunConfig:
         """The run's :class:`~benchmarks.harness.workloads.Workload` (from the source's kinds)."""
         from benchmarks.harness.workloads import choose
 
-        return choose(self.plan)
+        return choose(self.plan, self.mixup)
 
     @property
     def threads(self) -> int:

@@ -17,7 +17,7 @@ import torch
 
 from benchmarks.harness.strategies import Batch
 
-__all__ = ["FunctionSource", "LoaderSource", "TfSource", "tf_to_torch"]
+__all__ = ["FunctionSource", "LoaderSource", "MixedSource", "TfSource", "mix", "tf_to_torch"]
 
 
 class LoaderSource:
@@ -41,6 +41,7 @@ class LoaderSource:
         self.num_samples = num_samples
         self.split = split or (lambda b: (b["image"], b["label"]))
         self.note = note
+        self.mixes = False  # whether the loader mixes (--mixup) itself
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """The ``(inputs, targets)`` batches of ``epoch``."""
@@ -84,6 +85,7 @@ class TfSource:
     ) -> None:
         self.make, self.num_samples, self.device = make, num_samples, device
         self.note, self.loader = note, loader
+        self.mixes = False  # whether the loader mixes (--mixup) itself
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """The ``(inputs, targets)`` batches of ``epoch``, converted as they come."""
@@ -124,3 +126,46 @@ class FunctionSource:
         if self._close is not None:
             self._close()
             self._close = None
+
+
+def mix(
+    x: torch.Tensor, y: torch.Tensor, alpha: float, classes: int, rng: np.random.Generator
+) -> Batch:
+    """Mixup of a batch: sample ``i`` blended with ``B - 1 - i`` by one Beta(alpha) lambda.
+
+    The targets become soft (``[B, classes]``), blended by the same lambda: what
+    ``loaders.augment.Mixup`` (without cutmix or smoothing) and ``AudioAugment``'s mixup do.
+    """
+    lam = float(rng.beta(alpha, alpha))
+    soft = torch.nn.functional.one_hot(y.long(), classes).to(torch.float32)
+    return torch.lerp(x.flip(0), x, lam), torch.lerp(soft.flip(0), soft, lam)
+
+
+class MixedSource:
+    """An epoch source whose batches are mixed on the device (``--mixup``).
+
+    As a training loop mixes a DataLoader's batches: for the strategies whose loader has no
+    mixup of its own.
+
+    Args:
+        source: The epoch source.
+        alpha: Mixup's Beta concentration.
+        classes: Classes of the soft targets.
+        seed: Seed of the lambdas (one per batch, from ``(seed, epoch, batch)``).
+    """
+
+    def __init__(self, source: Any, alpha: float, classes: int, seed: int) -> None:
+        self.source, self.alpha, self.classes, self.seed = source, alpha, classes, seed
+        self.num_samples = source.num_samples
+        self.note = getattr(source, "note", None)
+        self.loader = getattr(source, "loader", source)
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """The source's batches of ``epoch``, mixed."""
+        for b, (x, y) in enumerate(self.source.epoch(epoch)):
+            rng = np.random.default_rng([self.seed, 0x4D, epoch, b])
+            yield mix(x, y, self.alpha, self.classes, rng)
+
+    def close(self) -> None:
+        """Close the source."""
+        self.source.close()

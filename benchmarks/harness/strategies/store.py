@@ -52,8 +52,11 @@ class PrecomputeStrategy(Strategy):
             augment=workload.store_augment(cfg.threads),
             num_threads=cfg.threads,
             **workload.store_options(str(cfg.store)),
+            **workload.store_mixup(),
         )
-        return LoaderSource(loader, store_samples(str(cfg.store)), workload.from_store)
+        source = LoaderSource(loader, store_samples(str(cfg.store)), workload.from_store)
+        source.mixes = True  # the loader mixes (--mixup) itself
+        return source
 
     def describe(self, cfg: RunConfig) -> str:
         """The loader and its augmentation."""
@@ -148,7 +151,7 @@ class TfStoreStrategy(Strategy):
             str(cfg.store),
             cfg.batch_size,
             inputs=workload.input,
-            target=workload.target,
+            target=workload.store_target,
             epochs=cfg.epochs,
             state=state,
             shuffle=True,
@@ -157,8 +160,11 @@ class TfStoreStrategy(Strategy):
             augment=workload.store_augment(cfg.threads),
             num_threads=cfg.threads,
             **workload.store_options(str(cfg.store)),
+            **workload.store_mixup(),
         )
-        return _TfStoreSource(ds, state, cfg)
+        source = _TfStoreSource(ds, state, cfg)
+        source.mixes = True  # the loader mixes (--mixup) itself
+        return source
 
     def describe(self, cfg: RunConfig) -> str:
         """The dataset and its loader's augmentation."""

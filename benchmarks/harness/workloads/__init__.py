@@ -67,9 +67,12 @@ class Workload(ABC):
     task: ClassVar[str] = ""
     classic_text: ClassVar[str] = ""
     engines: ClassVar[tuple[str, ...]] = ()  # the raw-file strategies it has a pipeline for
+    mixes: ClassVar[str | None] = None  # why it cannot take --mixup; None: it can
 
-    def __init__(self, plan: SourcePlan) -> None:
-        self.plan = plan
+    def __init__(self, plan: SourcePlan, mixup: float = 0.0) -> None:
+        self.plan, self.mixup = plan, mixup
+        if mixup and self.mixes is not None:
+            raise BenchConfigError(f"--mixup {mixup:g}: {self.task}: {self.mixes}")
 
     def field(self, kind: str) -> str:
         """The name of the source's (first) field of ``kind``."""
@@ -105,9 +108,18 @@ class Workload(ABC):
         """More ``StoreLoader`` options the docs advise for this kind (default: none)."""
         return {}
 
+    def store_mixup(self) -> dict[str, Any]:
+        """The store loaders' ``mixup=`` of ``--mixup`` (default: none)."""
+        return {}
+
+    @property
+    def store_target(self) -> str:
+        """The store batches' key of the targets (``target`` where the loader mixes)."""
+        return self.target
+
     def from_store(self, batch: Mapping[str, Any]) -> Batch:
         """``(inputs, targets)`` of a store loader's batch dict."""
-        return batch[self.input], batch[self.target]
+        return batch[self.input], batch[self.store_target]
 
     @abstractmethod
     def model(self) -> tuple[torch.nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
@@ -162,11 +174,12 @@ def _load() -> None:
         importlib.import_module(f"benchmarks.harness.workloads.{name}")
 
 
-def choose(plan: SourcePlan) -> Workload:
+def choose(plan: SourcePlan, mixup: float = 0.0) -> Workload:
     """The workload of ``plan``'s fields: the one needing the most of the kinds it has.
 
     Raises:
-        BenchConfigError: No workload takes these fields, naming them and the workloads.
+        BenchConfigError: No workload takes these fields, naming them and the workloads, or
+            it cannot mix (``mixup``) its targets.
     """
     _load()
     have = {f.kind for f in plan.fields}
@@ -178,4 +191,4 @@ def choose(plan: SourcePlan) -> Workload:
             f"--data {plan.data}: no benchmark workload takes the fields {kinds} (known: {known})"
         )
     best = max(fits, key=lambda cls: len(cls.kinds))  # the first of the most specific
-    return best(plan)
+    return best(plan, mixup)

@@ -178,8 +178,16 @@ class Audio(Workload):
         return transform
 
     def store_augment(self, threads: int) -> Any:
-        """:class:`loaders.augment.AudioAugment` of the policy."""
-        return self.policy.augment()
+        """:class:`loaders.augment.AudioAugment` of the policy (its mixup with ``--mixup``)."""
+        import dataclasses
+
+        from benchmarks.harness.sources import num_classes
+
+        augment = self.policy.augment()
+        if not self.mixup:
+            return augment
+        return dataclasses.replace(augment, mixup_alpha=self.mixup,
+                                   num_classes=num_classes(self.plan))  # fmt: skip
 
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A 2-D conv net on log-mel, a 1-D one on waveforms; cross-entropy."""

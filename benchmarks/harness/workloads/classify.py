@@ -74,6 +74,22 @@ class Classify(Workload):
 
         return TrainAugment(size=(self.size, self.size), threads=threads)
 
+    def store_mixup(self) -> dict[str, Any]:
+        """``Mixup`` (blend only, no label smoothing), as every other strategy mixes."""
+        from benchmarks.harness.sources import num_classes
+        from loaders.augment import Mixup
+
+        if not self.mixup:
+            return {}
+        classes = num_classes(self.plan)
+        return {"mixup": Mixup(classes, mixup_alpha=self.mixup, cutmix_alpha=0.0,
+                               label_smoothing=0.0)}  # fmt: skip
+
+    @property
+    def store_target(self) -> str:
+        """``target`` with mixup (soft targets), else the label field."""
+        return "target" if self.mixup else self.target
+
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A small strided CNN; cross-entropy."""
         from benchmarks.harness.sources import num_classes

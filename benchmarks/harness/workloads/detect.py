@@ -44,6 +44,7 @@ class Detect(Workload):
     name = "detection"
     kinds = ("image", "boxes")
     task = "detection (image + boxes)"
+    mixes = "boxes, not one class label per sample, to mix"
     classic_text = (
         "decode (Pillow), one random resized crop + flip for the image and its boxes (clipped, "
         "dropped under min_visibility), normalise per item"

@@ -31,6 +31,7 @@ class Landmarks(Workload):
     name = "landmarks"
     kinds = ("image", "keypoints")
     task = "landmarks (image + keypoints)"
+    mixes = "points, not one class label per sample, to mix"
     classic_text = (
         "decode (Pillow), one random resized crop (+ flip with the flip pairs) for the image "
         "and its points, normalise per item"

@@ -32,6 +32,7 @@ class Segment(Workload):
     kinds = ("image", "mask")
     task = "segmentation (image + mask)"
     engines = ("gpu-decode",)
+    mixes = "a mask per pixel, not one class label per sample, to mix"
     classic_text = (
         "decode image and mask (Pillow), one random resized crop + flip for both (bilinear / "
         "nearest), normalise per item"

@@ -50,6 +50,7 @@ class Spectral(Workload):
     kinds = ("array", "label")
     task = "spectral patches (array + label)"
     engines = ("memmap",)
+    mixes = "the loaders refuse to blend array fields (kind array), so no strategy could mix alike"
     classic_text = "decode the patch (numpy), flip + quarter turn, per-band normalise per item"
 
     @property
