@@ -317,7 +317,7 @@ def format_doctor(res: dict[str, Any]) -> str:
     lines = [
         f"CPU: {env['cpu']}, {env['cores_usable']} usable cores, {env['memory_gib']} GiB",
         f"GPU: {gpu.get('name') or 'none'} ({gpu.get('nvml')})",
-        f"workload: {res['workload']} of {res['data']}, stored at {res['size']}",
+        f"workload: {res['workload']} of {res['data']} (size {res['size']})",
         f"decode (1 core, {dec['samples']} samples): {dec['decode_per_s']:.0f} samples/s "
         f"plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
         f"({dec['pipeline']})",
