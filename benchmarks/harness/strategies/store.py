@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.strategies import MEAN, STD, Batch, RunConfig, Strategy, register
+from benchmarks.harness.strategies import MEAN, STD, RunConfig, Strategy, register
 from benchmarks.harness.strategies.epochs import LoaderSource, TfSource
 
 __all__ = ["DaliStoreStrategy", "PrecomputeStrategy", "TfStoreStrategy", "store_samples"]
@@ -118,10 +118,6 @@ class _TfStoreSource(TfSource):
             if got is None:
                 return
             yield got
-
-    def epoch(self, epoch: int) -> Iterator[Batch]:
-        """The batches of ``epoch``, taken from the run's one iterator."""
-        return super().epoch(epoch)
 
     def close(self) -> None:
         """Close the loader behind the dataset."""

@@ -96,6 +96,11 @@ class Workload(ABC):
         """The stored and output side (the build spec's ``size``)."""
         return int(self.plan.spec.size)
 
+    @property
+    @abstractmethod
+    def store_text(self) -> str:
+        """What the store loaders' augmentation does, for the report."""
+
     @abstractmethod
     def classic(self, seed: int) -> Transform:
         """The ``workers`` strategy's per-item transform (decoded values -> ``(x, y)``)."""

@@ -151,13 +151,10 @@ class Audio(Workload):
         """The audio field's stored form and the augmentation."""
         return AudioPolicy.of(self.plan.field_spec(self.input).options)
 
-    @property
-    def classic_text(self) -> str:  # type: ignore[override]
-        """What the workers do per item."""
-        what = (
-            "log-mel (torch, CPU), crop + time/freq masks" if self.policy.logmel else "crop + gain"
-        )
-        return f"decode (soundfile) + resample (soxr) + centre clip, {what} per item"
+    classic_text = (
+        "decode (soundfile) + resample (soxr) + centre clip + the stored features (log-mel "
+        "on the CPU), a random crop + time/freq masks (log-mel) or gain (waveform) per item"
+    )
 
     @property
     def store_text(self) -> str:

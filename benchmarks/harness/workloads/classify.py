@@ -108,7 +108,7 @@ class Classify(Workload):
         from benchmarks.harness.strategies.epochs import LoaderSource
         from loaders.dali import DaliAugment, JpegLoader
 
-        if self.plan.fields != () and self.plan.spec.fields:
+        if self.plan.spec.fields:  # a source of named fields: not class folders
             raise NotApplicable("JpegLoader reads class folders and path,label manifests")
         local_files(self.plan, self.input)
         loader = JpegLoader(
