@@ -15,7 +15,9 @@ the goal lines of issue 43, in samples per second and in samples per host CPU se
 * spectral: ``precompute`` >= 0.7x ``memmap`` (the numpy memmap read of the scene).
 
 The kinds: ``images`` (class folders, :func:`precompute.sample.make_sample_dataset`),
-``audio`` (:func:`benchmarks.audio_data.make_audio_dataset`: WAV/FLAC/OGG/MP3 at 8-48 kHz),
+``audio`` (:func:`benchmarks.audio_data.make_audio_dataset`: WAV/FLAC/OGG/MP3 at 8-48 kHz;
+``tf-native`` reads its 16-bit WAV fifth), ``audio-wav`` (the same, 16-bit WAV only: every
+clip ``tf.audio.decode_wav`` reads, the data of the ``tf.data`` user the goal compares with),
 ``masks`` (:func:`benchmarks.fields_data.make_segmentation`), ``landmarks``
 (:func:`benchmarks.fields_data.make_landmarks`), ``boxes`` (a COCO file,
 :func:`benchmarks.examples.detection.make_shapes`) and ``spectral`` (a scene and its ground
@@ -47,6 +49,13 @@ def _audio(root: Path, n: int) -> tuple[Path, list[str]]:
     from benchmarks.audio_data import make_audio_dataset
 
     src = make_audio_dataset(root, n, 4, 0, (0.5, 3.0))
+    return src, ["--clip-seconds", "1", "--features", "logmel", "--n-mels", "64"]
+
+
+def _audio_wav(root: Path, n: int) -> tuple[Path, list[str]]:
+    from benchmarks.audio_data import make_audio_dataset
+
+    src = make_audio_dataset(root, n, 4, 0, (0.5, 3.0), formats=(0,))  # 16-bit WAV only
     return src, ["--clip-seconds", "1", "--features", "logmel", "--n-mels", "64"]
 
 
@@ -83,7 +92,8 @@ def _spectral(root: Path, n: int) -> tuple[Path, list[str]]:
 # kind -> (writer of its data, samples, batch size)
 KINDS: dict[str, tuple[Callable[[Path, int], tuple[Path, list[str]]], int, int]] = {
     "images": (_images, 600, 64),
-    "audio": (_audio, 600, 32),  # a fifth of them 16-bit WAV, all tf.audio.decode_wav reads
+    "audio": (_audio, 300, 32),  # WAV 16/24-bit, FLAC, OGG, MP3: tf-native reads a fifth
+    "audio-wav": (_audio_wav, 300, 32),  # 16-bit WAV only: the tf.data user's own data
     "masks": (_masks, 300, 32),
     "landmarks": (_landmarks, 300, 32),
     "boxes": (_boxes, 300, 32),
@@ -92,6 +102,10 @@ KINDS: dict[str, tuple[Callable[[Path, int], tuple[Path, list[str]]], int, int]]
 # kind -> (over, figure, goal) of "precompute / over"
 GOALS: dict[str, list[tuple[str, str, float]]] = {
     "audio": [("workers", "samples_per_cpu_s", 10.0), ("tf-native", "samples_per_cpu_s", 10.0)],
+    "audio-wav": [
+        ("workers", "samples_per_cpu_s", 10.0),
+        ("tf-native", "samples_per_cpu_s", 10.0),
+    ],
     "masks": [("workers", "samples_per_s", 4.0)],
     "spectral": [("memmap", "samples_per_s", 0.7)],
 }
