@@ -134,7 +134,11 @@ def ratios(strategies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def ratio_lines(report: dict[str, Any]) -> list[str]:
     """One line per ratio (``report["ratios"]``)."""
     return [
-        f"- {r['of']} / {r['to']}: {fmt(r['samples_per_s'], '.2f')}x samples/s, "
-        f"{fmt(r['samples_per_cpu_s'], '.2f')}x samples per CPU second"
+        f"- {r['of']} / {r['to']}: {_times(r['samples_per_s'])} samples/s, "
+        f"{_times(r['samples_per_cpu_s'])} samples per CPU second"
         for r in report.get("ratios", [])
     ] or ["- none: precompute and another strategy must both be measured"]
+
+
+def _times(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:.2f}x"
