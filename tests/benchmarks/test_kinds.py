@@ -176,7 +176,6 @@ def test_images(sources: dict[str, KindSource]) -> None:
     assert_labels_follow_samples(ok, lambda x: x.mean((2, 3)))  # the class's hue
 
 
-@pytest.mark.slow
 def test_audio(sources: dict[str, KindSource]) -> None:
     ok = _strategies(sources, "audio")
     served = {"tf-native": (0,), "gpu-decode": (0, 1, 2, 3)}  # WAV 16-bit; all but MP3
