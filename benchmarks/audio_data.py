@@ -108,10 +108,13 @@ def make_audio_dataset(
     num_classes: int = 4,
     seed: int = 0,
     seconds: tuple[float, float] = (0.5, 3.0),
+    formats: tuple[int, ...] | None = None,
 ) -> Path:
     """Write ``num_clips`` clips in ``num_classes`` class folders under ``root``; return it.
 
-    Clip ``i`` has label ``i % num_classes``, format ``FORMATS[i % 5]``, and a rate, a channel
+    Clip ``i`` has label ``i % num_classes``, format ``FORMATS[i % 5]`` (with ``formats``,
+    indices into ``FORMATS``: ``FORMATS[formats[i % len(formats)]]``, e.g. ``(0,)`` for 16-bit
+    WAV only, what ``tf.audio.decode_wav`` reads), and a rate, a channel
     count (1 or 2) and a duration in ``seconds`` drawn from ``numpy.random.default_rng([seed,
     i])``: every file is a pure function of ``(seed, i, num_classes, seconds)``.
 
@@ -122,12 +125,15 @@ def make_audio_dataset(
         raise BenchConfigError(
             f"num_clips and num_classes must be >= 1, got {num_clips}, {num_classes}"
         )
+    if formats is not None and (not formats or not set(formats) <= set(range(len(FORMATS)))):
+        raise BenchConfigError(f"formats must be indices into FORMATS (0-4), got {formats!r}")
     if not 0 < seconds[0] <= seconds[1] <= 60:
         raise BenchConfigError(f"seconds must satisfy 0 < low <= high <= 60, got {seconds!r}")
     root = Path(root)
     for i in range(num_clips):
         rng = np.random.default_rng([seed, i])
-        label, fmt = i % num_classes, FORMATS[i % len(FORMATS)]
+        cycle = formats or tuple(range(len(FORMATS)))
+        label, fmt = i % num_classes, FORMATS[cycle[i % len(cycle)]]
         rate, channels = RATES[int(rng.integers(len(RATES)))], int(rng.integers(1, 3))
         n = round(rng.uniform(*seconds) * rate)
         mono = _sound(SOUNDS[label % len(SOUNDS)], label, rate, n, rng)

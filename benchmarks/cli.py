@@ -1,11 +1,19 @@
 """The ``bench`` click group: ``run`` (compare strategies, write a report) and ``doctor``.
 
 Run as ``python -m benchmarks run ...`` or, mounted by the precompute CLI, ``precompute bench``.
+Both commands take ``--data SRC`` and every option of ``precompute build`` that says what the
+source is and how to store it (``--mask-classes``, ``--clip-seconds``, ``--features``,
+``--columns``, ``--images``, ``--labels``, ``--patch``, ``--fields``, ``--spec``, ``--mode``,
+``--runner``, ...): they are that command's own options, so a source ``precompute build``
+takes is one the benchmark takes, listed and stored with the same spec.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -13,9 +21,36 @@ from benchmarks.errors import BenchmarkError
 
 __all__ = ["bench", "main"]
 
+# precompute build's parameters the bench commands do not take from it: their own, or meaningless
+OWN = frozenset({"src", "out", "size", "seed", "quiet"})
+HOW = ("runner", "ray_address", "content_hash")  # how the store is built, not what it holds
+
 
 def _fail(exc: Exception) -> None:
     raise click.ClickException(str(exc)) from exc
+
+
+def build_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``precompute build``'s source and spec options (but :data:`OWN`) to ``command``."""
+    from precompute.cli import build
+
+    params = getattr(command, "__click_params__", [])
+    for param in reversed(build.params):  # click lists the params appended first last
+        if param.name not in OWN:
+            params.append(copy.copy(param))
+    command.__click_params__ = params  # type: ignore[attr-defined]
+    return command
+
+
+def _spec(data: str, size: int | None, seed: int, options: dict[str, Any]) -> Any:
+    """The build spec of ``data``, as ``precompute build`` makes it from the same flags."""
+    from precompute.cli import spec_from_options
+
+    spec_file = options.pop("spec_file", None)
+    if size is None and options.get("patch") is None and spec_file is None:
+        size = 64  # a scene's --patch P is its size; a spec file may set its own
+    flags = {**options, "size": size, "seed": seed}
+    return spec_from_options(spec_file, flags, data)
 
 
 @click.group(name="bench")
@@ -23,8 +58,11 @@ def bench() -> None:
     """Compare data-loading strategies on your data, and check this machine."""
 
 
+SIZE_HELP = "Output crop size and stored size S [default: 64; a scene's --patch]."
+
+
 @bench.command("run")
-@click.option("--data", required=True, help="Raw dataset: class folders or a CSV/JSONL manifest.")
+@click.option("--data", required=True, help="The source, as precompute build takes it.")
 @click.option("--store", default=None, help="Existing store (else one is built into OUT).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Report folder.")
 @click.option(
@@ -41,19 +79,18 @@ def bench() -> None:
     type=click.IntRange(min=0),
     help="Loader workers/threads [default: usable cores].",
 )
+@click.option("--size", default=None, type=click.IntRange(min=1), help=SIZE_HELP)
 @click.option(
-    "--size",
-    default=64,
+    "--consumer",
+    default="none",
     show_default=True,
-    type=click.IntRange(min=8),
-    help="Output crop size (and stored size of a built store).",
+    help="none | fixed:<ms> | model (a small net of the data's kind).",
 )
-@click.option("--consumer", default="none", show_default=True, help="none | fixed:<ms> | model")
 @click.option(
     "--strategies",
-    default="workers,precompute,precompute-dali,gpu-decode",
+    default="workers,precompute,precompute-dali,gpu-decode,tf-native,tf-store,memmap",
     show_default=True,
-    help="Comma-separated strategy names.",
+    help="Comma-separated strategy names (one that cannot take the data says why).",
 )
 @click.option("--device", default=None, help="cpu or cuda [default: cuda if available].")
 @click.option("--warmup-steps", default=2, show_default=True, type=click.IntRange(min=0))
@@ -64,6 +101,21 @@ def bench() -> None:
     help="Stop each epoch after this many steps.",
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--mixup",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 100.0),
+    help="Mixup's Beta alpha (0: off): every strategy mixes (class labels: images, audio).",
+)
+@click.option(
+    "--torch-threads",
+    default=None,
+    type=click.IntRange(min=1),
+    help="torch intra-op threads of this process [default: torch's]; 1 as each DataLoader "
+    "worker has keeps a busy small host from stalling on tiny ops.",
+)
+@build_options
 def run(
     data: str,
     store: str | None,
@@ -71,23 +123,33 @@ def run(
     epochs: int,
     batch_size: int,
     workers: int | None,
-    size: int,
+    size: int | None,
     consumer: str,
     strategies: str,
     device: str | None,
     warmup_steps: int,
     max_steps: int | None,
     seed: int,
+    mixup: float,
+    torch_threads: int | None,
+    **options: Any,
 ) -> None:
     """Run the strategies one after another and write report.md/json/html and plots to OUT."""
     from benchmarks.environment import usable_cores
     from benchmarks.harness.loop import RunOptions
     from benchmarks.harness.report import markdown_table
-    from benchmarks.harness.run import run_benchmark
+    from benchmarks.harness.report_tables import ratio_lines
+    from benchmarks.harness.run import BuildOptions, run_benchmark
     from precompute.errors import PrecomputeError
 
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(torch_threads)
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     opts = RunOptions(epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps)
+    how = BuildOptions(**{k: options.pop(k) for k in HOW})
+    spec = _spec(data, size, seed, options)
     try:
         report, paths = run_benchmark(
             data,
@@ -97,15 +159,19 @@ def run(
             epochs=epochs,
             batch_size=batch_size,
             workers=usable_cores() if workers is None else workers,
-            size=size,
             consumer=consumer,
             device=device,
             seed=seed,
             options=opts,
+            spec=spec,
+            build=how,
+            mixup=mixup,
         )
     except (BenchmarkError, PrecomputeError) as exc:
         _fail(exc)
+    click.echo(f"{report['workload']['task']}: {report['workload']['batch']}")
     click.echo(markdown_table(report["strategies"]))
+    click.echo("\n".join(ratio_lines(report)))
     if (report.get("build") or {}).get("warning"):
         click.echo(f"Warning: {report['build']['warning']}")
     for name, v in report["break_even"].items():
@@ -117,9 +183,9 @@ def run(
 
 
 @bench.command("doctor")
-@click.option("--data", required=True, help="Raw dataset to measure decode/read speed on.")
+@click.option("--data", required=True, help="The source, as precompute build takes it.")
 @click.option("--store", default=None, help="A store to measure read speed on.")
-@click.option("--size", default=64, show_default=True, type=click.IntRange(min=8))
+@click.option("--size", default=None, type=click.IntRange(min=1), help=SIZE_HELP)
 @click.option("--max-files", default=200, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--workers",
@@ -128,28 +194,35 @@ def run(
     help="Workers/threads the strategies get, as for run [default: usable cores].",
 )
 @click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1))
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@build_options
 def doctor_cmd(
     data: str,
     store: str | None,
-    size: int,
+    size: int | None,
     max_files: int,
     workers: int | None,
     batch_size: int,
+    seed: int,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Check cores, GPU, decode and read speed, and the feed rate each strategy could reach."""
     from benchmarks.harness.doctor import doctor, format_doctor
     from precompute.errors import PrecomputeError
 
+    for k in HOW:
+        options.pop(k)
+    spec = _spec(data, size, seed, options)
     try:
         res = doctor(
             data,
             store=store,
-            size=size,
             max_files=max_files,
             workers=workers,
             batch_size=batch_size,
+            spec=spec,
         )
     except (BenchmarkError, PrecomputeError, OSError) as exc:
         _fail(exc)

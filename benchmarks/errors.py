@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["BenchConfigError", "BenchmarkError", "StrategyUnavailable"]
+__all__ = ["BenchConfigError", "BenchmarkError", "NotApplicable", "StrategyUnavailable"]
 
 
 class BenchmarkError(Exception):
@@ -15,3 +15,7 @@ class BenchConfigError(BenchmarkError, ValueError):
 
 class StrategyUnavailable(BenchmarkError):
     """A strategy's backend is missing here; the message says what is missing."""
+
+
+class NotApplicable(BenchmarkError):
+    """A strategy cannot take this kind of data (or this source); the message says why."""

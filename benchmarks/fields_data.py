@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from benchmarks.harness.strategy_workers import random_resized_crop_box
+from benchmarks.harness.workloads.crops import random_resized_crop_box
 from precompute.policy import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = ["SEG_CLASSES", "PillowPairs", "make_landmarks", "make_segmentation"]

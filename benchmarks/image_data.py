@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.harness.strategy_workers import random_resized_crop_box
+from benchmarks.harness.workloads.crops import random_resized_crop_box
 from loaders.batching.plan import epoch_plan
 from precompute.pipeline.writer import write_store_from_arrays
 from precompute.policy import IMAGENET_MEAN, IMAGENET_STD

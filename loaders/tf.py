@@ -421,7 +421,9 @@ def dataset(
 
     if ahead:
         _PREFETCHED.add(served)
-    return _pipeline(generate, signature, served, ahead)
+    out = _pipeline(generate, signature, served, ahead)
+    out.nostall = {"loader": loader, "epochs": epochs, "ahead": ahead}  # for loaders.diagnostics
+    return out
 
 
 _PREFETCHED: weakref.WeakSet[Served] = weakref.WeakSet()  # datasets made with ahead > 0

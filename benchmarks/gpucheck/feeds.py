@@ -22,7 +22,7 @@ import torch
 
 from benchmarks.harness.sources import list_items, num_classes
 from benchmarks.harness.strategies import Batch, RunConfig, Strategy, register
-from benchmarks.harness.strategy_store import LoaderSource
+from benchmarks.harness.strategies.epochs import LoaderSource
 from loaders.augment import Mixup, TrainAugment
 from loaders.batching.order import batch_seed
 
@@ -61,7 +61,8 @@ class StoreF32Feed(Strategy):
             mixup=Mixup(num_classes=num_classes(cfg.data)),
             num_threads=min(64, max(1, cfg.workers)),
         )
-        return LoaderSource(loader, open_store_info(str(cfg.store)).num_valid, target="target")
+        n = open_store_info(str(cfg.store)).num_valid
+        return LoaderSource(loader, n, lambda b: (b["image"], b["target"]))
 
 
 class StoreBf16Feed(StoreF32Feed):

@@ -1,5 +1,8 @@
 """What the training loop does with each batch: nothing, a fixed cost, or a real model step.
 
+The model step trains the run's workload's own small network (a CNN for images, a U-Net for
+masks, a 1-D or 2-D net for audio, ...: :mod:`benchmarks.harness.workloads.nets`).
+
 Every consumer returns only when its work is finished (on CUDA it synchronises), so the time
 between receiving a batch and the consumer returning is the step's compute time.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -106,18 +110,26 @@ class TinyCNN(nn.Module):
 
 
 class ModelStep:
-    """One real training step: forward, cross-entropy, backward, SGD; AMP on CUDA.
+    """One real training step: forward, loss, backward, SGD; AMP on CUDA.
 
     Args:
-        num_classes: Output classes of the model.
+        num_classes: Output classes of the default network (:class:`TinyCNN`, cross-entropy).
         device: The training device.
+        net: A network and its loss ``(model, loss(output, targets))`` instead (a workload's:
+            a U-Net for masks, a 1-D or 2-D net for audio, ...).
     """
 
     name = "model"
 
-    def __init__(self, num_classes: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        device: torch.device,
+        net: tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] | None = None,
+    ) -> None:
         self.device = device
-        self.model = TinyCNN(num_classes).to(device)
+        model, self.loss = net or (TinyCNN(num_classes), nn.functional.cross_entropy)
+        self.model = model.to(device)
         if device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
@@ -127,11 +139,12 @@ class ModelStep:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp and self.dtype == torch.float16)
         self.last_loss: float | None = None
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+    def __call__(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """Train on one batch and wait for it to finish."""
         self.opt.zero_grad(set_to_none=True)
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.amp):
-            loss = nn.functional.cross_entropy(self.model(images.float()), labels)
+            out = self.model(inputs.float())
+        loss = self.loss(out.float(), targets)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.opt)
         self.scaler.update()
@@ -140,8 +153,13 @@ class ModelStep:
         self.last_loss = float(loss.detach())
 
 
-def parse_consumer(text: str, device: torch.device, num_classes: int) -> Consumer:
+def parse_consumer(
+    text: str, device: torch.device, num_classes: int, workload: Any = None
+) -> Consumer:
     """Parse ``none``, ``fixed:<ms>`` or ``model`` into a consumer.
+
+    ``model`` trains the ``workload``'s network (:meth:`Workload.model
+    <benchmarks.harness.workloads.Workload.model>`), else :class:`TinyCNN` on ``num_classes``.
 
     Raises:
         BenchConfigError: Any other text, naming it.
@@ -149,7 +167,7 @@ def parse_consumer(text: str, device: torch.device, num_classes: int) -> Consume
     if text == "none":
         return NoConsumer(device)
     if text == "model":
-        return ModelStep(num_classes, device)
+        return ModelStep(num_classes, device, workload.model() if workload is not None else None)
     if text.startswith("fixed:"):
         try:
             ms = float(text.split(":", 1)[1])

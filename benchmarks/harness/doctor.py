@@ -1,30 +1,40 @@
 """``bench doctor``: what this machine can feed, measured in seconds, with the arithmetic shown.
 
-Checks: cores, GPU, Pillow decode speed per core (and decode + random resized crop, the
-``workers`` per-sample cost), read speed of the data folder (page cache dropped first where the
-OS allows, so it is close to a cold read), read speed of a store, the StoreLoader with the
-``precompute`` strategy's augmentation, and the feed rate each strategy could reach with the
-workers ``run`` would give it. Every estimate names what it leaves out.
+The same checks for every kind of data the build takes (the source listed and decoded as
+``precompute build`` does; the per-sample work the run's workload does,
+:mod:`benchmarks.harness.workloads`): cores, GPU, the decode cost of a sample on one core
+(plain, with the kinds' decoders: Pillow, soundfile + soxr + log-mel, numpy; and with the
+``workers`` strategy's augmentation), the read speed of the source's files (page cache dropped
+first where the OS allows, so it is close to a cold read), the read speed of a store, the
+StoreLoader with the ``precompute`` strategy's augmentation, and the feed rate each strategy
+could reach with the workers ``run`` would give it. Every estimate names what it leaves out.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
+import numpy as np
 
 from benchmarks.environment import environment
 from benchmarks.errors import BenchmarkError
-from benchmarks.harness.sources import list_items
+from benchmarks.harness.feed_rates import feed_rates
 
-__all__ = ["decode_rate", "doctor", "feed_rates", "format_doctor", "loader_rate", "read_rate"]
+__all__ = [
+    "decode_rate",
+    "doctor",
+    "feed_rates",
+    "format_doctor",
+    "loader_rate",
+    "read_rate",
+    "sample_bytes",
+]
 
 
-def _drop_cache(path: Path) -> bool:
+def _drop_cache(path: str) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -38,11 +48,11 @@ def _drop_cache(path: Path) -> bool:
         os.close(fd)
 
 
-def read_rate(paths: list[Path], *, cold: bool = True) -> dict[str, Any]:
+def read_rate(paths: list[Path] | list[str], *, cold: bool = True) -> dict[str, Any]:
     """Read ``paths`` whole and return MB/s and files/s (page cache dropped first if ``cold``)."""
-    dropped = all(_drop_cache(p) for p in paths) if cold else False
+    dropped = all(_drop_cache(str(p)) for p in paths) if cold else False
     t0 = time.perf_counter()
-    nbytes = sum(len(p.read_bytes()) for p in paths)
+    nbytes = sum(len(Path(p).read_bytes()) for p in paths)
     secs = max(time.perf_counter() - t0, 1e-9)
     return {
         "files": len(paths),
@@ -54,114 +64,60 @@ def read_rate(paths: list[Path], *, cold: bool = True) -> dict[str, Any]:
     }
 
 
-def decode_rate(paths: list[Path], size: int) -> dict[str, Any]:
-    """Decode ``paths`` on one core: plain decode, and decode + RRC/flip/normalise to ``size``."""
-    from benchmarks.harness.strategy_workers import PillowTrainDataset
+def _source_files(plan: Any, count: int) -> list[str]:
+    """The distinct local files of the first ``count`` items (a scene's file once)."""
+    out: dict[str, None] = {}
+    for item in plan.source.items[:count]:
+        for _, key in item.files:
+            path = plan.source.locate(key.split("#", 1)[0])
+            if os.path.isfile(path):
+                out[path] = None
+    return list(out)
 
-    blobs = [p.read_bytes() for p in paths]  # read first: measure decoding only
+
+def decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
+    """Decode ``count`` samples on one core: plain, and with the ``workers`` per-item work.
+
+    Raises:
+        BenchmarkError: A sample cannot be decoded, naming its file.
+    """
+    from benchmarks.harness.workloads.items import decoded_values
+
+    n = min(count, len(plan))
+    try:
+        t0 = time.perf_counter()
+        for i in range(n):
+            decoded_values(plan, i)
+        decode_s = max(time.perf_counter() - t0, 1e-9)
+    except BenchmarkError as exc:
+        raise BenchmarkError(
+            f"{exc}; doctor decodes every sample it times: fix or remove it"
+        ) from exc
+    transform = workload.classic(0)
     t0 = time.perf_counter()
-    for path, blob in zip(paths, blobs, strict=True):
-        try:
-            with Image.open(io.BytesIO(blob)) as im:
-                im.convert("RGB")
-        except (OSError, ValueError, Image.DecompressionBombError) as exc:
-            raise BenchmarkError(
-                f"{path}: not a readable image ({type(exc).__name__}: {exc}); doctor decodes "
-                "every file it times: fix or remove it"
-            ) from exc
-    decode_s = max(time.perf_counter() - t0, 1e-9)
-    ds = PillowTrainDataset(paths, [0] * len(paths), size, seed=0)
-    t0 = time.perf_counter()
-    for i in range(len(paths)):
-        ds[(0, i)]
+    for i in range(n):
+        transform(decoded_values(plan, i), np.random.default_rng([0, 0, i]))
     full_s = max(time.perf_counter() - t0, 1e-9)
     return {
-        "images": len(paths),
-        "decode_per_s": len(paths) / decode_s,
-        "pipeline_per_s": len(paths) / full_s,
+        "samples": n,
+        "decode_per_s": n / decode_s,
+        "pipeline_per_s": n / full_s,
+        "pipeline": workload.classic_text,
     }
+
+
+def sample_bytes(plan: Any) -> int:
+    """Stored bytes of one sample: every field's storage at the spec's size."""
+    size = int(plan.spec.size)
+    total = 0
+    for f in plan.fields:
+        st = f.storage(size)
+        total += int(np.prod(st.shape, dtype=np.int64)) * np.dtype(st.dtype).itemsize
+    return total
 
 
 def _store_files(store: str) -> list[Path]:
-    return sorted(
-        p for p in (Path(store) / "image").rglob("*") if p.is_file() and p.name != "zarr.json"
-    )
-
-
-LEFT_OUT = "left out: collation, the host-to-device copy and the training step"
-
-
-def feed_rates(
-    dec: dict[str, Any],
-    read: dict[str, Any],
-    cores: int,
-    size: int,
-    has_gpu: bool,
-    store_read: dict[str, Any] | None = None,
-    store_loader: dict[str, Any] | None = None,
-    workers: int | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Estimate samples/s each strategy could reach, with the arithmetic as text.
-
-    Args:
-        dec: :func:`decode_rate` figures.
-        read: :func:`read_rate` of the data folder.
-        cores: Usable cores.
-        size: Stored side length of the store's samples.
-        has_gpu: Whether a GPU is present.
-        store_read: :func:`read_rate` of the store's shard files, if a store was given.
-        store_loader: :func:`loader_rate` of the store, if a store was given.
-        workers: Workers/threads the strategies get (``run --workers``; default ``cores``).
-    """
-    workers = cores if workers is None else workers
-    busy = max(1, min(workers, cores))  # workers beyond the cores add no decode throughput
-    per = dec["pipeline_per_s"]
-    sample_bytes = size * size * 3
-    src = store_read or read
-    what = "store" if store_read else "data-folder (small files: a lower bound for a store)"
-    out = {
-        "workers": {
-            "samples_per_s": per * busy,
-            "arithmetic": f"{per:.0f} samples/s/core (decode+RRC+flip+normalise) x "
-            f"{busy} cores ({workers} workers on {cores} cores); "
-            f"{LEFT_OUT}",
-        },
-        "precompute": {
-            "samples_per_s": src["mb_per_s"] * 1e6 / sample_bytes,
-            "arithmetic": f"{src['mb_per_s']:.0f} MB/s {what} read / "
-            f"{sample_bytes} B per {size}x{size}x3 sample; no decode",
-        },
-    }
-    if store_loader:
-        bound = out["precompute"]["samples_per_s"]
-        out["precompute"] = {
-            "samples_per_s": min(bound, store_loader["samples_per_s"]),
-            "arithmetic": f"min({bound:.0f} read bound, {store_loader['samples_per_s']:.0f} "
-            f"measured StoreLoader samples/s with TrainAugment (RRC+flip+"
-            f"normalise, {store_loader['threads']} threads) on the CPU); "
-            "left out: the host-to-device copy and the training step",
-        }
-    else:
-        out["precompute"]["arithmetic"] += (
-            "; left out: augmentation (give --store to measure it) and the training step"
-        )
-    if has_gpu:
-        out["gpu-decode"] = {
-            "samples_per_s": read["files_per_s"],
-            "arithmetic": f"bounded by reading {read['files_per_s']:.0f} "
-            "files/s; left out: nvJPEG decode and augmentation "
-            "speed (not measured here) and the training step",
-        }
-    else:
-        rate = dec["decode_per_s"] * busy
-        out["gpu-decode"] = {
-            "samples_per_s": min(rate, read["files_per_s"]),
-            "arithmetic": f"no GPU: DALI decodes on the CPU: min("
-            f"{dec['decode_per_s']:.0f} decodes/s/core x {busy} "
-            f"threads, {read['files_per_s']:.0f} files/s read); "
-            "left out: augmentation and the training step",
-        }
-    return out
+    return sorted(p for p in Path(store).rglob("*") if p.is_file() and p.suffix != ".json")
 
 
 def doctor(
@@ -172,32 +128,41 @@ def doctor(
     max_files: int = 200,
     workers: int | None = None,
     batch_size: int = 64,
+    spec: Any = None,
 ) -> dict[str, Any]:
     """Run every check and return the figures (JSON-ready).
 
     Args:
-        data: Raw dataset.
+        data: The source, as ``precompute build`` takes it.
         store: A store to measure read speed and the StoreLoader on.
-        size: Output crop size, as ``run --size``.
-        max_files: Files of ``data`` decoded and read.
+        size: Output crop size, as ``run --size`` (when ``spec`` is None).
+        max_files: Samples of ``data`` decoded and whose files are read.
         workers: Workers/threads the strategies get, as ``run --workers`` (default: cores).
         batch_size: Batch size of the StoreLoader measurement, as ``run --batch-size``.
+        spec: The build spec (``precompute build``'s flags); None: images at ``size``.
     """
+    from benchmarks.harness.sources import plan_source
+    from benchmarks.harness.workloads import choose
+    from precompute.spec import BuildSpec
+
     env = environment()
     cores = env["cores_usable"]
     workers = cores if workers is None else workers
-    paths = list_items(data)[0][:max_files]
-    read = read_rate(paths)
-    dec = decode_rate(paths, size)
+    plan = plan_source(data, spec if spec is not None else BuildSpec(size=size))
+    workload = choose(plan)
+    read = read_rate(_source_files(plan, max_files))
+    dec = decode_rate(plan, workload, max_files)
     store_read = read_rate(_store_files(store)) if store else None
-    store_loader = loader_rate(store, batch_size, size=size, workers=workers) if store else None
-    stored = store_loader["size"] if store_loader else size
+    store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
-    rates = feed_rates(dec, read, cores, stored, has_gpu, store_read, store_loader, workers)
+    rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
+                       bytes_per_sample=sample_bytes(plan),
+                       gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
     return {
         "environment": env,
         "data": data,
-        "size": size,
+        "workload": workload.task,
+        "size": int(plan.spec.size),
         "workers": workers,
         "read": read,
         "decode": dec,
@@ -208,12 +173,19 @@ def doctor(
 
 
 def loader_rate(
-    store: str, batch_size: int = 64, max_batches: int = 50, *, size: int = 64, workers: int = 2
+    store: str,
+    batch_size: int = 64,
+    workload: Any = None,
+    max_batches: int = 50,
+    *,
+    size: int = 64,
+    workers: int = 2,
 ) -> dict[str, Any]:
     """Measure StoreLoader as the ``precompute`` strategy runs it, augmentation included.
 
-    Uses :class:`loaders.augment.TrainAugment` at ``size`` and ``workers`` threads (as
-    ``run --workers``) on the CPU, over up to ``max_batches`` batches after a first one.
+    Uses the ``workload``'s augmentation (``TrainAugment`` at ``size`` without one) and
+    ``workers`` threads (as ``run --workers``) on the CPU, over up to ``max_batches`` batches
+    after a first one.
     """
     from loaders import StoreLoader
     from loaders.augment import TrainAugment
@@ -221,10 +193,15 @@ def loader_rate(
 
     info = open_store_info(store)
     threads = min(64, max(1, workers))
+    augment = (
+        workload.store_augment(threads)
+        if workload is not None
+        else TrainAugment(size=(size, size), threads=threads)
+    )
     loader = StoreLoader(
         store,
         min(batch_size, max(1, info.num_valid)),
-        augment=TrainAugment(size=(size, size), threads=threads),
+        augment=augment,
         num_threads=threads,
         drop_last=False,
     )
@@ -233,16 +210,18 @@ def loader_rate(
     first = next(it, None)  # warm-up: threads start, first chunks read
     n, t0 = 0, time.perf_counter()
     for _, batch in zip(range(max_batches), it, strict=False):
-        n += int(batch["label"].shape[0])
+        n += int(batch["index"].shape[0])
     if n == 0 and first is not None:  # a one-batch store: measure that batch
-        n, t0 = int(first["label"].shape[0]), t_first
+        n, t0 = int(first["index"].shape[0]), t_first
     secs = max(time.perf_counter() - t0, 1e-9)
+    loader.close()
+    what = workload.store_text if workload is not None else f"TrainAugment({size} px)"
     return {
         "samples": n,
         "seconds": secs,
         "samples_per_s": n / secs,
         "size": info.layout.size,
-        "augment": f"TrainAugment({size} px)",
+        "augment": what,
         "threads": threads,
     }
 
@@ -258,10 +237,11 @@ def format_doctor(res: dict[str, Any]) -> str:
     lines = [
         f"CPU: {env['cpu']}, {env['cores_usable']} usable cores, {env['memory_gib']} GiB",
         f"GPU: {gpu.get('name') or 'none'} ({gpu.get('nvml')})",
-        f"decode (1 core, {dec['images']} images of {res['data']}): "
-        f"{dec['decode_per_s']:.0f} images/s plain, {dec['pipeline_per_s']:.0f} samples/s with "
-        f"RRC+flip+normalise to {res['size']} px",
-        f"read data folder: {read['mb_per_s']:.1f} MB/s, {read['files_per_s']:.0f} files/s "
+        f"workload: {res['workload']} of {res['data']} (size {res['size']})",
+        f"decode (1 core, {dec['samples']} samples): {dec['decode_per_s']:.0f} samples/s "
+        f"plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
+        f"({dec['pipeline']})",
+        f"read source files: {read['mb_per_s']:.1f} MB/s, {read['files_per_s']:.0f} files/s "
         f"({read['files']} files, {_cache_text(read)})",
     ]
     if res.get("store_read"):
@@ -272,7 +252,7 @@ def format_doctor(res: dict[str, Any]) -> str:
         lines.append(
             f"StoreLoader with {s['augment']}, {s['threads']} threads: "
             f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed, stored at "
-            f"{s['size']} px)"
+            f"{s['size']})"
         )
     lines.append(f"feed rate each strategy could reach with {res['workers']} workers/threads:")
     lines += [

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.errors import NotApplicable
 from benchmarks.harness.consumers import Consumer
 from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
 from loaders.diagnostics.advice import advise
@@ -34,7 +35,7 @@ from loaders.diagnostics.evidence import CpuReading, gather
 from loaders.diagnostics.loader_info import describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 
-__all__ = ["RunOptions", "run_all", "run_strategy", "summarize"]
+__all__ = ["NOT_APPLICABLE", "RunOptions", "mixed", "run_all", "run_strategy", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class _Timing:
     full_epoch_samples: list[int] = field(default_factory=list)  # epochs run to their end
     wait_cpu: list[float] = field(default_factory=list)  # training-thread CPU inside next()
     window: list[CpuReading] = field(default_factory=list)  # CPU at warm-up's end and the end
+    pass_starts: list[int] = field(default_factory=list)  # the step each epoch began at
 
 
 def _reading(mon: Monitor, t: float) -> CpuReading:
@@ -89,6 +91,7 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
         if epoch and late:
             break
         tm.epochs_run += 1
+        tm.pass_starts.append(tm.steps)
         e_t0, e_n = time.perf_counter(), 0  # measured part of this epoch: after the warm-up
         served = 0  # every sample of this epoch, warm-up included
         it: Iterator[Batch] = source.epoch(epoch)
@@ -139,6 +142,7 @@ def _advice(tm: _Timing, res: MonitorResult, opts: RunOptions, loader: Any) -> d
         has_gpu=res.has_gpu,
         other_cpu_percent=other,
         passes=tm.epochs_run,
+        pass_starts=[i - opts.warmup_steps for i in tm.pass_starts[1:]],
     )
     return {"loader": info.to_dict(), "evidence": ev.to_dict(), "advice": advise(ev, info)}
 
@@ -205,8 +209,25 @@ def summarize(
     }
 
 
+NOT_APPLICABLE = "not applicable"
+
+
+def mixed(source: Any, cfg: RunConfig) -> Any:
+    """``source`` with its batches mixed, where ``--mixup`` asks and its loader does not mix."""
+    if not cfg.mixup or getattr(source, "mixes", False):
+        return source
+    from benchmarks.harness.sources import num_classes
+    from benchmarks.harness.strategies.epochs import MixedSource
+
+    return MixedSource(source, cfg.mixup, num_classes(cfg.plan), cfg.seed)
+
+
 def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions) -> dict[str, Any]:
-    """Run one strategy and return its figures, or ``status: unavailable|failed`` and why."""
+    """Run one strategy and return its figures, or its status and why it has none.
+
+    The status is ``ok``, ``unavailable`` (its backend is missing here), ``not applicable``
+    (it cannot take this kind of data, with the reason) or ``failed``.
+    """
     strategy = get_strategy(name)
     reason = strategy.unavailable(cfg)
     if reason is not None:
@@ -214,8 +235,11 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
     t0 = time.perf_counter()
     try:
         source = strategy.open(cfg)
+    except NotApplicable as exc:
+        return {"name": name, "status": NOT_APPLICABLE, "reason": str(exc)}
     except Exception as exc:
         return _failed(name, "setup", exc)
+    source = mixed(source, cfg)
     setup_s = time.perf_counter() - t0
     try:
         with Monitor(opts.interval) as mon:
@@ -236,7 +260,8 @@ def run_strategy(name: str, cfg: RunConfig, consumer: Consumer, opts: RunOptions
         source.close()
         gc.collect()
     out["setup_s"] = setup_s
-    out["description"] = strategy.description
+    out["description"] = getattr(source, "description", None) or strategy.describe(cfg)
+    out["note"] = getattr(source, "note", None)
     return out
 
 

@@ -17,19 +17,25 @@ def build_store(
     data: str,
     out: str | Path,
     *,
-    size: int,
+    size: int = 64,
     seed: int = 0,
     chunk_samples: int = 32,
     shard_samples: int = 256,
+    spec: Any = None,
+    runner: str = "ray",
+    ray_address: str | None = None,
+    content_hash: bool = False,
 ) -> dict[str, Any]:
     """Build a store of ``data`` with ``precompute.job.build`` and measure it.
 
-    A complete store already at ``out`` (from an earlier run) is reused, with the build time
-    its report recorded, once the build confirms it holds ``data`` at this spec (a store of
-    other data or another ``size`` fails, naming it). The store holds images at ``size``
-    (center-crop), one variant, so the loaders crop and resize on the device like the other
-    strategies. Ray, if this call started
-    it, is shut down afterwards so its processes do not count against the loaders measured next.
+    ``spec`` is the build spec, as ``precompute build`` takes it (its fields, options, size,
+    mode: every kind of source); None builds images at ``size`` (center-crop), one variant.
+    ``runner``, ``ray_address`` and ``content_hash`` are the build's own. A complete store
+    already at ``out`` (from an earlier run) is reused, with the build time its report
+    recorded, once the build confirms it holds ``data`` at this spec (a store of other data or
+    settings fails, naming it). The loaders crop and resize on the device like the other
+    strategies. Ray, if this call started it, is shut down afterwards so its processes do not
+    count against the loaders measured next.
 
     Returns:
         ``{"status": "built", "store", "build_s", "cpu_s", "peak_rss_bytes", "num_valid"}``,
@@ -42,16 +48,20 @@ def build_store(
         from precompute.spec import BuildSpec
     except Exception as exc:  # the job module is missing or broken: say so, build nothing
         return {"status": "unavailable", "reason": f"precompute.job: {type(exc).__name__}: {exc}"}
-    spec = BuildSpec(
-        size=size,
-        mode="center-crop",
-        seed=seed,
-        chunk_samples=chunk_samples,
-        shard_samples=shard_samples,
-    )
+    if spec is None:
+        spec = BuildSpec(
+            size=size,
+            mode="center-crop",
+            seed=seed,
+            chunk_samples=chunk_samples,
+            shard_samples=shard_samples,
+        )
+    how: dict[str, Any] = {"progress": False, "content_hash": content_hash, "runner": runner}
+    if ray_address is not None:
+        how["ray_address"] = ray_address
     if _complete(out):  # an earlier run built it: reuse it and its recorded build time
         try:  # the same data and spec: returns at once (no Ray); else the store is another's
-            build(data, str(out), spec, progress=False)
+            build(data, str(out), spec, **how)
         except Exception as exc:
             return {
                 "status": "failed",
@@ -64,7 +74,7 @@ def build_store(
     t0 = time.perf_counter()
     try:
         with Monitor(0.2) as mon:
-            attrs = build(data, str(out), spec, progress=False)
+            attrs = build(data, str(out), spec, **how)
     except Exception as exc:  # reported, and the store strategies say why they cannot run
         return {
             "status": "failed",
@@ -86,6 +96,7 @@ def build_store(
         "peak_rss_bytes": res.peak_rss_bytes,
         "num_valid": attrs.get("num_valid"),
         "spec": spec.to_dict(),
+        "runner": runner,
     }
 
 
@@ -138,11 +149,13 @@ def _is_digest(value: str) -> bool:
     return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def check_store_source(data: str, store: str | Path) -> str | None:
+def check_store_source(data: Any, store: str | Path) -> str | None:
     """Check that ``store`` was built from ``data``; return a warning when it cannot tell.
 
-    The store's recorded source fingerprint is compared with ``data``'s (by file stats, then,
-    if they differ, by file contents: a copy of the same files elsewhere matches).
+    ``data`` is the source (a path, listed as a v1 source) or its
+    :class:`~benchmarks.harness.sources.SourcePlan` (any kind of source). The store's
+    recorded source fingerprint is compared with the source's (by file stats, then, if they
+    differ, by file contents: a copy of the same files elsewhere matches).
 
     Returns:
         None when the fingerprints match, else why the check could not be made.
@@ -151,27 +164,26 @@ def check_store_source(data: str, store: str | Path) -> str | None:
         BenchConfigError: The store was built from another dataset: its figures and break-even
             would compare different data.
     """
+    from benchmarks.harness.sources import SourcePlan, plan_source
     from precompute.format.layout import open_store_info
-    from precompute.sources.classes import fingerprint, list_source
 
+    plan = data if isinstance(data, SourcePlan) else plan_source(str(data))
+    source = plan.source
     info = open_store_info(store)
-    source = list_source(data)
     stored, count = info.source_fingerprint, info.layout.num_samples
     if len(source.items) != count or (
-        _is_digest(stored)
-        and fingerprint(source) != stored
-        and fingerprint(source, content_hash=True) != stored
+        _is_digest(stored) and source.fingerprint() != stored and source.fingerprint(True) != stored
     ):
         raise BenchConfigError(
-            f"--store {store} was built from another dataset than --data {data} ({count} vs "
-            f"{len(source.items)} samples, source fingerprint {stored[:12] or 'none'} vs "
-            f"{fingerprint(source)[:12]}): build a store from --data, or leave --store out "
+            f"--store {store} was built from another dataset than --data {plan.data} ({count} "
+            f"vs {len(source.items)} samples, source fingerprint {stored[:12] or 'none'} vs "
+            f"{source.fingerprint()[:12]}): build a store from --data, or leave --store out "
             "and let the harness build one"
         )
     if not _is_digest(stored):
         return (
             f"--store {store} records no source fingerprint ({stored or 'none'!r}): it has "
-            f"as many samples as --data {data}, but whether it holds the same images is "
+            f"as many samples as --data {plan.data}, but whether it holds the same samples is "
             "not known"
         )
     return None

@@ -1,5 +1,10 @@
 """Write the benchmark report: ``report.json``, ``report.md``, the PNG plots and ``report.html``.
 
+One form for every kind of data: the workload line (what every strategy serves), the
+strategy table, the verdicts against the three targets, the ratios of ``precompute`` to each
+other strategy, what each strategy ran (and left out), advice, the store's build and
+break-even, the environment, the plots (:mod:`.report_tables`, :mod:`.report_plots`).
+
 ``report.html`` is ``report.md`` rendered by markdown-it-py (CommonMark and tables, raw HTML
 off, so a path holding markup shows as text) with the plots embedded as base64 PNG data URIs:
 one self-contained file to open or send.
@@ -9,10 +14,17 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.report_tables import (
+    BASELINE,
+    fmt,
+    markdown_table,
+    ratio_lines,
+    ratios,
+    verdict_table,
+)
 from loaders.diagnostics.analysis import break_even_epochs
 
 __all__ = [
@@ -22,13 +34,24 @@ __all__ = [
     "fmt",
     "markdown_table",
     "render_html",
+    "render_markdown",
     "write_report",
 ]
 
-REPORT_KEYS = ("environment", "config", "build", "strategies", "break_even", "plots")
+REPORT_KEYS = (
+    "environment",
+    "config",
+    "workload",
+    "build",
+    "strategies",
+    "ratios",
+    "break_even",
+    "plots",
+)
 STRATEGY_KEYS = (
     "name",
     "status",
+    "description",
     "samples_per_s",
     "data_wait_share",
     "step_cv",
@@ -38,16 +61,8 @@ STRATEGY_KEYS = (
     "monitor_cpu_share",
     "verdict",
 )
-BASELINE = "workers"
 BUSY_MARGIN = 25.0  # machine CPU % above this run's that flags a shared, busy machine
-STORE_STRATEGIES = ("precompute", "precompute-dali")
-
-
-def fmt(value: float | None, spec: str = ".3g", none: str = "-") -> str:
-    """Format a number, or ``none`` for None/NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return none
-    return format(value, spec)
+STORE_STRATEGIES = ("precompute", "precompute-dali", "tf-store")
 
 
 def add_break_even(report: dict[str, Any]) -> None:
@@ -89,44 +104,6 @@ def _break_even_text(
     )
 
 
-def _mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:.0f}"
-
-
-def _scaled(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor
-
-
-def _row(s: dict[str, Any], base_sps: float | None) -> str:
-    if s.get("status") != "ok":  # one table row: no line break, no cell break in the reason
-        reason = " ".join(str(s.get("reason", "")).split()).replace("|", "\\|")
-        return f"| {s['name']} | {s.get('status')}: {reason} |" + " |" * 8
-    sps = s.get("samples_per_s")
-    ratio = f"{sps / base_sps:.2f}x" if sps and base_sps else "-"
-    share = s.get("data_wait_share")
-    cv = s.get("step_cv")
-    return (
-        f"| {s['name']} | {fmt(sps, '.1f')} | {ratio} | "
-        f"{'-' if share is None else f'{share:.0%}'} | {'-' if cv is None else f'{cv:.0%}'} | "
-        f"{fmt(s.get('oscillation_period_s'), '.2f', 'none')} | "
-        f"{fmt(_scaled(s.get('cpu_s_per_sample'), 1e3), '.2f')} | "
-        f"{_mib(s.get('peak_rss_bytes'))} | {fmt(s.get('first_batch_s'), '.2f')} | "
-        f"{s['verdict']['summary']} |"
-    )
-
-
-def markdown_table(strategies: list[dict[str, Any]]) -> str:
-    """Return the per-strategy table in Markdown."""
-    base = next((s for s in strategies if s["name"] == BASELINE and s.get("status") == "ok"), None)
-    base_sps = base.get("samples_per_s") if base else None
-    head = (
-        "| strategy | samples/s | vs workers | data wait | step CV | util period (s) | "
-        "CPU ms/sample | peak RSS MiB | first batch (s) | verdict |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
-    )
-    return "\n".join([head, *(_row(s, base_sps) for s in strategies)])
-
-
 def _env_lines(env: dict[str, Any]) -> list[str]:
     gpu = env["gpu"]
     vers = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
@@ -160,16 +137,22 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
     for s in strategies:
         if s.get("status") != "ok":
             continue
-        checks = "; ".join(
-            f"{c['name']}: {_ok(c['ok'])} ({c['detail']})" for c in s["verdict"]["checks"]
-        )
         cpu = (
             f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
             f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine"
         )
         period = s.get("wait_period_steps")
         stalls = f"; data-wait spikes recur every {period:.0f} steps" if period else ""
-        lines.append(f"- **{s['name']}**: {checks}; {cpu}{stalls}")
+        lines.append(f"- **{s['name']}**: {s['verdict']['summary']}; {cpu}{stalls}")
+    return lines
+
+
+def _strategy_lines(strategies: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for s in strategies:
+        what = s.get("description") or f"{s.get('status')} (the table says why)"
+        note = f" ({s['note']})" if s.get("note") else ""
+        lines.append(f"- **{s['name']}**: {what}{note}")
     return lines
 
 
@@ -229,28 +212,46 @@ def _overhead_line(strategies: list[dict[str, Any]]) -> str:
     )
 
 
-def _ok(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("ok" if ok else "MISSED")
+def _workload_lines(work: dict[str, Any]) -> list[str]:
+    if not work:
+        return []
+    return [
+        f"Workload: {work['task']}, {work['samples']} samples, fields "
+        f"{', '.join(work['fields'])}; every strategy serves {work['batch']}.",
+        "",
+    ]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     """Return ``report.md``'s text."""
     cfg = report["config"]
+    work = report.get("workload") or {}
     parts = [
         "# nostall benchmark report",
         "",
         f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
-        f"`{cfg['consumer']}`, device `{cfg['device']}`; the first {cfg['warmup_steps']} steps "
+        f"`{cfg['consumer']}`, device `{cfg['device']}`, "
+        f"{cfg.get('torch_threads', '-')} torch thread(s); the first {cfg['warmup_steps']} steps "
         "are warm-up. Utilisation: " + report["util_note"],
         "",
+        *_workload_lines(work),
         markdown_table(report["strategies"]),
         "",
         _overhead_line(report["strategies"]),
         *_caveats(report),
         "",
         "## Verdicts (targets: GPU util 70-90% and steady, data wait < 30%, step CV < 20%)",
+        "",
+        verdict_table(report["strategies"]),
+        "",
         *_verdict_lines(report["strategies"]),
+        "",
+        "## Ratios (this run, side by side)",
+        *ratio_lines(report),
+        "",
+        "## Strategies",
+        *_strategy_lines(report["strategies"]),
         "",
         "## Advice for each loader's own settings (loaders.diagnostics)",
         *_advice_lines(report),
@@ -304,6 +305,7 @@ def write_report(report: dict[str, Any], out: str | Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     add_break_even(report)
+    report["ratios"] = ratios(report["strategies"])
     report["plots"] = {k: p.name for k, p in write_plots(report["strategies"], out).items()}
     paths = {"json": out / "report.json", "md": out / "report.md", "html": out / "report.html"}
     paths["json"].write_text(json.dumps(report, indent=1, default=str))

@@ -8,7 +8,7 @@ Timed by :mod:`benchmarks.runner`, side by side in one run, ``--runs`` epochs af
 epoch; the rows take turns epoch by epoch, so the host's load hits them alike:
 
 * ``classic``: torch DataLoader, 2 worker processes, Pillow decode + random resized crop +
-  flip + normalise (``benchmarks.harness.strategy_workers.PillowTrainDataset``).
+  flip + normalise (``benchmarks.harness.strategies.workers.PillowTrainDataset``).
 * ``store+fast`` / ``store+grid``: ``loaders.StoreLoader`` reading the store, with
   ``TrainAugment`` (crop + flip + normalise) on the CPU fast path / the batched grid path;
   the fast path also into float32 channels-last and bfloat16 (planar and channels-last).
@@ -69,7 +69,7 @@ def classic_epochs(
     """The DataLoader + 2 Pillow workers baseline; returns (epoch fn, close fn)."""
     from torch.utils.data import DataLoader
 
-    from benchmarks.harness.strategy_workers import EpochSampler, PillowTrainDataset
+    from benchmarks.harness.strategies.workers import EpochSampler, PillowTrainDataset
 
     sampler = EpochSampler(len(paths), SEED)
     loader = DataLoader(

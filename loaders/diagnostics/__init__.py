@@ -7,8 +7,9 @@ A product feature, usable from training code without the benchmark harness (whic
 | ``monitor.py``, ``monitor_probes.py`` | CPU/RSS (psutil), GPU (pynvml), step timings |
 | ``analysis.py`` | pure figures: data-wait share, CV, oscillation period, verdicts, break-even |
 | ``loader_info.py`` | what the wrapped loader is and how it is set |
+| ``frameworks.py`` | a ``tf.data`` pipeline's stages; what ``Diagnose.keras()`` gives Keras |
 | ``evidence.py`` | step timings and the CPU of the loading work, per place it runs |
-| ``advice.py`` | evidence -> what to change in this loader, with the measured reason |
+| ``advice.py``, ``advice_loaders.py`` | evidence -> what to change in this loader, and why |
 | ``diagnose.py``, ``report.py`` | the ``Diagnose`` wrapper and its ``Diagnosis`` |
 
 ``from loaders.diagnose import Diagnose`` and ``from loaders.monitor import Monitor`` stay the

@@ -8,31 +8,55 @@ Pure functions of :class:`~loaders.diagnostics.evidence.Evidence` and
   them than cores when they wait on I/O, a store (or GPU decoding) when the cores are full;
 * recurring stalls that make the step time vary: explain them by what the loader has and
   prefetch deep enough to absorb them, whatever the bound;
-* only changes: a setting already at the advised value is never advised.
+* a new iterator each pass that costs a share of the wait (``tf.data`` under Keras ``fit``):
+  one iterator for every epoch;
+* only changes: a setting already at the advised value is never advised; a loader that reads
+  a store is never told to precompute one.
+
+The store loaders, DALI and ``tf.data`` pipelines have theirs in :mod:`.advice_loaders`.
 """
 
 from __future__ import annotations
 
 import math
 
+from loaders.diagnostics.advice_loaders import (
+    BUSY_CPU,
+    STORE,
+    dali,
+    pass_starts,
+    store_family,
+    tf_data,
+)
+from loaders.diagnostics.advice_loaders import gain as _gain
 from loaders.diagnostics.analysis import DATA_WAIT_MAX, STEP_CV_MAX
 from loaders.diagnostics.evidence import Evidence
-from loaders.diagnostics.loader_info import DALI, DATALOADER, STORELOADER, LoaderInfo
+from loaders.diagnostics.loader_info import (
+    DALI,
+    DATALOADER,
+    STORE_FAMILY,
+    TF_DATA,
+    LoaderInfo,
+)
 
 __all__ = ["BUSY_CPU", "FULL_CORES", "OTHERS_BUSY", "advise", "explain_stalls"]
 
-BUSY_CPU = 0.5  # a loader thread/worker on CPU less than this share of its time waits on I/O
 FULL_CORES = 0.8  # helpers using this share of the cores leave no core for more of them
 OTHERS_BUSY = 25.0  # % of the machine other processes use above which they explain slow helpers
-STORE = "precompute a store (`precompute build SRC --out STORE`, then StoreLoader)"
 
 
 def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
     """Return the recommendations for a measured run, most useful first."""
     if ev.share is None or ev.steps < 2:
         return ["not enough steps measured to judge; iterate for longer"]
-    out = _data_bound(ev, info) if ev.data_bound else []
+    restarts = pass_starts(ev, info)
+    first = restarts is not None and (ev.pass_start_share or 0.0) >= 0.5  # most of the wait
+    out = [restarts] if restarts and first else []
+    out += _data_bound(ev, info) if ev.data_bound else []
+    out += [restarts] if restarts and not first else []
     stalls = _stall_advice(ev, info)
+    if stalls and restarts and _same(ev.stall_s, ev.pass_start_s):
+        stalls = None  # the stalls are the passes' new iterators, advised on above
     if stalls:
         out.append(stalls)
     if not out and ev.unsteady and ev.wait_varies:
@@ -42,6 +66,11 @@ def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
             "absorbed, and look for slow files or a busy disk"
         )
     return out or [_keeps_up(ev)]
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    """Whether two durations are the same within a quarter."""
+    return a is not None and b is not None and abs(a - b) <= 0.25 * max(a, b)
 
 
 def _keeps_up(ev: Evidence) -> str:
@@ -57,21 +86,15 @@ def _keeps_up(ev: Evidence) -> str:
     )
 
 
-def _gain(ev: Evidence) -> str:
-    share = min(ev.share or 0.0, 0.99)
-    return (
-        f"data wait is {share:.0%} of step time (steps up to {1 / (1 - share):.1f}x faster "
-        "without it)"
-    )
-
-
 def _data_bound(ev: Evidence, info: LoaderInfo) -> list[str]:
     if info.kind == DATALOADER:
         return _dataloader(ev, info)
-    if info.kind == STORELOADER:
-        return _storeloader(ev, info)
+    if info.kind in STORE_FAMILY:
+        return store_family(ev, info)
     if info.kind == DALI:
-        return _dali(ev, info)
+        return dali(ev, info)
+    if info.kind == TF_DATA:
+        return tf_data(ev, info)
     busy = ev.wait_busy
     where = (
         ""
@@ -164,56 +187,6 @@ def _in_thread_workers(ev: Evidence, info: LoaderInfo) -> list[str]:
     ]
 
 
-def _storeloader(ev: Evidence, info: LoaderInfo) -> list[str]:
-    threads, prefetch = info.get("num_threads") or 1, info.get("prefetch")
-    if prefetch == 0:
-        return [
-            f"set prefetch=2 (now 0): {_gain(ev)}; StoreLoader reads every batch on the "
-            "training thread, and a background thread would overlap the reads with the step"
-        ]
-    busy = ev.wait_busy
-    if busy is not None and busy >= BUSY_CPU and info.get("augment"):
-        where = (
-            "on the CPU: give device='cuda' so it runs on the GPU"
-            if ev.has_gpu and info.get("device") == "cpu"
-            else "on the training thread: a smaller stored size leaves it fewer pixels"
-        )
-        return [
-            f"{_gain(ev)}; {busy:.0%} of it the training thread spends on CPU work, the "
-            f"augmentation, which runs {where}"
-        ]
-    per = None if ev.helper_cores is None else ev.helper_cores / threads
-    if per is not None and per < BUSY_CPU:
-        return [
-            f"raise num_threads from {threads} to {2 * threads} and prefetch from {prefetch} "
-            f"to {2 * prefetch}: {_gain(ev)}; the reader threads are on the CPU {per:.0%} of "
-            "the time: they wait on storage, and more parallel reads overlap the waits"
-        ]
-    if threads < ev.cores:
-        return [
-            f"raise num_threads from {threads} to {ev.cores}: {_gain(ev)}; the readers are "
-            "busy and cores are left"
-        ]
-    return [
-        f"{_gain(ev)} with {threads} reader threads on {ev.cores} cores: the host cannot read "
-        "faster; a smaller stored size or a faster disk reads fewer bytes per sample"
-    ]
-
-
-def _dali(ev: Evidence, info: LoaderInfo) -> list[str]:
-    threads, prefetch = info.get("num_threads") or 1, info.get("prefetch") or 1
-    if threads < ev.cores:
-        return [
-            f"raise num_threads from {threads} to {ev.cores}: {_gain(ev)}; DALI's CPU "
-            "stage has cores left"
-        ]
-    return [
-        f"raise prefetch from {prefetch} to {2 * prefetch}: {_gain(ev)}; the pipeline's "
-        "threads already match the cores"
-        + ("" if ev.has_gpu else ", and without a GPU DALI decodes on them")
-    ]
-
-
 def explain_stalls(period: float, info: LoaderInfo) -> str:
     """Say what can stall every ``period`` steps, given what the loader has."""
     p = round(period)
@@ -229,7 +202,7 @@ def explain_stalls(period: float, info: LoaderInfo) -> str:
             f"the dataset stalls {where} every {p} batches (a file or shard boundary, a "
             "cache refill, logging)"
         )
-    if info.kind == STORELOADER:
+    if info.kind in STORE_FAMILY:
         window = (info.get("buffer_chunks") or 1) * (info.get("chunk_samples") or 1)
         batches = window / (info.get("batch_size") or 1)
         if abs(batches - p) <= 1:
@@ -270,7 +243,7 @@ def _absorb(need: int, info: LoaderInfo) -> str:
                 f"raise prefetch_factor from {pf} to {want}: {n} x {want} = {n * want} >= {ahead}"
             )
         return f"the queue ({n} x {pf} batches) is deep enough: remove what stalls"
-    if info.kind in (STORELOADER, DALI):
+    if info.kind in (*STORE_FAMILY, DALI):
         prefetch = info.get("prefetch") or 0
         if need > prefetch:
             return f"raise prefetch from {prefetch} to {need}: {ahead}"

@@ -1,6 +1,7 @@
 """Diagnose your own training loop: is it data-bound, and what to change.
 
-Wrap any iterable of batches (your existing DataLoader, a StoreLoader, a DALI loader)::
+Wrap any iterable of batches (your existing DataLoader, a StoreLoader, a DALI loader, a
+``loaders.jax`` iterator, a ``tf.data`` dataset)::
 
     loader = Diagnose(loader)
     for epoch in range(epochs):
@@ -8,12 +9,18 @@ Wrap any iterable of batches (your existing DataLoader, a StoreLoader, a DALI lo
             train_step(images, labels)
     loader.report().print()
 
-The wrapper times the data wait (time blocked in ``next``) and the compute (time between one
-yield and the next request), measures the CPU of the work that loads (the training thread inside
-``next``, the worker processes or the loader's threads: see :mod:`loaders.diagnostics.evidence`),
-samples utilisation with :class:`~loaders.diagnostics.monitor.Monitor` (the GPU through pynvml
-when there is one), and prints a verdict against the usual targets plus advice about the wrapped
-loader's own settings, with the measured reason.
+Keras ``fit`` takes ``Diagnose(ds).keras()``, a ``tf.data.Dataset`` whose every iteration is
+timed (``model.fit(diag.keras(), epochs=E)``, then ``diag.report()``). A JAX step returns before
+its work is done: give ``sync`` (e.g. ``lambda: jax.block_until_ready(state)``) so each step
+ends when its work does, as ``torch.cuda.synchronize`` does for CUDA.
+
+The wrapper times the data wait (time blocked in ``next``, and in making the iterator for a
+pass's first step) and the compute (time between one yield and the next request), measures the
+CPU of the work that loads (the training thread inside ``next``, the worker processes or the
+loader's threads: see :mod:`loaders.diagnostics.evidence`), samples utilisation with
+:class:`~loaders.diagnostics.monitor.Monitor` (the GPU through pynvml when there is one), and
+prints a verdict against the usual targets plus advice about the wrapped loader's own settings,
+with the measured reason.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any, Generic, TypeVar
 from loaders.diagnostics.advice import advise
 from loaders.diagnostics.analysis import verdict
 from loaders.diagnostics.evidence import CpuReading, gather
-from loaders.diagnostics.loader_info import describe_loader
+from loaders.diagnostics.loader_info import JAX, describe_loader
 from loaders.diagnostics.monitor import Monitor, MonitorResult
 from loaders.diagnostics.report import Diagnosis
 from precompute.checks import check_integer
@@ -63,6 +70,8 @@ class Diagnose(Generic[T]):
             a container's CPU quota is lower than the cores it sees.
         clock: Wall clock in seconds (default ``time.perf_counter``).
         thread_clock: CPU clock of the calling thread (default ``time.thread_time``).
+        sync: Called when a step ends, before the next batch is asked for: waits for the
+            step's asynchronous work (JAX, CUDA) so that it counts as the step's.
     """
 
     def __init__(
@@ -74,6 +83,7 @@ class Diagnose(Generic[T]):
         cores: int | None = None,
         clock: Clock = time.perf_counter,
         thread_clock: Clock = time.thread_time,
+        sync: Callable[[], Any] | None = None,
     ) -> None:
         warmup_steps = check_integer("warmup_steps", warmup_steps, 0)
         if cores is not None:
@@ -86,6 +96,8 @@ class Diagnose(Generic[T]):
         self.wait_cpu: list[float] = []
         self.samples: list[int | None] = []
         self.passes = 0
+        self.pass_starts: list[int] = []  # the step index each pass began at
+        self.sync = sync
         self._clock, self._thread_clock = clock, thread_clock
         self._window: list[CpuReading] = []
         self._started = False
@@ -104,16 +116,20 @@ class Diagnose(Generic[T]):
             self.monitor.start()
             self._started = True
         self.passes += 1
-        it = iter(self.iterable)
+        self.pass_starts.append(len(self.steps))
+        it: Iterator[T] | None = None  # made inside the first step's wait: it is data wait
         pending: tuple[float, float, float] | None = None  # (wait, wait cpu, yield time)
         try:
             while True:
+                if pending is not None and self.sync is not None:
+                    self.sync()
                 t0, c0 = self._clock(), self._thread_clock()
                 if pending is not None:
                     self._record(pending[0], pending[1], t0 - pending[2])
                 if len(self.steps) >= self.warmup_steps and not self._window:
                     self._window.append(self._read_cpu(t0, c0))
                 try:
+                    it = iter(self.iterable) if it is None else it
                     item = next(it)
                 except StopIteration:
                     return
@@ -133,6 +149,25 @@ class Diagnose(Generic[T]):
         self.steps.append((wait, compute))
         self.wait_cpu.append(wait_cpu)
         self.monitor.record_step(wait, compute)
+
+    def keras(self) -> Any:
+        """A ``tf.data.Dataset`` Keras ``fit`` accepts, each iteration one timed pass.
+
+        For a wrapped ``tf.data`` dataset: ``model.fit(diag.keras(), epochs=E)``. Keras makes
+        a new iterator of it each epoch, and so a new one of the wrapped dataset: that cost
+        is measured as the first step's wait, as in the loop Keras runs without the diagnosis.
+
+        Raises:
+            TypeError: The wrapped loader is not a ``tf.data`` dataset.
+        """
+        from loaders.diagnostics.frameworks import keras_dataset
+
+        if not hasattr(self.iterable, "element_spec"):
+            raise TypeError(
+                f"keras() wraps a tf.data dataset; {type(self.iterable).__name__} is not one "
+                "(iterate the Diagnose wrapper in your own loop instead)"
+            )
+        return keras_dataset(self.__iter__, self.iterable)
 
     def __enter__(self) -> Diagnose[T]:
         return self
@@ -168,6 +203,7 @@ class Diagnose(Generic[T]):
             has_gpu=has_gpu,
             other_cpu_percent=other,
             passes=self.passes,
+            pass_starts=[i - self.warmup_steps for i in self.pass_starts[1:]],
         )
         v = verdict(steady, res.series("gpu_util") if res and has_gpu else None)
         return Diagnosis(
@@ -179,8 +215,17 @@ class Diagnose(Generic[T]):
             machine,
             v,
             advise(ev, info),
-            res.note if res else "",
+            "\n  ".join(n for n in (res.note if res else "", self._async_note(info)) if n),
             ev.wait_period_steps,
             evidence=ev,
             loader=info,
+        )
+
+    def _async_note(self, info: Any) -> str:
+        """Say so when a JAX loop's steps were not waited for (their work may show as wait)."""
+        if info.kind != JAX or self.sync is not None:
+            return ""
+        return (
+            "JAX runs a step asynchronously: without Diagnose(..., sync=lambda: "
+            "jax.block_until_ready(state)) its compute can show up as data wait."
         )

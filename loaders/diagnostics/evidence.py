@@ -7,8 +7,13 @@ percentage (which counts other processes and idle-spinning intra-op threads of t
   High: the thread decodes the batch itself; low: it waits (I/O latency, or a helper).
 * ``helper_cores``: cores kept busy by the loader's helpers over the measured window: the
   DataLoader's worker processes (CPU of the child processes), or, for loaders that load on
-  threads of this process (StoreLoader, DALI), every thread but the training thread and the
-  monitor's (which includes the training step's own intra-op threads, if it has any).
+  threads of this process (StoreLoader, DALI, ``loaders.tf``, ``loaders.jax``, ``tf.data``):
+  every thread but the training thread and the monitor's (which includes the training step's
+  own intra-op threads, if it has any).
+
+And what a new pass over the loader costs: the extra wait of the first step of each pass
+after the first (a new ``tf.data`` iterator, DataLoader workers started again), over the
+median wait (``pass_start_s``) and as a share of the whole data wait (``pass_start_share``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from loaders.diagnostics.analysis import (
     data_wait_share,
     dominant_period,
 )
-from loaders.diagnostics.loader_info import DALI, DATALOADER, STORELOADER, LoaderInfo
+from loaders.diagnostics.loader_info import DATALOADER, THREADED, LoaderInfo
 
 __all__ = ["CpuReading", "Evidence", "gather", "stall_size"]
 
@@ -68,6 +73,8 @@ class Evidence:
         other_cpu_percent: Machine CPU % used by other processes (None if not measured).
         passes: Passes (epochs) over the loader started.
         wait_varies: Whether the data waits vary more than the compute times (std).
+        pass_start_s: Mean extra wait of a pass's first step (passes after the first).
+        pass_start_share: Those extra waits over the whole data wait.
     """
 
     steps: int
@@ -83,6 +90,8 @@ class Evidence:
     other_cpu_percent: float | None = None
     passes: int = 1
     wait_varies: bool = False
+    pass_start_s: float | None = None
+    pass_start_share: float | None = None
 
     @property
     def data_bound(self) -> bool:
@@ -121,7 +130,7 @@ def _helper_cores(info: LoaderInfo, a: CpuReading, b: CpuReading) -> float | Non
         return None
     if info.kind == DATALOADER:
         return max(0.0, b.children_s - a.children_s) / wall
-    if info.kind in (STORELOADER, DALI):
+    if info.kind in THREADED:
         process = b.process_s - a.process_s
         others = process - (b.thread_s - a.thread_s) - (b.monitor_s - a.monitor_s)
         return max(0.0, others) / wall
@@ -138,6 +147,7 @@ def gather(
     has_gpu: bool,
     other_cpu_percent: float | None = None,
     passes: int = 1,
+    pass_starts: Sequence[int] = (),
 ) -> Evidence:
     """Turn the steady steps and CPU readings into :class:`Evidence`.
 
@@ -150,12 +160,14 @@ def gather(
         has_gpu: Whether a GPU was seen.
         other_cpu_percent: Machine CPU % used by other processes.
         passes: Passes over the loader started.
+        pass_starts: Indices into ``steps`` of the first step of each pass after the first.
     """
     waits = [w for w, _ in steps]
     step_s = [w + c for w, c in steps]
     wait_total = sum(waits)
     busy = min(1.0, sum(wait_cpu) / wait_total) if wait_total > 0 and wait_cpu else None
     helpers = _helper_cores(info, *window) if window else None
+    start_s, start_share = _pass_starts(waits, pass_starts)
     return Evidence(
         steps=len(steps),
         share=data_wait_share(steps),
@@ -170,4 +182,19 @@ def gather(
         other_cpu_percent=other_cpu_percent,
         passes=passes,
         wait_varies=bool(steps) and float(np.std(waits)) > float(np.std([c for _, c in steps])),
+        pass_start_s=start_s,
+        pass_start_share=start_share,
     )
+
+
+def _pass_starts(
+    waits: Sequence[float], starts: Sequence[int]
+) -> tuple[float | None, float | None]:
+    """Mean extra wait of the passes' first steps over the median wait, and its share."""
+    first = [waits[i] for i in starts if 0 <= i < len(waits)]
+    total = sum(waits)
+    if not first or total <= 0:
+        return None, None
+    med = float(np.median(waits))
+    extra = [max(0.0, w - med) for w in first]
+    return float(np.mean(extra)), float(sum(extra) / total)

@@ -130,3 +130,42 @@ def test_stall_size_and_too_few_steps():
     assert advise(ev(share=None, steps=0), dataloader(0)) == [
         "not enough steps measured to judge; iterate for longer"
     ]
+
+
+def test_a_store_behind_tf_or_jax_is_told_where_its_settings_are_given():
+    settings = dict(prefetch=0, num_threads=2, buffer_chunks=8, chunk_samples=32, batch_size=8)
+    for kind, call in (
+        ("loaders.tf", "loaders.tf.dataset(...)"),
+        ("loaders.jax", "loaders.jax.batches(...)"),
+    ):
+        out = advise(ev(), LoaderInfo(kind, kind, settings))
+        assert out[0].startswith(f"set prefetch=2 in {call} (now 0):")
+        assert not any("precompute a store" in r for r in out)
+    plain = advise(ev(), LoaderInfo("storeloader", "StoreLoader", settings))
+    assert plain[0].startswith("set prefetch=2 (now 0):")
+
+
+def test_new_iterators_each_pass_are_advised_only_when_they_cost_the_wait():
+    tf_store = LoaderInfo("loaders.tf", "loaders.tf.dataset", dict(prefetch=2, num_threads=2))
+    costly = ev(share=0.6, passes=4, pass_start_s=0.05, pass_start_share=0.7)
+    out = advise(costly, tf_store)
+    assert out[0].startswith("each pass over the dataset starts a new tf.data iterator")
+    assert "50 ms each, 70% of the data wait" in out[0]
+    assert "epochs=E, state=state" in out[0]
+    cheap = ev(share=0.6, passes=4, pass_start_s=0.001, pass_start_share=0.1)
+    assert not any("new tf.data iterator" in r for r in advise(cheap, tf_store))
+    tiny_wait = ev(share=0.05, passes=4, pass_start_s=0.01, pass_start_share=0.9)
+    assert not any("new tf.data iterator" in r for r in advise(tiny_wait, tf_store))
+    once = ev(share=0.6, passes=1, pass_start_s=None, pass_start_share=None)
+    assert not any("new tf.data iterator" in r for r in advise(once, tf_store))
+    other = LoaderInfo("tf.data", "tf.data", dict(tf_maps=1, tf_parallel_maps=1, tf_prefetch=True))
+    assert any("ds.repeat()" in r for r in advise(costly, other))
+
+
+def test_dali_decoding_without_a_gpu_at_the_cores_is_told_a_store_and_a_store_reader_not():
+    jpeg = LoaderInfo("dali", "JpegLoader", dict(prefetch=2, num_threads=2, decodes=True))
+    assert advise(ev(), jpeg)[0].startswith("precompute a store")
+    assert advise(ev(has_gpu=True), jpeg)[0].startswith("raise prefetch from 2 to 4:")
+    reader = LoaderInfo("dali", "DaliStoreLoader", dict(prefetch=2, num_threads=2, decodes=False))
+    out = advise(ev(), reader)
+    assert out[0].startswith("raise prefetch from 2 to 4:") and "decodes" not in out[0]

@@ -65,3 +65,13 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         make_audio_dataset(tmp_path, seconds=(2.0, 1.0))
     with pytest.raises(BenchConfigError, match="no audio files under"):
         ClassicAudioDataset(tmp_path)
+
+
+def test_formats_picks_the_formats_cycled(tmp_path):
+    import soundfile as sf
+
+    root = make_audio_dataset(tmp_path / "wav", num_clips=6, num_classes=2, formats=(0,))
+    infos = [sf.info(str(p)) for p in sorted(root.rglob("*.*"))]
+    assert len(infos) == 6 and {(i.format, i.subtype) for i in infos} == {("WAV", "PCM_16")}
+    with pytest.raises(BenchConfigError, match="formats must be indices"):
+        make_audio_dataset(tmp_path / "bad", num_clips=2, formats=(7,))

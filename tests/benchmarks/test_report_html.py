@@ -33,8 +33,10 @@ def _run(data: Path, store: Path, out: Path) -> None:
     assert f"report: {out / 'report.md'} (and report.html, the plots inside it)" in res.output
 
 
-def _rows(driver: WebDriver) -> dict[str, list[str]]:
-    cells = (r.find_elements(By.TAG_NAME, "td") for r in driver.find_elements(By.TAG_NAME, "tr"))
+def _rows(driver: WebDriver, table: int) -> dict[str, list[str]]:
+    """The rows of the ``table``-th table, by their first cell (the strategy)."""
+    found = driver.find_elements(By.TAG_NAME, "table")[table]
+    cells = (r.find_elements(By.TAG_NAME, "td") for r in found.find_elements(By.TAG_NAME, "tr"))
     return {c[0].text: [x.text for x in c] for c in cells if c}
 
 
@@ -54,10 +56,18 @@ def test_report_html_is_one_self_contained_file(
     assert browser.title == "nostall benchmark report"  # the hostile onerror would set it
     assert browser.find_element(By.TAG_NAME, "h1").text == "nostall benchmark report"
     assert f"Data {data}, batch size 8" in browser.find_element(By.TAG_NAME, "p").text
-    rows = _rows(browser)
-    for s in report["strategies"]:
+    rows, verdicts = _rows(browser, 0), _rows(browser, 1)
+    for s in report["strategies"]:  # per strategy: samples/s, CPU per sample, data wait, verdicts
         assert s["status"] == "ok", s
-        assert rows[s["name"]][1] == f"{s['samples_per_s']:.1f}"  # as report.md and the JSON
+        row = rows[s["name"]]
+        assert row[1] == f"{s['samples_per_s']:.1f}"  # as report.md and the JSON
+        assert row[4] == f"{s['cpu_s_per_sample'] * 1e3:.2f}"
+        assert row[5] == f"{s['data_wait_share']:.0%}"
+        checks = {c["name"]: c for c in s["verdict"]["checks"]}
+        gpu, wait, cv = verdicts[s["name"]][1:]
+        assert gpu.startswith("n/a: " if checks["gpu_util"]["ok"] is None else "o")
+        assert wait == f"MISSED: {checks['data_wait']['detail']}"  # consumer none: data-bound
+        assert cv.endswith(checks["step_cv"]["detail"])
     assert "- Warning: --store" in (out / "report.md").read_text()
     assert "Warning: --store" in browser.find_element(By.TAG_NAME, "body").text
 

@@ -1,10 +1,20 @@
 """The strategy registry: each data-loading strategy is a small adapter behind one base class.
 
-A strategy turns a :class:`RunConfig` into a :class:`EpochSource`: something that yields
-training-ready batches ``(images float NCHW normalised on the device, labels int64)`` for one
-epoch at a time. Every strategy does the same work (random resized crop to ``size``, horizontal
-flip, normalisation) so their throughput is comparable. A strategy whose backend is missing
-says so through :meth:`Strategy.unavailable` and is reported as ``unavailable: <reason>``.
+A strategy turns a :class:`RunConfig` into an :class:`EpochSource`: something that yields
+training-ready batches ``(inputs, targets)`` on the device for one epoch at a time. What a
+batch holds is the run's workload's (:mod:`benchmarks.harness.workloads`: normalised image
+crops and labels, image crops and masks, log-mel crops and labels, ...), and every strategy
+does the same work per sample for it, so their throughput is comparable. A strategy whose
+backend is missing says so through :meth:`Strategy.unavailable` (``unavailable: <reason>``);
+one that cannot take the run's kind of data raises :class:`~benchmarks.errors.NotApplicable`
+when opened (``not applicable: <reason>``).
+
+| module | strategies |
+| --- | --- |
+| ``workers.py`` | ``workers``: the classic DataLoader of the workload's per-item transform |
+| ``store.py`` | ``precompute`` (StoreLoader), ``precompute-dali``, ``tf-store`` (loaders.tf) |
+| ``raw.py`` | ``gpu-decode`` (DALI), ``tf-native`` (tf.data), ``memmap``: the workload's own |
+| ``epochs.py`` | the epoch sources the store and raw strategies share |
 """
 
 from __future__ import annotations
@@ -13,7 +23,8 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from functools import cached_property
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -43,14 +54,20 @@ class RunConfig:
     """What every strategy gets: the same data, batch size and output size.
 
     Attributes:
-        data: Raw dataset (image folder with class sub-folders, or a manifest).
+        data: Raw dataset, as ``precompute build`` takes it.
         store: Path of the precomputed store (None if no store strategy runs).
         batch_size: Samples per batch.
         workers: Worker processes/threads a strategy may use for loading.
-        size: Output side length of the training crops.
+        size: Output side length of the training crops (the build spec's ``size``).
         seed: Seed of order and augmentation.
         device: Where batches must end up.
         store_reason: Why there is no store (shown by the strategies that need one).
+        spec: The build spec of ``data`` (``precompute.spec.BuildSpec``: its fields, options,
+            ``size``); None: ``BuildSpec(size=size, seed=seed)``.
+        epochs: Epochs the run asks of each strategy (a loader serving several epochs from
+            one iterator, ``tf-store``, is made for them).
+        mixup: Mixup's Beta concentration (0: off): every strategy blends each batch with
+            itself reversed and serves soft targets (the store loaders with their own mixup).
     """
 
     data: str
@@ -61,13 +78,38 @@ class RunConfig:
     seed: int = 0
     device: str = "cpu"
     store_reason: str | None = None
+    spec: Any = None
+    epochs: int = 1
+    mixup: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "size"):
+        for name in ("batch_size", "size", "epochs"):
             if getattr(self, name) < 1:
                 raise BenchConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.workers < 0:
             raise BenchConfigError(f"workers must be >= 0, got {self.workers!r}")
+        if not 0.0 <= self.mixup <= 100.0:
+            raise BenchConfigError(f"mixup must be in [0, 100], got {self.mixup!r}")
+
+    @cached_property
+    def plan(self) -> Any:
+        """The listed source (:class:`benchmarks.harness.sources.SourcePlan`), listed once."""
+        from benchmarks.harness.sources import plan_source
+        from precompute.spec import BuildSpec
+
+        return plan_source(self.data, self.spec or BuildSpec(size=self.size, seed=self.seed))
+
+    @cached_property
+    def workload(self) -> Any:
+        """The run's :class:`~benchmarks.harness.workloads.Workload` (from the source's kinds)."""
+        from benchmarks.harness.workloads import choose
+
+        return choose(self.plan, self.mixup)
+
+    @property
+    def threads(self) -> int:
+        """Loader threads of the strategies that use threads: ``workers``, at least 1."""
+        return min(64, max(1, self.workers))
 
 
 class EpochSource(Protocol):
@@ -89,12 +131,13 @@ class Strategy(ABC):
         name: Registry name (used on the command line and in reports).
         needs_store: Whether the strategy reads the precomputed store.
         description: One line for the report.
+        requires: ``module`` or ``module:attribute`` that must import.
     """
 
     name: ClassVar[str]
     needs_store: ClassVar[bool] = False
     description: ClassVar[str] = ""
-    requires: ClassVar[tuple[str, ...]] = ()  # "module" or "module:attribute" that must import
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def unavailable(self, cfg: RunConfig) -> str | None:
         """Return why the strategy cannot run here, or None if it can."""
@@ -112,10 +155,19 @@ class Strategy(ABC):
 
     @abstractmethod
     def open(self, cfg: RunConfig) -> EpochSource:
-        """Set up the loader (not timed as throughput) and return it."""
+        """Set up the loader (not timed as throughput) and return it.
+
+        Raises:
+            NotApplicable: The strategy cannot take the run's kind of data, saying why.
+        """
+
+    def describe(self, cfg: RunConfig) -> str:
+        """One line for the report: what runs, for the run's workload."""
+        return self.description
 
 
 STRATEGIES: dict[str, type[Strategy]] = {}
+BUILTIN = ("workers", "store", "raw")
 
 
 def register(cls: type[Strategy]) -> type[Strategy]:
@@ -127,8 +179,8 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def _load_builtin() -> None:
-    importlib.import_module("benchmarks.harness.strategy_workers")
-    importlib.import_module("benchmarks.harness.strategy_store")
+    for name in BUILTIN:
+        importlib.import_module(f"benchmarks.harness.strategies.{name}")
 
 
 def strategy_names() -> list[str]:
