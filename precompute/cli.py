@@ -21,6 +21,7 @@ import click
 from precompute.clifields import OWN_FLAGS, columns_from_flag, fields_from_flags, kind_flags
 from precompute.clilazy import LazyGroup
 from precompute.errors import PrecomputeError, SourceError, SpecError, StoreError
+from precompute.format.codecs import parse_codec_flag
 from precompute.spec import BuildSpec
 
 __all__ = ["cli", "main"]
@@ -78,9 +79,16 @@ def spec_from_options(
     data = _load_spec_file(spec_file)
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
     columns_flag = options.pop("columns", None)
+    codec_flag = options.pop("codec", None)
     try:
         if columns_flag is not None:
             data["columns"] = columns_from_flag(columns_flag)
+        if codec_flag is not None:  # over the spec file's codecs, field by field
+            given = data.get("codecs")
+            data["codecs"] = {
+                **(given if isinstance(given, dict) else {}),
+                **parse_codec_flag(codec_flag),
+            }
         fields = None
         if src is not None:
             fill = data.get("fill", 0)
@@ -152,6 +160,13 @@ def cli() -> None:
     "--columns",
     help="Parquet/WebDataset SRC: FIELD=COLUMN,... the column or member suffix each field "
     "reads (image=img,label=fine_label; image=jpg,label=cls).",
+)
+@click.option(
+    "--codec",
+    "codec",
+    help="FIELD=CODEC,... how each field's chunks are stored (default raw): zstd[:LEVEL] "
+    "(lossless, any field), jpeg[:QUALITY[:420|422|444]] (lossy, images); e.g. "
+    "image=jpeg:90,mask=zstd:3 (docs/FORMAT.md, 'Codecs').",
 )
 @_kind_options
 @click.option(

@@ -60,6 +60,9 @@ class Kind(ABC):
             (:class:`~precompute.fields.options.ColumnClaim`); None: none.
         suffixes: The WebDataset members a field of this kind is inferred from
             (:class:`~precompute.fields.options.SuffixClaim`); None: none.
+        codecs: The chunk codecs a field of this kind may be stored with besides raw
+            (:mod:`precompute.format.codecs`): lossless ``zstd`` for every kind; a lossy codec
+            only where the kind's values survive it (``jpeg``: images).
     """
 
     name: ClassVar[str]
@@ -81,6 +84,7 @@ class Kind(ABC):
     beside: ClassVar[str] = ""
     columns: ClassVar[ColumnClaim | None] = None  # Parquet columns it is inferred from
     suffixes: ClassVar[SuffixClaim | None] = None  # WebDataset members it is inferred from
+    codecs: ClassVar[tuple[str, ...]] = ("zstd",)  # chunk codecs it takes besides raw
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """Return every option of ``field`` checked, defaults filled in.
