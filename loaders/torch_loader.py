@@ -42,6 +42,7 @@ from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, open_store
 from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.transfer.device import ToDevice
+from loaders.transfer.devicedecode import device_decoders
 from precompute.fields import v1_fields
 from precompute.format.layout import StoreInfo
 
@@ -204,6 +205,8 @@ class StoreLoader(ContractLoader):
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging
         keep = self.prefetch + 3 + -(-window // bs) + (ToDevice.SLOTS if cuda else 0)
         self._buffers = stream_pools(self.source, bs, keep, pin=cuda)
+        # JPEG fields decoded on a CUDA device, batched (none without CUDA, or with io="ram")
+        self._decoders = {} if ram else device_decoders(self.source, self.device)
         self.fields = self.source.fields if layout.version == 2 else ()
         check_field_policies(self.fields, self.augment, self.mixup)
         self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
@@ -231,9 +234,8 @@ class StoreLoader(ContractLoader):
             self._buffers,
             self._rows,
         )
-        if self.prefetch == 0:
-            return ToDevice(reader, self.device)
-        return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"), self.device)
+        feed = reader if self.prefetch == 0 else Prefetcher(reader, self.prefetch, "nostall-read")
+        return ToDevice(feed, self.device, decoders=self._decoders)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """Yield the batches of the current epoch, then advance the epoch.

@@ -39,6 +39,7 @@ __all__ = [
     "Codec",
     "CodecSpec",
     "array_codecs",
+    "codec_from_meta",
     "codec_of",
     "parse_codec_flag",
     "register_codec",
@@ -124,6 +125,12 @@ class Codec(ABC):
     def ensure(self) -> None:
         """Import the codec's library now (ImportError naming :attr:`package`)."""
         return None
+
+    @abstractmethod
+    def options_of(
+        self, chain: Sequence[Mapping[str, Any]], itemsize: int
+    ) -> dict[str, Any] | None:
+        """The options of this codec whose :meth:`meta` is ``chain``; None: not this codec's."""
 
 
 CODECS: dict[str, Codec] = {}
@@ -247,6 +254,24 @@ def parse_codec_flag(text: str) -> dict[str, dict[str, Any] | None]:
         where = f"--codec {field}"
         out[field] = None if codec == RAW else parse_codec(codec, where).to_dict()
     return out
+
+
+def codec_from_meta(chain: Sequence[Mapping[str, Any]], itemsize: int) -> CodecSpec | None:
+    """The :class:`CodecSpec` whose inner codecs (before the crc32c) are ``chain``, or None.
+
+    None also for options this nostall would not write (a zstd level outside 1-22): such an
+    array is read through zarr-python.
+    """
+    for name in BUILTIN:
+        codec_of(name)
+    for codec in list(CODECS.values()):
+        opts = codec.options_of(chain, itemsize)
+        if opts is not None:
+            try:
+                return CodecSpec(codec.name, opts)
+            except SpecError:
+                return None
+    return None
 
 
 def array_codecs(

@@ -135,6 +135,12 @@ class JpegChunks(Codec):
         """``nostall.jpeg`` and its configuration."""
         return [JpegCodec(**opts).to_dict()]
 
+    def options_of(self, chain: Any, itemsize: int) -> dict[str, Any] | None:
+        """The configuration of ``[nostall.jpeg]``."""
+        if len(chain) != 1 or chain[0].get("name") != ZARR_NAME:
+            return None
+        return dict(chain[0].get("configuration") or {})
+
     def encode(self, chunk: np.ndarray, opts: Mapping[str, Any], fill: Any) -> bytes:
         """The chunk's header, lengths and streams (an all-fill image has no stream)."""
         from PIL import Image

@@ -50,6 +50,17 @@ class ZstdChunks(Codec):
         zstd = {"name": "zstd", "configuration": {"level": opts["level"], "checksum": False}}
         return [serializer, zstd]
 
+    def options_of(self, chain: Any, itemsize: int) -> dict[str, Any] | None:
+        """``{"level": L}`` of ``[bytes(little), zstd(L, checksum false)]``."""
+        names = [c.get("name") for c in chain]
+        if names != ["bytes", "zstd"]:
+            return None
+        endian = (chain[0].get("configuration") or {}).get("endian")
+        conf = chain[1].get("configuration") or {}
+        if (endian != "little" and itemsize > 1) or conf.get("checksum", False):
+            return None
+        return {"level": conf.get("level")}
+
     def encode(self, chunk: np.ndarray, opts: Mapping[str, Any], fill: Any) -> bytes:
         """One zstd frame of the chunk's little-endian bytes."""
         data = np.ascontiguousarray(chunk, chunk.dtype.newbyteorder("<"))
