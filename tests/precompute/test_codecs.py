@@ -1,15 +1,15 @@
-"""Per-field chunk codecs: spec, refusals, the bytes zarr-python writes and reads, verify, inspect."""
+"""Per-field chunk codecs: spec, refusals, the bytes zarr-python writes and reads, verify."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 import zarr
 from click.testing import CliRunner
 from PIL import Image
