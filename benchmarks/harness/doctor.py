@@ -194,7 +194,7 @@ def doctor(
     stored = store_loader["size"] if store_loader else size
     has_gpu = bool(env["gpu"].get("name"))
     rates = feed_rates(dec, read, cores, stored, has_gpu, store_read, store_loader, workers)
-    return {
+    res = {
         "environment": env,
         "data": data,
         "size": size,
@@ -205,6 +205,10 @@ def doctor(
         "store_loader": store_loader,
         "feed_rates": rates,
     }
+    from benchmarks.harness.codecadvice import advice_for  # raw I/O-bound? which codec
+
+    res["codec_advice"] = advice_for(res, paths)
+    return res
 
 
 def loader_rate(
@@ -279,4 +283,5 @@ def format_doctor(res: dict[str, Any]) -> str:
         f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
         for name, v in res["feed_rates"].items()
     ]
+    lines += res.get("codec_advice", [])
     return "\n".join(lines)
