@@ -205,7 +205,7 @@ def doctor(
         "store_loader": store_loader,
         "feed_rates": rates,
     }
-    from benchmarks.harness.codecadvice import advice_for  # raw I/O-bound? which codec
+    from benchmarks.codecadvice import advice_for  # raw I/O-bound? which codec
 
     res["codec_advice"] = advice_for(res, paths)
     return res

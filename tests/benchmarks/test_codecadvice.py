@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.harness.codecadvice import codec_advice
+from benchmarks.codecadvice import codec_advice
 from precompute.sample import make_image
 
 
