@@ -44,6 +44,7 @@ from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.store.selected import MixedStore, mix_stores, store_table
 from loaders.transfer.device import ToDevice
+from loaders.transfer.devicedecode import device_decoders
 from loaders.transfer.dtype import check_dtype, float_scales, to_dtype
 from precompute.fields import v1_fields
 from precompute.format.layout import StoreInfo
@@ -261,6 +262,8 @@ class StoreLoader(ContractLoader):
         self._rows = load_rows(self.source, map_bytes) if ram else None
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
+        # JPEG fields decoded on a CUDA device, batched (none without CUDA, or with io="ram")
+        self._decoders = {} if ram else device_decoders(self.source, self.device)
         self.fields = self.source.fields if layout.version == 2 else ()
         self._scales = float_scales(self.fields or v1_fields())
         check_field_policies(self.fields, self.augment, self.mixup)
@@ -315,9 +318,8 @@ class StoreLoader(ContractLoader):
             self._buffers,
             self._rows,
         )
-        if self.prefetch == 0:
-            return ToDevice(reader, self.device)
-        return ToDevice(Prefetcher(reader, depth=self.prefetch, name="nostall-read"), self.device)
+        feed = reader if self.prefetch == 0 else Prefetcher(reader, self.prefetch, "nostall-read")
+        return ToDevice(feed, self.device, decoders=self._decoders)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         """Yield the batches of the current epoch, then advance the epoch.

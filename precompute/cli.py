@@ -32,6 +32,7 @@ from precompute.errors import (
     StoreError,
     Terminated,
 )
+from precompute.format.codecs import parse_codec_flag
 from precompute.sources.classlist import classes_flag
 from precompute.spec import BuildSpec
 
@@ -91,9 +92,16 @@ def spec_from_options(
     where = f"--spec {spec_file} (and flags): " if spec_file else ""
     columns_flag = options.pop("columns", None)
     classes = (options.pop("classes", None), options.pop("classes_from", None))
+    codec_flag = options.pop("codec", None)
     try:
         if columns_flag is not None:
             data["columns"] = columns_from_flag(columns_flag)
+        if codec_flag is not None:  # over the spec file's codecs, field by field
+            given = data.get("codecs")
+            data["codecs"] = {
+                **(given if isinstance(given, dict) else {}),
+                **parse_codec_flag(codec_flag),
+            }
         if classes != (None, None):  # --classes, --classes-from: a fixed class list
             data["classes"] = classes_flag(*classes)
         fields = None
@@ -177,6 +185,13 @@ def cli() -> None:
     "--classes-from",
     metavar="STORE",
     help="The class list of STORE (another split's store): --classes with its names.",
+)
+@click.option(
+    "--codec",
+    "codec",
+    help="FIELD=CODEC,... how each field's chunks are stored (default raw): zstd[:LEVEL] "
+    "(lossless, any field), jpeg[:QUALITY[:420|422|444]] (lossy, images); e.g. "
+    "image=jpeg:90,mask=zstd:3 (docs/FORMAT.md, 'Codecs').",
 )
 @_kind_options
 @click.option(

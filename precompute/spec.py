@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from precompute.checks import check_integer
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, check_fields
+from precompute.format.codecs import CodecSpec, array_codecs
 from precompute.policy import POLICIES, Policy, check_bounded, check_bounded_pair
 from precompute.policy import show as _show
 from precompute.sources.inputs import DEFAULT_MAX_BYTES
@@ -38,6 +39,7 @@ _LATE_DEFAULTS: dict[str, Any] = {
     "fields": [],
     "columns": {},
     "classes": [],
+    "codecs": {},
 }
 MAX_CLASSES = MAX_LABEL + 1  # every class index a label may hold
 _COLUMN_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)  # a field name (FieldSpec's rule)
@@ -178,6 +180,12 @@ class BuildSpec:
             (:mod:`precompute.sources.classlist`). Empty: the classes are the source's (class
             folders, or the names its labels give, sorted). Part of :meth:`to_dict` only when
             not empty.
+        codecs: ``(field, codec)`` pairs, sorted by field: the chunk codec each named field
+            is stored with (``--codec image=jpeg:90,mask=zstd:3``; :mod:`precompute.format.codecs`);
+            every other field is stored raw. Given as a mapping of field names to a
+            :class:`~precompute.format.codecs.CodecSpec`, its dict or its text (``jpeg:90``);
+            ``raw`` or None leaves the field out. Part of :meth:`to_dict` only when not empty,
+            so a raw store keeps its hash.
     """
 
     size: int = 224
@@ -194,6 +202,7 @@ class BuildSpec:
     fields: tuple[FieldSpec, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
     classes: tuple[str, ...] = ()
+    codecs: tuple[tuple[str, CodecSpec], ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -225,6 +234,36 @@ class BuildSpec:
         self._check_fields()
         self._check_columns()
         object.__setattr__(self, "classes", check_classes(self.classes))
+        self._check_codecs()
+
+    def _check_codecs(self) -> None:
+        """``codecs`` as sorted ``(field, CodecSpec)`` pairs; against the fields when given."""
+        given = self.codecs
+        pairs = list(given.items()) if isinstance(given, Mapping) else given
+        if not isinstance(pairs, (tuple, list)) or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs
+        ):
+            raise SpecError(f"codecs must map field names to codecs, got {_show(given)}")
+        out = {}
+        for name, codec in pairs:
+            if not isinstance(name, str) or not _COLUMN_FIELD.fullmatch(name):
+                raise SpecError(f"codecs: {_show(name)} is not a field name ([a-z][a-z0-9_]*)")
+            if name in out:
+                raise SpecError(f"codecs names the field {name!r} twice")
+            if codec is None or codec == "raw":
+                continue
+            out[name] = (
+                codec
+                if isinstance(codec, CodecSpec)
+                else CodecSpec.from_dict(codec, f"codecs.{name}")
+            )
+        if self.fields:  # fields inferred from the source are checked by the layout
+            shapes = {
+                f.name: (f.storage(self.size).shape, f.storage(self.size).dtype)
+                for f in self.fields
+            }
+            array_codecs(out, self.fields, shapes)
+        object.__setattr__(self, "codecs", tuple(sorted(out.items())))
 
     def _check_columns(self) -> None:
         """``columns`` as sorted ``(field, column)`` pairs: field names, non-empty columns."""
@@ -272,6 +311,7 @@ class BuildSpec:
         out["fields"] = [f.to_dict() for f in self.fields]
         out["columns"] = dict(self.columns)
         out["classes"] = list(self.classes)
+        out["codecs"] = {name: codec.to_dict() for name, codec in self.codecs}
         return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod

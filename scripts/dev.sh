@@ -17,7 +17,7 @@ install() {
     "$VENV/bin/python" -m pip install -q --upgrade pip
     # The pinned torch first: a CPU build here, a CUDA build on a GPU machine.
     "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-    "$VENV/bin/python" -m pip install -q -e ".[dali,dev,tf,jax]"
+    "$VENV/bin/python" -m pip install -q -e ".[dali,dev,jpeg,tf,jax]"
     touch "$stamp"
   fi
 }

@@ -158,7 +158,7 @@ def doctor(
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
                        bytes_per_sample=sample_bytes(plan),
                        gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
-    return {
+    res = {
         "environment": env,
         "data": data,
         "workload": workload.task,
@@ -170,6 +170,7 @@ def doctor(
         "store_loader": store_loader,
         "feed_rates": rates,
     }
+    return res
 
 
 def loader_rate(
@@ -259,4 +260,5 @@ def format_doctor(res: dict[str, Any]) -> str:
         f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
         for name, v in res["feed_rates"].items()
     ]
+    lines += res.get("codec_advice", [])
     return "\n".join(lines)

@@ -6,7 +6,11 @@ fields) is served when its fields are an RGB ``image`` and an int64 ``label``, a
 are; one with any other field is refused at construction, naming the fields. Image chunks are
 kept in a small LRU cache sized to the shuffle window, so every chunk is read about once per
 epoch; each batch's samples are gathered from the cached chunks and given to
-``fn.external_source`` as one dense array.
+``fn.external_source`` as one dense array. A store whose ``image`` is stored with the ``jpeg``
+codec (``docs/FORMAT.md``, "Codecs") is decoded by DALI's own decoder from its stored streams
+(``jpeg_decoder="auto"`` with a GPU: the ``mixed`` decoder, on the GPU's hardware JPEG engine
+where one exists, ROI-decoding only each crop), or by the reader (libjpeg-turbo) into pixels as
+any other store's (``auto`` without a GPU, or ``"reader"``); augmentation follows as today.
 """
 
 from __future__ import annotations
@@ -31,21 +35,42 @@ from precompute.fields import FieldSpec
 __all__ = ["DaliStoreLoader", "refuse_unserved_fields"]
 
 
+JPEG_DECODERS = ("auto", "dali", "reader")
+
+
 class _ChunkCache:
-    """Whole ``image`` chunks by (chunk, variant), least recently used first out."""
+    """Whole ``image`` chunks by (chunk, variant), least recently used first out.
 
-    def __init__(self, source: OpenedStore, capacity: int) -> None:
-        self._source, self.capacity = source, capacity
-        self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+    With ``streams``, a chunk is the list of its samples' JPEG streams (an image of fill values,
+    stored as no stream, as ``fill``'s stream), for DALI's decoder.
+    """
 
-    def get(self, chunk: int, variant: int) -> np.ndarray:
-        """Return the (chunk_samples, S, S, 3) pixels of ``chunk`` in ``variant``."""
+    def __init__(self, source: OpenedStore, capacity: int, streams: bytes | None = None) -> None:
+        self._source, self.capacity, self._fill = source, capacity, streams
+        self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
+
+    def _streams(self, coords: tuple[int, ...]) -> list[np.ndarray]:
+        from precompute.format.codecs.jpeg import split_streams
+
+        data = self._source.image.read_stored(coords)
+        rows = self._source.layout.chunk_samples
+        return [
+            np.frombuffer(s if len(s) else self._fill or b"", np.uint8)
+            for s in split_streams(data, rows)
+        ]
+
+    def get(self, chunk: int, variant: int) -> Any:
+        """Return the (chunk_samples, S, S, 3) pixels of ``chunk`` in ``variant`` (or streams)."""
         key = (chunk, variant)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        img = self._source.image.read_chunk(self._source.chunk_coords(chunk, variant))
-        img = img if self._source.layout.variants == 1 else img[:, 0]
+        coords = self._source.chunk_coords(chunk, variant)
+        if self._fill is not None:
+            img: Any = self._streams(coords)
+        else:
+            img = self._source.image.read_chunk(coords)
+            img = img if self._source.layout.variants == 1 else img[:, 0]
         self._cache[key] = img
         while len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
@@ -105,7 +130,9 @@ class DaliStoreLoader(DaliLoaderBase):
         ImportError: DALI is not installed (``pip install 'nostall[dali]'``).
     """
 
-    def __init__(self, store: str | Path, batch_size: int, **kwargs: Any) -> None:
+    def __init__(
+        self, store: str | Path, batch_size: int, *, jpeg_decoder: str = "auto", **kwargs: Any
+    ) -> None:
         if isinstance(store, list):
             raise TypeError(
                 "DaliStoreLoader serves one store; a mixture of stores (a list) is StoreLoader's"
@@ -114,6 +141,7 @@ class DaliStoreLoader(DaliLoaderBase):
         try:
             refuse_unserved_fields(source)
             super().__init__(batch_size, **kwargs)
+            self._fill = self._dali_streams(source, jpeg_decoder)
         except BaseException:
             source.close()
             raise
@@ -121,17 +149,34 @@ class DaliStoreLoader(DaliLoaderBase):
         self.info = self.source.info
         self.num_samples = self.info.layout.num_samples
         self.chunk_samples = self.info.layout.chunk_samples
-        self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2)
+        self._chunks = _ChunkCache(self.source, 2 * self.buffer_chunks + 2, self._fill)
         try:
             self._check_serves()
         except BaseException:
             source.close()
             raise
 
+    def _dali_streams(self, source: OpenedStore, decoder: str) -> bytes | None:
+        """The stream of a fill image when DALI decodes a ``jpeg`` image array, else None."""
+        if decoder not in JPEG_DECODERS:
+            raise ValueError(f"jpeg_decoder must be one of {JPEG_DECODERS}, got {decoder!r}")
+        codec = source.image.meta.codec
+        if codec is None or codec.name != "jpeg" or decoder == "reader":
+            return None
+        if decoder == "auto" and self._device_id is None:
+            return None  # no GPU: libjpeg-turbo in the reader, as fast as DALI's CPU decoder
+        s = source.layout.size
+        fill = np.full((1, s, s, 3), source.image.meta.fill_value, np.uint8)
+        fill[0, 0, 0, 0] ^= 1  # one value off the fill: an image with a stream
+        from precompute.format.codecs.jpeg import split_streams
+
+        data = codec.codec.encode(fill, codec.options, source.image.meta.fill_value)
+        return bytes(split_streams(data, 1)[0])
+
     def close(self) -> None:
         """Drop shard mappings and cached chunks (idempotent; the loader still reads after)."""
         self.source.close()
-        self._chunks = _ChunkCache(self.source, self._chunks.capacity)
+        self._chunks = _ChunkCache(self.source, self._chunks.capacity, self._fill)
 
     def _data_identity(self) -> dict[str, Any]:
         return store_identity(self.info.spec_hash)
@@ -146,16 +191,24 @@ class DaliStoreLoader(DaliLoaderBase):
         stored = self.info.layout.size
         size = self.augment.size or stored
         keep = not self.augment.crops and size == stored  # nothing to crop or resize
-        return self._graph_spec(None if keep else size, decode=False)
+        streams = self._fill is not None  # jpeg streams for DALI's decoder
+        return self._graph_spec(None if keep and not streams else size, decode=streams)
 
     def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
         variant = variant_for_epoch(self.seed, epoch, self.info.layout.variants)
         s = self.info.layout.size
-        images = np.empty((len(indices), s, s, 3), np.uint8)
         chunk_of, row = np.divmod(indices, self.chunk_samples)
-        for c in np.unique(chunk_of):  # chunk order does not matter: each is read whole
-            sel = chunk_of == c
-            images[sel] = self._chunks.get(int(c), variant)[row[sel]]
+        images: Any
+        if self._fill is not None:  # streams, in the batch's order
+            images = [
+                self._chunks.get(int(c), variant)[int(r)]
+                for c, r in zip(chunk_of, row, strict=True)
+            ]
+        else:
+            images = np.empty((len(indices), s, s, 3), np.uint8)
+            for c in np.unique(chunk_of):  # chunk order does not matter: each is read whole
+                sel = chunk_of == c
+                images[sel] = self._chunks.get(int(c), variant)[row[sel]]
         extent = self.source.extents[indices]
         extent = extent if extent.ndim == 2 else extent[:, variant]
         return Fetched(

@@ -22,10 +22,13 @@ looked up on local disk first and stored there after its GET, so a second epoch 
 (and is checked like a local store's). Requests run on the loader's read threads, so that many
 are in flight.
 
-Arrays whose codecs are not exactly what the fast path understands (compression, big endian,
-another index location) are read through zarr-python one whole chunk region at a time: correct,
-slower. A checksum mismatch raises :class:`~loaders.errors.CorruptChunkError` naming the array,
-shard file and chunk.
+A coded array (zstd, jpeg: :mod:`precompute.format.codecs`) is read the same way, each chunk
+as stored (its size from the index), its crc32c checked over those bytes on every read, then
+decoded on the read thread straight into the batch rows (:mod:`loaders.store.coded`); its
+chunks are read, never mapped. Arrays whose codecs are not what the fast path understands
+(another compressor, big endian, another index location) are read through zarr-python one
+whole chunk region at a time: correct, slower. A checksum mismatch raises
+:class:`~loaders.errors.CorruptChunkError` naming the array, shard file and chunk.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import numpy as np
 
 from loaders.errors import ChunkReadError, CorruptChunkError, UnsupportedArrayError
 from loaders.store.chunkcheck import ChunkChecker
+from loaders.store.coded import decode_flats, decode_runs, pack_runs
 from loaders.store.rawio import MapCache, Stamp
 from loaders.store.readcache import ReadCache
 from loaders.store.rows import (
@@ -119,8 +123,11 @@ class ShardedArrayReader:
         self.cache = cache if remote else None
         self.meta = self._load_meta()
         shared = (maps if maps is not None else MapCache()) if io == "mmap" else None
-        self._maps = None if remote else shared  # shard files; objects are fetched
-        self._entry_maps = shared if remote and self.cache is not None else None  # cache entries
+        coded = self.meta.codec is not None  # chunks of their own sizes: read, never mapped
+        self._maps = None if remote or coded else shared  # shard files; objects are fetched
+        self._entry_maps = (
+            shared if remote and self.cache is not None and not coded else None
+        )  # cache entries
         self._zarr: Any = None
         self._index = ShardIndexCache(self.meta, self.name, complete, self._tail)
         self._check = ChunkChecker(self.name, verify)
@@ -136,6 +143,9 @@ class ShardedArrayReader:
         self._hot: dict[tuple[int, ...], tuple[Stamp, np.ndarray]] = {}
         self._hot_drops = 0
         self._hot_lock = threading.Lock()
+        # batch reads copy JPEG streams into the rows undecoded, for a decoder on the device
+        # (loaders.transfer.devicedecode); set by the loader, never for other codecs
+        self.pack = False
 
     @property
     def fast(self) -> bool:
@@ -217,7 +227,9 @@ class ShardedArrayReader:
     def _read_flats(self, chunk: tuple[int, ...], flats: list[memoryview], path: str) -> None:
         """Read checked chunk ``chunk`` of shard file ``path`` over the byte views ``flats``."""
         try:
-            if self.fast:
+            if self.fast and self.meta.codec is not None:
+                self._read_coded(chunk, path, lambda data: decode_flats(self.meta, data, flats))
+            elif self.fast:
                 self._read_fast(chunk, flats, path)
             else:
                 self._current(chunk, path)  # complete: a missing file raises
@@ -257,6 +269,10 @@ class ShardedArrayReader:
         """
         path = self._file_of(chunk)
         rows = self.meta.chunk_shape[0]
+        if self.fast and self.meta.codec is not None:
+            into = pack_runs if self.pack else decode_runs
+            self._read_coded(chunk, path, lambda data: into(self.meta, data, runs))
+            return
         if not (self.fast and self._maps is not None):
             views, copies = run_parts(runs, rows, self._row_bytes)
             self._read_flats(chunk, views, path)
@@ -444,6 +460,77 @@ class ShardedArrayReader:
         if self.cache is not None:  # checked: worth keeping
             self.cache.put(self._cache_key(path, offset, nbytes), parts)
 
+    def read_stored(self, chunk: Sequence[int]) -> memoryview:
+        """The bytes of coded inner chunk ``chunk`` as stored, crc32c checked and cut off.
+
+        For a decoder elsewhere (DALI's): the chunk's codec says how to read them.
+
+        Raises:
+            CorruptChunkError: The chunk is missing, cut, or fails its crc32c.
+            ChunkReadError: Any other I/O failure.
+        """
+        chunk = tuple(int(c) for c in chunk)
+        path = self._file_of(chunk)
+        try:
+            data = self._stored(chunk, path)
+        except (ChunkReadError, ValueError):
+            raise
+        except Exception as exc:
+            raise ChunkReadError(self.name, path, chunk, _why(exc, path)) from exc
+        if data is None:
+            raise CorruptChunkError(self.name, path, chunk, "chunk is missing")
+        return data
+
+    def _read_coded(self, chunk: tuple[int, ...], path: str, decode: Any) -> None:
+        """Read coded chunk ``chunk`` as stored, check its crc32c, then ``decode(bytes)``.
+
+        A chunk never written (a generic array) decodes as the fill value.
+
+        Raises:
+            CorruptChunkError: Cut, a crc32c mismatch, or bytes that do not decode.
+            ChunkReadError: Any other I/O failure.
+        """
+        try:
+            data = self._stored(chunk, path)
+            if data is None:
+                fill = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
+                data = memoryview(
+                    self.meta.codec.codec.encode(
+                        fill, self.meta.codec.options, self.meta.fill_value
+                    )
+                )
+            decode(data)
+        except ValueError as exc:  # crc32c-sound bytes that do not decode: a writer's fault
+            raise CorruptChunkError(self.name, path, chunk, f"does not decode: {exc}") from None
+        except (ChunkReadError, ImportError):
+            raise
+        except Exception as exc:
+            raise ChunkReadError(self.name, path, chunk, _why(exc, path)) from exc
+
+    def _stored(self, chunk: tuple[int, ...], path: str) -> memoryview | None:
+        """The stored bytes of coded chunk ``chunk`` (crc32c checked and cut off); None: missing."""
+        stamp = self._current(chunk, path)
+        offset, nbytes = self._index.locate(chunk, path, stamp)
+        if offset == MISSING and nbytes == MISSING:
+            return None
+        buf = np.empty(nbytes, np.uint8)
+        cache = self.cache
+        entry = self._cache_key(path, offset, nbytes) if cache is not None else ""
+        found = cache.read_into(entry, [buf]) if cache is not None else None
+        if found is None or found[0] != nbytes or not _sound(buf):
+            if cache is not None and found is not None:
+                cache.discard(entry)
+            got = self._fetch(path, [buf], offset, nbytes, stamp)
+            if got != nbytes:
+                raise CorruptChunkError(
+                    self.name, path, chunk, f"truncated: {got} of {nbytes} bytes"
+                )
+            stored = int.from_bytes(buf[-_CRC:].tobytes(), "little")
+            self._fetched.check(chunk, path, [buf[:-_CRC]], stored, stamp)  # every read
+            if cache is not None:
+                cache.put(entry, [buf])
+        return memoryview(buf.data)[:-_CRC]
+
     def _fetch(
         self, path: str, parts: list[Any], offset: int, nbytes: int, stamp: Stamp | None
     ) -> int:
@@ -535,6 +622,13 @@ class ShardedArrayReader:
         out = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
         out[tuple(slice(0, r.stop - r.start) for r in region)] = self._zarr[region]
         return out
+
+
+def _sound(buf: np.ndarray) -> bool:
+    """Whether ``buf`` is bytes followed by their crc32c."""
+    from precompute.format.shardcodec import chunk_sound
+
+    return chunk_sound(buf.data)
 
 
 def _why(exc: BaseException, path: str) -> str:

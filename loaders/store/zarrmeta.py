@@ -1,9 +1,11 @@
 """Parse a Zarr v3 array's ``zarr.json`` and decide whether the raw-bytes fast path applies.
 
 The fast path understands exactly: one ``sharding_indexed`` codec with the index at the end,
-inner codecs ``[bytes(little), crc32c]``, index codecs ``[bytes(little), crc32c]``, a regular
-chunk grid, the default chunk key encoding and a fixed-size numeric dtype. Anything else is
-read through zarr-python.
+inner codecs ``[bytes(little), crc32c]`` (raw), or a nostall chunk codec before the crc32c
+(``[bytes, zstd, crc32c]``, ``[nostall.jpeg, crc32c]``: :mod:`precompute.format.codecs`,
+decoded by the reader), index codecs ``[bytes(little), crc32c]``, a regular chunk grid, the
+default chunk key encoding and a fixed-size numeric dtype. Anything else is read through
+zarr-python.
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ class ArrayMeta:
         shard_shape: Shape of one shard (the outer chunk grid).
         chunk_shape: Shape of one inner chunk (the read unit).
         separator: Chunk key separator (``/`` or ``.``).
-        fast: True when the raw-bytes fast path applies.
+        fast: True when the fast path applies (raw bytes, or a known chunk codec).
         reason: Why the fast path does not apply (empty when it does).
+        codec: The chunk codec of the inner chunks (a
+            :class:`~precompute.format.codecs.CodecSpec`); None: raw bytes.
     """
 
     shape: tuple[int, ...]
@@ -59,6 +63,7 @@ class ArrayMeta:
     separator: str
     fast: bool
     reason: str = ""
+    codec: Any = None
 
     @cached_property
     def chunks_per_shard(self) -> tuple[int, ...]:
@@ -101,7 +106,18 @@ def _is_crc(codec: Mapping[str, Any]) -> bool:
     return codec.get("name") == "crc32c"
 
 
-def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype) -> str:
+def _inner_codec(doc: Mapping[str, Any], itemsize: int) -> Any:
+    """The chunk codec of a sharded array's inner codecs before their crc32c, or None."""
+    from precompute.format.codecs import codec_from_meta
+
+    codecs = _codecs(doc.get("codecs"))
+    inner = _codecs(_map(codecs[0].get("configuration")).get("codecs")) if codecs else []
+    if len(inner) < 2 or not _is_crc(inner[-1]):
+        return None
+    return codec_from_meta(inner[:-1], itemsize)
+
+
+def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype, coded: bool = False) -> str:
     """Return why ``doc`` is not readable by the fast path, or '' when it is."""
     if doc.get("storage_transformers"):
         return "storage transformers are not supported"
@@ -112,7 +128,8 @@ def _fast_path_problem(doc: Mapping[str, Any], dtype: np.dtype) -> str:
     inner, index = _codecs(conf.get("codecs")), _codecs(conf.get("index_codecs"))
     if conf.get("index_location", "end") != "end":
         return "shard index is not at the end"
-    if len(inner) != 2 or not (_is_bytes(inner[0], dtype.itemsize) and _is_crc(inner[1])):
+    raw = len(inner) == 2 and _is_bytes(inner[0], dtype.itemsize) and _is_crc(inner[1])
+    if not (raw or coded):
         return f"inner codecs {[c.get('name') for c in inner]} are not [bytes(little), crc32c]"
     if len(index) != 2 or not (_is_bytes(index[0], 8) and _is_crc(index[1])):
         return f"index codecs {[c.get('name') for c in index]} are not [bytes(little), crc32c]"
@@ -183,7 +200,8 @@ def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
     sep = _map(key.get("configuration")).get("separator", "/")
     if sep not in ("/", "."):
         raise _bad(where, f"chunk key separator {sep!r} is not '/' or '.'")
-    problem = _fast_path_problem(doc, dtype)
+    codec = _inner_codec(doc, dtype.itemsize) if sharded else None
+    problem = _fast_path_problem(doc, dtype, codec is not None)
     if not problem and key.get("name") != "default":
         problem = f"chunk key encoding {key.get('name')!r} is not 'default'"
     try:
@@ -192,4 +210,4 @@ def parse_array_meta(doc: Mapping[str, Any], where: str = "array") -> ArrayMeta:
         raise _bad(where, f"fill value {doc.get('fill_value')!r}") from exc
     if np.ndim(fill) != 0:
         raise _bad(where, f"fill value {doc.get('fill_value')!r} is not a scalar")
-    return ArrayMeta(shape, dtype, fill, shard_shape, chunk_shape, sep, not problem, problem)
+    return ArrayMeta(shape, dtype, fill, shard_shape, chunk_shape, sep, not problem, problem, codec)

@@ -49,12 +49,19 @@ class ToDevice(Node[DeviceBatch]):
         source: Node yielding dicts of numpy arrays.
         device: Target device.
         slots: Batches in flight on CUDA + 1 (each holds its host arrays until reused).
+        decoders: On CUDA, arrays that reach the device by a decoder instead of a copy, by
+            name: ``decoder(host array, side stream) -> device tensor``
+            (:mod:`loaders.transfer.devicedecode`).
     """
 
     SLOTS = 3
 
     def __init__(
-        self, source: Node[dict[str, np.ndarray]], device: torch.device, slots: int = SLOTS
+        self,
+        source: Node[dict[str, np.ndarray]],
+        device: torch.device,
+        slots: int = SLOTS,
+        decoders: Mapping[str, Any] | None = None,
     ) -> None:
         if slots < 2:
             raise ValueError(f"slots must be >= 2 (one batch in flight, one served), got {slots}")
@@ -63,6 +70,7 @@ class ToDevice(Node[DeviceBatch]):
         self._stream = torch.cuda.Stream(self.device) if self._cuda else None
         self._slots = [_Slot() for _ in range(slots)] if self._cuda else []
         self._launched = 0
+        self._decoders = dict(decoders or {}) if self._cuda else {}
         self._ahead: tuple[DeviceBatch, dict[str, Any], Any] | BaseException | None = None
         self._state: dict[str, Any] = {}
 
@@ -111,6 +119,9 @@ class ToDevice(Node[DeviceBatch]):
         out = {}
         with torch.cuda.stream(self._stream):
             for key, value in batch.items():
+                if key in self._decoders:  # decoded on the device, on this stream
+                    out[key] = self._decoders[key](value, self._stream)
+                    continue
                 host = torch.from_numpy(value)
                 if not host.is_pinned():  # small arrays: stage them
                     host = slot.pinned(key, value)

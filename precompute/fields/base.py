@@ -93,6 +93,9 @@ class Kind(ABC):
             (:meth:`class_counts`) and stores the counts beside the store
             (``docs/FORMAT.md``, "Class counts"): for a field read chunk by chunk (a mask),
             which a loader cannot count when it opens the store.
+        codecs: The chunk codecs a field of this kind may be stored with besides raw
+            (:mod:`precompute.format.codecs`): lossless ``zstd`` for every kind; a lossy codec
+            only where the kind's values survive it (``jpeg``: images).
     """
 
     name: ClassVar[str]
@@ -115,6 +118,7 @@ class Kind(ABC):
     columns: ClassVar[ColumnClaim | None] = None  # Parquet columns it is inferred from
     suffixes: ClassVar[SuffixClaim | None] = None  # WebDataset members it is inferred from
     stores_class_counts: ClassVar[bool] = False  # the build stores class_counts of its values
+    codecs: ClassVar[tuple[str, ...]] = ("zstd",)  # chunk codecs it takes besides raw
 
     def normalize(self, field: str, given: Mapping[str, Any]) -> dict[str, Any]:
         """Return every option of ``field`` checked, defaults filled in.

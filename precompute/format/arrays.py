@@ -11,12 +11,13 @@ dtype from its kind's :meth:`~precompute.fields.Kind.storage`), each kind's comp
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from precompute.fields import FieldSpec, Storage
+from precompute.fields import FieldSpec, Storage, v1_fields
+from precompute.format.codecs import CodecSpec, array_codecs
 
 if TYPE_CHECKING:
     from precompute.format.layout import StoreLayout
@@ -39,6 +40,7 @@ class ArraySpec:
             (one plain chunk per shard, no sharding).
         dtype: Zarr data type name (``uint8``, ``int64``, ``float32``, ``string``, ...).
         fill: The value of a hole (and the array's Zarr fill value).
+        codec: The chunk codec of the array's inner chunks (None: raw, ``[bytes, crc32c]``).
     """
 
     name: str
@@ -47,6 +49,7 @@ class ArraySpec:
     chunk: tuple[int, ...]
     dtype: str
     fill: int | float | str
+    codec: CodecSpec | None = None
 
     @property
     def sharded(self) -> bool:
@@ -80,14 +83,31 @@ def _key(layout: StoreLayout) -> tuple[str, ArraySpec]:
 
 
 def store_arrays(
-    layout: StoreLayout, fields: tuple[FieldSpec, ...] = ()
+    layout: StoreLayout,
+    fields: tuple[FieldSpec, ...] = (),
+    codecs: Mapping[str, CodecSpec] | None = None,
 ) -> Mapping[str, ArraySpec]:
     """Every array of a store of ``layout``, by name, in writing order.
 
     Args:
         layout: The store's layout.
         fields: The store's fields (v2); empty for a v1 store.
+        codecs: The chunk codec of each coded field (the others are raw).
+
+    Raises:
+        SpecError: A codec for no field, or one the field's kind or storage refuses.
     """
+    arrays = _arrays(layout, fields)
+    if not codecs:
+        return arrays
+    named = fields or v1_fields()
+    shapes = {f.name: (arrays[f.name].shape[1:], arrays[f.name].dtype) for f in named}
+    coded = array_codecs(codecs, named, shapes)
+    return {k: replace(a, codec=coded.get(k)) for k, a in arrays.items()}
+
+
+def _arrays(layout: StoreLayout, fields: tuple[FieldSpec, ...]) -> dict[str, ArraySpec]:
+    """The raw arrays of a store of ``layout`` (:func:`store_arrays` without codecs)."""
     extent = Storage((4,), "int32", 0)
     if not fields:  # v1
         return dict(

@@ -19,6 +19,7 @@ from typing import Any
 from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
 from precompute.fields import FieldSpec, parse_fields_table, v1_fields
 from precompute.format.arrays import ArraySpec, store_arrays
+from precompute.format.codecs import CodecSpec
 from precompute.format.metajson import metadata_error, read_json
 from precompute.format.storecheck import check_array_meta
 from precompute.spec import BuildSpec
@@ -59,6 +60,8 @@ class StoreLayout:
         shard_samples: Samples per shard file.
         chunk_samples: Samples per inner chunk.
         fields: The named fields of a v2 store; empty for v1 (``image`` + ``label``).
+        codecs: ``(field, codec)`` pairs: the chunk codec of each coded field (the spec's
+            ``codecs``); every other array is raw.
     """
 
     num_samples: int
@@ -67,14 +70,28 @@ class StoreLayout:
     shard_samples: int
     chunk_samples: int
     fields: tuple[FieldSpec, ...] = ()
+    codecs: tuple[tuple[str, CodecSpec], ...] = ()
 
     @classmethod
     def from_spec(cls, spec: BuildSpec, num_samples: int) -> StoreLayout:
-        """Return the layout a build of ``spec`` over ``num_samples`` inputs writes."""
+        """Return the layout a build of ``spec`` over ``num_samples`` inputs writes.
+
+        Raises:
+            SpecError: A codec of the spec names no field of the layout, or one whose kind or
+                storage refuses it (checked here, before anything is written).
+        """
         fields: tuple[FieldSpec, ...] = tuple(getattr(spec, "fields", ()))
-        return cls(
-            num_samples, spec.size, spec.variants, spec.shard_samples, spec.chunk_samples, fields
+        layout = cls(
+            num_samples,
+            spec.size,
+            spec.variants,
+            spec.shard_samples,
+            spec.chunk_samples,
+            fields,
+            tuple(getattr(spec, "codecs", ())),
         )
+        layout.arrays  # noqa: B018  # the codecs checked against the fields now
+        return layout
 
     @property
     def version(self) -> int:
@@ -87,7 +104,7 @@ class StoreLayout:
 
         Computed once per layout (readers look arrays up per chunk); do not modify it.
         """
-        return store_arrays(self, self.fields)
+        return store_arrays(self, self.fields, dict(self.codecs))
 
     @property
     def image_shape(self) -> tuple[int, ...]:
@@ -228,9 +245,10 @@ def parse_layout(meta: Path | Location, attrs: Mapping[str, Any]) -> StoreLayout
 def _spec(meta: Path | Location, attrs: Mapping[str, Any], layout: StoreLayout) -> BuildSpec:
     try:
         spec = BuildSpec.from_dict(attrs.get("spec"))  # type: ignore[arg-type]
+        wanted = StoreLayout.from_spec(spec, layout.num_samples)
     except SpecError as exc:
         raise metadata_error(meta, f"{ATTR_KEY}.spec", str(exc)) from exc
-    if StoreLayout.from_spec(spec, layout.num_samples) != layout:
+    if replace(wanted, codecs=()) != layout:
         raise metadata_error(
             meta,
             f"{ATTR_KEY}.layout",
@@ -343,6 +361,8 @@ def open_store_info(path: str | Path | Location, *, require_complete: bool = Tru
     layout = parse_layout(meta, attrs)
     if attrs["version"] == 2:
         layout = replace(layout, fields=_fields(meta, attrs, layout.size))
+    spec = _spec(meta, attrs, layout)
+    layout = replace(layout, codecs=spec.codecs)  # the spec's codecs: each array's check
     for name in layout.arrays:  # each array's shape, dtype and chunking are the layout's
         try:  # one read of its zarr.json (one GET in object storage), not a stat first
             check_array_meta(root, layout, name)
@@ -363,7 +383,7 @@ def open_store_info(path: str | Path | Location, *, require_complete: bool = Tru
     return StoreInfo(
         path=root,
         layout=layout,
-        spec=_spec(meta, attrs, layout),
+        spec=spec,
         spec_hash=_text(meta, attrs, "spec_hash"),
         source_fingerprint=_text(meta, attrs, "source_fingerprint", ""),
         num_valid=num_valid,

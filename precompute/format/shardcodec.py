@@ -11,7 +11,9 @@ inner chunks of raw little-endian bytes + crc32c and the index (``N x (offset u6
 u64)`` little endian + crc32c) at the end of the file (``docs/FORMAT.md``). For those,
 :func:`encode_raw_shard` lays the shard out itself: the chunks in order from offset 0, a chunk
 past the end of the array marked missing (``2^64 - 1`` twice), a partial last chunk padded with
-the fill value, which is byte for byte the file zarr-python writes (a test compares them). It
+the fill value, which is byte for byte the file zarr-python writes (a test compares them). A
+coded array (:mod:`precompute.format.codecs`) has each inner chunk encoded by its codec before
+its crc32c, the bytes zarr-python's codec pipeline writes, at their own sizes in the index. It
 costs one crc32c pass and one sha256 pass over the shard's bytes, in place of zarr-python's
 per-chunk codec pipeline; the parts go to the store in one write (a ``writev`` locally, one
 PUT to an object store), and the marker's sha256 needs no second read.
@@ -105,6 +107,7 @@ def encode_raw_shard(
     fill: Any,
     shard: int,
     where: str = "shard",
+    codec: Any = None,
 ) -> tuple[list[memoryview | bytes], dict[str, Any]]:
     """Encode shard ``shard`` (rows ``values``) of an array: its bytes, in parts, and digest.
 
@@ -118,6 +121,8 @@ def encode_raw_shard(
         fill: The fill value of padding rows.
         shard: The shard index along axis 0.
         where: The shard's file or object, for messages.
+        codec: The array's chunk codec (a :class:`~precompute.format.codecs.CodecSpec`), or
+            None: raw chunks.
 
     Returns:
         The file's bytes as parts in order (views of ``values`` where no cast or padding was
@@ -145,10 +150,13 @@ def encode_raw_shard(
             padded = np.full((cs, *shape[1:]), fill, dtype=target)
             padded[: len(block)] = block
             block = padded
-        data = _chunk_bytes(block)
+        data: memoryview | bytes = (
+            _chunk_bytes(block) if codec is None else codec.codec.encode(block, codec.options, fill)
+        )
         parts += [data, _crc(data)]
-        index[j] = (offset, data.nbytes + CRC_BYTES)
-        offset += data.nbytes + CRC_BYTES
+        nbytes = len(memoryview(data).cast("B"))
+        index[j] = (offset, nbytes + CRC_BYTES)
+        offset += nbytes + CRC_BYTES
     table, table_crc = encode_index(index)
     parts += [table, table_crc]
     digest = hashlib.sha256()

@@ -5,9 +5,11 @@ shard file of every array exists (the writer writes empty chunks too), so a miss
 corruption, never zeros. Three checks, each naming the file:
 
 - :func:`check_array_meta`: an array's ``zarr.json`` says what the layout says (shape, data
-  type, shard and chunk shapes, the uncompressed ``[bytes, crc32c]`` codecs).
-- :func:`shard_file_problems`: every shard file exists, and a sharded array's file has the exact
-  size its index and fixed-size chunks give (a cut or a shard of another size is caught).
+  type, shard and chunk shapes, the inner codecs: ``[bytes, crc32c]``, or the array's chunk
+  codec before the crc32c, :mod:`precompute.format.codecs`).
+- :func:`shard_file_problems`: every shard file exists, and a raw sharded array's file has the
+  exact size its index and fixed-size chunks give (a cut or a shard of another size is
+  caught); a coded array's chunks have no fixed size, so its file is checked by its index.
 - :func:`file_digest`: size and sha256 of a whole file, recorded per shard in the shard markers
   at build time; ``precompute verify`` compares them (a whole shard swapped for another one is
   self-consistent chunk by chunk, so only this catches it).
@@ -76,7 +78,7 @@ def expected_shard_size(layout: StoreLayout, name: str, shard: int) -> int | Non
     index: 16 bytes per inner chunk of the whole shard grid, + crc32c.
     """
     a = layout.arrays[name]
-    if not a.sharded:
+    if not a.sharded or a.codec is not None:  # coded chunks: sizes known from the index only
         return None
     coords = (shard,) + (0,) * (len(a.shape) - 1)
     return sharded_file_size(a.shape, a.shard, a.chunk, a.itemsize, coords)
@@ -160,9 +162,17 @@ def _expect(meta: Any, doc: Mapping[str, Any], key: str, want: Any) -> None:
         raise metadata_error(meta, key, f"is {got!r}, the store layout says {want!r}")
 
 
-def _expect_codecs(meta: Any, codecs: Any, key: str) -> None:
+def _expect_codecs(
+    meta: Any, codecs: Any, key: str, want: list[dict[str, Any]] | None = None
+) -> None:
+    """``codecs`` are ``[bytes(little), crc32c]``, or ``want`` (a chunk codec's) + crc32c."""
     ok = isinstance(codecs, list) and all(isinstance(c, Mapping) for c in codecs)
     names = [c.get("name") for c in codecs] if ok else codecs
+    if want is not None:
+        chain = [*want, {"name": "crc32c"}]
+        if json.dumps(codecs, sort_keys=True) != json.dumps(chain, sort_keys=True):
+            raise metadata_error(meta, key, f"codecs {codecs!r} are not the store's {chain!r}")
+        return
     if names != ["bytes", "crc32c"]:
         raise metadata_error(meta, key, f"codecs {names!r} are not ['bytes', 'crc32c']")
     conf = codecs[0].get("configuration", {})
@@ -197,7 +207,9 @@ def check_array_meta(root: Path | Location, layout: StoreLayout, name: str) -> M
             raise metadata_error(meta, "codecs", "must hold only the sharding_indexed codec")
         _expect(meta, doc, f"{conf}.chunk_shape", list(chunk_shape))
         _expect(meta, doc, f"{conf}.index_location", "end")
-        _expect_codecs(meta, _get(meta, doc, f"{conf}.codecs"), f"{conf}.codecs")
+        a = layout.arrays[name]
+        want = None if a.codec is None else a.codec.codec.meta(a.codec.options, a.itemsize)
+        _expect_codecs(meta, _get(meta, doc, f"{conf}.codecs"), f"{conf}.codecs", want)
         _expect_codecs(meta, _get(meta, doc, f"{conf}.index_codecs"), f"{conf}.index_codecs")
     return doc
 

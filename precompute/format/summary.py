@@ -9,6 +9,7 @@ from precompute.arrays.bandstats import band_lines
 from precompute.errors import StoreMetadataError
 from precompute.format.classcounts import count_lines
 from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info, stop_reason
+from precompute.format.storecheck import sharded_file_size, store_sizes
 from precompute.notes import summary_lines
 from precompute.splits.record import read_splits, split_lines
 from precompute.storage.location import Location, location
@@ -47,6 +48,44 @@ def _image_lines(info: StoreInfo) -> list[str]:
         lines.append(
             f"field      {f.name}: {f.kind}, {shape} {st.dtype}" + (f", {opts}" if opts else "")
         )
+    return lines
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:.1f} KiB"
+
+
+def storage_lines(info: StoreInfo) -> list[str]:
+    """One line per field array: its codec, stored bytes per sample slot, ratio to raw.
+
+    The stored bytes are the array's files as listed (chunks, crc32c, shard index); raw is
+    what ``[bytes, crc32c]`` would store (:func:`~precompute.format.storecheck.sharded_file_size`).
+    """
+    lay = info.layout
+    try:
+        sizes = store_sizes(info.path)
+    except OSError:
+        return []
+    names = [f.name for f in info.fields if f.name in lay.arrays]
+    lines = []
+    for name in names:
+        a = lay.arrays[name]
+        prefix = str(info.path / name / "c")
+        stored = sum(n for path, n in sizes.items() if path.startswith(prefix))
+        raw = sum(
+            sharded_file_size(
+                a.shape, a.shard, a.chunk, a.itemsize, (k,) + (0,) * (len(a.shape) - 1)
+            )
+            for k in range(lay.num_shards)
+        )
+        n = max(lay.num_samples, 1)
+        codec = "raw" if a.codec is None else str(a.codec)
+        ratio = (
+            f", {raw / stored:.1f}x smaller than raw ({_kib(raw / n)})"
+            if a.codec and stored
+            else ""
+        )
+        lines.append(f"storage    {name}: {codec}, {_kib(stored / n)}/sample{ratio}")
     return lines
 
 
@@ -93,6 +132,7 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
         + (f", {unlisted} skipped while listing (no slot)" if listed else ""),
         *_image_lines(info),
         f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
+        *storage_lines(info),
         f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
         f"hash {info.spec_hash[:16]}",
         f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",

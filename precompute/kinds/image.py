@@ -40,6 +40,7 @@ class ImageKind(Kind):
     resample = augment = "bilinear"
     photometric = True
     mixup, cutmix = "blend", "paste"
+    codecs = ("zstd", "jpeg")  # pixels survive a lossy codec; masks, points, boxes do not
     extensions = tuple(sorted(IMAGE_EXTENSIONS))  # class folders and path,label manifests
     columns = ColumnClaim(("binary",), priority=10)  # any binary column a mask does not name
     suffixes = SuffixClaim((";".join(IMAGE_SUFFIXES),), priority=10)  # jpg;png: those present

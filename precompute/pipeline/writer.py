@@ -106,12 +106,16 @@ def _create_arrays(
             if a.sharded
             else dict(chunks=a.shard)  # key: one plain chunk per shard
         )
+        compressors: list[Any] = [Crc32cCodec()]  # the crc32c last: over the bytes as stored
+        if a.codec is not None:  # a chunk codec (precompute.format.codecs) before it
+            kw["serializer"], before = a.codec.codec.zarr(a.codec.options)
+            compressors = [*before, *compressors]
         group.create_array(
             name,
             shape=a.shape,
             dtype=str if a.dtype == "string" else a.dtype,
             fill_value=a.fill,
-            compressors=[Crc32cCodec()],
+            compressors=compressors,
             overwrite=True,
             **kw,
         )
@@ -262,7 +266,7 @@ def _encode(
         where = str(shard_file(root, layout, name, shard))
         return encode_raw_shard(
             values, shape=a.shape, shard_shape=a.shard, chunk_shape=a.chunk,
-            dtype=a.dtype, fill=a.fill, shard=shard, where=where,
+            dtype=a.dtype, fill=a.fill, shard=shard, where=where, codec=a.codec,
         )  # fmt: skip
     # key (variable-length strings) and variant-chunked arrays: zarr-python encodes the shard
     # into a memory store holding only the array's metadata

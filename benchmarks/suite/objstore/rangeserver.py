@@ -1,13 +1,15 @@
 """A read-only S3-compatible server of a local folder that sends at line rate.
 
-Run: ``python -m benchmarks.suite.objstore.rangeserver FOLDER PORT``; ``s3://BUCKET/KEY`` is
-served from ``FOLDER/BUCKET/KEY``. It answers what a reader of a store sends: ``GET`` (whole,
-``Range: bytes=a-b`` or ``bytes=-n``, ``If-Match``), ``HEAD`` and ``ListObjectsV2`` (one page), on
-kept-alive connections, one thread each; a body is read (``pread``) and goes out with one
-``sendall`` (``sendfile`` sent more slowly here). No authentication is checked.
-:mod:`benchmarks.suite.objstore` measures the loader's own CPU against it: moto, a Python server
-that builds each answer in memory, sends more slowly than a real object store, and a slow
-sender makes a reader wake up many more times per byte.
+Run: ``python -m benchmarks.suite.objstore.rangeserver FOLDER PORT [BYTES_PER_S]``;
+``s3://BUCKET/KEY`` is served from ``FOLDER/BUCKET/KEY``. With ``BYTES_PER_S`` every body goes
+out in 64 KiB pieces under one token bucket of that rate for the whole server (a link of that
+bandwidth: an HDD, NFS, a slow object store; :mod:`benchmarks.suite.codecs`). It answers what
+a reader of a store sends: ``GET`` (whole, ``Range: bytes=a-b`` or ``bytes=-n``, ``If-Match``),
+``HEAD`` and ``ListObjectsV2`` (one page), on kept-alive connections, one thread each; a body
+is read (``pread``) and goes out with one ``sendall`` (``sendfile`` sent more slowly here).
+No authentication is checked. :mod:`benchmarks.suite.objstore` measures the loader's own CPU
+against it: moto, a Python server that builds each answer in memory, sends more slowly than a
+real object store, and a slow sender makes a reader wake up many more times per byte.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import email.utils
 import os
 import sys
+import threading
+import time
 import urllib.parse
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,9 +32,30 @@ def _etag(st: os.stat_result) -> str:
     return f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"'
 
 
+_PIECE = 64 << 10  # bytes sent per token-bucket take
+
+
+class _Bucket:
+    """A token bucket of ``rate`` bytes/s shared by every connection (thread-safe)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self._next = rate, time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> None:
+        """Wait until ``n`` more bytes fit under the rate."""
+        with self._lock:
+            now = time.monotonic()
+            self._next = max(self._next, now) + n / self.rate
+            wait = self._next - now - n / self.rate
+        if wait > 0:
+            time.sleep(wait)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
     root: Path
+    limit: _Bucket | None = None
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: one line per request otherwise."""
@@ -96,7 +121,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return
         self.wfile.flush()
-        self.connection.sendall(os.pread(fd, stop - start, start))
+        body = os.pread(fd, stop - start, start)
+        if self.limit is None:
+            self.connection.sendall(body)
+            return
+        for at in range(0, len(body), _PIECE):
+            piece = body[at : at + _PIECE]
+            self.limit.take(len(piece))
+            self.connection.sendall(piece)
 
     def _list(self, bucket: Path, prefix: str) -> None:
         rows = []
@@ -122,8 +154,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> None:
     """Serve ``FOLDER`` on ``127.0.0.1:PORT`` until killed."""
-    folder, port = (argv if argv is not None else sys.argv[1:])[:2]
-    handler = type("Handler", (_Handler,), {"root": Path(folder)})
+    args = argv if argv is not None else sys.argv[1:]
+    folder, port = args[:2]
+    limit = _Bucket(float(args[2])) if len(args) > 2 else None
+    handler = type("Handler", (_Handler,), {"root": Path(folder), "limit": limit})
     ThreadingHTTPServer(("127.0.0.1", int(port)), handler).serve_forever()
 
 

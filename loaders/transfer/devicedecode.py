@@ -1,0 +1,92 @@
+"""JPEG fields decoded on the CUDA device, batched, by nvImageCodec.
+
+With a CUDA device, a streamed array stored with the ``jpeg`` codec is not decoded by the
+reader threads: each row of its host batch buffer holds the sample's JPEG stream
+(:func:`loaders.store.coded.pack_runs`: u32 length, then the stream), and :class:`NvJpeg`
+decodes the whole batch on the device in one call, where the host batch would have been
+copied (:class:`~loaders.transfer.device.ToDevice`'s ``decoders``), on its side stream.
+
+Why nvImageCodec: NVIDIA's maintained decoding library (DALI 2's decoders are built on it, and
+``nostall[dali]`` installs it), batched, using the GPU's hardware JPEG engine where one exists
+(A100, H100, H200: baseline streams with restart markers, as the ``jpeg`` codec writes) and its
+CUDA decoder elsewhere, with output on the device that torch takes without a copy; it serves
+any framework (the decoded batch is a torch tensor the JAX and TF bridges hand over as today).
+Without CUDA or nvImageCodec the reader threads decode on the CPU (libjpeg-turbo), the same
+pixels up to the IDCT's rounding (a GPU decoder may differ by a level or two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from loaders.store.coded import STREAM_HEAD
+
+__all__ = ["NvJpeg", "device_decoders", "unpack"]
+
+
+def unpack(rows: np.ndarray) -> list[memoryview]:
+    """The streams of packed rows (``(B, row bytes)`` uint8); empty for fill images.
+
+    Raises:
+        ValueError: A row's length does not fit in it (not a packed row).
+    """
+    out = []
+    for row in rows:
+        n = int.from_bytes(row[:STREAM_HEAD].tobytes(), "little")
+        if STREAM_HEAD + n > len(row):
+            raise ValueError(f"packed row claims a {n}-byte stream, it holds {len(row)} bytes")
+        out.append(memoryview(row[STREAM_HEAD : STREAM_HEAD + n]))
+    return out
+
+
+class NvJpeg:  # CUDA only: constructed by device_decoders on a CUDA device
+    """Decode packed JPEG rows into a ``(B, *shape)`` uint8 tensor on ``device``."""
+
+    def __init__(self, device: torch.device, shape: tuple[int, ...], fill: int) -> None:
+        from nvidia import nvimgcodec
+
+        self._nv, self.device, self.shape, self.fill = nvimgcodec, device, shape, fill
+        self._decoder = nvimgcodec.Decoder(device_id=device.index or 0)
+        spec = nvimgcodec.ColorSpec.SRGB if shape[-1] == 3 else nvimgcodec.ColorSpec.GRAY
+        self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False, color_spec=spec)
+
+    def __call__(self, host: np.ndarray, stream: Any) -> torch.Tensor:
+        """Decode the batch ``host`` (packed rows) on ``stream``; fill images stay ``fill``."""
+        streams = unpack(host.reshape(len(host), -1).view(np.uint8))
+        out = torch.full((len(host), *self.shape), self.fill, dtype=torch.uint8, device=self.device)
+        coded = [i for i, s in enumerate(streams) if len(s)]
+        images = self._decoder.decode(
+            [self._nv.CodeStream(bytes(streams[i])) for i in coded],
+            params=self._params,
+            cuda_stream=stream.cuda_stream,
+        )
+        for i, image in zip(coded, images, strict=True):
+            if image is None:
+                raise ValueError(f"sample {i} of the batch: nvImageCodec could not decode it")
+            out[i] = torch.as_tensor(image, device=self.device).reshape(self.shape)
+        return out
+
+
+def device_decoders(source: Any, device: torch.device) -> Mapping[str, NvJpeg]:
+    """A device decoder per streamed ``jpeg`` array of ``source`` when ``device`` is CUDA.
+
+    Each such array's reader is switched to packing streams (``reader.pack``). Empty without
+    CUDA or without nvImageCodec (the reader threads decode then).
+    """
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return {}
+    try:
+        import nvidia.nvimgcodec  # noqa: F401
+    except ImportError:
+        return {}
+    out = {}
+    for name, reader in source.streams.items():
+        codec = reader.meta.codec
+        if codec is not None and codec.name == "jpeg" and source.variant_axis.isdisjoint({name}):
+            reader.pack = True
+            out[name] = NvJpeg(device, source.row_shape(name), int(reader.meta.fill_value))
+    return out
