@@ -30,6 +30,7 @@ from loaders.batching.order import variant_for_epoch
 from loaders.batching.plan import EpochPlan
 from loaders.batching.prefetch import Prefetcher
 from loaders.batching.reader import BatchReader, stream_pools
+from loaders.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.contract import (
     ContractLoader,
     Mixup,
@@ -38,7 +39,6 @@ from loaders.contract import (
 )
 from loaders.errors import LoaderError
 from loaders.selection import Choice, SampleTable, Split
-from loaders.store.cacheref import Held, is_cache_ref, resolve_cache_ref
 from loaders.store.open_store import MAP_BYTES, OPEN_IO_MODES, OpenedStore, open_store
 from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache

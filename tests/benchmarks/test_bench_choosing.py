@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.suite import choosing, loader
+from benchmarks.suite.loader import bench as loader
+from benchmarks.suite.loader import choosing
 from tests.benchmarks.figures import assert_positive, figure_after
 
 

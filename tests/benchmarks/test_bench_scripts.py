@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.suite import augment, loader
+from benchmarks.suite import augment
+from benchmarks.suite.loader import bench as loader
 from tests.benchmarks.figures import assert_positive, figure_after
 
 

@@ -72,8 +72,8 @@ def test_the_kind_entry_points_are_the_builtin_kind_modules() -> None:
 
 
 def test_a_cache_reference_without_a_resolver_is_a_clear_error(monkeypatch) -> None:
+    from loaders import cacheref
     from loaders.errors import StoreOpenError
-    from loaders.store import cacheref
 
     # the distribution is installed with its resolver; take it away as a bare install would
     monkeypatch.setattr(cacheref, "entry_points", lambda group: [])

@@ -17,7 +17,7 @@ Run: ``.venv/bin/python -m benchmarks.suite.loader`` (``--help`` for sizes). Row
 4. Peak RSS of a loader process (a fresh one per setting, :func:`rss_epoch`) for two store
    sizes and two prefetch settings, above its RSS after open.
 5. Shuffle quality: mean class entropy per batch on a class-sorted store vs a full permutation.
-6. Choosing samples (:mod:`benchmarks.suite.choosing`): a subset, weighted sampling and a
+6. Choosing samples (:mod:`benchmarks.suite.loader.choosing`): a subset, weighted sampling and a
    mixture vs the plain loader on the same store (samples/s and CPU per sample, target >= 0.9),
    and what reading whole chunks approximates (read rows per sample, weighted draws' spread).
 
@@ -53,7 +53,7 @@ from benchmarks.image_data import (
 )
 from benchmarks.runner import Bench, Command, Line, Results, Row, Run, add_json_argument, ratio
 from benchmarks.runner.rows import Clock
-from benchmarks.suite.choosing import CHOOSING_LINES, approximation_notes, choosing_rows
+from benchmarks.suite.loader.choosing import CHOOSING_LINES, approximation_notes, choosing_rows
 from loaders import StoreLoader
 
 __all__ = ["main"]
@@ -221,7 +221,7 @@ def rss_rows(root: Path, args: argparse.Namespace) -> list[Command]:
             )
             argv = (str(store), str(args.batch), str(prefetch), io, str(map_mb << 20))
             show = ("total_mib", "anon_mib", "file_mib")
-            rows.append(Command(name, "benchmarks.suite.loader:rss_epoch", argv, show=show))
+            rows.append(Command(name, "benchmarks.suite.loader.bench:rss_epoch", argv, show=show))
     return rows
 
 

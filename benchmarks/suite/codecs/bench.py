@@ -180,7 +180,7 @@ def epochs(url: str, runs: int, env: dict[str, str] | None = None) -> dict[str, 
 
 
 def _child(url: str, runs: int, env: dict[str, str] | None = None) -> dict[str, float]:
-    code = "import json,sys; from benchmarks.suite.codecs import epochs; "
+    code = "import json,sys; from benchmarks.suite.codecs.bench import epochs; "
     code += "print(json.dumps(epochs(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]))))"
     done = subprocess.run(
         [sys.executable, "-c", code, url, str(runs), json.dumps(env or {})],

@@ -1,0 +1,1 @@
+"""``python -m benchmarks.suite.codecs``: bytes, decode speed and slow links (:mod:`.bench`)."""

@@ -1,0 +1,6 @@
+"""``python -m benchmarks.suite.codecs [--samples 512] ...`` (:mod:`.bench`)."""
+
+from benchmarks.suite.codecs.bench import main
+
+if __name__ == "__main__":
+    main()
