@@ -12,10 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from precompute.errors import PrecomputeError
+from precompute.format.layout import open_store_info
+from precompute.pipeline.check import source_root
 from precompute.storage.location import is_url
+from service.cache.catalog import CacheLayout
 from service.cache.store import Cache, StoreLease, StoreRef
+from service.errors import ServiceError
 
-__all__ = ["CACHE_ENV", "default_cache_root", "resolve"]
+__all__ = ["CACHE_ENV", "cached_stores", "default_cache_root", "resolve"]
 
 CACHE_ENV = "NOSTALL_CACHE"
 
@@ -26,6 +31,33 @@ def default_cache_root() -> Path | str:
     if env and is_url(env):
         return env
     return Path(env).expanduser() if env else Path.home() / ".cache" / "nostall"
+
+
+def cached_stores(src: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The stores the default cache holds for ``src``'s source root, each with its report.
+
+    What ``precompute build`` compares its learned classes with (the ``nostall.cached_stores``
+    entry point; :func:`precompute.pipeline.check.warn_class_shifts`). Read only: nothing is
+    created and no store is marked used. A cache root that does not exist holds none, and one in
+    object storage is not listed on every build (the cache's own builds compare it).
+    """
+    root = default_cache_root()
+    if isinstance(root, str):
+        return []
+    layout = CacheLayout(root)
+    catalog = layout.root / "catalog"
+    if not catalog.is_dir():
+        return []
+    want, found = source_root(src), []
+    for file in sorted(catalog.glob("*.json")):
+        try:
+            entry = layout.read_entry(file.stem)
+            if entry is None or source_root(entry.source) != want:
+                continue
+            found.append((str(entry.path), open_store_info(entry.path).report))
+        except (ServiceError, PrecomputeError, OSError):  # a broken entry or store: not compared
+            continue
+    return found
 
 
 def _as_ref(ref: StoreRef | Mapping[str, Any]) -> StoreRef:

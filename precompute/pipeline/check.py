@@ -34,6 +34,7 @@ effort: one that cannot be read is not compared.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +51,8 @@ from precompute.sources.fields import FieldSource
 from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.storage.location import Location, is_url
+
+log = logging.getLogger("precompute.pipeline.check")
 
 __all__ = [
     "CheckReport",
@@ -219,10 +222,31 @@ def _stores(out: Location) -> Iterator[tuple[Location, Mapping[str, Any]]]:
             yield where, attrs["report"]
 
 
+def _cached_stores(src: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The stores a cache holds for ``src``'s root: the ``nostall.cached_stores`` entry points.
+
+    ``service`` registers its default cache (``precompute`` imports nothing of it).
+
+    A finder that fails is left out with a debug line: the warning is advice, never a stop.
+    """
+    from importlib.metadata import entry_points
+
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    for point in entry_points(group="nostall.cached_stores"):
+        try:
+            found += [(str(w), r) for w, r in point.load()(src)]
+        except Exception as exc:  # a broken or missing plugin: no comparison, no stop
+            log.debug("cached stores of %s (%s): %s", src, point.value, exc)
+    return found
+
+
 def warn_class_shifts(
     src: str, classes: Mapping[str, Sequence[str]], fixed: bool, out: Location
 ) -> list[str]:
-    """Warn for each store at or beside ``out`` whose classes a build of ``src`` would shift.
+    """Warn for each store whose classes a build of ``src`` would shift.
+
+    The stores compared: ``out`` and those beside it, and those a cache holds for the same
+    source root (:func:`_cached_stores`: the default cache, ``$NOSTALL_CACHE``).
 
     ``classes``: the build's class names by field; ``fixed``: they come from the spec
     (``--classes``), which nothing is compared against. Returns the warnings given.
@@ -230,7 +254,10 @@ def warn_class_shifts(
     if fixed or not any(classes.values()):
         return []
     said = []
-    for where, report in _stores(out):
+    beside = list(_stores(out))
+    seen = {str(where) for where, _ in beside}
+    cached = [(w, r) for w, r in _cached_stores(src) if w not in seen]
+    for where, report in [*beside, *cached]:
         text = class_shift(src, classes, str(where), report)
         if text is not None:
             warnings.warn(text, ClassListWarning, stacklevel=2)

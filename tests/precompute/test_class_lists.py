@@ -286,6 +286,36 @@ def test_the_cache_warns_of_a_cached_store_of_the_same_root(
     assert "'frog' is 1 here and 2 there" in shifts[0]
 
 
+def test_a_build_warns_of_a_store_the_default_cache_holds_for_its_root(
+    splits: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``precompute build`` asks the default cache (``nostall.cached_stores``) too."""
+    from service import Cache
+
+    def sequential(request) -> None:
+        build(str(request.source), str(request.out), request.spec, progress=False,
+              runner="sequential")  # fmt: skip
+
+    train, val = splits
+    monkeypatch.setenv("NOSTALL_CACHE", str(tmp_path / "cache"))
+    cached = Cache(tmp_path / "cache", builder=sequential).get_or_build(train, {"size": 8})
+    elsewhere = tmp_path / "out" / "val.zarr"  # nothing beside it
+    elsewhere.parent.mkdir()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        build(str(val), str(elsewhere), BuildSpec(size=8), progress=False, runner="sequential")
+    shifts = [str(w.message) for w in said if issubclass(w.category, ClassListWarning)]
+    assert len(shifts) == 1 and str(cached) in shifts[0], shifts
+    assert "'frog' is 1 here and 2 there" in shifts[0]
+    monkeypatch.setenv("NOSTALL_CACHE", str(tmp_path / "no-cache"))  # none there: none said
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        build(str(val), str(tmp_path / "out" / "v2.zarr"), BuildSpec(size=8), progress=False,
+              runner="sequential")  # fmt: skip
+    assert not [w for w in said if issubclass(w.category, ClassListWarning)]
+    assert not (tmp_path / "no-cache").exists()  # asked, never made
+
+
 def test_multi_label_names_are_indexed_by_the_list(tmp_path: Path) -> None:
     rows = [["dog", "cat"], ["dog"], ["cat"]]
     lines = []
