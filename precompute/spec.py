@@ -257,13 +257,25 @@ class BuildSpec:
                 if isinstance(codec, CodecSpec)
                 else CodecSpec.from_dict(codec, f"codecs.{name}")
             )
-        if self.fields:  # fields inferred from the source are checked by the layout
-            shapes = {
-                f.name: (f.storage(self.size).shape, f.storage(self.size).dtype)
-                for f in self.fields
-            }
-            array_codecs(out, self.fields, shapes)
+        if self.fields and out:  # fields inferred from the source are checked by the layout
+            array_codecs(out, self.fields, self._coded_shapes(out))
         object.__setattr__(self, "codecs", tuple(sorted(out.items())))
+
+    def _coded_shapes(self, codecs: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """``(shape, dtype)`` of each coded field's sample, where the spec already decides it.
+
+        A field whose storage needs an option the build learns from the source (the most
+        boxes of a sample) is left out here; the layout checks it once learned.
+        """
+        shapes = {}
+        for f in self.fields:
+            if f.name in codecs:
+                try:
+                    storage = f.storage(self.size)
+                except SpecError:
+                    continue
+                shapes[f.name] = (storage.shape, storage.dtype)
+        return shapes
 
     def _check_columns(self) -> None:
         """``columns`` as sorted ``(field, column)`` pairs: field names, non-empty columns."""

@@ -283,7 +283,8 @@ def array_codecs(
         codecs: The build's choice, field name -> codec.
         fields: The store's fields (:class:`~precompute.fields.FieldSpec`; a v1 store's
             ``v1_fields``).
-        dtypes: Field name -> ``(shape, dtype)`` of one stored sample.
+        dtypes: Field name -> ``(shape, dtype)`` of one stored sample; a field left out
+            (its storage learned from the source later) is checked for its kind only.
 
     Raises:
         SpecError: A codec for no field of the store, or one the field's kind does not take
@@ -305,6 +306,9 @@ def array_codecs(
                 f"codecs.{name}: field {name!r} of kind {field.kind!r} cannot be stored as "
                 f"{spec.name!r}; kind {field.kind!r} takes {', '.join([RAW, *takes])}"
             )
+        if name not in dtypes:  # its storage is learned from the source: checked then
+            out[name] = spec
+            continue
         shape, dtype = dtypes[name]
         why = spec.codec.refuses(dtype, shape)
         if why:
