@@ -257,13 +257,26 @@ class BuildSpec:
                 if isinstance(codec, CodecSpec)
                 else CodecSpec.from_dict(codec, f"codecs.{name}")
             )
-        if self.fields:  # fields inferred from the source are checked by the layout
-            shapes = {
-                f.name: (f.storage(self.size).shape, f.storage(self.size).dtype)
-                for f in self.fields
-            }
-            array_codecs(out, self.fields, shapes)
+        if self.fields and out:  # fields inferred from the source are checked by the layout
+            array_codecs(out, self.fields, self._known_storage(out))
         object.__setattr__(self, "codecs", tuple(sorted(out.items())))
+
+    def _known_storage(self, codecs: Mapping[str, CodecSpec]) -> dict[str, Any]:
+        """``(shape, dtype)`` of each coded field whose storage is known now.
+
+        A field whose storage needs an option the build learns from the source (a box
+        field's ``max_boxes``) is left out: checked against its kind here, against its storage
+        by the layout once learned.
+        """
+        shapes = {}
+        for f in self.fields:
+            if f.name in codecs:
+                try:
+                    st = f.storage(self.size)
+                except SpecError:
+                    continue
+                shapes[f.name] = (st.shape, st.dtype)
+        return shapes
 
     def _check_columns(self) -> None:
         """``columns`` as sorted ``(field, column)`` pairs: field names, non-empty columns."""
