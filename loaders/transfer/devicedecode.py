@@ -31,6 +31,7 @@ __all__ = ["JPEG_DECODERS", "NvJpeg", "device_decoders", "jpeg_route", "unpack"]
 
 JPEG_DECODERS = ("auto", "device", "reader")  # StoreLoader's jpeg_decoder
 INSTALL = "pip install nvidia-nvimgcodec-cu12, or -cu13: the CUDA of your torch"
+NVJPEG = "pip install nvidia-nvjpeg-cu12, or nvidia-nvjpeg for CUDA 13"
 
 
 def unpack(rows: np.ndarray) -> list[memoryview]:
@@ -55,7 +56,11 @@ class NvJpeg:  # CUDA only: constructed by device_decoders on a CUDA device
         from nvidia import nvimgcodec
 
         self._nv, self.device, self.shape, self.fill = nvimgcodec, device, shape, fill
-        self._decoder = nvimgcodec.Decoder(device_id=device.index or 0)
+        # the device's decoders only: without nvJPEG, nvImageCodec would decode on the CPU
+        # (libjpeg-turbo) and copy, unseen; then decoding fails and says so instead
+        gpu = (nvimgcodec.HW_GPU_ONLY, nvimgcodec.GPU_ONLY, nvimgcodec.HYBRID_CPU_GPU)
+        backends = [nvimgcodec.Backend(kind) for kind in gpu]
+        self._decoder = nvimgcodec.Decoder(device_id=device.index or 0, backends=backends)
         spec = nvimgcodec.ColorSpec.SRGB if shape[-1] == 3 else nvimgcodec.ColorSpec.GRAY
         self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False, color_spec=spec)
 
@@ -71,7 +76,10 @@ class NvJpeg:  # CUDA only: constructed by device_decoders on a CUDA device
         )
         for i, image in zip(coded, images, strict=True):
             if image is None:
-                raise ValueError(f"sample {i} of the batch: nvImageCodec could not decode it")
+                raise ValueError(
+                    f"sample {i} of the batch: nvImageCodec's device decoders could not decode "
+                    f"it (is nvJPEG installed? {NVJPEG}; or jpeg_decoder='reader')"
+                )
             out[i] = torch.as_tensor(image, device=self.device).reshape(self.shape)
         return out
 
