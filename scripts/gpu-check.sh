@@ -91,6 +91,9 @@ install_wheels() {
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
     "$KIT"/wheels/*.whl
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  # nvJPEG's wheel puts libnvjpeg under nvidia/cu13/lib (CUDA 13) or nvidia/nvjpeg/lib (12):
+  # where nvImageCodec's dlopen finds it
+  export LD_LIBRARY_PATH="$site/nvidia/cu$CUDA/lib:$site/nvidia/nvjpeg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "gpu-check: carried wheels installed into $site"
 }
 
