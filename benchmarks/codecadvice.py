@@ -99,9 +99,9 @@ def measure_fields(plan: Any, count: int = SAMPLES) -> dict[str, Any]:
         st = f.storage(size)
         raw = int(np.prod(st.shape, dtype=np.int64)) * np.dtype(st.dtype).itemsize
         row: dict[str, Any] = {"field": f.name, "kind": f.kind, "raw_bytes": raw, "codecs": []}
-        if raw < SMALL or f.name not in values:
-            row["small"] = raw < SMALL
-        else:
+        if raw < SMALL:
+            row["small"] = True
+        elif f.name in values:
             tried = [TRIED.get(c, c) for c in f.spec.codecs]
             chunk = int(plan.spec.chunk_samples)
             row["codecs"] = [_try(c, values[f.name], chunk, st.fill) for c in tried]
@@ -171,8 +171,10 @@ def _kib(n: float) -> str:
 
 def _field_line(row: Mapping[str, Any], choice: str | None) -> str:
     head = f"  {row['field']} ({row['kind']}, {_kib(row['raw_bytes'])} raw): "
-    if row.get("small") or not row["codecs"]:
+    if row.get("small"):
         return head + "stays raw (too small a share of a sample to matter)"
+    if not row["codecs"]:
+        return head + "not measured (no sample of it could be read)"
     parts = []
     for c in row["codecs"]:
         if "refused" in c:
