@@ -9,6 +9,8 @@ chunk, over the wire or in the cache, is never served as pixels.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,15 +82,20 @@ def _stored_chunk_bytes(root: Path, name: str) -> list[int]:
     return sizes
 
 
-def test_batches_from_s3_hold_what_zarr_python_decodes(s3_coded: str, coded: Path) -> None:
+@pytest.mark.parametrize("window", [8, 2])  # 2: three windows, the next one fetched ahead
+def test_batches_from_s3_hold_what_zarr_python_decodes(
+    s3_coded: str, coded: Path, window: int
+) -> None:
     want = {n: np.asarray(zarr.open_array(coded / n)[:]) for n in ("image", "mask", "label")}
-    (epoch,) = _epochs(s3_coded)
+    (epoch,) = _epochs(s3_coded, buffer_chunks=window)
     served = np.concatenate([b["index"] for b in epoch])
     assert sorted(served.tolist()) == [i for i in range(N) if i != 5]
     for batch in epoch:
         for name, values in want.items():
             np.testing.assert_array_equal(batch[name], values[batch["index"]], err_msg=name)
-    assert_same_epochs(_epochs(s3_coded), _epochs(coded))  # the local store's batches
+    assert_same_epochs(
+        _epochs(s3_coded, 2, buffer_chunks=window), _epochs(coded, 2, buffer_chunks=window)
+    )
 
 
 @contextmanager
@@ -128,7 +135,8 @@ def test_coded_chunks_are_ranged_gets_of_their_stored_bytes_then_read_from_the_c
     assert_same_epochs(second, first)
 
 
-def test_a_damaged_coded_chunk_over_s3_is_a_checksum_error(s3_coded: str) -> None:
+@pytest.mark.parametrize("window", [8, 1])  # 1: every chunk but the first fetched ahead
+def test_a_damaged_coded_chunk_over_s3_is_a_checksum_error(s3_coded: str, window: int) -> None:
     shard = location(f"{s3_coded}/image/c/1/0/0/0")
     data = bytearray(shard.read_bytes())
     data[40] ^= 0x10  # inside shard 1's first chunk: its JPEG lengths or streams
@@ -138,7 +146,7 @@ def test_a_damaged_coded_chunk_over_s3_is_a_checksum_error(s3_coded: str) -> Non
         match=r"image: shard file s3://.*/image/c/1/0/0/0, chunk \(2, 0, 0, 0\): "
         r"crc32c checksum mismatch",
     ):
-        _epochs(s3_coded)
+        _epochs(s3_coded, buffer_chunks=window)
 
 
 def test_a_damaged_coded_chunk_never_enters_the_read_cache(s3_coded: str, tmp_path: Path) -> None:
@@ -171,3 +179,56 @@ def test_a_damaged_cache_entry_of_a_coded_chunk_is_fetched_again(
     assert_same_epochs(got, _epochs(coded))  # right pixels, never the damaged entries'
     assert len(gets) == 2 * (N // CHUNK)  # every damaged entry fetched again
     assert all(chunk_sound(p.read_bytes()) for p in (tmp_path / "cache").glob("??/*"))
+
+
+def test_the_next_windows_chunks_are_fetched_while_this_one_decodes(s3_coded: str) -> None:
+    loader = StoreLoader(s3_coded, 5, seed=2, buffer_chunks=2, prefetch=0, num_threads=2)
+    with _chunk_gets() as gets:
+        it = iter(loader)
+        next(it)  # the first window's two chunks read, the next window's fetch started
+        deadline = time.monotonic() + 10
+        while len([k for k, _ in gets if "/image/" in k]) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len([k for k, _ in gets if "/image/" in k]) == 4  # two windows, not one
+        rest = sum(1 for _ in it)
+    loader.close()
+    assert rest == (N - 1) // 5 - 1  # the epoch served every other batch (drop_last)
+    image = sorted(k for k, _ in gets if "/image/" in k)
+    assert len(image) == N // CHUNK == len(set(image)) * 2  # one GET per chunk: 3 shards x 2
+
+
+def test_a_fetch_cancelled_before_it_ran_is_fetched_by_the_read(s3_coded: str, coded: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from loaders.store.shardio import ShardedArrayReader
+
+    remote = ShardedArrayReader(f"{s3_coded}/image", complete=True)
+    local = ShardedArrayReader(coded / "image", complete=True)
+    gate = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    try:
+        pool.submit(gate.wait)  # the pool's one thread busy: the fetch waits in its queue
+        remote.fetch_ahead([(1, 0, 0, 0)], pool)
+        remote._ahead[(1, 0, 0, 0)][0].cancel()  # as drop_ahead does, racing a read
+        got = remote.read_chunk((1, 0, 0, 0))
+    finally:
+        gate.set()
+        pool.shutdown()
+    np.testing.assert_array_equal(got, local.read_chunk((1, 0, 0, 0)))
+    assert remote._ahead == {}
+
+
+def test_a_mixture_of_coded_stores_in_s3_fetches_each_stores_chunks_ahead(
+    bucket: str, coded: Path
+) -> None:
+    urls = [f"{bucket}/mix/{name}.zarr" for name in ("a", "b")]
+    for url in urls:
+        put_folder(coded, url)
+    kw = {"buffer_chunks": 2, "proportions": [0.5, 0.5]}
+    with _chunk_gets() as gets:
+        remote = _epochs(urls, 1, **kw)  # type: ignore[arg-type]
+    local = _epochs([coded, coded], 1, **kw)  # type: ignore[arg-type]
+    assert_same_epochs(remote, local)
+    for url in urls:  # each store's chunks once each, from its own objects
+        key = url.split("/", 3)[3]
+        assert len([k for k, _ in gets if k.startswith(f"{key}/image/c/")]) == N // CHUNK
