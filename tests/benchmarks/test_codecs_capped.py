@@ -69,3 +69,4 @@ def test_the_capped_run_reads_both_stores_behind_the_link(tmp_path: Path) -> Non
     raw_mb_s = float(re.search(r"^raw MB/s read .*: (\d+)", out, re.M).group(1))  # type: ignore[union-attr]
     assert raw_mb_s <= 1.2 * 20  # held to the cap (+ the bucket's 256 KiB burst, of 3 MB)
     assert re.search(r"^jpeg:90 / raw, samples/s: \d+\.\d+x \(goal >= 5x\)", out, re.M)
+    assert re.search(r"^jpeg:90 loader's busy cores: \d+\.\d+ of \d+ usable$", out, re.M)

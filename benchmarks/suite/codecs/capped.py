@@ -135,6 +135,16 @@ def _lines(sample_bytes: dict[str, float], cap: float) -> list[Any]:
     bound = cap / sample_bytes[raw]
     lines.append(Line("raw samples/s the cap allows:", lambda r: bound, "{:.0f}"))
     lines.append(ratio("jpeg:90 / raw, samples/s:", "jpeg:90", raw, note="(goal >= 5x)"))
+    cores = len(os.sched_getaffinity(0))
+
+    def busy(r: Any) -> float:  # cores the JPEG loader kept busy: samples/s x CPU s/sample
+        return float(r["jpeg:90"].median("rate") * r["jpeg:90"].median("cpu_ms") / 1e3)
+
+    def needed(r: Any) -> float:  # cores 5x the cap's raw rate takes at that CPU per sample
+        return float(5 * bound * r["jpeg:90"].median("cpu_ms") / 1e3)
+
+    lines.append(Line("jpeg:90 loader's busy cores:", busy, "{:.2f}", f"of {cores} usable"))
+    lines.append(Line("cores 5x raw takes at jpeg:90's CPU per sample:", needed, "{:.2f}"))
     lines.append(
         ratio(
             "jpeg:90 behind the cap / from local disk, samples/s:",
