@@ -258,23 +258,24 @@ class BuildSpec:
                 else CodecSpec.from_dict(codec, f"codecs.{name}")
             )
         if self.fields and out:  # fields inferred from the source are checked by the layout
-            array_codecs(out, self.fields, self._coded_shapes(out))
+            array_codecs(out, self.fields, self._known_storage(out))
         object.__setattr__(self, "codecs", tuple(sorted(out.items())))
 
-    def _coded_shapes(self, codecs: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-        """``(shape, dtype)`` of each coded field's sample, where the spec already decides it.
+    def _known_storage(self, codecs: Mapping[str, CodecSpec]) -> dict[str, Any]:
+        """``(shape, dtype)`` of each coded field whose storage is known now.
 
-        A field whose storage needs an option the build learns from the source (the most
-        boxes of a sample) is left out here; the layout checks it once learned.
+        A field whose storage needs an option the build learns from the source (a box
+        field's ``max_boxes``) is left out: checked against its kind here, against its storage
+        by the layout once learned.
         """
         shapes = {}
         for f in self.fields:
             if f.name in codecs:
                 try:
-                    storage = f.storage(self.size)
+                    st = f.storage(self.size)
                 except SpecError:
                     continue
-                shapes[f.name] = (storage.shape, storage.dtype)
+                shapes[f.name] = (st.shape, st.dtype)
         return shapes
 
     def _check_columns(self) -> None:
