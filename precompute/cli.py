@@ -121,6 +121,16 @@ def spec_from_options(
         raise UsageFailure(f"{where}{exc}") from exc
 
 
+def _size_flag(value: str | None) -> int | str | None:
+    """``--size S`` or ``--size WxH``, checked as the spec checks it (naming the flag)."""
+    if value is None:
+        return None
+    from precompute.checks import check_size
+
+    text = value.strip()
+    return check_size("--size", int(text) if text.isdigit() else text, 1, 8192, click.BadParameter)
+
+
 def _kind_options(command: Any) -> Any:
     """Add the flags every registered kind declares (``Kind.flags``) to ``command``."""
     for param, (kind, flag) in reversed(kind_flags().items()):
@@ -162,7 +172,11 @@ def cli() -> None:
 @_own_options_first
 @click.argument("src")
 @click.option("--out", "out", required=True, help="Output store folder or s3:// URL.")
-@click.option("--size", type=int, help="Stored side length S (default 224).")
+@click.option(
+    "--size",
+    callback=lambda ctx, param, value: _size_flag(value),
+    help="Stored side S, or a frame WIDTHxHEIGHT (e.g. 512x384); default 224.",
+)
 @click.option("--mode", help="letterbox | center-crop | squash (default center-crop).")
 @click.option("--seed", type=int, help="Seed of the sample order and augmentation.")
 @click.option("--shard-samples", type=int, help="Samples per shard file (default 256).")

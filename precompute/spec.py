@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
-from precompute.checks import check_integer
+from precompute.checks import Size, check_integer, check_size, size_hw
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, check_fields
 from precompute.format.codecs import CodecSpec, array_codecs
@@ -155,7 +155,9 @@ class BuildSpec:
     """Everything that decides the bytes of a store, and nothing else.
 
     Attributes:
-        size: Stored side length S; images are stored as S x S x 3 uint8.
+        size: Stored side length S (images are stored as S x S x 3 uint8), or a frame of
+            width W and height H, ``"WxH"`` (``--size 512x384``; given as that text or a
+            ``(W, H)`` pair, kept as the text; a square ``WxH`` is its side ``S``).
         mode: ``letterbox`` (fit inside, pad with ``fill``, record the valid extent),
             ``center-crop`` (resize the short side to S, crop the centre) or ``squash``.
         seed: Seed of the pre-shuffled sample order and of offline augmentation.
@@ -188,7 +190,7 @@ class BuildSpec:
             so a raw store keeps its hash.
     """
 
-    size: int = 224
+    size: Size = 224
     mode: str = "center-crop"
     seed: int = 0
     shard_samples: int = 256
@@ -206,7 +208,8 @@ class BuildSpec:
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._check_int("size", 1, 8192)  # 1: small spectral patches are stored as cut
+        # 1: small spectral patches are stored as cut
+        object.__setattr__(self, "size", check_size("size", self.size, 1, 8192, SpecError))
         self._check_int("seed", 0, 2**63 - 1)
         self._check_int("shard_samples", 1, 1 << 20)
         self._check_int("chunk_samples", 1, 1 << 20)
@@ -229,6 +232,11 @@ class BuildSpec:
             object.__setattr__(self, "augment", AugmentPolicy())
         if self.variants == 1 and self.augment is not None:
             raise SpecError("augment is only used with variants > 1; set variants or drop augment")
+        if self.variants > 1 and isinstance(self.size, str):
+            raise SpecError(
+                f"variants {self.variants} with size {self.size}: offline variants are square "
+                "crops; give one side S, or variants 1 (augment in the loader)"
+            )
         if self.extra:
             raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
         self._check_fields()
@@ -257,10 +265,11 @@ class BuildSpec:
                 if isinstance(codec, CodecSpec)
                 else CodecSpec.from_dict(codec, f"codecs.{name}")
             )
-        if self.fields:  # fields inferred from the source are checked by the layout
-            shapes = {
+        if self.fields and out:  # fields inferred from the source are checked by the layout
+            shapes = {  # the coded fields' only: another may wait for an option a build learns
                 f.name: (f.storage(self.size).shape, f.storage(self.size).dtype)
                 for f in self.fields
+                if f.name in out
             }
             array_codecs(out, self.fields, shapes)
         object.__setattr__(self, "codecs", tuple(sorted(out.items())))
@@ -294,6 +303,11 @@ class BuildSpec:
                 f"variants {self.variants} with fields: build-time augmentation moves images "
                 "only, so a store with fields is built with variants 1 (augment in the loader)"
             )
+
+    @property
+    def frame(self) -> tuple[int, int]:
+        """``(height, width)`` of the stored frame (``(S, S)`` for a side ``S``)."""
+        return size_hw(self.size)
 
     def _check_int(self, name: str, lo: int, hi: int) -> None:
         value = check_integer(name, getattr(self, name), lo, hi, SpecError)

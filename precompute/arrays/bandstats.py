@@ -26,9 +26,9 @@ def band_fields(fields: Iterable[Any]) -> list[str]:
     return [f.name for f in fields if f.augment == "array"]
 
 
-def _valid_pixels(arrays: Mapping[str, Any], n: int, size: int) -> np.ndarray:
-    """``(n, S, S)``: True inside the extent of each valid sample."""
-    mask = np.zeros((n, size, size), dtype=bool)
+def _valid_pixels(arrays: Mapping[str, Any], n: int, hw: tuple[int, int]) -> np.ndarray:
+    """``(n, H, W)``: True inside the extent of each valid sample."""
+    mask = np.zeros((n, *hw), dtype=bool)
     valid = np.asarray(arrays.get("valid", np.ones(n)), dtype=bool)
     extent = np.asarray(arrays["extent"])
     for j in np.flatnonzero(valid):
@@ -42,7 +42,7 @@ def shard_band_stats(fields: Iterable[Any], arrays: Mapping[str, Any]) -> dict[s
     out: dict[str, Any] = {}
     for name in band_fields(fields):
         values = np.asarray(arrays[name])
-        mask = _valid_pixels(arrays, values.shape[0], values.shape[1])
+        mask = _valid_pixels(arrays, values.shape[0], values.shape[1:3])
         out[name] = partial(values, mask).to_dict()
     return out
 

@@ -19,6 +19,7 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 
+from precompute.checks import Size, size_hw
 from precompute.errors import DecodeError, InputError
 from precompute.fields.geometry import Placement, check_frame, place_field, placement
 from precompute.fields.registry import add_entry, entry_for
@@ -144,7 +145,7 @@ def assemble(
     item: FieldItem,
     fields: Sequence[FieldSpec],
     read: Reader,
-    size: int,
+    size: Size,
     mode: str,
     max_pixels: int,
     opener: Opener | None = None,
@@ -160,7 +161,7 @@ def assemble(
         item: The item (from :mod:`precompute.sources.fields`).
         fields: The store's fields (their kinds decide everything below).
         read: ``read(item, field) -> bytes`` (e.g. ``FieldSource.read_bytes``).
-        size: The stored side S.
+        size: The stored frame: side S, or ``WxH``.
         mode: The build's ``mode`` (``squash``, ``center-crop``, ``letterbox``).
         max_pixels: The decompression-bomb guard of every image-like file.
         opener: ``opener(item, field) -> binary stream`` of a file field, for decoders that
@@ -183,7 +184,7 @@ def assemble(
         companions.update(extra)
     frame = frame_field(fields)
     if frame is None:  # no spatial field: nothing to place
-        return {**values, **companions}, (0, 0, size, size)
+        return {**values, **companions}, (0, 0, *size_hw(size))
     h, w = values[frame.name].shape[:2]
     for f in fields:
         if f.spatial and f.spec.source == "file":
@@ -199,7 +200,7 @@ def assemble(
 
 
 def moved_companions(
-    fields: Sequence[FieldSpec], placed: Mapping[str, Any], size: int
+    fields: Sequence[FieldSpec], placed: Mapping[str, Any], size: Size
 ) -> dict[str, np.ndarray]:
     """The companions each kind computes from its placed value (``Kind.moved_companions``)."""
     out = {}

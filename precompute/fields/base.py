@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from precompute.checks import Size
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.options import REQUIRED, ColumnClaim, Flag, Option, SuffixClaim
 
@@ -157,7 +158,7 @@ class Kind(ABC):
         return None
 
     @abstractmethod
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """Return the storage of one sample in a store of side ``size``."""
 
     def rules(self, opts: Mapping[str, Any]) -> tuple[bool, str, str]:
@@ -168,7 +169,7 @@ class Kind(ABC):
         """
         return self.spatial, self.resample, self.augment
 
-    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+    def companions(self, opts: Mapping[str, Any], size: Size) -> Mapping[str, Storage]:
         """Per-sample arrays stored beside the field, as ``FIELD.WHAT`` (default: none).
 
         E.g. an audio field's ``length``: ``{"length": Storage((), "int32", 0)}``.

@@ -35,6 +35,7 @@ from precompute.audio.features import (
 )
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.audio.windows import decode_window
+from precompute.checks import Size
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.assemble import DECODE, FileInput, register_decoder
 from precompute.fields.base import Kind, Storage
@@ -146,7 +147,11 @@ class AudioKind(Kind):
             "hop_seconds": Flag(
                 "hop_seconds", "Audio, --clips all: window hop (default T).", float
             ),
-            "channels": Flag("channels", "Audio: mono (default) | N channels."),
+            "channels": Flag(
+                "channels",
+                "Images: 3 (default) | 1 (grey); audio: mono (default) | N.",
+                shared=True,
+            ),
             "features": Flag(
                 "representation", "Audio: waveform (int16, default) | logmel (float16)."
             ),
@@ -191,7 +196,7 @@ class AudioKind(Kind):
         why = "a log-mel option, without effect on a waveform: add --features logmel or drop it"
         return dict.fromkeys(LOGMEL_OPTIONS, why)
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """int16 ``(C?, L)`` or float16 ``(C?, n_mels, frames)``; holes zero."""
         length = clip_frames(opts)
         if opts["representation"] == "waveform":
@@ -203,7 +208,7 @@ class AudioKind(Kind):
         """int16 waveforms as floats in [-1, 1), as ``AudioAugment`` makes them; log-mels cast."""
         return 1.0 / INT16_SCALE
 
-    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+    def companions(self, opts: Mapping[str, Any], size: Size) -> Mapping[str, Storage]:
         """``length``, ``start`` and ``truncated`` of each sample.
 
         ``length``: valid samples (waveform) or frames (log-mel); ``start``: source seconds of

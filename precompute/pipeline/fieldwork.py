@@ -146,7 +146,8 @@ def _variants(spec: BuildSpec, slot: int) -> Any:
     """The variant draws of store slot ``slot`` (None: one placement by ``mode``)."""
     if spec.variants == 1:
         return None
-    return variant_draws(spec.seed, slot, spec.variants, spec.size, spec.augment or AugmentPolicy())
+    side = spec.frame[0]  # variants are square (the spec refuses them with a WxH size)
+    return variant_draws(spec.seed, slot, spec.variants, side, spec.augment or AugmentPolicy())
 
 
 def run_field_samples(
