@@ -19,7 +19,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -59,6 +59,8 @@ from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.splits.build import record_source_splits
 from precompute.storage.location import location
+from precompute.transforms.given import task_env, with_transform
+from precompute.transforms.spec import TransformSpec
 
 __all__ = ["RUNNERS", "build", "check", "store_bytes"]
 
@@ -102,8 +104,12 @@ def _task_cpus(num_tasks: int) -> int:
     return max(1, min(task_shape(num_tasks, total)[1], biggest))
 
 
-def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[str, Any]]:
+def _run_shards(
+    job: ShardJob, tasks: list[ShardTask], bar: Any, env: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Run ``tasks`` on Ray Data; return their results, stopping at the first ``raise`` error.
+
+    ``env``: the tasks' ``runtime_env`` (a transform's modules: :mod:`.transforms.onray`).
 
     Raises:
         DecodeError: A bad input under ``on_error: raise``.
@@ -120,7 +126,9 @@ def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[st
     try:
         with warnings.catch_warnings():  # Ray 2.60 deprecates remote args given as kwargs,
             warnings.simplefilter("ignore", DeprecationWarning)  # but names no max_retries
-            mapped = ds.map(_shard_fn(job, cpus), num_cpus=cpus, max_retries=_TASK_RETRIES)
+            mapped = ds.map(
+                _shard_fn(job, cpus), num_cpus=cpus, max_retries=_TASK_RETRIES, runtime_env=env
+            )
         for name, value in _DATA_CONTEXT.items():  # this dataset's own copy of the context
             setattr(mapped.context, name, value)
         for row in mapped.iter_rows():
@@ -156,6 +164,9 @@ def build(
     runner: str = "auto",
     summary: bool | None = None,
     replace: bool = False,
+    transform: Callable[..., Any] | str | TransformSpec | None = None,
+    transform_args: Mapping[str, Any] | None = None,
+    transform_at: str | None = None,
 ) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
@@ -181,6 +192,12 @@ def build(
         replace: Replace a nostall store of another spec or source at ``out`` instead of
             refusing it (:mod:`precompute.pipeline.replace`: a store only, never another
             folder).
+        transform: The user's transform of each sample (``docs/transforms.md``): a function
+            of a module (``fn(sample, key, **transform_args) -> sample``), its
+            ``pkg.module:function`` name or a :class:`TransformSpec`; the spec's
+            ``transform`` set to it (part of the spec hash, with its code's fingerprint).
+        transform_args: Its keyword arguments (JSON values).
+        transform_at: ``stored`` (default: after the resize) or ``decoded`` (before it).
 
     Returns:
         The store's final ``nostall`` attributes, including ``report``.
@@ -203,6 +220,7 @@ def build(
     from tqdm import tqdm
 
     named = _check_runner(runner, ray_address)
+    spec = with_transform(spec, transform, transform_args, transform_at)
     say = progress if summary is None else summary
     t0 = time.perf_counter()
     check_output(out, src)
@@ -253,11 +271,12 @@ def build(
                 ) as bar:
                     if ray is not None and ray.probe:  # every node writes --out, reads SRC
                         check_shared_paths([str(root), source.root])
+                    env = task_env(spec.transform, ray)  # every node imports it, before any shard
                     t1 = time.perf_counter()
                     if ray is None:
                         results = run_in_process(job, tasks, bar, choice.cpus)
                     else:
-                        results = _run_shards(job, tasks, bar)
+                        results = _run_shards(job, tasks, bar, env)
                     t2 = time.perf_counter()
             except Exception as exc:  # inspect, verify and a loader say why the store is partial
                 record_stop(root, exc)
@@ -355,5 +374,5 @@ def check(
             if ray is None:
                 results = run_in_process(job, tasks, bar, choice.cpus)
             else:
-                results = _run_shards(job, tasks, bar)
+                results = _run_shards(job, tasks, bar, task_env(resolved.transform, ray))
     return check_report(src, source, results)

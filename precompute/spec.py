@@ -25,6 +25,7 @@ from precompute.policy import show as _show
 from precompute.sources.inputs import DEFAULT_MAX_BYTES
 from precompute.sources.listing import ON_ERROR
 from precompute.sources.manifests import MAX_LABEL
+from precompute.transforms.spec import TransformSpec
 
 __all__ = ["MAX_CLASSES", "MODES", "AugmentPolicy", "BuildSpec", "check_classes"]
 
@@ -40,6 +41,7 @@ _LATE_DEFAULTS: dict[str, Any] = {
     "columns": {},
     "classes": [],
     "codecs": {},
+    "transform": None,
 }
 MAX_CLASSES = MAX_LABEL + 1  # every class index a label may hold
 _COLUMN_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)  # a field name (FieldSpec's rule)
@@ -188,6 +190,10 @@ class BuildSpec:
             :class:`~precompute.format.codecs.CodecSpec`, its dict or its text (``jpeg:90``);
             ``raw`` or None leaves the field out. Part of :meth:`to_dict` only when not empty,
             so a raw store keeps its hash.
+        transform: The user's transform (``--transform pkg.module:function``,
+            ``docs/transforms.md``): its name, arguments, where it runs and the fingerprint
+            of its code (:class:`~precompute.transforms.spec.TransformSpec`; given as one, its
+            dict or its ``pkg.module:function`` text). Part of :meth:`to_dict` only when set.
     """
 
     size: Size = 224
@@ -205,6 +211,7 @@ class BuildSpec:
     columns: tuple[tuple[str, str], ...] = ()
     classes: tuple[str, ...] = ()
     codecs: tuple[tuple[str, CodecSpec], ...] = ()
+    transform: TransformSpec | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -243,6 +250,21 @@ class BuildSpec:
         self._check_columns()
         object.__setattr__(self, "classes", check_classes(self.classes))
         self._check_codecs()
+        self._check_transform()
+
+    def _check_transform(self) -> None:
+        """``transform`` as a :class:`TransformSpec` (parsed from its dict or name)."""
+        given = self.transform
+        if given is None or isinstance(given, TransformSpec):
+            value = given
+        else:
+            value = TransformSpec.from_dict(given)
+        if value is not None and value.at == "stored" and self.variants > 1:
+            raise SpecError(
+                f"a transform at 'stored' with variants {self.variants}: run it at 'decoded' "
+                "(once, before the variants are drawn)"
+            )
+        object.__setattr__(self, "transform", value)
 
     def _check_codecs(self) -> None:
         """``codecs`` as sorted ``(field, CodecSpec)`` pairs; against the fields when given."""
@@ -326,6 +348,7 @@ class BuildSpec:
         out["columns"] = dict(self.columns)
         out["classes"] = list(self.classes)
         out["codecs"] = {name: codec.to_dict() for name, codec in self.codecs}
+        out["transform"] = self.transform.to_dict() if self.transform else None
         return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod

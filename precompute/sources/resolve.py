@@ -245,6 +245,8 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
     """
     text = functools.cache(lambda: manifest_text(src))  # read once (or by the CLI), if asked
     columns = dict(spec.columns)
+    if spec.transform is not None:  # its code as it is now, never a stale fingerprint
+        spec = dataclasses.replace(spec, transform=spec.transform.current())
     fields = spec.fields or infer_fields(src, fill=spec.fill, text=text(), columns=columns)
     if not fields:  # class folders or path,label: image + label, a v1 store
         listed = ClassSource.of(list_source(src, spec.on_error, text()))
