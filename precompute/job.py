@@ -59,7 +59,7 @@ from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.splits.build import record_source_splits
 from precompute.storage.location import location
-from precompute.transforms.given import task_env, with_transform
+from precompute.transforms.given import check_nodes, job_env, with_transform
 from precompute.transforms.spec import TransformSpec
 
 __all__ = ["RUNNERS", "build", "check", "store_bytes"]
@@ -104,12 +104,8 @@ def _task_cpus(num_tasks: int) -> int:
     return max(1, min(task_shape(num_tasks, total)[1], biggest))
 
 
-def _run_shards(
-    job: ShardJob, tasks: list[ShardTask], bar: Any, env: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
+def _run_shards(job: ShardJob, tasks: list[ShardTask], bar: Any) -> list[dict[str, Any]]:
     """Run ``tasks`` on Ray Data; return their results, stopping at the first ``raise`` error.
-
-    ``env``: the tasks' ``runtime_env`` (a transform's modules: :mod:`.transforms.onray`).
 
     Raises:
         DecodeError: A bad input under ``on_error: raise``.
@@ -126,9 +122,7 @@ def _run_shards(
     try:
         with warnings.catch_warnings():  # Ray 2.60 deprecates remote args given as kwargs,
             warnings.simplefilter("ignore", DeprecationWarning)  # but names no max_retries
-            mapped = ds.map(
-                _shard_fn(job, cpus), num_cpus=cpus, max_retries=_TASK_RETRIES, runtime_env=env
-            )
+            mapped = ds.map(_shard_fn(job, cpus), num_cpus=cpus, max_retries=_TASK_RETRIES)
         for name, value in _DATA_CONTEXT.items():  # this dataset's own copy of the context
             setattr(mapped.context, name, value)
         for row in mapped.iter_rows():
@@ -221,6 +215,7 @@ def build(
 
     named = _check_runner(runner, ray_address)
     spec = with_transform(spec, transform, transform_args, transform_at)
+    env = job_env(spec.transform)  # a joined Ray's job gets the transform's modules
     say = progress if summary is None else summary
     t0 = time.perf_counter()
     check_output(out, src)
@@ -231,7 +226,11 @@ def build(
     ray_first = runner == "ray" or (runner == "auto" and named is not None)
     listed = in_background(list_source, src, spec, content_hash, ray_first and not complete)
     with ExitStack() as ray_stack:
-        ray = open_build_ray(ray_stack, ray_address, listed) if ray_first and not complete else None
+        ray = (
+            open_build_ray(ray_stack, ray_address, listed, env)
+            if ray_first and not complete
+            else None
+        )
         source, spec, fp = listed.result()
         warn_class_shifts(src, dict(source.classes), bool(spec.classes), root)  # docs/manifests.md
         layout = StoreLayout.from_spec(spec, len(source.items))
@@ -260,7 +259,7 @@ def build(
                 tasks = plan_tasks(source, layout, spec.seed, todo)
                 choice = _choice(runner, named, job, tasks)
                 if choice.runner == "ray":
-                    ray = ray or open_build_ray(ray_stack, ray_address)
+                    ray = ray or open_build_ray(ray_stack, ray_address, runtime_env=env)
                 with tqdm(
                     total=layout.num_shards,
                     initial=len(finished),
@@ -271,12 +270,12 @@ def build(
                 ) as bar:
                     if ray is not None and ray.probe:  # every node writes --out, reads SRC
                         check_shared_paths([str(root), source.root])
-                    env = task_env(spec.transform, ray)  # every node imports it, before any shard
+                    check_nodes(spec.transform, ray, env)  # every node imports it, first
                     t1 = time.perf_counter()
                     if ray is None:
                         results = run_in_process(job, tasks, bar, choice.cpus)
                     else:
-                        results = _run_shards(job, tasks, bar, env)
+                        results = _run_shards(job, tasks, bar)
                     t2 = time.perf_counter()
             except Exception as exc:  # inspect, verify and a loader say why the store is partial
                 record_stop(root, exc)
@@ -358,12 +357,13 @@ def check(
     ray_first = runner == "ray" or (runner == "auto" and named is not None)
     listed = in_background(list_source, src, lenient(spec), False, ray_first)
     with ExitStack() as ray_stack:
-        ray = open_build_ray(ray_stack, ray_address, listed) if ray_first else None
+        env = job_env(spec.transform)
+        ray = open_build_ray(ray_stack, ray_address, listed, env) if ray_first else None
         source, resolved, _ = listed.result()
         job, tasks = check_tasks(src, source, resolved)
         choice = _choice(runner, named, job, tasks)
         if choice.runner == "ray":
-            ray = ray or open_build_ray(ray_stack, ray_address)
+            ray = ray or open_build_ray(ray_stack, ray_address, runtime_env=env)
         with tqdm(
             total=len(tasks),
             unit="shard",
@@ -374,5 +374,6 @@ def check(
             if ray is None:
                 results = run_in_process(job, tasks, bar, choice.cpus)
             else:
-                results = _run_shards(job, tasks, bar, task_env(resolved.transform, ray))
+                check_nodes(resolved.transform, ray, env)
+                results = _run_shards(job, tasks, bar)
     return check_report(src, source, results)

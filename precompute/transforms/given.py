@@ -1,9 +1,9 @@
 """A transform given to a build: set in its spec, and its tasks' ``runtime_env`` on Ray.
 
 :func:`with_transform` is ``build(..., transform=fn)``'s: the spec's ``transform`` set from a
-function, its name or a :class:`~precompute.transforms.spec.TransformSpec`. :func:`task_env`
-is what the build asks once Ray is open: the ``runtime_env`` of its shard tasks
-(:mod:`precompute.transforms.onray`, which imports Ray, is imported only then).
+function, its name or a :class:`~precompute.transforms.spec.TransformSpec`. :func:`job_env` is
+the ``runtime_env`` a joined Ray's job gets, :func:`check_nodes` what the build asks once Ray
+is open (:mod:`precompute.transforms.onray`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from precompute.errors import SpecError
 from precompute.spec import BuildSpec
 from precompute.transforms.spec import TransformSpec
 
-__all__ = ["task_env", "with_transform"]
+__all__ = ["check_nodes", "job_env", "with_transform"]
 
 
 def with_transform(
@@ -44,17 +44,24 @@ def with_transform(
     return dataclasses.replace(spec, transform=given)
 
 
-def task_env(transform: TransformSpec | None, ray: Any) -> dict[str, Any] | None:
-    """The shard tasks' ``runtime_env`` for ``transform`` on the build's Ray session ``ray``.
-
-    None without a transform or without Ray (in process). Every node is checked first
-    (:func:`precompute.transforms.onray.task_env`).
-
-    Raises:
-        ClusterError: A node cannot import the transform, or imports other code.
-    """
-    if ray is None or transform is None:
+def job_env(transform: TransformSpec | None) -> dict[str, Any] | None:
+    """The ``runtime_env`` a joined Ray's job gets for ``transform`` (None: none needed)."""
+    if transform is None:
         return None
     from precompute.transforms import onray
 
-    return onray.task_env(transform, own_local=ray.local is not None)
+    return onray.job_env(transform)
+
+
+def check_nodes(transform: TransformSpec | None, ray: Any, env: dict[str, Any] | None) -> None:
+    """Check every node of the build's Ray session ``ray`` imports ``transform`` (Ray only).
+
+    Raises:
+        ClusterError: A node cannot import it, or imports other code
+            (:func:`precompute.transforms.onray.check_nodes`).
+    """
+    if ray is None or transform is None:
+        return
+    from precompute.transforms import onray
+
+    onray.check_nodes(transform, env, own_local=ray.local is not None)

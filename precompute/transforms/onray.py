@@ -1,21 +1,19 @@
 """A transform on a Ray build: its code brought to the workers, checked on every node first.
 
 A shard task imports the transform by name (:func:`precompute.transforms.apply.loaded`), so
-every node must be able to import the same code. Before any shard runs, :func:`task_env`
-runs one tiny task pinned to each alive node that imports the transform and compares its
-fingerprint with the driver's:
+every node must import the same code. Where the build joins a running Ray (a cluster,
+``--ray-address``, ``RAY_ADDRESS``, a ``ray start`` Ray of this machine), the user's own
+modules the transform reaches (:func:`precompute.transforms.fingerprint.user_roots`: their
+top-level packages or files) are the job's ``runtime_env`` ``{"py_modules": [...]}``
+(:func:`job_env`, given to ``ray.init``, which packs and uploads them once; each node unpacks
+them once). The build's own local Ray needs none: its workers see what the driver sees
+(``PYTHONPATH``, and Ray puts the driver's working and script folders on their path). A Ray
+initialised in the process before the build keeps the ``runtime_env`` it was given.
 
-* the build's own local Ray: its workers see what the driver sees (``PYTHONPATH``, and Ray
-  puts the driver's working folder and script folder on their path), so the check runs on
-  them as they are, and the tasks get no ``runtime_env`` unless that check fails;
-* a joined Ray (a cluster, ``--ray-address``, ``RAY_ADDRESS``, a Ray initialised in the
-  process): the user's own modules the transform reaches
-  (:func:`precompute.transforms.fingerprint.user_roots`: their top-level packages or files)
-  are shipped to the workers as the tasks' ``runtime_env`` ``{"py_modules": [...]}`` (Ray
-  packs them once, each node unpacks them once), then checked with it.
-
-A node that cannot import it, or imports other code, fails the build naming the node, what it
-said and how to bring the code there (``docs/scale.md``). Imports Ray.
+Before any shard runs, :func:`check_nodes` runs one tiny task pinned to each alive node that
+imports the transform and compares its fingerprint with the driver's; a node that cannot, or
+imports other code, fails the build naming the node, what it said and what was shipped
+(``docs/scale.md``, "Transforms"). Imports Ray.
 """
 
 from __future__ import annotations
@@ -26,9 +24,15 @@ from precompute.errors import ClusterError, PrecomputeError
 from precompute.transforms.fingerprint import user_roots
 from precompute.transforms.spec import TransformSpec
 
-__all__ = ["check_here", "task_env"]
+__all__ = ["check_here", "check_nodes", "job_env"]
 
-_PROBE_TIMEOUT_S = 300.0  # a node's first task with a runtime_env unpacks it first
+_PROBE_TIMEOUT_S = 300.0  # a node's first task of the job unpacks its runtime_env first
+
+
+def job_env(spec: TransformSpec | None) -> dict[str, Any] | None:
+    """The ``runtime_env`` of a joined Ray's job for ``spec`` (None: nothing to ship)."""
+    roots = [] if spec is None else user_roots(spec.name)
+    return {"py_modules": roots} if roots else None
 
 
 def check_here(data: dict[str, Any]) -> str | None:
@@ -42,18 +46,16 @@ def check_here(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _probe(spec: TransformSpec, env: dict[str, Any] | None) -> list[tuple[str, str]]:
+def _probe(spec: TransformSpec) -> list[tuple[str, str]]:
     """``(node, why)`` of every alive node where :func:`check_here` fails."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
     probe = ray.remote(num_cpus=0, max_retries=0)(check_here)
-    options: dict[str, Any] = {} if env is None else {"runtime_env": env}
     refs = {
         f"{n['NodeManagerAddress']} (node {n['NodeID'][:8]})": probe.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-            **options,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
         ).remote(spec.to_dict())
         for n in nodes
     }
@@ -68,30 +70,31 @@ def _probe(spec: TransformSpec, env: dict[str, Any] | None) -> list[tuple[str, s
     return failed
 
 
-def task_env(spec: TransformSpec, own_local: bool) -> dict[str, Any] | None:
-    """The ``runtime_env`` of the build's tasks (None: none needed), every node checked.
+def check_nodes(spec: TransformSpec, env: dict[str, Any] | None, own_local: bool) -> None:
+    """Check that every alive node imports ``spec``'s transform as the driver's code.
 
     Args:
         spec: The build's transform.
+        env: The ``runtime_env`` the build gave the job it joined (None: none).
         own_local: The Ray is the build's own, on this machine.
 
     Raises:
         ClusterError: A node cannot import the transform, or imports other code.
     """
-    if own_local and not _probe(spec, None):
-        return None
-    roots = user_roots(spec.name)
-    env = {"py_modules": roots} if roots else None
-    failed = _probe(spec, env)
-    if failed:
-        where, why = failed[0]
-        shipped = (
-            f"shipped as runtime_env py_modules {roots}"
-            if roots
-            else "its package is installed here, so it must be installed on every node too"
+    failed = _probe(spec)
+    if not failed:
+        return
+    where, why = failed[0]
+    if env is not None:
+        how = f"shipped as runtime_env py_modules {env['py_modules']}"
+    elif own_local:
+        how = "the build's own Ray: its workers have the driver's PYTHONPATH and folder"
+    else:
+        how = (
+            "nothing shipped: an installed package must be installed on every node, and a "
+            "Ray initialised before the build needs ray.init(runtime_env={'py_modules': [...]})"
         )
-        raise ClusterError(
-            f"Ray node {where} cannot run transform {spec.name} ({shipped}): {why}; "
-            f"{len(failed)} of the nodes failed (docs/scale.md, 'Transforms')"
-        )
-    return env
+    raise ClusterError(
+        f"Ray node {where} cannot run transform {spec.name} ({how}): {why}; "
+        f"{len(failed)} node(s) failed (docs/scale.md, 'Transforms')"
+    )
