@@ -221,6 +221,19 @@ class Kind(ABC):
         """
         return None
 
+    def band_values(
+        self, name: str, arrays: Mapping[str, Any], opts: Mapping[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """One shard's values of field ``name`` for per-band statistics, or None (the default).
+
+        ``arrays``: the shard's arrays by name (the field's, its companions, ``valid``). A kind
+        whose values are bands (an audio feature's mel bands or MFCCs) returns them bands
+        last with a boolean mask of the values that count (valid samples, valid frames); the
+        build folds them into ``report.band_stats.FIELD`` (count, mean, std, min, max per
+        band: :mod:`precompute.arrays.stats`), which loaders normalise with.
+        """
+        return None
+
     def spec_defaults(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Build spec values this kind's flags imply where the user gave none (default: none).
 
