@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -52,17 +53,28 @@ def check_args(where: str, value: Any) -> Mapping[str, Any]:
     return MappingProxyType(json.loads(text))
 
 
+def _main_module() -> str | None:
+    """The module name ``__main__`` was run as (``python -m pkg.module``), else None."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    return name if isinstance(name, str) and name != "__main__" else None
+
+
 def name_of(fn: Callable[..., Any]) -> str:
     """``module:qualname`` of a function, as a spec names it.
 
+    A function of ``__main__`` run as ``python -m pkg.module`` is named by that module.
+
     Raises:
         SpecError: A function its name cannot import elsewhere: a lambda, one defined inside
-            another function, one of ``__main__`` (a script), or no function at all.
+            another function, one of a script run by its path (``__main__``), or no function.
     """
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None)
     if not callable(fn) or not isinstance(module, str) or not isinstance(qualname, str):
         raise SpecError(f"transform must be a function or 'pkg.module:function', got {show(fn)}")
+    if module == "__main__":
+        module = _main_module() or module
     if module == "__main__" or "<" in qualname:
         where = "a script (__main__)" if module == "__main__" else f"{qualname!r}"
         raise SpecError(
@@ -130,7 +142,8 @@ class TransformSpec:
         name = name_of(transform)
         from precompute.transforms.fingerprint import load
 
-        if load(name) is not transform:
+        ran = getattr(transform, "__module__", None) == "__main__"  # its module's other copy
+        if not ran and load(name) is not transform:
             raise SpecError(
                 f"transform {name}: that name imports another object than the function "
                 "given (rebound or wrapped after definition?); pass the name instead"

@@ -7,6 +7,7 @@ built in process (the auto runner's, on small sources).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,7 @@ def test_a_transform_that_raises_follows_on_error_and_is_named_in_the_report(
 
 
 def test_a_transform_that_cannot_be_imported_is_refused_before_anything_is_written(
-    src: Path, tmp_path: Path
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(SpecError, match="cannot import no_such_pkg_here"):
         _build(str(src), str(tmp_path / "s"), BuildSpec(**SPEC),
@@ -166,6 +167,7 @@ def test_a_transform_that_cannot_be_imported_is_refused_before_anything_is_writt
         return sample
 
     in_a_script.__module__, in_a_script.__qualname__ = "__main__", "in_a_script"
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)  # python script.py
     with pytest.raises(SpecError, match=r"a script \(__main__\)"):
         TransformSpec.of(in_a_script)
     with pytest.raises(SpecError, match="<lambda>' cannot be imported by name"):

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import torch
 
 from loaders.augment.audio import ops as audio_ops
-from loaders.augment.audio.fields import apply_audio_fields
+from loaders.augment.audio.fields import apply_audio_fields, audio_field
 from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
 from loaders.augment.draws import smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
@@ -141,7 +141,8 @@ class AudioAugment:
         """
         if self.normalize != "store" or self.mean is not None:
             return self
-        names = [f.name for f in fields if f.kind == "audio"]
+        field = audio_field(fields)
+        names = [field.name] if field is not None else []
         stats = report.get("band_stats", {}).get(names[0]) if names else None
         if stats is None:
             raise AugmentError(
