@@ -270,7 +270,7 @@ def build(
                 ) as bar:
                     if ray is not None and ray.probe:  # every node writes --out, reads SRC
                         check_shared_paths([str(root), source.root])
-                    check_nodes(spec.transform, ray, env)  # every node imports it, first
+                    check_nodes(spec.transform, ray)  # every node imports it, first
                     t1 = time.perf_counter()
                     if ray is None:
                         results = run_in_process(job, tasks, bar, choice.cpus)
@@ -374,6 +374,6 @@ def check(
             if ray is None:
                 results = run_in_process(job, tasks, bar, choice.cpus)
             else:
-                check_nodes(resolved.transform, ray, env)
+                check_nodes(resolved.transform, ray)
                 results = _run_shards(job, tasks, bar)
     return check_report(src, source, results)

@@ -57,12 +57,14 @@ class RaySession:
         probe: Whether the build checks that every node sees its paths (a joined cluster).
         local: The build's own Ray, stopped by :meth:`close`.
         joined: Whether this session connected to a running Ray (disconnected by :meth:`close`).
+        runtime_env: The job's ``runtime_env`` this session gave ``ray.init`` (None: none).
     """
 
     address: str | None = None
     probe: bool = False
     local: LocalRay | None = None
     joined: bool = False
+    runtime_env: dict[str, Any] | None = None
 
     def close(self) -> None:
         """Stop the build's own Ray, or disconnect from a joined one (which keeps running)."""
@@ -131,7 +133,7 @@ def _join(
         ray.init(address=address, **_job(runtime_env))
     except _CONNECT_ERRORS as exc:
         raise ClusterError(f"cannot start or reach Ray at {address} ({origin}): {exc}") from exc
-    return RaySession(address=address, probe=True, joined=True)
+    return RaySession(address=address, probe=True, joined=True, runtime_env=runtime_env)
 
 
 def running_local_address(clock: Clock = time.monotonic) -> str | None:
@@ -227,7 +229,7 @@ def _join_local(
         )
         return None
     log.info("joined the local Ray at %s (--ray-address local starts a separate one)", address)
-    return RaySession(address=address, joined=True)
+    return RaySession(address=address, joined=True, runtime_env=runtime_env)
 
 
 def _disconnect(ray: Any) -> None:

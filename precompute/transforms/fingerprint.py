@@ -59,12 +59,10 @@ def load(name: str) -> Callable[..., Any]:
             or the attribute is not callable.
     """
     fn = _resolve(name)
-    module = sys.modules.get(getattr(fn, "__module__", ""))
-    if module is None:
-        return fn
-    sources = user_modules(module)
+    module = name.partition(":")[0]
+    sources = {m: s for m, s in user_modules(module).items() if m in sys.modules}
     if any(_LOADED.get(m, _digest(s)) != _digest(s) for m, s in sources.items()):
-        for mod in [*[m for m in sources if m != module.__name__], module.__name__]:
+        for mod in [*[m for m in sources if m != module], module]:
             try:
                 importlib.reload(sys.modules[mod])
             except Exception as exc:  # the edited module fails to import
@@ -72,8 +70,8 @@ def load(name: str) -> Callable[..., Any]:
                     f"transform {name}: cannot reload {mod} ({type(exc).__name__}: {exc})"
                 ) from None
         fn = _resolve(name)
-        sources = user_modules(sys.modules[module.__name__])
-    _LOADED.update({m: _digest(s) for m, s in sources.items()})
+        sources = {m: s for m, s in user_modules(module).items() if m in sys.modules}
+    _LOADED.update({m: _digest(s) for m, s in sources.items()})  # what this process runs
     return fn
 
 
@@ -107,21 +105,52 @@ def _outside_user_code() -> tuple[str, ...]:
     return tuple(sorted(os.path.realpath(p) + os.sep for p in paths if p))
 
 
-def _is_user_module(module: ModuleType) -> bool:
-    """A module of the user's own: a ``.py`` file outside the installation and nostall."""
-    file = getattr(module, "__file__", None)
+def _user_file(name: str) -> tuple[str, bool] | None:
+    """``(file, is a package)`` of module ``name`` if it is one of the user's own, else None.
+
+    A ``.py`` file outside the installation and nostall. Found without importing the module
+    (its parent packages are imported), so the modules followed do not depend on what a
+    process happened to import: every worker fingerprints the same files.
+    """
+    if name.split(".")[0] in _OWN or name == "__main__":
+        return None
+    found = sys.modules.get(name)
+    file = getattr(found, "__file__", None) if found is not None else None
+    if found is None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError, AttributeError):  # a name, not a module; or broken
+            return None
+        file = spec.origin if spec is not None and spec.has_location else None
     if not isinstance(file, str) or not file.endswith(".py"):
-        return False  # built-in, extension or namespace module
-    if module.__name__.split(".")[0] in _OWN:
-        return False
-    real = os.path.realpath(file)
-    return not real.startswith(_outside_user_code())
+        return None  # built-in, extension or namespace module
+    if os.path.realpath(file).startswith(_outside_user_code()):
+        return None
+    return file, os.path.basename(file) == "__init__.py"
 
 
-def _imported(module: ModuleType, source: str) -> Iterator[str]:
-    """The names of the modules ``source`` (``module``'s) imports, relative ones resolved."""
-    package = module.__package__ or ""
-    for node in ast.walk(ast.parse(source)):
+# file -> ((mtime_ns, size), source, the import statements' nodes): a file is read and parsed
+# once per process while it stays the same (a build fingerprints its transform several times)
+_PARSED: dict[str, tuple[tuple[int, int], str, list[ast.Import | ast.ImportFrom]]] = {}
+
+
+def _parsed(file: str) -> tuple[str, list[ast.Import | ast.ImportFrom]]:
+    """``(source, import statements)`` of ``file``, parsed again only when it changed."""
+    st = os.stat(file)
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _PARSED.get(file)
+    if cached is None or cached[0] != stamp:
+        source = Path(file).read_text(encoding="utf-8")
+        nodes = [
+            n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import | ast.ImportFrom)
+        ]
+        cached = _PARSED[file] = (stamp, source, nodes)
+    return cached[1], cached[2]
+
+
+def _imported(package: str, nodes: list[ast.Import | ast.ImportFrom]) -> Iterator[str]:
+    """The names of the modules ``nodes`` import, relative ones resolved."""
+    for node in nodes:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -136,25 +165,23 @@ def _imported(module: ModuleType, source: str) -> Iterator[str]:
             yield from (f"{base}.{alias.name}" if base else alias.name for alias in node.names)
 
 
-def user_modules(module: ModuleType) -> dict[str, str]:
+def user_modules(module: ModuleType | str) -> dict[str, str]:
     """``{name: source}`` of ``module`` and every module of the user's it reaches by imports.
 
-    Only modules already imported (``sys.modules``: importing ``module`` imported those its
-    top level imports) are followed; a name imported from a module (not a submodule) is no
-    module and is skipped.
+    Every ``import`` statement of each source is followed (a function's own imports too); a
+    name imported from a module (not a submodule) is no module and is skipped.
     """
     out: dict[str, str] = {}
-    todo = [module]
+    todo = [module if isinstance(module, str) else module.__name__]
     while todo:
-        mod = todo.pop()
-        if mod.__name__ in out or not _is_user_module(mod):
+        name = todo.pop()
+        found = None if name in out else _user_file(name)
+        if found is None:
             continue
-        source = Path(str(mod.__file__)).read_text(encoding="utf-8")
-        out[mod.__name__] = source
-        for name in _imported(mod, source):
-            found = sys.modules.get(name)
-            if isinstance(found, ModuleType) and found.__name__ not in out:
-                todo.append(found)
+        file, is_package = found
+        out[name], nodes = _parsed(file)
+        package = name if is_package else name.rpartition(".")[0]
+        todo.extend(n for n in _imported(package, nodes) if n not in out)
     return out
 
 
@@ -171,8 +198,7 @@ def fingerprint(fn: Callable[..., Any], name: str, args: Mapping[str, Any]) -> s
             raise SpecError(f"transform {name}: version must be a string or an integer")
         doc["version"] = version
     else:
-        module = sys.modules.get(getattr(fn, "__module__", ""), None)
-        sources = user_modules(module) if module is not None else {}
+        sources = user_modules(name.partition(":")[0])  # by the name every process imports
         doc["sources"] = {
             k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(sources.items())
         }
@@ -186,16 +212,13 @@ def user_roots(name: str) -> list[str]:
     What a Ray worker needs to import it where it is not installed (``py_modules``). Empty
     for a transform of an installed package.
     """
-    fn = load(name)
-    module = sys.modules.get(getattr(fn, "__module__", ""))
-    if module is None:
-        return []
+    load(name)
     roots = set()
-    for mod in user_modules(module):
-        top = sys.modules.get(mod.split(".")[0])
-        path = getattr(top, "__path__", None)
-        if path:  # a package: its folder
-            roots.add(os.path.realpath(next(iter(path))))
-        elif top is not None and getattr(top, "__file__", None):
-            roots.add(os.path.realpath(str(top.__file__)))
+    for mod in user_modules(name.partition(":")[0]):
+        top = mod.split(".")[0]
+        found = _user_file(top)
+        if found is None:  # a namespace package's module: its own file's folder
+            continue
+        file, is_package = found
+        roots.add(os.path.realpath(os.path.dirname(file) if is_package else file))
     return sorted(roots)

@@ -53,7 +53,7 @@ def job_env(transform: TransformSpec | None) -> dict[str, Any] | None:
     return onray.job_env(transform)
 
 
-def check_nodes(transform: TransformSpec | None, ray: Any, env: dict[str, Any] | None) -> None:
+def check_nodes(transform: TransformSpec | None, ray: Any) -> None:
     """Check every node of the build's Ray session ``ray`` imports ``transform`` (Ray only).
 
     Raises:
@@ -64,4 +64,4 @@ def check_nodes(transform: TransformSpec | None, ray: Any, env: dict[str, Any] |
         return
     from precompute.transforms import onray
 
-    onray.check_nodes(transform, env, own_local=ray.local is not None)
+    onray.check_nodes(transform, ray.runtime_env, own_local=ray.local is not None)
