@@ -36,3 +36,32 @@ def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
     assert cache.get_or_build(source, spec) == first  # reverted: the first store, a hit
     assert cache.key_for(source, spec) == key
     assert cache.stats.snapshot()["builds"] == builds == 2
+
+
+def test_the_http_service_takes_a_transform_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    from service.http.app import create_app
+    from service.http.paths import SourcePolicy
+    from tests.servers import wait_ready
+    from tests.service.server_util import serving
+
+    root = tmp_path / "code"
+    name = make_package(root)
+    monkeypatch.syspath_prepend(str(root))
+    make_source(tmp_path / "data" / "ds")
+    cache = Cache(tmp_path / "cache", builder=precompute_builder())
+    spec = {**SPEC, "transform": f"{name}.ops:invert"}
+    with (
+        serving(create_app(cache, SourcePolicy([tmp_path / "data"]))) as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        r = client.post("/stores", json={"source": "ds", "spec": spec})
+        assert r.status_code == 202, r.text
+        doc = wait_ready(client, r.json()["key"])
+        assert doc["status"] == "ready" and doc["spec"]["transform"]["name"] == f"{name}.ops:invert"
+        bad = {**SPEC, "transform": "nowhere_to_be_found.ops:fn"}
+        r = client.post("/stores", json={"source": "ds", "spec": bad})
+        assert r.status_code == 400 and "cannot import nowhere_to_be_found.ops" in r.text
