@@ -275,7 +275,11 @@ class StoreLoader(ContractLoader):
         self.fields = self.source.fields if layout.version == 2 else ()
         self._scales = float_scales(self.fields or v1_fields())
         check_field_policies(self.fields, self.augment, self.mixup)
-        self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
+        report = self.source.info.report
+        self.augment = bind_band_stats(self.augment, self.fields, report)
+        bind = getattr(self.augment, "bind_store", None)  # a policy taking the store's stats
+        if callable(bind):
+            self.augment = bind(self.fields, report)
         self._check_serves()  # bad rank/world/chunk/batch combinations raise before a batch
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging

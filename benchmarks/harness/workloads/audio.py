@@ -63,6 +63,12 @@ class AudioPolicy:
         """The policy of an audio field's options."""
         rate = int(options["sample_rate"])
         samples = round(float(options["clip_seconds"]) * rate)
+        if options["representation"] not in ("waveform", "logmel"):
+            raise ValueError(
+                f"the benchmark's audio strategies compute waveforms or log-mels; "
+                f"{options['representation']!r} features are not compared (build them with "
+                "precompute build, and time StoreLoader on them)"
+            )
         logmel = options["representation"] == "logmel"
         # a waveform's options hold no log-mel parameters (Kind.unused leaves them out)
         hop, n_mels, n_fft = (
