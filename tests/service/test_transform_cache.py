@@ -8,9 +8,20 @@ from pathlib import Path
 import pytest
 
 from precompute.format.layout import open_store_info
-from service import Cache, precompute_builder
+from service import Cache
+from service.cache.builders import BuildRequest
 from tests.precompute.userpkg import edit, make_package
 from tests.service.helpers import SPEC, make_source
+
+
+def _in_process(request: BuildRequest) -> None:
+    """The cache's build, in this process: a Ray another test of this process initialised
+    (the session's) would be joined as it is, and it cannot import a package this test made
+    after it started (docs/transforms.md: what a Ray started before the build needs)."""
+    from precompute import job
+
+    job.build(str(request.source), str(request.out), request.spec, progress=False,
+              runner="sequential")  # fmt: skip
 
 
 def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
@@ -20,7 +31,7 @@ def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
     name = make_package(root)
     monkeypatch.syspath_prepend(str(root))
     source = make_source(tmp_path / "src")
-    cache = Cache(tmp_path / "cache", builder=precompute_builder())
+    cache = Cache(tmp_path / "cache", builder=_in_process)
     spec = {**SPEC, "transform": {"name": f"{name}.ops:invert", "args": {"top": 200}}}
     first = cache.get_or_build(source, spec)
     key = cache.key_for(source, spec)
@@ -52,7 +63,7 @@ def test_the_http_service_takes_a_transform_by_name(
     name = make_package(root)
     monkeypatch.syspath_prepend(str(root))
     make_source(tmp_path / "data" / "ds")
-    cache = Cache(tmp_path / "cache", builder=precompute_builder())
+    cache = Cache(tmp_path / "cache", builder=_in_process)
     spec = {**SPEC, "transform": f"{name}.ops:invert"}
     with (
         serving(create_app(cache, SourcePolicy([tmp_path / "data"]))) as url,
