@@ -299,8 +299,10 @@ def _check(
 
     Lists the source and reads, decodes and checks every sample as the build does, under
     --on-error skip whatever it says, and prints each bad input with the build's reason
-    (BAD KEY: REASON), then one summary line. Exit 0: every input is good; 1: some are bad;
-    2: the source or options are refused as a whole.
+    (BAD KEY: REASON), the notes the build's summary would print about inputs it keeps
+    (note: ...: 12-bit grey, clips padded, clipped or cut short), then one summary line.
+    Exit 0: no input is bad (notes or not); 1: some are bad; 2: the source or options are
+    refused as a whole.
     """
     from precompute.job import check as run_check  # lazy: imports Ray
 

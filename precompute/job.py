@@ -356,4 +356,4 @@ def check(
                 results = run_in_process(job, tasks, bar, choice.cpus)
             else:
                 results = _run_shards(job, tasks, bar)
-    return check_report(src, source, results)
+    return check_report(src, source, results, resolved.fields)

@@ -10,7 +10,7 @@ from precompute.errors import StoreMetadataError
 from precompute.format.classcounts import count_lines
 from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info, stop_reason
 from precompute.format.storecheck import sharded_file_size, store_sizes
-from precompute.notes import summary_lines
+from precompute.notes import report_notes, summary_lines
 from precompute.splits.record import read_splits, split_lines
 from precompute.storage.location import Location, location
 
@@ -153,7 +153,7 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
             f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "
             f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written"
         )
-    lines += summary_lines(rep.get("notes", {}))  # inputs kept with something to say
+    lines += summary_lines(report_notes(rep))  # inputs kept with something to say
     lines += _truncated_lines(rep.get("truncated", []), max_skipped)
     skipped = rep.get("skipped", [])
     for item in skipped[:max_skipped]:

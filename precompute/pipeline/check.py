@@ -13,7 +13,10 @@ build per bad file. A check runs the build's own steps and stops short of the st
    (:func:`precompute.pipeline.shardwork.build_shard` with ``ShardJob.check``: the same
    decoders, the kinds' checks and the reasons a build records), which write nothing.
 
-:class:`CheckReport` lists every bad input with the reason the build would give it.
+:class:`CheckReport` lists every bad input with the reason the build would give it, and the
+notes the build's summary would print about the inputs it keeps (:mod:`precompute.notes`:
+16-bit grey of 12-bit values, clips padded, clipped or cut short, one class only): not bad
+inputs, but what a user checking the data first wants to know.
 :func:`precompute.job.check` runs the tasks where a build would (Ray, or in process).
 A source the build refuses as a whole (no such folder, a duplicate manifest path, a spec
 option missing) raises the build's own error.
@@ -45,7 +48,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from precompute.errors import ClassListWarning, PrecomputeError
+from precompute.fields import FieldSpec
 from precompute.format.layout import StoreLayout
+from precompute.notes import fold, report_notes, summary_lines
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.plan import ShardTask
 from precompute.pipeline.shardwork import ShardJob
@@ -82,12 +87,16 @@ class CheckReport:
         samples: ``(key, reason)`` of listed samples that cannot be read, decoded or checked
             (a build under ``--on-error raise`` stops at the first; ``skip`` leaves holes),
             sorted by key.
+        notes: What the build's report and summary would note of the inputs it keeps
+            (:mod:`precompute.notes`: 12-bit grey, clips padded or clipped, files cut short,
+            one class only), ``{name: {"count", "examples", "says"}}`` as a report's.
     """
 
     source: str
     num_inputs: int
     listing: tuple[tuple[str, str], ...] = ()
     samples: tuple[tuple[str, str], ...] = ()
+    notes: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def bad(self) -> tuple[tuple[str, str], ...]:
@@ -95,23 +104,34 @@ class CheckReport:
         return tuple(sorted(self.listing + self.samples))
 
     def lines(self) -> list[str]:
-        """``BAD key: reason`` per bad input, then one summary line."""
-        return [f"BAD {key}: {reason}" for key, reason in self.bad] + [self.summary()]
+        """``BAD key: reason`` per bad input, ``note: ...`` per note, then one summary line."""
+        bad = [f"BAD {key}: {reason}" for key, reason in self.bad]
+        return bad + summary_lines(self.notes) + [self.summary()]
 
     def summary(self) -> str:
-        """``checked SRC: N inputs, B bad (L left out while listing)``, or ``..., all good``."""
+        """``checked SRC: N inputs, B bad (L left out while listing)[, K notes]``.
+
+        ``..., all good`` where nothing is bad and nothing noted; ``..., none bad, 2 notes``
+        where the inputs would build but something about them is worth knowing.
+        """
+        notes = len(self.notes)
+        noted = f", {notes} note{'s' if notes > 1 else ''} (above)" if notes else ""
         if not self.bad:
-            return f"checked {self.source}: {self.num_inputs} inputs, all good"
+            good = "none bad" if notes else "all good"
+            return f"checked {self.source}: {self.num_inputs} inputs, {good}{noted}"
         listed = f" ({len(self.listing)} left out while listing)" if self.listing else ""
-        return f"checked {self.source}: {self.num_inputs} inputs, {len(self.bad)} bad{listed}"
+        return (
+            f"checked {self.source}: {self.num_inputs} inputs, {len(self.bad)} bad{listed}{noted}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``bad`` as ``{key, reason}`` objects, as a build report's)."""
+        """A JSON-ready dict (``bad`` as ``{key, reason}`` objects, ``notes`` as a report's)."""
         return {
             "source": self.source,
             "num_inputs": self.num_inputs,
             "bad": [{"key": k, "reason": r} for k, r in self.bad],
             "skipped_listing": len(self.listing),
+            "notes": {name: dict(entry) for name, entry in self.notes.items()},
         }
 
 
@@ -131,11 +151,29 @@ def check_tasks(src: str, source: FieldSource, spec: BuildSpec) -> tuple[ShardJo
     return job, plan_tasks(source, layout, spec.seed, list(range(layout.num_shards)))
 
 
-def check_report(src: str, source: FieldSource, results: Sequence[dict[str, Any]]) -> CheckReport:
-    """The report of a check: what the listing left out, and each shard's bad samples."""
+def check_report(
+    src: str,
+    source: FieldSource,
+    results: Sequence[dict[str, Any]],
+    fields: Sequence[FieldSpec] = (),
+) -> CheckReport:
+    """The report of a check: what the listing left out, each shard's bad samples, the notes.
+
+    The notes are those the build's report would hold (:func:`precompute.notes.report_notes`):
+    about the source as a whole (``fields``: the resolved spec's), and the shards' notes and
+    inputs kept cut short.
+    """
+    from precompute.pipeline.outputs import source_notes
+
     samples = tuple(sorted((s["key"], s["reason"]) for r in results for s in r["skipped"]))
+    truncated = sorted(k for r in results for k in r.get("truncated", ()))
+    notes = {**source_notes(source, fields), **fold(r.get("notes", {}) for r in results)}
     return CheckReport(
-        src, len(source.items) + len(source.skipped), tuple(source.skipped), tuple(samples)
+        src,
+        len(source.items) + len(source.skipped),
+        tuple(source.skipped),
+        tuple(samples),
+        report_notes({"notes": notes, "truncated": truncated}),
     )
 
 
