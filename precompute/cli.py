@@ -29,6 +29,7 @@ from precompute.errors import (
     PrecomputeError,
     SourceError,
     SpecError,
+    SplitWarning,
     StoreError,
     Terminated,
 )
@@ -341,13 +342,14 @@ cli.add_command(
 
 @contextmanager
 def _loud_warnings() -> Iterator[None]:
-    """The build's own warnings (a class list that shifts labels) as one line each on stderr."""
+    """Our warnings as one line each on stderr: labels that shift, a split stratified in vain."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", ClassListWarning)
+        warnings.simplefilter("always", SplitWarning)
         default = warnings.showwarning
 
         def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
-            if issubclass(category, ClassListWarning):
+            if issubclass(category, (ClassListWarning, SplitWarning)):
                 click.echo(f"precompute: WARNING: {message}", err=True)
             else:
                 default(message, category, *args, **kw)
@@ -408,7 +410,9 @@ def split(
     if group_by and group_column:
         raise click.UsageError("give --group-by or --group-column, not both")
     rule = Split(parse_fractions(fractions), seed, stratify, group_by)
-    click.echo("\n".join(split_lines(record_split(store, rule, group_column))))
+    with _loud_warnings():  # stratified to no effect: every group in one stratum
+        recorded = record_split(store, rule, group_column)
+    click.echo("\n".join(split_lines(recorded)))
 
 
 @cli.command()
