@@ -115,13 +115,19 @@ def read_class_counts(
     return ClassCounts(slot.copy(), cls.copy(), count.copy(), num_classes)
 
 
-def count_lines(root: str | Path | Location, fields: Iterable[FieldSpec], n: int) -> list[str]:
+def count_lines(
+    root: str | Path | Location, fields: Iterable[FieldSpec], n: int, incomplete: bool = False
+) -> list[str]:
     """``precompute inspect``'s lines of the stored class counts.
 
     Per class: its share of the counts and how many samples hold it (a rare class shows here).
+    ``incomplete``: the store is not complete, and its counts are written when it is.
     """
     lines = []
     for f in _counted(fields):
+        if incomplete:
+            lines.append(f"counts     {f.name}: counted when the build completes")
+            continue
         try:
             counts = read_class_counts(root, f.name, n, f.options.get("classes"))
         except StoreMetadataError as exc:
