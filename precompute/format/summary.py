@@ -194,17 +194,14 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
         else "source     named by the report, written when the build completes"
     )
     stopped = written is not None and stop_reason(info.path) is not None
+    resume = (
+        "resume     fix the cause and re-run the same build: it resumes from the shards "
+        "written (a bad input: precompute check SRC lists every one at once)"
+    )
     lines = [
         f"store      {info.path}",
         f"status     {_status(info.path, lay.num_shards, written)}",
-        *(
-            [
-                "resume     fix the cause and re-run the same build: it resumes from the shards "
-                "written (a bad input: precompute check SRC lists every one at once)"
-            ]
-            if stopped
-            else []
-        ),  # fmt: skip
+        *([resume] if stopped else []),
         _samples(info, rep, written),
         *_image_lines(info),
         f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
