@@ -131,15 +131,17 @@ def storage_lines(info: StoreInfo, slots: int | None = None) -> list[str]:
         a = lay.arrays[name]
         prefix = str(info.path / name / "c")
         stored = sum(n for path, n in sizes.items() if path.startswith(prefix))
-        raw = sum(
-            sharded_file_size(
-                a.shape, a.shard, a.chunk, a.itemsize, (k,) + (0,) * (len(a.shape) - 1)
+        raw = float(
+            sum(
+                sharded_file_size(
+                    a.shape, a.shard, a.chunk, a.itemsize, (k,) + (0,) * (len(a.shape) - 1)
+                )
+                for k in range(lay.num_shards)
             )
-            for k in range(lay.num_shards)
         )
         n = max(lay.num_samples if slots is None else slots, 1)
         if slots is not None:  # the shards written: raw of as many slots
-            raw = raw * slots / max(lay.num_samples, 1)
+            raw *= slots / max(lay.num_samples, 1)
         codec = "raw" if a.codec is None else str(a.codec)
         ratio = (
             f", {raw / stored:.1f}x smaller than raw ({_kib(raw / n)})"
