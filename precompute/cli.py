@@ -369,15 +369,15 @@ def _show_ray_choice() -> None:
 
 @cli.command()
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print the store attributes as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every attribute (split, class counts) as JSON."
+)
 def inspect(store: str, as_json: bool) -> None:
-    """Summarise STORE (layout, spec, build report, skipped inputs)."""
-    from precompute.format.layout import open_store_info
-    from precompute.format.summary import store_summary
+    """Summarise STORE (layout, spec, build report, split, class counts, skipped inputs)."""
+    from precompute.format.summary import store_attributes, store_summary
 
     if as_json:
-        info = open_store_info(store, require_complete=False)
-        click.echo(json.dumps(dict(info.attrs), indent=2, sort_keys=True))
+        click.echo(json.dumps(store_attributes(store), indent=2, sort_keys=True))
     else:
         click.echo(store_summary(store))
 

@@ -1,4 +1,4 @@
-"""Human-readable summary of a store (``precompute inspect``)."""
+"""Summary of a store (``precompute inspect``): lines for people, or every attribute as JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from precompute.arrays.bandstats import band_lines
 from precompute.errors import StoreError, StoreMetadataError
-from precompute.format.classcounts import count_lines
+from precompute.format.classcounts import count_lines, count_summary
 from precompute.format.layout import (
     MARKER_DIR,
     StoreInfo,
@@ -19,10 +19,10 @@ from precompute.format.layout import (
 )
 from precompute.format.storecheck import sharded_file_size, store_sizes
 from precompute.notes import report_notes, summary_lines
-from precompute.splits.record import read_splits, split_lines
+from precompute.splits.record import RecordedSplits, read_splits, split_lines
 from precompute.storage.location import Location, location
 
-__all__ = ["store_summary"]
+__all__ = ["store_attributes", "store_summary"]
 
 
 @dataclass(frozen=True)
@@ -239,3 +239,32 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     if len(skipped) > max_skipped:
         lines.append(f"skipped    ... and {len(skipped) - max_skipped} more (see --json)")
     return "\n".join(lines)
+
+
+def _split_doc(recorded: RecordedSplits | None) -> dict[str, Any] | None:
+    if recorded is None:
+        return None
+    return {"names": list(recorded.names), "counts": recorded.counts(), "rule": dict(recorded.rule)}
+
+
+def store_attributes(path: str | Path | Location) -> dict[str, Any]:
+    """Every attribute of the store at ``path`` (``inspect --json``): what the text shows.
+
+    The group's ``nostall`` attributes, plus what lies beside them: ``splits`` (the recorded
+    split: part names, counts and rule; None: none recorded; ``{"error": ...}``: damaged) and
+    ``class_counts`` (per counted field: counts, shares and samples holding each class,
+    :func:`~precompute.format.classcounts.count_summary`; empty until the store is complete).
+
+    Raises:
+        StoreError: ``path`` is not a nostall store.
+    """
+    info = open_store_info(path, require_complete=False)
+    out = dict(info.attrs)
+    n = info.layout.num_samples
+    try:
+        out["splits"] = _split_doc(read_splits(info.path, n))
+    except StoreMetadataError as exc:
+        out["splits"] = {"error": str(exc)}
+    complete = bool(info.attrs.get("complete"))
+    out["class_counts"] = count_summary(info.path, info.layout.fields, n) if complete else {}
+    return out
