@@ -240,6 +240,15 @@ class Kind(ABC):
         """
         return None
 
+    def flip_warning(self, field: str, opts: Mapping[str, Any]) -> str | None:
+        """What a loader's horizontal flip does to this field's meaning, to warn of (default: None).
+
+        Asked once when a loader is made whose policy may flip (not per batch); the loader
+        warns a ``UserWarning`` with the text. E.g. keypoints without flip pairs: a flip
+        mirrors the points, and a left landmark then lies where the right one should.
+        """
+        return None
+
     def float_scale(self, opts: Mapping[str, Any]) -> float | None:
         """What a loader's ``dtype=`` multiplies this field's integer values by (default: None).
 
