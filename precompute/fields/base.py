@@ -240,6 +240,17 @@ class Kind(ABC):
         """
         return None
 
+    def describe(self, opts: Mapping[str, Any], size: int) -> str:
+        """This field in a few words, for a one-line summary of a store (``cache ls``).
+
+        Default: the kind's name, and the stored shape and dtype of one sample
+        (``array 11x11x200 float32``; ``label`` for a scalar). A kind whose options say more
+        says them (audio: ``audio 1 s logmel 64 mels``; an image its side).
+        """
+        st = self.storage(opts, size)
+        shape = "x".join(map(str, st.shape))
+        return f"{self.name} {shape} {st.dtype}" if shape else self.name
+
     def flip_warning(self, field: str, opts: Mapping[str, Any]) -> str | None:
         """What a loader's horizontal flip does to this field's meaning, to warn of (default: None).
 

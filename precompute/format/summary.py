@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from precompute.arrays.bandstats import band_lines
-from precompute.errors import StoreError, StoreMetadataError
+from precompute.errors import PrecomputeError, StoreError, StoreMetadataError
 from precompute.format.classcounts import count_lines, count_summary
 from precompute.format.layout import (
     MARKER_DIR,
@@ -19,10 +20,11 @@ from precompute.format.layout import (
 )
 from precompute.format.storecheck import sharded_file_size, store_sizes
 from precompute.notes import report_notes, summary_lines
+from precompute.spec import BuildSpec
 from precompute.splits.record import RecordedSplits, read_splits, split_lines
 from precompute.storage.location import Location, location
 
-__all__ = ["store_attributes", "store_summary"]
+__all__ = ["spec_summary", "store_attributes", "store_summary"]
 
 
 @dataclass(frozen=True)
@@ -268,3 +270,26 @@ def store_attributes(path: str | Path | Location) -> dict[str, Any]:
     complete = bool(info.attrs.get("complete"))
     out["class_counts"] = count_summary(info.path, info.layout.fields, n) if complete else {}
     return out
+
+
+def spec_summary(spec: Mapping[str, Any]) -> str:
+    """A build spec (its canonical dict) in one line, each field as its kind describes it.
+
+    ``16 px center-crop x1 seed 0`` (a store of images and labels, format v1);
+    ``image 256 px, mask 4 classes; letterbox x1; seed 0``;
+    ``audio 1 s 16 kHz logmel 64 mels, label; seed 0`` (the build's mode and variants only
+    where a field lives in the image frame). What ``cache ls`` and the status page show.
+    """
+    try:
+        parsed = BuildSpec.from_dict(dict(spec))
+    except (PrecomputeError, ValueError, TypeError, KeyError):  # a spec of a kind not installed
+        names = [
+            str(f.get("name", "?")) for f in spec.get("fields") or () if isinstance(f, Mapping)
+        ]
+        return f"fields {', '.join(names)}; seed {spec.get('seed', 0)}" if names else "?"
+    if not parsed.fields:
+        return f"{parsed.size} px {parsed.mode} x{parsed.variants} seed {parsed.seed}"
+    fields = ", ".join(f.spec.describe(f.options, parsed.size) for f in parsed.fields)
+    spatial = any(f.spatial for f in parsed.fields)
+    geometry = [f"{parsed.mode} x{parsed.variants}"] if spatial else []
+    return "; ".join([fields, *geometry, f"seed {parsed.seed}"])

@@ -52,6 +52,10 @@ class ImageKind(Kind):
         """``(S, S, C)`` uint8, holes black."""
         return Storage((size, size, opts["channels"]), "uint8", 0)
 
+    def describe(self, opts: Mapping[str, Any], size: int) -> str:
+        """``image 224 px`` (``grey`` with one channel)."""
+        return f"image {size} px" + (" grey" if opts["channels"] == 1 else "")
+
     def pad(self, opts: Mapping[str, Any]) -> int:
         """The ``fill`` option."""
         return int(opts["fill"])

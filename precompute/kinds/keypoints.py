@@ -67,6 +67,11 @@ class KeypointsKind(Kind):
                 f"{points} points (0..{points - 1})"
             )
 
+    def describe(self, opts: Mapping[str, Any], size: int) -> str:
+        """``keypoints 17 points`` (``with flip pairs`` when it records them)."""
+        pairs = " with flip pairs" if opts["flip_pairs"] else ""
+        return f"keypoints {opts['points']} points{pairs}"
+
     def flip_warning(self, field: str, opts: Mapping[str, Any]) -> str | None:
         """A flip without ``flip_pairs`` swaps the meaning of left and right landmarks."""
         if opts["flip_pairs"]:
