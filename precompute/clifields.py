@@ -130,13 +130,18 @@ def fields_from_flags(
     """
     given = flags.pop("fields", None)
     options: dict[str, dict[str, Any]] = {}
+    named: list[str] = []  # the flags given, as typed: --clip-seconds
     for flag, (kind, option, is_json) in _flag_table().items():
         value = flags.pop(flag, None)
         if value is not None:
             options.setdefault(kind, {})[option] = _json(flag, value) if is_json else value
+            named.append(f"--{flag.replace('_', '-')} ({kind} option {option!r})")
     if given is not None:
         if options:
-            raise SpecError(f"--fields sets every option; drop {sorted(options)}' flags")
+            raise SpecError(
+                f"--fields sets every field option itself; drop {', '.join(named)}, or give "
+                "it in that field's \"options\" of --fields"
+            )
         return _explicit(given)
     if not options:
         return None
