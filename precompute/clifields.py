@@ -140,7 +140,7 @@ def fields_from_flags(
         if options:
             raise SpecError(
                 f"--fields sets every field option itself; drop {', '.join(named)}, or give "
-                "it in that field's \"options\" of --fields"
+                "each in its field's \"options\" in --fields"
             )
         return _explicit(given)
     if not options:

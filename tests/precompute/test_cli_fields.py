@@ -56,7 +56,7 @@ def test_short_flags_set_the_options_of_the_sources_fields(seg: Path, tmp_path: 
         (
             {"fields": json.dumps(FIELDS), "mask_classes": 3},
             r"--fields sets every field option itself; drop --mask-classes \(mask option "
-            r"'classes'\), or give it in that field's \"options\" of --fields",
+            r"'classes'\), or give each in its field's \"options\" in --fields",
         ),
         (
             {"fields": json.dumps(FIELDS), "clip_seconds": 1.0, "n_mels": 40},
