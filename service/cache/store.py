@@ -112,7 +112,7 @@ class Cache:
 
     def request_for(self, source: str | Path, spec: BuildSpec | Mapping[str, Any]) -> BuildRequest:
         """Parse and fingerprint (source, spec) into the request that would build it."""
-        parsed = parse_spec(spec)
+        parsed = parse_spec(spec, source)  # kinds' flags set the fields the source has
         if self._fingerprint is None:
             src, parsed, fp = resolve_request(source, parsed, content_hash=self.content_hash)
         else:
