@@ -22,7 +22,7 @@ from benchmarks.errors import BenchmarkError
 __all__ = ["bench", "main"]
 
 # precompute build's parameters the bench commands do not take from it: their own, or meaningless
-OWN = frozenset({"src", "out", "size", "seed", "quiet", "replace"})
+OWN = frozenset({"src", "out", "size", "seed", "quiet", "replace"})  # replace: of --out
 HOW = ("runner", "ray_address", "content_hash")  # how the store is built, not what it holds
 
 

@@ -1,74 +1,254 @@
-"""``doctor``'s codec advice: is a raw store I/O-bound on this storage, and which codec to use.
+"""``doctor``'s codec advice, for every kind: would a raw store be I/O-bound, and which codecs.
 
-The storage's read speed is the doctor's own measurement (the data folder read whole, its page
-cache dropped where possible). A few of the user's images, centre-cropped to the stored size,
-are encoded with the ``jpeg:90`` and ``zstd:3`` chunk codecs (:mod:`precompute.format.codecs`):
-their bytes per sample are measured, not assumed. A raw store is I/O-bound when the storage
-delivers fewer raw samples per second than the loader can serve; a coded one then reads
-``raw / coded`` times more samples per second, up to what its decode costs (on a GPU the device
-decodes; on the CPU, the cores measured by the doctor's decode figure).
+The storage's read speed is the doctor's own measurement (a store's shard files when given, else
+the source's files, page cache dropped where possible). A few items of the user's source are
+assembled as the build stores them (:func:`precompute.fields.assemble.assemble`: decoded,
+checked, placed at the spec's size), and each field is encoded, in chunks of the spec's
+``chunk_samples``, with each codec its kind takes (``Kind.codecs``, tried as :data:`TRIED`:
+``jpeg:90`` for images, ``zstd:3`` for every kind) and decoded again, on one core: its bytes per
+sample and decode speed are measured on the user's own data, never assumed.
+
+A raw store is I/O-bound when the storage delivers fewer raw samples per second than the
+loader serves (the StoreLoader measured on the doctor's ``--store``, else the ``workers``
+strategy's estimate, the feed a store replaces). Each field then gets the codec that stores it
+smallest, if it gains at least :data:`GAIN`; a coded store reads ``raw / coded`` times more
+samples per second, up to what decoding costs the reader threads (a JPEG field decodes on the
+GPU where one is present with nvImageCodec, not on those threads).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib.util
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["codec_advice"]
+__all__ = [
+    "GAIN",
+    "TRIED",
+    "advice_for",
+    "advice_lines",
+    "codec_advice",
+    "measure_fields",
+    "stored_values",
+]
+
+TRIED = {"jpeg": "jpeg:90", "zstd": "zstd:3"}  # each codec as the doctor tries it
+GAIN = 1.5  # a codec is advised for a field it stores at least this many times smaller
+SMALL = 1024  # bytes per sample under which a field stays raw (its chunks are too small to matter)
+SAMPLES = 64  # items assembled for the measurement (at most)
 
 
-def _sample_bytes(paths: list[Path], size: int, codec: str) -> float:
-    """Mean stored bytes per sample of ``codec`` over (up to 8 of) ``paths`` at ``size``."""
-    from benchmarks.common import center_crop
+def stored_values(plan: Any, count: int) -> tuple[dict[str, np.ndarray], int, list[str]]:
+    """Up to ``count`` items of ``plan`` as the build stores them, by field.
+
+    Returns:
+        ``{field: (n, *shape) values}``, ``n``, and ``"KEY: reason"`` of each item that could
+        not be read or decoded (left out).
+    """
+    from precompute.errors import DecodeError
+    from precompute.fields.assemble import assemble
+
+    spec, names = plan.spec, [f.name for f in plan.fields]
+    rows: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    bad = []
+    for item in plan.source.items[:count]:
+        try:
+            values, _ = assemble(item, plan.fields, plan.source.read_bytes, int(spec.size),
+                                 spec.mode, spec.max_pixels)  # fmt: skip
+        except DecodeError as exc:
+            bad.append(f"{exc.key}: {exc.reason}")
+            continue
+        for n in names:
+            rows[n].append(np.asarray(values[n]))
+    n = len(rows[names[0]]) if names else 0
+    return {k: np.stack(v) for k, v in rows.items() if v}, n, bad
+
+
+def _try(codec: str, values: np.ndarray, chunk: int, fill: Any) -> dict[str, Any]:
+    """``codec``'s bytes per sample of ``values`` in chunks of ``chunk``, and its decode speed."""
     from precompute.format.codecs import CodecSpec
 
     spec = CodecSpec.from_dict(codec)
-    sizes = [len(spec.codec.encode(center_crop(p, size)[None], spec.options, 0)) for p in paths[:8]]
-    return float(np.mean(sizes)) if sizes else float(size * size * 3)
+    why = spec.codec.refuses(str(values.dtype), tuple(values.shape[1:]))
+    if why:
+        return {"codec": codec, "refused": why}
+    parts = [np.ascontiguousarray(values[i : i + chunk]) for i in range(0, len(values), chunk)]
+    stored = [spec.codec.encode(p, spec.options, fill) for p in parts]
+    out: dict[str, Any] = {"codec": codec, "lossy": spec.lossy}
+    out["bytes"] = (sum(map(len, stored)) + 4 * len(stored)) / len(values)  # + each crc32c
+    try:
+        spec.codec.ensure()
+        t0 = time.perf_counter()
+        for data, part in zip(stored, parts, strict=True):
+            spec.codec.decode_into(data, np.empty_like(part), spec.options, fill)
+        out["decode_per_s"] = len(values) / max(time.perf_counter() - t0, 1e-9)
+    except ImportError as exc:
+        out["decode_per_s"], out["decode_missing"] = None, str(exc)
+    return out
+
+
+def measure_fields(plan: Any, count: int = SAMPLES) -> dict[str, Any]:
+    """Each field's raw bytes per sample and what each codec its kind takes makes of it."""
+    size = int(plan.spec.size)
+    values, n, bad = stored_values(plan, count)
+    fields = []
+    for f in plan.fields:
+        st = f.storage(size)
+        raw = int(np.prod(st.shape, dtype=np.int64)) * np.dtype(st.dtype).itemsize
+        row: dict[str, Any] = {"field": f.name, "kind": f.kind, "raw_bytes": raw, "codecs": []}
+        if raw < SMALL:
+            row["small"] = True
+        elif f.name in values:
+            tried = [TRIED.get(c, c) for c in f.spec.codecs]
+            chunk = int(plan.spec.chunk_samples)
+            row["codecs"] = [_try(c, values[f.name], chunk, st.fill) for c in tried]
+        fields.append(row)
+    return {"samples": n, "left_out": bad, "chunk_samples": int(plan.spec.chunk_samples),
+            "fields": fields}  # fmt: skip
+
+
+def _choose(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The codec that stores the field smallest, if it gains at least :data:`GAIN`."""
+    ok = [c for c in row["codecs"] if "bytes" in c and row["raw_bytes"] / c["bytes"] >= GAIN]
+    return min(ok, key=lambda c: c["bytes"]) if ok else None
 
 
 def codec_advice(
-    paths: list[Path], size: int, read_mb_s: float, serve_per_s: float, gpu: bool
-) -> list[str]:
-    """Lines saying whether a raw store of ``size`` px is I/O-bound here, and what to do.
+    measured: Mapping[str, Any],
+    read_mb_s: float,
+    serve_per_s: float,
+    *,
+    threads: int,
+    device_jpeg: bool = False,
+    raw_total: int | None = None,
+) -> dict[str, Any]:
+    """Whether a raw store is I/O-bound at ``read_mb_s``, and the per-field codec choice.
 
     Args:
-        paths: Image files of the user's data (a few are encoded).
-        size: The stored side length.
+        measured: :func:`measure_fields`' figures.
         read_mb_s: The storage's measured read speed.
-        serve_per_s: Samples/s the loader can serve when bytes are free (its measured rate, or
-            the CPU decode-and-augment rate times the cores).
-        gpu: A CUDA device decodes JPEG fields (else the reader threads do, on the CPU).
+        serve_per_s: Samples/s the loader serves when bytes are free.
+        threads: Reader threads that decode on the CPU (at most the usable cores).
+        device_jpeg: A CUDA device with nvImageCodec decodes the JPEG fields.
+        raw_total: Raw bytes of one whole sample (default: the fields' sum).
     """
-    raw = float(size * size * 3)
-    jpeg = _sample_bytes(paths, size, "jpeg:90")
-    zstd = _sample_bytes(paths, size, "zstd:3")
-    raw_rate, jpeg_rate = read_mb_s * 1e6 / raw, read_mb_s * 1e6 / jpeg
+    fields = measured["fields"]
+    raw = raw_total or sum(r["raw_bytes"] for r in fields)
+    chosen = {r["field"]: c for r in fields if (c := _choose(r)) is not None}
+    coded = raw - sum(r["raw_bytes"] - chosen[r["field"]]["bytes"] for r in fields
+                      if r["field"] in chosen)  # fmt: skip
+    per_core = [
+        1.0 / c["decode_per_s"]
+        for c in chosen.values()
+        if c.get("decode_per_s") and not (device_jpeg and c["codec"].startswith("jpeg"))
+    ]
+    decode = threads / sum(per_core) if per_core else None
+    raw_rate, coded_read = read_mb_s * 1e6 / raw, read_mb_s * 1e6 / coded
+    coded_rate = min(x for x in (coded_read, decode, serve_per_s) if x is not None)
+    return {
+        "read_mb_per_s": read_mb_s,
+        "serve_per_s": serve_per_s,
+        "raw_bytes": raw,
+        "raw_per_s": raw_rate,
+        "io_bound": raw_rate < serve_per_s,
+        "codecs": {k: c["codec"] for k, c in chosen.items()},
+        "flag": ",".join(f"{k}={c['codec']}" for k, c in chosen.items()) or None,
+        "coded_bytes": coded,
+        "coded_read_per_s": coded_read,
+        "decode_per_s": decode,
+        "decode_threads": threads,
+        "device_jpeg": device_jpeg,
+        "coded_per_s": coded_rate,
+    }
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n:.0f} B"
+
+
+def _field_line(row: Mapping[str, Any], choice: str | None) -> str:
+    head = f"  {row['field']} ({row['kind']}, {_kib(row['raw_bytes'])} raw): "
+    if row.get("small"):
+        return head + "stays raw (too small a share of a sample to matter)"
+    if not row["codecs"]:
+        return head + "not measured (no sample of it could be read)"
+    parts = []
+    for c in row["codecs"]:
+        if "refused" in c:
+            parts.append(f"{c['codec']} refused ({c['refused']})")
+            continue
+        speed = c.get("decode_per_s")
+        dec = (
+            f"decodes {speed:.0f}/s/core"
+            if speed
+            else "decode not measured: " + str(c.get("decode_missing"))
+        )
+        ratio = row["raw_bytes"] / c["bytes"]
+        parts.append(f"{c['codec']} {_kib(c['bytes'])} ({ratio:.1f}x smaller, {dec})")
+    return head + "; ".join(parts) + (f" -> {row['field']}={choice}" if choice else " -> raw")
+
+
+def advice_lines(res: Mapping[str, Any]) -> list[str]:
+    """The advice as the doctor prints it."""
+    a, m = res["advice"], res["measured"]
     lines = [
-        f"storage: {read_mb_s:.0f} MB/s: a raw store at {size} px ({raw / 1024:.0f} KiB/sample) "
-        f"reads at most {raw_rate:.0f} samples/s from it; the loader serves {serve_per_s:.0f}/s"
+        f"codecs on your data ({m['samples']} samples stored as the build would, chunks of "
+        f"{m['chunk_samples']}; {len(m['left_out'])} left out, unreadable):",
+        *(_field_line(r, a["codecs"].get(r["field"])) for r in m["fields"]),
+        f"raw store: {_kib(a['raw_bytes'])}/sample: at most {a['raw_per_s']:.0f} samples/s from "
+        f"{a['read_mb_per_s']:.0f} MB/s ({res['storage']}); the loader serves "
+        f"{a['serve_per_s']:.0f}/s ({res['serve']})",
     ]
-    if raw_rate >= serve_per_s:
-        lines.append("  raw is not I/O-bound here: keep the store raw (no decode on the way)")
-        return lines
-    where = "on the GPU" if gpu else "on the CPU (reader threads)"
-    lines += [
-        f"  raw is I/O-bound here ({serve_per_s / raw_rate:.1f}x short): build with "
-        f"--codec image=jpeg:90 ({jpeg / 1024:.1f} KiB/sample on your images, "
-        f"{raw / jpeg:.1f}x smaller: up to {jpeg_rate:.0f} samples/s from this storage, decoded "
-        f"{where})",
-        f"  lossless instead: --codec image=zstd:3 ({raw / zstd:.1f}x smaller on your images); "
-        "masks: mask=zstd:3",
+    if not a["io_bound"]:
+        keep = "  raw is not I/O-bound here: keep the store raw (nothing to decode on the way)"
+        save = f"; --codec {a['flag']} would only save disk" if a["flag"] else ""
+        return [*lines, keep + save]
+    short = a["serve_per_s"] / a["raw_per_s"]
+    if not a["flag"]:
+        return [*lines, f"  raw is I/O-bound here ({short:.1f}x short), and no codec gains "
+                        f"{GAIN}x on your data: faster storage is the way"]  # fmt: skip
+    gpu = "; JPEG decoded on the GPU (nvImageCodec, not timed here)" if a["device_jpeg"] else ""
+    dec = a["decode_per_s"]
+    cpu = f"decode {dec:.0f}/s on {a['decode_threads']} reader threads" if dec else "no CPU decode"
+    return [
+        *lines,
+        f"  raw is I/O-bound here ({short:.1f}x short): build with --codec {a['flag']}: "
+        f"{_kib(a['coded_bytes'])}/sample, read {a['coded_read_per_s']:.0f}/s, {cpu}{gpu}: "
+        f"up to {a['coded_per_s']:.0f} samples/s ({a['coded_per_s'] / a['raw_per_s']:.1f}x raw)",
     ]
-    return lines
 
 
-def advice_for(res: dict[str, Any], paths: list[Path]) -> list[str]:
-    """:func:`codec_advice` from the doctor's figures (its store's loader rate if measured)."""
-    loader = res.get("store_loader") or {}
-    serve = loader.get("samples_per_s") or res["decode"]["pipeline_per_s"] * res["workers"]
-    size = loader.get("size") or res["size"]
-    gpu = bool(res["environment"]["gpu"].get("name"))
-    return codec_advice(paths, size, res["read"]["mb_per_s"], serve, gpu)
+def _nvimgcodec() -> bool:
+    return importlib.util.find_spec("nvidia") is not None and (
+        importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    )
+
+
+def advice_for(
+    res: Mapping[str, Any], plan: Any, raw_total: int, count: int = SAMPLES
+) -> dict[str, Any]:
+    """The advice from the doctor's figures ``res`` for the source ``plan``, measured here.
+
+    Storage: the store's shard files when measured, else the source's. Serving: the measured
+    StoreLoader when a store was given, else the ``workers`` strategy's estimate.
+    ``raw_total``: the raw bytes of one stored sample (every field).
+    """
+    read = res.get("store_read") or res["read"]
+    storage = "the store's files" if res.get("store_read") else "the source's files"
+    if read.get("cache_dropped"):
+        storage += ", page cache dropped first"
+    loader = res.get("store_loader")
+    if loader:
+        serve, what = loader["samples_per_s"], "the StoreLoader measured on --store"
+    else:
+        serve = res["feed_rates"]["workers"]["samples_per_s"]
+        what = "the workers strategy's estimate; give --store to measure the StoreLoader"
+    measured = measure_fields(plan, min(count, len(plan)))
+    gpu = bool(res["environment"]["gpu"].get("name")) and _nvimgcodec()
+    threads = max(1, min(int(res["workers"]), int(res["environment"]["cores_usable"])))
+    advice = codec_advice(measured, float(read["mb_per_s"]), float(serve), threads=threads,
+                          device_jpeg=gpu, raw_total=raw_total)  # fmt: skip
+    return {"storage": storage, "serve": what, "measured": measured, "advice": advice}

@@ -44,7 +44,7 @@ from loaders.store.ramrows import load_rows
 from loaders.store.readcache import ReadCache
 from loaders.store.selected import MixedStore, mix_stores, store_table
 from loaders.transfer.device import ToDevice
-from loaders.transfer.devicedecode import device_decoders
+from loaders.transfer.devicedecode import device_decoders, jpeg_route
 from loaders.transfer.dtype import check_dtype, float_scales, to_dtype
 from precompute.fields import v1_fields
 from precompute.format.layout import StoreInfo
@@ -124,6 +124,11 @@ class StoreLoader(ContractLoader):
             a subset (indices, a mask, a predicate over the stored fields and keys), a named
             split, weighted or class-balanced draws, repeat factors, a mixture's proportions
             per batch or per epoch.
+        jpeg_decoder: Where a field stored with the ``jpeg`` codec is decoded: ``auto``
+            (default) on a CUDA ``device`` by nvImageCodec, batched, where it is installed,
+            else on the reader threads (libjpeg-turbo); ``device`` there or a ``ValueError``
+            saying why not; ``reader`` on the reader threads always
+            (:mod:`loaders.transfer.devicedecode`).
 
     Yields:
         Dicts with ``image`` (uint8 NHWC without augment, else what augment returns),
@@ -179,6 +184,7 @@ class StoreLoader(ContractLoader):
         samples_per_epoch: int | None = None,
         proportions: Sequence[float] | None = None,
         mix: str = "batch",
+        jpeg_decoder: str = "auto",
     ) -> None:
         choice = Choice(
             subset, split, splits, weights, balance, repeat_factor, replacement,
@@ -198,6 +204,8 @@ class StoreLoader(ContractLoader):
         self.prefetch = check_int("prefetch", prefetch, 0)
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.augment, self.mixup = augment, mixup
+        self.jpeg_decoder = jpeg_decoder
+        self._device_jpeg = jpeg_route(jpeg_decoder, self.device, ram=io == "ram")
         self._dtype = check_dtype(dtype, augment)
         self.dtype = dtype
         self._leases: list[Held] = []
@@ -262,12 +270,16 @@ class StoreLoader(ContractLoader):
         self._rows = load_rows(self.source, map_bytes) if ram else None
         layout = self.source.layout
         self.num_samples, self.chunk_samples = layout.num_samples, layout.chunk_samples
-        # JPEG fields decoded on a CUDA device, batched (none without CUDA, or with io="ram")
-        self._decoders = {} if ram else device_decoders(self.source, self.device)
+        # JPEG fields decoded on a CUDA device, batched (jpeg_decoder; never with io="ram")
+        self._decoders = device_decoders(self.source, self.device) if self._device_jpeg else {}
         self.fields = self.source.fields if layout.version == 2 else ()
         self._scales = float_scales(self.fields or v1_fields())
         check_field_policies(self.fields, self.augment, self.mixup)
-        self.augment = bind_band_stats(self.augment, self.fields, self.source.info.report)
+        report = self.source.info.report
+        self.augment = bind_band_stats(self.augment, self.fields, report)
+        bind = getattr(self.augment, "bind_store", None)  # a policy taking the store's stats
+        if callable(bind):
+            self.augment = bind(self.fields, report)
         self._check_serves()  # bad rank/world/chunk/batch combinations raise before a batch
         window, bs = self.buffer_chunks * layout.chunk_samples, self.batch_size
         cuda = self.device.type == "cuda"  # pinned: ToDevice copies batches without staging

@@ -8,6 +8,7 @@ refused the same way, with the same message, wherever it is given. Torch-free.
 - A number is a :class:`numbers.Real` (a numpy float too), never a bool; NaN is never inside a
   range. Ranges compare exactly, so an integer of any size is refused without overflow.
 - A message names the setting and the value (:func:`show`: huge integers and long values too).
+- A stored frame's size (:func:`check_size`) is one side ``S`` (square) or ``WxH``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["check_integer", "check_number", "check_pair", "show"]
+__all__ = ["check_integer", "check_number", "check_pair", "check_size", "show", "size_hw"]
 
 
 def show(value: Any) -> str:
@@ -85,3 +86,42 @@ def check_pair(
     if low > high:
         raise error(f"{where} low {low} is above high {high}")
     return (low, high)
+
+
+Size = int | str  # a stored frame: side S (square), or "WxH" (width x height)
+
+
+def check_size(
+    where: str, value: Any, lo: int, hi: int, error: type[Exception] = ValueError
+) -> Size:
+    """Return a frame size canonically: ``S`` (an int) if square, else ``"WxH"``.
+
+    Takes an integer, ``"WxH"`` text (``512x384``: width 512, height 384) or a ``(width,
+    height)`` pair; each side an integer in ``[lo, hi]``. A square given as ``WxH`` is its
+    side (``"64x64"`` is ``64``): one store, one spec hash. (A flag's text ``"64"`` is the
+    caller's to convert: in a spec, a side is a number.)
+
+    Raises:
+        error: Naming the setting and the value.
+    """
+    if isinstance(value, str):
+        parts = value.strip().lower().split("x")
+        if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+            value = [int(p) for p in parts]
+    if isinstance(value, tuple | list) and len(value) == 2:
+        w, h = (check_integer(where, v, lo, hi, error) for v in value)
+        return w if w == h else f"{w}x{h}"
+    if isinstance(value, Integral) and not _is_bool(value):
+        return check_integer(where, value, lo, hi, error)
+    raise error(
+        f"{where} must be a side S or WIDTHxHEIGHT (e.g. 224, 512x384) of integers in "
+        f"[{lo}, {hi}], got {show(value)}"
+    )
+
+
+def size_hw(size: Size) -> tuple[int, int]:
+    """``(height, width)`` of a canonical size (:func:`check_size`): ``S`` -> ``(S, S)``."""
+    if isinstance(size, str):
+        w, h = (int(p) for p in size.split("x"))
+        return h, w
+    return int(size), int(size)

@@ -94,7 +94,10 @@ def spec_from_options(
     columns_flag = options.pop("columns", None)
     classes = (options.pop("classes", None), options.pop("classes_from", None))
     codec_flag = options.pop("codec", None)
+    name, args, at = (options.pop(k, None) for k in ("transform", "transform_args", "transform_at"))
     try:
+        if (name, args, at) != (None, None, None):  # --transform: over the spec file's
+            data["transform"] = transform_from_flags(name, args, at, data.get("transform"))
         if columns_flag is not None:
             data["columns"] = columns_from_flag(columns_flag)
         if codec_flag is not None:  # over the spec file's codecs, field by field
@@ -120,6 +123,44 @@ def spec_from_options(
         return BuildSpec.from_dict(data)
     except SpecError as exc:
         raise UsageFailure(f"{where}{exc}") from exc
+
+
+def _size_flag(value: str | None) -> int | str | None:
+    """``--size S`` or ``--size WxH``, checked as the spec checks it (naming the flag)."""
+    if value is None:
+        return None
+    from precompute.checks import check_size
+
+    text = value.strip()
+    return check_size("--size", int(text) if text.isdigit() else text, 1, 8192, click.BadParameter)
+
+
+def transform_from_flags(
+    name: str | None, args: str | None, at: str | None, spec_file: Any = None
+) -> dict[str, Any]:
+    """``--transform NAME --transform-args JSON --transform-at AT`` as the spec's ``transform``.
+
+    ``--transform-args`` or ``--transform-at`` alone change the spec file's transform.
+
+    Raises:
+        SpecError: Arguments that are not a JSON object, or no transform to apply them to.
+    """
+    base = dict(spec_file) if isinstance(spec_file, dict) else {}
+    if isinstance(spec_file, str):
+        base = {"name": spec_file}
+    if name is not None:
+        base = {"name": name}
+    if "name" not in base:
+        raise SpecError("--transform-args and --transform-at need --transform pkg.module:function")
+    if args is not None:
+        try:
+            base["args"] = json.loads(args)
+        except ValueError as exc:
+            raise SpecError(f"--transform-args: not JSON ({exc}): {args[:60]!r}") from None
+    if at is not None:
+        base["at"] = at
+    base.pop("fingerprint", None)  # the code as it is now
+    return base
 
 
 def _kind_options(command: Any) -> Any:
@@ -163,7 +204,11 @@ def cli() -> None:
 @_own_options_first
 @click.argument("src")
 @click.option("--out", "out", required=True, help="Output store folder or s3:// URL.")
-@click.option("--size", type=int, help="Stored side length S (default 224).")
+@click.option(
+    "--size",
+    callback=lambda ctx, param, value: _size_flag(value),
+    help="Stored side S, or a frame WIDTHxHEIGHT (e.g. 512x384); default 224.",
+)
 @click.option("--mode", help="letterbox | center-crop | squash (default center-crop).")
 @click.option("--seed", type=int, help="Seed of the sample order and augmentation.")
 @click.option("--shard-samples", type=int, help="Samples per shard file (default 256).")
@@ -193,6 +238,18 @@ def cli() -> None:
     help="FIELD=CODEC,... how each field's chunks are stored (default raw): zstd[:LEVEL] "
     "(lossless, any field), jpeg[:QUALITY[:420|422|444]] (lossy, images); e.g. "
     "image=jpeg:90,mask=zstd:3 (docs/FORMAT.md, 'Codecs').",
+)
+@click.option(
+    "--transform",
+    metavar="PKG.MODULE:FUNCTION",
+    help="Your preprocessing, run on each sample in the build: fn(sample, key, **args) -> "
+    "sample (docs/transforms.md); its code's fingerprint is part of the store's identity.",
+)
+@click.option("--transform-args", metavar="JSON", help="Keyword arguments of --transform.")
+@click.option(
+    "--transform-at",
+    type=click.Choice(["stored", "decoded"]),
+    help="stored (default): after the resize, on the values as stored; decoded: before it.",
 )
 @_kind_options
 @click.option(

@@ -22,7 +22,7 @@ from typing import Any
 from precompute.errors import SpecError
 from precompute.fields import KINDS, FieldSpec
 from precompute.fields.options import Flag
-from precompute.sources.resolve import infer_fields
+from precompute.sources.resolve import infer_fields, shared_flag_kinds
 
 __all__ = [
     "FIELD_FLAGS",
@@ -65,12 +65,16 @@ def kind_flags() -> dict[str, tuple[str, Flag]]:
 
     A flag named as one of the build's own options (:data:`OWN_FLAGS`) is left out; a flag
     two kinds declare is the first kind's (built-in kinds first), with a ``RuntimeWarning``
-    naming both: a plugin's clash must not stop every command.
+    naming both: a plugin's clash must not stop every command. A flag every declaring kind
+    marks ``shared`` (``--channels``) is the first kind's here and sets the option of the
+    kind the source has (:func:`shared_kinds`).
     """
     out: dict[str, tuple[str, Flag]] = {}
     for kind in KINDS.values():
         for param, flag in kind.flags.items():
             if param in OWN_FLAGS:
+                continue
+            if param in out and flag.shared and out[param][1].shared:
                 continue
             if param in out:
                 warnings.warn(
@@ -88,6 +92,15 @@ def kind_flags() -> dict[str, tuple[str, Flag]]:
 def _flag_table() -> dict[str, tuple[str, str, bool]]:
     """Every field flag: parameter -> (kind, option, takes JSON)."""
     return {param: (kind, f.option, f.json) for param, (kind, f) in kind_flags().items()}
+
+
+def shared_kinds(param: str) -> list[tuple[str, str]]:
+    """``(kind, option)`` of every kind declaring the shared flag ``param`` (else empty)."""
+    return [
+        (kind.name, kind.flags[param].option)
+        for kind in KINDS.values()
+        if param in kind.flags and kind.flags[param].shared
+    ]
 
 
 # flag (click's parameter name) -> (kind, option, takes JSON): the kinds' flags when this
@@ -142,9 +155,14 @@ def fields_from_flags(
     named: list[str] = []  # the flags given, as typed: --clip-seconds
     for flag, (kind, option, is_json) in _flag_table().items():
         value = flags.pop(flag, None)
-        if value is not None:
-            options.setdefault(kind, {})[option] = _json(flag, value) if is_json else value
-            named.append(f"--{flag.replace('_', '-')} ({kind} option {option!r})")
+        if value is None:
+            continue
+        value = _json(flag, value) if is_json else value
+        targets = _shared_targets(src, flag, kind, option, columns)
+        sets = ", ".join(f"{k} option {opt!r}" for k, opt in targets)
+        named.append(f"--{flag.replace('_', '-')} ({sets})")
+        for k, opt in targets:
+            options.setdefault(k, {})[opt] = value
     if given is not None:
         if options:
             raise SpecError(
@@ -162,6 +180,22 @@ def fields_from_flags(
     inferred = infer_fields(src, options, fill, keep_text=True, columns=columns)
     _refuse_unused(options, inferred)
     return [f.to_dict() for f in inferred]
+
+
+def _shared_targets(
+    src: str, flag: str, kind: str, option: str, columns: dict[str, str] | None
+) -> list[tuple[str, str]]:
+    """``(kind, option)`` pairs a flag's value sets: its kind's, or a shared flag's source's."""
+    shared = shared_kinds(flag)
+    if len(shared) < 2:
+        return [(kind, option)]
+    kinds = shared_flag_kinds(src, [k for k, _ in shared], columns or {})
+    if not kinds:
+        raise SpecError(
+            f"--{flag.replace('_', '-')}: {src} has no field of kind "
+            f"{' or '.join(repr(k) for k, _ in shared)}"
+        )
+    return [(k, opt) for k, opt in shared if k in kinds]
 
 
 def _refuse_unused(options: dict[str, dict[str, Any]], fields: Sequence[FieldSpec]) -> None:

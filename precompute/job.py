@@ -19,7 +19,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -59,6 +59,8 @@ from precompute.sources.resolve import plan_tasks
 from precompute.spec import BuildSpec
 from precompute.splits.build import record_source_splits
 from precompute.storage.location import location
+from precompute.transforms.given import check_nodes, job_env, with_transform
+from precompute.transforms.spec import TransformSpec
 
 __all__ = ["RUNNERS", "build", "check", "store_bytes"]
 
@@ -156,6 +158,9 @@ def build(
     runner: str = "auto",
     summary: bool | None = None,
     replace: bool = False,
+    transform: Callable[..., Any] | str | TransformSpec | None = None,
+    transform_args: Mapping[str, Any] | None = None,
+    transform_at: str | None = None,
 ) -> dict[str, Any]:
     """Build (or resume) the store of ``spec`` over ``src`` at ``out``; return its attributes.
 
@@ -181,6 +186,12 @@ def build(
         replace: Replace a nostall store of another spec or source at ``out`` instead of
             refusing it (:mod:`precompute.pipeline.replace`: a store only, never another
             folder).
+        transform: The user's transform of each sample (``docs/transforms.md``): a function
+            of a module (``fn(sample, key, **transform_args) -> sample``), its
+            ``pkg.module:function`` name or a :class:`TransformSpec`; the spec's
+            ``transform`` set to it (part of the spec hash, with its code's fingerprint).
+        transform_args: Its keyword arguments (JSON values).
+        transform_at: ``stored`` (default: after the resize) or ``decoded`` (before it).
 
     Returns:
         The store's final ``nostall`` attributes, including ``report``.
@@ -203,6 +214,8 @@ def build(
     from tqdm import tqdm
 
     named = _check_runner(runner, ray_address)
+    spec = with_transform(spec, transform, transform_args, transform_at)
+    env = job_env(spec.transform)  # a joined Ray's job gets the transform's modules
     say = progress if summary is None else summary
     t0 = time.perf_counter()
     check_output(out, src)
@@ -213,7 +226,11 @@ def build(
     ray_first = runner == "ray" or (runner == "auto" and named is not None)
     listed = in_background(list_source, src, spec, content_hash, ray_first and not complete)
     with ExitStack() as ray_stack:
-        ray = open_build_ray(ray_stack, ray_address, listed) if ray_first and not complete else None
+        ray = (
+            open_build_ray(ray_stack, ray_address, listed, env)
+            if ray_first and not complete
+            else None
+        )
         source, spec, fp = listed.result()
         warn_class_shifts(src, dict(source.classes), bool(spec.classes), root)  # docs/manifests.md
         layout = StoreLayout.from_spec(spec, len(source.items))
@@ -242,7 +259,7 @@ def build(
                 tasks = plan_tasks(source, layout, spec.seed, todo)
                 choice = _choice(runner, named, job, tasks)
                 if choice.runner == "ray":
-                    ray = ray or open_build_ray(ray_stack, ray_address)
+                    ray = ray or open_build_ray(ray_stack, ray_address, runtime_env=env)
                 with tqdm(
                     total=layout.num_shards,
                     initial=len(finished),
@@ -253,6 +270,7 @@ def build(
                 ) as bar:
                     if ray is not None and ray.probe:  # every node writes --out, reads SRC
                         check_shared_paths([str(root), source.root])
+                    check_nodes(spec.transform, ray)  # every node imports it, first
                     t1 = time.perf_counter()
                     if ray is None:
                         results = run_in_process(job, tasks, bar, choice.cpus)
@@ -339,12 +357,13 @@ def check(
     ray_first = runner == "ray" or (runner == "auto" and named is not None)
     listed = in_background(list_source, src, lenient(spec), False, ray_first)
     with ExitStack() as ray_stack:
-        ray = open_build_ray(ray_stack, ray_address, listed) if ray_first else None
+        env = job_env(spec.transform)
+        ray = open_build_ray(ray_stack, ray_address, listed, env) if ray_first else None
         source, resolved, _ = listed.result()
         job, tasks = check_tasks(src, source, resolved)
         choice = _choice(runner, named, job, tasks)
         if choice.runner == "ray":
-            ray = ray or open_build_ray(ray_stack, ray_address)
+            ray = ray or open_build_ray(ray_stack, ray_address, runtime_env=env)
         with tqdm(
             total=len(tasks),
             unit="shard",
@@ -355,5 +374,6 @@ def check(
             if ray is None:
                 results = run_in_process(job, tasks, bar, choice.cpus)
             else:
+                check_nodes(resolved.transform, ray)
                 results = _run_shards(job, tasks, bar)
     return check_report(src, source, results, resolved.fields)

@@ -38,9 +38,12 @@ __all__ = [
 _NOTES: dict[str, str] = {
     "gray_low_bits": (
         "16-bit grey with every value below 4096 (12-bit data, e.g. X-ray): scaled by 1/257 "
-        "its 8-bit pixels are at most 16 of 255 (dark); rescale such files to the 16-bit "
-        "range (v * 16) before the build, or save them as .npy and build arrays, which keep "
-        "uint16 values (docs/arrays.md)"
+        "its 8-bit pixels are at most 16 of 255 (dark); build with --bit-depth 16 (the values "
+        "kept as uint16), or rescale them in a transform (docs/transforms.md)"
+    ),
+    "grey_as_rgb": (
+        "grey sources stored as 3 equal channels; where every image is grey, --channels 1 "
+        "stores them in a third of the bytes (the loaders then serve [B, 1, H, W])"
     ),
     "keypoints_outside": (
         "visible keypoints outside the image (annotations of another image size or "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
-from precompute.checks import check_integer
+from precompute.checks import Size, check_integer, check_size, size_hw
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, check_fields
 from precompute.format.codecs import CodecSpec, array_codecs
@@ -25,6 +25,7 @@ from precompute.policy import show as _show
 from precompute.sources.inputs import DEFAULT_MAX_BYTES
 from precompute.sources.listing import ON_ERROR
 from precompute.sources.manifests import MAX_LABEL
+from precompute.transforms.spec import TransformSpec
 
 __all__ = ["MAX_CLASSES", "MODES", "AugmentPolicy", "BuildSpec", "check_classes"]
 
@@ -40,6 +41,7 @@ _LATE_DEFAULTS: dict[str, Any] = {
     "columns": {},
     "classes": [],
     "codecs": {},
+    "transform": None,
 }
 MAX_CLASSES = MAX_LABEL + 1  # every class index a label may hold
 _COLUMN_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)  # a field name (FieldSpec's rule)
@@ -155,7 +157,9 @@ class BuildSpec:
     """Everything that decides the bytes of a store, and nothing else.
 
     Attributes:
-        size: Stored side length S; images are stored as S x S x 3 uint8.
+        size: Stored side length S (images are stored as S x S x 3 uint8), or a frame of
+            width W and height H, ``"WxH"`` (``--size 512x384``; given as that text or a
+            ``(W, H)`` pair, kept as the text; a square ``WxH`` is its side ``S``).
         mode: ``letterbox`` (fit inside, pad with ``fill``, record the valid extent),
             ``center-crop`` (resize the short side to S, crop the centre) or ``squash``.
         seed: Seed of the pre-shuffled sample order and of offline augmentation.
@@ -186,9 +190,13 @@ class BuildSpec:
             :class:`~precompute.format.codecs.CodecSpec`, its dict or its text (``jpeg:90``);
             ``raw`` or None leaves the field out. Part of :meth:`to_dict` only when not empty,
             so a raw store keeps its hash.
+        transform: The user's transform (``--transform pkg.module:function``,
+            ``docs/transforms.md``): its name, arguments, where it runs and the fingerprint
+            of its code (:class:`~precompute.transforms.spec.TransformSpec`; given as one, its
+            dict or its ``pkg.module:function`` text). Part of :meth:`to_dict` only when set.
     """
 
-    size: int = 224
+    size: Size = 224
     mode: str = "center-crop"
     seed: int = 0
     shard_samples: int = 256
@@ -203,10 +211,12 @@ class BuildSpec:
     columns: tuple[tuple[str, str], ...] = ()
     classes: tuple[str, ...] = ()
     codecs: tuple[tuple[str, CodecSpec], ...] = ()
+    transform: TransformSpec | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._check_int("size", 1, 8192)  # 1: small spectral patches are stored as cut
+        # 1: small spectral patches are stored as cut
+        object.__setattr__(self, "size", check_size("size", self.size, 1, 8192, SpecError))
         self._check_int("seed", 0, 2**63 - 1)
         self._check_int("shard_samples", 1, 1 << 20)
         self._check_int("chunk_samples", 1, 1 << 20)
@@ -229,12 +239,32 @@ class BuildSpec:
             object.__setattr__(self, "augment", AugmentPolicy())
         if self.variants == 1 and self.augment is not None:
             raise SpecError("augment is only used with variants > 1; set variants or drop augment")
+        if self.variants > 1 and isinstance(self.size, str):
+            raise SpecError(
+                f"variants {self.variants} with size {self.size}: offline variants are square "
+                "crops; give one side S, or variants 1 (augment in the loader)"
+            )
         if self.extra:
             raise SpecError(f"unknown build spec field(s) {sorted(map(str, self.extra))}")
         self._check_fields()
         self._check_columns()
         object.__setattr__(self, "classes", check_classes(self.classes))
         self._check_codecs()
+        self._check_transform()
+
+    def _check_transform(self) -> None:
+        """``transform`` as a :class:`TransformSpec` (parsed from its dict or name)."""
+        given = self.transform
+        if given is None or isinstance(given, TransformSpec):
+            value = given
+        else:
+            value = TransformSpec.from_dict(given)
+        if value is not None and value.at == "stored" and self.variants > 1:
+            raise SpecError(
+                f"a transform at 'stored' with variants {self.variants}: run it at 'decoded' "
+                "(once, before the variants are drawn)"
+            )
+        object.__setattr__(self, "transform", value)
 
     def _check_codecs(self) -> None:
         """``codecs`` as sorted ``(field, CodecSpec)`` pairs; against the fields when given."""
@@ -258,23 +288,24 @@ class BuildSpec:
                 else CodecSpec.from_dict(codec, f"codecs.{name}")
             )
         if self.fields and out:  # fields inferred from the source are checked by the layout
-            array_codecs(out, self.fields, self._coded_shapes(out))
+            array_codecs(out, self.fields, self._known_storage(out))
         object.__setattr__(self, "codecs", tuple(sorted(out.items())))
 
-    def _coded_shapes(self, codecs: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-        """``(shape, dtype)`` of each coded field's sample, where the spec already decides it.
+    def _known_storage(self, codecs: Mapping[str, CodecSpec]) -> dict[str, Any]:
+        """``(shape, dtype)`` of each coded field whose storage is known now.
 
-        A field whose storage needs an option the build learns from the source (the most
-        boxes of a sample) is left out here; the layout checks it once learned.
+        A field whose storage needs an option the build learns from the source (a box
+        field's ``max_boxes``) is left out: checked against its kind here, against its storage
+        by the layout once learned.
         """
         shapes = {}
         for f in self.fields:
             if f.name in codecs:
                 try:
-                    storage = f.storage(self.size)
+                    st = f.storage(self.size)
                 except SpecError:
                     continue
-                shapes[f.name] = (storage.shape, storage.dtype)
+                shapes[f.name] = (st.shape, st.dtype)
         return shapes
 
     def _check_columns(self) -> None:
@@ -307,6 +338,11 @@ class BuildSpec:
                 "only, so a store with fields is built with variants 1 (augment in the loader)"
             )
 
+    @property
+    def frame(self) -> tuple[int, int]:
+        """``(height, width)`` of the stored frame (``(S, S)`` for a side ``S``)."""
+        return size_hw(self.size)
+
     def _check_int(self, name: str, lo: int, hi: int) -> None:
         value = check_integer(name, getattr(self, name), lo, hi, SpecError)
         object.__setattr__(self, name, value)
@@ -324,6 +360,7 @@ class BuildSpec:
         out["columns"] = dict(self.columns)
         out["classes"] = list(self.classes)
         out["codecs"] = {name: codec.to_dict() for name, codec in self.codecs}
+        out["transform"] = self.transform.to_dict() if self.transform else None
         return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
 
     @classmethod

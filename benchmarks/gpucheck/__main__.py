@@ -1,4 +1,4 @@
-"""``python -m benchmarks.gpucheck make-data | run``: the entry points of scripts/gpu-check.sh."""
+"""``python -m benchmarks.gpucheck make-data | slim-wheel | run``: scripts/gpu-check.sh's steps."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from benchmarks.gpucheck.check import FEEDS, CheckConfig, run_check
 from benchmarks.gpucheck.consumers import MODELS
 from benchmarks.gpucheck.data import make_photos
 from benchmarks.gpucheck.report import summary_lines, write
+from benchmarks.gpucheck.wheels import slim_wheel
 
 
 @click.group()
@@ -19,12 +20,22 @@ def main() -> None:
 
 @main.command("make-data")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--images", default=2304, show_default=True, type=click.IntRange(min=1))
+@click.option("--images", default=1792, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=int)
 def make_data(out: Path, images: int, seed: int) -> None:
     """Write the raw dataset: photo-like JPEGs of 256-320 px in 8 class folders."""
     size = make_photos(out, images, seed=seed)
     click.echo(f"gpu-check: {images} JPEGs, {size / 2**20:.1f} MiB in {out}")
+
+
+@main.command("slim-wheel")
+@click.argument("wheels", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--python", "python", default="3.12", show_default=True)
+def slim(wheels: tuple[Path, ...], python: str) -> None:
+    """Cut WHEELS down to one CPython's modules and the JPEG decoders, in place."""
+    for wheel in wheels:
+        before, after = slim_wheel(wheel, python)
+        click.echo(f"gpu-check: {wheel.name}: {before >> 10} KiB -> {after >> 10} KiB")
 
 
 @main.command("run")
@@ -40,6 +51,7 @@ def make_data(out: Path, images: int, seed: int) -> None:
 @click.option("--model", default="auto", show_default=True, type=click.Choice(MODELS))
 @click.option("--budget-s", default=360.0, show_default=True, type=click.FloatRange(min=1))
 @click.option("--no-tests", is_flag=True, help="Skip the gpu tests.")
+@click.option("--no-decode", is_flag=True, help="Skip the decode row (a JPEG store).")
 @click.option("--feeds", default=",".join(FEEDS), show_default=True)
 def run(
     data: str,
@@ -54,6 +66,7 @@ def run(
     model: str,
     budget_s: float,
     no_tests: bool,
+    no_decode: bool,
     feeds: str,
 ) -> None:
     """Build, test, measure; write report.md, report.json, pytest.txt and plots into --out."""
@@ -71,6 +84,7 @@ def run(
         budget_s=budget_s,
         tests=not no_tests,
         feeds=tuple(f for f in feeds.split(",") if f),
+        decode=not no_decode,
     )
     report = run_check(cfg)
     paths = write(report, out)

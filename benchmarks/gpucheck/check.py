@@ -3,7 +3,9 @@
 1. Build a store of the raw data with the in-process runner (no Ray), timed.
 2. Run the ``gpu`` tests that need neither Ray nor DALI (:mod:`.gputests`).
 3. Each feed alone (consumer ``none``): samples/s, host CPU ms per sample.
-4. Each feed under a real training step (:mod:`.consumers`): GPU utilisation over time
+4. The decode row (:mod:`.decode`): a ``jpeg:90`` store of the same data built, then read alone
+   decoded on the device (nvImageCodec), on the CPU reader threads, and the raw store beside.
+5. Each feed under a real training step (:mod:`.consumers`): GPU utilisation over time
    (NVML), data-wait share, step-time variation, against the targets, through the harness
    (:func:`benchmarks.harness.loop.run_strategy`: the monitor, :mod:`loaders.diagnostics`' figures,
    verdicts and advice).
@@ -27,6 +29,7 @@ import torch
 from benchmarks.environment import environment
 from benchmarks.gpucheck import feeds  # noqa: F401  (registers the check's strategies)
 from benchmarks.gpucheck.consumers import make_consumer, pick_model
+from benchmarks.gpucheck.decode import DECODE_FEEDS, decode_configs, jpeg_build
 from benchmarks.gpucheck.gputests import run_gpu_tests
 from benchmarks.harness.loop import RunOptions, run_strategy
 from benchmarks.harness.sources import num_classes
@@ -60,6 +63,7 @@ class CheckConfig:
         seed: Order and augmentation seed.
         interval: Monitor sampling interval in seconds.
         feeds: The feeds to measure.
+        decode: Measure the decode row (a JPEG store decoded on the device, on the CPU).
     """
 
     data: str
@@ -78,6 +82,7 @@ class CheckConfig:
     seed: int = 0
     interval: float = 0.1
     feeds: tuple[str, ...] = FEEDS
+    decode: bool = True
 
 
 @dataclass
@@ -101,6 +106,7 @@ def _cuda_state(cfg: CheckConfig) -> tuple[torch.device, list[str]]:
         "pinned host buffers and the side-stream copy (StoreLoader's CPU path ran)",
         "on-device augmentation and mixup on CUDA (the CPU fast path ran)",
         "nvJPEG: torchvision's CPU decode_jpeg ran in its place, where torchvision imports",
+        "the JPEG store's device decode (nvImageCodec): its CPU decode and the raw store ran",
         "the bf16 ResNet-50 step (the small net ran on the CPU, float32)",
         "NVML GPU utilisation (CPU utilisation of this run instead)",
     ]
@@ -127,27 +133,37 @@ def _build(cfg: CheckConfig, work: Path) -> dict[str, Any]:
 
 
 def _feed_runs(
-    cfg: CheckConfig,
-    run_cfg: RunConfig,
+    runs: list[tuple[str, RunConfig]],
     consumer: Any,
     epochs: int,
     clock: _Clock,
+    interval: float,
     later: int = 0,
 ) -> list[dict[str, Any]]:
-    """Each feed once (``later``: runs that come after these, sharing the same budget)."""
+    """Each ``(feed, config)`` once (``later``: runs that come after, sharing the budget)."""
     out = []
-    for i, name in enumerate(cfg.feeds):
+    for i, (name, run_cfg) in enumerate(runs):
         if clock.left() < _RESERVE_S:
             out.append({"name": name, "status": "skipped", "reason": "the time budget was spent"})
             continue
         # an equal share of what is left for each run still to come: no epoch starts after it
-        share = (clock.left() - _RESERVE_S) / (len(cfg.feeds) - i + later)
-        opts = RunOptions(epochs=epochs, warmup_steps=2, interval=cfg.interval, max_seconds=share)
+        share = (clock.left() - _RESERVE_S) / (len(runs) - i + later)
+        opts = RunOptions(epochs=epochs, warmup_steps=2, interval=interval, max_seconds=share)
         t0 = time.perf_counter()
         result = run_strategy(name, run_cfg, consumer, opts)
         result["run_s"] = time.perf_counter() - t0
         out.append(result)
     return out
+
+
+def _decode_row(
+    cfg: CheckConfig, run_cfg: RunConfig, work: Path, clock: _Clock, later: int
+) -> dict[str, Any]:
+    """The JPEG store built, then the decode feeds alone (``later``: runs still to come)."""
+    built = jpeg_build(cfg.data, work, cfg.stored, cfg.seed)
+    none = make_consumer("none", 1, torch.device(run_cfg.device))
+    runs = decode_configs(run_cfg, built["store"])
+    return {"build": built, "runs": _feed_runs(runs, none, cfg.epochs, clock, cfg.interval, later)}
 
 
 def run_check(cfg: CheckConfig) -> dict[str, Any]:
@@ -174,11 +190,15 @@ def run_check(cfg: CheckConfig) -> dict[str, Any]:
         )
         model, why = pick_model(cfg.model, device)
         report["model"] = {"name": model, "why": why}
-        report["alone"] = _feed_runs(
-            cfg, run_cfg, make_consumer("none", 1, device), cfg.epochs, clock, len(cfg.feeds)
-        )
+        alone = [(name, run_cfg) for name in cfg.feeds]
+        decode = len(DECODE_FEEDS) if cfg.decode else 0
+        later = len(cfg.feeds) + decode
+        none = make_consumer("none", 1, device)
+        report["alone"] = _feed_runs(alone, none, cfg.epochs, clock, cfg.interval, later)
+        if cfg.decode:
+            report["decode"] = _decode_row(cfg, run_cfg, work, clock, len(cfg.feeds))
         step = make_consumer(model, num_classes(cfg.data), device)
-        report["trained"] = _feed_runs(cfg, run_cfg, step, cfg.train_epochs, clock)
+        report["trained"] = _feed_runs(alone, step, cfg.train_epochs, clock, cfg.interval)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report["seconds"] = cfg.budget_s - clock.left()

@@ -114,10 +114,52 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{len(t['uncollected'])} modules not imported"
             + (f"; NOT RUN: {t['problem']}" if t.get("problem") else "")
         )
-    for phase in ("alone", "trained"):
-        for s in report.get(phase, []):
-            lines.append(f"{phase} {s['name']}: " + _result(s, phase == "trained"))
+    for s in report.get("alone", []):
+        lines.append(f"alone {s['name']}: " + _result(s, False))
+    lines += _decode_summary(report.get("decode"))
+    for s in report.get("trained", []):
+        lines.append(f"trained {s['name']}: " + _result(s, True))
     return lines
+
+
+def _decode_store(b: dict[str, Any]) -> str:
+    ratio = b["raw_bytes_per_sample"] / b["image_bytes_per_sample"]
+    return (
+        f"decode: {b['codec']} store built in {b['build_s']:.1f} s, "
+        f"{b['image_bytes_per_sample'] / 1024:.1f} KiB/image ({ratio:.1f}x smaller than raw)"
+    )
+
+
+def _decode_ratios(runs: list[dict[str, Any]]) -> list[str]:
+    rates = {s["name"]: s["samples_per_s"] for s in runs if _ok(s)}
+    raw = rates.get("decode-raw")
+    return [
+        f"{name} / decode-raw: {rates[name] / raw:.2f}x samples/s"
+        for name in ("decode-device", "decode-cpu")
+        if raw and name in rates
+    ]
+
+
+def _decode_summary(decode: dict[str, Any] | None) -> list[str]:
+    """The decode row's lines: the JPEG store, each feed's rate, each against raw."""
+    if decode is None:
+        return []
+    runs = [f"alone {s['name']}: " + _result(s, False) for s in decode["runs"]]
+    return [_decode_store(decode["build"]), *runs, *_decode_ratios(decode["runs"])]
+
+
+def _decode_lines(decode: dict[str, Any] | None) -> list[str]:
+    """report.md's decode section."""
+    if decode is None:
+        return ["- not run (--no-decode)"]
+    return [
+        f"- {_decode_store(decode['build'])}",
+        "",
+        markdown_table(decode["runs"]),
+        *_not_ok(decode["runs"]),
+        "",
+        *(f"- {line}" for line in _decode_ratios(decode["runs"])),
+    ]
 
 
 def _result(s: dict[str, Any], verdict: bool) -> str:
@@ -152,6 +194,10 @@ def render(report: dict[str, Any]) -> str:
             "",
             markdown_table(report.get("alone", [])),
             *_not_ok(report.get("alone", [])),
+            "",
+            "## Decode (a jpeg:90 store decoded on the device, on the CPU reader threads; raw)",
+            "",
+            *_decode_lines(report.get("decode")),
             "",
             f"## Feeds under a training step (`{report['model']['name']}`)",
             "",

@@ -6,8 +6,11 @@ The same checks for every kind of data the build takes (the source listed and de
 (plain, with the kinds' decoders: Pillow, soundfile + soxr + log-mel, numpy; and with the
 ``workers`` strategy's augmentation), the read speed of the source's files (page cache dropped
 first where the OS allows, so it is close to a cold read), the read speed of a store, the
-StoreLoader with the ``precompute`` strategy's augmentation, and the feed rate each strategy
-could reach with the workers ``run`` would give it. Every estimate names what it leaves out.
+StoreLoader with the ``precompute`` strategy's augmentation, the feed rate each strategy
+could reach with the workers ``run`` would give it, and whether a raw store of the source would
+be I/O-bound on this storage and which codec each field should be stored with, measured on a
+few of the user's samples (:mod:`benchmarks.codecadvice`). Every estimate names what it leaves
+out.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.codecadvice import SAMPLES, advice_for, advice_lines
 from benchmarks.environment import environment
 from benchmarks.errors import BenchmarkError
 from benchmarks.harness.feed_rates import feed_rates
@@ -155,10 +159,11 @@ def doctor(
     store_read = read_rate(_store_files(store)) if store else None
     store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
+    nbytes = sample_bytes(plan)
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
-                       bytes_per_sample=sample_bytes(plan),
+                       bytes_per_sample=nbytes,
                        gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
-    res = {
+    res: dict[str, Any] = {
         "environment": env,
         "data": data,
         "workload": workload.task,
@@ -170,6 +175,7 @@ def doctor(
         "store_loader": store_loader,
         "feed_rates": rates,
     }
+    res["codec_advice"] = advice_for(res, plan, nbytes, min(max_files, SAMPLES))
     return res
 
 
@@ -260,5 +266,6 @@ def format_doctor(res: dict[str, Any]) -> str:
         f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"
         for name, v in res["feed_rates"].items()
     ]
-    lines += res.get("codec_advice", [])
+    if res.get("codec_advice"):
+        lines += advice_lines(res["codec_advice"])
     return "\n".join(lines)

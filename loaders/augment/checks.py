@@ -56,9 +56,10 @@ def check_inputs(
     images: torch.Tensor, extents: torch.Tensor, generator: torch.Generator | None
 ) -> None:
     """Check shapes, dtypes and devices (metadata only: no host sync)."""
-    if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[-1] != 3:
+    pixels = images.dtype in (torch.uint8, torch.uint16)  # 8 or 16 bits (--bit-depth 16)
+    if not pixels or images.dim() != 4 or images.shape[-1] != 3:
         raise AugmentError(
-            f"images must be [B, H, W, 3] uint8, got {tuple(images.shape)} {images.dtype}"
+            f"images must be [B, H, W, 3] uint8 or uint16, got {tuple(images.shape)} {images.dtype}"
         )
     if tuple(extents.shape) != (images.shape[0], 4) or extents.is_floating_point():
         raise AugmentError(

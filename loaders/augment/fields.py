@@ -7,6 +7,8 @@ image path does from the same generator, then each field is moved by what its ki
 * a ``photometric`` kind (images) takes the policy's whole image path: crop + flip + resize
   (bilinear), jitter, normalise, output dtype and memory format; a 1-channel image is
   resampled as grey RGB and its first channel kept (normalised with the first mean and std);
+  16-bit pixels (``--bit-depth 16``) take the grid path in float32, scaled by 255/65535, so
+  jitter and normalisation mean the same for either depth and no 16-bit step is lost;
 * every other field takes its kind's geometry rule from
   :data:`loaders.augment.rules.APPLY` (masks nearest, values never blended and dtype kept;
   keypoints the exact map with ``flip_pairs``, float32; ``none``: as stored).
@@ -110,7 +112,7 @@ def _warn_flips(fields: Sequence[FieldSpec], augment: Any) -> None:
 def check_field_values(
     values: Mapping[str, torch.Tensor], fields: Sequence[FieldSpec], extents: torch.Tensor
 ) -> None:
-    """Check that every field is given, with the batch's length, and images are NHWC uint8."""
+    """Check that every field is given, with the batch's length, and images NHWC uint8/16."""
     for f in fields:
         if f.name not in values:
             raise AugmentError(f"field {f.name!r} ({f.kind}) is missing from the batch")
@@ -119,15 +121,15 @@ def check_field_values(
             raise AugmentError(
                 f"field {f.name!r} has {x.shape[0]} samples, extents {extents.shape[0]}"
             )
-        if f.spec.photometric and (x.dtype != torch.uint8 or x.dim() != 4):
+        if f.spec.photometric and (x.dtype not in (torch.uint8, torch.uint16) or x.dim() != 4):
             raise AugmentError(
-                f"field {f.name!r} ({f.kind}) must be [B, H, W, C] uint8, got "
+                f"field {f.name!r} ({f.kind}) must be [B, H, W, C] uint8 or uint16, got "
                 f"{tuple(x.shape)} {x.dtype}"
             )
 
 
 def _photometric(policy: Any, x: torch.Tensor, crops: CropParams, factors: Any) -> torch.Tensor:
-    """The policy's image path on ``x`` ([B, H, W, 1 or 3] uint8)."""
+    """The policy's image path on ``x`` ([B, H, W, 1 or 3] uint8 or uint16)."""
     channels = x.shape[3]
     if channels not in (1, 3):
         raise AugmentError(f"images must have 1 or 3 channels, got shape {tuple(x.shape)}")

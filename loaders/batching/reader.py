@@ -13,7 +13,9 @@ edge padding) are not copied (mmap) or land in scratch (pread). A batch is hande
 every window serving it was read; its per-sample arrays (labels, ``index``, ``extent``,
 ``is_pad``) are indexed for a few dozen batches at once and sliced. With ``io="ram"`` (every
 streamed array already in memory, :mod:`loaders.store.ramrows`) no chunk is read: each batch is
-one gather of its samples' rows per array, in the same order.
+one gather of its samples' rows per array, in the same order. A coded array in object storage
+has the stored bytes of the next window's chunks fetched on I/O threads of their own while
+the current window's decode (:meth:`~loaders.store.shardio.ShardedArrayReader.fetch_ahead`).
 """
 
 from __future__ import annotations
@@ -126,6 +128,14 @@ class BatchReader(Node[HostBatch]):
             if num_threads > 1 and rows is None
             else None
         )
+        # coded arrays in object storage: the next window's chunks fetched while this one's
+        # decode (ShardedArrayReader.fetch_ahead), on I/O threads of their own
+        ahead = rows is None and any(s.fetches_ahead for s in self.streams.values())
+        self._fetch = (
+            ThreadPoolExecutor(max(2, num_threads), thread_name_prefix="nostall-fetch")
+            if ahead
+            else None
+        )
         self._num_chunks = -(-source.layout.num_samples // plan.chunk_samples)
         self._coords_of: dict[int, tuple[tuple[int, ...], ...]] = {}
         self._groups: dict[int, tuple[int, int]] = {}  # window -> its groups in self._g
@@ -144,6 +154,7 @@ class BatchReader(Node[HostBatch]):
             raise LoaderError(f"batch {batch} outside [0, {self.num_batches}]")
         self._batch, self._filling, self._ready, self._groups = batch, {}, {}, {}
         self._per_sample = (0, 0, {})
+        self._drop_ahead()
         self._window = self.plan.window_at(batch * self.batch_size)
 
     def get_state(self) -> dict[str, Any]:
@@ -241,6 +252,7 @@ class BatchReader(Node[HostBatch]):
                         row = at[j] - batch_no * bs
                         per_array[k].append((buf[row : row + 1], rows[j : j + 1]))
         work = [(self._coords(c), runs) for c, runs in jobs.items()]
+        self._fetch_next(self._window + 1)
         # one share of the chunks per thread, the calling thread reading one share itself:
         # one hand-off per helper thread and window, not one per chunk
         shares = [work[k :: self.num_threads] for k in range(1, self.num_threads)]
@@ -331,6 +343,23 @@ class BatchReader(Node[HostBatch]):
             for k, reader in enumerate(self.streams.values()):
                 reader.read_chunk_runs(coords[k], runs[k])
 
+    def _fetch_next(self, window: int) -> None:
+        """Start fetching the coded chunks window ``window`` reads, while this one decodes."""
+        if self._fetch is None or window >= len(self.plan.windows):
+            return
+        if window not in self._groups:  # the next block (the current one's groups are held)
+            self._group(window)
+        g0, g1 = self._groups[window]
+        chunks = [self._coords(c) for c in dict.fromkeys(self._g.chunk[g0:g1])]
+        for k, stream in enumerate(self.streams.values()):
+            stream.fetch_ahead([coords[k] for coords in chunks], self._fetch)
+
+    def _drop_ahead(self) -> None:
+        """Forget this reader's fetches started ahead (another epoch's reader keeps its own)."""
+        if self._fetch is not None:
+            for stream in self.streams.values():
+                stream.drop_ahead(self._fetch)
+
     def _coords(self, chunk: int) -> tuple[tuple[int, ...], ...]:
         """The inner-chunk coordinates of sample chunk ``chunk``, one per streamed array."""
         found = self._coords_of.get(chunk)
@@ -348,6 +377,8 @@ class BatchReader(Node[HostBatch]):
                 self._ready[batch] = self._filling.pop(batch)
 
     def close(self) -> None:
-        """Shut the read pool down."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        """Shut the read pools down, the fetches started ahead forgotten."""
+        self._drop_ahead()
+        for pool in (self._pool, self._fetch):
+            if pool is not None:
+                pool.shutdown(wait=True)

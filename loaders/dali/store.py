@@ -30,6 +30,7 @@ from loaders.errors import StoreOpenError
 from loaders.selection import SampleTable
 from loaders.store.open_store import OpenedStore, open_store
 from loaders.store.selected import store_table
+from precompute.checks import Size, size_hw
 from precompute.fields import FieldSpec
 
 __all__ = ["DaliStoreLoader", "refuse_unserved_fields"]
@@ -77,10 +78,15 @@ class _ChunkCache:
         return img
 
 
-def _serves(field: FieldSpec, size: int) -> bool:
-    """DALI's graph serves the RGB ``image`` and an int64 ``label``, nothing else."""
+def _serves(field: FieldSpec, size: Size) -> bool:
+    """DALI's graph serves the RGB uint8 ``image`` and an int64 ``label``, nothing else."""
     st = field.storage(size)
-    rgb = field.name == "image" and field.spec.photometric and st.shape == (size, size, 3)
+    rgb = (
+        field.name == "image"
+        and field.spec.photometric
+        and st.shape == (*size_hw(size), 3)
+        and st.dtype == "uint8"
+    )
     label = field.name == "label" and st.shape == () and st.dtype == "int64"
     return rgb or label
 
@@ -98,7 +104,8 @@ def refuse_unserved_fields(source: OpenedStore) -> None:
     if other or missing:
         raise StoreOpenError(
             str(source.info.path),
-            f"DaliStoreLoader serves an RGB 'image' and an int64 'label' only; this store's "
+            f"DaliStoreLoader serves an RGB uint8 'image' and an int64 'label' only; this "
+            f"store's "
             f"field(s) {', '.join(other) or 'none'} it cannot serve"
             + (f" and it lacks {missing}" if missing else "")
             + ": use StoreLoader, which serves every field",
@@ -165,8 +172,7 @@ class DaliStoreLoader(DaliLoaderBase):
             return None
         if decoder == "auto" and self._device_id is None:
             return None  # no GPU: libjpeg-turbo in the reader, as fast as DALI's CPU decoder
-        s = source.layout.size
-        fill = np.full((1, s, s, 3), source.image.meta.fill_value, np.uint8)
+        fill = np.full((1, *size_hw(source.layout.size), 3), source.image.meta.fill_value, np.uint8)
         fill[0, 0, 0, 0] ^= 1  # one value off the fill: an image with a stream
         from precompute.format.codecs.jpeg import split_streams
 
@@ -188,15 +194,21 @@ class DaliStoreLoader(DaliLoaderBase):
         return [store_table(self.source)]
 
     def _graph(self) -> GraphSpec:
-        stored = self.info.layout.size
-        size = self.augment.size or stored
-        keep = not self.augment.crops and size == stored  # nothing to crop or resize
+        h, w = size_hw(self.info.layout.size)
+        size = self.augment.size or h
+        if self.augment.size is None and h != w:
+            raise StoreOpenError(
+                str(self.info.path),
+                f"the store's frame is {w}x{h} and DALI's outputs are square: give the augment "
+                "a size (it crops and resizes into it)",
+            )
+        keep = not self.augment.crops and (size, size) == (h, w)  # nothing to crop or resize
         streams = self._fill is not None  # jpeg streams for DALI's decoder
         return self._graph_spec(None if keep and not streams else size, decode=streams)
 
     def _fetch(self, epoch: int, batch: int, indices: npt.NDArray[np.int64]) -> Fetched:
         variant = variant_for_epoch(self.seed, epoch, self.info.layout.variants)
-        s = self.info.layout.size
+        hw = size_hw(self.info.layout.size)
         chunk_of, row = np.divmod(indices, self.chunk_samples)
         images: Any
         if self._fill is not None:  # streams, in the batch's order
@@ -205,7 +217,7 @@ class DaliStoreLoader(DaliLoaderBase):
                 for c, r in zip(chunk_of, row, strict=True)
             ]
         else:
-            images = np.empty((len(indices), s, s, 3), np.uint8)
+            images = np.empty((len(indices), *hw, 3), np.uint8)
             for c in np.unique(chunk_of):  # chunk order does not matter: each is read whole
                 sel = chunk_of == c
                 images[sel] = self._chunks.get(int(c), variant)[row[sel]]

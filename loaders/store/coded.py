@@ -93,7 +93,7 @@ def pack_runs(meta: ArrayMeta, data: Any, runs: Sequence[Run]) -> None:
             if STREAM_HEAD + len(stream) > dest.shape[1]:
                 raise ValueError(
                     f"a JPEG stream of {len(stream)} bytes does not fit its raw row of "
-                    f"{dest.shape[1]} bytes: decode it on the CPU (jpeg_decoder='cpu')"
+                    f"{dest.shape[1]} bytes: decode it on the CPU (jpeg_decoder='reader')"
                 )
             row = dest[d]
             row[:STREAM_HEAD] = np.frombuffer(len(stream).to_bytes(4, "little"), np.uint8)

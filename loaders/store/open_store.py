@@ -24,6 +24,7 @@ from loaders.store.rawio import MAP_BYTES, MapCache
 from loaders.store.readcache import ReadCache
 from loaders.store.shardio import IO_MODES, ShardedArrayReader
 from precompute import errors as pre
+from precompute.checks import size_hw
 from precompute.fields import FieldSpec
 from precompute.format.arrays import ArraySpec
 from precompute.format.layout import StoreInfo, StoreLayout, open_store_info
@@ -208,7 +209,7 @@ def open_store(
     layout = info.layout
     axis = _variant_axis(info)
     names = [n for n in layout.arrays if n not in ("extent", "valid", "key")]
-    streamed = [n for n in names if _streamed(layout.arrays[n], axis, layout.size)]
+    streamed = [n for n in names if _streamed(layout.arrays[n], axis, size_hw(layout.size))]
     if io == "auto":  # the shard files' exact sizes: what the mapping budget counts
         shards = range(layout.num_shards)
         total = sum(expected_shard_size(layout, n, k) or 0 for n in streamed for k in shards)
@@ -243,10 +244,10 @@ def _variant_axis(info: StoreInfo) -> set[str]:
     return out
 
 
-def _streamed(a: ArraySpec, axis: set[str], size: int) -> bool:
+def _streamed(a: ArraySpec, axis: set[str], hw: tuple[int, int]) -> bool:
     """Stream an array in the image frame, or one whose samples are big; read the rest whole."""
     row = a.shape[1 + (a.name in axis) :]
-    return row[:2] == (size, size) or math.prod(row) * a.itemsize > SMALL_ROW_BYTES
+    return row[:2] == hw or math.prod(row) * a.itemsize > SMALL_ROW_BYTES
 
 
 def _stream(info: StoreInfo, a: ArraySpec, **kw: Any) -> ShardedArrayReader:
@@ -265,7 +266,7 @@ def _extents(info: StoreInfo) -> np.ndarray:
     if "extent" in layout.arrays:
         return _reader(info, "extent", layout.arrays["extent"].shape).read_all().astype(np.int32)
     out = np.zeros((layout.num_samples, 4), np.int32)
-    out[:, 2:] = layout.size
+    out[:, 2:] = size_hw(layout.size)
     return out
 
 

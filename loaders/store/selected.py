@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,22 @@ class MixedStream:
         """:meth:`ShardedArrayReader.read_chunk` of the store holding ``chunk``."""
         reader, local = self._local(tuple(int(c) for c in chunk))
         return reader.read_chunk(local)
+
+    @property
+    def fetches_ahead(self) -> bool:
+        """Whether any store's reader fetches coded chunks ahead (object storage)."""
+        return any(r.fetches_ahead for r in self.readers)
+
+    def fetch_ahead(self, chunks: Sequence[tuple[int, ...]], pool: Executor) -> None:
+        """:meth:`ShardedArrayReader.fetch_ahead` of each chunk by the store holding it."""
+        for chunk in chunks:
+            reader, local = self._local(chunk)
+            reader.fetch_ahead([local], pool)
+
+    def drop_ahead(self, pool: Executor | None = None) -> None:
+        """:meth:`ShardedArrayReader.drop_ahead` of every store's reader."""
+        for reader in self.readers:
+            reader.drop_ahead(pool)
 
     def close(self) -> None:
         """Close every store's reader."""

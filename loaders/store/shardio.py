@@ -16,7 +16,9 @@ Every byte comes through the store's :class:`~precompute.storage.base.ByteStore`
 reads above) or an object store, where a shard's index is one ranged GET of its tail (which
 also gives the object's size, checked like a file's, and its version), and a chunk one ranged
 GET of exactly its bytes + crc32c from that version only (``If-Match``): an object replaced since
-its index was read fails loudly instead of mixing two versions. Bytes that crossed a network
+its index was read fails loudly instead of mixing two versions. A coded chunk's GET may be
+started ahead (:meth:`ShardedArrayReader.fetch_ahead`: the batch reader fetches the next
+window's while it decodes this one's). Bytes that crossed a network
 are checked on every read; with a :class:`~loaders.store.readcache.ReadCache` each chunk is
 looked up on local disk first and stored there after its GET, so a second epoch reads locally
 (and is checked like a local store's). Requests run on the loader's read threads, so that many
@@ -37,7 +39,7 @@ import json
 import math
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -146,11 +148,59 @@ class ShardedArrayReader:
         # batch reads copy JPEG streams into the rows undecoded, for a decoder on the device
         # (loaders.transfer.devicedecode); set by the loader, never for other codecs
         self.pack = False
+        # coded chunks whose stored bytes are being fetched ahead (fetch_ahead), by chunk: the
+        # fetch, and the pool it runs on (its batch reader's)
+        self._ahead: dict[tuple[int, ...], tuple[Future[memoryview | None], Executor]] = {}
+        self._ahead_lock = threading.Lock()
 
     @property
     def fast(self) -> bool:
         """True when chunks are read from the shard bytes directly."""
         return self.meta.fast
+
+    @property
+    def fetches_ahead(self) -> bool:
+        """Whether :meth:`fetch_ahead` fetches anything: a coded array in object storage."""
+        return bool(self.store.remote and self.fast and self.meta.codec is not None)
+
+    def fetch_ahead(self, chunks: Sequence[tuple[int, ...]], pool: Executor) -> None:
+        """Start fetching the stored bytes of coded ``chunks`` on ``pool``, for reads to come.
+
+        So that a network's transfer of the next chunks overlaps the decoding of these: a
+        later read of such a chunk (:meth:`read_chunk_runs`, :meth:`read_chunk_into`) takes
+        its bytes (crc32c checked, as any fetch) or its error from the fetch instead of
+        fetching again. Nothing for a local or raw array (its reads land in the batch rows).
+        """
+        if not self.fetches_ahead:
+            return
+        with self._ahead_lock:
+            for chunk in chunks:
+                if chunk not in self._ahead:
+                    fetch = pool.submit(self._stored, chunk, self._file_of(chunk))
+                    self._ahead[chunk] = (fetch, pool)
+
+    def drop_ahead(self, pool: Executor | None = None) -> None:
+        """Forget the fetches started ahead on ``pool`` (None: every one), cancelling them.
+
+        A batch reader drops its own when its epoch restarts or it closes; a read that took
+        a fetch cancelled meanwhile fetches the chunk itself.
+        """
+        with self._ahead_lock:
+            gone = [c for c, (_, p) in self._ahead.items() if pool is None or p is pool]
+            fetches = [self._ahead.pop(c)[0] for c in gone]
+        for fetch in fetches:
+            fetch.cancel()
+
+    def _fetched_ahead(self, chunk: tuple[int, ...], path: str) -> memoryview | None:
+        """The stored bytes of ``chunk``: from its fetch started ahead, else fetched now."""
+        with self._ahead_lock:
+            ahead = self._ahead.pop(chunk, None)
+        if ahead is not None:
+            try:
+                return ahead[0].result()  # its bytes, or the error its fetch raised
+            except CancelledError:
+                pass  # dropped before it ran
+        return self._stored(chunk, path)
 
     def _load_meta(self) -> ArrayMeta:
         meta = self.loc / "zarr.json"
@@ -339,6 +389,7 @@ class ShardedArrayReader:
 
     def close(self) -> None:
         """Drop the cached shard mappings (a later read maps again); idempotent."""
+        self.drop_ahead()
         with self._hot_lock:
             self._hot.clear()
         if self._maps is not None:
@@ -491,7 +542,7 @@ class ShardedArrayReader:
             ChunkReadError: Any other I/O failure.
         """
         try:
-            data = self._stored(chunk, path)
+            data = self._fetched_ahead(chunk, path)
             if data is None:
                 fill = np.full(self.meta.chunk_shape, self.meta.fill_value, self.meta.dtype)
                 data = memoryview(

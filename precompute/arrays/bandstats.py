@@ -2,7 +2,9 @@
 
 Every spatial ``array`` field (bands last: a field whose loader rule is ``array``) gets a
 :func:`~precompute.arrays.stats.partial` of its shard's valid pixels (valid samples, inside
-their ``extent``: letterbox borders and holes are left out). The shard task writes them in
+their ``extent``: letterbox borders and holes are left out), and so does every field whose
+kind gives its values as bands (``Kind.band_values``: an audio feature's mel bands or MFCCs
+over each clip's valid frames). The shard task writes them in
 its marker (``stats.bands.FIELD``); :func:`fold_markers` merges the markers' partials in
 shard order at finalize and the store's attributes keep the result as
 ``report.band_stats.FIELD`` (:meth:`~precompute.arrays.stats.BandStats.to_dict`: ``count``,
@@ -26,9 +28,9 @@ def band_fields(fields: Iterable[Any]) -> list[str]:
     return [f.name for f in fields if f.augment == "array"]
 
 
-def _valid_pixels(arrays: Mapping[str, Any], n: int, size: int) -> np.ndarray:
-    """``(n, S, S)``: True inside the extent of each valid sample."""
-    mask = np.zeros((n, size, size), dtype=bool)
+def _valid_pixels(arrays: Mapping[str, Any], n: int, hw: tuple[int, int]) -> np.ndarray:
+    """``(n, H, W)``: True inside the extent of each valid sample."""
+    mask = np.zeros((n, *hw), dtype=bool)
     valid = np.asarray(arrays.get("valid", np.ones(n)), dtype=bool)
     extent = np.asarray(arrays["extent"])
     for j in np.flatnonzero(valid):
@@ -40,10 +42,16 @@ def _valid_pixels(arrays: Mapping[str, Any], n: int, size: int) -> np.ndarray:
 def shard_band_stats(fields: Iterable[Any], arrays: Mapping[str, Any]) -> dict[str, Any]:
     """``{FIELD: partial.to_dict()}`` of one shard's arrays (empty without such a field)."""
     out: dict[str, Any] = {}
-    for name in band_fields(fields):
-        values = np.asarray(arrays[name])
-        mask = _valid_pixels(arrays, values.shape[0], values.shape[1])
-        out[name] = partial(values, mask).to_dict()
+    spatial = set(band_fields(fields))
+    for f in fields:
+        if f.name in spatial:
+            values = np.asarray(arrays[f.name])
+            mask = _valid_pixels(arrays, values.shape[0], values.shape[1:3])
+            out[f.name] = partial(values, mask).to_dict()
+            continue
+        view = f.spec.band_values(f.name, arrays, f.options)
+        if view is not None:
+            out[f.name] = partial(*view).to_dict()
     return out
 
 

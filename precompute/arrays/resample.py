@@ -107,7 +107,7 @@ def place_array(value: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
     Returns:
         ``(S, S, C)`` of ``value``'s dtype.
     """
-    out = np.full((p.size, p.size, value.shape[2]), pad, dtype=value.dtype)
+    out = np.full((*p.shape, value.shape[2]), pad, dtype=value.dtype)
     top, left, h, w = p.extent
     out[top : top + h, left : left + w] = resize_box(value, p.box, p.out)
     return out

@@ -1,12 +1,14 @@
-"""Log-mel spectrograms with torch alone (no torchaudio), and int16 waveform storage.
+"""Log-mel spectrograms and MFCCs with torch alone (no torchaudio), and int16 waveforms.
 
 :func:`logmel` follows ``torchaudio.transforms.MelSpectrogram`` with its defaults and
 ``AmplitudeToDB(stype="power", top_db=80)``: a periodic Hann window of ``n_fft`` samples,
-``torch.stft`` centred with reflect padding, power 2, a triangular mel filterbank on the **HTK**
-mel scale without area normalisation (``torchaudio.functional.melscale_fbanks`` with
-``mel_scale="htk"``, ``norm=None``), then ``10 * log10(max(mel, 1e-10))`` clamped below at
-the clip's maximum minus ``top_db`` (librosa's ``power_to_db(ref=1.0, amin=1e-10,
-top_db=80)``). A wave of ``n`` samples gives ``1 + n // hop_length`` frames.
+``torch.stft`` centred with reflect padding, power 2, a triangular mel filterbank between
+``f_min`` and ``f_max`` (``torchaudio.functional.melscale_fbanks``: the **HTK** mel scale
+without area normalisation by default, ``mel_scale="slaney"`` and ``norm="slaney"`` as there),
+then ``10 * log10(max(mel, 1e-10))`` clamped below at the clip's maximum minus ``top_db``
+(librosa's ``power_to_db(ref=1.0, amin=1e-10, top_db=80)``; None: no clamp). A wave of ``n``
+samples gives ``1 + n // hop_length`` frames. :func:`mfcc` is ``torchaudio.transforms.MFCC``:
+the orthonormal DCT-II (``create_dct(n_mfcc, n_mels, "ortho")``) of that log-mel.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ if TYPE_CHECKING:  # torch is imported when a feature is computed
 __all__ = [
     "AMIN",
     "INT16_SCALE",
+    "MEL_NORMS",
+    "MEL_SCALES",
     "TOP_DB",
     "clips_int16",
+    "dct_matrix",
     "from_int16",
     "hz_to_mel",
     "logmel",
     "logmel_tensor",
     "mel_filterbank",
     "mel_to_hz",
+    "mfcc",
     "num_frames",
     "to_int16",
 ]
@@ -39,41 +45,93 @@ __all__ = [
 AMIN = 1e-10  # power floor of the dB conversion (-100 dB)
 TOP_DB = 80.0  # dynamic range kept below a clip's loudest value
 INT16_SCALE = 32768.0  # full scale of int16 storage, as libsndfile and torchaudio read PCM_16
+MEL_SCALES = ("htk", "slaney")
+MEL_NORMS = (None, "slaney")
+# the Slaney scale: linear (200/3 Hz a mel) below 1 kHz, logarithmic above (27 mels an octave)
+_F_SP, _MIN_LOG_HZ, _LOGSTEP = 200.0 / 3, 1000.0, float(np.log(6.4) / 27.0)
+_MIN_LOG_MEL = _MIN_LOG_HZ / _F_SP
 
 
-def hz_to_mel(freq: float) -> float:
-    """HTK mel of ``freq`` Hz: ``2595 * log10(1 + f / 700)``."""
-    return 2595.0 * float(np.log10(1.0 + freq / 700.0))
+def hz_to_mel(freq: float, mel_scale: str = "htk") -> float:
+    """The mel of ``freq`` Hz: HTK's ``2595 * log10(1 + f / 700)``, or Slaney's."""
+    if mel_scale == "htk":
+        return 2595.0 * float(np.log10(1.0 + freq / 700.0))
+    if freq < _MIN_LOG_HZ:
+        return freq / _F_SP
+    return _MIN_LOG_MEL + float(np.log(freq / _MIN_LOG_HZ)) / _LOGSTEP
 
 
-def mel_to_hz(mel: torch.Tensor) -> torch.Tensor:
+def mel_to_hz(mel: torch.Tensor, mel_scale: str = "htk") -> torch.Tensor:
     """Inverse of :func:`hz_to_mel`."""
-    return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
+    import torch
+
+    if mel_scale == "htk":
+        return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
+    linear = _F_SP * mel
+    return torch.where(
+        mel >= _MIN_LOG_MEL, _MIN_LOG_HZ * torch.exp(_LOGSTEP * (mel - _MIN_LOG_MEL)), linear
+    )
 
 
 @functools.lru_cache(maxsize=32)
-def _filterbank(n_freqs: int, f_min: float, f_max: float, n_mels: int, rate: int) -> torch.Tensor:
+def _filterbank(
+    n_freqs: int,
+    f_min: float,
+    f_max: float,
+    n_mels: int,
+    rate: int,
+    mel_scale: str = "htk",
+    norm: str | None = None,
+) -> torch.Tensor:
     import torch
 
     all_freqs = torch.linspace(0, rate // 2, n_freqs)
-    m_pts = torch.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2)
-    f_pts = mel_to_hz(m_pts)
+    lo, hi = hz_to_mel(f_min, mel_scale), hz_to_mel(f_max, mel_scale)
+    f_pts = mel_to_hz(torch.linspace(lo, hi, n_mels + 2), mel_scale)
     f_diff = f_pts[1:] - f_pts[:-1]
     slopes = f_pts.unsqueeze(0) - all_freqs.unsqueeze(1)
     down = -slopes[:, :-2] / f_diff[:-1]
     up = slopes[:, 2:] / f_diff[1:]
-    return torch.clamp(torch.minimum(down, up), min=0.0)
+    fb = torch.clamp(torch.minimum(down, up), min=0.0)
+    if norm == "slaney":  # each filter's area 1 (on a Hz axis)
+        fb = fb * (2.0 / (f_pts[2 : n_mels + 2] - f_pts[:n_mels])).unsqueeze(0)
+    return fb
 
 
 def mel_filterbank(
-    n_freqs: int, f_min: float, f_max: float, n_mels: int, sample_rate: int
+    n_freqs: int,
+    f_min: float,
+    f_max: float,
+    n_mels: int,
+    sample_rate: int,
+    mel_scale: str = "htk",
+    norm: str | None = None,
 ) -> torch.Tensor:
-    """``(n_freqs, n_mels)`` float32 triangular filters (HTK scale, no normalisation).
+    """``(n_freqs, n_mels)`` float32 triangular filters.
 
     The same numbers as ``torchaudio.functional.melscale_fbanks(n_freqs, f_min, f_max,
-    n_mels, sample_rate, norm=None, mel_scale="htk")``. A fresh tensor (callers may modify it).
+    n_mels, sample_rate, norm, mel_scale)`` (defaults: HTK scale, no normalisation). A fresh
+    tensor (callers may modify it).
     """
-    return _filterbank(n_freqs, float(f_min), float(f_max), n_mels, sample_rate).clone()
+    fb = _filterbank(n_freqs, float(f_min), float(f_max), n_mels, sample_rate, mel_scale, norm)
+    return fb.clone()
+
+
+@functools.lru_cache(maxsize=32)
+def _dct(n_mfcc: int, n_mels: int) -> torch.Tensor:
+    import torch
+
+    n = torch.arange(float(n_mels))
+    k = torch.arange(float(n_mfcc)).unsqueeze(1)
+    dct = torch.cos(np.pi / float(n_mels) * (n + 0.5) * k)  # (n_mfcc, n_mels)
+    dct[0] *= 1.0 / np.sqrt(2.0)
+    dct *= np.sqrt(2.0 / float(n_mels))
+    return dct.t().contiguous()
+
+
+def dct_matrix(n_mfcc: int, n_mels: int) -> torch.Tensor:
+    """``(n_mels, n_mfcc)`` orthonormal DCT-II (``create_dct(..., "ortho")``), a fresh tensor."""
+    return _dct(n_mfcc, n_mels).clone()
 
 
 def num_frames(samples: int, hop_length: int) -> int:
@@ -100,11 +158,14 @@ def logmel_tensor(
     f_min: float = 0.0,
     f_max: float | None = None,
     top_db: float | None = TOP_DB,
+    mel_scale: str = "htk",
+    norm: str | None = None,
 ) -> torch.Tensor:
     """Log-mel in dB of ``wave`` ``(..., n)`` float: ``(..., n_mels, frames)`` float32.
 
     Runs on ``wave``'s device. ``top_db`` clamps each leading-index slice (each clip) at
-    its own maximum minus ``top_db``; None keeps the -100 dB floor only.
+    its own maximum minus ``top_db``; None keeps the -100 dB floor only. ``mel_scale`` and
+    ``norm``: the filterbank's (:func:`mel_filterbank`).
 
     Raises:
         SpecError: A wave of at most ``n_fft // 2`` samples (reflect padding needs more),
@@ -120,7 +181,8 @@ def logmel_tensor(
     spec = torch.stft(flat, n_fft, hop_length, window=window, center=True,
                       pad_mode="reflect", return_complex=True)  # fmt: skip
     power = spec.real.square() + spec.imag.square()  # (B, n_freqs, frames)
-    fb = _filterbank(n_fft // 2 + 1, float(f_min), top, n_mels, sample_rate).to(wave.device)
+    fb = _filterbank(n_fft // 2 + 1, float(f_min), top, n_mels, sample_rate, mel_scale, norm)
+    fb = fb.to(wave.device)
     mel = torch.matmul(power.transpose(1, 2), fb).transpose(1, 2)
     db = 10.0 * torch.log10(torch.clamp(mel, min=AMIN))
     if top_db is not None:
@@ -138,12 +200,32 @@ def logmel(
     f_min: float = 0.0,
     f_max: float | None = None,
     top_db: float | None = TOP_DB,
+    mel_scale: str = "htk",
+    norm: str | None = None,
 ) -> np.ndarray:
     """:func:`logmel_tensor` of a numpy wave ``(..., n)`` on the CPU: float32 numpy."""
     import torch
 
     x = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))
-    return logmel_tensor(x, sample_rate, n_fft, hop_length, n_mels, f_min, f_max, top_db).numpy()
+    mel = logmel_tensor(
+        x, sample_rate, n_fft, hop_length, n_mels, f_min, f_max, top_db, mel_scale, norm
+    )
+    return mel.numpy()
+
+
+def mfcc(
+    wave: np.ndarray, sample_rate: int, n_mfcc: int = 20, **logmel_options: object
+) -> np.ndarray:
+    """MFCCs of a numpy wave ``(..., n)``: ``(..., n_mfcc, frames)`` float32.
+
+    The orthonormal DCT-II of :func:`logmel` (``logmel_options``: its keyword arguments),
+    as ``torchaudio.transforms.MFCC(sample_rate, n_mfcc, log_mels=False, melkwargs=...)``.
+    """
+    import torch
+
+    mel = torch.from_numpy(logmel(wave, sample_rate, **logmel_options))  # type: ignore[arg-type]
+    dct = _dct(n_mfcc, mel.shape[-2])
+    return torch.matmul(mel.transpose(-1, -2), dct).transpose(-1, -2).contiguous().numpy()
 
 
 def to_int16(wave: np.ndarray) -> np.ndarray:

@@ -15,16 +15,20 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from precompute.checks import Size, size_hw
 from precompute.errors import DecodeError, InputError
 from precompute.fields.geometry import Placement, check_frame, place_field, placement
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
 from precompute.sources.fields import FieldItem
 from precompute.stages.augment import colour_jitter
+
+if TYPE_CHECKING:
+    from precompute.transforms.apply import SampleTransform
 
 __all__ = [
     "DECODE",
@@ -120,35 +124,72 @@ def _segment_of(item: FieldItem, field: FieldSpec) -> tuple[Any, ...]:
     return () if seg is None else (seg,)
 
 
+def _raw(
+    item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int, opener: Opener | None
+) -> tuple[Any, str]:
+    """``(raw value, key)``: a file field as its decoder gives it, an inline one as parsed."""
+    if field.spec.source == "inline":
+        return item.value(field.name), item.key
+    key = item.file(field.name)
+    decoder = decoder_of(field)
+    data = _input(item, field.name, read, opener, getattr(decoder, "takes_input", False))
+    return decoder(data, key, field, max_pixels, *_segment_of(item, field)), key
+
+
+def _companions(field: FieldSpec, raw: Any, key: str) -> dict[str, Any]:
+    """The companions' values of ``field``'s decoded ``raw`` by ``FIELD.WHAT``."""
+    try:
+        extra = field.spec.companion_values(raw, field.options)
+    except ValueError as exc:
+        raise DecodeError(key, f"field {field.name!r} ({field.spec.name}): {exc}") from None
+    return {f"{field.name}.{what}": v for what, v in extra.items()}
+
+
 def _value(
     item: FieldItem, field: FieldSpec, read: Reader, max_pixels: int, opener: Opener | None
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The checked value of ``field`` and its companions' values by ``FIELD.WHAT``."""
-    kind = field.spec
-    if kind.source == "inline":
-        key, raw = item.key, item.value(field.name)
-    else:
-        key = item.file(field.name)
-        decoder = decoder_of(field)
-        data = _input(item, field.name, read, opener, getattr(decoder, "takes_input", False))
-        raw = decoder(data, key, field, max_pixels, *_segment_of(item, field))
-    value = kind.validate(raw, field.name, field.options, key)
-    try:
-        extra = kind.companion_values(raw, field.options)
-    except ValueError as exc:
-        raise DecodeError(key, f"field {field.name!r} ({kind.name}): {exc}") from None
-    return value, {f"{field.name}.{what}": v for what, v in extra.items()}
+    raw, key = _raw(item, field, read, max_pixels, opener)
+    value = field.spec.validate(raw, field.name, field.options, key)
+    return value, _companions(field, raw, key)
+
+
+def _decoded_values(
+    item: FieldItem,
+    fields: Sequence[FieldSpec],
+    read: Reader,
+    max_pixels: int,
+    opener: Opener | None,
+    transform: SampleTransform,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every field's value after a ``decoded`` transform ran on the sample, and companions."""
+    raws: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    companions: dict[str, Any] = {}
+    for f in fields:
+        if f.spec.source == "file":
+            raws[f.name], key = _raw(item, f, read, max_pixels, opener)
+            companions.update(_companions(f, raws[f.name], key))
+        else:
+            values[f.name], extra = _value(item, f, read, max_pixels, opener)
+            companions.update(extra)
+
+    def check(f: FieldSpec, raw: Any) -> Any:
+        return f.spec.validate(raw, f.name, f.options, item.file(f.name))
+
+    return transform.decoded(item.key, raws, values, fields, check), companions
 
 
 def assemble(
     item: FieldItem,
     fields: Sequence[FieldSpec],
     read: Reader,
-    size: int,
+    size: Size,
     mode: str,
     max_pixels: int,
     opener: Opener | None = None,
     variants: Callable[[int, int], Sequence[VariantDraw]] | None = None,
+    transform: SampleTransform | None = None,
 ) -> tuple[dict[str, np.ndarray], Any]:
     """Return one item's stored values by array name, and its ``extent``.
 
@@ -160,7 +201,7 @@ def assemble(
         item: The item (from :mod:`precompute.sources.fields`).
         fields: The store's fields (their kinds decide everything below).
         read: ``read(item, field) -> bytes`` (e.g. ``FieldSource.read_bytes``).
-        size: The stored side S.
+        size: The stored frame: side S, or ``WxH``.
         mode: The build's ``mode`` (``squash``, ``center-crop``, ``letterbox``).
         max_pixels: The decompression-bomb guard of every image-like file.
         opener: ``opener(item, field) -> binary stream`` of a file field, for decoders that
@@ -170,6 +211,8 @@ def assemble(
             (:func:`~precompute.fields.geometry.variant_draws`); every spatial field is
             placed once per variant, photometric ones jittered, and the ``extent`` is
             ``(K, 4)``.
+        transform: The user's transform (:mod:`precompute.transforms.apply`), run on the
+            sample as decoded (before the placement) or as stored (after it), by its ``at``.
 
     Raises:
         DecodeError: A file that cannot be read or decoded, a value its kind refuses, or a
@@ -178,12 +221,22 @@ def assemble(
     fields = check_fields(fields)
     values: dict[str, Any] = {}
     companions: dict[str, Any] = {}
-    for f in fields:
-        values[f.name], extra = _value(item, f, read, max_pixels, opener)
-        companions.update(extra)
+    if transform is not None and transform.at == "decoded":
+        values, companions = _decoded_values(item, fields, read, max_pixels, opener, transform)
+    else:
+        for f in fields:
+            values[f.name], extra = _value(item, f, read, max_pixels, opener)
+            companions.update(extra)
+    after = transform if transform is not None and transform.at == "stored" else None
     frame = frame_field(fields)
     if frame is None:  # no spatial field: nothing to place
-        return {**values, **companions}, (0, 0, size, size)
+        if after is not None:
+            values = after.stored(item.key, values, fields, size)
+        return {**values, **companions, **moved_companions(fields, values, size)}, (
+            0,
+            0,
+            *size_hw(size),
+        )
     h, w = values[frame.name].shape[:2]
     for f in fields:
         if f.spatial and f.spec.source == "file":
@@ -193,13 +246,15 @@ def assemble(
         return {**placed_k, **companions, **moved_companions(fields, placed_k, size)}, extents
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
+    if after is not None:
+        placed = after.stored(item.key, placed, fields, size)
     for f in fields:
         f.spec.placed(item.key, values[f.name], placed[f.name], (w, h))  # build notes
     return {**placed, **companions, **moved_companions(fields, placed, size)}, p.extent
 
 
 def moved_companions(
-    fields: Sequence[FieldSpec], placed: Mapping[str, Any], size: int
+    fields: Sequence[FieldSpec], placed: Mapping[str, Any], size: Size
 ) -> dict[str, np.ndarray]:
     """The companions each kind computes from its placed value (``Kind.moved_companions``)."""
     out = {}

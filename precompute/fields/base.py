@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from precompute.checks import Size
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.options import REQUIRED, ColumnClaim, Flag, Option, SuffixClaim
 
@@ -157,7 +158,7 @@ class Kind(ABC):
         return None
 
     @abstractmethod
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """Return the storage of one sample in a store of side ``size``."""
 
     def rules(self, opts: Mapping[str, Any]) -> tuple[bool, str, str]:
@@ -168,7 +169,7 @@ class Kind(ABC):
         """
         return self.spatial, self.resample, self.augment
 
-    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+    def companions(self, opts: Mapping[str, Any], size: Size) -> Mapping[str, Storage]:
         """Per-sample arrays stored beside the field, as ``FIELD.WHAT`` (default: none).
 
         E.g. an audio field's ``length``: ``{"length": Storage((), "int32", 0)}``.
@@ -220,6 +221,19 @@ class Kind(ABC):
         """
         return None
 
+    def band_values(
+        self, name: str, arrays: Mapping[str, Any], opts: Mapping[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """One shard's values of field ``name`` for per-band statistics, or None (the default).
+
+        ``arrays``: the shard's arrays by name (the field's, its companions, ``valid``). A kind
+        whose values are bands (an audio feature's mel bands or MFCCs) returns them bands
+        last with a boolean mask of the values that count (valid samples, valid frames); the
+        build folds them into ``report.band_stats.FIELD`` (count, mean, std, min, max per
+        band: :mod:`precompute.arrays.stats`), which loaders normalise with.
+        """
+        return None
+
     def spec_defaults(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Build spec values this kind's flags imply where the user gave none (default: none).
 
@@ -240,7 +254,7 @@ class Kind(ABC):
         """
         return None
 
-    def describe(self, opts: Mapping[str, Any], size: int) -> str:
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
         """This field in a few words, for a one-line summary of a store (``cache ls``).
 
         Default: the kind's name, and the stored shape and dtype of one sample

@@ -1,13 +1,13 @@
 """Build-side geometry: one placement per sample, applied to every spatial field of it.
 
 A :class:`Placement` is the map from a source frame of ``w x h`` pixels into the stored
-``S x S`` frame for a build ``mode`` (the rules of :mod:`precompute.stages.resize`): the
-source ``box`` is resized to ``out`` pixels and pasted at ``offset``. Coordinates follow the
-pixel-centre convention: pixel ``(i, j)`` covers ``[j, j + 1) x [i, i + 1)``, its centre is
-``(j + 0.5, i + 0.5)``, and the placement maps a point ``x`` to
-``(x - box_left) * out_w / box_w + offset_left`` (likewise ``y``), which is the map Pillow's
-resize with a box uses for pixel centres. The field's kind names the rule that applies it
-(:data:`PLACE`, filled by the kind modules: :func:`register_rule`):
+``S x S`` frame (or ``W x H``: ``--size 512x384``) for a build ``mode`` (the rules of
+:mod:`precompute.stages.resize`): the source ``box`` is resized to ``out`` pixels and pasted
+at ``offset``. Coordinates follow the pixel-centre convention: pixel ``(i, j)`` covers
+``[j, j + 1) x [i, i + 1)``, its centre is ``(j + 0.5, i + 0.5)``, and the placement maps a
+point ``x`` to ``(x - box_left) * out_w / box_w + offset_left`` (likewise ``y``), which is
+the map Pillow's resize with a box uses for pixel centres. The field's kind names the rule
+that applies it (:data:`PLACE`, filled by the kind modules: :func:`register_rule`):
 
 * ``bilinear`` (images, :mod:`precompute.kinds.image`): Pillow's bilinear filter, as in
   format v1, padding ``fill``;
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import Size, size_hw
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec
@@ -60,14 +61,19 @@ class Placement:
             pixels possible: the centred square of ``center-crop``).
         out: ``(w, h)`` the box is resized to.
         offset: ``(left, top)`` where the resized box is pasted.
-        size: The stored side ``S``.
+        size: The stored frame: side ``S``, or ``"WxH"`` (:func:`precompute.checks.check_size`).
     """
 
     frame: tuple[int, int]
     box: tuple[float, float, float, float]
     out: tuple[int, int]
     offset: tuple[int, int]
-    size: int
+    size: Size
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(height, width)`` of the stored frame."""
+        return size_hw(self.size)
 
     @property
     def extent(self) -> tuple[int, int, int, int]:
@@ -75,16 +81,17 @@ class Placement:
         return (self.offset[1], self.offset[0], self.out[1], self.out[0])
 
 
-def placement(w: int, h: int, size: int, mode: str) -> Placement:
-    """Return the placement of a ``w x h`` source in a store of side ``size`` built in ``mode``."""
+def placement(w: int, h: int, size: Size, mode: str) -> Placement:
+    """Return the placement of a ``w x h`` source in a store of frame ``size`` built in ``mode``."""
     whole = (0.0, 0.0, float(w), float(h))
+    fh, fw = size_hw(size)
     if mode == "squash":
-        return Placement((w, h), whole, (size, size), (0, 0), size)
+        return Placement((w, h), whole, (fw, fh), (0, 0), size)
     if mode == "center-crop":
-        return Placement((w, h), center_crop_box(w, h), (size, size), (0, 0), size)
+        return Placement((w, h), center_crop_box(w, h, (fw, fh)), (fw, fh), (0, 0), size)
     if mode == "letterbox":
-        nw, nh = letterbox_size(w, h, size)
-        return Placement((w, h), whole, (nw, nh), ((size - nw) // 2, (size - nh) // 2), size)
+        nw, nh = letterbox_size(w, h, (fw, fh))
+        return Placement((w, h), whole, (nw, nh), ((fw - nw) // 2, (fh - nh) // 2), size)
     raise SpecError(f"mode must be one of {MODES}, got {mode!r}")
 
 

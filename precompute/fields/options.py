@@ -41,10 +41,17 @@ Checker = Callable[[str, Any], Any]
 
 
 class Option(NamedTuple):
-    """One option of a kind: its default (or :data:`REQUIRED`) and its checker."""
+    """One option of a kind: its default (or :data:`REQUIRED`) and its checker.
+
+    ``late``: the option was added after stores of its kind were built. While it holds its
+    default it is left out of the field's written options (``FieldSpec.to_dict``, a store's
+    fields table), so the spec hash and the cache key of every store built before stay the
+    same; the kind still sees it (``FieldSpec.options`` holds every option).
+    """
 
     default: Any
     check: Checker
+    late: bool = False
 
 
 class Flag(NamedTuple):
@@ -55,12 +62,17 @@ class Flag(NamedTuple):
         help: The flag's help text (``precompute build --help``).
         convert: Click's conversion of the text: ``str``, ``int`` or ``float``.
         json: The text is JSON, parsed before the option's checker sees it.
+        shared: Several kinds declare the flag (``--channels``: an image's 1 or 3, audio's
+            mono or N), each as shared: it sets the option of the kind the source has
+            (:func:`precompute.sources.resolve.shared_flag_kinds`); the text reaches each
+            kind's checker as given (``convert`` ``str``).
     """
 
     option: str
     help: str
     convert: type = str
     json: bool = False
+    shared: bool = False
 
 
 class ColumnClaim(NamedTuple):

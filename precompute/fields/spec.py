@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from precompute.checks import Size
 from precompute.errors import SpecError
 from precompute.fields.base import Kind, Storage
 from precompute.fields.registry import kind_of
@@ -122,7 +123,7 @@ class FieldSpec:
         """The loader's geometry rule (a key of ``loaders.augment.rules.APPLY``)."""
         return self.spec.rules(self.options)[2]
 
-    def storage(self, size: int) -> Storage:
+    def storage(self, size: Size) -> Storage:
         """The per-sample storage of this field in a store of side ``size``."""
         return self.spec.storage(self.options, size)
 
@@ -130,9 +131,23 @@ class FieldSpec:
         """A copy with some options changed (e.g. ``points`` learned from the source)."""
         return FieldSpec(self.name, self.kind, {**self.options, **changes})
 
+    @property
+    def written_options(self) -> dict[str, Any]:
+        """The options as specs and fields tables write them, JSON-ready.
+
+        Every option, less a late one (``Option.late``: added after stores of the kind were
+        built) at its default: a store built before it keeps its spec hash and cache key.
+        """
+        table = self.spec.options
+        return {
+            k: _plain(v)
+            for k, v in self.options.items()
+            if not (k in table and table[k].late and _plain(v) == _plain(table[k].default))
+        }
+
     def to_dict(self) -> dict[str, Any]:
-        """Return ``{"name", "kind", "options"}``, JSON-ready, every option present."""
-        return {"name": self.name, "kind": self.kind, "options": _plain(self.options)}
+        """Return ``{"name", "kind", "options"}``, JSON-ready: :attr:`written_options`."""
+        return {"name": self.name, "kind": self.kind, "options": self.written_options}
 
     @classmethod
     def from_dict(cls, data: Any) -> FieldSpec:
@@ -183,7 +198,7 @@ def check_fields(fields: Iterable[FieldSpec]) -> tuple[FieldSpec, ...]:
     return out
 
 
-def _entry(f: FieldSpec, size: int) -> dict[str, Any]:
+def _entry(f: FieldSpec, size: Size) -> dict[str, Any]:
     st = f.storage(size)
     if not _finite(st.fill):
         raise SpecError(
@@ -196,16 +211,16 @@ def _entry(f: FieldSpec, size: int) -> dict[str, Any]:
         "dtype": st.dtype,
         "fill": st.fill,
         "extent": "extent" if f.spatial else None,
-        "options": _plain(f.options),
+        "options": f.written_options,
     }
 
 
-def fields_table(fields: Sequence[FieldSpec], size: int) -> dict[str, dict[str, Any]]:
+def fields_table(fields: Sequence[FieldSpec], size: Size) -> dict[str, dict[str, Any]]:
     """The ``fields`` table of a v2 store's attributes: name -> kind, storage and options."""
     return {f.name: _entry(f, size) for f in check_fields(fields)}
 
 
-def parse_fields_table(table: Any, size: int) -> tuple[FieldSpec, ...]:
+def parse_fields_table(table: Any, size: Size) -> tuple[FieldSpec, ...]:
     """Read a ``fields`` table back; its storage entries must be what the options give.
 
     Raises:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from precompute.checks import size_hw
 from precompute.fields import FieldSpec, Storage, v1_fields
 from precompute.format.codecs import CodecSpec, array_codecs
 
@@ -112,7 +113,7 @@ def _arrays(layout: StoreLayout, fields: tuple[FieldSpec, ...]) -> dict[str, Arr
     if not fields:  # v1
         return dict(
             [
-                _array(layout, "image", Storage((layout.size, layout.size, 3), "uint8", 0), True),
+                _array(layout, "image", Storage((*size_hw(layout.size), 3), "uint8", 0), True),
                 _array(layout, "label", Storage((), "int64", HOLE_LABEL), False),
                 _array(layout, "extent", extent, True),
                 _key(layout),

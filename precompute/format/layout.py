@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from precompute.checks import Size, check_size, size_hw
 from precompute.errors import SpecError, StoreError, StoreIncompleteError, StoreMetadataError
 from precompute.fields import FieldSpec, parse_fields_table, v1_fields
 from precompute.format.arrays import ArraySpec, store_arrays
@@ -55,7 +56,7 @@ class StoreLayout:
 
     Attributes:
         num_samples: Number of sample slots N (holes included).
-        size: Stored side length S.
+        size: Stored side length S, or ``"WxH"`` (a frame of width W and height H).
         variants: K stored copies per sample (1: no variant axis).
         shard_samples: Samples per shard file.
         chunk_samples: Samples per inner chunk.
@@ -65,7 +66,7 @@ class StoreLayout:
     """
 
     num_samples: int
-    size: int
+    size: Size
     variants: int
     shard_samples: int
     chunk_samples: int
@@ -108,12 +109,12 @@ class StoreLayout:
 
     @property
     def image_shape(self) -> tuple[int, ...]:
-        """(N, S, S, 3), or (N, K, S, S, 3) when ``variants > 1``."""
-        s = self.size
+        """(N, S, S, 3) (``(N, H, W, 3)``), or (N, K, S, S, 3) when ``variants > 1``."""
+        h, w = size_hw(self.size)
         return (
-            (self.num_samples, s, s, 3)
+            (self.num_samples, h, w, 3)
             if self.variants == 1
-            else (self.num_samples, self.variants, s, s, 3)
+            else (self.num_samples, self.variants, h, w, 3)
         )
 
     @property
@@ -124,11 +125,11 @@ class StoreLayout:
     @property
     def image_chunk(self) -> tuple[int, ...]:
         """Inner chunk shape of ``image`` (one variant of ``chunk_samples`` samples)."""
-        s = self.size
+        h, w = size_hw(self.size)
         return (
-            (self.chunk_samples, s, s, 3)
+            (self.chunk_samples, h, w, 3)
             if self.variants == 1
-            else (self.chunk_samples, 1, s, s, 3)
+            else (self.chunk_samples, 1, h, w, 3)
         )
 
     @property
@@ -148,7 +149,7 @@ class StoreLayout:
         start = shard * self.shard_samples
         return start, min(start + self.shard_samples, self.num_samples)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         """Return the group attribute ``layout`` (fields are in their own ``fields`` table)."""
         return {
             "num_samples": self.num_samples,
@@ -212,6 +213,23 @@ _LAYOUT_RANGE = {
 }
 
 
+def _size(meta: Path | Location, value: Any) -> Size:
+    """The layout's ``size``: a side, or ``"WxH"`` text (a non-square frame)."""
+    lo, hi = _LAYOUT_RANGE["size"]
+    if isinstance(value, str) and "x" in value:
+        try:
+            size = check_size("size", value, lo, hi)
+        except ValueError as exc:
+            raise metadata_error(meta, f"{ATTR_KEY}.layout.size", str(exc)) from None
+        if size == value:  # canonical text only: "64x64" is written 64
+            return size
+    if isinstance(value, str):
+        raise metadata_error(
+            meta, f"{ATTR_KEY}.layout.size", f"must be a side or 'WxH' text, got {value!r}"
+        )
+    return _int(meta, f"{ATTR_KEY}.layout.size", value, lo, hi)
+
+
 def _int(meta: Path | Location, key: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise metadata_error(meta, key, f"must be an integer in [{lo}, {hi}], got {value!r}")
@@ -231,8 +249,13 @@ def parse_layout(meta: Path | Location, attrs: Mapping[str, Any]) -> StoreLayout
             f"{ATTR_KEY}.layout",
             f"must map exactly {sorted(_LAYOUT_RANGE)} to integers, got {value!r}",
         )
-    ints = {k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r) for k, r in _LAYOUT_RANGE.items()}
-    layout = StoreLayout(**ints)  # type: ignore[arg-type]  # fields: v2, below
+    ints: dict[str, Any] = {
+        k: _int(meta, f"{ATTR_KEY}.layout.{k}", value[k], *r)
+        for k, r in _LAYOUT_RANGE.items()
+        if k != "size"
+    }
+    ints["size"] = _size(meta, value["size"])
+    layout = StoreLayout(**ints)  # fields: v2, below
     if layout.shard_samples % layout.chunk_samples:
         raise metadata_error(
             meta,
@@ -258,7 +281,7 @@ def _spec(meta: Path | Location, attrs: Mapping[str, Any], layout: StoreLayout) 
     return spec
 
 
-def _fields(meta: Path | Location, attrs: Mapping[str, Any], size: int) -> tuple[FieldSpec, ...]:
+def _fields(meta: Path | Location, attrs: Mapping[str, Any], size: Size) -> tuple[FieldSpec, ...]:
     """The fields table of a v2 store, checked against what each kind's options give."""
     try:
         return parse_fields_table(attrs.get("fields"), size)

@@ -182,6 +182,15 @@ def _split_lines(info: StoreInfo) -> list[str]:
         return [f"splits     {exc}"]
 
 
+def _transform_lines(info: StoreInfo) -> list[str]:
+    """The user's transform (``docs/transforms.md``): name, point, arguments, fingerprint."""
+    t = info.spec.transform
+    if t is None:
+        return []
+    args = ", ".join(f"{k}={v!r}" for k, v in sorted(t.args.items())) or "no arguments"
+    return [f"transform  {t.name} at {t.at}, {_printable(args)}, fingerprint {t.fingerprint[:16]}"]
+
+
 def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     """Return a multi-line summary of the store at ``path`` (complete or not; or a URL).
 
@@ -213,6 +222,7 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
         f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
         f"hash {info.spec_hash[:16]}",
         f"{source} (fingerprint {info.source_fingerprint[:16]})",
+        *_transform_lines(info),
     ]
     fixed = " (fixed: --classes)" if spec.classes else ""  # a class list the spec gave
     if isinstance(rep.get("classes"), dict):  # v2: class names by field

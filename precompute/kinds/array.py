@@ -29,6 +29,7 @@ from precompute.arrays.buildsrc import (
 )
 from precompute.arrays.resample import place_array
 from precompute.arrays.scenesrc import decode_patch
+from precompute.checks import Size, size_hw
 from precompute.errors import DecodeError, SpecError
 from precompute.fields import FieldSpec, values
 from precompute.fields.assemble import DECODE, register_decoder
@@ -102,10 +103,10 @@ class ArrayKind(Kind):
             return True, "array", "array"
         return False, "none", "none"
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """The declared shape (``(S, S, C)`` when spatial) and dtype, holes zero."""
         shape = tuple(opts["shape"])
-        return Storage((size, size, shape[2]) if opts["spatial"] else shape, opts["dtype"], 0)
+        return Storage((*size_hw(size), shape[2]) if opts["spatial"] else shape, opts["dtype"], 0)
 
     def float_scale(self, opts: Mapping[str, Any]) -> float:
         """Values cast as they are (a loader's ``dtype=``), as an augment's ``bands=None``."""

@@ -1,4 +1,4 @@
-"""The ``audio`` field kind: a fixed-length clip stored as int16 samples or a float16 log-mel.
+"""The ``audio`` field kind: a clip stored as int16 samples, a float16 log-mel or float32 MFCCs.
 
 Importing this module (the kinds registry does, at its first look-up) registers
 :class:`AudioKind` (``register_kind``, with its flags: ``--clip-seconds``, ``--sample-rate``,
@@ -16,7 +16,6 @@ report lists those keys under ``truncated``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -24,17 +23,24 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from precompute.audio.clips import fit_clip, segment
-from precompute.audio.decode import MAX_CHANNELS, AudioInfo, decode_audio
-from precompute.audio.features import (
-    INT16_SCALE,
-    clips_int16,
-    logmel,
-    mel_filterbank,
-    num_frames,
-    to_int16,
+from precompute.audio.decode import AudioInfo, decode_audio
+from precompute.audio.features import INT16_SCALE, MEL_SCALES, clips_int16, num_frames, to_int16
+from precompute.audio.options import (
+    LOGMEL_OPTIONS,
+    MAX_CLIP_SECONDS,
+    check_channels,
+    check_features,
+    check_hop,
+    check_hz,
+    check_seconds,
+    check_top_db,
+    features,
+    mel_norm,
+    unused_options,
 )
 from precompute.audio.source import audio_fields, is_audio_source, list_audio_source
 from precompute.audio.windows import decode_window
+from precompute.checks import Size
 from precompute.errors import DecodeError, SpecError
 from precompute.fields.assemble import DECODE, FileInput, register_decoder
 from precompute.fields.base import Kind, Storage
@@ -43,13 +49,18 @@ from precompute.fields.registry import has_kind, register_kind
 from precompute.fields.spec import FieldSpec
 from precompute.kinds.hooks import SOURCE_READERS, SourceQuery, SourceReader, register_source
 from precompute.notes import note
-from precompute.policy import show
 from precompute.sources.fields import FieldSource
 from precompute.sources.folders import AUDIO_EXTENSIONS
 
-__all__ = ["INT16_SCALE", "AudioKind", "AudioValue", "clip_frames", "decode_audio_field"]
-
-MAX_CLIP_SECONDS = 3600.0
+__all__ = [
+    "INT16_SCALE",
+    "LOGMEL_OPTIONS",
+    "MAX_CLIP_SECONDS",
+    "AudioKind",
+    "AudioValue",
+    "clip_frames",
+    "decode_audio_field",
+]
 
 
 class AudioValue(NamedTuple):
@@ -59,45 +70,6 @@ class AudioValue(NamedTuple):
     length: int
     truncated: bool = False  # the file's data ended early; the frames present were kept
     start: float = 0.0  # source time of the clip's first sample, in seconds
-
-
-def _seconds(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(f"{where} must be a number of seconds, got {show(value)}")
-    if not (math.isfinite(value) and 0 < value <= MAX_CLIP_SECONDS):
-        raise SpecError(f"{where} must lie in (0, {MAX_CLIP_SECONDS:g}] seconds, got {show(value)}")
-    return float(value)
-
-
-def _channels(where: str, value: Any) -> str | int:
-    if value == "mono" and isinstance(value, str):
-        return "mono"
-    if value == "keep":
-        raise SpecError(
-            f"{where} 'keep' is not storable: a store holds one channel count; give the "
-            "count N (the first N channels, a mono file repeated) or 'mono'"
-        )
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHANNELS:
-        raise SpecError(
-            f"{where} must be 'mono' or an integer in [1, {MAX_CHANNELS}], got {show(value)}"
-        )
-    return value
-
-
-# The options only a log-mel uses: left out of a waveform field's options (Kind.unused).
-LOGMEL_OPTIONS = ("n_mels", "n_fft", "hop_length")
-MIN_HOP_SECONDS = 0.001  # a window's key names its start in milliseconds
-
-
-def _hop(where: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    hop = _seconds(where, value)
-    if hop < MIN_HOP_SECONDS:  # windows under a millisecond apart: duplicate keys and samples
-        raise SpecError(f"{where} must be at least {MIN_HOP_SECONDS:g} seconds, got {show(value)}")
-    return hop
 
 
 def clip_frames(opts: Mapping[str, Any]) -> int:
@@ -111,13 +83,14 @@ def _lead(opts: Mapping[str, Any]) -> tuple[int, ...]:
 
 
 class AudioKind(Kind):
-    """A clip of ``clip_seconds`` at ``sample_rate``: int16 waveform or float16 log-mel (dB).
+    """A clip of ``clip_seconds`` at ``sample_rate``: int16 waveform, float16 log-mel or MFCCs.
 
     Not spatial (the image draw never touches it, rule ``none``); mixup blends it, cutmix
     pastes a stretch of time. Stored ``(L,)`` / ``(C, L)`` int16 (``representation``
-    ``waveform``, ``L = round(clip_seconds * sample_rate)``) or ``(n_mels, frames)`` /
-    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``). A
-    waveform's options hold no log-mel option (:meth:`unused`).
+    ``waveform``, ``L = round(clip_seconds * sample_rate)``), ``(n_mels, frames)`` /
+    ``(C, n_mels, frames)`` float16 (``logmel``, ``frames = 1 + L // hop_length``) or
+    ``(n_mfcc, frames)`` / ``(C, n_mfcc, frames)`` float32 (``mfcc``). A waveform's options
+    hold no feature option, a log-mel's no ``n_mfcc`` (:meth:`unused`).
     """
 
     name = "audio"
@@ -127,15 +100,22 @@ class AudioKind(Kind):
     extensions = tuple(sorted(AUDIO_EXTENSIONS))  # class folders and path,label manifests
     options = MappingProxyType(
         {
-            "representation": Option("waveform", one_of("waveform", "logmel")),
+            "representation": Option("waveform", one_of("waveform", "logmel", "mfcc")),
             "sample_rate": Option(16000, integer(1000, 384000)),
-            "clip_seconds": Option(REQUIRED, _seconds),
-            "channels": Option("mono", _channels),
+            "clip_seconds": Option(REQUIRED, check_seconds),
+            "channels": Option("mono", check_channels),
             "n_mels": Option(64, integer(1, 512)),
             "n_fft": Option(400, integer(16, 16384)),
             "hop_length": Option(160, integer(1, 16384)),
             "clips": Option("center", one_of("center", "all")),
-            "hop_seconds": Option(None, _hop),
+            "hop_seconds": Option(None, check_hop),
+            # added after stores were built (Option.late): left out of specs at their default
+            "f_min": Option(0.0, check_hz, late=True),
+            "f_max": Option(None, check_hz, late=True),
+            "top_db": Option(80.0, check_top_db, late=True),
+            "mel_scale": Option("htk", one_of(*MEL_SCALES), late=True),
+            "mel_norm": Option(None, mel_norm, late=True),
+            "n_mfcc": Option(20, integer(1, 512), late=True),
         }
     )
     flags = MappingProxyType(
@@ -146,10 +126,23 @@ class AudioKind(Kind):
             "hop_seconds": Flag(
                 "hop_seconds", "Audio, --clips all: window hop (default T).", float
             ),
-            "channels": Flag("channels", "Audio: mono (default) | N channels."),
-            "features": Flag(
-                "representation", "Audio: waveform (int16, default) | logmel (float16)."
+            "channels": Flag(
+                "channels",
+                "Images: 3 (default) | 1 (grey); audio: mono (default) | N.",
+                shared=True,
             ),
+            "features": Flag(
+                "representation",
+                "Audio: waveform (int16, default) | logmel (float16 dB) | mfcc (float32).",
+            ),
+            "f_min": Flag("f_min", "Audio features: lowest mel band edge, Hz (default 0).", float),
+            "f_max": Flag("f_max", "Audio features: highest band edge, Hz (rate/2).", float),
+            "top_db": Flag(
+                "top_db", "Audio features: dB kept below each clip's peak (80; none: all)."
+            ),
+            "mel_scale": Flag("mel_scale", "Audio features: htk (default) | slaney mel scale."),
+            "mel_norm": Flag("mel_norm", "Audio features: none (default) | slaney filter areas."),
+            "n_mfcc": Flag("n_mfcc", "Audio MFCC: coefficients kept (default 20).", int),
             "n_mels": Flag("n_mels", "Audio log-mel: mel bands (default 64).", int),
             "n_fft": Flag("n_fft", "Audio log-mel: FFT size (default 400).", int),
             "hop_length": Flag(
@@ -159,61 +152,64 @@ class AudioKind(Kind):
     )
     hint = (
         "on the command line: --clip-seconds T (and --sample-rate, --clips, --hop-seconds, "
-        "--channels, --features) or --fields"
+        "--channels, --features, --n-mels, --f-min, --f-max, ...) or --fields"
     )
 
-    def describe(self, opts: Mapping[str, Any], size: int) -> str:
-        """``audio 1 s 16 kHz logmel 64 mels`` (``waveform``; channels when not mono)."""
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
+        """``audio 1 s 16 kHz logmel 64 mels`` (``waveform``, ``mfcc 20``; channels not mono)."""
         what = f"audio {opts['clip_seconds']:g} s {opts['sample_rate'] / 1000:g} kHz"
         what += f" {opts['representation']}"
         if opts["representation"] == "logmel":
             what += f" {opts['n_mels']} mels"
+        elif opts["representation"] == "mfcc":
+            what += f" {opts.get('n_mfcc', 20)}"
         if opts["channels"] != "mono":
             what += f" {opts['channels']} channels"
         return what + (" windows" if opts["clips"] == "all" else "")
 
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
-        """A clip holds at least one sample; a log-mel's STFT and filters make sense."""
+        """A clip holds at least one sample; a feature's STFT, band and filters make sense."""
         if opts["hop_seconds"] is not None and opts["clips"] != "all":
             raise SpecError(f"fields.{field}.hop_seconds needs clips 'all' (--clips all)")
         length = clip_frames(opts)
         if length < 1:
             raise SpecError(f"fields.{field}.clip_seconds {opts['clip_seconds']} is < 1 sample")
-        if opts["representation"] != "logmel":
-            return
-        if length <= opts["n_fft"] // 2:
-            raise SpecError(
-                f"fields.{field}.clip_seconds {opts['clip_seconds']} gives {length} samples; "
-                f"a log-mel with n_fft {opts['n_fft']} needs more than {opts['n_fft'] // 2}"
-            )
-        rate = opts["sample_rate"]
-        fb = mel_filterbank(opts["n_fft"] // 2 + 1, 0.0, rate // 2, opts["n_mels"], rate)
-        if bool((fb.amax(dim=0) == 0).any()):
-            raise SpecError(
-                f"fields.{field}.n_mels {opts['n_mels']} is too many for n_fft {opts['n_fft']}: "
-                "some mel filters cover no FFT bin; lower n_mels or raise n_fft"
-            )
+        if opts["representation"] != "waveform":
+            check_features(field, opts, length)
 
     def unused(self, opts: Mapping[str, Any]) -> Mapping[str, str]:
-        """A waveform's log-mel options (``n_mels``, ``n_fft``, ``hop_length``): not its spec."""
-        if opts.get("representation") == "logmel":
-            return {}
-        why = "a log-mel option, without effect on a waveform: add --features logmel or drop it"
-        return dict.fromkeys(LOGMEL_OPTIONS, why)
+        """A waveform's feature options, a log-mel's ``n_mfcc``: not their spec."""
+        return unused_options(opts)
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
-        """int16 ``(C?, L)`` or float16 ``(C?, n_mels, frames)``; holes zero."""
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
+        """int16 ``(C?, L)``, float16 ``(C?, n_mels, T)``, float32 ``(C?, n_mfcc, T)``; 0 holes."""
         length = clip_frames(opts)
         if opts["representation"] == "waveform":
             return Storage((*_lead(opts), length), "int16", 0)
         frames = num_frames(length, opts["hop_length"])
+        if opts["representation"] == "mfcc":
+            return Storage((*_lead(opts), opts["n_mfcc"], frames), "float32", 0.0)
         return Storage((*_lead(opts), opts["n_mels"], frames), "float16", 0.0)
+
+    def band_values(
+        self, name: str, arrays: Mapping[str, Any], opts: Mapping[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """A feature's bands (mel bands, MFCCs) last, over each valid clip's valid frames."""
+        if opts["representation"] == "waveform":
+            return None
+        values = np.moveaxis(np.asarray(arrays[name], dtype=np.float32), -2, -1)  # (n, C?, T, M)
+        n, frames = values.shape[0], values.shape[-2]
+        valid = np.asarray(arrays.get("valid", np.ones(n)), dtype=bool)
+        length = np.asarray(arrays[f"{name}.length"]).reshape(n, 1)
+        mask = (np.arange(frames)[None, :] < length) & valid[:, None]  # (n, T)
+        return values, np.broadcast_to(mask.reshape(n, *[1] * (values.ndim - 3), frames),
+                                       values.shape[:-1])  # fmt: skip
 
     def float_scale(self, opts: Mapping[str, Any]) -> float:
         """int16 waveforms as floats in [-1, 1), as ``AudioAugment`` makes them; log-mels cast."""
         return 1.0 / INT16_SCALE
 
-    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+    def companions(self, opts: Mapping[str, Any], size: Size) -> Mapping[str, Storage]:
         """``length``, ``start`` and ``truncated`` of each sample.
 
         ``length``: valid samples (waveform) or frames (log-mel); ``start``: source seconds of
@@ -353,11 +349,11 @@ def decode_audio_field(
             note("audio_clipped", key)
         return AudioValue(to_int16(clip), valid, info.truncated, start)
     try:
-        mel = logmel(clip, rate, opts["n_fft"], opts["hop_length"], opts["n_mels"])
+        stored = features(clip, opts)
     except ValueError as exc:
         raise DecodeError(key, f"field {field.name!r}: {exc}") from None
     frames = -(-valid // opts["hop_length"])  # frames whose centre is a valid sample
-    return AudioValue(mel.astype(np.float16), frames, info.truncated, start)
+    return AudioValue(stored, frames, info.truncated, start)
 
 
 def _accepts(q: SourceQuery) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import Size
 from precompute.errors import SpecError
 from precompute.fields import values
 from precompute.fields.base import Kind, Storage
@@ -67,7 +68,7 @@ class KeypointsKind(Kind):
                 f"{points} points (0..{points - 1})"
             )
 
-    def describe(self, opts: Mapping[str, Any], size: int) -> str:
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
         """``keypoints 17 points`` (``with flip pairs`` when it records them)."""
         pairs = " with flip pairs" if opts["flip_pairs"] else ""
         return f"keypoints {opts['points']} points{pairs}"
@@ -84,7 +85,7 @@ class KeypointsKind(Kind):
             "(TrainAugment(..., flip=None)); points without sides (a centre line) need no pair"
         )
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``(points, 3)`` float32; a hole's points are invisible."""
         if opts["points"] is None:
             raise SpecError(

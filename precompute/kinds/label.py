@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import Size
 from precompute.fields import values
 from precompute.fields.base import ClassCounts, Kind, Storage
 from precompute.fields.options import ColumnClaim, Option, SuffixClaim, integer, optional
@@ -41,7 +42,7 @@ class LabelKind(Kind):
     columns = ColumnClaim(("integer", "string"), ("label",), class_label=True, priority=30)
     suffixes = SuffixClaim(("cls", "json:label", "txt"), integers=("txt",), priority=30)
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``()`` int64, holes ``-1``."""
         return Storage((), "int64", -1)
 

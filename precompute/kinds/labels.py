@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import Size
 from precompute.errors import SpecError
 from precompute.fields import values
 from precompute.fields.base import ClassCounts, Kind, Storage, class_counts_of
@@ -33,7 +34,7 @@ class LabelsKind(Kind):
     columns = ColumnClaim(("list",), ("labels", "tags"), class_label=True, priority=40)
     suffixes = SuffixClaim(("json:labels",), priority=40)
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``(classes,)`` uint8, holes all zero."""
         if opts["classes"] is None:
             raise SpecError(

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import Size, size_hw
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec, values
 from precompute.fields.assemble import DECODE, register_decoder
@@ -88,7 +89,7 @@ class MaskKind(Kind):
         priority=20,
     )
 
-    def describe(self, opts: Mapping[str, Any], size: int) -> str:
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
         """``mask 4 classes``."""
         return f"mask {opts['classes']} classes"
 
@@ -106,10 +107,10 @@ class MaskKind(Kind):
                 f"{opts['classes']} classes; give one [r, g, b] per class"
             )
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``(S, S)`` uint8 (uint16 beyond 255), holes and padding ``ignore_index``."""
         wide = max(opts["classes"] - 1, opts["ignore_index"]) > 255
-        return Storage((size, size), "uint16" if wide else "uint8", opts["ignore_index"])
+        return Storage(size_hw(size), "uint16" if wide else "uint8", opts["ignore_index"])
 
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """An ``(H, W)`` integer array of class ids below ``classes`` or ``ignore_index``."""
@@ -148,7 +149,7 @@ def place_mask(mask: np.ndarray, p: Placement, pad: Any) -> np.ndarray:
     left, top, right, bottom = p.box
     rows = _nearest(round(2 * top), round(bottom - top), p.out[1]).clip(0, p.frame[1] - 1)
     cols = _nearest(round(2 * left), round(right - left), p.out[0]).clip(0, p.frame[0] - 1)
-    out = np.full((p.size, p.size), pad, dtype=mask.dtype)
+    out = np.full(p.shape, pad, dtype=mask.dtype)
     t, lf, h, w = p.extent
     out[t : t + h, lf : lf + w] = mask[rows[:, None], cols[None, :]]
     return out

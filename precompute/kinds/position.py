@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from precompute.arrays.scenesrc import infer_scene_fields, list_scene
+from precompute.checks import Size
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec
 from precompute.fields.base import Kind, Storage
@@ -90,7 +91,7 @@ class PositionKind(Kind):
                 f"split (--split train|test), got {opts['split_block']!r} and {opts['split']!r}"
             )
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``(2,)`` int32, holes ``-1``."""
         return Storage((2,), "int32", -1)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import size_hw
 from precompute.errors import StoreError
 from precompute.format.layout import StoreLayout
 from precompute.pipeline.writer import create_or_resume, finalize, write_shard
@@ -26,7 +27,7 @@ def _full(layout: StoreLayout, given: Mapping[str, Any], n: int) -> dict[str, An
     arrays: dict[str, Any] = dict(given)
     arrays.setdefault("valid", np.ones(n, dtype=np.uint8))
     if "extent" in layout.arrays and "extent" not in arrays:
-        whole = np.asarray([0, 0, layout.size, layout.size], np.int32)
+        whole = np.asarray([0, 0, *size_hw(layout.size)], np.int32)
         arrays["extent"] = np.where(np.asarray(arrays["valid"])[:, None] == 1, whole, 0)
     arrays.setdefault("key", [f"{i:08d}" for i in range(n)])
     missing = sorted(set(layout.arrays) - set(arrays))

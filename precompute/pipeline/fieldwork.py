@@ -36,6 +36,7 @@ from precompute.runtime.threads import ordered_map, settle
 from precompute.sources.fields import FieldItem, FieldSource
 from precompute.sources.inputs import counted
 from precompute.spec import AugmentPolicy, BuildSpec
+from precompute.transforms.apply import SampleTransform, loaded
 
 if TYPE_CHECKING:
     from precompute.pipeline.shardwork import ShardJob, ShardResult
@@ -129,12 +130,18 @@ def build_fields(layout: StoreLayout, spec: BuildSpec) -> tuple[FieldSpec, ...]:
     return layout.fields or v1_fields(fill=spec.fill)
 
 
+def _transform(spec: BuildSpec) -> SampleTransform | None:
+    """The spec's transform, imported in this process (None without one)."""
+    return None if spec.transform is None else loaded(spec.transform)
+
+
 def _sample(
     item: FieldItem, fields: Sequence[FieldSpec], spec: BuildSpec, **io: Any
 ) -> dict[str, Any]:
     """One stored sample by array name: every field, its companions, ``extent``, ``valid``.
 
-    ``io``: :func:`~precompute.fields.assemble.assemble`'s ``read``, ``opener``, ``variants``.
+    ``io``: :func:`~precompute.fields.assemble.assemble`'s ``read``, ``opener``, ``variants``
+    and ``transform``.
     """
     values, extent = assemble(
         item, fields, size=spec.size, mode=spec.mode, max_pixels=spec.max_pixels, **io
@@ -146,7 +153,8 @@ def _variants(spec: BuildSpec, slot: int) -> Any:
     """The variant draws of store slot ``slot`` (None: one placement by ``mode``)."""
     if spec.variants == 1:
         return None
-    return variant_draws(spec.seed, slot, spec.variants, spec.size, spec.augment or AugmentPolicy())
+    side = spec.frame[0]  # variants are square (the spec refuses them with a WxH size)
+    return variant_draws(spec.seed, slot, spec.variants, side, spec.augment or AugmentPolicy())
 
 
 def run_field_samples(
@@ -170,6 +178,7 @@ def run_field_samples(
     spec, reader = job.spec, job.reader
     arrays = _empty(job.layout, len(task.items))
     fields = build_fields(job.layout, spec)
+    transform = _transform(spec)
 
     def one(j: int) -> tuple[dict[str, Any] | DecodeError, int]:
         read_bytes = [0]  # this item's: the items of a task may run on several threads
@@ -188,9 +197,11 @@ def run_field_samples(
         try:
             variants = _variants(spec, task.start + j)
             item = item_from_json(task.items[j])
-            return _sample(item, fields, spec, read=read, opener=opener, variants=variants), (
-                read_bytes[0]
-            )
+            sample = _sample(
+                item, fields, spec, read=read, opener=opener, variants=variants,
+                transform=transform,
+            )  # fmt: skip
+            return sample, read_bytes[0]
         except DecodeError as exc:
             return exc, read_bytes[0]
         finally:
@@ -225,6 +236,7 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
     spec, reader = job.spec, job.reader
     fields = build_fields(job.layout, spec)
     ensure_backends(job.backends)
+    transform = _transform(spec)
     took: list[float] = []
 
     def read(item: FieldItem, field: str) -> bytes:
@@ -245,6 +257,7 @@ def time_samples(job: ShardJob, task: ShardTask, count: int, budget_s: float) ->
                 read=read,
                 opener=opener,
                 variants=_variants(spec, task.start + j),
+                transform=transform,
             )
         except DecodeError:
             pass  # a bad input costs its time too

@@ -168,10 +168,25 @@ def existing_complete(out: Path | Location, spec: BuildSpec, fp: str) -> dict[st
         return None
     if not _same_spec(attrs, spec) or attrs.get("source_fingerprint") != fp:
         raise StoreMismatchError(
-            f"{out}: holds a complete store of another spec or source; choose another --out, "
-            "or build with --replace to replace it"
+            f"{out}: holds a complete store of another spec or source{_why(attrs, spec)}; "
+            "choose another --out, or build with --replace to replace it"
         )
     return attrs
+
+
+def _why(attrs: dict[str, Any], spec: BuildSpec) -> str:
+    """`` (the transform's code changed: ...)`` where the stored transform is another one."""
+    stored = (attrs.get("spec") or {}).get("transform") or {}
+    given = spec.transform
+    if given is None or not isinstance(stored, dict) or stored.get("name") != given.name:
+        return ""
+    old = str(stored.get("fingerprint", ""))
+    if old == given.fingerprint:
+        return ""
+    return (
+        f" (transform {given.name}: its code or arguments changed since that store was "
+        f"built, fingerprint {old[:12]} -> {given.fingerprint[:12]})"
+    )
 
 
 def source_name(src: str) -> str:

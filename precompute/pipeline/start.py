@@ -101,9 +101,14 @@ def holds_complete(root: Path | Location) -> bool:
 
 
 def open_build_ray(
-    stack: ExitStack, address: str | None, listing: Background[Any] | None = None
+    stack: ExitStack,
+    address: str | None,
+    listing: Background[Any] | None = None,
+    runtime_env: dict[str, Any] | None = None,
 ) -> RaySession:
     """Open the build's Ray (:func:`precompute.runtime.raysession.open_ray`), closed by ``stack``.
+
+    ``runtime_env``: the job's, where a running Ray is joined (a transform's modules).
 
     Ray Data logs at ERROR only until ``stack`` closes. If Ray cannot be opened (or Ctrl-C
     interrupts it), ``listing`` is stopped before the error is raised: no thread goes on
@@ -111,7 +116,7 @@ def open_build_ray(
     """
     try:
         with _own_sigterm():
-            session = open_ray(address)
+            session = open_ray(address, runtime_env=runtime_env)
     except BaseException as exc:
         if listing is not None:  # Ctrl-C never waits for it (a daemon thread)
             listing.stop(STOP_WAIT_S if isinstance(exc, Exception) else 0)

@@ -31,6 +31,7 @@ from zarr.codecs import Crc32cCodec
 from zarr.core.array_spec import ArrayConfig
 
 from precompute.arrays.bandstats import fold_markers
+from precompute.checks import size_hw
 from precompute.errors import StoreError, StoreMismatchError
 from precompute.fields import fields_table, parse_fields_table
 from precompute.format.arrays import ArraySpec
@@ -360,7 +361,7 @@ def write_store_from_arrays(
     keys = list(keys) if keys is not None else [f"{i:08d}" for i in range(len(images))]
     if extents is None:
         extents = np.zeros(layout.extent_shape, dtype=np.int32)
-        extents[..., 2:] = spec.size
+        extents[..., 2:] = size_hw(spec.size)
     create_or_resume(root, spec, layout, fingerprint)
     for shard in range(layout.num_shards):
         a, b = layout.shard_range(shard)

@@ -57,12 +57,14 @@ class RaySession:
         probe: Whether the build checks that every node sees its paths (a joined cluster).
         local: The build's own Ray, stopped by :meth:`close`.
         joined: Whether this session connected to a running Ray (disconnected by :meth:`close`).
+        runtime_env: The job's ``runtime_env`` this session gave ``ray.init`` (None: none).
     """
 
     address: str | None = None
     probe: bool = False
     local: LocalRay | None = None
     joined: bool = False
+    runtime_env: dict[str, Any] | None = None
 
     def close(self) -> None:
         """Stop the build's own Ray, or disconnect from a joined one (which keeps running)."""
@@ -74,12 +76,20 @@ class RaySession:
             ray.shutdown()
 
 
-def open_ray(option: str | None, clock: Clock = time.monotonic) -> RaySession:
+def open_ray(
+    option: str | None,
+    clock: Clock = time.monotonic,
+    runtime_env: dict[str, Any] | None = None,
+) -> RaySession:
     """Connect this process to the Ray a build with ``--ray-address option`` uses.
 
     Args:
         option: ``--ray-address``: ``local``, ``auto``, an address, or None.
         clock: The clock the GCS probes keep their budgets by.
+        runtime_env: The job's ``runtime_env`` where a running Ray is joined (a transform's
+            modules: ``py_modules``, uploaded by ``ray.init``); the build's own local Ray,
+            whose workers see what this process sees, and a Ray initialised in the process
+            before do not take it.
 
     Raises:
         ClusterError: The named Ray (``option`` or ``RAY_ADDRESS``) cannot be reached or
@@ -96,24 +106,34 @@ def open_ray(option: str | None, clock: Clock = time.monotonic) -> RaySession:
     if option == LOCAL or (option is None and env == LOCAL):
         return RaySession(local=start_local_ray())
     if option is not None:
-        return _join(option, f"--ray-address {option}", clock)
+        return _join(option, f"--ray-address {option}", clock, runtime_env)
     if env is not None:
-        return _join(env, f"RAY_ADDRESS={env}", clock)
+        return _join(env, f"RAY_ADDRESS={env}", clock, runtime_env)
     found = running_local_address(clock)
-    session = _join_local(found, clock) if found is not None else None
+    session = _join_local(found, clock, runtime_env) if found is not None else None
     return session or RaySession(local=start_local_ray())
 
 
-def _join(address: str, origin: str, clock: Clock = time.monotonic) -> RaySession:
+def _job(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
+    """``ray.init``'s options of a joined Ray: :func:`init_options`, the job's runtime_env."""
+    return {**init_options(), **({} if runtime_env is None else {"runtime_env": runtime_env})}
+
+
+def _join(
+    address: str,
+    origin: str,
+    clock: Clock = time.monotonic,
+    runtime_env: dict[str, Any] | None = None,
+) -> RaySession:
     """Join the Ray at ``address`` (``origin``: the option or variable that named it)."""
     import ray
 
     try:
         check_gcs(_target(address), JOIN_PROBE_S, clock=clock)
-        ray.init(address=address, **init_options())
+        ray.init(address=address, **_job(runtime_env))
     except _CONNECT_ERRORS as exc:
         raise ClusterError(f"cannot start or reach Ray at {address} ({origin}): {exc}") from exc
-    return RaySession(address=address, probe=True, joined=True)
+    return RaySession(address=address, probe=True, joined=True, runtime_env=runtime_env)
 
 
 def running_local_address(clock: Clock = time.monotonic) -> str | None:
@@ -156,7 +176,9 @@ def _address_file() -> Path:
     return Path(tmp) / "ray" / "ray_current_cluster"
 
 
-def _join_local(address: str, clock: Clock = time.monotonic) -> RaySession | None:
+def _join_local(
+    address: str, clock: Clock = time.monotonic, runtime_env: dict[str, Any] | None = None
+) -> RaySession | None:
     """Join the ``ray start`` Ray at ``address`` if its GCS answers and it is a local build's size.
 
     Raises:
@@ -181,7 +203,7 @@ def _join_local(address: str, clock: Clock = time.monotonic) -> RaySession | Non
     try:
         # "auto", not the address: Ray then also takes up the token that `ray start` uses
         # when token authentication is on (an explicit address never does, in Ray 2.60)
-        ray.init(address="auto", **init_options())
+        ray.init(address="auto", **_job(runtime_env))
     except _CONNECT_ERRORS as exc:
         _disconnect(ray)  # a half-made connection would be reused by the next open_ray
         log.info("not joining the local Ray at %s (%s): starting a local Ray", address, exc)
@@ -207,7 +229,7 @@ def _join_local(address: str, clock: Clock = time.monotonic) -> RaySession | Non
         )
         return None
     log.info("joined the local Ray at %s (--ray-address local starts a separate one)", address)
-    return RaySession(address=address, joined=True)
+    return RaySession(address=address, joined=True, runtime_env=runtime_env)
 
 
 def _disconnect(ray: Any) -> None:

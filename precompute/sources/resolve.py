@@ -149,10 +149,61 @@ def infer_fields(
         return reader.infer(query)
     names = field_columns(src, query.text)
     if not names:
+        if options and set(options) <= {f.kind for f in v1_fields()}:
+            return _profile_fields(src, options, fill)
         if options:
             _refuse_options(src, options, query.text)
         return ()
     return named_fields(src, names, options or {}, fill)
+
+
+def _profile_fields(
+    src: str, options: Mapping[str, Mapping[str, Any]], fill: int
+) -> tuple[FieldSpec, ...]:
+    """The v1 profile's fields (``image`` + ``label``) with the options given for their kinds.
+
+    Class folders or a ``path,label`` manifest whose image options differ from v1's fixed
+    ones (``--channels 1``, ``--bit-depth 16``) are stored as a v2 store of these fields.
+
+    Raises:
+        SpecError: A refused option, naming the source and the kind's flags.
+    """
+    out = []
+    for f in v1_fields(fill=fill):
+        given = {**f.options, **options.get(f.kind, {})}
+        try:
+            out.append(FieldSpec(f.name, f.kind, given))
+        except SpecError as exc:
+            raise SpecError(f"{src}: {exc} ({KINDS[f.kind].hint})") from None
+    return tuple(out)
+
+
+def is_profile_source(src: str, fields: Sequence[FieldSpec], text: str | None) -> bool:
+    """Whether ``fields`` are the v1 profile's (by name and kind) over a v1 source.
+
+    Such a source (class folders, ``path,label``) is listed as v1 is, as its ``image`` and
+    ``label`` fields (:class:`~precompute.sources.fields.ClassSource`).
+    """
+    profile = {(f.name, f.kind) for f in v1_fields()}
+    if {(f.name, f.kind) for f in fields} != profile:
+        return False
+    query = SourceQuery(src, read_text=lambda: text)
+    return _reader(query) is None and not field_columns(src, text)
+
+
+def shared_flag_kinds(src: str, kinds: Sequence[str], columns: Mapping[str, str]) -> list[str]:
+    """Which of ``kinds`` (those declaring one flag) the flag sets for the source ``src``.
+
+    The kinds of the source reader that accepts ``src`` (an audio folder: ``audio``), else
+    those no reader owns (``SourceReader.kinds``): the kinds of class folders, manifests,
+    Parquet and WebDataset sources (an image's).
+    """
+    query = SourceQuery(src, read_text=functools.partial(manifest_text, src, True), columns=columns)
+    reader = _reader(query)
+    if reader is not None and set(reader.kinds) & set(kinds):
+        return [k for k in kinds if k in reader.kinds]
+    owned = {k for r in source_readers() for k in r.kinds}
+    return [k for k in kinds if k not in owned]
 
 
 def learn_fields(fields: Sequence[FieldSpec], source: FieldSource) -> tuple[FieldSpec, ...]:
@@ -194,12 +245,21 @@ def list_build_source(src: str, spec: BuildSpec) -> tuple[FieldSource, BuildSpec
     """
     text = functools.cache(lambda: manifest_text(src))  # read once (or by the CLI), if asked
     columns = dict(spec.columns)
+    if spec.transform is not None:  # its code as it is now, never a stale fingerprint
+        spec = dataclasses.replace(spec, transform=spec.transform.current())
     fields = spec.fields or infer_fields(src, fill=spec.fill, text=text(), columns=columns)
     if not fields:  # class folders or path,label: image + label, a v1 store
         listed = ClassSource.of(list_source(src, spec.on_error, text()))
         fixed = fix_classes(src, listed, v1_fields(), spec.classes, spec.on_error)
         return _with_splits(src, text(), _read_columns(src, spec, fixed)), spec
     backends_of(fields)  # a missing decoder or rule: refused before anything runs
+    if is_profile_source(src, fields, text()):  # image + label of other options: v2
+        listed = ClassSource.of(list_source(src, spec.on_error, text()))
+        fixed = fix_classes(src, listed, fields, spec.classes, spec.on_error)
+        names = spec.classes or next((n for _, n in fixed.classes), ())  # every folder's class
+        learned = learn_fields(fixed_fields(fields, names), fixed)
+        found = _with_splits(src, text(), _read_columns(src, spec, fixed))
+        return found, dataclasses.replace(spec, fields=learned)
     query = SourceQuery(
         src, fields=tuple(fields), on_error=spec.on_error, read_text=text, columns=columns
     )

@@ -20,12 +20,19 @@ Rules (part of ``TRANSFORM_VERSION`` "2"):
   frames of one picture.
 
 Any failure becomes a :class:`~precompute.errors.DecodeError` naming the key and the reason.
+
+:func:`decode_pixels` is the image field's decoding: the same guard, orientation, pages and
+colour rules, but grey sources stay one channel and 16-bit grey keeps its values
+(``(H, W, 1)`` uint16); :mod:`precompute.kinds.image` then gives the field its channels and
+bit depth (:func:`conform_pixels`: for the default 3 channels at 8 bits, the bytes of
+:func:`decode_bytes` exactly).
 """
 
 from __future__ import annotations
 
 import io
 import warnings
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -37,7 +44,9 @@ __all__ = [
     "ARRAY_HINT",
     "RefusedPixelsError",
     "composite_white",
+    "conform_pixels",
     "decode_bytes",
+    "decode_pixels",
     "to_rgb",
 ]
 
@@ -91,7 +100,7 @@ def to_rgb(img: Image.Image, key: str | None = None) -> Image.Image:
         wide = np.clip(np.asarray(img, dtype=np.int64), 0, 65535)
         if key is not None and 0 < wide.max() < LOW_BITS:  # 12-bit data in 16 bits: dark
             note("gray_low_bits", key)
-        return _gray_to_rgb(((wide * 2 + 257) // 514).astype(np.uint8))
+        return _gray_to_rgb(_narrow(wide))
     if mode == "F":
         return _gray_to_rgb(_float_pixels(np.asarray(img, dtype=np.float64)))
     return img.convert("RGB")
@@ -140,6 +149,95 @@ def _open_checked(data: bytes, key: str, max_pixels: int) -> Image.Image:
             "(decompression bomb guard)",
         )
     return img
+
+
+def _narrow(wide: np.ndarray) -> np.ndarray:
+    """16-bit values -> 8 bits: ``round(v / 257)`` (``(2 v + 257) // 514``, exact)."""
+    return ((wide.astype(np.int64) * 2 + 257) // 514).astype(np.uint8)
+
+
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    """ITU-R 601 grey of ``(H, W, 3)`` pixels, as Pillow's ``convert("L")`` computes it."""
+    x = rgb.astype(np.int64)
+    grey = (x[..., 0] * 19595 + x[..., 1] * 38470 + x[..., 2] * 7471 + 0x8000) >> 16
+    return grey.astype(rgb.dtype)[..., None]
+
+
+def conform_pixels(value: Any, channels: int, bit_depth: int) -> np.ndarray:
+    """``(H, W[, 1 | 3])`` uint8 or uint16 pixels as ``(H, W, channels)`` of ``bit_depth``.
+
+    16 -> 8 bits: ``round(v / 257)``; 8 -> 16 bits: ``v * 257`` (so 255 is 65535); one channel
+    -> three: repeated; three -> one: the ITU-R 601 grey (Pillow's ``convert("L")``).
+
+    Raises:
+        ValueError: Not an image of that shape, or another dtype (float pixels, int32, ...).
+    """
+    a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if a.ndim == 2:
+        a = a[..., None]
+    if (
+        a.ndim != 3
+        or a.shape[2] not in (1, 3)
+        or 0 in a.shape
+        or a.dtype not in (np.uint8, np.uint16)
+    ):
+        raise ValueError(
+            f"expected (H, W), (H, W, 1) or (H, W, 3) uint8 or uint16 pixels, got "
+            f"{a.shape} {a.dtype}"
+        )
+    if bit_depth == 8 and a.dtype == np.uint16:
+        a = _narrow(a)
+    elif bit_depth == 16 and a.dtype == np.uint8:
+        a = a.astype(np.uint16) * np.uint16(257)
+    if a.shape[2] != channels:
+        a = np.repeat(a, 3, axis=2) if channels == 3 else _luma(a)
+    return a
+
+
+def _native(img: Image.Image, key: str) -> np.ndarray:
+    """The pixels of a decoded image: grey modes one channel (16-bit kept), else RGB."""
+    mode = img.mode
+    if mode in _WIDE_GRAY:
+        return np.clip(np.asarray(img, dtype=np.int64), 0, 65535).astype(np.uint16)[..., None]
+    if mode == "F":
+        return _float_pixels(np.asarray(img, dtype=np.float64))[..., None]
+    if mode in ("L", "1"):
+        return np.asarray(img.convert("L") if mode == "1" else img, dtype=np.uint8)[..., None]
+    return np.asarray(to_rgb(img, key), dtype=np.uint8)
+
+
+def decode_pixels(data: bytes, key: str, max_pixels: int) -> np.ndarray:
+    """Decode ``data`` into ``(H, W, C)`` pixels as the source holds them.
+
+    C is 1 for a grey source (``L``, ``1``, 16/32-bit integer grey, whole-number float grey)
+    and 3 for anything else (the colour rules of :func:`to_rgb`); the dtype is uint16 for
+    16/32-bit integer grey (clipped to [0, 65535]), else uint8.
+
+    Raises:
+        DecodeError: As :func:`decode_bytes`.
+    """
+    img = _opened(data, key, max_pixels)
+    try:
+        return _native(img, key)
+    except RefusedPixelsError as exc:
+        raise DecodeError(key, str(exc)) from None
+    except Exception as exc:  # a mode Pillow cannot convert
+        raise DecodeError(key, f"cannot decode ({type(exc).__name__}: {exc})") from exc
+
+
+def _opened(data: bytes, key: str, max_pixels: int) -> Image.Image:
+    """The image of ``data``, guarded, loaded and turned by its EXIF orientation."""
+    img = _open_checked(data, key, max_pixels)
+    pages = getattr(img, "n_frames", 1)
+    if img.format == "TIFF" and pages > 1:
+        raise DecodeError(
+            key, f"a TIFF of {pages} pages is a cube of bands or slices, not an image: {ARRAY_HINT}"
+        )
+    try:
+        img.load()
+        return ImageOps.exif_transpose(img)
+    except Exception as exc:  # truncated or corrupt data, bad EXIF, ...
+        raise DecodeError(key, f"cannot decode ({type(exc).__name__}: {exc})") from exc
 
 
 def decode_bytes(data: bytes, key: str, max_pixels: int) -> Image.Image:

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -80,12 +81,28 @@ def test_the_cpu_run_reports_finite_positive_figures(cpu_run: tuple[Path, str]) 
             assert s["util_source"] == "cpu_percent"  # no NVML figures invented
         others = [s for s in report[phase] if s["status"] != "ok"]
         assert all(s["name"] == "nvjpeg" and "torchvision" in s["reason"] for s in others)
+    decode = report["decode"]
+    assert decode["build"]["codec"] == "jpeg:90"
+    assert 0 < decode["build"]["image_bytes_per_sample"] < decode["build"]["raw_bytes_per_sample"]
+    runs = {s["name"]: s for s in decode["runs"]}
+    assert list(runs) == ["decode-raw", "decode-device", "decode-cpu"]
+    for name in ("decode-raw", "decode-cpu"):  # the JPEG store decoded on the reader threads
+        assert runs[name]["status"] == "ok", runs[name]
+        assert _positive(runs[name]["samples_per_s"]) and _positive(runs[name]["cpu_s_per_sample"])
+    device = runs["decode-device"]
+    assert device["status"] == "unavailable"
+    assert device["reason"].startswith("jpeg_decoder='device': the loader's device is cpu")
 
 
 @pytest.mark.slow
 def test_the_cpu_run_says_the_cuda_steps_were_skipped(cpu_run: tuple[Path, str]) -> None:
     md = (cpu_run[0] / "report.md").read_text()
     assert "CUDA steps skipped (--cpu)" in md
+    assert (
+        "the JPEG store's device decode (nvImageCodec): its CPU decode and the raw store ran" in md
+    )
+    assert "| decode-device | unavailable: jpeg_decoder='device': the loader's device is cpu" in md
+    assert "- decode-cpu / decode-raw: " in md and "x smaller than raw)" in md
     report = json.loads((cpu_run[0] / "report.json").read_text())
     tests = report["tests"]
     assert tests["counts"]["skipped"] > 0 and tests["counts"]["passed"] == 0
@@ -98,6 +115,22 @@ def test_the_gpu_test_files_are_found_by_what_they_hold() -> None:
     assert "tests/loaders/test_augment_gpu.py" in files  # a module-wide gpu marker
     assert "tests/loaders/test_augment_bands.py" in files  # the CUDA case of the shared device list
     assert "tests/benchmarks/test_gpucheck.py" not in files
+
+
+def test_the_decode_feeds_read_their_stores_and_say_why_the_device_cannot_decode() -> None:
+    from benchmarks.gpucheck.decode import decode_configs
+    from benchmarks.harness.strategies import RunConfig, get_strategy
+
+    cfg = RunConfig("data", "raw.zarr", 8, 1, 32, device="cpu")
+    stores = {name: c.store for name, c in decode_configs(cfg, "jpeg.zarr")}
+    assert stores == {
+        "decode-raw": "raw.zarr",
+        "decode-device": "jpeg.zarr",
+        "decode-cpu": "jpeg.zarr",
+    }
+    why = get_strategy("decode-device").unavailable(cfg)
+    assert why is not None and "not a CUDA device" in why
+    assert get_strategy("decode-cpu").unavailable(cfg) is None  # simplejpeg is installed here
 
 
 def test_the_photos_are_jpegs_in_class_folders(tmp_path: Path) -> None:
@@ -165,3 +198,66 @@ def test_prepare_takes_the_readme_venvs_python_unless_python_is_given(
 
         assert "PackageNotFoundError" not in proc.stderr, proc.stderr
         assert f"zarr=={zarr.__version__}" in proc.stderr, proc.stderr
+
+
+def _wheel(path: Path, members: dict[str, bytes]) -> Path:
+    """A real wheel of ``members`` with its METADATA, WHEEL and a RECORD of sha256 hashes."""
+    import base64
+    import hashlib
+
+    info = "fake_codec-1.0.dist-info"
+    members = {
+        **members,
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: fake-codec\nVersion: 1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+    }
+    rows = []
+    for name, data in members.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{name},sha256={digest},{len(data)}")
+    rows.append(f"{info}/RECORD,,")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+        z.writestr(f"{info}/RECORD", "\n".join(rows) + "\n")
+    return path
+
+
+def test_the_slim_wheel_keeps_one_pythons_module_and_the_jpeg_decoders(tmp_path: Path) -> None:
+    from benchmarks.gpucheck.wheels import slim_wheel
+
+    pkg = "nvidia/nvimgcodec"
+    members = {
+        "nvidia/__init__.py": b"",
+        f"{pkg}/__init__.py": b"",
+        f"{pkg}/libnvimgcodec.so.0": b"L" * 4000,
+        **{
+            f"{pkg}/nvimgcodec_impl.cpython-{v}-x86_64-linux-gnu.so": v.encode() * 3000
+            for v in ("39", "311", "312", "313", "313t", "314t")
+        },
+        **{
+            f"{pkg}/extensions/lib{e}_ext.so.0.9.0": e.encode() * 2000
+            for e in ("jpeg_turbo", "nvjpeg", "nvjpeg2k", "nvtiff", "tiff", "opencv", "nvbmp")
+        },
+        f"{pkg}/include/nvimgcodec.h": b"/* header */",
+    }
+    wheel = _wheel(tmp_path / "fake_codec-1.0-py3-none-any.whl", members)
+    before, after = slim_wheel(wheel, "3.12")
+    assert before > after == wheel.stat().st_size
+    with zipfile.ZipFile(wheel) as z:  # its RECORD names exactly what it holds
+        record = z.read("fake_codec-1.0.dist-info/RECORD").decode().splitlines()
+        assert {row.split(",")[0] for row in record} == set(z.namelist())
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
+         str(site), str(wheel)], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # pip checks the rewritten RECORD's hashes
+    got = sorted(p.relative_to(site / pkg).as_posix() for p in (site / pkg).rglob("*.so*"))
+    assert got == [
+        "extensions/libjpeg_turbo_ext.so.0.9.0",
+        "extensions/libnvjpeg_ext.so.0.9.0",
+        "libnvimgcodec.so.0",
+        "nvimgcodec_impl.cpython-312-x86_64-linux-gnu.so",
+    ]
+    assert not (site / pkg / "include").exists()

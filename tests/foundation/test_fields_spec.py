@@ -151,7 +151,7 @@ def test_v1_stores_read_as_image_and_label() -> None:
 @pytest.mark.parametrize(
     ("spec", "value", "message"),
     [
-        (EVERY[0], np.zeros((4, 4), np.uint8), "expected (H, W, 3) uint8 pixels"),
+        (EVERY[0], np.zeros((4, 4), np.float32), "(H, W, 3) uint8 or uint16 pixels, got"),
         (EVERY[2], np.array([[0, 1], [4, 255]]), "mask values [4] are outside the classes 0..3"),
         (EVERY[2], np.zeros((2, 2, 3), np.uint8), "expected an (H, W) integer mask"),
         (EVERY[5], np.zeros((3, 3), np.float32), "3 keypoints, the field has 4"),

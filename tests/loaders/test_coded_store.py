@@ -111,6 +111,25 @@ def test_packed_rows_hold_the_streams_a_device_decoder_reads(coded: Path) -> Non
     source.close()
 
 
+def test_jpeg_decoder_device_is_refused_where_the_device_cannot_decode(coded: Path) -> None:
+    with pytest.raises(ValueError, match=r"jpeg_decoder must be one of .*got 'gpu'"):
+        StoreLoader(coded, 4, device="cpu", jpeg_decoder="gpu")
+    with pytest.raises(ValueError, match=r"jpeg_decoder='device': the loader's device is cpu, "):
+        StoreLoader(coded, 4, device="cpu", jpeg_decoder="device")
+    with pytest.raises(ValueError, match=r"jpeg_decoder='device': io='ram' reads and decodes"):
+        StoreLoader(coded, 4, device="cpu", io="ram", jpeg_decoder="device")
+
+
+def test_the_reader_threads_decode_alike_whatever_the_route_asked(coded: Path) -> None:
+    got = {}
+    for mode in ("auto", "reader"):
+        loader = StoreLoader(coded, 5, device="cpu", seed=4, jpeg_decoder=mode)
+        assert loader._decoders == {}  # no CUDA here: the reader threads decode
+        got[mode] = [b["image"].clone() for b in loader]
+        loader.close()
+    assert all(torch.equal(a, b) for a, b in zip(got["auto"], got["reader"], strict=True))
+
+
 @pytest.mark.dali
 def test_dali_decodes_the_stored_streams_as_the_reader_does(coded: Path, tmp_path: Path) -> None:
     pytest.importorskip("nvidia.dali")
@@ -137,9 +156,11 @@ def test_a_jpeg_field_decoded_on_the_device_matches_the_cpu(coded: Path) -> None
     pytest.importorskip("nvidia.nvimgcodec")
     cpu = StoreLoader(coded, 5, device="cpu", seed=0)
     gpu = StoreLoader(coded, 5, device="cuda", seed=0)
-    assert gpu._decoders  # the device route is taken
-    for a, b in zip(cpu, gpu, strict=True):
+    reader = StoreLoader(coded, 5, device="cuda", seed=0, jpeg_decoder="reader")
+    assert gpu._decoders and not reader._decoders  # the device route, and the reader's
+    for a, b, c in zip(cpu, gpu, reader, strict=True):
         assert torch.equal(a["index"], b["index"].cpu())
         diff = (a["image"].int() - b["image"].cpu().int()).abs()
         assert diff.float().mean() < 1.5 and int(diff.max()) <= 16  # IDCT rounding only
         assert torch.equal(a["mask"], b["mask"].cpu())
+        assert torch.equal(a["image"], c["image"].cpu())  # libjpeg-turbo on the reader threads

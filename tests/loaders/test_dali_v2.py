@@ -49,3 +49,37 @@ def test_an_image_and_label_v2_store_is_served_like_v1(tmp_path: Path) -> None:
     for b in batches:
         np.testing.assert_array_equal(decode_index(b["image"]), b["index"])
         np.testing.assert_array_equal(b["label"], b["index"] % 7)
+
+
+def _image_store(tmp_path: Path, size: Any, options: dict[str, Any]) -> Path:
+    from precompute.checks import size_hw
+
+    h, w = size_hw(size)
+    image = FieldSpec("image", "image", options)
+    st = image.storage(size)
+    fields = (image, FieldSpec("label", "label", {"classes": 2}))
+    values = {"image": np.full((8, *st.shape), 7, st.dtype), "label": np.arange(8) % 2}
+    spec = BuildSpec(size=size, chunk_samples=4, shard_samples=8)
+    assert st.shape[:2] == (h, w)
+    return write_v2_store(tmp_path / "s", fields, values, spec, valid=np.ones(8, np.uint8))
+
+
+@pytest.mark.parametrize(
+    ("options", "what"), [({"channels": 1}, "1-channel"), ({"bit_depth": 16}, "16-bit")]
+)
+def test_a_grey_or_16_bit_image_is_refused_naming_it(
+    tmp_path: Path, options: dict[str, Any], what: str
+) -> None:
+    path = _image_store(tmp_path, 16, options)
+    with pytest.raises(StoreOpenError, match=r"serves an RGB uint8 'image'.*'image' \(image\)"):
+        _loader(path)  # a StoreLoader serves it (tests/loaders/test_stored_choices.py)
+
+
+def test_a_w_x_h_store_is_served_into_a_square_output(tmp_path: Path) -> None:
+    from loaders.dali import DaliAugment
+
+    path = _image_store(tmp_path, "24x16", {})
+    with pytest.raises(StoreOpenError, match="frame is 24x16 and DALI's outputs are square"):
+        collect(_loader(path, augment=DaliAugment(size=None)))
+    batches = collect(_loader(path, augment=DaliAugment(size=12), drop_last=False))
+    assert cat(batches, "image").shape[1:] == (3, 12, 12)

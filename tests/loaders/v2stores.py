@@ -133,7 +133,7 @@ def write_v2_store(
     if "extent" in layout.arrays:
         if extents is None:
             extents = np.zeros(layout.arrays["extent"].shape, np.int32)
-            extents[..., 2:] = spec.size
+            extents[..., 2:] = spec.frame  # (height, width)
         arrays["extent"] = extents
     for name in layout.arrays:
         zarr.open_array(str(Path(root) / name), mode="r+").with_config(_DENSE)[...] = arrays[name]

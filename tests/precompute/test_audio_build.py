@@ -412,7 +412,7 @@ def test_a_log_mel_flag_on_a_waveform_build_is_refused_naming_it(
               "--n-mels", "40"])  # fmt: skip
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "--n-mels: a log-mel option, without effect on a waveform" in err
+    assert "--n-mels: a feature option, without effect on a waveform" in err
     assert not (tmp_path / "s").exists()
 
 

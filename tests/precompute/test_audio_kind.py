@@ -90,8 +90,9 @@ def test_storage_matches_what_the_decoder_gives(options, shape, dtype) -> None:
     ("options", "message"),
     [
         (
-            {"representation": "mfcc"},
-            r"fields\.audio\.representation must be one of \['waveform', 'logmel'\], got 'mfcc'",
+            {"representation": "cqt"},
+            r"fields\.audio\.representation must be one of \['waveform', 'logmel', 'mfcc'\], "
+            r"got 'cqt'",
         ),
         (
             {"sample_rate": 0},
@@ -114,7 +115,7 @@ def test_storage_matches_what_the_decoder_gives(options, shape, dtype) -> None:
         ({"hop_length": True}, r"fields\.audio\.hop_length must be an integer"),
         (
             {"representation": "logmel", "clip_seconds": 0.01},
-            r"fields\.audio\.clip_seconds 0\.01 gives 160 samples; a log-mel with n_fft 400 "
+            r"fields\.audio\.clip_seconds 0\.01 gives 160 samples; a feature with n_fft 400 "
             r"needs more than 200",
         ),
         (

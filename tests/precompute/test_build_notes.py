@@ -41,15 +41,17 @@ def test_twelve_bit_grey_is_kept_and_named_in_the_report_and_summary(
     attrs = build(str(src), str(tmp_path / "out"), spec)
     report = attrs["report"]
     notes = report["notes"]
-    assert list(notes) == ["gray_low_bits"]
+    assert list(notes) == ["gray_low_bits", "grey_as_rgb"]
     assert notes["gray_low_bits"]["count"] == 6  # across shards: the six x*.png, not full.png
+    assert notes["grey_as_rgb"]["count"] == 7  # every grey PNG (full.png too), not the photos
     assert notes["gray_low_bits"]["examples"][0] == "a/x0.png"
     assert notes["gray_low_bits"]["says"] == NOTES["gray_low_bits"]
     lines = capsys.readouterr().err.strip().splitlines()
     built = next(line for line in lines if line.startswith("built "))
     # 10 slots: 9 decoded, broken.png empty; the escaping link has no slot
     assert ": 10 samples, 9 valid, 1 skipped, 1 more input skipped while listing" in built
-    assert lines[-1].startswith("note: 6 inputs (e.g. a/x0.png): 16-bit grey with every value")
+    assert lines[-2].startswith("note: 6 inputs (e.g. a/x0.png): 16-bit grey with every value")
+    assert lines[-1].startswith("note: 7 inputs (e.g. a/full.png): grey sources stored as 3")
     assert report["num_samples"] == report["num_valid"] + 1 == 10
     assert len(report["skipped"]) == 2 and report["skipped_listing"] == 1
     on_disk = json.loads((tmp_path / "out" / "zarr.json").read_text())

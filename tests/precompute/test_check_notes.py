@@ -58,10 +58,10 @@ def test_check_prints_the_notes_of_the_builds_summary(
     src = str(_twelve_bit(tmp_path / "src"))
     code, out, _ = _run(capsys, "check", src)
     assert code == 0  # not bad inputs: kept by the build
-    assert out[-1] == f"checked {src}: 8 inputs, none bad, 1 note (above)"
     checked = _notes(out)
-    assert len(checked) == 1
+    assert out[-1] == f"checked {src}: 8 inputs, none bad, {len(checked)} notes (above)"
     assert checked[0].startswith("note: 4 inputs (e.g. a/ct0.png): 16-bit grey with every value")
+    assert checked[1].startswith("note: 8 inputs (e.g. a/ct0.png): grey sources stored as 3")
     code, _, err = _run(capsys, "build", src, "--out", str(tmp_path / "s"))
     assert code == 0 and _notes(err) == checked  # the build's summary says the same
     code, out, _ = _run(capsys, "check", src, "--json")

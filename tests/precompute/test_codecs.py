@@ -98,6 +98,19 @@ def test_a_codec_a_kind_cannot_take_is_refused_naming_both(fields, codecs, says)
     assert says in str(err.value)
 
 
+def test_a_field_whose_storage_the_build_learns_takes_a_spec_with_or_without_codecs() -> None:
+    # a box field's max_boxes is learned from the source: the spec cannot size it yet
+    fields = (FieldSpec("image", "image", {}), FieldSpec("boxes", "boxes", {}))
+    assert BuildSpec(size=16, fields=fields).codecs == ()  # a COCO build's spec, before learning
+    spec = BuildSpec(size=16, fields=fields, codecs={"image": "jpeg:90", "boxes": "zstd:3"})
+    assert dict(spec.codecs)["boxes"] == CodecSpec("zstd", {"level": 3})
+    with pytest.raises(SpecError, match="field 'boxes' of kind 'boxes' cannot be stored as 'jpeg'"):
+        BuildSpec(size=16, fields=fields, codecs={"boxes": "jpeg"})  # the kind's rule: at once
+    learned = (fields[0], fields[1].with_options(max_boxes=3, classes=2))
+    layout = StoreLayout.from_spec(BuildSpec(size=16, fields=learned, codecs=spec.codecs), 4)
+    assert layout.arrays["boxes"].codec == CodecSpec("zstd", {"level": 3})
+
+
 def test_a_missing_decoder_says_what_to_install(monkeypatch) -> None:
     codec = CodecSpec("jpeg")
     data = codec.codec.encode(photos(1, 16), codec.options, 0)

@@ -279,3 +279,74 @@ def test_a_path_a_node_cannot_see_fails_naming_node_and_path(
     missing = str(tmp_path / "not-mounted-here")
     with pytest.raises(ClusterError, match=r"cannot see .*not-mounted-here.*every node mounts"):
         check_shared_paths([str(tmp_path), missing, "s3://bucket/raw"])
+
+
+# -- a transform from the user's package, on every node -----------------------------------------
+
+_DRIVER_ONLY = """
+import os
+
+if os.environ.get("NOSTALL_TEST_DRIVER") != "1":
+    raise ImportError("this module imports on the driver only")
+
+
+def same(sample, key):
+    return sample
+"""
+
+
+def _user_build(
+    src: Path, out: Path, address: str, code: Path, transform: str, driver_only: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    """The CLI's build with ``--transform``: the package is on the driver's path alone.
+
+    The cluster's nodes were started without ``code`` on their path, and the driver runs from
+    another folder (Ray puts a driver's working folder on its workers' path): only the build's
+    ``runtime_env`` can bring the package to the workers.
+    """
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), *sys.path])}
+    if driver_only:
+        env["NOSTALL_TEST_DRIVER"] = "1"
+    argv = [sys.executable, "-m", "precompute.cli", "build", str(src), "--out", str(out)]
+    argv += [*FLAGS, "--ray-address", address, "--transform", transform]
+    return subprocess.run(argv, capture_output=True, timeout=300, env=env, cwd=out.parent)
+
+
+def test_a_transform_of_the_users_package_runs_on_the_clusters_workers(
+    ray_cluster: Any, src: Path, local_store: Path, tmp_path: Path
+) -> None:
+    import zarr
+
+    from tests.precompute.userpkg import make_package
+
+    code = tmp_path / "code"
+    name = make_package(code)
+    (tmp_path / "run").mkdir()
+    out = tmp_path / "run" / "store"
+    done = _user_build(src, out, ray_cluster.address, code, f"{name}.ops:invert")
+    assert done.returncode == 0, done.stderr.decode()
+    built_on = {a.node for a in _finished_shards(ray_cluster.address, SHARDS).values()}
+    assert _report(out)["ray_nodes"] == len(built_on) >= 2  # several workers ran it
+    mine = zarr.open_array(str(out / "image"), mode="r")[:]
+    plain = zarr.open_array(str(local_store / "image"), mode="r")[:]
+    assert (mine == 255 - plain).all()
+    transform = json.loads((out / "zarr.json").read_text())["attributes"]["nostall"]["spec"]
+    assert transform["transform"]["name"] == f"{name}.ops:invert"
+
+
+def test_a_transform_no_worker_can_import_is_refused_before_any_shard(
+    ray_cluster: Any, src: Path, tmp_path: Path
+) -> None:
+    code = tmp_path / "code"
+    (code / "driveronly").mkdir(parents=True)
+    (code / "driveronly" / "__init__.py").write_text(_DRIVER_ONLY)
+    (tmp_path / "run").mkdir()
+    out = tmp_path / "run" / "store"
+    done = _user_build(src, out, ray_cluster.address, code, "driveronly:same", driver_only=True)
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "cannot run transform driveronly:same (shipped as runtime_env py_modules" in err
+    assert "this module imports on the driver only" in err
+    assert _markers(out) == 0  # no shard was written

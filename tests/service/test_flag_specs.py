@@ -58,7 +58,7 @@ def test_flags_beside_fields_and_flags_without_a_source_say_what_works(clips: Pa
     cache = Cache(clips.parent / "cache", builder=_sequential)
     with pytest.raises(SpecError, match=r"with 'fields' sets every field option itself; drop "):
         cache.key_for(clips, {"fields": FIELDS, "clip_seconds": 1})
-    with pytest.raises(SpecError, match=r"--n-mels: a log-mel option"):
+    with pytest.raises(SpecError, match=r"--n-mels: a feature option, without effect on a wave"):
         cache.key_for(clips, {"clip_seconds": 0.5, "n_mels": 40})  # a waveform: as the CLI
     body = {"source": str(clips), "spec": {"clip_seconds": 1, "features": "logmel"}}
     with pytest.raises(SpecError, match=r"\['clip_seconds', 'features'\] are precompute build"):

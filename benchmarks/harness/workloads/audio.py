@@ -63,11 +63,22 @@ class AudioPolicy:
         """The policy of an audio field's options."""
         rate = int(options["sample_rate"])
         samples = round(float(options["clip_seconds"]) * rate)
+        if options["representation"] not in ("waveform", "logmel"):
+            raise ValueError(
+                f"the benchmark's audio strategies compute waveforms or log-mels; "
+                f"{options['representation']!r} features are not compared (build them with "
+                "precompute build, and time StoreLoader on them)"
+            )
         logmel = options["representation"] == "logmel"
-        hop, n_mels = int(options["hop_length"]), int(options["n_mels"])
+        # a waveform's options hold no log-mel parameters (Kind.unused leaves them out)
+        hop, n_mels, n_fft = (
+            (int(options["hop_length"]), int(options["n_mels"]), int(options["n_fft"]))
+            if logmel
+            else (1, 0, 0)
+        )
         steps = 1 + samples // hop if logmel else samples
         crop = max(1, round(0.9 * steps))
-        return cls(logmel, rate, samples, steps, n_mels, int(options["n_fft"]), hop, crop,
+        return cls(logmel, rate, samples, steps, n_mels, n_fft, hop, crop,
                    max(1, crop // 10), max(1, n_mels // 8))  # fmt: skip
 
     def draw(self, valid: int, rng: np.random.Generator) -> tuple[int, np.ndarray]:

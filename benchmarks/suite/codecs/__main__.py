@@ -1,4 +1,4 @@
-"""``python -m benchmarks.suite.codecs [--samples 512] ...`` (:mod:`.bench`)."""
+"""``python -m benchmarks.suite.codecs [--samples 2048] ...`` (:mod:`.bench`)."""
 
 from benchmarks.suite.codecs.bench import main
 

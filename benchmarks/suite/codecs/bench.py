@@ -1,6 +1,7 @@
 """Chunk codecs side by side: bytes per sample, CPU decode, a 150 MB/s link; FFCV's JPEG beside.
 
-``python -m benchmarks.suite.codecs [--samples 512] [--size 256] [--runs 3] [--ffcv PYTHON]``
+``python -m benchmarks.suite.codecs [--samples 2048] [--size 256] [--runs 3] [--threads 4]
+[--ffcv PYTHON]``
 
 Photo-like images: random crops (scale, position, flip, colour shift) of the one photograph the
 installed packages ship (matplotlib's ``grace_hopper.jpg``, 512 x 600), resized to ``--size``.
@@ -20,8 +21,10 @@ One run prints:
    ``augment=None``: decoded uint8 batches, 2 read threads) and of the raw store, and FFCV's
    ``Loader`` of its ``jpg`` file (``SimpleRGBImageDecoder``, 2 workers, ``os_cache``);
 4. samples/s of the raw and the JPEG store read from a local S3-compatible server on 127.0.0.1
-   that sends at most 150 MB/s (:mod:`benchmarks.suite.objstore.rangeserver` with a rate), and
-   their ratio.
+   behind a 150 MB/s link (:mod:`benchmarks.suite.codecs.capped`: tc's token bucket on the
+   loopback of a network namespace of the run's own where one can be made, else the server's
+   own token bucket), with the GETs, their mean size, the JPEG store from local disk beside (the
+   decode's own pace) and the ratio.
 
 Setup is outside the timed parts; results are printed, never committed.
 """
@@ -32,7 +35,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,7 +47,6 @@ import numpy as np
 
 __all__ = ["main", "photo_crops"]
 
-CAP = 150e6  # bytes/s of the slow link
 FFCV_DEFAULT = "/work/ffcv-venv/bin/python"
 
 
@@ -190,22 +191,6 @@ def _child(url: str, runs: int, env: dict[str, str] | None = None) -> dict[str, 
     return figures
 
 
-def _capped_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mod = "benchmarks.suite.objstore.rangeserver"
-    proc = subprocess.Popen([sys.executable, "-m", mod, str(folder), str(port), str(CAP)])
-    for _ in range(600):  # its package imports torch first: slow on a busy machine
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the capped server did not start")
-
-
 # -- other fields under zstd -------------------------------------------------------------------
 
 
@@ -253,12 +238,14 @@ def _print(title: str, rows: list[tuple[str, ...]]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Set up, measure, print."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--samples", type=int, default=512)
+    p.add_argument("--samples", type=int, default=2048)
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--threads", type=int, default=4, help="read threads behind the link")
     p.add_argument("--ffcv", default=FFCV_DEFAULT, help="an interpreter with ffcv installed")
     args = p.parse_args(argv)
     from benchmarks.environment import environment_line
+    from benchmarks.suite.codecs.capped import capped_run
 
     print(environment_line())
     with tempfile.TemporaryDirectory(prefix="nostall-bench-codecs-") as tmp:
@@ -292,21 +279,7 @@ def main(argv: list[str] | None = None) -> None:
             rate, cpu = ours["rate"] / ffcv["rate"], ours["cpu_ms"] / ffcv["cpu_ms"]
             rows.append(("StoreLoader jpeg / FFCV", f"{rate:.2f}x", f"{cpu:.2f}x"))
         _print("CPU decode to uint8 batches (2 threads / workers, batch 64)", rows)
-        server, endpoint = _capped_server(work)
-        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench",
-               "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
-        try:
-            capped = {
-                k: _child(f"s3://served/{k.replace(':', '')}", 2, env) for k in ("raw", "jpeg:90")
-            }
-        finally:
-            server.kill()
-        rows = [("store", "samples/s", "MB/s read")]
-        rows += [
-            (k, f"{v['rate']:.0f}", f"{v['rate'] * per[k] / 1e6:.0f}") for k, v in capped.items()
-        ]
-        rows.append(("jpeg / raw", f"{capped['jpeg:90']['rate'] / capped['raw']['rate']:.2f}x", ""))
-        _print(f"behind a {CAP / 1e6:.0f} MB/s link (S3 API on 127.0.0.1)", rows)
+        capped_run(work, threads=args.threads, runs=args.runs + 2)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import torch
 
 from loaders.augment.audio import ops as audio_ops
-from loaders.augment.audio.fields import apply_audio_fields
+from loaders.augment.audio.fields import apply_audio_fields, audio_field
 from loaders.augment.checks import check_integer, check_labels, check_number, check_pair
 from loaders.augment.draws import smooth_targets
 from loaders.augment.errors import AugmentError, refuse_unknown
@@ -59,6 +59,13 @@ class AudioAugment:
         cutmix_alpha: Beta concentration of cutmix's lambda; 0 disables cutmix.
         mix_prob: Probability that a batch is mixed at all.
         switch_prob: Probability of cutmix rather than mixup when both are enabled.
+        normalize: ``"store"``: standardise features band by band, ``(x - mean) / std``,
+            with the per-band statistics the build stored (``report.band_stats``: each mel
+            band's or MFCC's over the valid frames); bound by the StoreLoader when it opens
+            the store. None (default): as stored. Applied first, so masks and mixing see
+            standardised features.
+        mean: Per-band means to standardise with (``normalize="store"`` fills them).
+        std: Per-band standard deviations (a band's 0 is taken as 1).
     """
 
     serves_audio: ClassVar[bool] = True  # the loader's check of a store's audio policies
@@ -76,6 +83,9 @@ class AudioAugment:
     cutmix_alpha: float = 0.0
     mix_prob: float = 1.0
     switch_prob: float = 0.5
+    normalize: str | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.crop is not None:
@@ -97,6 +107,7 @@ class AudioAugment:
             check_number("audio.mask_value", self.mask_value, -1e4, 1e4)
         for name in ("mixup_alpha", "cutmix_alpha"):
             check_number(f"audio.{name}", getattr(self, name), 0.0, 100.0)
+        self._check_normalize()
         check_number("audio.mix_prob", self.mix_prob, 0.0, 1.0)
         check_number("audio.switch_prob", self.switch_prob, 0.0, 1.0)
         if self.mixes or self.num_classes is not None:
@@ -106,6 +117,58 @@ class AudioAugment:
                 "audio mixing needs num_classes >= 2: with one class every mixed target is "
                 "1.0 and mixing only blurs the clips; set mixup_alpha and cutmix_alpha to 0"
             )
+
+    def _check_normalize(self) -> None:
+        if self.normalize not in (None, "store"):
+            raise AugmentError(f"audio.normalize must be 'store' or None, got {self.normalize!r}")
+        if (self.mean is None) != (self.std is None):
+            raise AugmentError("audio.mean and audio.std go together")
+        if self.mean is not None and self.std is not None:
+            mean, std = tuple(map(float, self.mean)), tuple(map(float, self.std))
+            if len(mean) != len(std) or not mean:
+                raise AugmentError(f"audio.mean has {len(mean)} bands, audio.std {len(std)}")
+            object.__setattr__(self, "mean", mean)
+            object.__setattr__(self, "std", tuple(s if s > 0 else 1.0 for s in std))
+
+    def bind_store(self, fields: Sequence[FieldSpec], report: Mapping[str, Any]) -> AudioAugment:
+        """This policy with ``normalize="store"`` given the store's per-band statistics.
+
+        Called by the StoreLoader when it opens a store (its ``report``).
+
+        Raises:
+            AugmentError: The store has no statistics for its audio field (a waveform, or a
+                store built before they were stored: rebuild it, or give mean and std).
+        """
+        if self.normalize != "store" or self.mean is not None:
+            return self
+        field = audio_field(fields)
+        names = [field.name] if field is not None else []
+        stats = report.get("band_stats", {}).get(names[0]) if names else None
+        if stats is None:
+            raise AugmentError(
+                f"audio.normalize='store': the store holds no per-band statistics of "
+                f"{names or 'an audio field'} (report.band_stats: features built by this "
+                "version); rebuild it, or give mean and std"
+            )
+        mean = tuple(0.0 if m is None else float(m) for m in stats["mean"])
+        std = tuple(float(s) if s else 1.0 for s in stats["std"])
+        return dataclasses.replace(self, mean=mean, std=std)
+
+    def _standardise(self, x: torch.Tensor) -> torch.Tensor:
+        """``(x - mean) / std`` over the band axis of ``(B, M, T)`` features."""
+        if self.mean is None or self.std is None:
+            raise AugmentError(
+                "audio.normalize='store' takes the store's statistics: give the policy to a "
+                "StoreLoader, or give mean and std"
+            )
+        if x.dim() != 3 or x.shape[1] != len(self.mean):
+            raise AugmentError(
+                f"audio.normalize: {len(self.mean)} bands to standardise, the batch is "
+                f"{tuple(x.shape)} (features (B, bands, frames))"
+            )
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device)[:, None]
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device)[:, None]
+        return (x - mean) / std
 
     @property
     def mixes(self) -> bool:
@@ -202,6 +265,8 @@ class AudioAugment:
         """
         x, length = self._inputs(batch, generator)
         features = x.dim() == 3
+        if self.normalize is not None or self.mean is not None:
+            x = self._standardise(x)
         if self.crop is not None:
             x, length = audio_ops.crop(x, length, self.crop, generator)
         if self.gain_db is not None:

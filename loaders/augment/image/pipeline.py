@@ -1,11 +1,11 @@
 """``TrainAugment`` and ``EvalAugment``: composed policies implementing the loader contract.
 
 The contract: ``augment(images, extents, generator) -> Tensor`` where ``images`` is ``[B, S, S,
-3]`` uint8, ``extents`` is ``[B, 4]`` int ``(top, left, height, width)`` of the valid region,
-and every random number comes from ``generator`` (on the images' device): ``TrainAugment``
-keys the one crop sampler (:mod:`precompute.cropsampler`) with ``generator.initial_seed()``, then
-reseeds the generator from that draw. The result is ``[B, 3, H, W]`` in the requested dtype
-and memory format.
+3]`` uint8 (or uint16: a 16-bit store's), ``extents`` is ``[B, 4]`` int ``(top, left,
+height, width)`` of the valid region, and every random number comes from ``generator`` (on
+the images' device): ``TrainAugment`` keys the one crop sampler (:mod:`precompute.cropsampler`)
+with ``generator.initial_seed()``, then reseeds the generator from that draw. The result is
+``[B, 3, H, W]`` in the requested dtype and memory format.
 
 A policy is data: frozen specs that round-trip through ``to_dict`` / :func:`augment_from_dict`.
 """
@@ -133,9 +133,12 @@ class _Augment:
 
         The grid path runs each step once on the whole batch in float32; the fast path
         converts each resized sample while it is in cache, straight into the output dtype and
-        memory format. Both use the same colour functions.
+        memory format. Both use the same colour functions. 16-bit pixels take the grid path
+        in float32, scaled by 255/65535 into the 8-bit range the colour maths expect.
         """
-        if not self._fast(images):
+        if images.dtype == torch.uint16:
+            images = images.to(torch.float32).mul_(255.0 / 65535.0)
+        if images.dtype != torch.uint8 or not self._fast(images):
             x = grid_resample(images, crops, self.size)
             if factors is None:
                 return normalize_(x, self.normalize)

@@ -283,8 +283,9 @@ def array_codecs(
         codecs: The build's choice, field name -> codec.
         fields: The store's fields (:class:`~precompute.fields.FieldSpec`; a v1 store's
             ``v1_fields``).
-        dtypes: Field name -> ``(shape, dtype)`` of one stored sample; a field left out
-            (its storage learned from the source later) is checked for its kind only.
+        dtypes: Field name -> ``(shape, dtype)`` of one stored sample; a field left out (its
+            storage needs an option the build learns from the source) is checked against its
+            kind only.
 
     Raises:
         SpecError: A codec for no field of the store, or one the field's kind does not take
@@ -306,11 +307,8 @@ def array_codecs(
                 f"codecs.{name}: field {name!r} of kind {field.kind!r} cannot be stored as "
                 f"{spec.name!r}; kind {field.kind!r} takes {', '.join([RAW, *takes])}"
             )
-        if name not in dtypes:  # its storage is learned from the source: checked then
-            out[name] = spec
-            continue
-        shape, dtype = dtypes[name]
-        why = spec.codec.refuses(dtype, shape)
+        shape, dtype = dtypes.get(name, ((), None))
+        why = spec.codec.refuses(dtype, shape) if dtype is not None else None
         if why:
             raise SpecError(
                 f"codecs.{name}: codec {spec.name!r} cannot store field {name!r}: {why}"

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from precompute.checks import Size
 from precompute.errors import SpecError
 from precompute.fields.base import ClassCounts, Kind, Storage, class_counts_of
 from precompute.fields.geometry import PLACE, register_rule
@@ -169,7 +170,7 @@ class BoxesKind(Kind):
     )
     hint = "on the command line: --max-boxes N, --min-visibility F (and --images DIR) or --fields"
 
-    def storage(self, opts: Mapping[str, Any], size: int) -> Storage:
+    def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``(max_boxes, 5)`` float32; padding rows and holes all -1."""
         if opts["max_boxes"] is None:
             raise SpecError(
@@ -178,7 +179,7 @@ class BoxesKind(Kind):
             )
         return Storage((opts["max_boxes"], 5), "float32", PAD)
 
-    def companions(self, opts: Mapping[str, Any], size: int) -> Mapping[str, Storage]:
+    def companions(self, opts: Mapping[str, Any], size: Size) -> Mapping[str, Storage]:
         """``count``: the boxes of each sample (its first ``count`` rows), 0 for a hole."""
         return {"count": Storage((), "int32", 0)}
 

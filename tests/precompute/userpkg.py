@@ -1,0 +1,104 @@
+"""A user's own package of transforms, written into a test's folder and put on ``sys.path``.
+
+Each call makes a package of a fresh name (modules are cached by name in ``sys.modules``), with
+``ops.py`` (the transforms), ``helpers.py`` (imported by ``ops``: part of the fingerprint) and
+``unused.py`` (imported by nothing: not part of it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+
+_names = itertools.count()
+
+OPS = '''
+import numpy as np
+
+from {pkg} import helpers
+
+
+def invert(sample, key, *, top=None):
+    img = sample["image"]
+    sample["image"] = helpers.inverted(img, top)
+    return sample
+
+
+def fails_on(sample, key, *, suffix):
+    if key.endswith(suffix):
+        raise ValueError("refused " + key)
+    return sample
+
+
+def as_float(sample, key):
+    sample["image"] = sample["image"].astype(np.float32)
+    return sample
+
+
+def squash_half(sample, key):
+    img = sample["image"]
+    sample["image"] = img[: img.shape[0] // 2]
+    return sample
+
+
+def drops_label(sample, key):
+    del sample["label"]
+    return sample
+
+
+def label_out_of_range(sample, key):
+    sample["label"] = np.asarray(-5, np.int64)
+    return sample
+
+
+def crop_top_left(sample, key):
+    """At 'decoded': the top-left quarter of every spatial file field (a region of interest)."""
+    for name in ("image", "mask"):
+        if name in sample:
+            a = sample[name]
+            sample[name] = a[: a.shape[0] // 2, : a.shape[1] // 2]
+    return sample
+
+
+def window(sample, key, *, low, high):
+    """At 'decoded': a 16-bit window [low, high] to 8 bits, three windows as channels."""
+    img = sample["image"].astype(np.float64)[..., 0]
+    out = np.clip((img - low) / (high - low), 0, 1) * 255
+    sample["image"] = np.stack([np.rint(out).astype(np.uint8)] * 3, axis=2)
+    return sample
+
+
+def versioned(sample, key):
+    return sample
+
+
+versioned.version = "1"
+'''
+
+HELPERS = """
+import numpy as np
+
+
+def inverted(img, top=None):
+    top = np.iinfo(img.dtype).max if top is None else top
+    return (top - img).astype(img.dtype)
+"""
+
+
+def make_package(root: Path) -> str:
+    """Write a fresh package under ``root``; return its name (``root`` goes on ``sys.path``)."""
+    name = f"usertf{next(_names)}_{abs(hash(str(root))) % 10**8}"
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(textwrap.dedent(OPS.format(pkg=name)))
+    (pkg / "helpers.py").write_text(textwrap.dedent(HELPERS))
+    (pkg / "unused.py").write_text("X = 1\n")
+    return name
+
+
+def edit(root: Path, name: str, module: str, text: str) -> None:
+    """Append ``text`` to ``module`` of package ``name`` (a new mtime, a new source)."""
+    path = root / name / f"{module}.py"
+    path.write_text(path.read_text() + text)
