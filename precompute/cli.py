@@ -29,6 +29,7 @@ from precompute.errors import (
     PrecomputeError,
     SourceError,
     SpecError,
+    SplitWarning,
     StoreError,
     Terminated,
 )
@@ -356,8 +357,10 @@ def _check(
 
     Lists the source and reads, decodes and checks every sample as the build does, under
     --on-error skip whatever it says, and prints each bad input with the build's reason
-    (BAD KEY: REASON), then one summary line. Exit 0: every input is good; 1: some are bad;
-    2: the source or options are refused as a whole.
+    (BAD KEY: REASON), the notes the build's summary would print about inputs it keeps
+    (note: ...: 12-bit grey, clips padded, clipped or cut short), then one summary line.
+    Exit 0: no input is bad (notes or not); 1: some are bad; 2: the source or options are
+    refused as a whole.
     """
     from precompute.job import check as run_check  # lazy: imports Ray
 
@@ -396,13 +399,14 @@ cli.add_command(
 
 @contextmanager
 def _loud_warnings() -> Iterator[None]:
-    """The build's own warnings (a class list that shifts labels) as one line each on stderr."""
+    """Our warnings as one line each on stderr: labels that shift, a split stratified in vain."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", ClassListWarning)
+        warnings.simplefilter("always", SplitWarning)
         default = warnings.showwarning
 
         def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
-            if issubclass(category, ClassListWarning):
+            if issubclass(category, (ClassListWarning, SplitWarning)):
                 click.echo(f"precompute: WARNING: {message}", err=True)
             else:
                 default(message, category, *args, **kw)
@@ -422,15 +426,15 @@ def _show_ray_choice() -> None:
 
 @cli.command()
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print the store attributes as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every attribute (split, class counts) as JSON."
+)
 def inspect(store: str, as_json: bool) -> None:
-    """Summarise STORE (layout, spec, build report, skipped inputs)."""
-    from precompute.format.layout import open_store_info
-    from precompute.format.summary import store_summary
+    """Summarise STORE (layout, spec, build report, split, class counts, skipped inputs)."""
+    from precompute.format.summary import store_attributes, store_summary
 
     if as_json:
-        info = open_store_info(store, require_complete=False)
-        click.echo(json.dumps(dict(info.attrs), indent=2, sort_keys=True))
+        click.echo(json.dumps(store_attributes(store), indent=2, sort_keys=True))
     else:
         click.echo(store_summary(store))
 
@@ -463,7 +467,9 @@ def split(
     if group_by and group_column:
         raise click.UsageError("give --group-by or --group-column, not both")
     rule = Split(parse_fractions(fractions), seed, stratify, group_by)
-    click.echo("\n".join(split_lines(record_split(store, rule, group_column))))
+    with _loud_warnings():  # stratified to no effect: every group in one stratum
+        recorded = record_split(store, rule, group_column)
+    click.echo("\n".join(split_lines(recorded)))
 
 
 @cli.command()

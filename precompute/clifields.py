@@ -12,10 +12,11 @@ kind plugin adds: ``docs/kinds.md``). Errors are
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precompute.errors import SpecError
@@ -23,7 +24,15 @@ from precompute.fields import KINDS, FieldSpec
 from precompute.fields.options import Flag
 from precompute.sources.resolve import infer_fields, shared_flag_kinds
 
-__all__ = ["FIELD_FLAGS", "OWN_FLAGS", "columns_from_flag", "fields_from_flags", "kind_flags"]
+__all__ = [
+    "FIELD_FLAGS",
+    "OWN_FLAGS",
+    "columns_from_flag",
+    "fields_from_flags",
+    "flag_keys",
+    "kind_flags",
+    "spec_with_flag_fields",
+]
 
 
 def columns_from_flag(text: str) -> dict[str, str]:
@@ -143,16 +152,23 @@ def fields_from_flags(
     """
     given = flags.pop("fields", None)
     options: dict[str, dict[str, Any]] = {}
+    named: list[str] = []  # the flags given, as typed: --clip-seconds
     for flag, (kind, option, is_json) in _flag_table().items():
         value = flags.pop(flag, None)
         if value is None:
             continue
         value = _json(flag, value) if is_json else value
-        for k, opt in _shared_targets(src, flag, kind, option, columns):
+        targets = _shared_targets(src, flag, kind, option, columns)
+        sets = ", ".join(f"{k} option {opt!r}" for k, opt in targets)
+        named.append(f"--{flag.replace('_', '-')} ({sets})")
+        for k, opt in targets:
             options.setdefault(k, {})[opt] = value
     if given is not None:
         if options:
-            raise SpecError(f"--fields sets every option; drop {sorted(options)}' flags")
+            raise SpecError(
+                f"--fields sets every field option itself; drop {', '.join(named)}, or give "
+                'each in its field\'s "options" in --fields'
+            )
         return _explicit(given)
     if not options:
         return None
@@ -194,3 +210,54 @@ def _refuse_unused(options: dict[str, dict[str, Any]], fields: Sequence[FieldSpe
             if option in unused:
                 flag = f"--{flags[f.kind, option].replace('_', '-')}"
                 raise SpecError(f"{flag}: {unused[option]}")
+
+
+def flag_keys(spec: Mapping[str, Any]) -> list[str]:
+    """The keys of a build spec mapping that are kinds' flags, not spec fields (sorted).
+
+    ``clip_seconds``, ``features``, ``n_mels``, ``mask_classes``, ``flip_pairs``: the names of
+    ``precompute build``'s field flags (``--clip-seconds``), as click names their parameters.
+    A key that is a :class:`~precompute.spec.BuildSpec` field is the spec's, never a flag's.
+    """
+    from precompute.spec import BuildSpec
+
+    own = {f.name for f in dataclasses.fields(BuildSpec)}
+    table = _flag_table()
+    return sorted(k for k in spec if k in table and k not in own)
+
+
+def spec_with_flag_fields(src: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A build spec mapping whose kinds' flags (:func:`flag_keys`) set its ``fields``.
+
+    ``{"size": 32, "clip_seconds": 1, "features": "logmel"}`` is what ``precompute build SRC
+    --size 32 --clip-seconds 1 --features logmel`` builds: the flags set options of the
+    fields ``src`` has by itself (:func:`fields_from_flags`: inferred from the source, as the
+    command line infers them); a JSON flag's value may be given as the value itself
+    (``"flip_pairs": [[0, 1]]``). A mapping without such keys is returned as it is.
+
+    Raises:
+        SpecError: Flag keys beside ``fields`` (which sets every option), a flag's value is
+            invalid, or names a field the source does not have.
+    """
+    keys = flag_keys(spec)
+    if not keys:
+        return dict(spec)
+    if "fields" in spec:
+        raise SpecError(
+            f"a build spec with 'fields' sets every field option itself; drop {keys}, or give "
+            "each in its field's 'options'"
+        )
+    table = _flag_table()
+    work = {k: v for k, v in spec.items() if k not in keys}
+    for key in keys:
+        value, is_json = spec[key], table[key][2]
+        work[key] = json.dumps(value) if is_json and not isinstance(value, str) else value
+    fill = work.get("fill", 0)
+    columns = work.get("columns")
+    fields = fields_from_flags(
+        src,
+        work,
+        fill if isinstance(fill, int) else 0,
+        dict(columns) if isinstance(columns, Mapping) else None,
+    )
+    return {**work, "fields": fields}

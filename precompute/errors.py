@@ -31,6 +31,7 @@ __all__ = [
     "PrecomputeError",
     "SourceError",
     "SpecError",
+    "SplitWarning",
     "StoreError",
     "StoreIncompleteError",
     "StoreMetadataError",
@@ -118,6 +119,10 @@ class BuildLockedError(PrecomputeError):
 
 class ClassListWarning(UserWarning):
     """A build's class names index labels otherwise than a store of the same data does."""
+
+
+class SplitWarning(UserWarning):
+    """A split's rule cannot do what it says (stratified, but every unit in one stratum)."""
 
 
 class ClusterError(PrecomputeError):

@@ -376,4 +376,4 @@ def check(
             else:
                 check_nodes(resolved.transform, ray)
                 results = _run_shards(job, tasks, bar)
-    return check_report(src, source, results)
+    return check_report(src, source, results, resolved.fields)

@@ -8,6 +8,11 @@ Outside a build (a loader decoding a file) notes go nowhere.
 
 Every note's text is said once, here or (a kind's own notes) in the kind's module through
 :func:`register_note`: what happened to the inputs and what to do about it.
+
+Inputs kept with their data cut short (``report.truncated``: an audio file whose data ended
+before its header said) are listed by the report apart (every key); :func:`report_notes` adds
+them as the note ``truncated``, so the build's summary and ``precompute check`` print them as
+every other note.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ __all__ = [
     "fold",
     "note",
     "register_note",
+    "report_notes",
     "source_note",
     "summary_lines",
 ]
@@ -70,6 +76,11 @@ _NOTES: dict[str, str] = {
         "left out): kept, so each class "
         "keeps its index, as in the other splits of the dataset, but nothing teaches them; "
         "check the folder, convert its files to a format listed in docs/manifests.md"
+    ),
+    "truncated": (
+        "data ended before its header said (a file cut short, e.g. by an interrupted copy): "
+        "kept with the data that was there; copy the file again if it should be whole "
+        "(precompute inspect lists every one)"
     ),
     "single_class": (
         "every input has the same class: a classifier trained on this store has nothing to "
@@ -153,6 +164,15 @@ def source_note(
         "says": NOTES[name],
     }
     return {**note, **({"unit": unit} if unit != "input" else {}), **({"of": of} if of else {})}
+
+
+def report_notes(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A report's notes (``notes``), with its ``truncated`` inputs as the note ``truncated``."""
+    notes = dict(report.get("notes", {}))
+    truncated = report.get("truncated") or ()
+    if truncated and "truncated" not in notes:
+        notes["truncated"] = source_note("truncated", len(truncated), truncated)
+    return notes
 
 
 def summary_lines(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from precompute.errors import PrecomputeError
+from precompute.format.summary import spec_summary
 from service.cache.catalog import Entry
 from service.cache.store import Cache
 from service.errors import CacheKeyError, ServiceError
@@ -71,7 +72,7 @@ def _full_key(c: Cache, text: str) -> str:
 def _table(entries: Sequence[Entry]) -> str:
     rows = [("KEY", "SIZE", "SAMPLES", "SPEC", "LAST USED", "SOURCE")]
     for e in entries:
-        spec = f"{e.spec['size']}px {e.spec['mode']} x{e.spec['variants']} seed={e.spec['seed']}"
+        spec = spec_summary(e.spec)  # each field as its kind describes it
         rows.append(
             (
                 e.key[:12],

@@ -14,7 +14,7 @@ from typing import Any
 
 from precompute.errors import PrecomputeError
 from precompute.format.layout import open_store_info
-from precompute.pipeline.check import source_root
+from precompute.pipeline.check import kinship
 from precompute.storage.location import is_url
 from service.cache.catalog import CacheLayout
 from service.cache.store import Cache, StoreLease, StoreRef
@@ -34,7 +34,7 @@ def default_cache_root() -> Path | str:
 
 
 def cached_stores(src: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """The stores the default cache holds for ``src``'s source root, each with its report.
+    """The stores the default cache holds for ``src``'s source root or a sibling, with reports.
 
     What ``precompute build`` compares its learned classes with (the ``nostall.cached_stores``
     entry point; :func:`precompute.pipeline.check.warn_class_shifts`). Read only: nothing is
@@ -48,11 +48,11 @@ def cached_stores(src: str) -> list[tuple[str, Mapping[str, Any]]]:
     catalog = layout.root / "catalog"
     if not catalog.is_dir():
         return []
-    want, found = source_root(src), []
+    found = []
     for file in sorted(catalog.glob("*.json")):
         try:
             entry = layout.read_entry(file.stem)
-            if entry is None or source_root(entry.source) != want:
+            if entry is None or kinship(src, entry.source) is None:  # another dataset
                 continue
             found.append((str(entry.path), open_store_info(entry.path).report))
         except (ServiceError, PrecomputeError, OSError):  # a broken entry or store: not compared

@@ -22,6 +22,7 @@ become soft targets mixed by the same lambda (the pasted area under CutMix).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,6 +59,10 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
             registered; a mixing policy a field's kind refuses; an image policy or a separate
             ``mixup`` on an audio store, ``AudioAugment`` on a store without audio
             (:func:`~loaders.augment.audio.fields.check_audio_policies`).
+
+    Warns:
+        UserWarning: A policy that flips a field whose kind says a flip changes its meaning
+            (keypoints without flip pairs: ``Kind.flip_warning``), once per loader.
     """
     for what, policy in (("augment", augment), ("mixup", mixup)):
         if isinstance(policy, type):  # augment=TrainAugment: called with the batch, it fails
@@ -88,6 +93,20 @@ def check_field_policies(fields: Sequence[FieldSpec], augment: Any, mixup: Any) 
         for f in fields:
             if not f.spec.photometric and loader_rule(f.augment) is None:
                 raise missing_rule(f)
+        _warn_flips(fields, augment)
+
+
+def _warn_flips(fields: Sequence[FieldSpec], augment: Any) -> None:
+    """Warn, once a loader is made, of fields whose meaning a flip changes (``Kind.flip_warning``).
+
+    A policy flips when its crop sampler's flip probability is above 0 (``augment.policy``).
+    """
+    if float(getattr(getattr(augment, "policy", None), "flip", 0.0) or 0.0) <= 0:
+        return
+    for f in fields:
+        said = f.spec.flip_warning(f.name, f.options)
+        if said:
+            warnings.warn(said, UserWarning, stacklevel=5)  # the StoreLoader(...) line
 
 
 def check_field_values(

@@ -60,7 +60,10 @@ class Choice:
         splits: A :class:`~precompute.splits.Split` rule dealt at open (not recorded).
         weights: One sampling weight per slot (>= 0).
         balance: A field with classes (``"label"``, ``"mask"``, ``"boxes"``): weights that
-            serve each class equally often (a mask's by its pixels per class).
+            make each class the reason for an equal share of draws (a class chosen uniformly,
+            then a sample in proportion to its share of the class: a label's classes are
+            drawn equally often; a mask's drawn slice brings all its pixels, so pixels are
+            not balanced).
         repeat_factor: With ``balance``: repeat-factor sampling (LVIS) with this threshold
             instead of weights: a sample is served ``max(1, sqrt(t / f_c))`` times an epoch
             for the rarest class ``c`` it holds (``f_c``: the share of samples holding ``c``).

@@ -60,15 +60,6 @@ def subset_mask(subset: Any, table: SampleTable) -> Mask:
     return mask
 
 
-def _strata(table: SampleTable, field: str) -> npt.NDArray[np.int64]:
-    """Each slot's class of ``field`` (the class it holds most of; -1 for none)."""
-    counts = table.class_counts(field)
-    out = np.full(table.num_samples, -1, np.int64)
-    order = np.lexsort((-counts.classes, counts.counts))  # the largest count last, then class
-    out[counts.samples[order]] = counts.classes[order]
-    return out
-
-
 def _dealt(rule: Split, table: SampleTable, member: Mask) -> npt.NDArray[np.uint8]:
     keys = list(table.keys())
     if rule.group_by is not None and rule.group_by.startswith("column:"):
@@ -78,8 +69,8 @@ def _dealt(rule: Split, table: SampleTable, member: Mask) -> npt.NDArray[np.uint
             "serve it with split= alone"
         )
     groups = _groups(keys, member, rule.group_by) if rule.group_by is not None else None
-    strata = _strata(table, rule.stratify) if rule.stratify is not None else None
-    return assign(rule, keys, member, strata, groups)
+    holds = table.class_counts(rule.stratify) if rule.stratify is not None else None
+    return assign(rule, keys, member, holds, groups)
 
 
 def _groups(keys: list[str], member: Mask, pattern: str) -> list[str]:

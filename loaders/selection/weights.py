@@ -5,8 +5,11 @@ a mask's pixels per class, boxes per class) over the selected samples only:
 
 * :func:`balanced_weights`: each sample's classes as shares of it (a mask of 90% background and
   10% tumour is 0.9 and 0.1 of a sample), each class's total share ``M_c`` over the selection,
-  and the weight ``sum_c share_ic / M_c``: every class is drawn equally often in expectation
-  (exactly so for one class a sample; for masks, by pixel share).
+  and the weight ``sum_c share_ic / M_c``. A draw is exactly a class chosen uniformly among the
+  ``C`` held, then a sample with probability ``share_ic / M_c``: each class is the reason for
+  ``1/C`` of the draws, so with one class a sample every class is drawn equally often. A drawn
+  mask brings all its classes (its background too): pixels are not balanced
+  (``docs/loaders.md``, "Weighted and class-balanced sampling", measures it).
 * :func:`repeat_factors`: LVIS's repeat-factor sampling: ``f_c`` the share of samples holding
   class ``c``, ``r_c = max(1, sqrt(t / f_c))``, a sample's factor the largest ``r_c`` of its
   classes (1 for one holding none).
@@ -33,7 +36,7 @@ def _rows(counts: ClassCounts, members: npt.NDArray[np.int64]) -> tuple[np.ndarr
 
 
 def balanced_weights(counts: ClassCounts, members: npt.NDArray[np.int64]) -> Floats:
-    """One weight per member that draws every class equally often (module docstring).
+    """One weight per member: each class the reason for an equal share of draws (module doc).
 
     Raises:
         ValueError: No member holds any class.

@@ -19,6 +19,11 @@ sample count, the order and the bytes are fixed before any shard runs (resume an
 determinism hold). A file whose header cannot be read is a per-input error there (``raise``:
 a :class:`~precompute.errors.SourceError` naming it; ``skip``: recorded). Window keys are
 ``PATH@START`` (seconds, 3 decimals); the ``audio.start`` companion stores the start.
+
+A manifest may list one file in several rows of other ``start``/``end`` (keyword segments of
+one long recording): each is a sample of its own, keyed ``PATH#START-END`` (``0.000-4.000``;
+``55.300-end``), its windows ``PATH#START-END@T``. The same file with the same segment twice
+is an error naming it; a file listed once keeps its path as its key.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -243,10 +249,50 @@ def _labels(src: str, entries: list[tuple[Any, ...]]) -> tuple[list[int], tuple[
     return [index[r] for r in raw], classes
 
 
-def _order(item: FieldItem) -> tuple[str, float]:
-    """Items by path, a file's windows by start time."""
+def _span(lo: float | None, hi: float | None) -> str:
+    """A segment as a key writes it: ``20.500-23.200``; ``0.000-`` start, ``-end`` end."""
+    return f"{lo or 0.0:.3f}-" + ("end" if hi is None else f"{hi:.3f}")
+
+
+def _keys(src: str, root: str, entries: list[tuple[Any, ...]]) -> list[str]:
+    """Each entry's key: its path, or ``PATH#START-END`` for a file of several segments.
+
+    One file may be listed once per segment (keyword segments of one long recording); the
+    same file with the same segment twice is an error, however its path is written.
+
+    Raises:
+        SourceError: A file listed twice with the same segment, or two segments whose keys
+            (milliseconds) are the same.
+    """
+    files = [same_file(root, e[0]) for e in entries]
+    seen: dict[tuple[str, Any, Any], tuple[int, str]] = {}  # (file, start, end) -> first row
+    for i, (f, e) in enumerate(zip(files, entries, strict=True)):
+        j, first = seen.setdefault((f, e[2], e[3]), (i, e[0]))
+        if j != i:
+            also = "" if first == e[0] else f" (as {first!r})"
+            whole = "the whole file" if e[2] is None and e[3] is None else _span(e[2], e[3])
+            raise SourceError(
+                f"{src}: {e[0]!r} is listed twice{also} with the same segment ({whole}); a "
+                "file's several segments are rows of other start/end seconds"
+            )
+    rows = Counter(files)
+    keys = [
+        e[0] if rows[f] == 1 else f"{e[0]}#{_span(e[2], e[3])}"
+        for f, e in zip(files, entries, strict=True)
+    ]
+    twice = [k for k, n in Counter(keys).items() if n > 1]
+    if twice:
+        raise SourceError(
+            f"{src}: two segments of one file have the key {twice[0]!r} (start and end to the "
+            "millisecond): give segments that differ by a millisecond or more"
+        )
+    return keys
+
+
+def _order(item: FieldItem) -> tuple[str, float, str]:
+    """Items by path, a file's segments and windows by start time (then key)."""
     seg = dict(item.values).get("audio.segment")
-    return item.file("audio"), float(seg[0] or 0.0) if seg else 0.0
+    return item.file("audio"), float(seg[0] or 0.0) if seg else 0.0, item.key
 
 
 def list_audio_source(
@@ -257,7 +303,8 @@ def list_audio_source(
     ``text``: the manifest's text when the caller has read it already (read here if None).
 
     Raises:
-        SourceError: No audio file, a duplicate path, labels mixing integers and names, or
+        SourceError: No audio file, a file listed twice with the same segment, labels mixing
+            integers and names, or
             (``on_error: raise``) an unusable line or an unreadable header under
             ``--clips all``, or ``on_error`` is neither ``raise`` nor ``skip``.
         SpecError: ``fields`` are not ``audio`` + ``label``.
@@ -277,19 +324,14 @@ def list_audio_source(
             kept.append(e)
     if not kept:
         raise SourceError(f"{src}: no audio files ({', '.join(sorted(AUDIO_EXTENSIONS))})")
-    seen: dict[str, tuple[int, str]] = {}  # file -> (entry, its path as written)
-    for i, e in enumerate(kept):  # one row per recording (its key), however the path is written
-        j, first = seen.setdefault(same_file(root, e[0]), (i, e[0]))
-        if j != i:
-            also = "" if first == e[0] else f" (as {first!r})"
-            raise SourceError(f"{src}: {e[0]!r} is listed twice{also} (one row per audio file)")
+    keys = _keys(src, root, kept)
     if folders is None:
         labels, classes = _labels(src, kept)
     else:
         labels, classes = [int(e[1]) for e in kept], folders
     items = []
-    for (path, _, lo, hi), label in zip(kept, labels, strict=True):
-        items.extend(_items(src, root, path, label, lo, hi, opts, on_error, skipped))
+    for key, (path, _, lo, hi), label in zip(keys, kept, labels, strict=True):
+        items.extend(_items(src, root, key, path, label, lo, hi, opts, on_error, skipped))
     if not items:  # --clips all: every header unreadable, every segment outside its file
         key, why = min(skipped)
         raise SourceError(
@@ -304,6 +346,7 @@ def list_audio_source(
 def _items(
     src: str,
     root: str,
+    key: str,
     path: str,
     label: int,
     lo: float | None,
@@ -315,7 +358,7 @@ def _items(
     files, value = (("audio", path),), (("label", label),)
     if opts["clips"] != "all":
         seg = () if lo is None and hi is None else (("audio.segment", [lo, hi, "center"]),)
-        return [FieldItem(path, files, value + seg)]
+        return [FieldItem(key, files, value + seg)]
     where = path if "://" in path or os.path.isabs(path) else os.path.join(root, path)
     checkpoint()  # a header read per file: where a stopped listing ends
     try:
@@ -323,18 +366,18 @@ def _items(
         if lo is not None or hi is not None:  # the rules of a --clips center segment
             segment(frames, rate, lo, hi, path)
     except ValueError as exc:
-        per_input(src, on_error, skipped, path, str(exc))
+        per_input(src, on_error, skipped, key, str(exc))
         return []
     except DecodeError as exc:
-        per_input(src, on_error, skipped, path, exc.reason)
+        per_input(src, on_error, skipped, key, exc.reason)
         return []
     seconds = frames / rate
     clip = float(opts["clip_seconds"])
     hop = float(opts["hop_seconds"] or clip)
     spans = _windows(seconds, clip, hop, lo or 0.0, hi)
     if not spans:
-        per_input(src, on_error, skipped, path, f"segment starts after the end ({seconds:.3f} s)")
+        per_input(src, on_error, skipped, key, f"segment starts after the end ({seconds:.3f} s)")
     return [
-        FieldItem(f"{path}@{a:.3f}", files, (*value, ("audio.segment", [a, b, "window"])))
+        FieldItem(f"{key}@{a:.3f}", files, (*value, ("audio.segment", [a, b, "window"])))
         for a, b in spans
     ]

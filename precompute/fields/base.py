@@ -254,6 +254,26 @@ class Kind(ABC):
         """
         return None
 
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
+        """This field in a few words, for a one-line summary of a store (``cache ls``).
+
+        Default: the kind's name, and the stored shape and dtype of one sample
+        (``array 11x11x200 float32``; ``label`` for a scalar). A kind whose options say more
+        says them (audio: ``audio 1 s logmel 64 mels``; an image its side).
+        """
+        st = self.storage(opts, size)
+        shape = "x".join(map(str, st.shape))
+        return f"{self.name} {shape} {st.dtype}" if shape else self.name
+
+    def flip_warning(self, field: str, opts: Mapping[str, Any]) -> str | None:
+        """What a loader's horizontal flip does to this field's meaning, to warn of (default: None).
+
+        Asked once when a loader is made whose policy may flip (not per batch); the loader
+        warns a ``UserWarning`` with the text. E.g. keypoints without flip pairs: a flip
+        mirrors the points, and a left landmark then lies where the right one should.
+        """
+        return None
+
     def float_scale(self, opts: Mapping[str, Any]) -> float | None:
         """What a loader's ``dtype=`` multiplies this field's integer values by (default: None).
 

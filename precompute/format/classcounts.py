@@ -23,7 +23,13 @@ from precompute.fields import ClassCounts, FieldSpec
 from precompute.format.layout import MARKER_DIR
 from precompute.storage.location import Location, location
 
-__all__ = ["count_lines", "read_class_counts", "shard_class_counts", "write_class_counts"]
+__all__ = [
+    "count_lines",
+    "count_summary",
+    "read_class_counts",
+    "shard_class_counts",
+    "write_class_counts",
+]
 
 _FOLDER = "class_counts"
 
@@ -115,26 +121,59 @@ def read_class_counts(
     return ClassCounts(slot.copy(), cls.copy(), count.copy(), num_classes)
 
 
-def count_lines(root: str | Path | Location, fields: Iterable[FieldSpec], n: int) -> list[str]:
-    """``precompute inspect``'s lines of the stored class counts.
+def count_summary(
+    root: str | Path | Location, fields: Iterable[FieldSpec], n: int
+) -> dict[str, dict[str, Any] | None]:
+    """Per counted field, its stored counts summed by class (``inspect --json``).
 
-    Per class: its share of the counts and how many samples hold it (a rare class shows here).
+    ``{"counts": [...], "share": [...], "samples": [...]}``: per class, its count (pixels of a
+    mask), its share of them and how many samples hold it; None: none stored (a store built
+    before counts were, or not complete); ``{"error": ...}``: the file is damaged.
     """
-    lines = []
+    out: dict[str, dict[str, Any] | None] = {}
     for f in _counted(fields):
         try:
             counts = read_class_counts(root, f.name, n, f.options.get("classes"))
         except StoreMetadataError as exc:
-            lines.append(f"counts     {f.name}: {exc}")
+            out[f.name] = {"error": str(exc)}
             continue
         if counts is None:
-            lines.append(f"counts     {f.name}: none stored (built before class counts were)")
+            out[f.name] = None
             continue
         total = np.bincount(counts.classes, counts.counts, counts.num_classes).astype(np.int64)
         holding = np.bincount(counts.classes, minlength=counts.num_classes)
         share = total / max(int(total.sum()), 1)
-        shown = ", ".join(
-            f"{c}: {share[c]:.2%} in {holding[c]}" for c in range(min(counts.num_classes, 12))
-        )
-        lines.append(f"counts     {f.name} per class (share, samples holding it): {shown}")
+        out[f.name] = {
+            "counts": total.tolist(),
+            "share": share.tolist(),
+            "samples": holding.tolist(),
+        }
+    return out
+
+
+def count_lines(
+    root: str | Path | Location, fields: Iterable[FieldSpec], n: int, incomplete: bool = False
+) -> list[str]:
+    """``precompute inspect``'s lines of the stored class counts.
+
+    Per class: its share of the counts and how many samples hold it (a rare class shows here).
+    ``incomplete``: the store is not complete, and its counts are written when it is.
+    """
+    if incomplete:
+        return [f"counts     {f.name}: counted when the build completes" for f in _counted(fields)]
+    lines = []
+    for name, summary in count_summary(root, fields, n).items():
+        if summary is None:
+            lines.append(f"counts     {name}: none stored (built before class counts were)")
+        elif "error" in summary:
+            lines.append(f"counts     {name}: {summary['error']}")
+        else:
+            shown = ", ".join(
+                f"{c}: {share:.2%} in {held}"
+                for c, (share, held) in enumerate(
+                    zip(summary["share"], summary["samples"], strict=True)
+                )
+                if c < 12
+            )
+            lines.append(f"counts     {name} per class (share, samples holding it): {shown}")
     return lines

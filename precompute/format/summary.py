@@ -1,31 +1,89 @@
-"""Human-readable summary of a store (``precompute inspect``)."""
+"""Summary of a store (``precompute inspect``): lines for people, or every attribute as JSON."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from precompute.arrays.bandstats import band_lines
-from precompute.errors import StoreMetadataError
-from precompute.format.classcounts import count_lines
-from precompute.format.layout import MARKER_DIR, StoreInfo, open_store_info, stop_reason
+from precompute.errors import PrecomputeError, StoreError, StoreMetadataError
+from precompute.format.classcounts import count_lines, count_summary
+from precompute.format.layout import (
+    MARKER_DIR,
+    StoreInfo,
+    StoreLayout,
+    open_store_info,
+    stop_reason,
+)
 from precompute.format.storecheck import sharded_file_size, store_sizes
-from precompute.notes import summary_lines
-from precompute.splits.record import read_splits, split_lines
+from precompute.notes import report_notes, summary_lines
+from precompute.spec import BuildSpec
+from precompute.splits.record import RecordedSplits, read_splits, split_lines
 from precompute.storage.location import Location, location
 
-__all__ = ["store_summary"]
+__all__ = ["spec_summary", "store_attributes", "store_summary"]
 
 
-def _status(path: Path | Location, attrs: dict[str, Any], num_shards: int) -> str:
-    if attrs.get("complete"):
-        return "complete"
+@dataclass(frozen=True)
+class _Written:
+    """What the shard markers of an incomplete store say was written so far."""
+
+    shards: int = 0
+    slots: int = 0
+    valid: int = 0
+    skipped: int = 0
+
+
+def _written(path: Path | Location, layout: StoreLayout) -> _Written:
+    """The shards an incomplete store holds (their markers: written last, one per shard)."""
     markers = location(path) / MARKER_DIR / "shards"
-    done = sum(key.endswith(".json") for key in markers.list())
+    done = _Written()
+    for key in sorted(markers.list()):
+        name = key.rsplit("/", 1)[-1]
+        if not name.endswith(".json") or not name[:-5].isdigit():
+            continue
+        try:
+            marker = json.loads((markers / name).read_bytes())
+            start, stop = layout.shard_range(int(name[:-5]))
+        except (OSError, ValueError, StoreError):  # unreadable: not counted
+            continue
+        done = _Written(
+            done.shards + 1,
+            done.slots + stop - start,
+            done.valid + int(marker.get("num_valid", 0)),
+            done.skipped + len(marker.get("skipped", ())),
+        )
+    return done
+
+
+def _status(path: Path | Location, num_shards: int, written: _Written | None) -> str:
+    if written is None:
+        return "complete"
+    done = f"{written.shards}/{num_shards} shards written"
     stopped = stop_reason(path)
     if stopped is not None:
-        return f"INCOMPLETE ({done}/{num_shards} shards written; the last build stopped: {stopped})"
-    return f"INCOMPLETE ({done}/{num_shards} shards written; build running or interrupted)"
+        return f"INCOMPLETE ({done}; the last build stopped: {stopped})"
+    return f"INCOMPLETE ({done}; build running or interrupted)"
+
+
+def _samples(info: StoreInfo, rep: dict[str, Any], written: _Written | None) -> str:
+    """The samples line: slots, valid and skipped; of an incomplete store, those written."""
+    n = info.layout.num_samples
+    if written is not None:  # the report and num_valid are written when the build completes
+        so_far = (
+            f", {written.valid} valid, {written.skipped} skipped so far" if written.slots else ""
+        )
+        return f"samples    {n} slots planned, {written.slots} written{so_far}"
+    listed = int(rep.get("skipped_listing", 0))  # inputs left out while listing: no slot
+    unlisted = "1 more input" if listed == 1 else f"{listed} more inputs"
+    return (
+        f"samples    {n} slots, {info.num_valid} valid"
+        + (f", {len(rep.get('skipped', [])) - listed} skipped" if rep else "")
+        + (f", {unlisted} skipped while listing (no slot)" if listed else "")
+    )
 
 
 def _shown(names: list[str]) -> str:
@@ -55,30 +113,37 @@ def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-def storage_lines(info: StoreInfo) -> list[str]:
+def storage_lines(info: StoreInfo, slots: int | None = None) -> list[str]:
     """One line per field array: its codec, stored bytes per sample slot, ratio to raw.
 
     The stored bytes are the array's files as listed (chunks, crc32c, shard index); raw is
     what ``[bytes, crc32c]`` would store (:func:`~precompute.format.storecheck.sharded_file_size`).
+    ``slots``: the slots written so far (an incomplete store; None: every slot); none
+    written: ``nothing written yet``.
     """
     lay = info.layout
+    if slots == 0:
+        return [f"storage    {name}: nothing written yet" for name in _array_names(info)]
     try:
         sizes = store_sizes(info.path)
     except OSError:
         return []
-    names = [f.name for f in info.fields if f.name in lay.arrays]
     lines = []
-    for name in names:
+    for name in _array_names(info):
         a = lay.arrays[name]
         prefix = str(info.path / name / "c")
         stored = sum(n for path, n in sizes.items() if path.startswith(prefix))
-        raw = sum(
-            sharded_file_size(
-                a.shape, a.shard, a.chunk, a.itemsize, (k,) + (0,) * (len(a.shape) - 1)
+        raw = float(
+            sum(
+                sharded_file_size(
+                    a.shape, a.shard, a.chunk, a.itemsize, (k,) + (0,) * (len(a.shape) - 1)
+                )
+                for k in range(lay.num_shards)
             )
-            for k in range(lay.num_shards)
         )
-        n = max(lay.num_samples, 1)
+        n = max(lay.num_samples if slots is None else slots, 1)
+        if slots is not None:  # the shards written: raw of as many slots
+            raw *= slots / max(lay.num_samples, 1)
         codec = "raw" if a.codec is None else str(a.codec)
         ratio = (
             f", {raw / stored:.1f}x smaller than raw ({_kib(raw / n)})"
@@ -87,6 +152,10 @@ def storage_lines(info: StoreInfo) -> list[str]:
         )
         lines.append(f"storage    {name}: {codec}, {_kib(stored / n)}/sample{ratio}")
     return lines
+
+
+def _array_names(info: StoreInfo) -> list[str]:
+    return [f.name for f in info.fields if f.name in info.layout.arrays]
 
 
 def _printable(text: str) -> str:
@@ -129,22 +198,30 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
         StoreError: ``path`` is not a nostall store.
     """
     info = open_store_info(path, require_complete=False)
-    attrs, lay, spec = dict(info.attrs), info.layout, info.spec
+    lay, spec = info.layout, info.spec
     rep: dict[str, Any] = dict(info.report)
-    listed = int(rep.get("skipped_listing", 0))  # inputs left out while listing: no slot
-    unlisted = "1 more input" if listed == 1 else f"{listed} more inputs"
+    written = None if info.attrs.get("complete") else _written(info.path, lay)
+    source = (
+        f"source     {rep.get('source', '?')}"
+        if written is None
+        else "source     named by the report, written when the build completes"
+    )
+    stopped = written is not None and stop_reason(info.path) is not None
+    resume = (
+        "resume     fix the cause and re-run the same build: it resumes from the shards "
+        "written (a bad input: precompute check SRC lists every one at once)"
+    )
     lines = [
         f"store      {info.path}",
-        f"status     {_status(info.path, attrs, lay.num_shards)}",
-        f"samples    {lay.num_samples} slots, {info.num_valid} valid"
-        + (f", {len(rep.get('skipped', [])) - listed} skipped" if rep else "")
-        + (f", {unlisted} skipped while listing (no slot)" if listed else ""),
+        f"status     {_status(info.path, lay.num_shards, written)}",
+        *([resume] if stopped else []),
+        _samples(info, rep, written),
         *_image_lines(info),
         f"shards     {lay.num_shards} x {lay.shard_samples} samples, chunks of {lay.chunk_samples}",
-        *storage_lines(info),
+        *storage_lines(info, None if written is None else written.slots),
         f"spec       seed {spec.seed}, on_error {spec.on_error}, max_pixels {spec.max_pixels}, "
         f"hash {info.spec_hash[:16]}",
-        f"source     {rep.get('source', '?')} (fingerprint {info.source_fingerprint[:16]})",
+        f"{source} (fingerprint {info.source_fingerprint[:16]})",
         *_transform_lines(info),
     ]
     fixed = " (fixed: --classes)" if spec.classes else ""  # a class list the spec gave
@@ -156,14 +233,17 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     elif rep.get("classes") is not None:
         lines.append(f"classes    {len(rep['classes'])}: {_shown(rep['classes'])}{fixed}")
     lines += band_lines(rep)  # per-band statistics of spectral fields (docs/arrays.md)
-    lines += count_lines(info.path, lay.fields, lay.num_samples)  # a mask's pixels per class
+    if written is None:  # a mask's pixels per class, stored when the build completes
+        lines += count_lines(info.path, lay.fields, lay.num_samples)
+    else:
+        lines += count_lines(info.path, lay.fields, lay.num_samples, incomplete=True)
     lines += _split_lines(info)  # the split recorded with the store
     if "seconds" in rep:
         lines.append(
             f"build      {rep['seconds']:.1f} s, {rep.get('samples_per_s', 0):.1f} "
             f"samples/s, {rep.get('bytes_written', 0) / 1e6:.1f} MB written"
         )
-    lines += summary_lines(rep.get("notes", {}))  # inputs kept with something to say
+    lines += summary_lines(report_notes(rep))  # inputs kept with something to say
     lines += _truncated_lines(rep.get("truncated", []), max_skipped)
     skipped = rep.get("skipped", [])
     for item in skipped[:max_skipped]:
@@ -171,3 +251,55 @@ def store_summary(path: str | Path | Location, max_skipped: int = 50) -> str:
     if len(skipped) > max_skipped:
         lines.append(f"skipped    ... and {len(skipped) - max_skipped} more (see --json)")
     return "\n".join(lines)
+
+
+def _split_doc(recorded: RecordedSplits | None) -> dict[str, Any] | None:
+    if recorded is None:
+        return None
+    return {"names": list(recorded.names), "counts": recorded.counts(), "rule": dict(recorded.rule)}
+
+
+def store_attributes(path: str | Path | Location) -> dict[str, Any]:
+    """Every attribute of the store at ``path`` (``inspect --json``): what the text shows.
+
+    The group's ``nostall`` attributes, plus what lies beside them: ``splits`` (the recorded
+    split: part names, counts and rule; None: none recorded; ``{"error": ...}``: damaged) and
+    ``class_counts`` (per counted field: counts, shares and samples holding each class,
+    :func:`~precompute.format.classcounts.count_summary`; empty until the store is complete).
+
+    Raises:
+        StoreError: ``path`` is not a nostall store.
+    """
+    info = open_store_info(path, require_complete=False)
+    out = dict(info.attrs)
+    n = info.layout.num_samples
+    try:
+        out["splits"] = _split_doc(read_splits(info.path, n))
+    except StoreMetadataError as exc:
+        out["splits"] = {"error": str(exc)}
+    complete = bool(info.attrs.get("complete"))
+    out["class_counts"] = count_summary(info.path, info.layout.fields, n) if complete else {}
+    return out
+
+
+def spec_summary(spec: Mapping[str, Any]) -> str:
+    """A build spec (its canonical dict) in one line, each field as its kind describes it.
+
+    ``16 px center-crop x1 seed 0`` (a store of images and labels, format v1);
+    ``image 256 px, mask 4 classes; letterbox x1; seed 0``;
+    ``audio 1 s 16 kHz logmel 64 mels, label; seed 0`` (the build's mode and variants only
+    where a field lives in the image frame). What ``cache ls`` and the status page show.
+    """
+    try:
+        parsed = BuildSpec.from_dict(dict(spec))
+    except (PrecomputeError, ValueError, TypeError, KeyError):  # a spec of a kind not installed
+        names = [
+            str(f.get("name", "?")) for f in spec.get("fields") or () if isinstance(f, Mapping)
+        ]
+        return f"fields {', '.join(names)}; seed {spec.get('seed', 0)}" if names else "?"
+    if not parsed.fields:
+        return f"{parsed.size} px {parsed.mode} x{parsed.variants} seed {parsed.seed}"
+    fields = ", ".join(f.spec.describe(f.options, parsed.size) for f in parsed.fields)
+    spatial = any(f.spatial for f in parsed.fields)
+    geometry = [f"{parsed.mode} x{parsed.variants}"] if spatial else []
+    return "; ".join([fields, *geometry, f"seed {parsed.seed}"])

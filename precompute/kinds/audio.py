@@ -155,6 +155,18 @@ class AudioKind(Kind):
         "--channels, --features, --n-mels, --f-min, --f-max, ...) or --fields"
     )
 
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
+        """``audio 1 s 16 kHz logmel 64 mels`` (``waveform``, ``mfcc 20``; channels not mono)."""
+        what = f"audio {opts['clip_seconds']:g} s {opts['sample_rate'] / 1000:g} kHz"
+        what += f" {opts['representation']}"
+        if opts["representation"] == "logmel":
+            what += f" {opts['n_mels']} mels"
+        elif opts["representation"] == "mfcc":
+            what += f" {opts.get('n_mfcc', 20)}"
+        if opts["channels"] != "mono":
+            what += f" {opts['channels']} channels"
+        return what + (" windows" if opts["clips"] == "all" else "")
+
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
         """A clip holds at least one sample; a feature's STFT, band and filters make sense."""
         if opts["hop_seconds"] is not None and opts["clips"] != "all":

@@ -95,6 +95,11 @@ class ImageKind(Kind):
         dtype = "uint16" if opts.get("bit_depth", 8) == 16 else "uint8"
         return Storage((*size_hw(size), opts["channels"]), dtype, 0)
 
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
+        """``image 224 px`` (``512x384 px``; ``grey`` with one channel; ``16-bit``)."""
+        grey = " grey" if opts["channels"] == 1 else ""
+        return f"image {size} px{grey}" + (" 16-bit" if opts.get("bit_depth", 8) == 16 else "")
+
     def pad(self, opts: Mapping[str, Any]) -> int:
         """The ``fill`` option (times 257 at 16 bits: 255 is white at either depth)."""
         return int(opts["fill"]) * (257 if opts.get("bit_depth", 8) == 16 else 1)

@@ -68,6 +68,23 @@ class KeypointsKind(Kind):
                 f"{points} points (0..{points - 1})"
             )
 
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
+        """``keypoints 17 points`` (``with flip pairs`` when it records them)."""
+        pairs = " with flip pairs" if opts["flip_pairs"] else ""
+        return f"keypoints {opts['points']} points{pairs}"
+
+    def flip_warning(self, field: str, opts: Mapping[str, Any]) -> str | None:
+        """A flip without ``flip_pairs`` swaps the meaning of left and right landmarks."""
+        if opts["flip_pairs"]:
+            return None
+        return (
+            f"field {field!r} (keypoints) has no flip pairs, and the augment flips: a flipped "
+            "sample's points are mirrored but keep their indices, so a left landmark lies "
+            "where the right one should (the left eye on the right); build the store with "
+            "--flip-pairs '[[a, b], ...]' naming the left/right pairs, or pass flip=None "
+            "(TrainAugment(..., flip=None)); points without sides (a centre line) need no pair"
+        )
+
     def storage(self, opts: Mapping[str, Any], size: Size) -> Storage:
         """``(points, 3)`` float32; a hole's points are invisible."""
         if opts["points"] is None:

@@ -89,6 +89,10 @@ class MaskKind(Kind):
         priority=20,
     )
 
+    def describe(self, opts: Mapping[str, Any], size: Size) -> str:
+        """``mask 4 classes``."""
+        return f"mask {opts['classes']} classes"
+
     def cross_check(self, field: str, opts: Mapping[str, Any]) -> None:
         """``ignore_index`` is no class id; a colour map has one colour per class."""
         if opts["ignore_index"] < opts["classes"]:

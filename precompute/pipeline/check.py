@@ -13,7 +13,10 @@ build per bad file. A check runs the build's own steps and stops short of the st
    (:func:`precompute.pipeline.shardwork.build_shard` with ``ShardJob.check``: the same
    decoders, the kinds' checks and the reasons a build records), which write nothing.
 
-:class:`CheckReport` lists every bad input with the reason the build would give it.
+:class:`CheckReport` lists every bad input with the reason the build would give it, and the
+notes the build's summary would print about the inputs it keeps (:mod:`precompute.notes`:
+16-bit grey of 12-bit values, clips padded, clipped or cut short, one class only): not bad
+inputs, but what a user checking the data first wants to know.
 :func:`precompute.job.check` runs the tasks where a build would (Ray, or in process).
 A source the build refuses as a whole (no such folder, a duplicate manifest path, a spec
 option missing) raises the build's own error.
@@ -24,11 +27,14 @@ class builds one class fewer, and every later name gets another index than in th
 store (``chirp`` 1 there, ``frog`` 1 here), silently. Before its shards run, a build whose
 classes it learned from the source compares them with those of the complete stores at
 ``--out`` and beside it that were built from the same source root (the folder of the
-manifests, or the class folder itself), and warns (:func:`warn_class_shifts`:
+manifests, or the class folder itself) or a sibling of it (``data/train/<class>/...`` and
+``data/val/<class>/...``: :func:`kinship`), where the two class lists plausibly name the same
+labels (one holds the other, or they share most names: :func:`alike`; an unrelated dataset
+in the same folder is not compared), and warns (:func:`warn_class_shifts`:
 :class:`~precompute.errors.ClassListWarning`) naming the store, a name whose index differs,
 and ``--classes-from`` to fix it. The cache compares a store it built with the stores it
-holds for the same source root (``service``). Reading the stores beside ``--out`` is best
-effort: one that cannot be read is not compared.
+holds for the same or a sibling source root (``service``). Reading the stores beside
+``--out`` is best effort: one that cannot be read is not compared.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from precompute.errors import ClassListWarning, PrecomputeError
+from precompute.fields import FieldSpec
 from precompute.format.layout import StoreLayout
+from precompute.notes import fold, report_notes, summary_lines
 from precompute.pipeline.fieldwork import backends_of
 from precompute.pipeline.plan import ShardTask
 from precompute.pipeline.shardwork import ShardJob
@@ -56,10 +64,12 @@ log = logging.getLogger("precompute.pipeline.check")
 
 __all__ = [
     "CheckReport",
+    "alike",
     "check_report",
     "check_tasks",
     "class_shift",
     "classes_of",
+    "kinship",
     "lenient",
     "source_root",
     "warn_class_shifts",
@@ -77,12 +87,16 @@ class CheckReport:
         samples: ``(key, reason)`` of listed samples that cannot be read, decoded or checked
             (a build under ``--on-error raise`` stops at the first; ``skip`` leaves holes),
             sorted by key.
+        notes: What the build's report and summary would note of the inputs it keeps
+            (:mod:`precompute.notes`: 12-bit grey, clips padded or clipped, files cut short,
+            one class only), ``{name: {"count", "examples", "says"}}`` as a report's.
     """
 
     source: str
     num_inputs: int
     listing: tuple[tuple[str, str], ...] = ()
     samples: tuple[tuple[str, str], ...] = ()
+    notes: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def bad(self) -> tuple[tuple[str, str], ...]:
@@ -90,23 +104,34 @@ class CheckReport:
         return tuple(sorted(self.listing + self.samples))
 
     def lines(self) -> list[str]:
-        """``BAD key: reason`` per bad input, then one summary line."""
-        return [f"BAD {key}: {reason}" for key, reason in self.bad] + [self.summary()]
+        """``BAD key: reason`` per bad input, ``note: ...`` per note, then one summary line."""
+        bad = [f"BAD {key}: {reason}" for key, reason in self.bad]
+        return bad + summary_lines(self.notes) + [self.summary()]
 
     def summary(self) -> str:
-        """``checked SRC: N inputs, B bad (L left out while listing)``, or ``..., all good``."""
+        """``checked SRC: N inputs, B bad (L left out while listing)[, K notes]``.
+
+        ``..., all good`` where nothing is bad and nothing noted; ``..., none bad, 2 notes``
+        where the inputs would build but something about them is worth knowing.
+        """
+        notes = len(self.notes)
+        noted = f", {notes} note{'s' if notes > 1 else ''} (above)" if notes else ""
         if not self.bad:
-            return f"checked {self.source}: {self.num_inputs} inputs, all good"
+            good = "none bad" if notes else "all good"
+            return f"checked {self.source}: {self.num_inputs} inputs, {good}{noted}"
         listed = f" ({len(self.listing)} left out while listing)" if self.listing else ""
-        return f"checked {self.source}: {self.num_inputs} inputs, {len(self.bad)} bad{listed}"
+        return (
+            f"checked {self.source}: {self.num_inputs} inputs, {len(self.bad)} bad{listed}{noted}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``bad`` as ``{key, reason}`` objects, as a build report's)."""
+        """A JSON-ready dict (``bad`` as ``{key, reason}`` objects, ``notes`` as a report's)."""
         return {
             "source": self.source,
             "num_inputs": self.num_inputs,
             "bad": [{"key": k, "reason": r} for k, r in self.bad],
             "skipped_listing": len(self.listing),
+            "notes": {name: dict(entry) for name, entry in self.notes.items()},
         }
 
 
@@ -126,11 +151,29 @@ def check_tasks(src: str, source: FieldSource, spec: BuildSpec) -> tuple[ShardJo
     return job, plan_tasks(source, layout, spec.seed, list(range(layout.num_shards)))
 
 
-def check_report(src: str, source: FieldSource, results: Sequence[dict[str, Any]]) -> CheckReport:
-    """The report of a check: what the listing left out, and each shard's bad samples."""
+def check_report(
+    src: str,
+    source: FieldSource,
+    results: Sequence[dict[str, Any]],
+    fields: Sequence[FieldSpec] = (),
+) -> CheckReport:
+    """The report of a check: what the listing left out, each shard's bad samples, the notes.
+
+    The notes are those the build's report would hold (:func:`precompute.notes.report_notes`):
+    about the source as a whole (``fields``: the resolved spec's), and the shards' notes and
+    inputs kept cut short.
+    """
+    from precompute.pipeline.outputs import source_notes
+
     samples = tuple(sorted((s["key"], s["reason"]) for r in results for s in r["skipped"]))
+    truncated = sorted(k for r in results for k in r.get("truncated", ()))
+    notes = {**source_notes(source, fields), **fold(r.get("notes", {}) for r in results)}
     return CheckReport(
-        src, len(source.items) + len(source.skipped), tuple(source.skipped), tuple(samples)
+        src,
+        len(source.items) + len(source.skipped),
+        tuple(source.skipped),
+        tuple(samples),
+        report_notes({"notes": notes, "truncated": truncated}),
     )
 
 
@@ -158,6 +201,35 @@ def classes_of(report: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     return {str(f): tuple(map(str, n)) for f, n in by_field.items() if n}
 
 
+def _parent(root: str) -> str:
+    """The folder above a source root (a URL's too)."""
+    return root.rsplit("/", 1)[0] if is_url(root) else os.path.dirname(root)
+
+
+def kinship(src: str, other: str) -> str | None:
+    """How the sources ``src`` and ``other`` may be splits of one dataset; None if not.
+
+    ``the same folder``: one source root (two manifests of one folder, a class folder twice);
+    ``a sibling folder``: roots in one parent folder (``data/train/<class>/...`` and
+    ``data/val/<class>/...``, the usual layout of class-folder splits).
+    """
+    mine, theirs = source_root(src), source_root(other)
+    if mine == theirs:
+        return "the same folder"
+    return "a sibling folder" if _parent(mine) == _parent(theirs) else None
+
+
+def alike(mine: Sequence[str], theirs: Sequence[str]) -> bool:
+    """Whether two class lists plausibly name the same labels (one dataset's splits).
+
+    One set holds the other (a split that lacks a class), or they share more than half of
+    the names of both together (each split lacks another class). Unrelated datasets that
+    happen to sit in one folder (3 sound events beside 6 keywords) share few or none.
+    """
+    a, b = set(mine), set(theirs)
+    return a <= b or b <= a or 2 * len(a & b) > len(a | b)
+
+
 def _names(names: Sequence[str]) -> str:
     return ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])}, ..."
 
@@ -183,21 +255,24 @@ def class_shift(
 ) -> str | None:
     """The warning for a build of ``src`` with classes ``mine`` beside ``store``; None if none.
 
-    Only stores built from ``src``'s source root are compared, and only fields both name.
-    ``fix``: how to give both builds one class list (default: the command-line flags).
+    Only stores built from ``src``'s source root or a sibling of it are compared
+    (:func:`kinship`), only fields both name, and only class lists that plausibly name the
+    same labels (:func:`alike`). ``fix``: how to give both builds one class list (default: the
+    command-line flags).
     """
     theirs_src = str(report.get("source", ""))
-    if not theirs_src or source_root(theirs_src) != source_root(src):
+    kin = kinship(src, theirs_src) if theirs_src else None
+    if kin is None:
         return None
     theirs = classes_of(report)
     for field, names in mine.items():
         other = theirs.get(field)
-        if other is None or tuple(other) == tuple(names):
+        if other is None or tuple(other) == tuple(names) or not alike(names, other):
             continue
         where = "" if field == "label" else f"{field} "
         return (
             f"{src} builds {where}{len(names)} classes ({_names(names)}) but {store}, built "
-            f"from the same folder ({theirs_src}), has {len(other)} ({_names(other)}): "
+            f"from {kin} ({theirs_src}), has {len(other)} ({_names(other)}): "
             f"{_how(names, other)}, so one label means two classes; give both builds one list "
             f"({fix or f'--classes-from {store}, or --classes'})"
         )
@@ -223,7 +298,7 @@ def _stores(out: Location) -> Iterator[tuple[Location, Mapping[str, Any]]]:
 
 
 def _cached_stores(src: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """The stores a cache holds for ``src``'s root: the ``nostall.cached_stores`` entry points.
+    """The stores a cache holds for ``src``'s root or a sibling: ``nostall.cached_stores``.
 
     ``service`` registers its default cache (``precompute`` imports nothing of it).
 
@@ -246,7 +321,8 @@ def warn_class_shifts(
     """Warn for each store whose classes a build of ``src`` would shift.
 
     The stores compared: ``out`` and those beside it, and those a cache holds for the same
-    source root (:func:`_cached_stores`: the default cache, ``$NOSTALL_CACHE``).
+    or a sibling source root (:func:`_cached_stores`: the default cache, ``$NOSTALL_CACHE``),
+    each where :func:`class_shift` finds the lists related and shifted.
 
     ``classes``: the build's class names by field; ``fixed``: they come from the spec
     (``--classes``), which nothing is compared against. Returns the warnings given.

@@ -12,7 +12,7 @@ from typing import Any
 from precompute.errors import PrecomputeError, StoreError, StoreMismatchError
 from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import MARKER_DIR, _read_group_attrs, foreign_entry
-from precompute.notes import source_note, summary_lines
+from precompute.notes import report_notes, source_note, summary_lines
 from precompute.sources.classes import MANIFEST_EXTENSIONS
 from precompute.sources.fields import ClassSource
 from precompute.spec import BuildSpec
@@ -26,6 +26,7 @@ __all__ = [
     "existing_complete",
     "remove_partials",
     "source_name",
+    "source_notes",
     "store_bytes",
     "summary_line",
 ]
@@ -258,11 +259,20 @@ def build_report(
         "bytes_read": sum(r["bytes_read"] for r in results),
         "ray_address": address or "local",
     }
-    other = {f.name for f in fields if not KINDS[f.kind].class_index}
-    notes = _source_notes(classes["classes"], source.items, other)
+    notes = source_notes(source, fields)
     if notes:
         report["notes"] = notes
     return report
+
+
+def source_notes(source: Any, fields: Sequence[FieldSpec] = ()) -> dict[str, Any]:
+    """The report's notes about ``source`` as a whole (one class only; classes no input has).
+
+    What a build's report starts its ``notes`` with, and what ``precompute check`` says too.
+    ``fields``: the spec's (as :func:`build_report`'s).
+    """
+    other = {f.name for f in fields if not KINDS[f.kind].class_index}
+    return _source_notes(_classes(source)["classes"], source.items, other)
 
 
 def _source_notes(classes: Any, items: Sequence[Any], unlike: set[str]) -> dict[str, Any]:
@@ -307,6 +317,9 @@ def _unused(names: Sequence[str], field: str, items: Sequence[Any]) -> list[str]
 def summary_line(out: Path | Location, attrs: dict[str, Any]) -> str:
     """Return the summary printed after a build: one line, plus one per build note.
 
+    The notes: the report's, and its inputs kept cut short (``truncated``,
+    :func:`precompute.notes.report_notes`).
+
     ``N samples, V valid, S skipped``: the store's sample slots, those that hold data, and
     those left empty by a skipped input (``N = V + S``). Inputs skipped while listing (an
     escaping symlink, a manifest line with an unusable label) have no slot: counted apart.
@@ -327,4 +340,4 @@ def summary_line(out: Path | Location, attrs: dict[str, Any]) -> str:
         f"{rep['num_samples'] - rep['num_valid']} skipped{unlisted}, "
         f"{rep['samples_per_s']:.1f} samples/s, {rep['bytes_written'] / 1e6:.1f} MB{ran}"
     )
-    return "\n".join([line, *summary_lines(rep.get("notes", {}))])
+    return "\n".join([line, *summary_lines(report_notes(rep))])  # truncated inputs too

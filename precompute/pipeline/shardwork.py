@@ -57,6 +57,7 @@ class ShardResult:
     skipped: list[dict[str, str]] = field(default_factory=list)
     error: dict[str, str] | None = None
     truncated: list[str] = field(default_factory=list)  # keys kept with their data cut
+    notes: dict[str, list[str]] = field(default_factory=dict)  # a check's (a build: the marker)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -88,6 +89,7 @@ def build_shard(
         return result
     result.num_valid = num_valid(arrays)
     if job.check:  # precompute check: every sample decoded and checked, nothing written
+        result.notes = {name: sorted(keys) for name, keys in notes.items()}
         return result
     result.seconds = time.perf_counter() - t0
     stats: dict[str, Any] = {"bytes_read": result.bytes_read, "seconds": round(result.seconds, 6)}

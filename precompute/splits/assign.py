@@ -5,14 +5,25 @@ optionally the field whose classes each part keeps in proportion (``stratify``) 
 (``group_by``) that puts every sample of a group on one side (one patient, one scene). The
 units dealt out are the samples, or the groups: sorted by their key (a sample's source key, a
 group's name) and permuted by the seed, then cut at the cumulative fractions of the samples
-they hold, within each stratum when stratified (a group's stratum is its most frequent class).
-So the split depends on the keys, the seed and the rule alone: not on the store's slot order,
-its build seed or its other samples' data, and two stores of the same keys split alike.
+they hold, within each stratum when stratified. So the split depends on the keys, the seed,
+the rule and (stratified) the classes alone: not on the store's slot order or its build seed,
+and two stores of the same keys split alike.
+
+**Strata.** A unit's stratum is the **rarest class it holds at all** (rarest: held by the
+fewest units), as iterative stratification for multi-label data deals the rarest label first
+(Sechidis et al., 2011). A sample of a label field is its own unit holding one class, so its
+stratum is its label; a patient whose slices' masks hold a rare lesion class anywhere is in
+that class's stratum, so each part gets its share of the patients with a lesion. The class a
+unit holds most of would be background for every patient of a segmentation set: one stratum,
+nothing kept in proportion. Where every unit holds the same classes there is still one
+stratum: :func:`assign` warns (:class:`~precompute.errors.SplitWarning`) and
+:func:`count_strata` says so for the record.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -21,9 +32,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from precompute.errors import SpecError
+from precompute.errors import SpecError, SplitWarning
+from precompute.fields.base import ClassCounts
 
-__all__ = ["NONE", "Split", "assign", "key_groups"]
+__all__ = ["NONE", "Split", "assign", "count_strata", "key_groups"]
 
 NONE = 255  # the assignment of a slot in no part (a hole, a row without a split)
 _TAG = 0x5B11
@@ -54,8 +66,9 @@ class Split:
     Args:
         fractions: Part name -> fraction of the samples, summing to 1.
         seed: Seed of the permutation of the units.
-        stratify: A field with one class per sample (``label``) whose classes every part
-            keeps in proportion; None: not stratified.
+        stratify: A field with classes (``label``, a ``mask``) whose classes every part
+            keeps in proportion (each unit's stratum: the rarest class it holds); None: not
+            stratified.
         group_by: Samples of one group land in one part. A regular expression over the
             source key (the group is its first capture group, else the whole match: e.g.
             ``^(patient\d+)/``), or ``"column:NAME"``, a manifest column given with the
@@ -133,11 +146,60 @@ def _cut(sizes: npt.NDArray[np.int64], fractions: Sequence[float]) -> npt.NDArra
     return np.searchsorted(bounds, middles, side="right").astype(np.int64)
 
 
+def _units(
+    keys: Sequence[str], member: npt.NDArray[np.bool_], groups: Sequence[str] | None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[np.int64]]:
+    """The member slots, the units' sorted names and each member slot's unit."""
+    units = np.asarray(groups if groups is not None else keys, dtype=object)
+    slots = np.flatnonzero(member)
+    names, unit_of = np.unique(units[slots].astype(str), return_inverse=True)
+    return slots, names, unit_of.astype(np.int64)
+
+
+def _strata(
+    num_slots: int,
+    slots: npt.NDArray[np.int64],
+    unit_of: npt.NDArray[np.int64],
+    num_units: int,
+    holds: ClassCounts,
+) -> npt.NDArray[np.int64]:
+    """Each unit's stratum: the rarest class it holds (the fewest units hold it); -1: none.
+
+    Ties go to the lower class index.
+    """
+    unit_at = np.full(num_slots, -1, np.int64)
+    unit_at[slots] = unit_of
+    samples, classes = np.asarray(holds.samples, np.int64), np.asarray(holds.classes, np.int64)
+    units = unit_at[samples]
+    keep = (units >= 0) & (classes >= 0) & (np.asarray(holds.counts) > 0)
+    out = np.full(num_units, -1, np.int64)
+    if not keep.any():
+        return out
+    pairs = np.unique(np.stack([units[keep], classes[keep]], 1), axis=0)  # (unit, class) once
+    held_by = np.bincount(pairs[:, 1])  # units holding each class
+    order = np.lexsort((pairs[:, 1], held_by[pairs[:, 1]], pairs[:, 0]))
+    ranked = pairs[order]  # by unit, then rarest class first
+    first = np.unique(ranked[:, 0], return_index=True)[1]
+    out[ranked[first, 0]] = ranked[first, 1]
+    return out
+
+
+def count_strata(
+    keys: Sequence[str],
+    member: npt.NDArray[np.bool_],
+    holds: ClassCounts,
+    groups: Sequence[str] | None = None,
+) -> int:
+    """How many strata the units of a stratified split fall into (1: stratifying does nothing)."""
+    slots, names, unit_of = _units(keys, member, groups)
+    return len(np.unique(_strata(len(keys), slots, unit_of, len(names), holds)))
+
+
 def assign(
     rule: Split,
     keys: Sequence[str],
     member: npt.NDArray[np.bool_],
-    strata: npt.NDArray[np.int64] | None = None,
+    holds: ClassCounts | None = None,
     groups: Sequence[str] | None = None,
 ) -> npt.NDArray[np.uint8]:
     """Return each slot's part (an index into ``rule.names``; :data:`NONE` off ``member``).
@@ -146,20 +208,22 @@ def assign(
         rule: The split.
         keys: Every slot's source key.
         member: The slots to deal (valid samples); the others get :data:`NONE`.
-        strata: Every slot's class when ``rule.stratify`` (the field's values).
+        holds: The classes each slot holds in field ``rule.stratify`` (its kind's class
+            counts, slots as samples), when stratified: each unit's stratum is the rarest
+            class it holds.
         groups: Every slot's group when ``rule.group_by`` (else each key is its own).
+
+    Warns:
+        SplitWarning: Stratified, but every unit falls into one stratum (every group holds
+            the same classes): the parts keep no class in proportion but by chance.
     """
     n = len(keys)
-    units = np.asarray(groups if groups is not None else keys, dtype=object)
-    slots = np.flatnonzero(member)
-    names, unit_of = np.unique(units[slots].astype(str), return_inverse=True)
+    slots, names, unit_of = _units(keys, member, groups)
     stratum = np.zeros(len(names), np.int64)
-    if strata is not None and len(slots):  # a group's most frequent class
-        pairs = np.stack([unit_of, np.asarray(strata)[slots]], 1)
-        found, counts = np.unique(pairs, axis=0, return_counts=True)
-        best = np.lexsort((found[:, 1], -counts, found[:, 0]))
-        first = np.unique(found[best, 0], return_index=True)[1]
-        stratum[found[best][first, 0]] = found[best][first, 1]
+    if holds is not None and len(slots):
+        stratum = _strata(n, slots, unit_of, len(names), holds)
+        if len(names) > 1 and len(np.unique(stratum)) == 1:
+            warnings.warn(_one_stratum(rule, holds, member), SplitWarning, stacklevel=2)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([rule.seed, _TAG])))
     dealt = rng.permutation(len(names))  # names are sorted: the permutation is the keys'
     sizes = np.bincount(unit_of, minlength=len(names)).astype(np.int64)
@@ -171,3 +235,17 @@ def assign(
     out = np.full(n, NONE, np.uint8)
     out[slots] = part_of_unit[unit_of]
     return out
+
+
+def _one_stratum(rule: Split, holds: ClassCounts, member: npt.NDArray[np.bool_]) -> str:
+    """The warning of a stratified split whose units all hold the same classes."""
+    samples = np.asarray(holds.samples, np.int64)
+    mine = member[samples] & (np.asarray(holds.counts) > 0)
+    held = np.unique(np.asarray(holds.classes)[mine]).tolist()
+    unit = "group" if rule.group_by is not None else "sample"
+    same = f"the same classes ({', '.join(map(str, held))})" if held else "no class"
+    return (
+        f"split stratified by {rule.stratify!r}: every {unit} holds {same}, so all fall into "
+        f"one stratum and no class is kept in proportion but by chance; the split is dealt as "
+        f"without stratify"
+    )

@@ -1,8 +1,10 @@
 """``precompute split``: deal a complete store into named parts and record them with it.
 
-Reads the store's keys, valid mask and (for ``--stratify``) the field's classes, deals the
-valid samples by the rule (:func:`precompute.splits.assign.assign`) and writes the record
-(:func:`precompute.splits.record.write_splits`); the store's data is never touched.
+Reads the store's keys, valid mask and (for ``--stratify``) the classes each sample holds,
+deals the valid samples by the rule (:func:`precompute.splits.assign.assign`) and writes the
+record (:func:`precompute.splits.record.write_splits`), with the number of strata a stratified
+rule found (``strata``; 1: stratifying did nothing, and ``assign`` warned); the store's data is
+never touched.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import numpy.typing as npt
 
 from precompute.errors import SpecError
 from precompute.fields import FieldSpec
+from precompute.fields.base import ClassCounts
 from precompute.format.classcounts import read_class_counts
 from precompute.format.layout import StoreInfo, open_store_info
 from precompute.sources.inputs import read_input
 from precompute.sources.manifests import MAX_MANIFEST_BYTES
-from precompute.splits.assign import Split, assign, key_groups
+from precompute.splits.assign import Split, assign, count_strata, key_groups
 from precompute.splits.manifest import column_by_key, manifest_rows
 from precompute.splits.record import RecordedSplits, write_splits
 from precompute.storage.location import Location, open_array
@@ -53,8 +56,8 @@ def _field(info: StoreInfo, name: str) -> FieldSpec:
                     f"{[f.name for f in info.fields]}")  # fmt: skip
 
 
-def _strata(info: StoreInfo, name: str) -> npt.NDArray[np.int64]:
-    """Each slot's class of field ``name`` (the one it holds most of; -1 for none)."""
+def _holds(info: StoreInfo, name: str) -> ClassCounts:
+    """The classes each slot holds in field ``name`` (its kind's counts, slots as samples)."""
     f, n = _field(info, name), info.layout.num_samples
     counts = (
         read_class_counts(info.path, name, n, f.options.get("classes"))
@@ -63,10 +66,7 @@ def _strata(info: StoreInfo, name: str) -> npt.NDArray[np.int64]:
     )
     if counts is None:
         raise SpecError(f"{info.path}: field {name!r} ({f.kind}) has no classes to stratify by")
-    out = np.full(n, -1, np.int64)
-    order = np.lexsort((-counts.classes, counts.counts))
-    out[counts.samples[order]] = counts.classes[order]
-    return out
+    return counts
 
 
 def _valid(info: StoreInfo) -> npt.NDArray[np.bool_]:
@@ -114,11 +114,13 @@ def record_split(
         groups = [""] * len(keys)
         for slot, group in zip(np.flatnonzero(valid).tolist(), found, strict=True):
             groups[slot] = group
-    strata = _strata(info, rule.stratify) if rule.stratify is not None else None
-    parts = assign(rule, keys, valid, strata, groups)
+    holds = _holds(info, rule.stratify) if rule.stratify is not None else None
+    parts = assign(rule, keys, valid, holds, groups)
     doc: dict[str, Any] = rule.to_dict()
     if group_column is not None:
         doc["group_by"] = f"column:{group_column}"
+    if holds is not None:  # 1: every unit in one stratum, nothing kept in proportion
+        doc["strata"] = count_strata(keys, valid, holds, groups)
     recorded = RecordedSplits(rule.names, parts, doc)
     write_splits(info.path, recorded)
     return recorded

@@ -118,6 +118,14 @@ def read_splits(root: str | Path | Location, num_samples: int) -> RecordedSplits
         raise StoreMetadataError(f"{path}: not a readable split record: {exc}") from None
 
 
+def _stratified(how: Mapping[str, Any]) -> str:
+    """``, stratified by F (3 strata)``; one stratum: said to have done nothing."""
+    strata = how.get("strata")
+    if strata == 1:
+        return f", stratified by {how['stratify']} to no effect: every unit in one stratum"
+    return f", stratified by {how['stratify']}" + (f" ({strata} strata)" if strata else "")
+
+
 def split_lines(recorded: RecordedSplits | None) -> list[str]:
     """``precompute inspect``'s line of a recorded split (none without one)."""
     if recorded is None:
@@ -128,7 +136,7 @@ def split_lines(recorded: RecordedSplits | None) -> list[str]:
         f"from the manifest column {how['column']!r}"
         if "column" in how
         else f"seed {how.get('seed')}"
-        + (f", stratified by {how['stratify']}" if how.get("stratify") else "")
+        + (_stratified(how) if how.get("stratify") else "")
         + (f", grouped by {how['group_by']}" if how.get("group_by") else "")
     )
     return [f"splits     {counts} ({made})"]

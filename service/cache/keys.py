@@ -42,12 +42,29 @@ __all__ = [
 KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
 
 
-def parse_spec(spec: BuildSpec | Mapping[str, Any]) -> BuildSpec:
-    """Return ``spec`` as a :class:`BuildSpec`, parsing a mapping (raises ``SpecError``)."""
+def parse_spec(spec: BuildSpec | Mapping[str, Any], source: str | Path | None = None) -> BuildSpec:
+    """Return ``spec`` as a :class:`BuildSpec`, parsing a mapping (raises ``SpecError``).
+
+    With ``source``, a mapping may name kinds' options by ``precompute build``'s flags
+    (``{"clip_seconds": 1, "features": "logmel"}``): they set the fields the source has, as the
+    command line does (:func:`precompute.clifields.spec_with_flag_fields`). Without it, such
+    keys are refused naming the ``fields`` form.
+    """
+    from precompute.clifields import flag_keys, spec_with_flag_fields  # the kinds' flags
+
     if isinstance(spec, BuildSpec):
         return spec
     if not isinstance(spec, Mapping):
         raise SpecError(f"a build spec must be a BuildSpec or a mapping, got {type(spec).__name__}")
+    if source is not None:
+        spec = spec_with_flag_fields(str(source), spec)
+    elif flag_keys(spec):
+        raise SpecError(
+            f"build spec keys {flag_keys(spec)} are precompute build's field flags: here give "
+            'them as options of the fields, e.g. {"fields": [{"name": "audio", "kind": "audio", '
+            '"options": {"clip_seconds": 1, "representation": "logmel"}}, {"name": "label", '
+            '"kind": "label"}]} (docs/service.md)'
+        )
     parsed = BuildSpec.from_dict(spec)
     try:  # BuildSpec.from_dict lets some wrong types through (e.g. augment as a list)
         parsed.canonical_json()

@@ -30,7 +30,7 @@ from typing import Any
 
 from precompute.errors import ClassListWarning, PrecomputeError
 from precompute.format.layout import StoreInfo, open_store_info
-from precompute.pipeline.check import class_shift, classes_of, source_root
+from precompute.pipeline.check import class_shift, classes_of, kinship
 from precompute.spec import BuildSpec
 from service.cache import eviction
 from service.cache.builders import Builder, BuildRequest, precompute_builder
@@ -112,7 +112,7 @@ class Cache:
 
     def request_for(self, source: str | Path, spec: BuildSpec | Mapping[str, Any]) -> BuildRequest:
         """Parse and fingerprint (source, spec) into the request that would build it."""
-        parsed = parse_spec(spec)
+        parsed = parse_spec(spec, source)  # kinds' flags set the fields the source has
         if self._fingerprint is None:
             src, parsed, fp = resolve_request(source, parsed, content_hash=self.content_hash)
         else:
@@ -231,7 +231,7 @@ class Cache:
     def _warn_class_shifts(self, request: BuildRequest, info: StoreInfo) -> None:
         """Warn where the store built indexes its classes otherwise than a cached one of its root.
 
-        The stores this cache holds for the same source root are compared
+        The stores this cache holds for the same or a sibling source root are compared
         (:mod:`precompute.pipeline.check`): another split's manifest in the same folder
         that lacks a class builds one class fewer, and a name then means another label in each
         store. A store with a fixed class list (the spec's ``classes``) is not compared; one
@@ -240,9 +240,8 @@ class Cache:
         mine = classes_of(info.report)
         if info.spec.classes or not mine:
             return
-        root = source_root(str(request.source))
         for entry in self.list():
-            if entry.key == request.key or source_root(entry.source) != root:
+            if entry.key == request.key or kinship(str(request.source), entry.source) is None:
                 continue
             try:
                 other = open_store_info(entry.path)

@@ -316,6 +316,93 @@ def test_a_build_warns_of_a_store_the_default_cache_holds_for_its_root(
     assert not (tmp_path / "no-cache").exists()  # asked, never made
 
 
+def _class_folders(root: Path, rows: dict[str, str]) -> Path:
+    for i, (name, cls) in enumerate(rows.items()):
+        (root / cls).mkdir(parents=True, exist_ok=True)
+        (root / cls / name).write_bytes(jpeg_bytes(seed=i))
+    return root
+
+
+def _shifts(said: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in said if issubclass(w.category, ClassListWarning)]
+
+
+def test_sibling_class_folders_of_one_dataset_are_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``data/split/train/<class>`` and ``data/split/val/<class>`` (val lacks one): a warning."""
+    from service import Cache
+
+    train = _class_folders(tmp_path / "split" / "train", TRAIN)
+    val = _class_folders(tmp_path / "split" / "val", VAL)
+    spec = BuildSpec(size=8)
+    stores = tmp_path / "stores"
+    build(str(train), str(stores / "train.zarr"), spec, progress=False, runner="sequential")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        build(str(val), str(stores / "val.zarr"), spec, progress=False, runner="sequential")
+    assert _shifts(said) == [
+        f"{val} builds 2 classes (bird, frog) but {stores / 'train.zarr'}, built from a sibling "
+        f"folder ({train}), has 3 (bird, chirp, frog): 'frog' is 1 here and 2 there, so one "
+        f"label means two classes; give both builds one list (--classes-from "
+        f"{stores / 'train.zarr'}, or --classes)"
+    ]
+
+    def sequential(request) -> None:  # the cache compares its siblings too
+        build(str(request.source), str(request.out), request.spec, progress=False,
+              runner="sequential")  # fmt: skip
+
+    monkeypatch.setenv("NOSTALL_CACHE", str(tmp_path / "cache"))
+    cached = Cache(tmp_path / "cache", builder=sequential)
+    held = str(cached.get_or_build(train, {"size": 8}))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        cached.get_or_build(val, {"size": 8})
+    shifts = _shifts(said)  # the cache's own, and its builder's (a build like any other)
+    assert any(s.startswith(f"cache {tmp_path / 'cache'}: {val} builds 2") for s in shifts)
+    assert all(held in s and "sibling folder" in s for s in shifts), shifts
+    (tmp_path / "alone").mkdir()  # precompute build asks the default cache
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        build(str(val), str(tmp_path / "alone" / "v.zarr"), spec, progress=False,
+              runner="sequential")  # fmt: skip
+    shifts = _shifts(said)
+    assert len(shifts) == 1 and f"but {held}, built from a sibling folder" in shifts[0]
+
+
+def test_an_unrelated_dataset_in_the_same_folder_is_not_compared(
+    splits: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """3 sound events beside manifests of other classes: no label of theirs is one of these."""
+    train, _ = splits
+    spec = BuildSpec(size=8)
+    build(str(train), str(tmp_path / "train.zarr"), spec, progress=False, runner="sequential")
+    events = _manifest(tmp_path / "segs.csv", {"7.jpg": "low", "8.jpg": "mid", "9.jpg": "high"})
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        build(str(events), str(tmp_path / "segs.zarr"), spec, progress=False, runner="sequential")
+    assert _shifts(said) == []
+
+
+def test_class_lists_alike_where_one_holds_the_other_or_most_names_are_shared(
+    tmp_path: Path,
+) -> None:
+    from precompute.pipeline.check import alike, kinship
+
+    six = ("down", "go", "marvin", "no", "up", "yes")
+    assert alike(six[:5], six) and alike(six, six[1:])  # a split lacks a class
+    assert alike((*six[:5], "left"), six)  # each lacks another: 5 of 7 names shared
+    assert not alike(("high", "low", "mid"), six)
+    assert not alike(("down", "high", "low", "mid"), six)  # one shared name of 9
+    for d in ("d/split/train", "d/split/val", "e/split/val"):
+        (tmp_path / d).mkdir(parents=True)
+    d = tmp_path / "d"
+    assert kinship(str(d / "train.csv"), str(d / "val.csv")) == "the same folder"
+    assert kinship(str(d / "split/train"), str(d / "split/val")) == "a sibling folder"
+    assert kinship("s3://b/d/train", "s3://b/d/val") == "a sibling folder"
+    assert kinship(str(d / "split/train"), str(tmp_path / "e/split/val")) is None
+
+
 def test_multi_label_names_are_indexed_by_the_list(tmp_path: Path) -> None:
     rows = [["dog", "cat"], ["dog"], ["cat"]]
     lines = []

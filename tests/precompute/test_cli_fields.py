@@ -53,7 +53,15 @@ def test_short_flags_set_the_options_of_the_sources_fields(seg: Path, tmp_path: 
     [
         ({"fields": "[{"}, r"--fields: not JSON"),
         ({"fields": "[]"}, r"--fields must be a non-empty list"),
-        ({"fields": json.dumps(FIELDS), "mask_classes": 3}, r"--fields sets every option"),
+        (
+            {"fields": json.dumps(FIELDS), "mask_classes": 3},
+            r"--fields sets every field option itself; drop --mask-classes \(mask option "
+            r"'classes'\), or give each in its field's \"options\" in --fields",
+        ),
+        (
+            {"fields": json.dumps(FIELDS), "clip_seconds": 1.0, "n_mels": 40},
+            r"drop --clip-seconds \(audio option 'clip_seconds'\), --n-mels \(audio option",
+        ),
         ({"colormap": "[[0, 0, 0]]", "mask_classes": 4}, r"fields\.mask\.colormap has 1 colours"),
         ({"mask_classes": 0}, r"fields\.mask\.classes"),
         ({"flip_pairs": "[[0, 1]]"}, r"options for field\(s\) \['keypoints'\]"),

@@ -122,3 +122,38 @@ def test_a_store_without_stored_counts_says_to_rebuild(seg_store: Path, tmp_path
         cat(collect(StoreLoader(copy, 4, seed=2)), "index"),
         cat(collect(StoreLoader(seg_store, 4, seed=2)), "index"),
     )
+
+
+def test_inspect_json_holds_the_split_and_the_class_counts(
+    seg_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` is every attribute: what the text shows beside the group's attributes too."""
+    import json
+    import shutil
+
+    from precompute.cli import main
+
+    store = tmp_path / "s"
+    shutil.copytree(seg_store, store)
+    main(["inspect", str(store), "--json"])
+    before = json.loads(capsys.readouterr().out)
+    assert before["splits"] is None  # none recorded yet
+    main(["split", str(store), "--fractions", "train=0.75,val=0.25", "--seed", "2"])
+    capsys.readouterr()
+    main(["inspect", str(store), "--json"])
+    got = json.loads(capsys.readouterr().out)
+    recorded = read_splits(store, 16)
+    assert recorded is not None
+    assert got["splits"] == {
+        "names": ["train", "val"],
+        "counts": recorded.counts(),
+        "rule": {"fractions": {"train": 0.75, "val": 0.25}, "seed": 2, "stratify": None,
+                 "group_by": None},
+    }  # fmt: skip
+    counts = read_class_counts(store, "mask", 16, 4)
+    assert counts is not None
+    mask = got["class_counts"]["mask"]
+    assert mask["counts"] == np.bincount(counts.classes, counts.counts, 4).astype(int).tolist()
+    assert mask["samples"] == np.bincount(counts.classes, minlength=4).tolist()
+    assert abs(sum(mask["share"]) - 1) < 1e-9
+    assert got["report"] == before["report"] and got["spec_hash"] == before["spec_hash"]

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from precompute.format.summary import spec_summary  # each field as its kind describes it
 from service.http.web.units import ago, human_bytes
 
 if TYPE_CHECKING:
@@ -47,17 +48,6 @@ class StatusView:
     gauges: Mapping[str, tuple[float, str]]
     since: float
     now: float
-
-
-def spec_summary(spec: Mapping[str, Any]) -> str:
-    """Return a one-line summary of a canonical build spec: ``16 px center-crop x1 seed 0``."""
-    parts = [f"{spec.get('size', '?')} px {spec.get('mode', '?')}"]
-    parts.append(f"x{spec.get('variants', 1)} seed {spec.get('seed', 0)}")
-    fields = spec.get("fields") or []
-    if fields:
-        names = (str(f.get("name", "?")) if isinstance(f, Mapping) else str(f) for f in fields)
-        parts.append("fields " + ", ".join(names))
-    return " ".join(parts)
 
 
 def _when(t: float | None) -> str:

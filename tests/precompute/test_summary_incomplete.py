@@ -1,0 +1,89 @@
+"""``precompute inspect`` of a build that stopped says what is known, not what is not.
+
+It said ``5 slots, 5 valid``, ``0.0 KiB/sample`` and ``none stored (built before class counts
+were)`` of a store whose first shard was never written: an incomplete store's report, valid
+count and class counts are written when the build completes. It says the slots written so far,
+that the store is incomplete and why (``stopped.json``), and how to resume.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from precompute.cli import main
+from precompute.format.layout import StoreLayout
+from precompute.format.summary import store_summary
+from precompute.pipeline.plan import slot_permutation
+from precompute.spec import BuildSpec
+from tests.precompute.conftest import jpeg_bytes
+
+
+def _seg(root: Path, names: list[str], bad: str) -> Path:
+    for sub in ("images", "masks"):
+        (root / sub).mkdir(parents=True)
+    for i, name in enumerate([*names, bad]):
+        mask = np.zeros((30, 40), np.uint8)  # jpeg_bytes' size
+        mask[2:6, 2:6] = 1 + i % 3
+        Image.fromarray(mask).save(root / "masks" / f"{name}.png")
+        (root / "images" / f"{name}.jpg").write_bytes(jpeg_bytes(seed=i))
+    (root / "images" / f"{bad}.jpg").write_bytes(jpeg_bytes(seed=0)[:200])  # truncated
+    return root
+
+
+def _build(src: Path, out: Path, *args: str) -> int:
+    try:
+        main(["build", str(src), "--out", str(out), "--size", "8", "--mask-classes", "4",
+              "--runner", "sequential", "--quiet", *args])  # fmt: skip
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_a_store_stopped_before_any_shard_says_nothing_was_written(tmp_path: Path) -> None:
+    src = _seg(tmp_path / "seg", ["a", "b", "d"], bad="c")
+    out = tmp_path / "s.zarr"
+    assert _build(src, out) == 1  # stops at c.jpg: its one shard is never written
+    lines = store_summary(out).splitlines()
+    assert lines[1].startswith("status     INCOMPLETE (0/1 shards written; the last build ")
+    assert "stopped: DecodeError: images/c.jpg: not a readable image" in lines[1]
+    assert lines[2].startswith("resume     fix the cause and re-run the same build")
+    assert "samples    4 slots planned, 0 written" in lines
+    assert "storage    image: nothing written yet" in lines
+    assert "counts     mask: counted when the build completes" in lines
+    text = "\n".join(lines)
+    assert "valid" not in text and "KiB/sample" not in text and "built before" not in text
+    assert "source     ?" not in text
+
+
+def test_a_store_stopped_after_some_shards_counts_those(tmp_path: Path) -> None:
+    last = int(slot_permutation(0, 12)[-1])  # the input of the last slot: in the last shard
+    names = [f"n{i:02d}" for i in range(12) if i != last]
+    src = _seg(tmp_path / "seg", names, bad=f"n{last:02d}")
+    out = tmp_path / "s.zarr"
+    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 1
+    markers = sorted((out / "_nostall" / "shards").glob("*.json"))
+    layout = StoreLayout.from_spec(BuildSpec(size=8, shard_samples=3, chunk_samples=3), 12)
+    slots = sum(np.subtract(*layout.shard_range(int(m.stem))[::-1]) for m in markers)
+    valid = sum(json.loads(m.read_text())["num_valid"] for m in markers)
+    assert len(markers) == 3 and valid == slots == 9  # the shards before the bad one's
+    text = store_summary(out)
+    assert f"INCOMPLETE ({len(markers)}/4 shards written; the last build stopped" in text
+    assert f"samples    12 slots planned, {slots} written, {valid} valid, 0 skipped so far" in text
+    assert "storage    image: raw, " in text and "/sample" in text
+    (out / "_nostall" / "stopped.json").unlink()  # a build killed: no reason recorded
+    text = store_summary(out)
+    assert "build running or interrupted" in text and "resume " not in text
+
+
+def test_a_complete_store_says_as_before(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    src = _seg(tmp_path / "seg", ["a", "b", "c"], bad="z")
+    out = tmp_path / "s.zarr"
+    assert _build(src, out, "--on-error", "skip") == 0
+    text = store_summary(out)
+    assert "status     complete" in text and "samples    4 slots, 3 valid, 1 skipped" in text
+    assert "counts     mask per class" in text and f"source     {src}" in text
