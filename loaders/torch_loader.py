@@ -302,6 +302,18 @@ class StoreLoader(ContractLoader):
     def _data_identity(self) -> dict[str, Any]:
         return store_identity(self.source.info.spec_hash)
 
+    @property
+    def io(self) -> str:
+        """How batches are read now: ``ram``, ``pread`` or ``mmap``.
+
+        ``ram`` while ``io="ram"`` holds every row in memory (read once when the loader
+        opened); else the shards' reads.
+        """
+        if self._rows is not None:
+            return "ram"
+        streamed = next(iter(self.source.streams.values()), None)  # a v2 store may have no image
+        return str(getattr(streamed, "io", "pread"))
+
     def variant(self, epoch: int | None = None) -> int:
         """Return the stored variant served in ``epoch`` (0 without variants)."""
         epoch = self._epoch if epoch is None else epoch

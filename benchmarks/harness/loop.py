@@ -77,7 +77,7 @@ class _Timing:
 
 def _reading(mon: Monitor, t: float) -> CpuReading:
     own, children, monitor_s = mon.cpu_split()
-    return CpuReading(t, time.thread_time(), own, children, monitor_s)
+    return CpuReading(t, time.thread_time(), own, children, monitor_s, mon.storage_bytes())
 
 
 def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor) -> _Timing:

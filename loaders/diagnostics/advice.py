@@ -22,6 +22,7 @@ import math
 
 from loaders.diagnostics.advice_loaders import (
     BUSY_CPU,
+    OTHERS_BUSY,
     STORE,
     dali,
     pass_starts,
@@ -42,7 +43,6 @@ from loaders.diagnostics.loader_info import (
 __all__ = ["BUSY_CPU", "FULL_CORES", "OTHERS_BUSY", "advise", "explain_stalls"]
 
 FULL_CORES = 0.8  # helpers using this share of the cores leave no core for more of them
-OTHERS_BUSY = 25.0  # % of the machine other processes use above which they explain slow helpers
 
 
 def advise(ev: Evidence, info: LoaderInfo) -> list[str]:

@@ -91,6 +91,8 @@ class Diagnosis:
             work.append(f"training thread on the CPU for {ev.wait_busy:.0%} of the data wait")
         if ev.helper_cores is not None and self.loader.helpers > 0:
             work.append(f"loader workers/threads use {ev.helper_cores:.2f} cores")
+        if ev.storage_bytes is not None:
+            work.append(f"{ev.storage_bytes / 1e6:.1f} MB fetched from storage (not the cache)")
         lines.append("  loading work: " + ", ".join(work))
         if ev.other_cpu_percent is not None and ev.other_cpu_percent > OTHERS_BUSY:
             lines.append(
