@@ -23,7 +23,7 @@ import numpy as np
 from benchmarks.errors import NotApplicable
 from benchmarks.harness.consumers import Consumer
 from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
-from loaders.diagnostics.advice import advise
+from loaders.diagnostics.advice import advise, explain_stalls
 from loaders.diagnostics.analysis import (
     coefficient_of_variation,
     data_wait_share,
@@ -144,7 +144,16 @@ def _advice(tm: _Timing, res: MonitorResult, opts: RunOptions, loader: Any) -> d
         passes=tm.epochs_run,
         pass_starts=[i - opts.warmup_steps for i in tm.pass_starts[1:]],
     )
-    return {"loader": info.to_dict(), "evidence": ev.to_dict(), "advice": advise(ev, info)}
+    stalls = None  # said only while the step-time target is missed
+    if ev.wait_period_steps and ev.unsteady:
+        why = explain_stalls(ev.wait_period_steps, info, ev.pass_steps)
+        stalls = f"data-wait spikes recur every {ev.wait_period_steps:.0f} steps: {why}"
+    return {
+        "loader": info.to_dict(),
+        "evidence": ev.to_dict(),
+        "advice": advise(ev, info),
+        "stalls": stalls,
+    }
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -177,6 +186,7 @@ def summarize(
     step_s = [w + c for w, c in steady]
     # what an epoch serves (drop_last leaves out the last partial batch), not the dataset size
     served = tm.full_epoch_samples[0] if tm.full_epoch_samples else num_samples
+    advice = _advice(tm, res, opts, loader)
     return {
         "name": name,
         "status": "ok",
@@ -196,7 +206,7 @@ def summarize(
         "util_source": "gpu_util" if res.has_gpu else "cpu_percent",
         "oscillation_period_s": dominant_period(util, opts.interval),
         # stalls that recur every N steps (e.g. N = num_workers finishing in lockstep)
-        "wait_period_steps": dominant_period([w for w, _ in steady], 1.0, min_lag=2),
+        "wait_period_steps": advice["evidence"]["wait_period_steps"],
         # whole run incl. warm-up: work prefetched during warm-up is not lost from the count
         "cpu_s_per_sample": res.cpu_s / tm.samples if tm.samples > 0 else None,
         "peak_rss_bytes": res.peak_rss_bytes,
@@ -204,7 +214,7 @@ def summarize(
         "machine_cpu_percent_mean": _mean(res.series("machine_cpu_percent")),
         "monitor_cpu_share": res.self_cpu_s / res.wall_s if res.wall_s > 0 else None,
         "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
-        **_advice(tm, res, opts, loader),
+        **advice,
         "monitor": res.to_dict(),
     }
 

@@ -141,8 +141,7 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
             f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
             f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine"
         )
-        period = s.get("wait_period_steps")
-        stalls = f"; data-wait spikes recur every {period:.0f} steps" if period else ""
+        stalls = f"; {s['stalls']}" if s.get("stalls") else ""
         lines.append(f"- **{s['name']}**: {s['verdict']['summary']}; {cpu}{stalls}")
     return lines
 

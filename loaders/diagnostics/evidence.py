@@ -83,6 +83,8 @@ class Evidence:
         pass_start_share: Those extra waits over the whole data wait.
         storage_bytes: Bytes fetched from storage over the steady steps (None: not measured):
             the evidence that the loader waited on a disk rather than on memory.
+        pass_steps: Steps of one whole pass over the loader (the median of the passes the
+            steady steps hold whole); None with fewer than two passes.
     """
 
     steps: int
@@ -101,6 +103,7 @@ class Evidence:
     pass_start_s: float | None = None
     pass_start_share: float | None = None
     storage_bytes: int | None = None
+    pass_steps: float | None = None
 
     @property
     def data_bound(self) -> bool:
@@ -194,7 +197,17 @@ def gather(
         pass_start_s=start_s,
         pass_start_share=start_share,
         storage_bytes=_storage_bytes(*window) if window else None,
+        pass_steps=_pass_steps(len(steps), pass_starts),
     )
+
+
+def _pass_steps(steps: int, starts: Sequence[int]) -> float | None:
+    """The median steps of the passes that begin at ``starts`` (the last ends at ``steps``)."""
+    inside = [s for s in starts if 0 <= s < steps]
+    if not inside:
+        return None
+    lengths = np.diff([*inside, steps])
+    return float(np.median(lengths))
 
 
 def _storage_bytes(a: CpuReading, b: CpuReading) -> int | None:

@@ -67,15 +67,19 @@ class Diagnosis:
             f"step CV {_pct(self.step_cv)}"
         )
         lines += self._loader_lines()
-        if self.wait_period_steps:
+        if self.wait_period_steps and self._step_cv_missed():  # else nothing to explain
+            pass_steps = self.evidence.pass_steps if self.evidence else None
             lines.append(
                 f"  data-wait spikes recur every {self.wait_period_steps:.0f} steps: "
-                f"{explain_stalls(self.wait_period_steps, self.loader)}"
+                f"{explain_stalls(self.wait_period_steps, self.loader, pass_steps)}"
             )
         if self.note:
             lines.append(f"  {self.note}")
         lines += [f"  -> {r}" for r in self.recommendation]
         return "\n".join(lines)
+
+    def _step_cv_missed(self) -> bool:
+        return any(c["name"] == "step_cv" and c["ok"] is False for c in self.verdict["checks"])
 
     def _loader_lines(self) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in self.loader.settings.items())
