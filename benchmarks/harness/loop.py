@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmarks.errors import NotApplicable
 from benchmarks.harness.consumers import Consumer
+from benchmarks.harness.reasons import one_line
 from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
 from loaders.diagnostics.advice import advise, explain_stalls
 from loaders.diagnostics.analysis import (
@@ -279,14 +280,13 @@ def _failed(name: str, stage: str, exc: BaseException) -> dict[str, Any]:
     """``status: failed`` with a one-line reason (the traceback kept apart).
 
     An error carrying a traceback in its text (a DataLoader worker's) is reported by its last
-    line, which names the error and the file.
+    line, which names the error and the file; a TensorFlow error by its message, without the
+    graph's annotations (:func:`benchmarks.harness.reasons.one_line`).
     """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    last = lines[-1] if len(lines) > 1 else f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return {
         "name": name,
         "status": "failed",
-        "reason": f"{stage}: {last}",
+        "reason": f"{stage}: {one_line(exc)}",
         "traceback": traceback.format_exc(limit=6),
     }
 
