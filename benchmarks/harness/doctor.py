@@ -78,9 +78,19 @@ def _source_files(plan: Any, count: int) -> list[str]:
 def decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
     """Decode ``count`` samples on one core: plain, and with the ``workers`` per-item work.
 
+    One core is one thread: torch, BLAS and OpenMP run one thread each meanwhile, as in a
+    DataLoader worker (:func:`precompute.runtime.threads.one_thread_pools`).
+
     Raises:
         BenchmarkError: A sample cannot be decoded, naming its file.
     """
+    from precompute.runtime.threads import one_thread_pools
+
+    with one_thread_pools():
+        return _decode_rate(plan, workload, count)
+
+
+def _decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
     from benchmarks.harness.workloads.items import decoded_values
 
     n = min(count, len(plan))
@@ -129,6 +139,7 @@ def doctor(
     workers: int | None = None,
     batch_size: int = 64,
     spec: Any = None,
+    torch_threads: int | None = None,
 ) -> dict[str, Any]:
     """Run every check and return the figures (JSON-ready).
 
@@ -140,8 +151,12 @@ def doctor(
         workers: Workers/threads the strategies get, as ``run --workers`` (default: cores).
         batch_size: Batch size of the StoreLoader measurement, as ``run --batch-size``.
         spec: The build spec (``precompute build``'s flags); None: images at ``size``.
+        torch_threads: torch's intra-op threads while the StoreLoader is measured, as ``run
+            --torch-threads`` (None: ``run``'s default). The decode per core runs every
+            native thread pool at one thread.
     """
     from benchmarks.harness.sources import plan_source
+    from benchmarks.harness.threads import TorchThreads, torch_threads_of
     from benchmarks.harness.workloads import choose
     from precompute.spec import BuildSpec
 
@@ -153,7 +168,9 @@ def doctor(
     read = read_rate(_source_files(plan, max_files))
     dec = decode_rate(plan, workload, max_files)
     store_read = read_rate(_store_files(store)) if store else None
-    store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
+    pool = TorchThreads.choose(torch_threads, cores, workers)  # as run's
+    with torch_threads_of(pool.threads):
+        store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
                        bytes_per_sample=sample_bytes(plan),
@@ -164,6 +181,7 @@ def doctor(
         "workload": workload.task,
         "size": int(plan.spec.size),
         "workers": workers,
+        "torch_threads": {"threads": pool.threads, "policy": pool.text},
         "read": read,
         "decode": dec,
         "store_read": store_read,
@@ -239,8 +257,8 @@ def format_doctor(res: dict[str, Any]) -> str:
         f"CPU: {env['cpu']}, {env['cores_usable']} usable cores, {env['memory_gib']} GiB",
         f"GPU: {gpu.get('name') or 'none'} ({gpu.get('nvml')})",
         f"workload: {res['workload']} of {res['data']} (size {res['size']})",
-        f"decode (1 core, {dec['samples']} samples): {dec['decode_per_s']:.0f} samples/s "
-        f"plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
+        f"decode (1 core, 1 thread, {dec['samples']} samples): {dec['decode_per_s']:.0f} "
+        f"samples/s plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
         f"({dec['pipeline']})",
         f"read source files: {read['mb_per_s']:.1f} MB/s, {read['files_per_s']:.0f} files/s "
         f"({read['files']} files, {_cache_text(read)})",
@@ -255,6 +273,9 @@ def format_doctor(res: dict[str, Any]) -> str:
             f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed, stored at "
             f"{s['size']})"
         )
+    if res.get("torch_threads"):
+        t = res["torch_threads"]
+        lines.append(f"torch threads beside the StoreLoader: {t['threads']} ({t['policy']})")
     lines.append(f"feed rate each strategy could reach with {res['workers']} workers/threads:")
     lines += [
         f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"

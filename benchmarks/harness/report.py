@@ -188,6 +188,8 @@ def _caveats(report: dict[str, Any]) -> list[str]:
             "loader for the same cores, so throughput mixes loader cost and contention; "
             "on a GPU the step leaves the host cores to the loader."
         )
+    if report["config"].get("torch_threads_caveat"):
+        out.append(f"\nWarning: {report['config']['torch_threads_caveat']}")
     for s in report["strategies"]:
         run, machine = s.get("cpu_percent_mean"), s.get("machine_cpu_percent_mean")
         seen = [v for v in _series(s, "machine_cpu_percent") if v is not None]
@@ -199,6 +201,11 @@ def _caveats(report: dict[str, Any]) -> list[str]:
                 f"{machine - run:.0f}% of the machine; its throughput is understated."
             )
     return out
+
+
+def _policy(cfg: dict[str, Any]) -> str:
+    policy = cfg.get("torch_threads_policy")
+    return f" ({policy})" if policy else ""
 
 
 def _overhead_line(strategies: list[dict[str, Any]]) -> str:
@@ -231,8 +238,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
         f"`{cfg['consumer']}`, device `{cfg['device']}`, "
-        f"{cfg.get('torch_threads', '-')} torch thread(s); the first {cfg['warmup_steps']} steps "
-        "are warm-up. Utilisation: " + report["util_note"],
+        f"{cfg.get('torch_threads', '-')} torch thread(s){_policy(cfg)}; the first "
+        f"{cfg['warmup_steps']} steps are warm-up. Utilisation: " + report["util_note"],
         "",
         *_workload_lines(work),
         markdown_table(report["strategies"]),
