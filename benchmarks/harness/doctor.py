@@ -22,6 +22,7 @@ import numpy as np
 from benchmarks.environment import environment
 from benchmarks.errors import BenchmarkError
 from benchmarks.harness.feed_rates import feed_rates
+from benchmarks.harness.stored import read_weight, store_files
 
 __all__ = [
     "decode_rate",
@@ -127,7 +128,7 @@ def sample_bytes(plan: Any) -> int:
 
 
 def _store_files(store: str) -> list[Path]:
-    return sorted(p for p in Path(store).rglob("*") if p.is_file() and p.suffix != ".json")
+    return store_files(store)
 
 
 def doctor(
@@ -172,14 +173,17 @@ def doctor(
     with torch_threads_of(pool.threads):
         store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
+    weight = read_weight(store, sample_bytes(plan))
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
-                       bytes_per_sample=sample_bytes(plan),
+                       bytes_per_sample=round(weight["bytes"]),
                        gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
     res = {
         "environment": env,
         "data": data,
         "workload": workload.task,
         "size": int(plan.spec.size),
+        "stored": workload.stored,
+        "bytes_per_sample": weight,
         "workers": workers,
         "torch_threads": {"threads": pool.threads, "policy": pool.text},
         "read": read,
@@ -206,6 +210,7 @@ def loader_rate(
     ``workers`` threads (as ``run --workers``) on the CPU, over up to ``max_batches`` batches
     after a first one.
     """
+    from benchmarks.harness.stored import fields_text
     from loaders import StoreLoader
     from loaders.augment import TrainAugment
     from precompute.format.layout import open_store_info
@@ -240,6 +245,7 @@ def loader_rate(
         "seconds": secs,
         "samples_per_s": n / secs,
         "size": info.layout.size,
+        "stored": fields_text(info.fields, int(info.layout.size)),
         "augment": what,
         "threads": threads,
     }
@@ -256,7 +262,7 @@ def format_doctor(res: dict[str, Any]) -> str:
     lines = [
         f"CPU: {env['cpu']}, {env['cores_usable']} usable cores, {env['memory_gib']} GiB",
         f"GPU: {gpu.get('name') or 'none'} ({gpu.get('nvml')})",
-        f"workload: {res['workload']} of {res['data']} (size {res['size']})",
+        f"workload: {res['workload']} of {res['data']} (stored sample: {res['stored']})",
         f"decode (1 core, 1 thread, {dec['samples']} samples): {dec['decode_per_s']:.0f} "
         f"samples/s plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
         f"({dec['pipeline']})",
@@ -270,8 +276,8 @@ def format_doctor(res: dict[str, Any]) -> str:
         s = res["store_loader"]
         lines.append(
             f"StoreLoader with {s['augment']}, {s['threads']} threads: "
-            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed, stored at "
-            f"{s['size']})"
+            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed; the store "
+            f"holds {s['stored']})"
         )
     if res.get("torch_threads"):
         t = res["torch_threads"]

@@ -223,7 +223,9 @@ def _workload_lines(work: dict[str, Any]) -> list[str]:
         return []
     return [
         f"Workload: {work['task']}, {work['samples']} samples, fields "
-        f"{', '.join(work['fields'])}; every strategy serves {work['batch']}.",
+        f"{', '.join(work['fields'])}"
+        + (f" (stored: {work['stored_fields']})" if work.get("stored_fields") else "")
+        + f"; every strategy serves {work['batch']}.",
         "",
     ]
 
@@ -235,7 +237,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     parts = [
         "# nostall benchmark report",
         "",
-        f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
+        f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, stored sample "
+        f"{work.get('stored') or str(cfg['size']) + ' px'}, "
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
         f"`{cfg['consumer']}`, device `{cfg['device']}`, "
         f"{cfg.get('torch_threads', '-')} torch thread(s){_policy(cfg)}; the first "

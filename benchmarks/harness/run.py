@@ -22,6 +22,7 @@ from benchmarks.harness.loop import RunOptions, run_all
 from benchmarks.harness.prepare_store import build_store, check_store_source, store_build_info
 from benchmarks.harness.report import write_report
 from benchmarks.harness.sources import SourcePlan, num_classes, plan_source
+from benchmarks.harness.stored import fields_text
 from benchmarks.harness.strategies import RunConfig, get_strategy
 from benchmarks.harness.threads import TorchThreads, torch_threads_of
 from benchmarks.harness.workloads import choose
@@ -176,6 +177,8 @@ def run_benchmark(
             "task": workload.task,
             "fields": [f"{f.name} ({f.kind})" for f in plan.fields],
             "samples": len(plan),
+            "stored": workload.stored,
+            "stored_fields": fields_text(plan.fields, int(plan.spec.size)),
             "batch": workload.served()
             + (f"; mixup {mixup:g}: targets soft [B, classes]" if mixup else ""),
         },

@@ -97,6 +97,11 @@ class Workload(ABC):
         return int(self.plan.spec.size)
 
     @property
+    def stored(self) -> str:
+        """What one stored sample of the input is, for the reports (default: ``S x S px``)."""
+        return f"{self.input} {self.size} x {self.size} px"
+
+    @property
     @abstractmethod
     def store_text(self) -> str:
         """What the store loaders' augmentation does, for the report."""

@@ -157,6 +157,16 @@ class Audio(Workload):
     )
 
     @property
+    def stored(self) -> str:
+        """A clip's seconds and rate, and its log-mel bands x frames (or waveform samples)."""
+        p = self.policy
+        opts = self.plan.field_spec(self.input).options
+        clip = f"{self.input}: {float(opts['clip_seconds']):g} s clips at {p.rate} Hz"
+        if p.logmel:
+            return f"{clip}, log-mel {p.n_mels} x {p.steps} (n_mels x frames)"
+        return f"{clip}, waveforms of {p.samples} samples ({opts['channels']})"
+
+    @property
     def store_text(self) -> str:
         """The store loaders' augmentation."""
         p = self.policy

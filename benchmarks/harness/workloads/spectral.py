@@ -54,6 +54,12 @@ class Spectral(Workload):
     classic_text = "decode the patch (numpy), flip + quarter turn, per-band normalise per item"
 
     @property
+    def stored(self) -> str:
+        """A patch's side and bands."""
+        p, _, c = self.plan.field_spec(self.input).options["shape"]
+        return f"{self.input}: {p} x {p} patches of {c} bands"
+
+    @property
     def store_text(self) -> str:
         """The store loaders' augmentation."""
         return "TrainAugment(flip + rot90, the store's per-band normalisation), io='ram' if it fits"
