@@ -165,6 +165,8 @@ def run(
     except (BenchmarkError, PrecomputeError) as exc:
         _fail(exc)
     click.echo(f"{report['workload']['task']}: {report['workload']['batch']}")
+    if report["workload"].get("left_out"):
+        click.echo(f"WARNING: {report['workload']['left_out']}")
     click.echo(markdown_table(report["strategies"]))
     click.echo("\n".join(ratio_lines(report)))
     if (report.get("build") or {}).get("warning"):

@@ -303,16 +303,17 @@ class StoreLoader(ContractLoader):
         return store_identity(self.source.info.spec_hash)
 
     @property
-    def io(self) -> str:
-        """How batches are read now: ``ram``, ``pread`` or ``mmap``.
+    def io(self) -> str | None:
+        """How batches are read now: ``ram``, ``pread`` or ``mmap`` (None: nothing streams).
 
         ``ram`` while ``io="ram"`` holds every row in memory (read once when the loader
-        opened); else the shards' reads.
+        opened); else the shards' reads. A store of small fields only streams nothing: its
+        values are read whole when it opens.
         """
         if self._rows is not None:
             return "ram"
         streamed = next(iter(self.source.streams.values()), None)  # a v2 store may have no image
-        return str(getattr(streamed, "io", "pread"))
+        return None if streamed is None else str(streamed.io)
 
     def variant(self, epoch: int | None = None) -> int:
         """Return the stored variant served in ``epoch`` (0 without variants)."""

@@ -104,7 +104,7 @@ def _decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
         raise BenchmarkError(
             f"{exc}; doctor decodes every sample it times: fix or remove it"
         ) from exc
-    transform = workload.classic(0)
+    transform = workload.item_transform(0)
     t0 = time.perf_counter()
     for i in range(n):
         transform(decoded_values(plan, i), np.random.default_rng([0, 0, i]))
@@ -156,8 +156,8 @@ def doctor(
             --torch-threads`` (None: ``run``'s default). The decode per core runs every
             native thread pool at one thread.
     """
+    from benchmarks.harness.consumers import TorchThreads, torch_threads_of
     from benchmarks.harness.sources import plan_source
-    from benchmarks.harness.threads import TorchThreads, torch_threads_of
     from benchmarks.harness.workloads import choose
     from precompute.spec import BuildSpec
 
@@ -180,7 +180,8 @@ def doctor(
     res = {
         "environment": env,
         "data": data,
-        "workload": workload.task,
+        "workload": workload.title,
+        "left_out": workload.left_out_text(),
         "size": int(plan.spec.size),
         "stored": workload.stored,
         "bytes_per_sample": weight,
@@ -269,6 +270,7 @@ def format_doctor(res: dict[str, Any]) -> str:
         f"read source files: {read['mb_per_s']:.1f} MB/s, {read['files_per_s']:.0f} files/s "
         f"({read['files']} files, {_cache_text(read)})",
     ]
+    lines[3:3] = [f"WARNING: {res['left_out']}"] if res.get("left_out") else []
     if res.get("store_read"):
         s = res["store_read"]
         lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")

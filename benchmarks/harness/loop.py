@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.errors import NotApplicable
+from benchmarks.errors import NotApplicable, one_line
 from benchmarks.harness.consumers import Consumer
-from benchmarks.harness.reasons import one_line
 from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
 from loaders.diagnostics.advice import advise, explain_stalls
 from loaders.diagnostics.analysis import (
@@ -108,7 +107,7 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
             mon.record_step(t1 - t0, t2 - t1)
             tm.wait_cpu.append(c1 - c0)
             tm.first_batch_s = tm.first_batch_s if tm.first_batch_s is not None else t1 - t_start
-            n = int(batch[1].shape[0])
+            n = int(batch[0].shape[0])
             served += n
             tm.steps += 1
             tm.samples += n
@@ -281,7 +280,7 @@ def _failed(name: str, stage: str, exc: BaseException) -> dict[str, Any]:
 
     An error carrying a traceback in its text (a DataLoader worker's) is reported by its last
     line, which names the error and the file; a TensorFlow error by its message, without the
-    graph's annotations (:func:`benchmarks.harness.reasons.one_line`).
+    graph's annotations (:func:`benchmarks.errors.one_line`).
     """
     return {
         "name": name,

@@ -146,12 +146,13 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _strategy_lines(strategies: list[dict[str, Any]]) -> list[str]:
+def _strategy_lines(strategies: list[dict[str, Any]], left_out: str | None) -> list[str]:
     lines = []
+    loud = f"; **LEFT OUT: {left_out}**" if left_out else ""  # in every line, as in no batch
     for s in strategies:
         what = s.get("description") or f"{s.get('status')} (the table says why)"
         note = f" ({s['note']})" if s.get("note") else ""
-        lines.append(f"- **{s['name']}**: {what}{note}")
+        lines.append(f"- **{s['name']}**: {what}{note}{loud}")
     return lines
 
 
@@ -221,7 +222,9 @@ def _overhead_line(strategies: list[dict[str, Any]]) -> str:
 def _workload_lines(work: dict[str, Any]) -> list[str]:
     if not work:
         return []
+    loud = [f"**Warning: {work['left_out']}.**", ""] if work.get("left_out") else []
     return [
+        *loud,
         f"Workload: {work['task']}, {work['samples']} samples, fields "
         f"{', '.join(work['fields'])}"
         + (f" (stored: {work['stored_fields']})" if work.get("stored_fields") else "")
@@ -260,7 +263,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         *ratio_lines(report),
         "",
         "## Strategies",
-        *_strategy_lines(report["strategies"]),
+        *_strategy_lines(report["strategies"], work.get("left_out_fields")),
         "",
         "## Advice for each loader's own settings (loaders.diagnostics)",
         *_advice_lines(report),

@@ -17,14 +17,13 @@ import torch
 
 from benchmarks.environment import environment, usable_cores
 from benchmarks.errors import BenchConfigError
-from benchmarks.harness.consumers import parse_consumer
+from benchmarks.harness.consumers import TorchThreads, parse_consumer, torch_threads_of
 from benchmarks.harness.loop import RunOptions, run_all
 from benchmarks.harness.prepare_store import build_store, check_store_source, store_build_info
 from benchmarks.harness.report import write_report
 from benchmarks.harness.sources import SourcePlan, num_classes, plan_source
 from benchmarks.harness.stored import fields_text
 from benchmarks.harness.strategies import RunConfig, get_strategy
-from benchmarks.harness.threads import TorchThreads, torch_threads_of
 from benchmarks.harness.workloads import choose
 
 __all__ = ["DEFAULT_STRATEGIES", "BuildOptions", "run_benchmark"]
@@ -119,7 +118,8 @@ def run_benchmark(
         mixup: Mixup's Beta concentration (0: off); every strategy mixes its batches.
         torch_threads: The training thread's torch intra-op threads while the strategies run
             (``--torch-threads``); None: the cores ``workers`` leave, at least 1
-            (:mod:`benchmarks.harness.threads`). The process's own setting is restored after.
+            (:class:`benchmarks.harness.consumers.TorchThreads`). The process's own setting
+            is restored after.
 
     Returns:
         The report dict and the paths written (``json``, ``md``, ``html``).
@@ -174,12 +174,15 @@ def run_benchmark(
         },
         "workload": {
             "name": workload.name,
-            "task": workload.task,
+            "task": workload.title,
             "fields": [f"{f.name} ({f.kind})" for f in plan.fields],
             "samples": len(plan),
             "stored": workload.stored,
             "stored_fields": fields_text(plan.fields, int(plan.spec.size)),
-            "batch": workload.served()
+            "carried": list(workload.carried),
+            "left_out": workload.left_out_text(),
+            "left_out_fields": workload.left_out_names(),
+            "batch": workload.batch_text()
             + (f"; mixup {mixup:g}: targets soft [B, classes]" if mixup else ""),
         },
         "build": built,

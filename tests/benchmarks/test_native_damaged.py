@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from benchmarks.audio_data import make_audio_dataset
-from benchmarks.errors import BenchmarkError
+from benchmarks.errors import BenchmarkError, one_line
 from benchmarks.harness.loop import _failed
-from benchmarks.harness.reasons import one_line
 from benchmarks.harness.strategies import RunConfig, get_strategy
 
 tf = pytest.importorskip("tensorflow")

@@ -19,11 +19,11 @@ import torch
 from click.testing import CliRunner
 
 from benchmarks.cli import bench
+from benchmarks.harness.consumers import TorchThreads
 from benchmarks.harness.doctor import decode_rate
 from benchmarks.harness.run import run_benchmark
 from benchmarks.harness.sources import plan_source
 from benchmarks.harness.strategies import STRATEGIES, Strategy, register
-from benchmarks.harness.threads import TorchThreads
 from benchmarks.harness.workloads import choose
 from precompute.spec import BuildSpec
 

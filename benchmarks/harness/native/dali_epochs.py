@@ -49,7 +49,7 @@ class DaliEpochs:
         self,
         build: Callable[[Iterable[Any]], Any],
         feeder: Callable[[int], Iterator[Any]],
-        finish: Callable[[Any, torch.device], tuple[torch.Tensor, torch.Tensor]],
+        finish: Callable[[Any, torch.device], tuple[torch.Tensor, Any]],
         num_samples: int,
         device: torch.device,
         note: str | None = None,
@@ -58,7 +58,7 @@ class DaliEpochs:
         self.num_samples, self.device, self.note = num_samples, device, note
         self.pipe: Any = None
 
-    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, Any]]:
         """The batches of ``epoch``."""
         self.pipe = self.build(_Once(self.feeder(epoch)))
         while True:

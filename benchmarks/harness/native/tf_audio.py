@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from benchmarks.errors import one_line
 from benchmarks.harness.native.files import audio_format, first_failing, split_files
-from benchmarks.harness.reasons import one_line
 
 __all__ = ["audio_source"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.errors import one_line
 from benchmarks.harness.native.files import first_failing, image_format, split_files
-from benchmarks.harness.reasons import one_line
 from precompute.policy import ATTEMPTS, IMAGENET_MEAN, IMAGENET_STD, POLICIES, RATIO
 
 __all__ = ["TF_IMAGE_FORMATS", "image_source"]
