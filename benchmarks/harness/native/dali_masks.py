@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.native.dali_epochs import DaliEpochs, device_id
+from benchmarks.harness.native.dali_epochs import DaliEpochs, device_id, host_labels
 
 __all__ = ["colour_table", "mask_source"]
 
@@ -157,7 +157,7 @@ def mask_source(
         x, ids = to_torch(outs[0], device), _ids(to_torch(outs[1], device), table, ignore)
         if not labels:
             return x, ids
-        return x, (ids, *(to_torch(o, device).view(-1) for o in outs[2:]))
+        return x, (ids, *(host_labels(o, device) for o in outs[2:]))
 
     def build(source: Any) -> Any:
         return _graph(source, cfg, len(labels))
