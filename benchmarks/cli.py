@@ -59,6 +59,10 @@ def bench() -> None:
 
 
 SIZE_HELP = "Output crop size and stored size S [default: 64; a scene's --patch]."
+TORCH_THREADS_HELP = (
+    "torch intra-op threads of the training thread [default: the usable cores less "
+    "--workers, at least 1: a pool beside loaders that take every core stalls on small ops]."
+)
 
 
 @bench.command("run")
@@ -108,13 +112,7 @@ SIZE_HELP = "Output crop size and stored size S [default: 64; a scene's --patch]
     type=click.FloatRange(0.0, 100.0),
     help="Mixup's Beta alpha (0: off): every strategy mixes (class labels: images, audio).",
 )
-@click.option(
-    "--torch-threads",
-    default=None,
-    type=click.IntRange(min=1),
-    help="torch intra-op threads of this process [default: torch's]; 1 as each DataLoader "
-    "worker has keeps a busy small host from stalling on tiny ops.",
-)
+@click.option("--torch-threads", default=None, type=click.IntRange(min=1), help=TORCH_THREADS_HELP)
 @build_options
 def run(
     data: str,
@@ -142,10 +140,6 @@ def run(
     from benchmarks.harness.run import BuildOptions, run_benchmark
     from precompute.errors import PrecomputeError
 
-    if torch_threads is not None:
-        import torch
-
-        torch.set_num_threads(torch_threads)
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     opts = RunOptions(epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps)
     how = BuildOptions(**{k: options.pop(k) for k in HOW})
@@ -166,10 +160,13 @@ def run(
             spec=spec,
             build=how,
             mixup=mixup,
+            torch_threads=torch_threads,
         )
     except (BenchmarkError, PrecomputeError) as exc:
         _fail(exc)
     click.echo(f"{report['workload']['task']}: {report['workload']['batch']}")
+    if report["workload"].get("left_out"):
+        click.echo(f"WARNING: {report['workload']['left_out']}")
     click.echo(markdown_table(report["strategies"]))
     click.echo("\n".join(ratio_lines(report)))
     if (report.get("build") or {}).get("warning"):
@@ -195,6 +192,7 @@ def run(
 )
 @click.option("--batch-size", default=64, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--torch-threads", default=None, type=click.IntRange(min=1), help=TORCH_THREADS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @build_options
 def doctor_cmd(
@@ -205,6 +203,7 @@ def doctor_cmd(
     workers: int | None,
     batch_size: int,
     seed: int,
+    torch_threads: int | None,
     as_json: bool,
     **options: Any,
 ) -> None:
@@ -223,6 +222,7 @@ def doctor_cmd(
             workers=workers,
             batch_size=batch_size,
             spec=spec,
+            torch_threads=torch_threads,
         )
     except (BenchmarkError, PrecomputeError, OSError) as exc:
         _fail(exc)

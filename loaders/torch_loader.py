@@ -314,6 +314,19 @@ class StoreLoader(ContractLoader):
     def _data_identity(self) -> dict[str, Any]:
         return store_identity(self.source.info.spec_hash)
 
+    @property
+    def io(self) -> str | None:
+        """How batches are read now: ``ram``, ``pread`` or ``mmap`` (None: nothing streams).
+
+        ``ram`` while ``io="ram"`` holds every row in memory (read once when the loader
+        opened); else the shards' reads. A store of small fields only streams nothing: its
+        values are read whole when it opens.
+        """
+        if self._rows is not None:
+            return "ram"
+        streamed = next(iter(self.source.streams.values()), None)  # a v2 store may have no image
+        return None if streamed is None else str(streamed.io)
+
     def variant(self, epoch: int | None = None) -> int:
         """Return the stored variant served in ``epoch`` (0 without variants)."""
         epoch = self._epoch if epoch is None else epoch

@@ -5,12 +5,25 @@ masks, a 1-D or 2-D net for audio, ...: :mod:`benchmarks.harness.workloads.nets`
 
 Every consumer returns only when its work is finished (on CUDA it synchronises), so the time
 between receiving a batch and the consumer returning is the step's compute time.
+
+The training thread's torch pool (:class:`TorchThreads`): torch's default pool is one thread
+per core. Beside loader threads (StoreLoader's readers) or worker processes that already take
+the cores, every small torch op of the training thread (a store loader's augmentation on the
+CPU, the model step) wakes a pool that has no core to run on, and waits for it: on a busy
+2-core host a row ran 10-20 times slower with the default than with one thread, which
+inverted the ranking of the strategies. So the harness sizes the pool to the cores the
+loaders leave: ``max(1, usable cores - loader workers/threads)``, which is 1 whenever the
+loaders get every core (the default ``--workers``). ``--torch-threads N`` sets it instead; a
+pool larger than the cores left is named in the report as a possible slowdown. The pool is
+set for the run and restored after it (:func:`torch_threads_of`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,9 +31,18 @@ from torch import nn
 
 from benchmarks.errors import BenchConfigError
 
-__all__ = ["Consumer", "FixedCost", "ModelStep", "NoConsumer", "TinyCNN", "parse_consumer"]
+__all__ = [
+    "Consumer",
+    "FixedCost",
+    "ModelStep",
+    "NoConsumer",
+    "TinyCNN",
+    "TorchThreads",
+    "parse_consumer",
+    "torch_threads_of",
+]
 
-Consumer = Callable[[torch.Tensor, torch.Tensor], None]
+Consumer = Callable[[torch.Tensor, Any], None]  # (inputs, targets: a tensor or a tuple)
 
 
 class NoConsumer:
@@ -116,7 +138,8 @@ class ModelStep:
         num_classes: Output classes of the default network (:class:`TinyCNN`, cross-entropy).
         device: The training device.
         net: A network and its loss ``(model, loss(output, targets))`` instead (a workload's:
-            a U-Net for masks, a 1-D or 2-D net for audio, ...).
+            a U-Net for masks, a 1-D or 2-D net for audio, ...; with carried labels the
+            network returns a tuple of outputs and the targets are a tuple).
     """
 
     name = "model"
@@ -125,10 +148,11 @@ class ModelStep:
         self,
         num_classes: int,
         device: torch.device,
-        net: tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] | None = None,
+        net: tuple[nn.Module, Callable[[Any, Any], torch.Tensor]] | None = None,
     ) -> None:
         self.device = device
-        model, self.loss = net or (TinyCNN(num_classes), nn.functional.cross_entropy)
+        model, loss = net or (TinyCNN(num_classes), nn.functional.cross_entropy)
+        self.loss: Callable[[Any, Any], torch.Tensor] = loss
         self.model = model.to(device)
         if device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -139,12 +163,13 @@ class ModelStep:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp and self.dtype == torch.float16)
         self.last_loss: float | None = None
 
-    def __call__(self, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+    def __call__(self, inputs: torch.Tensor, targets: Any) -> None:
         """Train on one batch and wait for it to finish."""
         self.opt.zero_grad(set_to_none=True)
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.amp):
             out = self.model(inputs.float())
-        loss = self.loss(out.float(), targets)
+        out = tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
+        loss = self.loss(out, targets)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.opt)
         self.scaler.update()
@@ -167,7 +192,8 @@ def parse_consumer(
     if text == "none":
         return NoConsumer(device)
     if text == "model":
-        return ModelStep(num_classes, device, workload.model() if workload is not None else None)
+        net = workload.consumer_model() if workload is not None else None
+        return ModelStep(num_classes, device, net)
     if text.startswith("fixed:"):
         try:
             ms = float(text.split(":", 1)[1])
@@ -175,3 +201,66 @@ def parse_consumer(
             raise BenchConfigError(f"--consumer {text!r}: ms must be a number") from exc
         return FixedCost(ms, device)
     raise BenchConfigError(f"--consumer {text!r}: use none, fixed:<ms> or model")
+
+
+@dataclass(frozen=True)
+class TorchThreads:
+    """The training thread's torch pool for a run.
+
+    Attributes:
+        threads: Intra-op threads.
+        given: Whether ``--torch-threads`` set it (else the default policy).
+        cores: Usable cores.
+        loaders: Loader workers/threads (``--workers``).
+    """
+
+    threads: int
+    given: bool
+    cores: int
+    loaders: int
+
+    @classmethod
+    def choose(cls, given: int | None, cores: int, loaders: int) -> TorchThreads:
+        """``given`` (``--torch-threads``), or the cores the loaders leave, at least 1."""
+        if given is not None:
+            return cls(int(given), True, cores, loaders)
+        return cls(max(1, cores - loaders), False, cores, loaders)
+
+    @property
+    def text(self) -> str:
+        """How the pool was chosen, for the report."""
+        if self.given:
+            return f"--torch-threads {self.threads}"
+        return (
+            f"default: the {self.cores} usable cores less the {self.loaders} loader "
+            "workers/threads, at least 1"
+        )
+
+    @property
+    def oversubscribed(self) -> bool:
+        """Whether the pool is larger than the cores the loaders leave it."""
+        return self.threads > max(1, self.cores - self.loaders)
+
+    def caveat(self) -> str | None:
+        """What a pool larger than the cores left may do to the rows (None: it is not)."""
+        if not self.oversubscribed:
+            return None
+        return (
+            f"torch ran {self.threads} intra-op threads on the training thread beside "
+            f"{self.loaders} loader workers/threads on {self.cores} cores: a row whose "
+            "training thread runs torch ops (a store loader's augmentation on the CPU, the "
+            "model step) may be slowed by waiting for them, not only by other processes or "
+            "the model; rerun with `--torch-threads 1` (the default here would be "
+            f"{max(1, self.cores - self.loaders)}) to check."
+        )
+
+
+@contextmanager
+def torch_threads_of(threads: int) -> Iterator[None]:
+    """Run torch's intra-op pool at ``threads`` while inside; restore its size after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

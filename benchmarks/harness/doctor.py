@@ -26,6 +26,7 @@ from benchmarks.codecadvice import SAMPLES, advice_for, advice_lines
 from benchmarks.environment import environment
 from benchmarks.errors import BenchmarkError
 from benchmarks.harness.feed_rates import feed_rates
+from benchmarks.harness.stored import read_weight, store_files
 
 __all__ = [
     "decode_rate",
@@ -82,9 +83,19 @@ def _source_files(plan: Any, count: int) -> list[str]:
 def decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
     """Decode ``count`` samples on one core: plain, and with the ``workers`` per-item work.
 
+    One core is one thread: torch, BLAS and OpenMP run one thread each meanwhile, as in a
+    DataLoader worker (:func:`precompute.runtime.threads.one_thread_pools`).
+
     Raises:
         BenchmarkError: A sample cannot be decoded, naming its file.
     """
+    from precompute.runtime.threads import one_thread_pools
+
+    with one_thread_pools():
+        return _decode_rate(plan, workload, count)
+
+
+def _decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
     from benchmarks.harness.workloads.items import decoded_values
 
     n = min(count, len(plan))
@@ -97,7 +108,7 @@ def decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
         raise BenchmarkError(
             f"{exc}; doctor decodes every sample it times: fix or remove it"
         ) from exc
-    transform = workload.classic(0)
+    transform = workload.item_transform(0)
     t0 = time.perf_counter()
     for i in range(n):
         transform(decoded_values(plan, i), np.random.default_rng([0, 0, i]))
@@ -121,7 +132,7 @@ def sample_bytes(plan: Any) -> int:
 
 
 def _store_files(store: str) -> list[Path]:
-    return sorted(p for p in Path(store).rglob("*") if p.is_file() and p.suffix != ".json")
+    return store_files(store)
 
 
 def doctor(
@@ -133,6 +144,7 @@ def doctor(
     workers: int | None = None,
     batch_size: int = 64,
     spec: Any = None,
+    torch_threads: int | None = None,
 ) -> dict[str, Any]:
     """Run every check and return the figures (JSON-ready).
 
@@ -144,7 +156,11 @@ def doctor(
         workers: Workers/threads the strategies get, as ``run --workers`` (default: cores).
         batch_size: Batch size of the StoreLoader measurement, as ``run --batch-size``.
         spec: The build spec (``precompute build``'s flags); None: images at ``size``.
+        torch_threads: torch's intra-op threads while the StoreLoader is measured, as ``run
+            --torch-threads`` (None: ``run``'s default). The decode per core runs every
+            native thread pool at one thread.
     """
+    from benchmarks.harness.consumers import TorchThreads, torch_threads_of
     from benchmarks.harness.sources import plan_source
     from benchmarks.harness.workloads import choose
     from precompute.spec import BuildSpec
@@ -157,18 +173,25 @@ def doctor(
     read = read_rate(_source_files(plan, max_files))
     dec = decode_rate(plan, workload, max_files)
     store_read = read_rate(_store_files(store)) if store else None
-    store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
+    pool = TorchThreads.choose(torch_threads, cores, workers)  # as run's
+    with torch_threads_of(pool.threads):
+        store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
     nbytes = sample_bytes(plan)
+    weight = read_weight(store, nbytes)
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
-                       bytes_per_sample=nbytes,
+                       bytes_per_sample=round(weight["bytes"]),
                        gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
     res: dict[str, Any] = {
         "environment": env,
         "data": data,
-        "workload": workload.task,
+        "workload": workload.title,
+        "left_out": workload.left_out_text(),
         "size": int(plan.spec.size),
+        "stored": workload.stored,
+        "bytes_per_sample": weight,
         "workers": workers,
+        "torch_threads": {"threads": pool.threads, "policy": pool.text},
         "read": read,
         "decode": dec,
         "store_read": store_read,
@@ -194,6 +217,7 @@ def loader_rate(
     ``workers`` threads (as ``run --workers``) on the CPU, over up to ``max_batches`` batches
     after a first one.
     """
+    from benchmarks.harness.stored import fields_text
     from loaders import StoreLoader
     from loaders.augment import TrainAugment
     from precompute.format.layout import open_store_info
@@ -228,6 +252,7 @@ def loader_rate(
         "seconds": secs,
         "samples_per_s": n / secs,
         "size": info.layout.size,
+        "stored": fields_text(info.fields, int(info.layout.size)),
         "augment": what,
         "threads": threads,
     }
@@ -244,13 +269,14 @@ def format_doctor(res: dict[str, Any]) -> str:
     lines = [
         f"CPU: {env['cpu']}, {env['cores_usable']} usable cores, {env['memory_gib']} GiB",
         f"GPU: {gpu.get('name') or 'none'} ({gpu.get('nvml')})",
-        f"workload: {res['workload']} of {res['data']} (size {res['size']})",
-        f"decode (1 core, {dec['samples']} samples): {dec['decode_per_s']:.0f} samples/s "
-        f"plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
+        f"workload: {res['workload']} of {res['data']} (stored sample: {res['stored']})",
+        f"decode (1 core, 1 thread, {dec['samples']} samples): {dec['decode_per_s']:.0f} "
+        f"samples/s plain, {dec['pipeline_per_s']:.0f} samples/s with the workers' work "
         f"({dec['pipeline']})",
         f"read source files: {read['mb_per_s']:.1f} MB/s, {read['files_per_s']:.0f} files/s "
         f"({read['files']} files, {_cache_text(read)})",
     ]
+    lines[3:3] = [f"WARNING: {res['left_out']}"] if res.get("left_out") else []
     if res.get("store_read"):
         s = res["store_read"]
         lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")
@@ -258,9 +284,12 @@ def format_doctor(res: dict[str, Any]) -> str:
         s = res["store_loader"]
         lines.append(
             f"StoreLoader with {s['augment']}, {s['threads']} threads: "
-            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed, stored at "
-            f"{s['size']})"
+            f"{s['samples_per_s']:.0f} samples/s ({s['samples']} samples timed; the store "
+            f"holds {s['stored']})"
         )
+    if res.get("torch_threads"):
+        t = res["torch_threads"]
+        lines.append(f"torch threads beside the StoreLoader: {t['threads']} ({t['policy']})")
     lines.append(f"feed rate each strategy could reach with {res['workers']} workers/threads:")
     lines += [
         f"  {name}: {v['samples_per_s']:.0f} samples/s = {v['arithmetic']}"

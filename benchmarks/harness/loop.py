@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.errors import NotApplicable
+from benchmarks.errors import NotApplicable, one_line
 from benchmarks.harness.consumers import Consumer
 from benchmarks.harness.strategies import Batch, RunConfig, get_strategy
-from loaders.diagnostics.advice import advise
+from loaders.diagnostics.advice import advise, explain_stalls
 from loaders.diagnostics.analysis import (
     coefficient_of_variation,
     data_wait_share,
@@ -77,7 +77,7 @@ class _Timing:
 
 def _reading(mon: Monitor, t: float) -> CpuReading:
     own, children, monitor_s = mon.cpu_split()
-    return CpuReading(t, time.thread_time(), own, children, monitor_s)
+    return CpuReading(t, time.thread_time(), own, children, monitor_s, mon.storage_bytes())
 
 
 def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor) -> _Timing:
@@ -107,7 +107,7 @@ def _run_epochs(source: Any, consumer: Consumer, opts: RunOptions, mon: Monitor)
             mon.record_step(t1 - t0, t2 - t1)
             tm.wait_cpu.append(c1 - c0)
             tm.first_batch_s = tm.first_batch_s if tm.first_batch_s is not None else t1 - t_start
-            n = int(batch[1].shape[0])
+            n = int(batch[0].shape[0])
             served += n
             tm.steps += 1
             tm.samples += n
@@ -144,7 +144,16 @@ def _advice(tm: _Timing, res: MonitorResult, opts: RunOptions, loader: Any) -> d
         passes=tm.epochs_run,
         pass_starts=[i - opts.warmup_steps for i in tm.pass_starts[1:]],
     )
-    return {"loader": info.to_dict(), "evidence": ev.to_dict(), "advice": advise(ev, info)}
+    stalls = None  # said only while the step-time target is missed
+    if ev.wait_period_steps and ev.unsteady:
+        why = explain_stalls(ev.wait_period_steps, info, ev.pass_steps)
+        stalls = f"data-wait spikes recur every {ev.wait_period_steps:.0f} steps: {why}"
+    return {
+        "loader": info.to_dict(),
+        "evidence": ev.to_dict(),
+        "advice": advise(ev, info),
+        "stalls": stalls,
+    }
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -177,6 +186,7 @@ def summarize(
     step_s = [w + c for w, c in steady]
     # what an epoch serves (drop_last leaves out the last partial batch), not the dataset size
     served = tm.full_epoch_samples[0] if tm.full_epoch_samples else num_samples
+    advice = _advice(tm, res, opts, loader)
     return {
         "name": name,
         "status": "ok",
@@ -196,7 +206,7 @@ def summarize(
         "util_source": "gpu_util" if res.has_gpu else "cpu_percent",
         "oscillation_period_s": dominant_period(util, opts.interval),
         # stalls that recur every N steps (e.g. N = num_workers finishing in lockstep)
-        "wait_period_steps": dominant_period([w for w, _ in steady], 1.0, min_lag=2),
+        "wait_period_steps": advice["evidence"]["wait_period_steps"],
         # whole run incl. warm-up: work prefetched during warm-up is not lost from the count
         "cpu_s_per_sample": res.cpu_s / tm.samples if tm.samples > 0 else None,
         "peak_rss_bytes": res.peak_rss_bytes,
@@ -204,7 +214,7 @@ def summarize(
         "machine_cpu_percent_mean": _mean(res.series("machine_cpu_percent")),
         "monitor_cpu_share": res.self_cpu_s / res.wall_s if res.wall_s > 0 else None,
         "verdict": verdict(steady, res.series("gpu_util") if res.has_gpu else None),
-        **_advice(tm, res, opts, loader),
+        **advice,
         "monitor": res.to_dict(),
     }
 
@@ -269,14 +279,13 @@ def _failed(name: str, stage: str, exc: BaseException) -> dict[str, Any]:
     """``status: failed`` with a one-line reason (the traceback kept apart).
 
     An error carrying a traceback in its text (a DataLoader worker's) is reported by its last
-    line, which names the error and the file.
+    line, which names the error and the file; a TensorFlow error by its message, without the
+    graph's annotations (:func:`benchmarks.errors.one_line`).
     """
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    last = lines[-1] if len(lines) > 1 else f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return {
         "name": name,
         "status": "failed",
-        "reason": f"{stage}: {last}",
+        "reason": f"{stage}: {one_line(exc)}",
         "traceback": traceback.format_exc(limit=6),
     }
 

@@ -141,18 +141,18 @@ def _verdict_lines(strategies: list[dict[str, Any]]) -> list[str]:
             f"CPU {fmt(s.get('cpu_percent_mean'), '.0f')}% of the machine for this run, "
             f"{fmt(s.get('machine_cpu_percent_mean'), '.0f')}% for the whole machine"
         )
-        period = s.get("wait_period_steps")
-        stalls = f"; data-wait spikes recur every {period:.0f} steps" if period else ""
+        stalls = f"; {s['stalls']}" if s.get("stalls") else ""
         lines.append(f"- **{s['name']}**: {s['verdict']['summary']}; {cpu}{stalls}")
     return lines
 
 
-def _strategy_lines(strategies: list[dict[str, Any]]) -> list[str]:
+def _strategy_lines(strategies: list[dict[str, Any]], left_out: str | None) -> list[str]:
     lines = []
+    loud = f"; **LEFT OUT: {left_out}**" if left_out else ""  # in every line, as in no batch
     for s in strategies:
         what = s.get("description") or f"{s.get('status')} (the table says why)"
         note = f" ({s['note']})" if s.get("note") else ""
-        lines.append(f"- **{s['name']}**: {what}{note}")
+        lines.append(f"- **{s['name']}**: {what}{note}{loud}")
     return lines
 
 
@@ -189,6 +189,8 @@ def _caveats(report: dict[str, Any]) -> list[str]:
             "loader for the same cores, so throughput mixes loader cost and contention; "
             "on a GPU the step leaves the host cores to the loader."
         )
+    if report["config"].get("torch_threads_caveat"):
+        out.append(f"\nWarning: {report['config']['torch_threads_caveat']}")
     for s in report["strategies"]:
         run, machine = s.get("cpu_percent_mean"), s.get("machine_cpu_percent_mean")
         seen = [v for v in _series(s, "machine_cpu_percent") if v is not None]
@@ -200,6 +202,11 @@ def _caveats(report: dict[str, Any]) -> list[str]:
                 f"{machine - run:.0f}% of the machine; its throughput is understated."
             )
     return out
+
+
+def _policy(cfg: dict[str, Any]) -> str:
+    policy = cfg.get("torch_threads_policy")
+    return f" ({policy})" if policy else ""
 
 
 def _overhead_line(strategies: list[dict[str, Any]]) -> str:
@@ -215,9 +222,13 @@ def _overhead_line(strategies: list[dict[str, Any]]) -> str:
 def _workload_lines(work: dict[str, Any]) -> list[str]:
     if not work:
         return []
+    loud = [f"**Warning: {work['left_out']}.**", ""] if work.get("left_out") else []
     return [
+        *loud,
         f"Workload: {work['task']}, {work['samples']} samples, fields "
-        f"{', '.join(work['fields'])}; every strategy serves {work['batch']}.",
+        f"{', '.join(work['fields'])}"
+        + (f" (stored: {work['stored_fields']})" if work.get("stored_fields") else "")
+        + f"; every strategy serves {work['batch']}.",
         "",
     ]
 
@@ -229,11 +240,12 @@ def render_markdown(report: dict[str, Any]) -> str:
     parts = [
         "# nostall benchmark report",
         "",
-        f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, output {cfg['size']} px, "
+        f"Data `{cfg['data']}`, batch size {cfg['batch_size']}, stored sample "
+        f"{work.get('stored') or str(cfg['size']) + ' px'}, "
         f"{cfg['epochs']} epoch(s) per strategy, {cfg['workers']} workers, consumer "
         f"`{cfg['consumer']}`, device `{cfg['device']}`, "
-        f"{cfg.get('torch_threads', '-')} torch thread(s); the first {cfg['warmup_steps']} steps "
-        "are warm-up. Utilisation: " + report["util_note"],
+        f"{cfg.get('torch_threads', '-')} torch thread(s){_policy(cfg)}; the first "
+        f"{cfg['warmup_steps']} steps are warm-up. Utilisation: " + report["util_note"],
         "",
         *_workload_lines(work),
         markdown_table(report["strategies"]),
@@ -251,7 +263,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         *ratio_lines(report),
         "",
         "## Strategies",
-        *_strategy_lines(report["strategies"]),
+        *_strategy_lines(report["strategies"], work.get("left_out_fields")),
         "",
         "## Advice for each loader's own settings (loaders.diagnostics)",
         *_advice_lines(report),

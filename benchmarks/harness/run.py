@@ -15,13 +15,14 @@ from typing import Any
 
 import torch
 
-from benchmarks.environment import environment
+from benchmarks.environment import environment, usable_cores
 from benchmarks.errors import BenchConfigError
-from benchmarks.harness.consumers import parse_consumer
+from benchmarks.harness.consumers import TorchThreads, parse_consumer, torch_threads_of
 from benchmarks.harness.loop import RunOptions, run_all
 from benchmarks.harness.prepare_store import build_store, check_store_source, store_build_info
 from benchmarks.harness.report import write_report
 from benchmarks.harness.sources import SourcePlan, num_classes, plan_source
+from benchmarks.harness.stored import fields_text
 from benchmarks.harness.strategies import RunConfig, get_strategy
 from benchmarks.harness.workloads import choose
 
@@ -94,6 +95,7 @@ def run_benchmark(
     spec: Any = None,
     build: BuildOptions | None = None,
     mixup: float = 0.0,
+    torch_threads: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Run every strategy on ``data`` and write the report into ``out``.
 
@@ -114,6 +116,10 @@ def run_benchmark(
             it on the command line); None: images at ``size``.
         build: How the store is built (runner, Ray, content fingerprint).
         mixup: Mixup's Beta concentration (0: off); every strategy mixes its batches.
+        torch_threads: The training thread's torch intra-op threads while the strategies run
+            (``--torch-threads``); None: the cores ``workers`` leave, at least 1
+            (:class:`benchmarks.harness.consumers.TorchThreads`). The process's own setting
+            is restored after.
 
     Returns:
         The report dict and the paths written (``json``, ``md``, ``html``).
@@ -147,7 +153,9 @@ def run_benchmark(
     cfg.__dict__["plan"] = plan  # listed once: the strategies read the same items
     workload = cfg.workload
     eat = parse_consumer(consumer, torch.device(dev), num_classes(plan), workload)
-    results = run_all(names, cfg, eat, opts)
+    pool = TorchThreads.choose(torch_threads, usable_cores(), workers)
+    with torch_threads_of(pool.threads):
+        results = run_all(names, cfg, eat, opts)
     has_gpu = any(s.get("util_source") == "gpu_util" for s in results)
     config = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "spec"}
     report: dict[str, Any] = {
@@ -160,14 +168,21 @@ def run_benchmark(
             "warmup_steps": opts.warmup_steps,
             "interval_s": opts.interval,
             "max_steps": opts.max_steps,
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": pool.threads,
+            "torch_threads_policy": pool.text,
+            "torch_threads_caveat": pool.caveat(),
         },
         "workload": {
             "name": workload.name,
-            "task": workload.task,
+            "task": workload.title,
             "fields": [f"{f.name} ({f.kind})" for f in plan.fields],
             "samples": len(plan),
-            "batch": workload.served()
+            "stored": workload.stored,
+            "stored_fields": fields_text(plan.fields, int(plan.spec.size)),
+            "carried": list(workload.carried),
+            "left_out": workload.left_out_text(),
+            "left_out_fields": workload.left_out_names(),
+            "batch": workload.batch_text()
             + (f"; mixup {mixup:g}: targets soft [B, classes]" if mixup else ""),
         },
         "build": built,

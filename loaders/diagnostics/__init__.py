@@ -10,6 +10,7 @@ A product feature, usable from training code without the benchmark harness (whic
 | ``frameworks.py`` | a ``tf.data`` pipeline's stages; what ``Diagnose.keras()`` gives Keras |
 | ``evidence.py`` | step timings and the CPU of the loading work, per place it runs |
 | ``advice.py``, ``advice_loaders.py`` | evidence -> what to change in this loader, and why |
+| ``stalls.py`` | data-wait spikes every N steps: what in the loader has that period |
 | ``diagnose.py``, ``report.py`` | the ``Diagnose`` wrapper and its ``Diagnosis`` |
 
 ``from loaders.diagnose import Diagnose`` and ``from loaders.monitor import Monitor`` stay the

@@ -18,10 +18,9 @@ The store loaders, DALI and ``tf.data`` pipelines have theirs in :mod:`.advice_l
 
 from __future__ import annotations
 
-import math
-
 from loaders.diagnostics.advice_loaders import (
     BUSY_CPU,
+    OTHERS_BUSY,
     STORE,
     dali,
     pass_starts,
@@ -38,11 +37,11 @@ from loaders.diagnostics.loader_info import (
     TF_DATA,
     LoaderInfo,
 )
+from loaders.diagnostics.stalls import explain_stalls, stall_advice
 
 __all__ = ["BUSY_CPU", "FULL_CORES", "OTHERS_BUSY", "advise", "explain_stalls"]
 
 FULL_CORES = 0.8  # helpers using this share of the cores leave no core for more of them
-OTHERS_BUSY = 25.0  # % of the machine other processes use above which they explain slow helpers
 
 
 def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
@@ -54,7 +53,7 @@ def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
     out = [restarts] if restarts and first else []
     out += _data_bound(ev, info) if ev.data_bound else []
     out += [restarts] if restarts and not first else []
-    stalls = _stall_advice(ev, info)
+    stalls = stall_advice(ev, info, advised_restarts=restarts is not None)
     if stalls and restarts and _same(ev.stall_s, ev.pass_start_s):
         stalls = None  # the stalls are the passes' new iterators, advised on above
     if stalls:
@@ -63,7 +62,7 @@ def advise(ev: Evidence, info: LoaderInfo) -> list[str]:
         out.append(
             f"data waits vary irregularly and make the step time vary {ev.step_cv:.0%} "
             f"(target < {STEP_CV_MAX:.0%}): prefetch deeper so single slow batches are "
-            "absorbed, and look for slow files or a busy disk"
+            "absorbed, and look for what stalls now and then (a slow file, another process)"
         )
     return out or [_keeps_up(ev)]
 
@@ -185,67 +184,3 @@ def _in_thread_workers(ev: Evidence, info: LoaderInfo) -> list[str]:
         "work",
         "if that is not enough, " + STORE + " so epochs skip decoding",
     ]
-
-
-def explain_stalls(period: float, info: LoaderInfo) -> str:
-    """Say what can stall every ``period`` steps, given what the loader has."""
-    p = round(period)
-    n = info.helpers
-    if info.kind == DATALOADER and n > 1 and p % n == 0:
-        return (
-            f"with num_workers={n} each worker delivers every {n}th batch, so the workers "
-            "finish their batches together"
-        )
-    if info.kind == DATALOADER:
-        where = "on the training thread" if n == 0 else f"in one of the {n} workers"
-        return (
-            f"the dataset stalls {where} every {p} batches (a file or shard boundary, a "
-            "cache refill, logging)"
-        )
-    if info.kind in STORE_FAMILY:
-        window = (info.get("buffer_chunks") or 1) * (info.get("chunk_samples") or 1)
-        batches = window / (info.get("batch_size") or 1)
-        if abs(batches - p) <= 1:
-            return (
-                f"StoreLoader reads a shuffle window of {info.get('buffer_chunks')} chunks "
-                f"({batches:.0f} batches) at a time"
-            )
-        return f"StoreLoader's chunk reads stall every {p} batches (a slow shard file?)"
-    if info.kind == DALI:
-        return f"the DALI pipeline's feed stalls every {p} batches"
-    return f"{info.name} stalls every {p} batches (a file boundary, logging, a checkpoint)"
-
-
-def _stall_advice(ev: Evidence, info: LoaderInfo) -> str | None:
-    if not (ev.unsteady and ev.wait_period_steps and ev.stall_s and ev.median_step_s):
-        return None
-    need = math.ceil(ev.stall_s / ev.median_step_s) + 1  # batches queued to cover one stall
-    head = (
-        f"data-wait stalls of about {ev.stall_s * 1e3:.0f} ms recur every "
-        f"{ev.wait_period_steps:.0f} steps and make the step time vary {ev.step_cv:.0%} "
-        f"(target < {STEP_CV_MAX:.0%}): {explain_stalls(ev.wait_period_steps, info)}"
-    )
-    return f"{head}; {_absorb(need, info)}"
-
-
-def _absorb(need: int, info: LoaderInfo) -> str:
-    ahead = f"{need} batches ahead absorbs each stall"
-    if info.kind == DATALOADER and info.helpers == 0:
-        return (
-            "loading on the training thread cannot hide it: set num_workers >= 1 with "
-            f"num_workers x prefetch_factor >= {need}: {ahead}"
-        )
-    if info.kind == DATALOADER:
-        n, pf = info.helpers, info.get("prefetch_factor") or 2
-        want = math.ceil(need / n)
-        if want > pf:
-            return (
-                f"raise prefetch_factor from {pf} to {want}: {n} x {want} = {n * want} >= {ahead}"
-            )
-        return f"the queue ({n} x {pf} batches) is deep enough: remove what stalls"
-    if info.kind in (*STORE_FAMILY, DALI):
-        prefetch = info.get("prefetch") or 0
-        if need > prefetch:
-            return f"raise prefetch from {prefetch} to {need}: {ahead}"
-        return f"prefetch={prefetch} is deep enough: remove what stalls"
-    return f"prefetching {ahead}, or remove what stalls"

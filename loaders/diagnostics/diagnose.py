@@ -143,7 +143,7 @@ class Diagnose(Generic[T]):
 
     def _read_cpu(self, t: float, thread_s: float) -> CpuReading:
         own, children, monitor = self.monitor.cpu_split()
-        return CpuReading(t, thread_s, own, children, monitor)
+        return CpuReading(t, thread_s, own, children, monitor, self.monitor.storage_bytes())
 
     def _record(self, wait: float, wait_cpu: float, compute: float) -> None:
         self.steps.append((wait, compute))

@@ -5,6 +5,9 @@ percentage (which counts other processes and idle-spinning intra-op threads of t
 
 * ``wait_busy``: the training thread's CPU time inside ``next()`` / the wall time of the wait.
   High: the thread decodes the batch itself; low: it waits (I/O latency, or a helper).
+* ``storage_bytes``: the bytes the process tree fetched from storage meanwhile (the kernel's
+  count: page-cache hits and reads from memory add nothing), so that advice says the loader
+  waits on storage only when it read from it.
 * ``helper_cores``: cores kept busy by the loader's helpers over the measured window: the
   DataLoader's worker processes (CPU of the child processes), or, for loaders that load on
   threads of this process (StoreLoader, DALI, ``loaders.tf``, ``loaders.jax``, ``tf.data``):
@@ -46,6 +49,8 @@ class CpuReading:
         process_s: CPU of this process (every thread).
         children_s: CPU of the descendant processes (DataLoader workers).
         monitor_s: CPU of the monitor's sampling thread.
+        storage_bytes: Bytes the process tree fetched from storage (page-cache hits and
+            reads from memory do not count; None where the platform does not count them).
     """
 
     t: float
@@ -53,6 +58,7 @@ class CpuReading:
     process_s: float
     children_s: float
     monitor_s: float
+    storage_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,10 @@ class Evidence:
         wait_varies: Whether the data waits vary more than the compute times (std).
         pass_start_s: Mean extra wait of a pass's first step (passes after the first).
         pass_start_share: Those extra waits over the whole data wait.
+        storage_bytes: Bytes fetched from storage over the steady steps (None: not measured):
+            the evidence that the loader waited on a disk rather than on memory.
+        pass_steps: Steps of one whole pass over the loader (the median of the passes the
+            steady steps hold whole); None with fewer than two passes.
     """
 
     steps: int
@@ -92,6 +102,8 @@ class Evidence:
     wait_varies: bool = False
     pass_start_s: float | None = None
     pass_start_share: float | None = None
+    storage_bytes: int | None = None
+    pass_steps: float | None = None
 
     @property
     def data_bound(self) -> bool:
@@ -184,7 +196,24 @@ def gather(
         wait_varies=bool(steps) and float(np.std(waits)) > float(np.std([c for _, c in steps])),
         pass_start_s=start_s,
         pass_start_share=start_share,
+        storage_bytes=_storage_bytes(*window) if window else None,
+        pass_steps=_pass_steps(len(steps), pass_starts),
     )
+
+
+def _pass_steps(steps: int, starts: Sequence[int]) -> float | None:
+    """The median steps of the passes that begin at ``starts`` (the last ends at ``steps``)."""
+    inside = [s for s in starts if 0 <= s < steps]
+    if not inside:
+        return None
+    lengths = np.diff([*inside, steps])
+    return float(np.median(lengths))
+
+
+def _storage_bytes(a: CpuReading, b: CpuReading) -> int | None:
+    if a.storage_bytes is None or b.storage_bytes is None:
+        return None
+    return max(0, b.storage_bytes - a.storage_bytes)
 
 
 def _pass_starts(

@@ -97,17 +97,25 @@ def _dataloader(it: Any) -> dict[str, Any]:
 
 def _storeloader(it: Any) -> dict[str, Any]:
     layout = it.source.layout
-    streamed = next(iter(it.source.streams.values()), None)  # a v2 store may have no image
     return {
         "prefetch": it.prefetch,
         "num_threads": it.num_threads,
-        "io": getattr(streamed, "io", None),
+        "io": it.io,  # as it reads now: "ram" once io="ram" holds the rows in memory
         "buffer_chunks": it.buffer_chunks,
         "chunk_samples": layout.chunk_samples,
         "batch_size": it.batch_size,
         "device": str(it.device),
         "augment": it.augment is not None,
+        "shards": -(-layout.num_samples // max(1, layout.shard_samples)),
+        "shard_samples": layout.shard_samples,
+        "remote": _remote(it.source),
     }
+
+
+def _remote(source: Any) -> bool:
+    """Whether a store (or a store of a mixture) lies in object storage (read over a network)."""
+    parts = getattr(source, "parts", None) or (source,)
+    return any(not getattr(part.info.path, "local", True) for part in parts)
 
 
 def _dali(it: Any) -> dict[str, Any]:

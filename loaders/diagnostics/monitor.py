@@ -205,6 +205,14 @@ class Monitor:
             children = self._tree.children_seconds()
         return total - children, children, self._self_cpu
 
+    def storage_bytes(self) -> int | None:
+        """Return the bytes the process tree has fetched from storage so far (None: unknown).
+
+        Page-cache hits and reads from memory do not count (:meth:`ProcessTree.storage_bytes`).
+        """
+        with self._lock:
+            return self._tree.storage_bytes()
+
     def _tree_cpu(self) -> float:
         return self._read_tree()[0]
 

@@ -97,6 +97,7 @@ class ProcessTree:
         self.root = psutil.Process(pid)
         self.refresh_s = refresh_s
         self.seen: dict[int, float] = {}
+        self.seen_io: dict[int, int] = {}
         self._procs = [self.root]
         self._listed = -float("inf")
 
@@ -123,6 +124,22 @@ class ProcessTree:
             self.seen[p.pid] = ct.user + ct.system
             rss += mem.rss
         return sum(self.seen.values()), rss
+
+    def storage_bytes(self) -> int | None:
+        """Bytes the tree has fetched from storage so far (descendants that exited included).
+
+        The kernel's count of bytes read from the block layer (``read_bytes`` of
+        ``/proc/PID/io``): reads served by the page cache or from memory add nothing. None
+        where the platform does not count them.
+        """
+        self._relist()
+        for p in self._procs:
+            try:
+                self.seen_io[p.pid] = int(p.io_counters().read_bytes)
+            except (psutil.Error, AttributeError, NotImplementedError):
+                if p is self.root:
+                    return None
+        return sum(self.seen_io.values())
 
     def children_seconds(self) -> float:
         """Return the CPU seconds of the descendants seen so far (those that exited included)."""

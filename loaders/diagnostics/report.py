@@ -67,15 +67,19 @@ class Diagnosis:
             f"step CV {_pct(self.step_cv)}"
         )
         lines += self._loader_lines()
-        if self.wait_period_steps:
+        if self.wait_period_steps and self._step_cv_missed():  # else nothing to explain
+            pass_steps = self.evidence.pass_steps if self.evidence else None
             lines.append(
                 f"  data-wait spikes recur every {self.wait_period_steps:.0f} steps: "
-                f"{explain_stalls(self.wait_period_steps, self.loader)}"
+                f"{explain_stalls(self.wait_period_steps, self.loader, pass_steps)}"
             )
         if self.note:
             lines.append(f"  {self.note}")
         lines += [f"  -> {r}" for r in self.recommendation]
         return "\n".join(lines)
+
+    def _step_cv_missed(self) -> bool:
+        return any(c["name"] == "step_cv" and c["ok"] is False for c in self.verdict["checks"])
 
     def _loader_lines(self) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in self.loader.settings.items())
@@ -91,6 +95,8 @@ class Diagnosis:
             work.append(f"training thread on the CPU for {ev.wait_busy:.0%} of the data wait")
         if ev.helper_cores is not None and self.loader.helpers > 0:
             work.append(f"loader workers/threads use {ev.helper_cores:.2f} cores")
+        if ev.storage_bytes is not None:
+            work.append(f"{ev.storage_bytes / 1e6:.1f} MB fetched from storage (not the cache)")
         lines.append("  loading work: " + ", ".join(work))
         if ev.other_cpu_percent is not None and ev.other_cpu_percent > OTHERS_BUSY:
             lines.append(

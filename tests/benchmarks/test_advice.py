@@ -84,6 +84,55 @@ def test_stall_explanations_follow_what_the_loader_has():
         assert "worker" not in text
 
 
+def test_worker_stalls_read_as_ordinals():
+    assert "each worker delivers every 2nd batch" in explain_stalls(6, dataloader(2))
+    assert "each worker delivers every 3rd batch" in explain_stalls(6, dataloader(3))
+
+
+def test_spikes_once_a_pass_are_the_pass_not_the_workers_or_a_shard():
+    """bench5: 'recur every 6 steps ... each worker delivers every 2th batch', 6 the epoch."""
+    bench5 = ev(share=0.3, step_cv=0.73, wait_period_steps=6.0, stall_s=0.035,
+                median_step_s=0.02, pass_steps=6.0, passes=3)  # fmt: skip
+    out = " ".join(advise(bench5, dataloader(2)))
+    assert "finish their batches together" not in out and "delivers" not in out
+    assert "the spikes come once a pass (6 steps, the length of one pass" in out
+    assert "each pass's first batches wait for the workers' queue to fill again" in out
+    fresh = " ".join(advise(bench5, dataloader(2, persistent_workers=False)))
+    assert "each pass starts the 2 worker processes again" in fresh
+    assert "set persistent_workers=True so that the workers outlive each pass" in fresh
+    store = LoaderInfo("storeloader", "StoreLoader", dict(prefetch=2, num_threads=2,
+                       buffer_chunks=8, chunk_samples=32, batch_size=32, shards=4,
+                       shard_samples=192))  # fmt: skip
+    said = " ".join(advise(bench5, store))
+    assert "once a pass" in said and "shard" not in said
+
+
+def test_a_new_iterator_each_pass_gets_no_second_explanation_of_its_spikes():
+    """The speech review: Keras epochs blamed on 'chunk reads ... (a slow shard file?)'."""
+    keras = ev(share=0.5, step_cv=0.6, wait_period_steps=6.0, stall_s=0.05, median_step_s=0.02,
+               pass_steps=6.0, passes=4, pass_start_s=0.05, pass_start_share=0.7)  # fmt: skip
+    tf_store = LoaderInfo("loaders.tf", "loaders.tf.dataset", dict(prefetch=2, num_threads=2,
+                          buffer_chunks=8, chunk_samples=32, batch_size=32, shards=1))  # fmt: skip
+    out = advise(keras, tf_store)
+    assert out[0].startswith("each pass over the dataset starts a new tf.data iterator")
+    assert not any("stall" in r or "shard" in r for r in out), out
+
+
+def test_a_store_period_is_blamed_on_a_shard_only_where_there_are_shards_of_that_period():
+    def store(shards, shard_samples=64):
+        return LoaderInfo("storeloader", "StoreLoader", dict(buffer_chunks=4, chunk_samples=16,
+                          batch_size=8, shards=shards, shard_samples=shard_samples))  # fmt: skip
+
+    assert "shard" not in explain_stalls(8, store(1, 256))  # one shard: never a slow shard
+    assert "another of the store's 4 shard files every 12 batches" in explain_stalls(
+        12, store(4, 96)
+    )
+    assert "reads one chunk every 2 batches" in explain_stalls(2, store(4, 96))
+    other = explain_stalls(5, store(4, 96))
+    assert "matches none of StoreLoader's reads" in other and "slow shard" not in other
+    assert "a chunk: 2 batches, a shuffle window: 8, a shard file: 12" in other
+
+
 def test_storeloader_stalls_at_its_shuffle_window(tiny_store):
     from loaders import StoreLoader
 
@@ -109,12 +158,49 @@ def test_workers_in_lockstep_get_a_deeper_prefetch_factor():
     assert "no data-loading change needed" not in " ".join(out + deep)
 
 
+def store(**kw):
+    settings = dict(prefetch=2, num_threads=2, augment=False, io="pread", remote=False)
+    return LoaderInfo("storeloader", "StoreLoader", {**settings, **kw})
+
+
 def test_storeloader_reader_threads_waiting_on_storage_get_more_threads():
-    info = LoaderInfo(
-        "storeloader", "StoreLoader", {"prefetch": 2, "num_threads": 2, "augment": False}
-    )
-    out = advise(ev(helper_cores=0.3, wait_busy=0.05), info)
+    disk = ev(helper_cores=0.3, wait_busy=0.05, storage_bytes=64_000_000)
+    out = advise(disk, store())
     assert out[0].startswith("raise num_threads from 2 to 4 and prefetch from 2 to 4:")
+    assert "fetched 64 MB from storage meanwhile: they wait on storage" in out[0]
+    remote = advise(ev(helper_cores=0.3, wait_busy=0.05, storage_bytes=0), store(remote=True))
+    assert remote[0].startswith("raise num_threads from 2 to 4")  # over the network
+    assert "read from object storage: they wait on storage" in remote[0]
+
+
+def test_idle_readers_that_read_from_memory_are_never_told_more_threads():
+    """The seg review: io="ram" (or the page cache) and idle readers asked for 2->4->8->16."""
+    for info, cached in (
+        (store(io="ram"), ev(helper_cores=0.3, wait_busy=0.05, storage_bytes=64_000_000)),
+        (store(), ev(helper_cores=0.3, wait_busy=0.05, storage_bytes=20_000)),
+        (store(), ev(helper_cores=0.3, wait_busy=0.05, storage_bytes=None)),
+    ):
+        said = " ".join(advise(cached, info))
+        assert "raise num_threads" not in said and "they wait on storage" not in said, said
+        assert "faster disk" not in said
+        assert "do not wait on storage, so more threads cannot help" in said
+    assert "(io='ram': every row was read once" in " ".join(
+        advise(ev(helper_cores=0.3, wait_busy=0.05), store(io="ram"))
+    )
+    many = advise(ev(helper_cores=0.3, wait_busy=0.05, storage_bytes=0), store(num_threads=4))
+    assert many[0].startswith("lower num_threads from 4 to 2:")  # never more than the cores
+    busy = advise(ev(helper_cores=0.2, storage_bytes=0, other_cpu_percent=60.0), store())
+    assert "other processes use about 60% of the machine" in busy[0]
+    assert "raise" not in busy[0]
+
+
+def test_readers_that_fill_the_cores_are_told_a_faster_disk_only_when_they_read_one():
+    """The speech review: 28,540 samples/s from the page cache were told 'a faster disk'."""
+    cached = advise(ev(helper_cores=1.9, storage_bytes=0), store())
+    assert "faster disk" not in cached[0] and "stored size" not in cached[0]
+    assert "reading is CPU work here" in cached[0] and "not a wait on storage" in cached[0]
+    disk = advise(ev(helper_cores=1.9, storage_bytes=300_000_000), store())
+    assert "the host cannot read faster; a smaller stored size or a faster disk" in disk[0]
 
 
 def test_irregular_waits_and_compute_variation_are_told_apart():

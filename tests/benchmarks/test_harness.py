@@ -217,3 +217,27 @@ def test_a_busy_machine_is_only_claimed_from_enough_monitor_samples():
     said = "".join(_caveats(report))
     assert "during `long` other processes used about 60% of the machine" in said
     assert "`short`" not in said
+
+
+def test_spikes_once_an_epoch_are_explained_as_the_epoch_in_the_run_report():
+    """bench5: 'recur every 6 steps ... each worker delivers every 2th batch', 6 the epoch."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from benchmarks.harness.loop import RunOptions, _Timing, summarize
+    from benchmarks.harness.report import _verdict_lines
+    from loaders.diagnostics.monitor import MonitorResult
+
+    opts = RunOptions(epochs=5, warmup_steps=2)
+    steps = [(0.04 if i % 6 == 0 else 0.001, 0.02) for i in range(30)]  # 5 epochs of 6 steps
+    tm = _Timing(steps=30, samples=240, warm_t=0.0, end_t=1.0, epochs_run=5)
+    tm.wait_cpu, tm.pass_starts = [0.0] * 30, [0, 6, 12, 18, 24]
+    res = MonitorResult(steps=steps, wall_s=1.0, cpu_s=0.5)
+    data = TensorDataset(torch.zeros(48, 1))
+    loader = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True)
+    out = summarize("workers", tm, res, opts, 48, loader)
+    assert out["wait_period_steps"] == 6 and out["verdict"]["checks"][2]["ok"] is False
+    said = " ".join([out["stalls"], *out["advice"]])
+    assert "once a pass (6 steps, the length of one pass over the loader)" in out["stalls"]
+    assert "delivers" not in said and "finish their batches together" not in said
+    line = _verdict_lines([out])[0]
+    assert line.endswith(out["stalls"])

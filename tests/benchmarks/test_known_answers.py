@@ -170,6 +170,24 @@ def test_storeloader_reading_on_the_training_thread_advises_prefetch(tiny_store)
     assert "worker" not in " ".join(res.recommendation)
 
 
+def test_storeloader_reading_from_ram_is_never_told_that_it_waits_on_storage(tiny_store):
+    """The seg review's loop: ``io="ram"`` read as ``pread``, and more threads each time."""
+    from loaders import StoreLoader
+
+    with StoreLoader(tiny_store, 8, num_threads=4, io="ram") as loader:
+        diag = Diagnose(loader, cores=2)
+        for _ in range(3):
+            for _batch in diag:  # no step: data-bound by construction
+                pass
+        res = diag.report()
+    assert res.loader.settings["io"] == "ram", res.text()
+    assert "loader: StoreLoader (storeloader): prefetch=2, num_threads=4, io=ram" in res.text()
+    said = " ".join(res.recommendation)
+    assert res.bound == "data"
+    assert "raise num_threads" not in said and "they wait on storage" not in said, said
+    assert "faster disk" not in said
+
+
 def test_storeloader_behind_a_long_step_keeps_up(tiny_store):
     from loaders import StoreLoader
 

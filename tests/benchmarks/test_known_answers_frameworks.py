@@ -43,6 +43,7 @@ def test_a_loaders_tf_dataset_iterated_each_epoch_is_told_one_iterator(tiny_stor
     said = " ".join(res.recommendation)
     assert "precompute a store" not in said  # it reads one already (issue 43's wrong advice)
     assert "stall" not in said  # the stalls are the new iterators, said once
+    assert "slow shard" not in res.text() and "chunk reads" not in res.text()  # the iterators
 
 
 def test_one_iterator_for_every_epoch_behind_a_long_step_needs_no_change(tiny_store: Any) -> None:

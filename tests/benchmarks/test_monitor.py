@@ -34,6 +34,36 @@ def test_monitor_degrades_without_gpu_and_reports_cpu_figures():
     assert d["series"]["gpu_util"] == [None] * len(res.samples)
 
 
+def test_storage_bytes_count_reads_from_a_disk_and_not_from_the_page_cache(tmp_path):
+    """The evidence that a loader waited on storage: the kernel's count of fetched bytes."""
+    import os
+    import threading
+
+    path = tmp_path / "blob"
+    path.write_bytes(os.urandom(8 << 20))
+    os.sync()  # written back, so the cache can drop it
+    mon = Monitor(interval=0.05)
+
+    def read_in_a_thread(cold):
+        if cold:
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        before = mon.storage_bytes()
+        reader = threading.Thread(target=path.read_bytes)  # a reader thread, as a loader's
+        reader.start()
+        reader.join()
+        return mon.storage_bytes() - before
+
+    if mon.storage_bytes() is None:
+        pytest.skip("this platform does not count the bytes read from storage")
+    cold = read_in_a_thread(cold=True)
+    if cold == 0:
+        pytest.skip("this filesystem keeps its files in memory (nothing is fetched)")
+    assert cold >= 8 << 20
+    assert read_in_a_thread(cold=False) < 1 << 20  # the page cache serves it
+
+
 def test_gpu_probe_reports_the_real_nvml_error():
     probe = GpuProbe()
     if probe.available:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness.native.dali_epochs import DaliEpochs, device_id
+from benchmarks.harness.native.dali_epochs import DaliEpochs, device_id, host_labels
 from benchmarks.harness.native.files import audio_format, split_files
 
 __all__ = ["audio_source"]
@@ -112,7 +112,7 @@ def audio_source(paths: Sequence[str], labels: Sequence[int], policy: Any, cfg: 
             )
 
     def finish(outs: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        return to_torch(outs[0], device), to_torch(outs[1], device).view(-1)
+        return to_torch(outs[0], device), host_labels(outs[1], device)
 
     device = torch.device(cfg.device)
     return DaliEpochs(

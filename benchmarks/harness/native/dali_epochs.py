@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DaliEpochs", "device_id"]
+__all__ = ["DaliEpochs", "device_id", "host_labels"]
 
 
 def device_id(device: torch.device) -> int | None:
@@ -21,6 +21,17 @@ def device_id(device: torch.device) -> int | None:
     from loaders.dali._compat import dali_device_id
 
     return dali_device_id(device)
+
+
+def host_labels(tensor_list: Any, device: torch.device) -> torch.Tensor:
+    """A graph's per-sample labels (a CPU output: they never leave the host) on ``device``.
+
+    Through numpy: DALI copies a CPU output only into host memory, never straight into a
+    CUDA tensor.
+    """
+    import numpy as np
+
+    return torch.from_numpy(np.array(tensor_list.as_tensor())).view(-1).to(device)
 
 
 class _Once:
@@ -49,7 +60,7 @@ class DaliEpochs:
         self,
         build: Callable[[Iterable[Any]], Any],
         feeder: Callable[[int], Iterator[Any]],
-        finish: Callable[[Any, torch.device], tuple[torch.Tensor, torch.Tensor]],
+        finish: Callable[[Any, torch.device], tuple[torch.Tensor, Any]],
         num_samples: int,
         device: torch.device,
         note: str | None = None,
@@ -58,7 +69,7 @@ class DaliEpochs:
         self.num_samples, self.device, self.note = num_samples, device, note
         self.pipe: Any = None
 
-    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, Any]]:
         """The batches of ``epoch``."""
         self.pipe = self.build(_Once(self.feeder(epoch)))
         while True:

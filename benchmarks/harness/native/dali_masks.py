@@ -8,6 +8,7 @@ it (``fn.crop_mirror_normalize``, CHW); it decodes the mask (``fn.decoders.image
 same window, resizes it nearest-neighbour and flips it. DALI's PNG decoder gives a palette
 mask's colours, not its indices, so the colours go back to class ids through one table
 (:func:`colour_table`: the palette the mask files share, or ``--colormap``) on the device.
+Class labels the source has beside the masks ride through the graph untouched, one output each.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.native.dali_epochs import DaliEpochs, device_id
+from benchmarks.harness.native.dali_epochs import DaliEpochs, device_id, host_labels
 
 __all__ = ["colour_table", "mask_source"]
 
@@ -74,7 +75,7 @@ def _ids(mask: torch.Tensor, table: dict[int, int] | None, ignore: int) -> torch
     return torch.where(keys[at] == code, ids[at], torch.full_like(code, ignore))
 
 
-def _graph(feeder: Any, cfg: Any) -> Any:
+def _graph(feeder: Any, cfg: Any, labels: int = 0) -> Any:
     from loaders.dali._compat import require_dali
 
     dali: Any = require_dali()
@@ -85,8 +86,8 @@ def _graph(feeder: Any, cfg: Any) -> Any:
     dev = device_id(torch.device(cfg.device))
     pipe = dali.Pipeline(batch_size=cfg.batch_size, num_threads=cfg.threads, device_id=dev)
     with pipe:
-        img, mask, start, end, mirror = fn.external_source(
-            source=feeder, num_outputs=5, batch=True, cycle="raise"
+        img, mask, start, end, mirror, *carried = fn.external_source(
+            source=feeder, num_outputs=5 + labels, batch=True, cycle="raise"
         )
         img = fn.decoders.image_slice(img, start=start, end=end, axis_names="HW",
                                       device="mixed" if dev is not None else "cpu",
@@ -102,15 +103,22 @@ def _graph(feeder: Any, cfg: Any) -> Any:
             mask = mask.gpu()
         mask = fn.resize(mask, size=[cfg.size, cfg.size], interp_type=types.INTERP_NN,
                          antialias=False)  # fmt: skip
-        pipe.set_outputs(img, fn.flip(mask, horizontal=mirror))
+        pipe.set_outputs(img, fn.flip(mask, horizontal=mirror), *carried)
     pipe.build()
     return pipe
 
 
 def mask_source(
-    images: Sequence[str], masks: Sequence[str], options: Mapping[str, Any], cfg: Any
+    images: Sequence[str],
+    masks: Sequence[str],
+    options: Mapping[str, Any],
+    cfg: Any,
+    labels: Sequence[Sequence[int]] = (),
 ) -> DaliEpochs:
     """The ``gpu-decode`` epoch source of image/mask file pairs.
+
+    ``labels``: the class index of every pair, per carried label field; the batches' targets
+    are then ``(masks, label, ...)``.
 
     Raises:
         NotApplicable: The masks' colours cannot be read back as class ids.
@@ -142,9 +150,16 @@ def mask_source(
                 list(p.roi_start),
                 list(p.roi_end),
                 list(p.mirror.astype(np.int32)),
+                *([np.array([lab[r]], np.int64) for r in rows] for lab in labels),
             )
 
-    def finish(outs: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        return to_torch(outs[0], device), _ids(to_torch(outs[1], device), table, ignore)
+    def finish(outs: Any, device: torch.device) -> tuple[torch.Tensor, Any]:
+        x, ids = to_torch(outs[0], device), _ids(to_torch(outs[1], device), table, ignore)
+        if not labels:
+            return x, ids
+        return x, (ids, *(host_labels(o, device) for o in outs[2:]))
 
-    return DaliEpochs(lambda f: _graph(f, cfg), feeder, finish, n, torch.device(cfg.device))
+    def build(source: Any) -> Any:
+        return _graph(source, cfg, len(labels))
+
+    return DaliEpochs(build, feeder, finish, n, torch.device(cfg.device))

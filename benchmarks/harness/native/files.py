@@ -1,9 +1,11 @@
 """Which files an engine's decoders take, read from their headers; the others counted and named.
 
 A ``tf.data`` pipeline fails on the first file ``tf.io.decode_image`` or ``tf.audio.decode_wav``
-cannot read, and DALI's audio decoder has no MP3. Rather than fail, or leave them out silently,
+cannot read (by its format, or a damaged one: a WAV whose data chunk is shorter than its header
+says), and DALI's audio decoder has no MP3. Rather than fail, or leave them out silently,
 the native strategies serve the files their engine takes and say, in the report, how many they
-left out and which (:meth:`Split.note`).
+left out and which (:meth:`Split.note`); an engine that still fails on a file names it
+(:func:`first_failing`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from benchmarks.errors import NotApplicable
 
-__all__ = ["Split", "audio_format", "image_format", "split_files"]
+__all__ = ["Split", "audio_format", "first_failing", "image_format", "split_files"]
 
 SHOWN = 3  # file names shown per format in a note
 
@@ -67,6 +69,18 @@ def split_files(paths: Sequence[str], refuse: Callable[[str], str | None], engin
     if not kept:
         raise NotApplicable(f"{engine} decodes none of the {len(paths)} files: {split.note()}")
     return split
+
+
+def first_failing(paths: Sequence[str], probe: Callable[[str], str | None]) -> str | None:
+    """``PATH: ERROR`` of the first of ``paths`` whose ``probe`` returns an error, or None.
+
+    What names the file when an engine fails mid-epoch on an error of its own that does not.
+    """
+    for path in paths:
+        error = probe(path)
+        if error is not None:
+            return f"{path}: {error}"
+    return None
 
 
 def _head(path: str, n: int = 16) -> bytes:

@@ -9,24 +9,48 @@ matrix (HTK scale, :func:`precompute.audio.features.mel_filterbank`), dB with th
 and the policy's random crop and SpecAugment masks
 (:class:`~benchmarks.harness.workloads.audio.AudioPolicy`); ``batch(drop_remainder=True)``,
 ``prefetch(AUTOTUNE)``. ``tf.audio.decode_wav`` reads 16-bit PCM WAV only: FLAC, OGG, MP3 and
-24-bit WAV files are left out, counted and named in the report.
+24-bit WAV files are left out, counted and named in the report, and so is a 16-bit WAV it
+refuses (decoded once before the timed epochs: a data chunk shorter than its header says), with
+TensorFlow's error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from benchmarks.harness.native.files import audio_format, split_files
+from benchmarks.errors import one_line
+from benchmarks.harness.native.files import audio_format, first_failing, split_files
 
 __all__ = ["audio_source"]
 
 TF_WAV = "WAV/PCM_16"
 
 
-def _refuse(path: str) -> str | None:
-    fmt = audio_format(path)
-    return None if fmt == TF_WAV else fmt
+def _decode_error(tf: Any, path: str) -> str | None:
+    """Why ``tf.audio.decode_wav`` cannot decode ``path`` (a damaged WAV), or None."""
+    try:
+        tf.audio.decode_wav(tf.io.read_file(path))
+    except tf.errors.OpError as exc:
+        return one_line(exc)
+    return None
+
+
+def _refuse(tf: Any) -> Callable[[str], str | None]:
+    """``refuse(path)``: the format of a file ``tf.audio.decode_wav`` cannot decode, or None.
+
+    A 16-bit WAV is decoded once, before the timed epochs: one that TensorFlow refuses (a
+    data chunk shorter than its header says) is left out with its error, as other formats are.
+    """
+
+    def refuse(path: str) -> str | None:
+        fmt = audio_format(path)
+        if fmt != TF_WAV:
+            return fmt
+        error = _decode_error(tf, path)
+        return None if error is None else f"{fmt}: {error}"
+
+    return refuse
 
 
 def _resample(tf: Any, mono: Any, rate_in: Any, rate: int) -> Any:
@@ -116,7 +140,7 @@ def audio_source(paths: Sequence[str], labels: Sequence[int], policy: Any, cfg: 
     from benchmarks.harness.strategies.epochs import TfSource
     from precompute.audio.features import mel_filterbank
 
-    split = split_files(paths, _refuse, "tf.audio.decode_wav")
+    split = split_files(paths, _refuse(tf), "tf.audio.decode_wav")
     kept = list(split.kept)
     p = policy
     mel = tf.constant(mel_filterbank(p.n_fft // 2 + 1, 0.0, p.rate / 2, p.n_mels, p.rate).numpy())
@@ -132,4 +156,10 @@ def audio_source(paths: Sequence[str], labels: Sequence[int], policy: Any, cfg: 
     def make(epoch: int) -> Iterator[Any]:
         return iter(ds)
 
-    return TfSource(make, len(kept), torch.device(cfg.device), split.note(), loader=ds)
+    served = [paths[i] for i in kept]
+
+    def culprit() -> str | None:
+        return first_failing(served, lambda path: _decode_error(tf, path))
+
+    note = split.note()
+    return TfSource(make, len(kept), torch.device(cfg.device), note, loader=ds, culprit=culprit)

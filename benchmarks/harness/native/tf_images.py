@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness.native.files import image_format, split_files
+from benchmarks.errors import one_line
+from benchmarks.harness.native.files import first_failing, image_format, split_files
 from precompute.policy import ATTEMPTS, IMAGENET_MEAN, IMAGENET_STD, POLICIES, RATIO
 
 __all__ = ["TF_IMAGE_FORMATS", "image_source"]
@@ -28,6 +29,19 @@ TF_IMAGE_FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP")
 def _refuse(path: str) -> str | None:
     fmt = image_format(path)
     return None if fmt in TF_IMAGE_FORMATS else fmt
+
+
+def _decode_error(tf: Any) -> Any:
+    """``probe(path)``: why ``tf.io.decode_image`` cannot decode ``path``, or None."""
+
+    def probe(path: str) -> str | None:
+        try:
+            tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        except tf.errors.OpError as exc:
+            return one_line(exc)
+        return None
+
+    return probe
 
 
 def crop_resize(tf: Any, img: Any, seed: Any, size: int) -> tuple[Any, Any, Any]:
@@ -83,4 +97,10 @@ def image_source(paths: Sequence[str], labels: Sequence[int], cfg: Any) -> Any:
 
     import torch
 
-    return TfSource(make, len(kept), torch.device(cfg.device), split.note(), loader=ds)
+    served = [paths[i] for i in kept]
+
+    def culprit() -> str | None:
+        return first_failing(served, _decode_error(tf))
+
+    note = split.note()
+    return TfSource(make, len(kept), torch.device(cfg.device), note, loader=ds, culprit=culprit)

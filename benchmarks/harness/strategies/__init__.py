@@ -42,11 +42,22 @@ __all__ = [
     "get_strategy",
     "register",
     "strategy_names",
+    "to_device",
 ]
 
 MEAN = IMAGENET_MEAN  # the normalisation every strategy applies: the one policy table's
 STD = IMAGENET_STD
-Batch = tuple[torch.Tensor, torch.Tensor]
+Batch = tuple[torch.Tensor, Any]  # (inputs, targets); targets: a tensor, or with labels a tuple
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    """A tensor, or a tuple of them (targets with carried labels), on ``device``.
+
+    A DataLoader collates the tuple of an item's targets into a list: a tuple again here.
+    """
+    if isinstance(value, (tuple, list)):
+        return tuple(to_device(v, device) for v in value)
+    return value.to(device, non_blocking=True)
 
 
 @dataclass(frozen=True)

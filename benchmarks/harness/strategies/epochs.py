@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.errors import BenchmarkError
 from benchmarks.harness.strategies import Batch
 
 __all__ = ["FunctionSource", "LoaderSource", "MixedSource", "TfSource", "mix", "tf_to_torch"]
@@ -73,6 +74,10 @@ class TfSource:
         device: The run's device.
         note: A line for the report, or None.
         loader: What the diagnosis reads the settings of (the dataset), or None.
+        culprit: Called when the pipeline fails: ``PATH: ERROR`` of the file it failed on
+            (TensorFlow's op errors do not name it), or None.
+        split: ``split(batch dict) -> (inputs, targets)`` for a pipeline whose elements are
+            dicts (the store's batch, labels carried); None: elements are ``(x, y)``.
     """
 
     def __init__(
@@ -82,15 +87,31 @@ class TfSource:
         device: torch.device,
         note: str | None = None,
         loader: Any = None,
+        culprit: Callable[[], str | None] | None = None,
+        split: Callable[[Any], Batch] | None = None,
     ) -> None:
         self.make, self.num_samples, self.device = make, num_samples, device
-        self.note, self.loader = note, loader
+        self.note, self.loader, self.culprit, self.split = note, loader, culprit, split
         self.mixes = False  # whether the loader mixes (--mixup) itself
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
-        """The ``(inputs, targets)`` batches of ``epoch``, converted as they come."""
-        for x, y in self.make(epoch):
-            yield tf_to_torch(x, self.device), tf_to_torch(y, self.device)
+        """The ``(inputs, targets)`` batches of ``epoch``, converted as they come.
+
+        Raises:
+            BenchmarkError: The pipeline failed on a file, naming it and the error.
+        """
+        try:
+            for element in self.make(epoch):
+                if self.split is not None:
+                    yield self.split({k: tf_to_torch(v, self.device) for k, v in element.items()})
+                    continue
+                x, y = element
+                yield tf_to_torch(x, self.device), tf_to_torch(y, self.device)
+        except Exception as exc:
+            found = self.culprit() if self.culprit is not None else None
+            if found is None:
+                raise
+            raise BenchmarkError(found) from exc
 
     def close(self) -> None:
         """Drop the pipeline."""

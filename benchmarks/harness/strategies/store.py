@@ -103,10 +103,11 @@ class DaliStoreStrategy(Strategy):
 class _TfStoreSource(TfSource):
     """One ``loaders.tf`` iterator for every epoch of the run (``epochs=E``), as advised."""
 
-    def __init__(self, ds: Any, state: Any, cfg: RunConfig) -> None:
+    def __init__(self, ds: Any, state: Any, cfg: RunConfig, split: Any = None) -> None:
         self.ds, self.state = ds, state
         self.iterator: Iterator[Any] | None = None
-        super().__init__(self._batches, store_samples(str(cfg.store)), torch.device(cfg.device))
+        super().__init__(self._batches, store_samples(str(cfg.store)), torch.device(cfg.device),
+                         split=split)  # fmt: skip
         self.loader = ds
 
     def _batches(self, epoch: int) -> Iterator[Any]:
@@ -143,11 +144,12 @@ class TfStoreStrategy(Strategy):
 
         workload = cfg.workload
         state = ltf.LoaderState()
+        carried = bool(workload.carried)  # then the batch dict, split as the store loader's
         ds = ltf.dataset(
             str(cfg.store),
             cfg.batch_size,
-            inputs=workload.input,
-            target=workload.store_target,
+            inputs=None if carried else workload.input,
+            target=None if carried else workload.store_target,
             epochs=cfg.epochs,
             state=state,
             shuffle=True,
@@ -158,13 +160,15 @@ class TfStoreStrategy(Strategy):
             **workload.store_options(str(cfg.store)),
             **workload.store_mixup(),
         )
-        source = _TfStoreSource(ds, state, cfg)
+        source = _TfStoreSource(ds, state, cfg, workload.from_store if carried else None)
         source.mixes = True  # the loader mixes (--mixup) itself
         return source
 
     def describe(self, cfg: RunConfig) -> str:
         """The dataset and its loader's augmentation."""
+        carried = cfg.workload.carried
+        dicts = f"; the batch dicts, to carry {', '.join(carried)}" if carried else ""
         return (
-            f"loaders.tf.dataset(epochs={cfg.epochs}, one iterator) over StoreLoader "
+            f"loaders.tf.dataset(epochs={cfg.epochs}, one iterator{dicts}) over StoreLoader "
             f"({cfg.threads} threads) + {cfg.workload.store_text}"
         )

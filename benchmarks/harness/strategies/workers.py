@@ -25,7 +25,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.errors import BenchmarkError
-from benchmarks.harness.strategies import Batch, RunConfig, Strategy, register
+from benchmarks.harness.strategies import Batch, RunConfig, Strategy, register, to_device
 from benchmarks.harness.workloads.crops import crop_pixels, random_resized_crop_box
 from benchmarks.harness.workloads.items import EpochSampler, ItemDataset
 
@@ -90,7 +90,7 @@ def classic_loader(
 class _WorkersSource:
     def __init__(self, cfg: RunConfig) -> None:
         workload = cfg.workload
-        dataset = ItemDataset(cfg.plan, workload.classic(cfg.seed), cfg.seed)
+        dataset = ItemDataset(cfg.plan, workload.item_transform(cfg.seed), cfg.seed)
         self.num_samples = len(dataset)
         self.device = torch.device(cfg.device)
         self.sampler = EpochSampler(self.num_samples, cfg.seed)
@@ -99,7 +99,7 @@ class _WorkersSource:
     def epoch(self, epoch: int) -> Iterator[Batch]:
         self.sampler.epoch = epoch
         for x, y in self.loader:
-            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            yield x.to(self.device, non_blocking=True), to_device(y, self.device)
 
     def close(self) -> None:
         it = getattr(self.loader, "_iterator", None)

@@ -17,6 +17,9 @@ it has, or why it has none (:class:`~benchmarks.errors.NotApplicable`).
 | ``audio.py`` | audio classification | audio + label |
 | ``spectral.py`` | spectral patches | array + label |
 
+A source's fields beyond the workload's kinds are followed too (:mod:`.carry`): class labels
+are carried beside the targets by every strategy, anything else is named as left out.
+
 ``items.py`` decodes a source item with the kinds' own decoders (what the build decodes);
 ``crops.py`` is the classic per-sample geometry (crop, resize, flip) of pixels, masks, points
 and boxes; ``nets.py`` holds the consumers' small models.
@@ -30,6 +33,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchmarks.errors import BenchConfigError, NotApplicable
+from benchmarks.harness.workloads.carry import (
+    LabelHeads,
+    carried_loss,
+    label_classes,
+    split_fields,
+    with_labels,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +69,12 @@ class Workload(ABC):
         task: One line for the report (what is trained, on what).
         classic_text: What the ``workers`` strategy does per item, for the report.
         engines: The raw-file strategies it has a pipeline for (``gpu-decode``, ...).
+        reads: Kinds of fields it reads for its own work and does not serve (a scene's
+            ``position``).
         plan: The listed source and its resolved build spec.
+        own: Its fields: the first of each of its kinds, and those it reads.
+        carried: The source's other class-label fields, served beside the targets.
+        left_out: The source's fields it neither serves nor carries (named in the report).
     """
 
     name: ClassVar[str]
@@ -68,11 +83,27 @@ class Workload(ABC):
     classic_text: ClassVar[str] = ""
     engines: ClassVar[tuple[str, ...]] = ()  # the raw-file strategies it has a pipeline for
     mixes: ClassVar[str | None] = None  # why it cannot take --mixup; None: it can
+    reads: ClassVar[tuple[str, ...]] = ()  # kinds it reads for its own work, never serves
 
     def __init__(self, plan: SourcePlan, mixup: float = 0.0) -> None:
         self.plan, self.mixup = plan, mixup
+        self.own, self.carried, self.left_out = split_fields(self.kinds, self.reads, plan.fields)
         if mixup and self.mixes is not None:
             raise BenchConfigError(f"--mixup {mixup:g}: {self.task}: {self.mixes}")
+        if mixup and self.carried:
+            raise BenchConfigError(
+                f"--mixup {mixup:g}: {self.task}: mixup blends one class label per sample, and "
+                f"this source has more: {', '.join(self.carried)} besides {self.target}"
+            )
+
+    @classmethod
+    def follows(cls, plan: SourcePlan) -> int:
+        """How many of ``plan``'s fields it serves, reads or carries (0: it lacks a kind)."""
+        have = {f.kind for f in plan.fields}
+        if not set(cls.kinds) <= have:
+            return 0
+        own, carried, _ = split_fields(cls.kinds, cls.reads, plan.fields)
+        return len(own) + len(carried)
 
     def field(self, kind: str) -> str:
         """The name of the source's (first) field of ``kind``."""
@@ -95,6 +126,11 @@ class Workload(ABC):
     def size(self) -> int:
         """The stored and output side (the build spec's ``size``)."""
         return int(self.plan.spec.size)
+
+    @property
+    def stored(self) -> str:
+        """What one stored sample of the input is, for the reports (default: ``S x S px``)."""
+        return f"{self.input} {self.size} x {self.size} px"
 
     @property
     @abstractmethod
@@ -123,8 +159,62 @@ class Workload(ABC):
         return self.target
 
     def from_store(self, batch: Mapping[str, Any]) -> Batch:
-        """``(inputs, targets)`` of a store loader's batch dict."""
-        return batch[self.input], batch[self.store_target]
+        """``(inputs, targets)`` of a store loader's batch dict (with the carried labels)."""
+        y = batch[self.store_target]
+        if self.carried:
+            y = (y, *(batch[name] for name in self.carried))
+        return batch[self.input], y
+
+    def item_transform(self, seed: int) -> Transform:
+        """:meth:`classic`, its targets with the carried labels (what ``workers`` serves)."""
+        transform = self.classic(seed)
+        return with_labels(transform, self.carried) if self.carried else transform
+
+    def consumer_model(
+        self,
+    ) -> tuple[torch.nn.Module, Callable[[Any, Any], Any]]:
+        """:meth:`model`, with a head and a cross-entropy term for each carried label."""
+        net, loss = self.model()
+        if not self.carried:
+            return net, loss
+        classes = [label_classes(self.plan, name) for name in self.carried]
+        return LabelHeads(net, classes), carried_loss(loss)
+
+    @property
+    def title(self) -> str:
+        """:attr:`task`, and the labels it carries."""
+        return self.task + (f", carrying {', '.join(self.carried)}" if self.carried else "")
+
+    def batch_text(self) -> str:
+        """:meth:`served`, and the carried labels."""
+        labels = "".join(f", {name} int64 [B]" for name in self.carried)
+        return self.served() + labels
+
+    def left_out_names(self) -> str:
+        """The fields no strategy serves, with their kinds (empty: every field is followed)."""
+        kinds = {f.name: f.kind for f in self.plan.fields}
+        return ", ".join(f"{n} ({kinds[n]})" for n in self.left_out)
+
+    def left_out_text(self) -> str | None:
+        """The fields no strategy serves, loudly (None: every field is followed)."""
+        if not self.left_out:
+            return None
+        return (
+            f"LEFT OUT: {self.left_out_names()}: no workload here serves it with {self.task}, "
+            "so no strategy's batches hold it and none of its cost is measured"
+        )
+
+    def one_label(self, engine: str) -> None:
+        """Refuse a raw-file pipeline that serves the target alone while labels are carried.
+
+        Raises:
+            NotApplicable: ``engine`` would leave the carried labels out.
+        """
+        if self.carried:
+            raise NotApplicable(
+                f"{engine} here serves {self.input} and {self.target} only; this source also "
+                f"has {', '.join(self.carried)}, which every other strategy carries"
+            )
 
     @abstractmethod
     def model(self) -> tuple[torch.nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
@@ -180,20 +270,26 @@ def _load() -> None:
 
 
 def choose(plan: SourcePlan, mixup: float = 0.0) -> Workload:
-    """The workload of ``plan``'s fields: the one needing the most of the kinds it has.
+    """The workload of ``plan``'s fields: the one that serves, reads or carries most of them.
 
     Raises:
         BenchConfigError: No workload takes these fields, naming them and the workloads, or
             it cannot mix (``mixup``) its targets.
     """
     _load()
-    have = {f.kind for f in plan.fields}
-    fits = [cls for cls in WORKLOADS.values() if set(cls.kinds) <= have]
+    fits = [cls for cls in WORKLOADS.values() if cls.follows(plan)]
     if not fits:
         known = "; ".join(f"{c.name}: {' + '.join(c.kinds)}" for c in WORKLOADS.values())
         kinds = ", ".join(f"{f.name} ({f.kind})" for f in plan.fields)
         raise BenchConfigError(
             f"--data {plan.data}: no benchmark workload takes the fields {kinds} (known: {known})"
         )
-    best = max(fits, key=lambda cls: len(cls.kinds))  # the first of the most specific
+
+    # the one that follows the most fields; then the most specific; then BUILTIN's order
+    def rank(cls: type[Workload]) -> tuple[int, int, int]:
+        module = cls.__module__.rsplit(".", 1)[-1]
+        order = BUILTIN.index(module) if module in BUILTIN else len(BUILTIN)
+        return cls.follows(plan), len(cls.kinds), -order
+
+    best = max(fits, key=rank)
     return best(plan, mixup)

@@ -168,6 +168,16 @@ class Audio(Workload):
     )
 
     @property
+    def stored(self) -> str:
+        """A clip's seconds and rate, and its log-mel bands x frames (or waveform samples)."""
+        p = self.policy
+        opts = self.plan.field_spec(self.input).options
+        clip = f"{self.input}: {float(opts['clip_seconds']):g} s clips at {p.rate} Hz"
+        if p.logmel:
+            return f"{clip}, log-mel {p.n_mels} x {p.steps} (n_mels x frames)"
+        return f"{clip}, waveforms of {p.samples} samples ({opts['channels']})"
+
+    @property
     def store_text(self) -> str:
         """The store loaders' augmentation."""
         p = self.policy
@@ -215,7 +225,8 @@ class Audio(Workload):
         x = f"[B, {p.n_mels}, {p.crop}] log-mel dB" if p.logmel else f"[B, {p.crop}] waveform"
         return f"{self.input} float32 {x}, {self.target} int64 [B]"
 
-    def _native_checks(self) -> list[str]:
+    def _native_checks(self, engine: str) -> list[str]:
+        self.one_label(engine)
         opts = self.plan.field_spec(self.input).options
         if opts["clips"] != "center" or opts["channels"] != "mono":
             raise NotApplicable(
@@ -229,11 +240,11 @@ class Audio(Workload):
         from benchmarks.harness.native.tf_audio import audio_source
 
         labels = [int(item.value(self.target)) for item in self.plan.source.items]
-        return audio_source(self._native_checks(), labels, self.policy, cfg)
+        return audio_source(self._native_checks("the tf.data pipeline"), labels, self.policy, cfg)
 
     def gpu_decode(self, cfg: Any) -> Any:
         """``fn.decoders.audio`` + ``fn.spectrogram`` + ``fn.mel_filter_bank`` in DALI."""
         from benchmarks.harness.native.dali_audio import audio_source
 
         labels = [int(item.value(self.target)) for item in self.plan.source.items]
-        return audio_source(self._native_checks(), labels, self.policy, cfg)
+        return audio_source(self._native_checks("the DALI graph"), labels, self.policy, cfg)

@@ -110,6 +110,7 @@ class Classify(Workload):
 
         if self.plan.spec.fields:  # a source of named fields: not class folders
             raise NotApplicable("JpegLoader reads class folders and path,label manifests")
+        self.one_label("JpegLoader")
         local_files(self.plan, self.input)
         loader = JpegLoader(
             cfg.data,
@@ -128,5 +129,6 @@ class Classify(Workload):
         """``tf.io.read_file`` + ``tf.io.decode_image`` + crop/flip/normalise in ``tf.data``."""
         from benchmarks.harness.native.tf_images import image_source
 
+        self.one_label("the tf.data pipeline")
         labels = [int(item.value(self.target)) for item in self.plan.source.items]
         return image_source(local_files(self.plan, self.input), labels, cfg)

@@ -90,7 +90,9 @@ class Segment(Workload):
         from benchmarks.harness.native.dali_masks import mask_source
 
         files = (local_files(self.plan, self.input), local_files(self.plan, self.target))
-        return mask_source(*files, self.mask_options, cfg)
+        items = self.plan.source.items
+        labels = [[int(item.value(name)) for item in items] for name in self.carried]
+        return mask_source(*files, self.mask_options, cfg, labels)
 
     def tf_native(self, cfg: Any) -> Any:
         """None: see the reason."""

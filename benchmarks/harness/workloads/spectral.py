@@ -50,8 +50,15 @@ class Spectral(Workload):
     kinds = ("array", "label")
     task = "spectral patches (array + label)"
     engines = ("memmap",)
+    reads = ("position",)  # the scene's patch centres (memmap), never served
     mixes = "the loaders refuse to blend array fields (kind array), so no strategy could mix alike"
     classic_text = "decode the patch (numpy), flip + quarter turn, per-band normalise per item"
+
+    @property
+    def stored(self) -> str:
+        """A patch's side and bands."""
+        p, _, c = self.plan.field_spec(self.input).options["shape"]
+        return f"{self.input}: {p} x {p} patches of {c} bands"
 
     @property
     def store_text(self) -> str:
@@ -132,6 +139,7 @@ class Spectral(Workload):
         """Batches gathered from a numpy memmap of the scene, or of each ``.npy`` file."""
         from benchmarks.harness.strategies.epochs import FunctionSource
 
+        self.one_label("memmap")
         read, what = self._reader()
         n, size = len(self.plan), cfg.batch_size
         labels = np.array([int(i.value(self.target)) for i in self.plan.source.items])
