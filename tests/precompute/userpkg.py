@@ -69,6 +69,21 @@ def window(sample, key, *, low, high):
     return sample
 
 
+def stretch(sample, key):
+    """Any point: the image's values stretched to the full 8 bits (as uint8)."""
+    img = sample["image"].astype(np.float64)
+    sample["image"] = np.rint(img / max(img.max(), 1) * 255).astype(np.uint8)
+    return sample
+
+
+def tint(sample, key):
+    """At 'stored': a red tint (the channels no longer equal)."""
+    img = sample["image"].copy()
+    img[..., 0] = img[..., 0] // 2 + 128
+    sample["image"] = img
+    return sample
+
+
 def versioned(sample, key):
     return sample
 
