@@ -162,6 +162,7 @@ def _decoded_values(
     max_pixels: int,
     opener: Opener | None,
     transform: SampleTransform,
+    size: Size,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Every field's value after a ``decoded`` transform ran, and its companions.
 
@@ -186,7 +187,7 @@ def _decoded_values(
         returned[f.name] = getattr(raw, "value", raw)
         return f.spec.validate(raw, f.name, f.options, item.file(f.name))
 
-    checked = transform.decoded(item.key, raws, values, fields, check)
+    checked = transform.decoded(item.key, raws, values, fields, check, size)
     return checked, companions, given, returned
 
 
@@ -269,7 +270,7 @@ def _assembled(
     seen = {} if seen is None else seen
     if transform is not None and transform.at == "decoded":
         values, companions, seen["before"], seen["after"] = _decoded_values(
-            item, fields, read, max_pixels, opener, transform
+            item, fields, read, max_pixels, opener, transform, size
         )
     else:
         for f in fields:

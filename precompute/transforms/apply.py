@@ -147,8 +147,14 @@ class SampleTransform:
         values: Mapping[str, Any],
         fields: Sequence[FieldSpec],
         check: Callable[[FieldSpec, Any], Any],
+        size: Size,
     ) -> dict[str, Any]:
         """Run on the decoded sample; return every field's checked value.
+
+        An inline field is handed in its stored dtype (boxes and keypoints float32, a label
+        int64, ...) and its output taken in that dtype (or the kind's own, with which the
+        build maps it: boxes float64), the same shape; one returned unchanged keeps its
+        exact value.
 
         Args:
             key: The sample's key.
@@ -157,13 +163,14 @@ class SampleTransform:
             fields: The store's fields.
             check: ``check(field, raw)``: the field's kind's check of a file field's value
                 (a :class:`DecodeError` naming the file).
+            size: The stored frame (the inline fields' stored dtypes).
 
         Raises:
             DecodeError: As :meth:`call`, or an output its kind refuses.
         """
-        sample = {
-            f.name: _unwrap(raws[f.name]) if f.name in raws else values[f.name] for f in fields
-        }
+        given = {f.name: _handed(values[f.name], f, size) for f in fields if f.name in values}
+        sample = {f.name: _unwrap(raws[f.name]) if f.name in raws else given[f.name]
+                  for f in fields}  # fmt: skip
         out = self.call(key, sample)
         checked = {}
         for f in fields:
@@ -173,14 +180,26 @@ class SampleTransform:
                 except DecodeError as exc:
                     raise self._fail(key, f"its output: {exc.reason}") from None
                 continue
-            got, was = out[f.name], values[f.name]
-            same = isinstance(got, np.ndarray) and got.shape == was.shape
-            if not same or got.dtype != was.dtype:
-                raise self._fail(
-                    key,
-                    f"field {f.name!r} ({f.kind}) is {_described(got)}; it was "
-                    f"{was.dtype} {was.shape} (an inline field keeps both)",
-                )
-            self._allowed(key, f, got)
-            checked[f.name] = got
+            checked[f.name] = self._inline(key, f, out[f.name], values[f.name], given[f.name])
         return checked
+
+    def _inline(
+        self, key: str, f: FieldSpec, got: Any, was: np.ndarray, handed: np.ndarray
+    ) -> np.ndarray:
+        """An inline field's output: ``handed``'s shape, its dtype or ``was``'s; as ``was``."""
+        same = isinstance(got, np.ndarray) and got.shape == was.shape
+        if not same or got.dtype not in (was.dtype, handed.dtype):
+            raise self._fail(
+                key,
+                f"field {f.name!r} ({f.kind}) is {_described(got)}; it was handed "
+                f"{handed.dtype} {handed.shape} (an inline field keeps its shape and dtype)",
+            )
+        if got.dtype == handed.dtype and np.array_equal(got, np.asarray(was, handed.dtype)):
+            return was  # unchanged: its exact value (a float32 view of float64 boxes aside)
+        self._allowed(key, f, got)
+        return np.asarray(got, dtype=was.dtype)
+
+
+def _handed(value: np.ndarray, f: FieldSpec, size: Size) -> np.ndarray:
+    """An inline field's checked value in its stored dtype, as a transform is handed it."""
+    return np.asarray(value, dtype=np.dtype(f.storage(size).dtype)).copy()

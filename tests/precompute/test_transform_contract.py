@@ -6,13 +6,28 @@ process (the sequential runner), the real CLI.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+import zarr
 
+from precompute import BuildSpec, build
 from precompute.cli import main
 from precompute.transforms import TransformSpec
+from tests.precompute.boxdata import make_coco
 from tests.precompute.userpkg import make_package
+
+
+def _build(
+    src: Path, out: Path, spec: BuildSpec, fn: str | None = None, args: Any = None, at: str = ""
+) -> dict[str, Any]:
+    """The build in this process (no Ray), with transform ``fn`` at ``at`` if given."""
+    kw: dict[str, Any] = {"transform": fn, "transform_args": args, "transform_at": at or None}
+    kw = {k: v for k, v in kw.items() if v is not None} if fn is not None else {}
+    return build(str(src), str(out), spec, runner="sequential", progress=False, **kw)
 
 
 @pytest.fixture()
@@ -34,3 +49,40 @@ def test_a_data_file_is_not_fingerprinted_and_the_help_says_what_to_do(
     help_text = " ".join(capsys.readouterr().out.split())
     assert "Files it reads (a JSON lookup table, weights) are NOT covered" in help_text
     assert "change fn.version (or an arg) to get a new store" in help_text
+
+
+@pytest.fixture(scope="module")
+def coco(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_coco(tmp_path_factory.mktemp("det"), n=4, per_image=2)[0]
+
+
+def _boxes(store: Path) -> np.ndarray:
+    return np.asarray(zarr.open_array(str(store / "boxes"), mode="r")[:])
+
+
+@pytest.mark.parametrize("at", ["decoded", "stored"])
+def test_boxes_reach_a_transform_in_their_stored_dtype_and_come_back_so(
+    pkg: tuple[Path, str], coco: Path, tmp_path: Path, at: str
+) -> None:
+    _, name = pkg
+    seen = tmp_path / "seen.json"
+    spec = BuildSpec(size=32, mode="letterbox")
+    _build(coco, tmp_path / "d", spec, f"{name}.ops:dtypes", {"seen": str(seen)}, at)
+    assert json.loads(seen.read_text())["boxes"] == "float32"  # as stored, as keypoints are
+    plain = _build(coco, tmp_path / "plain", spec)
+    cast = _build(coco, tmp_path / "f", spec, f"{name}.ops:boxes_as_float32", {}, at)
+    assert cast["num_valid"] == plain["num_valid"] == 4
+    assert np.array_equal(_boxes(tmp_path / "f"), _boxes(tmp_path / "plain"))  # exact
+
+
+def test_boxes_moved_at_decoded_are_stored_moved(
+    pkg: tuple[Path, str], coco: Path, tmp_path: Path
+) -> None:
+    _, name = pkg
+    spec = BuildSpec(size="64x64", mode="squash")
+    _build(coco, tmp_path / "plain", spec)
+    _build(coco, tmp_path / "m", spec, f"{name}.ops:boxes_shifted", {"dx": 1.0}, "decoded")
+    plain, moved = _boxes(tmp_path / "plain"), _boxes(tmp_path / "m")
+    real = plain[..., 4] >= 0
+    assert (moved[..., 0][real] > plain[..., 0][real]).all()  # moved right, then resized
+    assert (moved[~real] == -1).all()  # padding rows stay padding
