@@ -280,7 +280,8 @@ def _assembled(
     frame = frame_field(fields)
     if frame is None:  # no spatial field: nothing to place
         if after is not None:
-            seen["before"], values = values, after.stored(item.key, values, fields, size)
+            whole = (0, 0, *size_hw(size))
+            seen["before"], values = values, after.stored(item.key, values, fields, size, whole)
             seen["after"] = values
         return {**values, **companions, **moved_companions(fields, values, size)}, (
             0,
@@ -297,7 +298,7 @@ def _assembled(
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
     if after is not None:
-        seen["before"], placed = placed, after.stored(item.key, placed, fields, size)
+        seen["before"], placed = placed, after.stored(item.key, placed, fields, size, p.extent)
         seen["after"] = placed
     for f in fields:  # build notes (with a transform: once its source notes are decided)
         if transform is None:

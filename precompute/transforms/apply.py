@@ -9,10 +9,12 @@ assemble` runs it at the spec's point:
 
 * ``stored`` (default): after the resize, on the values as they are stored. Each output must
   have the field's stored shape and dtype exactly (nothing is cast or broadcast), and values
-  the kind allows (``Kind.check_stored``: a mask's class ids, a label's classes, ...).
+  the kind allows (``Kind.check_stored``: a mask's class ids, a label's classes, ...). A
+  function that declares a parameter ``extent`` gets the sample's valid region
+  ``(top, left, height, width)`` (the rest of a letterboxed frame is padding).
 * ``decoded``: before the resize, on the values as decoded, in the source frame: file fields
   as their decoders give them (an image's pixels as the source holds them: grey one channel,
-  16-bit grey uint16), inline fields as their kinds checked them. File fields then go through
+  16-bit grey uint16), inline fields in their stored dtype. File fields then go through
   their kind's checks (an image given its channels and bit depth, a mask's ids checked), so a
   transform may crop (every spatial file field to the same frame) or change the bit depth;
   an inline field must keep its shape and dtype.
@@ -34,6 +36,7 @@ from precompute.checks import Size
 from precompute.errors import BuildError, DecodeError
 from precompute.fields.spec import FieldSpec
 from precompute.transforms.fingerprint import fingerprint, load
+from precompute.transforms.signature import EXTENT, takes_extent
 from precompute.transforms.spec import TransformSpec
 
 __all__ = ["SampleTransform", "loaded"]
@@ -59,7 +62,7 @@ def loaded(spec: TransformSpec) -> SampleTransform:
                 f"is not the code the build was asked for ({spec.fingerprint[:12]}): every "
                 "process of a build needs the same version of it (docs/transforms.md)"
             )
-        _LOADED[key] = SampleTransform(spec, fn)
+        _LOADED[key] = SampleTransform(spec, fn, takes_extent(fn))
     return _LOADED[key]
 
 
@@ -83,6 +86,7 @@ class SampleTransform:
 
     spec: TransformSpec
     fn: Callable[..., Any]
+    extent: bool = False  # it declares ``extent``: handed the valid region at ``stored``
 
     @property
     def at(self) -> str:
@@ -92,14 +96,16 @@ class SampleTransform:
     def _fail(self, key: str, why: str) -> DecodeError:
         return DecodeError(key, f"transform {self.spec.name}: {why}")
 
-    def call(self, key: str, sample: Mapping[str, Any]) -> dict[str, Any]:
-        """``fn(sample, key, **args)``, its result a mapping of the same field names.
+    def call(
+        self, key: str, sample: Mapping[str, Any], given: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``fn(sample, key, **args, **given)``, its result a mapping of the same field names.
 
         Raises:
             DecodeError: The function raised, or returned something other than the sample.
         """
         try:
-            out = self.fn(dict(sample), key, **self.spec.args)
+            out = self.fn(dict(sample), key, **self.spec.args, **(given or {}))
         except Exception as exc:  # the user's code: any failure is this sample's
             raise self._fail(key, f"raised {type(exc).__name__}: {exc}") from None
         if not isinstance(out, Mapping):
@@ -114,14 +120,24 @@ class SampleTransform:
         return dict(out)
 
     def stored(
-        self, key: str, values: Mapping[str, Any], fields: Sequence[FieldSpec], size: Size
+        self,
+        key: str,
+        values: Mapping[str, Any],
+        fields: Sequence[FieldSpec],
+        size: Size,
+        extent: Sequence[int],
     ) -> dict[str, Any]:
         """Run on the stored values; every output exactly the field's storage, values allowed.
+
+        ``extent`` (``(top, left, height, width)``: the part of the stored frame the source
+        covers, the rest letterbox padding) is handed as ``extent=`` to a function that
+        declares that parameter.
 
         Raises:
             DecodeError: Naming the sample, the field, what it returned and what it stores.
         """
-        out = self.call(key, {f.name: values[f.name] for f in fields})
+        extra = {EXTENT: tuple(int(v) for v in extent)} if self.extent else None
+        out = self.call(key, {f.name: values[f.name] for f in fields}, extra)
         for f in fields:
             want, got = f.storage(size), out[f.name]
             ok = isinstance(got, np.ndarray) and got.shape == tuple(want.shape)

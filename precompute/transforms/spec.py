@@ -115,9 +115,11 @@ class TransformSpec:
             raise SpecError(f"transform.fingerprint must be a sha256 hex digest, got {show(fp)}")
         if not fp:  # given by name: the code as it is now
             from precompute.transforms.fingerprint import fingerprint, load
+            from precompute.transforms.signature import check_call
 
-            fp = fingerprint(load(self.name), self.name, self.args)
-            object.__setattr__(self, "fingerprint", fp)
+            fn = load(self.name)
+            check_call(fn, self.name, self.args, self.at)
+            object.__setattr__(self, "fingerprint", fingerprint(fn, self.name, self.args))
 
     @classmethod
     def of(
@@ -154,11 +156,16 @@ class TransformSpec:
         """This transform with the fingerprint of its code as it is now (imports it).
 
         Raises:
-            SpecError: The function cannot be imported, or its fingerprint not taken.
+            SpecError: The function cannot be imported, does not take its arguments
+                (:func:`~precompute.transforms.signature.check_call`), or its fingerprint
+                cannot be taken.
         """
         from precompute.transforms.fingerprint import fingerprint, load
+        from precompute.transforms.signature import check_call
 
-        return replace(self, fingerprint=fingerprint(load(self.name), self.name, self.args))
+        fn = load(self.name)
+        check_call(fn, self.name, self.args, self.at)
+        return replace(self, fingerprint=fingerprint(fn, self.name, self.args))
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name", "args", "at", "fingerprint"}``, JSON-ready."""

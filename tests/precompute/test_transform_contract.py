@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from PIL import Image
 
 from precompute import BuildSpec, build
 from precompute.cli import main
+from precompute.errors import SpecError
 from precompute.transforms import TransformSpec
 from tests.precompute.boxdata import make_coco
 from tests.precompute.userpkg import make_package
@@ -86,3 +88,46 @@ def test_boxes_moved_at_decoded_are_stored_moved(
     real = plain[..., 4] >= 0
     assert (moved[..., 0][real] > plain[..., 0][real]).all()  # moved right, then resized
     assert (moved[~real] == -1).all()  # padding rows stay padding
+
+
+def test_at_stored_a_transform_that_asks_is_handed_the_valid_region(
+    pkg: tuple[Path, str], tmp_path: Path
+) -> None:
+    _, name = pkg
+    src = tmp_path / "wide" / "a"
+    src.mkdir(parents=True)
+    Image.fromarray(np.zeros((10, 40, 3), np.uint8)).save(src / "0.png")  # 4:1, letterboxed
+    spec = BuildSpec(size=16, mode="letterbox")
+    attrs = _build(src.parent, tmp_path / "s", spec, f"{name}.ops:valid_region")
+    top, left, h, w = zarr.open_array(str(tmp_path / "s" / "extent"), mode="r")[0]
+    assert (top, left, h, w) == (6, 0, 4, 16) and attrs["num_valid"] == 1
+    image = np.asarray(zarr.open_array(str(tmp_path / "s" / "image"), mode="r")[0])
+    assert (image[top : top + h] == 255).all()  # the image painted...
+    assert (image[:top] == 0).all() and (image[top + h :] == 0).all()  # ...the padding not
+
+
+def test_arguments_the_function_does_not_take_are_refused_before_anything_is_written(
+    pkg: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, name = pkg
+    src = tmp_path / "src" / "a"
+    src.mkdir(parents=True)
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(src / "0.png")
+    out = tmp_path / "s"
+    argv = ["build", str(src.parent), "--out", str(out), "--size", "8", "--runner",
+            "sequential", "--transform", f"{name}.ops:invert"]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--transform-args", '{"topp": 3}'])
+    assert exit_.value.code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert (
+        "transform " in err
+        and "ops:invert does not take the argument(s) ['topp']; it takes ['top']" in err
+    )
+    with pytest.raises(
+        SpecError, match=r"with args \['high'\] \(missing a required argument: 'low'\)"
+    ):
+        TransformSpec(f"{name}.ops:window", {"high": 3})  # a required one missing
+    with pytest.raises(SpecError, match="'extent' is handed by the build"):
+        TransformSpec(f"{name}.ops:valid_region", {"extent": [0, 0, 1, 1]})
+    assert TransformSpec(f"{name}.ops:takes_any", {"anything": 1}).fingerprint  # **kwargs

@@ -117,6 +117,19 @@ def boxes_shifted(sample, key, *, dx):
     return sample
 
 
+def valid_region(sample, key, *, extent, value=255):
+    """At 'stored': the valid region (handed as ``extent``) painted ``value``."""
+    top, left, h, w = extent
+    img = sample["image"].copy()
+    img[top : top + h, left : left + w] = value
+    sample["image"] = img
+    return sample
+
+
+def takes_any(sample, key, **kw):
+    return sample
+
+
 def versioned(sample, key):
     return sample
 
