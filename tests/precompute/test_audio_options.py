@@ -121,6 +121,10 @@ def test_feature_options_a_representation_leaves_unused_are_refused(
     for flags, said in (
         (["--f-min", "50"], "--f-min: a feature option, without effect on a waveform"),
         (["--features", "logmel", "--n-mfcc", "13"], "--n-mfcc: an MFCC option"),
+        (
+            ["--n-mfcc", "13"],
+            "--n-mfcc: an MFCC option, without effect on a waveform: add --features mfcc",
+        ),  # not logmel, whose MFCC option it is not either
     ):
         with pytest.raises(SystemExit):
             _build(clips, tmp_path / "s", *flags)
