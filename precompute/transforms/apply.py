@@ -59,8 +59,10 @@ def loaded(spec: TransformSpec) -> SampleTransform:
         if here != spec.fingerprint:
             raise BuildError(
                 f"transform {spec.name}: the code in this process (fingerprint {here[:12]}) "
-                f"is not the code the build was asked for ({spec.fingerprint[:12]}): every "
-                "process of a build needs the same version of it (docs/transforms.md)"
+                f"is not the code the build was asked for ({spec.fingerprint[:12]}): a module "
+                "of it was edited after the build started (build again: the code as it is now "
+                "is another store), or this worker has another version of it (every process "
+                "of a build needs the same one; docs/transforms.md)"
             )
         _LOADED[key] = SampleTransform(spec, fn, takes_extent(fn))
     return _LOADED[key]

@@ -25,7 +25,7 @@ from typing import Any
 from precompute.errors import SpecError
 from precompute.policy import show
 
-__all__ = ["AT", "TransformSpec", "check_args", "name_of"]
+__all__ = ["AT", "TransformSpec", "check_args", "edited_during", "name_of"]
 
 AT = ("stored", "decoded")  # after the resize (the stored values), before it (as decoded)
 _NAME = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
@@ -191,3 +191,23 @@ class TransformSpec:
             raise SpecError(f"transform: unknown key(s) {unknown} or no name; known: {_KEYS}")
         return cls(data["name"], data.get("args") or {}, data.get("at", "stored"),
                    data.get("fingerprint", ""))  # fmt: skip
+
+
+def edited_during(asked: TransformSpec | None, built: TransformSpec | None) -> str | None:
+    """Why a build's store is not the one asked for, if its transform's code changed meanwhile.
+
+    ``asked`` is the transform a request was keyed by, ``built`` the one its store records
+    (a build takes the code as it is when it starts): the same function, arguments and point
+    with another fingerprint means a module of it was edited between the two. None otherwise.
+    """
+    if asked is None or built is None or asked.fingerprint == built.fingerprint:
+        return None
+    same = (asked.name, dict(asked.args), asked.at) == (built.name, dict(built.args), built.at)
+    if not same:
+        return None
+    return (
+        f"transform {asked.name}: its code changed during the build (a module of it was "
+        f"edited after the request: fingerprint {asked.fingerprint[:12]} when asked, "
+        f"{built.fingerprint[:12]} when built); the code as it is now is another store: "
+        "ask again (docs/transforms.md)"
+    )
