@@ -243,7 +243,10 @@ def cli() -> None:
     "--transform",
     metavar="PKG.MODULE:FUNCTION",
     help="Your preprocessing, run on each sample in the build: fn(sample, key, **args) -> "
-    "sample (docs/transforms.md); its code's fingerprint is part of the store's identity.",
+    "sample (docs/transforms.md). The store's identity holds its fingerprint: its module's "
+    "code and your modules it imports, and its args (or fn.version instead of the code). "
+    "Files it reads (a JSON lookup table, weights) are NOT covered: when one changes, change "
+    "fn.version (or an arg) to get a new store.",
 )
 @click.option("--transform-args", metavar="JSON", help="Keyword arguments of --transform.")
 @click.option(

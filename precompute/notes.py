@@ -17,7 +17,7 @@ every other note.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -28,6 +28,7 @@ __all__ = [
     "NOTES",
     "collecting",
     "fold",
+    "forward",
     "note",
     "register_note",
     "report_notes",
@@ -130,6 +131,18 @@ def note(name: str, key: str) -> None:
     sink = _SINK.get()
     if sink is not None:
         sink.setdefault(name, []).append(key)
+
+
+def forward(made: Mapping[str, Iterable[str]], holds: Callable[[str], bool]) -> None:
+    """Record again the notes ``made`` (a nested :func:`collecting`) whose name ``holds``.
+
+    How a build keeps, of the notes made of a sample's source, only those still true of what
+    it stores once the user's transform changed the values (``Kind.note_holds``).
+    """
+    for name, keys in made.items():
+        if holds(name):
+            for key in keys:
+                note(name, key)
 
 
 def fold(per_shard: Iterable[Mapping[str, Iterable[str]]]) -> dict[str, dict[str, Any]]:

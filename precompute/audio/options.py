@@ -130,7 +130,8 @@ def unused_options(opts: Mapping[str, Any]) -> dict[str, str]:
     if kind == "logmel":
         return {"n_mfcc": "an MFCC option, without effect on a log-mel: add --features mfcc"}
     why = "a feature option, without effect on a waveform: add --features logmel (or mfcc)"
-    return dict.fromkeys(FEATURE_OPTIONS, why)
+    mfcc_only = "an MFCC option, without effect on a waveform: add --features mfcc"
+    return {**dict.fromkeys(FEATURE_OPTIONS, why), "n_mfcc": mfcc_only}
 
 
 def check_features(field: str, opts: Mapping[str, Any], length: int) -> None:

@@ -24,6 +24,7 @@ from precompute.errors import DecodeError, InputError
 from precompute.fields.geometry import Placement, check_frame, place_field, placement
 from precompute.fields.registry import add_entry, entry_for
 from precompute.fields.spec import FieldSpec, check_fields, frame_field
+from precompute.notes import collecting, forward
 from precompute.sources.fields import FieldItem
 from precompute.stages.augment import colour_jitter
 
@@ -161,8 +162,13 @@ def _decoded_values(
     max_pixels: int,
     opener: Opener | None,
     transform: SampleTransform,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every field's value after a ``decoded`` transform ran on the sample, and companions."""
+    size: Size,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Every field's value after a ``decoded`` transform ran, and its companions.
+
+    Also what the transform was given and returned of each file field (by name): the
+    ``before`` and ``after`` its notes are judged by (``Kind.note_holds``).
+    """
     raws: dict[str, Any] = {}
     values: dict[str, Any] = {}
     companions: dict[str, Any] = {}
@@ -174,10 +180,15 @@ def _decoded_values(
             values[f.name], extra = _value(item, f, read, max_pixels, opener)
             companions.update(extra)
 
+    given = {f.name: getattr(raws[f.name], "value", raws[f.name]) for f in fields if f.name in raws}
+    returned: dict[str, Any] = {}
+
     def check(f: FieldSpec, raw: Any) -> Any:
+        returned[f.name] = getattr(raw, "value", raw)
         return f.spec.validate(raw, f.name, f.options, item.file(f.name))
 
-    return transform.decoded(item.key, raws, values, fields, check), companions
+    checked = transform.decoded(item.key, raws, values, fields, check, size)
+    return checked, companions, given, returned
 
 
 def assemble(
@@ -219,10 +230,48 @@ def assemble(
             spatial field whose size differs from the image's.
     """
     fields = check_fields(fields)
+    if transform is None:
+        return _assembled(item, fields, read, size, mode, max_pixels, opener, variants, None)
+    seen: dict[str, Any] = {}
+    with collecting() as made:  # notes of the source: kept only where still true once stored
+        stored, extent = _assembled(item, fields, read, size, mode, max_pixels, opener,
+                                    variants, transform, seen)  # fmt: skip
+    before, after = seen.get("before", {}), seen.get("after", {})
+    changed = [f for f in fields if f.name in after]
+    forward(made, lambda name: all(
+        f.spec.note_holds(name, before[f.name], after[f.name]) for f in changed
+    ))  # fmt: skip
+    for f in fields:  # notes of what is stored (keypoints a crop cut off), after the transform
+        if f.name in seen.get("placed", {}):
+            f.spec.placed(item.key, *seen["placed"][f.name])
+    return stored, extent
+
+
+def _assembled(
+    item: FieldItem,
+    fields: Sequence[FieldSpec],
+    read: Reader,
+    size: Size,
+    mode: str,
+    max_pixels: int,
+    opener: Opener | None,
+    variants: Callable[[int, int], Sequence[VariantDraw]] | None,
+    transform: SampleTransform | None,
+    seen: dict[str, Any] | None = None,
+) -> tuple[dict[str, np.ndarray], Any]:
+    """:func:`assemble`'s work, with ``seen`` told what a transform did.
+
+    ``seen`` gets what the transform was given and returned (``before``, ``after``: by
+    field name) and, with a transform, the kinds' ``placed`` calls (deferred until the
+    source's notes are decided).
+    """
     values: dict[str, Any] = {}
     companions: dict[str, Any] = {}
+    seen = {} if seen is None else seen
     if transform is not None and transform.at == "decoded":
-        values, companions = _decoded_values(item, fields, read, max_pixels, opener, transform)
+        values, companions, seen["before"], seen["after"] = _decoded_values(
+            item, fields, read, max_pixels, opener, transform, size
+        )
     else:
         for f in fields:
             values[f.name], extra = _value(item, f, read, max_pixels, opener)
@@ -231,7 +280,9 @@ def assemble(
     frame = frame_field(fields)
     if frame is None:  # no spatial field: nothing to place
         if after is not None:
-            values = after.stored(item.key, values, fields, size)
+            whole = (0, 0, *size_hw(size))
+            seen["before"], values = values, after.stored(item.key, values, fields, size, whole)
+            seen["after"] = values
         return {**values, **companions, **moved_companions(fields, values, size)}, (
             0,
             0,
@@ -247,9 +298,13 @@ def assemble(
     p = placement(w, h, size, mode)
     placed = {f.name: place_field(f, values[f.name], p) for f in fields}
     if after is not None:
-        placed = after.stored(item.key, placed, fields, size)
-    for f in fields:
-        f.spec.placed(item.key, values[f.name], placed[f.name], (w, h))  # build notes
+        seen["before"], placed = placed, after.stored(item.key, placed, fields, size, p.extent)
+        seen["after"] = placed
+    for f in fields:  # build notes (with a transform: once its source notes are decided)
+        if transform is None:
+            f.spec.placed(item.key, values[f.name], placed[f.name], (w, h))
+        else:
+            seen.setdefault("placed", {})[f.name] = (values[f.name], placed[f.name], (w, h))
     return {**placed, **companions, **moved_companions(fields, placed, size)}, p.extent
 
 

@@ -254,6 +254,18 @@ class Kind(ABC):
         """
         return None
 
+    def note_holds(self, name: str, before: Any, after: Any) -> bool:
+        """Whether note ``name``, made of the source, holds once a user's transform ran.
+
+        ``before`` is this field's value the transform was given, ``after`` the one it
+        returned (``docs/transforms.md``: as decoded, or as stored). A kind whose notes
+        describe values a transform can change says here whether they are still true of
+        ``after`` (an image's ``gray_low_bits``: still dark); the build drops those that are
+        not, so a note describes what is stored. Default: every note holds (the kind has
+        no such note, or it is about the source whatever the transform does).
+        """
+        return True
+
     def describe(self, opts: Mapping[str, Any], size: Size) -> str:
         """This field in a few words, for a one-line summary of a store (``cache ls``).
 

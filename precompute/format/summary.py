@@ -282,24 +282,55 @@ def store_attributes(path: str | Path | Location) -> dict[str, Any]:
     return out
 
 
+_ARGS_SHOWN = 40  # characters of a transform's arguments in a one-line summary
+
+
+def _transform_short(t: Any) -> list[str]:
+    """``transform NAME at AT, ARGS, FINGERPRINT[:8]`` of a spec's raw ``transform``, or none.
+
+    Two stores of one source and spec that differ only in the transform (another function,
+    argument, point or version of its code) differ here.
+    """
+    if isinstance(t, str):
+        t = {"name": t}
+    if not isinstance(t, Mapping) or "name" not in t:
+        return []
+    args = t.get("args") or {}
+    shown = (
+        ", ".join(f"{k}={v!r}" for k, v in sorted(args.items()))
+        if isinstance(args, Mapping)
+        else ""
+    )
+    if len(shown) > _ARGS_SHOWN:
+        shown = shown[: _ARGS_SHOWN - 3] + "..."
+    parts = [f"transform {t['name']} at {t.get('at', 'stored')}", shown,
+             str(t.get("fingerprint", ""))[:8]]  # fmt: skip
+    return [_printable(", ".join(p for p in parts if p))]
+
+
 def spec_summary(spec: Mapping[str, Any]) -> str:
     """A build spec (its canonical dict) in one line, each field as its kind describes it.
 
     ``16 px center-crop x1 seed 0`` (a store of images and labels, format v1);
     ``image 256 px, mask 4 classes; letterbox x1; seed 0``;
     ``audio 1 s 16 kHz logmel 64 mels, label; seed 0`` (the build's mode and variants only
-    where a field lives in the image frame). What ``cache ls`` and the status page show.
+    where a field lives in the image frame); a user's transform last (``transform
+    mylab.xray:clahe at decoded, clip_limit=2.0, 1f3a9b0c``: name, point, arguments and the
+    fingerprint's first 8 hex digits). What ``cache ls`` and the status page show.
     """
+    transform = _transform_short(spec.get("transform"))
     try:
         parsed = BuildSpec.from_dict(dict(spec))
     except (PrecomputeError, ValueError, TypeError, KeyError):  # a spec of a kind not installed
         names = [
             str(f.get("name", "?")) for f in spec.get("fields") or () if isinstance(f, Mapping)
         ]
-        return f"fields {', '.join(names)}; seed {spec.get('seed', 0)}" if names else "?"
+        known = [f"fields {', '.join(names)}", f"seed {spec.get('seed', 0)}"] if names else []
+        return "; ".join([*known, *transform]) or "?"
     if not parsed.fields:
-        return f"{parsed.size} px {parsed.mode} x{parsed.variants} seed {parsed.seed}"
+        v1 = f"{parsed.size} px {parsed.mode} x{parsed.variants} seed {parsed.seed}"
+        return "; ".join([v1, *transform])
     fields = ", ".join(f.spec.describe(f.options, parsed.size) for f in parsed.fields)
     spatial = any(f.spatial for f in parsed.fields)
     geometry = [f"{parsed.mode} x{parsed.variants}"] if spatial else []
-    return "; ".join([fields, *geometry, f"seed {parsed.seed}"])
+    return "; ".join([fields, *geometry, f"seed {parsed.seed}", *transform])

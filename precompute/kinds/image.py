@@ -108,6 +108,29 @@ class ImageKind(Kind):
         """Pixels as floats in [0, 1] (a loader's ``dtype=``): 1/255, or 1/65535 at 16 bits."""
         return 1.0 / (65535.0 if opts.get("bit_depth", 8) == 16 else 255.0)
 
+    def note_holds(self, name: str, before: Any, after: Any) -> bool:
+        """``grey_as_rgb``: the output still grey; ``gray_low_bits``: still as dark, same depth.
+
+        ``grey_as_rgb`` holds while the transform's pixels are one channel or three equal
+        ones. ``gray_low_bits`` holds while they keep the depth they were given and every
+        pixel that was dark (below 4096 of a uint16 source; 16 of 255 once stored at 8
+        bits) still is: a transform that rescales the values (CLAHE, a window to 8 bits)
+        withdraws it.
+        """
+        if not isinstance(after, np.ndarray) or not isinstance(before, np.ndarray):
+            return True
+        if name == "grey_as_rgb":
+            return (
+                after.ndim == 2
+                or after.shape[-1] == 1
+                or bool((after[..., 1:] == after[..., :1]).all())
+            )
+        if name == "gray_low_bits":  # at 8 bits, 4095 / 257 is 16 (the letterbox fill aside)
+            dark = LOW_BITS - 1 if before.dtype == np.uint16 else (LOW_BITS - 1) // 257 + 1
+            kept = after[before <= dark] if after.shape == before.shape else after
+            return after.dtype == before.dtype and int(kept.max(initial=0)) <= dark
+        return True
+
     def check(self, value: Any, opts: Mapping[str, Any]) -> np.ndarray:
         """``(H, W[, 1 | 3])`` uint8/uint16 pixels as ``(H, W, channels)`` of the bit depth."""
         return conform_pixels(value, opts["channels"], opts.get("bit_depth", 8))

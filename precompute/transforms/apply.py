@@ -9,10 +9,12 @@ assemble` runs it at the spec's point:
 
 * ``stored`` (default): after the resize, on the values as they are stored. Each output must
   have the field's stored shape and dtype exactly (nothing is cast or broadcast), and values
-  the kind allows (``Kind.check_stored``: a mask's class ids, a label's classes, ...).
+  the kind allows (``Kind.check_stored``: a mask's class ids, a label's classes, ...). A
+  function that declares a parameter ``extent`` gets the sample's valid region
+  ``(top, left, height, width)`` (the rest of a letterboxed frame is padding).
 * ``decoded``: before the resize, on the values as decoded, in the source frame: file fields
   as their decoders give them (an image's pixels as the source holds them: grey one channel,
-  16-bit grey uint16), inline fields as their kinds checked them. File fields then go through
+  16-bit grey uint16), inline fields in their stored dtype. File fields then go through
   their kind's checks (an image given its channels and bit depth, a mask's ids checked), so a
   transform may crop (every spatial file field to the same frame) or change the bit depth;
   an inline field must keep its shape and dtype.
@@ -34,6 +36,7 @@ from precompute.checks import Size
 from precompute.errors import BuildError, DecodeError
 from precompute.fields.spec import FieldSpec
 from precompute.transforms.fingerprint import fingerprint, load
+from precompute.transforms.signature import EXTENT, takes_extent
 from precompute.transforms.spec import TransformSpec
 
 __all__ = ["SampleTransform", "loaded"]
@@ -56,10 +59,12 @@ def loaded(spec: TransformSpec) -> SampleTransform:
         if here != spec.fingerprint:
             raise BuildError(
                 f"transform {spec.name}: the code in this process (fingerprint {here[:12]}) "
-                f"is not the code the build was asked for ({spec.fingerprint[:12]}): every "
-                "process of a build needs the same version of it (docs/transforms.md)"
+                f"is not the code the build was asked for ({spec.fingerprint[:12]}): a module "
+                "of it was edited after the build started (build again: the code as it is now "
+                "is another store), or this worker has another version of it (every process "
+                "of a build needs the same one; docs/transforms.md)"
             )
-        _LOADED[key] = SampleTransform(spec, fn)
+        _LOADED[key] = SampleTransform(spec, fn, takes_extent(fn))
     return _LOADED[key]
 
 
@@ -83,6 +88,7 @@ class SampleTransform:
 
     spec: TransformSpec
     fn: Callable[..., Any]
+    extent: bool = False  # it declares ``extent``: handed the valid region at ``stored``
 
     @property
     def at(self) -> str:
@@ -92,14 +98,16 @@ class SampleTransform:
     def _fail(self, key: str, why: str) -> DecodeError:
         return DecodeError(key, f"transform {self.spec.name}: {why}")
 
-    def call(self, key: str, sample: Mapping[str, Any]) -> dict[str, Any]:
-        """``fn(sample, key, **args)``, its result a mapping of the same field names.
+    def call(
+        self, key: str, sample: Mapping[str, Any], given: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``fn(sample, key, **args, **given)``, its result a mapping of the same field names.
 
         Raises:
             DecodeError: The function raised, or returned something other than the sample.
         """
         try:
-            out = self.fn(dict(sample), key, **self.spec.args)
+            out = self.fn(dict(sample), key, **self.spec.args, **(given or {}))
         except Exception as exc:  # the user's code: any failure is this sample's
             raise self._fail(key, f"raised {type(exc).__name__}: {exc}") from None
         if not isinstance(out, Mapping):
@@ -114,14 +122,24 @@ class SampleTransform:
         return dict(out)
 
     def stored(
-        self, key: str, values: Mapping[str, Any], fields: Sequence[FieldSpec], size: Size
+        self,
+        key: str,
+        values: Mapping[str, Any],
+        fields: Sequence[FieldSpec],
+        size: Size,
+        extent: Sequence[int],
     ) -> dict[str, Any]:
         """Run on the stored values; every output exactly the field's storage, values allowed.
+
+        ``extent`` (``(top, left, height, width)``: the part of the stored frame the source
+        covers, the rest letterbox padding) is handed as ``extent=`` to a function that
+        declares that parameter.
 
         Raises:
             DecodeError: Naming the sample, the field, what it returned and what it stores.
         """
-        out = self.call(key, {f.name: values[f.name] for f in fields})
+        extra = {EXTENT: tuple(int(v) for v in extent)} if self.extent else None
+        out = self.call(key, {f.name: values[f.name] for f in fields}, extra)
         for f in fields:
             want, got = f.storage(size), out[f.name]
             ok = isinstance(got, np.ndarray) and got.shape == tuple(want.shape)
@@ -147,8 +165,14 @@ class SampleTransform:
         values: Mapping[str, Any],
         fields: Sequence[FieldSpec],
         check: Callable[[FieldSpec, Any], Any],
+        size: Size,
     ) -> dict[str, Any]:
         """Run on the decoded sample; return every field's checked value.
+
+        An inline field is handed in its stored dtype (boxes and keypoints float32, a label
+        int64, ...) and its output taken in that dtype (or the kind's own, with which the
+        build maps it: boxes float64), the same shape; one returned unchanged keeps its
+        exact value.
 
         Args:
             key: The sample's key.
@@ -157,13 +181,14 @@ class SampleTransform:
             fields: The store's fields.
             check: ``check(field, raw)``: the field's kind's check of a file field's value
                 (a :class:`DecodeError` naming the file).
+            size: The stored frame (the inline fields' stored dtypes).
 
         Raises:
             DecodeError: As :meth:`call`, or an output its kind refuses.
         """
-        sample = {
-            f.name: _unwrap(raws[f.name]) if f.name in raws else values[f.name] for f in fields
-        }
+        given = {f.name: _handed(values[f.name], f, size) for f in fields if f.name in values}
+        sample = {f.name: _unwrap(raws[f.name]) if f.name in raws else given[f.name]
+                  for f in fields}  # fmt: skip
         out = self.call(key, sample)
         checked = {}
         for f in fields:
@@ -173,14 +198,26 @@ class SampleTransform:
                 except DecodeError as exc:
                     raise self._fail(key, f"its output: {exc.reason}") from None
                 continue
-            got, was = out[f.name], values[f.name]
-            same = isinstance(got, np.ndarray) and got.shape == was.shape
-            if not same or got.dtype != was.dtype:
-                raise self._fail(
-                    key,
-                    f"field {f.name!r} ({f.kind}) is {_described(got)}; it was "
-                    f"{was.dtype} {was.shape} (an inline field keeps both)",
-                )
-            self._allowed(key, f, got)
-            checked[f.name] = got
+            checked[f.name] = self._inline(key, f, out[f.name], values[f.name], given[f.name])
         return checked
+
+    def _inline(
+        self, key: str, f: FieldSpec, got: Any, was: np.ndarray, handed: np.ndarray
+    ) -> np.ndarray:
+        """An inline field's output: ``handed``'s shape, its dtype or ``was``'s; as ``was``."""
+        same = isinstance(got, np.ndarray) and got.shape == was.shape
+        if not same or got.dtype not in (was.dtype, handed.dtype):
+            raise self._fail(
+                key,
+                f"field {f.name!r} ({f.kind}) is {_described(got)}; it was handed "
+                f"{handed.dtype} {handed.shape} (an inline field keeps its shape and dtype)",
+            )
+        if got.dtype == handed.dtype and np.array_equal(got, np.asarray(was, handed.dtype)):
+            return was  # unchanged: its exact value (a float32 view of float64 boxes aside)
+        self._allowed(key, f, got)
+        return np.asarray(got, dtype=was.dtype)
+
+
+def _handed(value: np.ndarray, f: FieldSpec, size: Size) -> np.ndarray:
+    """An inline field's checked value in its stored dtype, as a transform is handed it."""
+    return np.asarray(value, dtype=np.dtype(f.storage(size).dtype)).copy()

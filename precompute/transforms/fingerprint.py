@@ -8,7 +8,8 @@ whose file lies outside the Python installation and its ``site-packages`` (so a 
 update does not change the fingerprint; its version is the user's to pin) and outside nostall's
 own packages (whose changes the store's ``TRANSFORM_VERSION`` covers). A function with a
 ``version`` attribute (a string or an integer) is fingerprinted by it instead of the sources:
-the user says when the code's result changes.
+the user says when the code's result changes. Files the function reads (a lookup table, weights)
+are not read here: their changes need a new ``version`` or argument (``docs/transforms.md``).
 
 :func:`user_roots` gives the folders and files of those modules' top-level packages: what a
 build ships to Ray workers that lack them (``runtime_env`` ``py_modules``, ``docs/scale.md``).

@@ -25,7 +25,7 @@ from typing import Any
 from precompute.errors import SpecError
 from precompute.policy import show
 
-__all__ = ["AT", "TransformSpec", "check_args", "name_of"]
+__all__ = ["AT", "TransformSpec", "check_args", "edited_during", "name_of"]
 
 AT = ("stored", "decoded")  # after the resize (the stored values), before it (as decoded)
 _NAME = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
@@ -115,9 +115,11 @@ class TransformSpec:
             raise SpecError(f"transform.fingerprint must be a sha256 hex digest, got {show(fp)}")
         if not fp:  # given by name: the code as it is now
             from precompute.transforms.fingerprint import fingerprint, load
+            from precompute.transforms.signature import check_call
 
-            fp = fingerprint(load(self.name), self.name, self.args)
-            object.__setattr__(self, "fingerprint", fp)
+            fn = load(self.name)
+            check_call(fn, self.name, self.args, self.at)
+            object.__setattr__(self, "fingerprint", fingerprint(fn, self.name, self.args))
 
     @classmethod
     def of(
@@ -154,11 +156,16 @@ class TransformSpec:
         """This transform with the fingerprint of its code as it is now (imports it).
 
         Raises:
-            SpecError: The function cannot be imported, or its fingerprint not taken.
+            SpecError: The function cannot be imported, does not take its arguments
+                (:func:`~precompute.transforms.signature.check_call`), or its fingerprint
+                cannot be taken.
         """
         from precompute.transforms.fingerprint import fingerprint, load
+        from precompute.transforms.signature import check_call
 
-        return replace(self, fingerprint=fingerprint(load(self.name), self.name, self.args))
+        fn = load(self.name)
+        check_call(fn, self.name, self.args, self.at)
+        return replace(self, fingerprint=fingerprint(fn, self.name, self.args))
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name", "args", "at", "fingerprint"}``, JSON-ready."""
@@ -184,3 +191,23 @@ class TransformSpec:
             raise SpecError(f"transform: unknown key(s) {unknown} or no name; known: {_KEYS}")
         return cls(data["name"], data.get("args") or {}, data.get("at", "stored"),
                    data.get("fingerprint", ""))  # fmt: skip
+
+
+def edited_during(asked: TransformSpec | None, built: TransformSpec | None) -> str | None:
+    """Why a build's store is not the one asked for, if its transform's code changed meanwhile.
+
+    ``asked`` is the transform a request was keyed by, ``built`` the one its store records
+    (a build takes the code as it is when it starts): the same function, arguments and point
+    with another fingerprint means a module of it was edited between the two. None otherwise.
+    """
+    if asked is None or built is None or asked.fingerprint == built.fingerprint:
+        return None
+    same = (asked.name, dict(asked.args), asked.at) == (built.name, dict(built.args), built.at)
+    if not same:
+        return None
+    return (
+        f"transform {asked.name}: its code changed during the build (a module of it was "
+        f"edited after the request: fingerprint {asked.fingerprint[:12]} when asked, "
+        f"{built.fingerprint[:12]} when built); the code as it is now is another store: "
+        "ask again (docs/transforms.md)"
+    )

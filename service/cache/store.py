@@ -32,6 +32,7 @@ from precompute.errors import ClassListWarning, PrecomputeError
 from precompute.format.layout import StoreInfo, open_store_info
 from precompute.pipeline.check import class_shift, classes_of, kinship
 from precompute.spec import BuildSpec
+from precompute.transforms.spec import edited_during
 from service.cache import eviction
 from service.cache.builders import Builder, BuildRequest, precompute_builder
 from service.cache.catalog import CacheLayout, Entry
@@ -282,7 +283,10 @@ class Cache:
             self.stats.inc("build_failures")
             raise BuildFailedError(f"build of {request.key} left no complete store: {exc}") from exc
         problems = []
-        if info.spec_hash != request.spec.digest():
+        edited = edited_during(request.spec.transform, info.spec.transform)
+        if edited is not None:
+            problems.append(edited)
+        elif info.spec_hash != request.spec.digest():
             problems.append(f"spec hash {info.spec_hash} != {request.spec.digest()}")
         if info.source_fingerprint != request.fingerprint:
             problems.append(

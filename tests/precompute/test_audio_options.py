@@ -121,6 +121,10 @@ def test_feature_options_a_representation_leaves_unused_are_refused(
     for flags, said in (
         (["--f-min", "50"], "--f-min: a feature option, without effect on a waveform"),
         (["--features", "logmel", "--n-mfcc", "13"], "--n-mfcc: an MFCC option"),
+        (
+            ["--n-mfcc", "13"],
+            "--n-mfcc: an MFCC option, without effect on a waveform: add --features mfcc",
+        ),  # not logmel, whose MFCC option it is not either
     ):
         with pytest.raises(SystemExit):
             _build(clips, tmp_path / "s", *flags)
@@ -160,8 +164,9 @@ def test_per_band_statistics_are_stored_and_standardise_the_features(
 def test_standardising_needs_stored_statistics(clips: Path, tmp_path: Path) -> None:
     wave = _build(clips, tmp_path / "w")  # a waveform: no band statistics
     assert "band_stats" not in open_store_info(wave).report
-    with pytest.raises(AugmentError, match="holds no per-band statistics"):
+    with pytest.raises(AugmentError, match="holds waveforms, which have no bands") as err:
         StoreLoader(wave, 4, augment=AudioAugment(normalize="store"))
+    assert "--features logmel or mfcc" in str(err.value) and "rebuild" not in str(err.value)
     policy: Any = AudioAugment(normalize="store")
     with pytest.raises(AugmentError, match="give the policy to a StoreLoader"):
         policy({"audio": torch.zeros(2, 13, 10), "label": torch.zeros(2, dtype=torch.int64),

@@ -69,6 +69,67 @@ def window(sample, key, *, low, high):
     return sample
 
 
+def stretch(sample, key):
+    """Any point: the image's values stretched to the full 8 bits (as uint8)."""
+    img = sample["image"].astype(np.float64)
+    sample["image"] = np.rint(img / max(img.max(), 1) * 255).astype(np.uint8)
+    return sample
+
+
+def tint(sample, key):
+    """At 'stored': a red tint (the channels no longer equal)."""
+    img = sample["image"].copy()
+    img[..., 0] = img[..., 0] // 2 + 128
+    sample["image"] = img
+    return sample
+
+
+def reads_table(sample, key):
+    """A transform reading a data file next to its module (not part of the fingerprint)."""
+    import json
+    import os
+
+    with open(os.path.join(os.path.dirname(__file__), "gain.json")) as f:
+        gain = json.load(f)["gain"]
+    sample["image"] = np.clip(sample["image"].astype(np.int32) * gain, 0, 255).astype(np.uint8)
+    return sample
+
+
+def dtypes(sample, key, *, seen):
+    """Writes the dtype of every field it is handed to the file ``seen`` (JSON)."""
+    import json
+
+    with open(seen, "w") as f:
+        json.dump({{k: str(v.dtype) for k, v in sample.items()}}, f)
+    return sample
+
+
+def boxes_as_float32(sample, key):
+    sample["boxes"] = sample["boxes"].astype(np.float32)
+    return sample
+
+
+def boxes_shifted(sample, key, *, dx):
+    """At 'decoded': every box moved right by ``dx`` pixels, in place (padding rows kept)."""
+    b = sample["boxes"]
+    b[b[:, 4] >= 0, 0] += dx
+    b[b[:, 4] >= 0, 2] += dx
+    return sample
+
+
+def valid_region(sample, key, *, extent, value=255):
+    """At 'stored': the valid region (handed as ``extent``) painted ``value``."""
+    top, left, h, w = extent
+    img = sample["image"].copy()
+    img[top : top + h, left : left + w] = value
+    sample["image"] = img
+    return sample
+
+
+def takes_any(sample, key, **kw):
+    return sample
+
+
 def versioned(sample, key):
     return sample
 

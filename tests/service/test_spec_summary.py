@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from precompute.format.summary import spec_summary
 from precompute.job import build
+from precompute.sample import make_sample_dataset
 from precompute.spec import BuildSpec
 from service import Cache
 from service.cli import cache as cache_cli
 from tests.precompute.audio_bytes import encode, tone
+from tests.precompute.userpkg import make_package
 
 AUDIO = {
     "fields": [
@@ -69,3 +72,24 @@ def test_each_kind_describes_its_field() -> None:
     assert spec_summary(points.to_dict()).startswith("image 32 px, keypoints 5 points with flip")
     unknown = {"seed": 3, "fields": [{"name": "x", "kind": "not_installed"}]}
     assert spec_summary(unknown) == "fields x; seed 3"  # a plugin's kind that is not here
+
+
+def test_cache_ls_tells_stores_apart_that_differ_only_in_their_transform(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    name = make_package(tmp_path / "code")
+    src = make_sample_dataset(tmp_path / "src", 4, 2, size_range=(20, 30))
+    cache = Cache(tmp_path / "cache", builder=_sequential)
+    for top in (200, 100):
+        transform = {"name": f"{name}.ops:invert", "args": {"top": top}, "at": "stored"}
+        cache.get_or_build(src, {"size": 16, "transform": transform})
+    out = CliRunner().invoke(cache_cli, ["--root", str(tmp_path / "cache"), "ls"]).output
+    rows = [line for line in out.splitlines() if "16 px center-crop" in line]
+    assert len(rows) == 2, out
+    assert f"transform {name}.ops:invert at stored, top=200, " in rows[0] + rows[1]
+    assert f"transform {name}.ops:invert at stored, top=100, " in rows[0] + rows[1]
+    long = {"name": "m.x:f", "args": {"table": "t" * 80}, "fingerprint": "ab" * 32}
+    line = spec_summary({"size": 16, "transform": long})
+    shown = "table='" + "t" * 30 + "..."  # the arguments cut to 40 characters
+    assert line == f"16 px center-crop x1 seed 0; transform m.x:f at stored, {shown}, abababab"

@@ -10,6 +10,7 @@ import pytest
 from precompute.format.layout import open_store_info
 from service import Cache
 from service.cache.builders import BuildRequest
+from service.errors import BuildFailedError
 from tests.precompute.userpkg import edit, make_package
 from tests.service.helpers import SPEC, make_source
 
@@ -76,3 +77,28 @@ def test_the_http_service_takes_a_transform_by_name(
         bad = {**SPEC, "transform": "nowhere_to_be_found.ops:fn"}
         r = client.post("/stores", json={"source": "ds", "spec": bad})
         assert r.status_code == 400 and "cannot import nowhere_to_be_found.ops" in r.text
+
+
+def test_a_transform_edited_while_its_build_runs_is_said_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "code"
+    name = make_package(root)
+    monkeypatch.syspath_prepend(str(root))
+    source = make_source(tmp_path / "src")
+
+    def edited_meanwhile(request: BuildRequest) -> None:
+        edit(root, name, "helpers", "\n# edited while the build runs\n")
+        _in_process(request)
+
+    cache = Cache(tmp_path / "cache", builder=edited_meanwhile)
+    spec = {**SPEC, "transform": f"{name}.ops:invert"}
+    asked = cache.request_for(source, spec).spec.transform
+    assert asked is not None
+    with pytest.raises(BuildFailedError) as err:
+        cache.get_or_build(source, spec)
+    said = str(err.value)
+    assert f"transform {name}.ops:invert: its code changed during the build" in said
+    assert f"fingerprint {asked.fingerprint[:12]} when asked" in said and "ask again" in said
+    assert "spec hash" not in said
+    assert cache.list() == []  # nothing published

@@ -136,13 +136,21 @@ class AudioAugment:
         Called by the StoreLoader when it opens a store (its ``report``).
 
         Raises:
-            AugmentError: The store has no statistics for its audio field (a waveform, or a
-                store built before they were stored: rebuild it, or give mean and std).
+            AugmentError: The store's audio field is a waveform (no bands: statistics are a
+                feature store's), or a feature store built before they were stored (rebuild
+                it, or give mean and std).
         """
         if self.normalize != "store" or self.mean is not None:
             return self
         field = audio_field(fields)
         names = [field.name] if field is not None else []
+        if field is not None and field.options.get("representation") == "waveform":
+            raise AugmentError(
+                f"audio.normalize='store': field {field.name!r} holds waveforms, which have no "
+                "bands: per-band statistics are a feature store's (build with --features "
+                "logmel or mfcc to standardise its bands); a waveform is served as samples "
+                "in [-1, 1) (k / 32768), so leave normalize=None for it"
+            )
         stats = report.get("band_stats", {}).get(names[0]) if names else None
         if stats is None:
             raise AugmentError(
