@@ -181,7 +181,7 @@ def doctor(
     weight = read_weight(store, nbytes)
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
                        bytes_per_sample=round(weight["bytes"]),
-                       gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
+                       gpu_decode=workload.has_engine("gpu-decode"))  # fmt: skip
     res: dict[str, Any] = {
         "environment": env,
         "data": data,

@@ -22,7 +22,8 @@ are carried beside the targets by every strategy, anything else is named as left
 
 ``items.py`` decodes a source item with the kinds' own decoders (what the build decodes);
 ``crops.py`` is the classic per-sample geometry (crop, resize, flip) of pixels, masks, points
-and boxes; ``nets.py`` holds the consumers' small models.
+and boxes; ``pixels.py`` the image workloads' base (the input's stored channels and bit depth);
+``nets.py`` holds the consumers' small models.
 """
 
 from __future__ import annotations
@@ -203,6 +204,10 @@ class Workload(ABC):
             f"LEFT OUT: {self.left_out_names()}: no workload here serves it with {self.task}, "
             "so no strategy's batches hold it and none of its cost is measured"
         )
+
+    def has_engine(self, name: str) -> bool:
+        """Whether it has a raw-file pipeline ``name`` (``gpu-decode``, ...) for this source."""
+        return name in self.engines
 
     def one_label(self, engine: str) -> None:
         """Refuse a raw-file pipeline that serves the target alone while labels are carried.

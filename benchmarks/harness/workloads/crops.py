@@ -31,6 +31,7 @@ __all__ = [
 Box = tuple[int, int, int, int]  # left, top, right, bottom (exclusive), input pixels
 MEAN = np.asarray(IMAGENET_MEAN, np.float32) * 255
 INV_STD = 1.0 / (np.asarray(IMAGENET_STD, np.float32) * 255)
+BILINEAR = Image.Resampling.BILINEAR
 
 
 def random_resized_crop_box(
@@ -62,25 +63,46 @@ def random_resized_crop_box(
 
 
 def normalise(pixels: np.ndarray) -> np.ndarray:
-    """``(H, W, C)`` uint8 -> ``(C, H, W)`` float32 normalised by the ImageNet mean/std."""
+    """``(H, W, C)`` uint8 or uint16 -> ``(C, H, W)`` float32 normalised by the ImageNet mean/std.
+
+    16-bit pixels are scaled by 255/65535 first, as the store loaders scale them, so the
+    normalisation means the same at either depth; one channel takes the first mean and std.
+    """
     c = pixels.shape[2]
     mean, inv = (MEAN, INV_STD) if c == 3 else (MEAN[:c].mean(), INV_STD[:c].mean())
-    out = (pixels.astype(np.float32) - mean) * inv
+    out = pixels.astype(np.float32)
+    if pixels.dtype == np.uint16:
+        out *= np.float32(255.0 / 65535.0)
+    out = (out - mean) * inv
     return np.ascontiguousarray(out.transpose(2, 0, 1))
 
 
-def crop_pixels(pixels: np.ndarray | Image.Image, box: Box, size: int, flip: bool) -> np.ndarray:
-    """The crop ``box`` of ``(H, W, C)`` uint8 pixels resized bilinear to ``size``, normalised.
+def _resized(pixels: np.ndarray, box: Box, size: int) -> np.ndarray:
+    """``(H, W, C)`` uint8 or uint16 pixels cropped to ``box`` and resized bilinear.
 
-    ``pixels`` may be a Pillow image already (``L`` or ``RGB``): no copy into one first.
+    uint8 grey or RGB is one Pillow image (``L``, ``RGB``); anything else (16 bits) is resized
+    plane by plane (Pillow resizes ``I;16`` in 16 bits), as the build places it.
+    """
+    c = pixels.shape[2]
+    if pixels.dtype == np.uint8 and c in (1, 3):
+        img = Image.fromarray(pixels[..., 0] if c == 1 else pixels, "L" if c == 1 else "RGB")
+        return np.asarray(img.resize((size, size), BILINEAR, box=box)).reshape(size, size, c)
+    planes = [Image.fromarray(np.ascontiguousarray(pixels[..., k])) for k in range(c)]
+    out = [np.asarray(p.resize((size, size), BILINEAR, box=box), pixels.dtype) for p in planes]
+    return np.stack(out, 2)
+
+
+def crop_pixels(pixels: np.ndarray | Image.Image, box: Box, size: int, flip: bool) -> np.ndarray:
+    """The crop ``box`` of ``(H, W, C)`` pixels resized bilinear to ``size``, normalised.
+
+    ``pixels``: uint8 or uint16 (``--bit-depth 16``), one channel or three, as the build's
+    decoder gives them; or a Pillow image already (``L`` or ``RGB``): no copy into one first.
     """
     if isinstance(pixels, Image.Image):
-        img, c = pixels, len(pixels.getbands())
+        c = len(pixels.getbands())
+        out = np.asarray(pixels.resize((size, size), BILINEAR, box=box)).reshape(size, size, c)
     else:
-        c = pixels.shape[2]
-        img = Image.fromarray(pixels[..., 0] if c == 1 else pixels, "L" if c == 1 else "RGB")
-    out = np.asarray(img.resize((size, size), Image.Resampling.BILINEAR, box=box))
-    out = out.reshape(size, size, c)
+        out = _resized(pixels, box, size)
     return normalise(out[:, ::-1] if flip else out)
 
 

@@ -1,10 +1,10 @@
 """Detection (image + boxes): one random resized crop and flip for the image and its boxes.
 
-Every strategy serves the image float32 ``[B, 3, S, S]`` normalised and the boxes float32
-``[B, N, 5]`` ``(x0, y0, x1, y1, class)`` in the output frame, the boxes kept first and the
-other rows ``-1``: mapped exactly by the crop, clipped to it, and dropped when a box keeps less
-than the field's ``min_visibility`` of its area. The model consumer trains a centre heatmap
-per class at stride 4 (binary cross-entropy).
+Every strategy serves the image float32 ``[B, C, S, S]`` normalised (C: its stored channels)
+and the boxes float32 ``[B, N, 5]`` ``(x0, y0, x1, y1, class)`` in the output frame, the boxes
+kept first and the other rows ``-1``: mapped exactly by the crop, clipped to it, and dropped
+when a box keeps less than the field's ``min_visibility`` of its area. The model consumer
+trains a centre heatmap per class at stride 4 (binary cross-entropy).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import torch
 from torch import nn
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.workloads import Transform, Workload, register_workload
+from benchmarks.harness.workloads import Transform, register_workload
 from benchmarks.harness.workloads.crops import crop_boxes, crop_pixels, random_resized_crop_box
 from benchmarks.harness.workloads.nets import HeatmapNet
+from benchmarks.harness.workloads.pixels import ImageWorkload
 
 __all__ = ["Detect", "centre_heatmap"]
 
@@ -38,7 +39,7 @@ def centre_heatmap(boxes: torch.Tensor, classes: int, side: int) -> torch.Tensor
 
 
 @register_workload
-class Detect(Workload):
+class Detect(ImageWorkload):
     """Object detection."""
 
     name = "detection"
@@ -89,7 +90,7 @@ class Detect(Workload):
             target = centre_heatmap(boxes, classes, out.shape[-1])
             return nn.functional.binary_cross_entropy_with_logits(out, target)
 
-        return HeatmapNet(3, classes), loss
+        return HeatmapNet(self.channels, classes), loss
 
     def gpu_decode(self, cfg: Any) -> Any:
         """None: see the reason."""
@@ -110,7 +111,7 @@ class Detect(Workload):
         """What a batch holds."""
         s, o = self.size, self.options
         return (
-            f"{self.input} float32 [B, 3, {s}, {s}] normalised, {self.target} float32 "
+            f"{self.image_text()}, {self.target} float32 "
             f"[B, {o['max_boxes']}, 5] (x0, y0, x1, y1 in 0..{s}, class 0..{o['classes'] - 1}; "
             "rows past the kept boxes -1)"
         )

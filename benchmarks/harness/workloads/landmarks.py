@@ -17,15 +17,16 @@ import torch
 from torch import nn
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.workloads import Transform, Workload, register_workload
+from benchmarks.harness.workloads import Transform, register_workload
 from benchmarks.harness.workloads.crops import crop_pixels, crop_points, random_resized_crop_box
 from benchmarks.harness.workloads.nets import ConvNet
+from benchmarks.harness.workloads.pixels import ImageWorkload
 
 __all__ = ["Landmarks"]
 
 
 @register_workload
-class Landmarks(Workload):
+class Landmarks(ImageWorkload):
     """Landmark regression."""
 
     name = "landmarks"
@@ -42,11 +43,6 @@ class Landmarks(Workload):
         """The keypoints' left/right pairs (empty: no flip)."""
         opts = self.plan.field_spec(self.target).options
         return tuple((int(a), int(b)) for a, b in opts.get("flip_pairs") or ())
-
-    @property
-    def channels(self) -> int:
-        """The image field's channels."""
-        return int(self.plan.field_spec(self.input).options.get("channels", 3))
 
     @property
     def store_text(self) -> str:
@@ -109,6 +105,6 @@ class Landmarks(Workload):
         s = self.size
         count = self.plan.field_spec(self.target).options["points"]
         return (
-            f"{self.input} float32 [B, {self.channels}, {s}, {s}] normalised, {self.target} "
+            f"{self.image_text()}, {self.target} "
             f"float32 [B, {count}, 3] (x, y in 0..{s} where visible, visible 0/1)"
         )
