@@ -56,7 +56,7 @@ def stored_values(plan: Any, count: int) -> tuple[dict[str, np.ndarray], int, li
     bad = []
     for item in plan.source.items[:count]:
         try:
-            values, _ = assemble(item, plan.fields, plan.source.read_bytes, int(spec.size),
+            values, _ = assemble(item, plan.fields, plan.source.read_bytes, spec.size,
                                  spec.mode, spec.max_pixels)  # fmt: skip
         except DecodeError as exc:
             bad.append(f"{exc.key}: {exc.reason}")
@@ -92,7 +92,7 @@ def _try(codec: str, values: np.ndarray, chunk: int, fill: Any) -> dict[str, Any
 
 def measure_fields(plan: Any, count: int = SAMPLES) -> dict[str, Any]:
     """Each field's raw bytes per sample and what each codec its kind takes makes of it."""
-    size = int(plan.spec.size)
+    size = plan.spec.size
     values, n, bad = stored_values(plan, count)
     fields = []
     for f in plan.fields:

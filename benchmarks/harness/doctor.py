@@ -123,7 +123,7 @@ def _decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
 
 def sample_bytes(plan: Any) -> int:
     """Stored bytes of one sample: every field's storage at the spec's size."""
-    size = int(plan.spec.size)
+    size = plan.spec.size
     total = 0
     for f in plan.fields:
         st = f.storage(size)
@@ -139,7 +139,7 @@ def doctor(
     data: str,
     *,
     store: str | None = None,
-    size: int = 64,
+    size: int | str = 64,
     max_files: int = 200,
     workers: int | None = None,
     batch_size: int = 64,
@@ -151,7 +151,7 @@ def doctor(
     Args:
         data: The source, as ``precompute build`` takes it.
         store: A store to measure read speed and the StoreLoader on.
-        size: Output crop size, as ``run --size`` (when ``spec`` is None).
+        size: Output crop side or ``"WxH"`` frame, as ``run --size`` (when ``spec`` is None).
         max_files: Samples of ``data`` decoded and whose files are read.
         workers: Workers/threads the strategies get, as ``run --workers`` (default: cores).
         batch_size: Batch size of the StoreLoader measurement, as ``run --batch-size``.
@@ -187,7 +187,7 @@ def doctor(
         "data": data,
         "workload": workload.title,
         "left_out": workload.left_out_text(),
-        "size": int(plan.spec.size),
+        "size": plan.spec.size,
         "stored": workload.stored,
         "bytes_per_sample": weight,
         "workers": workers,
@@ -208,7 +208,7 @@ def loader_rate(
     workload: Any = None,
     max_batches: int = 50,
     *,
-    size: int = 64,
+    size: int | str = 64,
     workers: int = 2,
 ) -> dict[str, Any]:
     """Measure StoreLoader as the ``precompute`` strategy runs it, augmentation included.
@@ -220,6 +220,7 @@ def loader_rate(
     from benchmarks.harness.stored import fields_text
     from loaders import StoreLoader
     from loaders.augment import TrainAugment
+    from precompute.checks import size_hw
     from precompute.format.layout import open_store_info
 
     info = open_store_info(store)
@@ -227,7 +228,7 @@ def loader_rate(
     augment = (
         workload.store_augment(threads)
         if workload is not None
-        else TrainAugment(size=(size, size), threads=threads)
+        else TrainAugment(size=size_hw(size), threads=threads)
     )
     loader = StoreLoader(
         store,
@@ -252,7 +253,7 @@ def loader_rate(
         "seconds": secs,
         "samples_per_s": n / secs,
         "size": info.layout.size,
-        "stored": fields_text(info.fields, int(info.layout.size)),
+        "stored": fields_text(info.fields, info.layout.size),
         "augment": what,
         "threads": threads,
     }

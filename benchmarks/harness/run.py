@@ -148,7 +148,7 @@ def run_benchmark(
         opts = dataclasses.replace(opts, epochs=epochs)
     store_path, built = _prepare_store(plan, out, store, names, build or BuildOptions())
     reason = (built or {}).get("reason")
-    cfg = RunConfig(data, store_path, batch_size, workers, int(plan.spec.size), seed, dev,
+    cfg = RunConfig(data, store_path, batch_size, workers, plan.spec.size, seed, dev,
                     reason, spec=given, epochs=epochs, mixup=mixup)  # fmt: skip
     cfg.__dict__["plan"] = plan  # listed once: the strategies read the same items
     workload = cfg.workload
@@ -178,7 +178,7 @@ def run_benchmark(
             "fields": [f"{f.name} ({f.kind})" for f in plan.fields],
             "samples": len(plan),
             "stored": workload.stored,
-            "stored_fields": fields_text(plan.fields, int(plan.spec.size)),
+            "stored_fields": fields_text(plan.fields, plan.spec.size),
             "carried": list(workload.carried),
             "left_out": workload.left_out_text(),
             "left_out_fields": workload.left_out_names(),

@@ -15,8 +15,8 @@ from typing import Any
 __all__ = ["fields_text", "read_weight", "store_files", "store_sample"]
 
 
-def fields_text(fields: Sequence[Any], size: int) -> str:
-    """``NAME DTYPE [SHAPE]`` of each field's storage at side ``size`` (no shape: a scalar)."""
+def fields_text(fields: Sequence[Any], size: int | str) -> str:
+    """``NAME DTYPE [SHAPE]`` of each field's storage at ``size`` (a side or ``"WxH"``)."""
     parts = []
     for f in fields:
         st = f.storage(size)
@@ -44,7 +44,7 @@ def store_sample(store: str) -> dict[str, Any]:
     slots = max(1, int(info.layout.num_samples))
     total = sum(p.stat().st_size for p in store_files(store))
     return {
-        "fields": fields_text(info.fields, int(info.layout.size)),
+        "fields": fields_text(info.fields, info.layout.size),
         "bytes_per_sample": total / slots,
         "samples": slots,
     }

@@ -53,8 +53,12 @@ def _decode_error(tf: Any, pixels: Any) -> Any:
     return probe
 
 
-def crop_resize(tf: Any, img: Any, seed: Any, size: int) -> tuple[Any, Any, Any]:
-    """A random resized crop of ``img`` (HWC) to ``size``: ``(pixels float32, begin, extent)``."""
+def crop_resize(tf: Any, img: Any, seed: Any, size: tuple[int, int]) -> tuple[Any, Any, Any]:
+    """A random resized crop of ``img`` (HWC) to ``size`` ``(height, width)``.
+
+    Returns:
+        ``(pixels float32, begin, extent)``.
+    """
     begin, extent, _ = tf.image.stateless_sample_distorted_bounding_box(
         tf.shape(img),
         bounding_boxes=tf.zeros([1, 0, 4]),
@@ -65,10 +69,10 @@ def crop_resize(tf: Any, img: Any, seed: Any, size: int) -> tuple[Any, Any, Any]
         use_image_if_no_bounding_boxes=True,
     )
     crop = tf.slice(img, begin, extent)
-    return tf.image.resize(crop, [size, size], method="bilinear"), begin, extent
+    return tf.image.resize(crop, list(size), method="bilinear"), begin, extent
 
 
-def _load(tf: Any, size: int, pixels: Any) -> Any:
+def _load(tf: Any, size: tuple[int, int], pixels: Any) -> Any:
     c = pixels.channels
     mean = tf.constant(np.asarray(IMAGENET_MEAN, np.float32)[:c] * 255)
     std = tf.constant(np.asarray(IMAGENET_STD, np.float32)[:c] * 255)
@@ -108,7 +112,7 @@ def image_source(paths: Sequence[str], labels: Sequence[int], cfg: Any, pixels: 
     ds = tf.data.Dataset.zip((tf.data.Dataset.from_tensor_slices((files, labs)), seeds))
     ds = ds.shuffle(len(kept), seed=cfg.seed, reshuffle_each_iteration=True)
     ds = ds.map(
-        lambda pl, s: _load(tf, cfg.size, pixels)(*pl, s), num_parallel_calls=tf.data.AUTOTUNE
+        lambda pl, s: _load(tf, cfg.hw, pixels)(*pl, s), num_parallel_calls=tf.data.AUTOTUNE
     )
     ds = ds.batch(cfg.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 

@@ -124,14 +124,23 @@ class Workload(ABC):
         return self.field(self.kinds[-1])
 
     @property
-    def size(self) -> int:
-        """The stored and output side (the build spec's ``size``)."""
-        return int(self.plan.spec.size)
+    def size(self) -> int | str:
+        """The stored and output frame: the build spec's ``size``, a side or ``"WxH"`` text."""
+        size: int | str = self.plan.spec.size
+        return size
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        """``(height, width)`` of the stored and output frame (:attr:`size`)."""
+        from precompute.checks import size_hw
+
+        return size_hw(self.size)
 
     @property
     def stored(self) -> str:
-        """What one stored sample of the input is, for the reports (default: ``S x S px``)."""
-        return f"{self.input} {self.size} x {self.size} px"
+        """What one stored sample of the input is, for the reports (default: ``W x H px``)."""
+        h, w = self.hw
+        return f"{self.input} {w} x {h} px"
 
     @property
     @abstractmethod

@@ -60,7 +60,7 @@ class Classify(ImageWorkload):
 
     def classic(self, seed: int) -> Transform:
         """Decode, RRC, flip, normalise; the label as is."""
-        image, label, size = self.input, self.target, self.size
+        image, label, size = self.input, self.target, self.hw
 
         def transform(values: Mapping[str, Any], rng: np.random.Generator) -> Any:
             pixels = values[image]
@@ -74,7 +74,7 @@ class Classify(ImageWorkload):
         """``TrainAugment`` at the run's size."""
         from loaders.augment import TrainAugment
 
-        return TrainAugment(size=(self.size, self.size), threads=threads)
+        return TrainAugment(size=self.hw, threads=threads)
 
     def store_mixup(self) -> dict[str, Any]:
         """``Mixup`` (blend only, no label smoothing), as every other strategy mixes."""
@@ -109,6 +109,7 @@ class Classify(ImageWorkload):
         from loaders.dali import DaliAugment, JpegLoader
 
         self.pixels.refuse("JpegLoader")
+        side = cfg.square("JpegLoader")
         if self.plan.spec.fields:  # a source of named fields: not class folders
             raise NotApplicable("JpegLoader reads class folders and path,label manifests")
         self.one_label("JpegLoader")
@@ -116,8 +117,8 @@ class Classify(ImageWorkload):
         loader = JpegLoader(
             cfg.data,
             cfg.batch_size,
-            cfg.size,
-            augment=DaliAugment(size=cfg.size, mean=MEAN, std=STD),
+            side,
+            augment=DaliAugment(size=side, mean=MEAN, std=STD),
             device=cfg.device,
             shuffle=True,
             seed=cfg.seed,

@@ -27,13 +27,17 @@ __all__ = ["Detect", "centre_heatmap"]
 STRIDE = 4
 
 
-def centre_heatmap(boxes: torch.Tensor, classes: int, side: int) -> torch.Tensor:
-    """``[B, classes, side, side]`` with 1 at each kept box's centre cell (stride 4), else 0."""
-    out = torch.zeros(boxes.shape[0], classes, side, side, device=boxes.device)
+def centre_heatmap(boxes: torch.Tensor, classes: int, side: int | tuple[int, int]) -> torch.Tensor:
+    """``[B, classes, H, W]`` with 1 at each kept box's centre cell (stride 4), else 0.
+
+    ``side``: the heatmap's side, or its ``(H, W)``.
+    """
+    h, w = (side, side) if isinstance(side, int) else side
+    out = torch.zeros(boxes.shape[0], classes, h, w, device=boxes.device)
     b, n = torch.nonzero(boxes[..., 4] >= 0, as_tuple=True)
     rows = boxes[b, n]
-    cx = ((rows[:, 0] + rows[:, 2]) / (2 * STRIDE)).long().clamp(0, side - 1)
-    cy = ((rows[:, 1] + rows[:, 3]) / (2 * STRIDE)).long().clamp(0, side - 1)
+    cx = ((rows[:, 0] + rows[:, 2]) / (2 * STRIDE)).long().clamp(0, w - 1)
+    cy = ((rows[:, 1] + rows[:, 3]) / (2 * STRIDE)).long().clamp(0, h - 1)
     out[b, rows[:, 4].long().clamp(0, classes - 1), cy, cx] = 1.0
     return out
 
@@ -63,7 +67,7 @@ class Detect(ImageWorkload):
 
     def classic(self, seed: int) -> Transform:
         """Decode, crop and flip the image with its boxes, normalise."""
-        image, boxes, size = self.input, self.target, self.size
+        image, boxes, size = self.input, self.target, self.hw
         keep, vis = int(self.options["max_boxes"]), float(self.options["min_visibility"])
 
         def transform(values: Mapping[str, Any], rng: np.random.Generator) -> Any:
@@ -80,14 +84,14 @@ class Detect(ImageWorkload):
         """``TrainAugment`` at the run's size (the loader moves the boxes with the pixels)."""
         from loaders.augment import TrainAugment
 
-        return TrainAugment(size=(self.size, self.size), threads=threads)
+        return TrainAugment(size=self.hw, threads=threads)
 
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A stride-4 centre heatmap net; binary cross-entropy against the box centres."""
         classes = int(self.options["classes"])
 
         def loss(out: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
-            target = centre_heatmap(boxes, classes, out.shape[-1])
+            target = centre_heatmap(boxes, classes, (out.shape[-2], out.shape[-1]))
             return nn.functional.binary_cross_entropy_with_logits(out, target)
 
         return HeatmapNet(self.channels, classes), loss
@@ -109,9 +113,9 @@ class Detect(ImageWorkload):
 
     def served(self) -> str:
         """What a batch holds."""
-        s, o = self.size, self.options
+        (h, w), o = self.hw, self.options
         return (
-            f"{self.image_text()}, {self.target} float32 "
-            f"[B, {o['max_boxes']}, 5] (x0, y0, x1, y1 in 0..{s}, class 0..{o['classes'] - 1}; "
+            f"{self.image_text()}, {self.target} float32 [B, {o['max_boxes']}, 5] (x0, x1 in "
+            f"0..{w}, y0, y1 in 0..{h}, class 0..{o['classes'] - 1}; "
             "rows past the kept boxes -1)"
         )

@@ -72,8 +72,8 @@ class ImageWorkload(Workload):
 
     @property
     def stored(self) -> str:
-        """``image 64 x 64 px, 1 channel, 16-bit``."""
-        return f"{self.input} {self.size} x {self.size} px, {self.pixels.text}"
+        """``image 64 x 64 px, 1 channel, 16-bit`` (width x height)."""
+        return f"{super().stored}, {self.pixels.text}"
 
     def has_engine(self, name: str) -> bool:
         """Its raw-file pipelines, but DALI's (``gpu-decode``) for three 8-bit channels only."""
@@ -81,6 +81,6 @@ class ImageWorkload(Workload):
         return plain and super().has_engine(name)
 
     def image_text(self) -> str:
-        """What a batch holds of the input: ``image float32 [B, C, S, S] normalised``."""
-        s = self.size
-        return f"{self.input} float32 [B, {self.channels}, {s}, {s}] normalised"
+        """What a batch holds of the input: ``image float32 [B, C, H, W] normalised``."""
+        h, w = self.hw
+        return f"{self.input} float32 [B, {self.channels}, {h}, {w}] normalised"

@@ -52,7 +52,7 @@ class Segment(ImageWorkload):
 
     def classic(self, seed: int) -> Transform:
         """Decode both, crop and flip them together, normalise the image."""
-        image, mask, size = self.input, self.target, self.size
+        image, mask, size = self.input, self.target, self.hw
 
         def transform(values: Mapping[str, Any], rng: np.random.Generator) -> Any:
             pixels, ids = values[image], values[mask]
@@ -67,7 +67,7 @@ class Segment(ImageWorkload):
         """``TrainAugment`` at the run's size (the loader moves the mask with the image)."""
         from loaders.augment import TrainAugment
 
-        return TrainAugment(size=(self.size, self.size), threads=threads)
+        return TrainAugment(size=self.hw, threads=threads)
 
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A two-level U-Net; cross-entropy without the ignore index."""
@@ -81,9 +81,9 @@ class Segment(ImageWorkload):
 
     def served(self) -> str:
         """What a batch holds."""
-        s, opts = self.size, self.mask_options
+        (h, w), opts = self.hw, self.mask_options
         return (
-            f"{self.image_text()}, {self.target} [B, {s}, {s}] "
+            f"{self.image_text()}, {self.target} [B, {h}, {w}] "
             f"class ids 0..{int(opts['classes']) - 1} (ignore {opts.get('ignore_index', 255)})"
         )
 
@@ -92,6 +92,7 @@ class Segment(ImageWorkload):
         from benchmarks.harness.native.dali_masks import mask_source
 
         self.pixels.refuse("the DALI image + mask graph")
+        cfg.square("the DALI image + mask graph")
         files = (local_files(self.plan, self.input), local_files(self.plan, self.target))
         items = self.plan.source.items
         labels = [[int(item.value(name)) for item in items] for name in self.carried]
