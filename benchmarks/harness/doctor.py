@@ -26,7 +26,7 @@ from benchmarks.codecadvice import SAMPLES, advice_for, advice_lines
 from benchmarks.environment import environment
 from benchmarks.errors import BenchmarkError
 from benchmarks.harness.feed_rates import feed_rates
-from benchmarks.harness.stored import read_weight, store_files
+from benchmarks.harness.stored import read_weight, store_files, store_sample
 
 __all__ = [
     "decode_rate",
@@ -178,7 +178,8 @@ def doctor(
         store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
     nbytes = sample_bytes(plan)
-    weight = read_weight(store, nbytes)
+    sample = store_sample(store) if store else None  # its codecs and bytes, as inspect reads
+    weight = read_weight(sample, nbytes)
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
                        bytes_per_sample=round(weight["bytes"]),
                        gpu_decode=workload.has_engine("gpu-decode"))  # fmt: skip
@@ -190,6 +191,7 @@ def doctor(
         "size": plan.spec.size,
         "stored": workload.stored,
         "bytes_per_sample": weight,
+        "store": sample,
         "workers": workers,
         "torch_threads": {"threads": pool.threads, "policy": pool.text},
         "read": read,
@@ -281,6 +283,13 @@ def format_doctor(res: dict[str, Any]) -> str:
     if res.get("store_read"):
         s = res["store_read"]
         lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")
+    if res.get("store"):
+        s = res["store"]
+        lines.append(
+            f"store's fields (its metadata): {s['codecs']} per sample; a read fetches "
+            f"{s['bytes_per_sample']:.0f} B/sample (every array's files over its "
+            f"{s['samples']} samples)"
+        )
     if res.get("store_loader"):
         s = res["store_loader"]
         lines.append(
