@@ -131,10 +131,6 @@ def sample_bytes(plan: Any) -> int:
     return total
 
 
-def _store_files(store: str) -> list[Path]:
-    return store_files(store)
-
-
 def doctor(
     data: str,
     *,
@@ -172,7 +168,7 @@ def doctor(
     workload = choose(plan)
     read = read_rate(_source_files(plan, max_files))
     dec = decode_rate(plan, workload, max_files)
-    store_read = read_rate(_store_files(store)) if store else None
+    store_read = read_rate(store_files(store)) if store else None
     pool = TorchThreads.choose(torch_threads, cores, workers)  # as run's
     with torch_threads_of(pool.threads):
         store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None

@@ -41,6 +41,7 @@ from benchmarks.harness.workloads.carry import (
     split_fields,
     with_labels,
 )
+from precompute.checks import size_hw
 
 if TYPE_CHECKING:
     import torch
@@ -126,14 +127,11 @@ class Workload(ABC):
     @property
     def size(self) -> int | str:
         """The stored and output frame: the build spec's ``size``, a side or ``"WxH"`` text."""
-        size: int | str = self.plan.spec.size
-        return size
+        return self.plan.spec.size  # type: ignore[no-any-return]
 
     @property
     def hw(self) -> tuple[int, int]:
         """``(height, width)`` of the stored and output frame (:attr:`size`)."""
-        from precompute.checks import size_hw
-
         return size_hw(self.size)
 
     @property
