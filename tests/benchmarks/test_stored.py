@@ -144,3 +144,18 @@ def test_doctor_names_a_coded_stores_codecs_and_reads_its_bytes(
     assert f"store's fields (its metadata): image {inspected['image']} " in text
     assert f"your store (--store): image {inspected['image']} " in text
     assert "keep the store raw" not in text
+
+
+def test_a_runs_report_names_the_given_stores_codecs(
+    jpeg_store: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from precompute.cli import spec_from_options
+
+    data, store = jpeg_store
+    spec = spec_from_options(None, {"size": 32, "codec": "image=jpeg:90"}, str(data))
+    report, paths = run_benchmark(str(data), tmp_path, store=str(store), strategies=["precompute"],
+                                  epochs=1, batch_size=4, workers=0, spec=spec)  # fmt: skip
+    assert report["strategies"][0]["status"] == "ok", report["strategies"]
+    codecs = report["build"]["codecs"]
+    assert codecs.startswith("image jpeg:90:") and ", label raw " in codecs
+    assert f"- store `{store}` (given), per sample {codecs}: build time" in paths["md"].read_text()
