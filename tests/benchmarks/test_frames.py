@@ -84,6 +84,7 @@ def test_doctor_takes_the_builds_sizes(wide: KindSource) -> None:
     assert doc["size"] == "40x24"
     assert doc["stored"] == "image 40 x 24 px, 3 channels, 8-bit"
     assert doc["store_loader"]["stored"] == "image uint8 [24, 40, 3], label int64"
+    assert "gpu-decode" not in doc["feed_rates"]  # DALI's loaders: squares only
     for size in ("64x64", " 32 "):  # a square frame is its side, as the build has it
         res = CliRunner().invoke(bench, [*argv, "--size", size])
         assert res.exit_code == 0, res.output

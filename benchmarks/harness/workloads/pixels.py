@@ -76,9 +76,9 @@ class ImageWorkload(Workload):
         return f"{super().stored}, {self.pixels.text}"
 
     def has_engine(self, name: str) -> bool:
-        """Its raw-file pipelines, but DALI's (``gpu-decode``) for three 8-bit channels only."""
-        plain = name != "gpu-decode" or self.pixels == PixelForm()
-        return plain and super().has_engine(name)
+        """Its raw-file pipelines, but DALI's (``gpu-decode``) for square 3-channel 8-bit only."""
+        dali = self.pixels == PixelForm() and isinstance(self.size, int)
+        return (name != "gpu-decode" or dali) and super().has_engine(name)
 
     def image_text(self) -> str:
         """What a batch holds of the input: ``image float32 [B, C, H, W] normalised``."""
