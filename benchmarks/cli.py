@@ -42,7 +42,23 @@ def build_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _spec(data: str, size: int | None, seed: int, options: dict[str, Any]) -> Any:
+def size_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``precompute build``'s own ``--size`` (its parser: ``S`` or ``WxH``), with our help.
+
+    The bench commands take every size the build takes, checked by the same callback, so a
+    frame a store was built at (``--size 256x192``) is one ``run`` and ``doctor`` take.
+    """
+    from precompute.cli import build
+
+    param = copy.copy(next(p for p in build.params if p.name == "size"))
+    param.help = SIZE_HELP
+    params = getattr(command, "__click_params__", [])
+    params.append(param)
+    command.__click_params__ = params  # type: ignore[attr-defined]
+    return command
+
+
+def _spec(data: str, size: int | str | None, seed: int, options: dict[str, Any]) -> Any:
     """The build spec of ``data``, as ``precompute build`` makes it from the same flags."""
     from precompute.cli import spec_from_options
 
@@ -58,7 +74,10 @@ def bench() -> None:
     """Compare data-loading strategies on your data, and check this machine."""
 
 
-SIZE_HELP = "Output crop size and stored size S [default: 64; a scene's --patch]."
+SIZE_HELP = (
+    "Output crop and stored side S, or a frame WIDTHxHEIGHT (e.g. 256x192), as precompute "
+    "build takes it [default: 64; a scene's --patch]."
+)
 TORCH_THREADS_HELP = (
     "torch intra-op threads of the training thread [default: the usable cores less "
     "--workers, at least 1: a pool beside loaders that take every core stalls on small ops]."
@@ -83,7 +102,7 @@ TORCH_THREADS_HELP = (
     type=click.IntRange(min=0),
     help="Loader workers/threads [default: usable cores].",
 )
-@click.option("--size", default=None, type=click.IntRange(min=1), help=SIZE_HELP)
+@size_option
 @click.option(
     "--consumer",
     default="none",
@@ -121,7 +140,7 @@ def run(
     epochs: int,
     batch_size: int,
     workers: int | None,
-    size: int | None,
+    size: int | str | None,
     consumer: str,
     strategies: str,
     device: str | None,
@@ -182,7 +201,7 @@ def run(
 @bench.command("doctor")
 @click.option("--data", required=True, help="The source, as precompute build takes it.")
 @click.option("--store", default=None, help="A store to measure read speed on.")
-@click.option("--size", default=None, type=click.IntRange(min=1), help=SIZE_HELP)
+@size_option
 @click.option("--max-files", default=200, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--workers",
@@ -198,7 +217,7 @@ def run(
 def doctor_cmd(
     data: str,
     store: str | None,
-    size: int | None,
+    size: int | str | None,
     max_files: int,
     workers: int | None,
     batch_size: int,

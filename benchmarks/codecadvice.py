@@ -8,8 +8,10 @@ checked, placed at the spec's size), and each field is encoded, in chunks of the
 ``jpeg:90`` for images, ``zstd:3`` for every kind) and decoded again, on one core: its bytes per
 sample and decode speed are measured on the user's own data, never assumed.
 
-A raw store is I/O-bound when the storage delivers fewer raw samples per second than the
-loader serves (the StoreLoader measured on the doctor's ``--store``, else the ``workers``
+With ``--store``, the store's own fields are named with their codecs as its metadata gives them
+(``precompute inspect``'s) and its read bound is sized from its actual bytes per sample, beside
+the raw store's. A raw store is I/O-bound when the storage delivers fewer raw samples per second
+than the loader serves (the StoreLoader measured on the doctor's ``--store``, else the ``workers``
 strategy's estimate, the feed a store replaces). Each field then gets the codec that stores it
 smallest, if it gains at least :data:`GAIN`; a coded store reads ``raw / coded`` times more
 samples per second, up to what decoding costs the reader threads (a JPEG field decodes on the
@@ -31,6 +33,7 @@ __all__ = [
     "advice_for",
     "advice_lines",
     "codec_advice",
+    "given_store",
     "measure_fields",
     "stored_values",
 ]
@@ -56,7 +59,7 @@ def stored_values(plan: Any, count: int) -> tuple[dict[str, np.ndarray], int, li
     bad = []
     for item in plan.source.items[:count]:
         try:
-            values, _ = assemble(item, plan.fields, plan.source.read_bytes, int(spec.size),
+            values, _ = assemble(item, plan.fields, plan.source.read_bytes, spec.size,
                                  spec.mode, spec.max_pixels)  # fmt: skip
         except DecodeError as exc:
             bad.append(f"{exc.key}: {exc.reason}")
@@ -92,7 +95,7 @@ def _try(codec: str, values: np.ndarray, chunk: int, fill: Any) -> dict[str, Any
 
 def measure_fields(plan: Any, count: int = SAMPLES) -> dict[str, Any]:
     """Each field's raw bytes per sample and what each codec its kind takes makes of it."""
-    size = int(plan.spec.size)
+    size = plan.spec.size
     values, n, bad = stored_values(plan, count)
     fields = []
     for f in plan.fields:
@@ -191,9 +194,17 @@ def _field_line(row: Mapping[str, Any], choice: str | None) -> str:
     return head + "; ".join(parts) + (f" -> {row['field']}={choice}" if choice else " -> raw")
 
 
+def _store_line(given: Mapping[str, Any], a: Mapping[str, Any]) -> list[str]:
+    return [
+        f"your store (--store): {given['text']}: {_kib(given['bytes'])}/sample: at most "
+        f"{given['read_per_s']:.0f} samples/s from {a['read_mb_per_s']:.0f} MB/s"
+    ]
+
+
 def advice_lines(res: Mapping[str, Any]) -> list[str]:
     """The advice as the doctor prints it."""
     a, m = res["advice"], res["measured"]
+    given = res.get("store")
     lines = [
         f"codecs on your data ({m['samples']} samples stored as the build would, chunks of "
         f"{m['chunk_samples']}; {len(m['left_out'])} left out, unreadable):",
@@ -201,9 +212,15 @@ def advice_lines(res: Mapping[str, Any]) -> list[str]:
         f"raw store: {_kib(a['raw_bytes'])}/sample: at most {a['raw_per_s']:.0f} samples/s from "
         f"{a['read_mb_per_s']:.0f} MB/s ({res['storage']}); the loader serves "
         f"{a['serve_per_s']:.0f}/s ({res['serve']})",
+        *(_store_line(given, a) if given else []),
     ]
     if not a["io_bound"]:
         keep = "  raw is not I/O-bound here: keep the store raw (nothing to decode on the way)"
+        if given and given["coded"]:
+            keep = (
+                "  raw is not I/O-bound here: a raw store reads as fast with nothing to decode "
+                f"on the way (yours decodes {', '.join(given['coded'])})"
+            )
         save = f"; --codec {a['flag']} would only save disk" if a["flag"] else ""
         return [*lines, keep + save]
     short = a["serve_per_s"] / a["raw_per_s"]
@@ -251,4 +268,23 @@ def advice_for(
     threads = max(1, min(int(res["workers"]), int(res["environment"]["cores_usable"])))
     advice = codec_advice(measured, float(read["mb_per_s"]), float(serve), threads=threads,
                           device_jpeg=gpu, raw_total=raw_total)  # fmt: skip
-    return {"storage": storage, "serve": what, "measured": measured, "advice": advice}
+    out = {"storage": storage, "serve": what, "measured": measured, "advice": advice}
+    if res.get("store"):
+        out["store"] = given_store(res["store"], float(read["mb_per_s"]))
+    return out
+
+
+def given_store(sample: Mapping[str, Any], read_mb_s: float) -> dict[str, Any]:
+    """The ``--store`` as it is: each field's codec and its read bound at its actual bytes.
+
+    ``sample``: :func:`benchmarks.harness.stored.store_sample` of the store.
+    """
+    nbytes = float(sample["bytes_per_sample"])
+    codecs = {a["field"]: a["codec"] for a in sample["arrays"]}
+    return {
+        "codecs": codecs,
+        "coded": {k: c for k, c in codecs.items() if c != "raw"},
+        "text": sample["codecs"],
+        "bytes": nbytes,
+        "read_per_s": read_mb_s * 1e6 / max(nbytes, 1e-9),
+    }

@@ -32,7 +32,7 @@ __all__ = ["NvjpegFeed", "StoreBf16Feed", "StoreF32Feed", "train_augment"]
 def train_augment(cfg: RunConfig, bf16: bool) -> TrainAugment:
     """The check's augmentation: RRC + flip + normalise to ``cfg.size``, dtype and format."""
     return TrainAugment(
-        size=(cfg.size, cfg.size),
+        size=cfg.hw,
         dtype="bfloat16" if bf16 else "float32",
         channels_last=bf16,
         threads=min(64, max(1, cfg.workers)),

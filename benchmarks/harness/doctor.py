@@ -26,7 +26,7 @@ from benchmarks.codecadvice import SAMPLES, advice_for, advice_lines
 from benchmarks.environment import environment
 from benchmarks.errors import BenchmarkError
 from benchmarks.harness.feed_rates import feed_rates
-from benchmarks.harness.stored import read_weight, store_files
+from benchmarks.harness.stored import read_weight, store_files, store_sample
 
 __all__ = [
     "decode_rate",
@@ -123,7 +123,7 @@ def _decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
 
 def sample_bytes(plan: Any) -> int:
     """Stored bytes of one sample: every field's storage at the spec's size."""
-    size = int(plan.spec.size)
+    size = plan.spec.size
     total = 0
     for f in plan.fields:
         st = f.storage(size)
@@ -131,15 +131,11 @@ def sample_bytes(plan: Any) -> int:
     return total
 
 
-def _store_files(store: str) -> list[Path]:
-    return store_files(store)
-
-
 def doctor(
     data: str,
     *,
     store: str | None = None,
-    size: int = 64,
+    size: int | str = 64,
     max_files: int = 200,
     workers: int | None = None,
     batch_size: int = 64,
@@ -151,7 +147,7 @@ def doctor(
     Args:
         data: The source, as ``precompute build`` takes it.
         store: A store to measure read speed and the StoreLoader on.
-        size: Output crop size, as ``run --size`` (when ``spec`` is None).
+        size: Output crop side or ``"WxH"`` frame, as ``run --size`` (when ``spec`` is None).
         max_files: Samples of ``data`` decoded and whose files are read.
         workers: Workers/threads the strategies get, as ``run --workers`` (default: cores).
         batch_size: Batch size of the StoreLoader measurement, as ``run --batch-size``.
@@ -172,24 +168,26 @@ def doctor(
     workload = choose(plan)
     read = read_rate(_source_files(plan, max_files))
     dec = decode_rate(plan, workload, max_files)
-    store_read = read_rate(_store_files(store)) if store else None
+    store_read = read_rate(store_files(store)) if store else None
     pool = TorchThreads.choose(torch_threads, cores, workers)  # as run's
     with torch_threads_of(pool.threads):
         store_loader = loader_rate(store, batch_size, workload, workers=workers) if store else None
     has_gpu = bool(env["gpu"].get("name"))
     nbytes = sample_bytes(plan)
-    weight = read_weight(store, nbytes)
+    sample = store_sample(store) if store else None  # its codecs and bytes, as inspect reads
+    weight = read_weight(sample, nbytes)
     rates = feed_rates(dec, read, cores, None, has_gpu, store_read, store_loader, workers,
                        bytes_per_sample=round(weight["bytes"]),
-                       gpu_decode="gpu-decode" in workload.engines)  # fmt: skip
+                       gpu_decode=workload.has_engine("gpu-decode"))  # fmt: skip
     res: dict[str, Any] = {
         "environment": env,
         "data": data,
         "workload": workload.title,
         "left_out": workload.left_out_text(),
-        "size": int(plan.spec.size),
+        "size": plan.spec.size,
         "stored": workload.stored,
         "bytes_per_sample": weight,
+        "store": sample,
         "workers": workers,
         "torch_threads": {"threads": pool.threads, "policy": pool.text},
         "read": read,
@@ -208,7 +206,7 @@ def loader_rate(
     workload: Any = None,
     max_batches: int = 50,
     *,
-    size: int = 64,
+    size: int | str = 64,
     workers: int = 2,
 ) -> dict[str, Any]:
     """Measure StoreLoader as the ``precompute`` strategy runs it, augmentation included.
@@ -220,6 +218,7 @@ def loader_rate(
     from benchmarks.harness.stored import fields_text
     from loaders import StoreLoader
     from loaders.augment import TrainAugment
+    from precompute.checks import size_hw
     from precompute.format.layout import open_store_info
 
     info = open_store_info(store)
@@ -227,7 +226,7 @@ def loader_rate(
     augment = (
         workload.store_augment(threads)
         if workload is not None
-        else TrainAugment(size=(size, size), threads=threads)
+        else TrainAugment(size=size_hw(size), threads=threads)
     )
     loader = StoreLoader(
         store,
@@ -252,7 +251,7 @@ def loader_rate(
         "seconds": secs,
         "samples_per_s": n / secs,
         "size": info.layout.size,
-        "stored": fields_text(info.fields, int(info.layout.size)),
+        "stored": fields_text(info.fields, info.layout.size),
         "augment": what,
         "threads": threads,
     }
@@ -280,6 +279,13 @@ def format_doctor(res: dict[str, Any]) -> str:
     if res.get("store_read"):
         s = res["store_read"]
         lines.append(f"read store: {s['mb_per_s']:.1f} MB/s ({s['files']} shard files)")
+    if res.get("store"):
+        s = res["store"]
+        lines.append(
+            f"store's fields (its metadata): {s['codecs']} per sample; a read fetches "
+            f"{s['bytes_per_sample']:.0f} B/sample (every array's files over its "
+            f"{s['samples']} samples)"
+        )
     if res.get("store_loader"):
         s = res["store_loader"]
         lines.append(

@@ -17,7 +17,7 @@ def build_store(
     data: str,
     out: str | Path,
     *,
-    size: int = 64,
+    size: int | str = 64,
     seed: int = 0,
     chunk_samples: int = 32,
     shard_samples: int = 256,

@@ -122,8 +122,9 @@ def _build_lines(build: dict[str, Any] | None, break_even: dict[str, Any]) -> li
     if build.get("status") in ("unavailable", "failed"):
         return [f"- store build {build['status']}: {build['reason']}"]
     lines = [
-        f"- store `{build['store']}` ({build['status']}): build time "
-        f"{fmt(build.get('build_s'), '.2f')} s"
+        f"- store `{build['store']}` ({build['status']})"
+        + (f", per sample {build['codecs']}" if build.get("codecs") else "")
+        + f": build time {fmt(build.get('build_s'), '.2f')} s"
         + (f" ({build['note']})" if build.get("note") else "")
     ]
     if build.get("warning"):

@@ -22,7 +22,7 @@ from benchmarks.harness.loop import RunOptions, run_all
 from benchmarks.harness.prepare_store import build_store, check_store_source, store_build_info
 from benchmarks.harness.report import write_report
 from benchmarks.harness.sources import SourcePlan, num_classes, plan_source
-from benchmarks.harness.stored import fields_text
+from benchmarks.harness.stored import fields_text, store_sample
 from benchmarks.harness.strategies import RunConfig, get_strategy
 from benchmarks.harness.workloads import choose
 
@@ -65,12 +65,15 @@ def _prepare_store(
         return store, None
     if store:
         warning = check_store_source(plan, store)
-        return store, {**store_build_info(store), "warning": warning}
+        codecs = store_sample(store)["codecs"]
+        return store, {**store_build_info(store), "warning": warning, "codecs": codecs}
     build = build_store(plan.data, out / "store.zarr", spec=plan.given, **asdict(how))
-    return (build["store"] if build["status"] in ("built", "reused") else None), build
+    if build["status"] in ("built", "reused"):  # its fields' codecs and bytes, as inspect's
+        return build["store"], {**build, "codecs": store_sample(build["store"])["codecs"]}
+    return None, build
 
 
-def _spec(spec: Any, size: int, seed: int) -> Any:
+def _spec(spec: Any, size: int | str, seed: int) -> Any:
     from precompute.spec import BuildSpec
 
     if spec is None:
@@ -87,7 +90,7 @@ def run_benchmark(
     epochs: int = 3,
     batch_size: int = 64,
     workers: int = 2,
-    size: int = 64,
+    size: int | str = 64,
     consumer: str = "none",
     device: str | None = None,
     seed: int = 0,
@@ -148,7 +151,7 @@ def run_benchmark(
         opts = dataclasses.replace(opts, epochs=epochs)
     store_path, built = _prepare_store(plan, out, store, names, build or BuildOptions())
     reason = (built or {}).get("reason")
-    cfg = RunConfig(data, store_path, batch_size, workers, int(plan.spec.size), seed, dev,
+    cfg = RunConfig(data, store_path, batch_size, workers, plan.spec.size, seed, dev,
                     reason, spec=given, epochs=epochs, mixup=mixup)  # fmt: skip
     cfg.__dict__["plan"] = plan  # listed once: the strategies read the same items
     workload = cfg.workload
@@ -178,7 +181,7 @@ def run_benchmark(
             "fields": [f"{f.name} ({f.kind})" for f in plan.fields],
             "samples": len(plan),
             "stored": workload.stored,
-            "stored_fields": fields_text(plan.fields, int(plan.spec.size)),
+            "stored_fields": fields_text(plan.fields, plan.spec.size),
             "carried": list(workload.carried),
             "left_out": workload.left_out_text(),
             "left_out_fields": workload.left_out_names(),

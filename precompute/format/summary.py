@@ -24,7 +24,7 @@ from precompute.spec import BuildSpec
 from precompute.splits.record import RecordedSplits, read_splits, split_lines
 from precompute.storage.location import Location, location
 
-__all__ = ["spec_summary", "store_attributes", "store_summary"]
+__all__ = ["ArrayStorage", "array_storage", "spec_summary", "store_attributes", "store_summary"]
 
 
 @dataclass(frozen=True)
@@ -113,22 +113,36 @@ def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-def storage_lines(info: StoreInfo, slots: int | None = None) -> list[str]:
-    """One line per field array: its codec, stored bytes per sample slot, ratio to raw.
+@dataclass(frozen=True)
+class ArrayStorage:
+    """One field array as stored: its codec and its bytes per sample slot, stored and raw.
 
-    The stored bytes are the array's files as listed (chunks, crc32c, shard index); raw is
-    what ``[bytes, crc32c]`` would store (:func:`~precompute.format.storecheck.sharded_file_size`).
-    ``slots``: the slots written so far (an incomplete store; None: every slot); none
-    written: ``nothing written yet``.
+    Attributes:
+        name: The field (its array).
+        codec: The array's chunk codec as its metadata names it (``jpeg:90:420``,
+            ``zstd:3``), or ``raw``.
+        stored: Its files' bytes (chunks, crc32c, shard index) per sample slot.
+        raw: What ``[bytes, crc32c]`` would store per slot
+            (:func:`~precompute.format.storecheck.sharded_file_size`).
+    """
+
+    name: str
+    codec: str
+    stored: float
+    raw: float
+
+
+def array_storage(info: StoreInfo, slots: int | None = None) -> list[ArrayStorage]:
+    """Every field array's codec (from the layout) and bytes per sample slot (from its files).
+
+    ``slots``: the slots written so far (an incomplete store; None: every slot).
+
+    Raises:
+        OSError: The store's files cannot be listed.
     """
     lay = info.layout
-    if slots == 0:
-        return [f"storage    {name}: nothing written yet" for name in _array_names(info)]
-    try:
-        sizes = store_sizes(info.path)
-    except OSError:
-        return []
-    lines = []
+    sizes = store_sizes(info.path)
+    out = []
     for name in _array_names(info):
         a = lay.arrays[name]
         prefix = str(info.path / name / "c")
@@ -145,12 +159,27 @@ def storage_lines(info: StoreInfo, slots: int | None = None) -> list[str]:
         if slots is not None:  # the shards written: raw of as many slots
             raw *= slots / max(lay.num_samples, 1)
         codec = "raw" if a.codec is None else str(a.codec)
-        ratio = (
-            f", {raw / stored:.1f}x smaller than raw ({_kib(raw / n)})"
-            if a.codec and stored
-            else ""
-        )
-        lines.append(f"storage    {name}: {codec}, {_kib(stored / n)}/sample{ratio}")
+        out.append(ArrayStorage(name, codec, stored / n, raw / n))
+    return out
+
+
+def storage_lines(info: StoreInfo, slots: int | None = None) -> list[str]:
+    """One line per field array: its codec, stored bytes per sample slot, ratio to raw.
+
+    The figures of :func:`array_storage`; ``slots``: the slots written so far (an incomplete
+    store; None: every slot); none written: ``nothing written yet``.
+    """
+    if slots == 0:
+        return [f"storage    {name}: nothing written yet" for name in _array_names(info)]
+    try:
+        arrays = array_storage(info, slots)
+    except OSError:
+        return []
+    lines = []
+    for a in arrays:
+        coded = a.codec != "raw" and a.stored
+        ratio = f", {a.raw / a.stored:.1f}x smaller than raw ({_kib(a.raw)})" if coded else ""
+        lines.append(f"storage    {a.name}: {a.codec}, {_kib(a.stored)}/sample{ratio}")
     return lines
 
 

@@ -55,7 +55,7 @@ def _installed(name: str) -> bool:
 def serve(k: KindSource, name: str, batch: int | None = None) -> dict[str, Any]:
     """One epoch of strategy ``name`` on ``k``: its status, batches (copied) and note."""
     spec = k.spec()
-    cfg = RunConfig(k.data, str(k.store), batch or k.batch, 0, int(spec.size), 0, "cpu",
+    cfg = RunConfig(k.data, str(k.store), batch or k.batch, 0, spec.size, 0, "cpu",
                     spec=spec)  # fmt: skip
     strategy = get_strategy(name)
     reason = strategy.unavailable(cfg)

@@ -94,8 +94,68 @@ def test_doctor_reads_a_store_at_its_own_bytes_per_sample(tiny_data: Any, tiny_s
     assert per > 32 * 32 * 3  # the 32 px image alone (16 px would be a quarter of it)
     assert doc["bytes_per_sample"] == {
         "bytes": per,
-        "from": "the store's files over its 48 samples",
+        "from": "the store's files over its 48 samples (image raw 3.0 KiB, label raw 11 B)",
     }
     read = doc["store_read"]["mb_per_s"]
     bound = f"min({read * 1e6 / round(per):.0f} read bound"
     assert doc["feed_rates"]["precompute"]["arithmetic"].startswith(bound)
+
+
+@pytest.fixture(scope="module")
+def jpeg_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Class folders and their store built with ``--codec image=jpeg:90``."""
+    from precompute.cli import main as precompute
+    from precompute.sample import make_sample_dataset
+
+    root = tmp_path_factory.mktemp("jpeg")
+    data = make_sample_dataset(root / "images", num_images=12, num_classes=2,
+                               size_range=(40, 56), seed=4)  # fmt: skip
+    store = root / "store.zarr"
+    precompute(["build", str(data), "--out", str(store), "--size", "32", "--codec",
+                "image=jpeg:90", "--quiet", "--runner", "sequential"])  # fmt: skip
+    return data, store
+
+
+def test_doctor_names_a_coded_stores_codecs_and_reads_its_bytes(
+    jpeg_store: tuple[Path, Path],
+) -> None:
+    """The vision review: a JPEG-coded --store was reported as raw (and advised to stay raw)."""
+    from precompute.format.layout import open_store_info
+    from precompute.format.summary import array_storage, store_summary
+
+    data, store = jpeg_store
+    argv = ["doctor", "--data", str(data), "--size", "32", "--store", str(store),
+            "--max-files", "6"]  # fmt: skip
+    doc = json.loads(CliRunner().invoke(bench, [*argv, "--json"]).output)
+    inspected = {a.name: a.codec for a in array_storage(open_store_info(str(store)))}
+    assert inspected["image"].startswith("jpeg:90") and inspected["label"] == "raw"
+    assert f"storage    image: {inspected['image']}, " in store_summary(str(store))
+    got = {a["field"]: a["codec"] for a in doc["store"]["arrays"]}
+    assert got == inspected
+    files = [p for p in store.rglob("*") if p.is_file() and p.suffix != ".json"]
+    per = sum(p.stat().st_size for p in files) / 12
+    assert per < 32 * 32 * 3 / 2  # coded: well under the raw image's bytes
+    assert doc["bytes_per_sample"]["bytes"] == per
+    assert f"image {inspected['image']} " in doc["bytes_per_sample"]["from"]
+    given = doc["codec_advice"]["store"]
+    assert given["coded"] == {"image": inspected["image"]}
+    assert given["read_per_s"] == pytest.approx(doc["store_read"]["mb_per_s"] * 1e6 / per)
+    text = CliRunner().invoke(bench, argv).output
+    assert f"store's fields (its metadata): image {inspected['image']} " in text
+    assert f"your store (--store): image {inspected['image']} " in text
+    assert "keep the store raw" not in text
+
+
+def test_a_runs_report_names_the_given_stores_codecs(
+    jpeg_store: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from precompute.cli import spec_from_options
+
+    data, store = jpeg_store
+    spec = spec_from_options(None, {"size": 32, "codec": "image=jpeg:90"}, str(data))
+    report, paths = run_benchmark(str(data), tmp_path, store=str(store), strategies=["precompute"],
+                                  epochs=1, batch_size=4, workers=0, spec=spec)  # fmt: skip
+    assert report["strategies"][0]["status"] == "ok", report["strategies"]
+    codecs = report["build"]["codecs"]
+    assert codecs.startswith("image jpeg:90:") and ", label raw " in codecs
+    assert f"- store `{store}` (given), per sample {codecs}: build time" in paths["md"].read_text()

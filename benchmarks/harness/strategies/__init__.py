@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
-from benchmarks.errors import BenchConfigError
+from benchmarks.errors import BenchConfigError, NotApplicable
 from precompute.policy import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = [
@@ -69,7 +69,8 @@ class RunConfig:
         store: Path of the precomputed store (None if no store strategy runs).
         batch_size: Samples per batch.
         workers: Worker processes/threads a strategy may use for loading.
-        size: Output side length of the training crops (the build spec's ``size``).
+        size: Output side of the training crops, or their frame ``"WxH"`` (the build spec's
+            ``size``: ``--size 256x192``).
         seed: Seed of order and augmentation.
         device: Where batches must end up.
         store_reason: Why there is no store (shown by the strategies that need one).
@@ -85,7 +86,7 @@ class RunConfig:
     store: str | None
     batch_size: int
     workers: int
-    size: int
+    size: int | str
     seed: int = 0
     device: str = "cpu"
     store_reason: str | None = None
@@ -94,9 +95,13 @@ class RunConfig:
     mixup: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "size", "epochs"):
+        from precompute.checks import check_size
+
+        for name in ("batch_size", "epochs"):
             if getattr(self, name) < 1:
                 raise BenchConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        size = check_size("size", self.size, 1, 8192, BenchConfigError)  # the build's check
+        object.__setattr__(self, "size", size)  # canonical: a side, or "WxH" text
         if self.workers < 0:
             raise BenchConfigError(f"workers must be >= 0, got {self.workers!r}")
         if not 0.0 <= self.mixup <= 100.0:
@@ -116,6 +121,26 @@ class RunConfig:
         from benchmarks.harness.workloads import choose
 
         return choose(self.plan, self.mixup)
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        """``(height, width)`` of the output (:attr:`size`)."""
+        from precompute.checks import size_hw
+
+        return size_hw(self.size)
+
+    def square(self, engine: str) -> int:
+        """The output side, for ``engine``, which produces square outputs only.
+
+        Raises:
+            NotApplicable: The output is a ``WxH`` frame, naming it.
+        """
+        if isinstance(self.size, str):
+            raise NotApplicable(
+                f"{engine} produces square outputs only, and --size {self.size} is a "
+                "WIDTHxHEIGHT frame"
+            )
+        return self.size
 
     @property
     def threads(self) -> int:

@@ -76,12 +76,13 @@ class DaliStoreStrategy(Strategy):
         """Return a DaliStoreLoader at the run's output size.
 
         Raises:
-            NotApplicable: The store has fields DALI's reader does not serve (its message).
+            NotApplicable: The store has fields DALI's reader does not serve (its message), or
+                the output is not square.
         """
         from loaders.dali import DaliAugment, DaliStoreLoader
         from loaders.errors import StoreOpenError
 
-        augment = DaliAugment(size=cfg.size, mean=MEAN, std=STD)
+        augment = DaliAugment(size=cfg.square("DaliStoreLoader"), mean=MEAN, std=STD)
         try:
             loader = DaliStoreLoader(
                 str(cfg.store),

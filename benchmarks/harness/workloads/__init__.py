@@ -22,7 +22,8 @@ are carried beside the targets by every strategy, anything else is named as left
 
 ``items.py`` decodes a source item with the kinds' own decoders (what the build decodes);
 ``crops.py`` is the classic per-sample geometry (crop, resize, flip) of pixels, masks, points
-and boxes; ``nets.py`` holds the consumers' small models.
+and boxes; ``pixels.py`` the image workloads' base (the input's stored channels and bit depth);
+``nets.py`` holds the consumers' small models.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from benchmarks.harness.workloads.carry import (
     split_fields,
     with_labels,
 )
+from precompute.checks import size_hw
 
 if TYPE_CHECKING:
     import torch
@@ -123,14 +125,20 @@ class Workload(ABC):
         return self.field(self.kinds[-1])
 
     @property
-    def size(self) -> int:
-        """The stored and output side (the build spec's ``size``)."""
-        return int(self.plan.spec.size)
+    def size(self) -> int | str:
+        """The stored and output frame: the build spec's ``size``, a side or ``"WxH"`` text."""
+        return self.plan.spec.size  # type: ignore[no-any-return]
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        """``(height, width)`` of the stored and output frame (:attr:`size`)."""
+        return size_hw(self.size)
 
     @property
     def stored(self) -> str:
-        """What one stored sample of the input is, for the reports (default: ``S x S px``)."""
-        return f"{self.input} {self.size} x {self.size} px"
+        """What one stored sample of the input is, for the reports (default: ``W x H px``)."""
+        h, w = self.hw
+        return f"{self.input} {w} x {h} px"
 
     @property
     @abstractmethod
@@ -203,6 +211,10 @@ class Workload(ABC):
             f"LEFT OUT: {self.left_out_names()}: no workload here serves it with {self.task}, "
             "so no strategy's batches hold it and none of its cost is measured"
         )
+
+    def has_engine(self, name: str) -> bool:
+        """Whether it has a raw-file pipeline ``name`` (``gpu-decode``, ...) for this source."""
+        return name in self.engines
 
     def one_label(self, engine: str) -> None:
         """Refuse a raw-file pipeline that serves the target alone while labels are carried.

@@ -1,9 +1,10 @@
 """Image classification (image + label): random resized crop, flip, normalise; class labels.
 
-Every strategy serves ``image`` float32 ``[B, 3, S, S]`` normalised by the ImageNet mean/std
-and ``label`` int64 ``[B]``. The raw-file pipelines: DALI's ``JpegLoader`` (``gpu-decode``)
-and a ``tf.data`` pipeline of ``tf.io.decode_image`` (``tf-native``), both for class folders
-and ``path,label`` manifests of local files.
+Every strategy serves ``image`` float32 ``[B, C, S, S]`` normalised by the ImageNet mean/std
+(C the stored channels, :mod:`.pixels`) and ``label`` int64 ``[B]``. The raw-file pipelines:
+DALI's ``JpegLoader`` (``gpu-decode``; three 8-bit channels only) and a ``tf.data`` pipeline
+of ``tf.io.decode_image`` at the stored channels and depth (``tf-native``), both for class
+folders and ``path,label`` manifests of local files.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import torch
 from torch import nn
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.workloads import Transform, Workload, register_workload
+from benchmarks.harness.workloads import Transform, register_workload
 from benchmarks.harness.workloads.crops import crop_pixels, random_resized_crop_box
 from benchmarks.harness.workloads.nets import ConvNet
+from benchmarks.harness.workloads.pixels import ImageWorkload
 
 __all__ = ["Classify", "local_files"]
 
@@ -42,7 +44,7 @@ def local_files(plan: Any, field: str) -> list[str]:
 
 
 @register_workload
-class Classify(Workload):
+class Classify(ImageWorkload):
     """Image classification."""
 
     name = "classification"
@@ -58,7 +60,7 @@ class Classify(Workload):
 
     def classic(self, seed: int) -> Transform:
         """Decode, RRC, flip, normalise; the label as is."""
-        image, label, size = self.input, self.target, self.size
+        image, label, size = self.input, self.target, self.hw
 
         def transform(values: Mapping[str, Any], rng: np.random.Generator) -> Any:
             pixels = values[image]
@@ -72,7 +74,7 @@ class Classify(Workload):
         """``TrainAugment`` at the run's size."""
         from loaders.augment import TrainAugment
 
-        return TrainAugment(size=(self.size, self.size), threads=threads)
+        return TrainAugment(size=self.hw, threads=threads)
 
     def store_mixup(self) -> dict[str, Any]:
         """``Mixup`` (blend only, no label smoothing), as every other strategy mixes."""
@@ -94,13 +96,11 @@ class Classify(Workload):
         """A small strided CNN; cross-entropy."""
         from benchmarks.harness.sources import num_classes
 
-        channels = int(self.plan.field_spec(self.input).options.get("channels", 3))
-        return ConvNet(channels, num_classes(self.plan)), nn.functional.cross_entropy
+        return ConvNet(self.channels, num_classes(self.plan)), nn.functional.cross_entropy
 
     def served(self) -> str:
         """What a batch holds."""
-        s = self.size
-        return f"{self.input} float32 [B, 3, {s}, {s}] normalised, {self.target} int64 [B]"
+        return f"{self.image_text()}, {self.target} int64 [B]"
 
     def gpu_decode(self, cfg: Any) -> Any:
         """DALI's ``JpegLoader`` over the class folders or manifest."""
@@ -108,6 +108,8 @@ class Classify(Workload):
         from benchmarks.harness.strategies.epochs import LoaderSource
         from loaders.dali import DaliAugment, JpegLoader
 
+        self.pixels.refuse("JpegLoader")
+        side = cfg.square("JpegLoader")
         if self.plan.spec.fields:  # a source of named fields: not class folders
             raise NotApplicable("JpegLoader reads class folders and path,label manifests")
         self.one_label("JpegLoader")
@@ -115,8 +117,8 @@ class Classify(Workload):
         loader = JpegLoader(
             cfg.data,
             cfg.batch_size,
-            cfg.size,
-            augment=DaliAugment(size=cfg.size, mean=MEAN, std=STD),
+            side,
+            augment=DaliAugment(size=side, mean=MEAN, std=STD),
             device=cfg.device,
             shuffle=True,
             seed=cfg.seed,
@@ -131,4 +133,4 @@ class Classify(Workload):
 
         self.one_label("the tf.data pipeline")
         labels = [int(item.value(self.target)) for item in self.plan.source.items]
-        return image_source(local_files(self.plan, self.input), labels, cfg)
+        return image_source(local_files(self.plan, self.input), labels, cfg, self.pixels)

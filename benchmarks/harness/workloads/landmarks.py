@@ -17,15 +17,16 @@ import torch
 from torch import nn
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.workloads import Transform, Workload, register_workload
+from benchmarks.harness.workloads import Transform, register_workload
 from benchmarks.harness.workloads.crops import crop_pixels, crop_points, random_resized_crop_box
 from benchmarks.harness.workloads.nets import ConvNet
+from benchmarks.harness.workloads.pixels import ImageWorkload
 
 __all__ = ["Landmarks"]
 
 
 @register_workload
-class Landmarks(Workload):
+class Landmarks(ImageWorkload):
     """Landmark regression."""
 
     name = "landmarks"
@@ -44,11 +45,6 @@ class Landmarks(Workload):
         return tuple((int(a), int(b)) for a, b in opts.get("flip_pairs") or ())
 
     @property
-    def channels(self) -> int:
-        """The image field's channels."""
-        return int(self.plan.field_spec(self.input).options.get("channels", 3))
-
-    @property
     def store_text(self) -> str:
         """The store loaders' augmentation."""
         flip = "flip with the pairs" if self.pairs else "no flip (no flip pairs)"
@@ -56,7 +52,7 @@ class Landmarks(Workload):
 
     def classic(self, seed: int) -> Transform:
         """Decode, crop image and points together (flip only with pairs), normalise."""
-        image, points, size, pairs = self.input, self.target, self.size, self.pairs
+        image, points, size, pairs = self.input, self.target, self.hw, self.pairs
 
         def transform(values: Mapping[str, Any], rng: np.random.Generator) -> Any:
             pixels = values[image]
@@ -73,17 +69,17 @@ class Landmarks(Workload):
         from loaders.augment import TrainAugment
 
         extra: dict[str, Any] = {} if self.pairs else {"flip": None}
-        return TrainAugment(size=(self.size, self.size), threads=threads, **extra)
+        return TrainAugment(size=self.hw, threads=threads, **extra)
 
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A strided CNN regressing ``2 P`` coordinates; MSE over the visible points."""
         count = int(self.plan.field_spec(self.target).options["points"])
-        size = float(self.size)
+        h, w = self.hw
 
         def loss(out: torch.Tensor, xyv: torch.Tensor) -> torch.Tensor:
             pred = out.view(-1, count, 2)
-            seen = xyv[..., 2:3]
-            err = (pred - xyv[..., :2] / size).square() * seen
+            seen, frame = xyv[..., 2:3], xyv.new_tensor([w, h])
+            err = (pred - xyv[..., :2] / frame).square() * seen
             return err.sum() / seen.sum().clamp(min=1.0)
 
         return ConvNet(self.channels, 2 * count), loss
@@ -106,9 +102,8 @@ class Landmarks(Workload):
 
     def served(self) -> str:
         """What a batch holds."""
-        s = self.size
-        count = self.plan.field_spec(self.target).options["points"]
+        (h, w), count = self.hw, self.plan.field_spec(self.target).options["points"]
         return (
-            f"{self.input} float32 [B, {self.channels}, {s}, {s}] normalised, {self.target} "
-            f"float32 [B, {count}, 3] (x, y in 0..{s} where visible, visible 0/1)"
+            f"{self.image_text()}, {self.target} float32 [B, {count}, 3] (x in 0..{w}, y in "
+            f"0..{h} where visible, visible 0/1)"
         )

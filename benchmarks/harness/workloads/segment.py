@@ -1,9 +1,10 @@
 """Segmentation (image + mask): one random resized crop and flip for the image and its mask.
 
-Every strategy serves the image float32 ``[B, 3, S, S]`` normalised (bilinear) and the mask
-``[B, S, S]`` of class ids (nearest-neighbour, never blended; the ignore index where padding
-shows). The model consumer trains a small U-Net with cross-entropy that skips the ignore index.
-``gpu-decode`` decodes both files with DALI (:mod:`benchmarks.harness.native.dali_masks`).
+Every strategy serves the image float32 ``[B, C, S, S]`` normalised (bilinear; C: its stored
+channels) and the mask ``[B, S, S]`` of class ids (nearest-neighbour, never blended; the ignore
+index where padding shows). The model consumer trains a small U-Net with cross-entropy that
+skips the ignore index. ``gpu-decode`` decodes both files with DALI
+(:mod:`benchmarks.harness.native.dali_masks`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ import torch
 from torch import nn
 
 from benchmarks.errors import NotApplicable
-from benchmarks.harness.workloads import Transform, Workload, register_workload
+from benchmarks.harness.workloads import Transform, register_workload
 from benchmarks.harness.workloads.classify import local_files
 from benchmarks.harness.workloads.crops import crop_mask, crop_pixels, random_resized_crop_box
 from benchmarks.harness.workloads.nets import UNet
+from benchmarks.harness.workloads.pixels import ImageWorkload
 
 __all__ = ["Segment"]
 
 
 @register_workload
-class Segment(Workload):
+class Segment(ImageWorkload):
     """Semantic segmentation."""
 
     name = "segmentation"
@@ -50,7 +52,7 @@ class Segment(Workload):
 
     def classic(self, seed: int) -> Transform:
         """Decode both, crop and flip them together, normalise the image."""
-        image, mask, size = self.input, self.target, self.size
+        image, mask, size = self.input, self.target, self.hw
 
         def transform(values: Mapping[str, Any], rng: np.random.Generator) -> Any:
             pixels, ids = values[image], values[mask]
@@ -65,7 +67,7 @@ class Segment(Workload):
         """``TrainAugment`` at the run's size (the loader moves the mask with the image)."""
         from loaders.augment import TrainAugment
 
-        return TrainAugment(size=(self.size, self.size), threads=threads)
+        return TrainAugment(size=self.hw, threads=threads)
 
     def model(self) -> tuple[nn.Module, Callable[[torch.Tensor, torch.Tensor], Any]]:
         """A two-level U-Net; cross-entropy without the ignore index."""
@@ -75,20 +77,22 @@ class Segment(Workload):
         def loss(out: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             return nn.functional.cross_entropy(out, mask.long(), ignore_index=ignore)
 
-        return UNet(3, int(opts["classes"])), loss
+        return UNet(self.channels, int(opts["classes"])), loss
 
     def served(self) -> str:
         """What a batch holds."""
-        s, opts = self.size, self.mask_options
+        (h, w), opts = self.hw, self.mask_options
         return (
-            f"{self.input} float32 [B, 3, {s}, {s}] normalised, {self.target} [B, {s}, {s}] "
+            f"{self.image_text()}, {self.target} [B, {h}, {w}] "
             f"class ids 0..{int(opts['classes']) - 1} (ignore {opts.get('ignore_index', 255)})"
         )
 
     def gpu_decode(self, cfg: Any) -> Any:
-        """DALI decodes image and mask; one crop and flip for both."""
+        """DALI decodes image and mask; one crop and flip for both (3 channels, 8 bits)."""
         from benchmarks.harness.native.dali_masks import mask_source
 
+        self.pixels.refuse("the DALI image + mask graph")
+        cfg.square("the DALI image + mask graph")
         files = (local_files(self.plan, self.input), local_files(self.plan, self.target))
         items = self.plan.source.items
         labels = [[int(item.value(name)) for item in items] for name in self.carried]

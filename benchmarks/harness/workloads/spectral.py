@@ -93,7 +93,7 @@ class Spectral(Workload):
         from loaders.augment import RandomResizedCrop, TrainAugment
 
         whole = RandomResizedCrop(scale=(1.0, 1.0), ratio=(1.0, 1.0))
-        return TrainAugment(size=(self.size, self.size), crop=whole, rot90=True, threads=threads)
+        return TrainAugment(size=self.hw, crop=whole, rot90=True, threads=threads)
 
     def store_options(self, store: str) -> dict[str, Any]:
         """``io="ram"`` when the store fits the loader's map budget, as ``docs/arrays.md`` says.
