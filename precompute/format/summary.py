@@ -67,6 +67,11 @@ def _status(path: Path | Location, num_shards: int, written: _Written | None) ->
     stopped = stop_reason(path)
     if stopped is not None:
         return f"INCOMPLETE ({done}; the last build stopped: {stopped})"
+    if written.shards == num_shards:  # killed between its last shard and the publish
+        return (
+            f"INCOMPLETE ({done}, not published: the build is finishing, or stopped before "
+            "it published the store; re-run the same build to finish it)"
+        )
     return f"INCOMPLETE ({done}; build running or interrupted)"
 
 
