@@ -95,12 +95,14 @@ def _try(codec: str, values: np.ndarray, chunk: int, fill: Any) -> dict[str, Any
 
 def measure_fields(plan: Any, count: int = SAMPLES) -> dict[str, Any]:
     """Each field's raw bytes per sample and what each codec its kind takes makes of it."""
+    from precompute.format.arrays import sample_nbytes
+
     size = plan.spec.size
     values, n, bad = stored_values(plan, count)
     fields = []
     for f in plan.fields:
         st = f.storage(size)
-        raw = int(np.prod(st.shape, dtype=np.int64)) * np.dtype(st.dtype).itemsize
+        raw = sample_nbytes(st.shape, np.dtype(st.dtype).itemsize)  # inspect's raw: decoded
         row: dict[str, Any] = {"field": f.name, "kind": f.kind, "raw_bytes": raw, "codecs": []}
         if raw < SMALL:
             row["small"] = True

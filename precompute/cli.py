@@ -430,7 +430,11 @@ def _show_ray_choice() -> None:
 @cli.command()
 @click.argument("store")
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print every attribute (split, class counts) as JSON."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print every attribute as JSON (split, class counts, bytes per sample; of an "
+    "incomplete store what is written so far and why its last build stopped).",
 )
 def inspect(store: str, as_json: bool) -> None:
     """Summarise STORE (layout, spec, build report, split, class counts, skipped inputs)."""

@@ -52,7 +52,7 @@ from precompute.pipeline.replace import replace_other
 from precompute.pipeline.runner import RUNNERS, Choice, choose, named_ray
 from precompute.pipeline.shardwork import ShardJob, build_shard
 from precompute.pipeline.start import holds_complete, in_background, list_source, open_build_ray
-from precompute.pipeline.writer import create_or_resume, finalize
+from precompute.pipeline.writer import check_resumable, create_or_resume, finalize
 from precompute.runtime.cluster import check_shared_paths, current_node
 from precompute.runtime.raylocal import available_cpus
 from precompute.sources.resolve import plan_tasks
@@ -238,7 +238,8 @@ def build(
             replaced = replace_other(root, spec, layout, fp) if replace else None
             if replaced is not None and say:  # --replace: another store was there
                 print(
-                    f"precompute: {root}: replaced a store of another {replaced}", file=sys.stderr
+                    f"precompute: {root}: replaced a store of another spec or source: {replaced}",
+                    file=sys.stderr,
                 )
             done = existing_complete(root, spec, fp)
             if done is not None:  # an identical re-run: nothing to do, and says so
@@ -249,6 +250,7 @@ def build(
                     )
                     print(summary_line(root, done), file=sys.stderr)
                 return done
+            check_resumable(root, spec, layout, fp)  # refused: nothing written, stopped.json too
             try:
                 finished = create_or_resume(root, spec, layout, fp)
                 remove_partials(root)

@@ -354,6 +354,11 @@ class BuildSpec:
         while at their default, so the spec hash and the cache key of an existing store stay
         the same.
         """
+        out = self.options()
+        return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
+
+    def options(self) -> dict[str, Any]:
+        """Every option, JSON-ready, those at their default too (``to_dict`` leaves some out)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         out["augment"] = self.augment.to_dict() if self.augment else None
         out["fields"] = [f.to_dict() for f in self.fields]
@@ -361,7 +366,7 @@ class BuildSpec:
         out["classes"] = list(self.classes)
         out["codecs"] = {name: codec.to_dict() for name, codec in self.codecs}
         out["transform"] = self.transform.to_dict() if self.transform else None
-        return {k: v for k, v in out.items() if k not in _LATE_DEFAULTS or _LATE_DEFAULTS[k] != v}
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BuildSpec:

@@ -96,6 +96,8 @@ for _feed in (DecodeFeed, DecodeDeviceFeed, DecodeCpuFeed):
 
 def jpeg_build(data: str, work: Path, stored: int, seed: int) -> dict[str, Any]:
     """Build the JPEG store of ``data`` with the in-process runner; where, how long, its bytes."""
+    from precompute.format.layout import open_store_info
+    from precompute.format.storecheck import array_bytes
     from precompute.job import build
     from precompute.spec import BuildSpec
 
@@ -103,16 +105,16 @@ def jpeg_build(data: str, work: Path, stored: int, seed: int) -> dict[str, Any]:
     spec = BuildSpec.from_dict(given)
     out = work / "store-jpeg.zarr"
     t0 = time.perf_counter()
-    attrs = build(data, str(out), spec, progress=False, runner="sequential")
+    build(data, str(out), spec, progress=False, runner="sequential")
     seconds = time.perf_counter() - t0
-    image = sum(p.stat().st_size for p in (out / "image").rglob("*") if p.is_file())
-    n = max(1, attrs["report"]["num_valid"])
+    info = open_store_info(out)  # the image's bytes per sample as precompute inspect says
+    image = array_bytes(info.path, info.layout, ["image"])[0]
     return {
         "store": str(out),
         "codec": CODEC,
         "build_s": seconds,
-        "image_bytes_per_sample": image / n,
-        "raw_bytes_per_sample": stored * stored * 3,
+        "image_bytes_per_sample": image.stored,
+        "raw_bytes_per_sample": image.raw,  # one image decoded, every channel it has
     }
 
 

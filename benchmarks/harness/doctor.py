@@ -122,12 +122,14 @@ def _decode_rate(plan: Any, workload: Any, count: int) -> dict[str, Any]:
 
 
 def sample_bytes(plan: Any) -> int:
-    """Stored bytes of one sample: every field's storage at the spec's size."""
+    """Raw bytes of one sample: every field's storage at the spec's size, decoded."""
+    from precompute.format.arrays import sample_nbytes  # the raw of inspect's ratios
+
     size = plan.spec.size
     total = 0
     for f in plan.fields:
         st = f.storage(size)
-        total += int(np.prod(st.shape, dtype=np.int64)) * np.dtype(st.dtype).itemsize
+        total += sample_nbytes(st.shape, np.dtype(st.dtype).itemsize)
     return total
 
 

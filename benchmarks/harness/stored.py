@@ -4,7 +4,7 @@
 from the fields' storage, never a pixel size for data that has none; :func:`store_sample`
 reads an opened store: its fields as stored, each field's codec as its metadata names it and
 its bytes per sample (what ``precompute inspect`` shows:
-:func:`precompute.format.summary.array_storage`), and its bytes per sample, every array's
+:func:`precompute.format.storecheck.array_bytes`), and its bytes per sample, every array's
 shard files over its samples, the bytes a read of it fetches (coded fields at their coded size).
 """
 
@@ -47,12 +47,12 @@ def store_sample(store: str) -> dict[str, Any]:
     Returns:
         ``fields`` (:func:`fields_text` of the store's fields at its stored size),
         ``arrays`` (per field: ``field``, ``codec`` as the store's metadata names it or
-        ``raw``, ``bytes_per_sample`` of its files, ``raw_per_sample``: what a raw array
-        would store), ``codecs`` (:func:`codecs_text`), ``bytes_per_sample`` (every array's
+        ``raw``, ``bytes_per_sample`` of its files, ``raw_per_sample``: one sample decoded,
+        shape x itemsize, inspect's raw), ``codecs`` (:func:`codecs_text`), ``bytes_per_sample`` (every array's
         files over the store's sample slots) and ``samples`` (those slots).
     """
     from precompute.format.layout import open_store_info
-    from precompute.format.summary import array_storage
+    from precompute.format.storecheck import array_bytes
 
     info = open_store_info(store)
     slots = max(1, int(info.layout.num_samples))
@@ -64,7 +64,9 @@ def store_sample(store: str) -> dict[str, Any]:
             "bytes_per_sample": a.stored,
             "raw_per_sample": a.raw,
         }
-        for a in array_storage(info)
+        for a in array_bytes(
+            info.path, info.layout, [f.name for f in info.fields if f.name in info.layout.arrays]
+        )
     ]
     return {
         "fields": fields_text(info.fields, info.layout.size),

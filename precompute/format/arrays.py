@@ -23,7 +23,7 @@ from precompute.format.codecs import CodecSpec, array_codecs
 if TYPE_CHECKING:
     from precompute.format.layout import StoreLayout
 
-__all__ = ["ArraySpec", "store_arrays"]
+__all__ = ["ArraySpec", "sample_nbytes", "store_arrays"]
 
 HOLE_LABEL = -1  # v1's label of a skipped slot (the same constant as precompute.format.layout's)
 
@@ -61,6 +61,16 @@ class ArraySpec:
     def itemsize(self) -> int:
         """Bytes per element (0 for ``string``)."""
         return 0 if self.dtype == "string" else np.dtype(self.dtype).itemsize
+
+    @property
+    def sample_nbytes(self) -> int:
+        """One sample's bytes decoded (every variant): its shape x itemsize, no padding."""
+        return sample_nbytes(self.shape[1:], self.itemsize)
+
+
+def sample_nbytes(shape: tuple[int, ...], itemsize: int) -> int:
+    """The decoded (raw) bytes of one sample of ``shape``: what a codec's ratio is taken over."""
+    return int(np.prod(shape, dtype=np.int64)) * itemsize
 
 
 def _array(layout: StoreLayout, name: str, st: Storage, per_variant: bool) -> tuple[str, ArraySpec]:

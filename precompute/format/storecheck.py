@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "CRC_BYTES",
     "MISSING",
     "SHARDED",
+    "ArrayBytes",
+    "array_bytes",
     "array_geometry",
     "check_array_meta",
     "expected_shard_size",
@@ -130,6 +133,68 @@ def shard_file_problems(
                 f"shard {shard}: {name}: shard file {path} has {size} bytes, a complete "
                 f"shard has {want} (cut, or replaced by another file)"
             )
+
+
+@dataclass(frozen=True)
+class ArrayBytes:
+    """One array's bytes per sample: as stored, and decoded (raw).
+
+    Attributes:
+        name: The array.
+        codec: Its chunk codec (``jpeg:90:420``), or ``raw``.
+        stored: Its files (chunks, crc32c, shard index) over the samples they hold; None:
+            nothing written yet.
+        raw: One sample decoded: its shape x itemsize (:attr:`ArraySpec.sample_nbytes`), never
+            the padding of a last chunk that the samples do not fill.
+    """
+
+    name: str
+    codec: str
+    stored: float | None
+    raw: int
+
+    @property
+    def ratio(self) -> float | None:
+        """``raw / stored``: how many times smaller than decoded it is stored (None: unknown)."""
+        return self.raw / self.stored if self.stored else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"codec", "stored_bytes_per_sample", "raw_bytes_per_sample", "ratio"}``."""
+        return {"codec": self.codec, "stored_bytes_per_sample": self.stored,
+                "raw_bytes_per_sample": self.raw, "ratio": self.ratio}  # fmt: skip
+
+
+def array_bytes(
+    root: Path | Location,
+    layout: StoreLayout,
+    names: Sequence[str],
+    samples: int | None = None,
+    sizes: Mapping[str, int] | None = None,
+) -> list[ArrayBytes]:
+    """The bytes per sample of arrays ``names``: the one figure inspect and benchmarks show.
+
+    Args:
+        root: The store.
+        layout: Its layout.
+        names: The arrays.
+        samples: The samples its files hold (default: every slot; an incomplete store: the
+            slots of its written shards; 0: nothing written, ``stored`` None).
+        sizes: Every file's size by path (:func:`store_sizes`; default: one listing).
+
+    Raises:
+        OSError: The listing failed.
+    """
+    n = layout.num_samples if samples is None else samples
+    if n and sizes is None:
+        sizes = store_sizes(root)
+    out = []
+    for name in names:
+        a = layout.arrays[name]
+        prefix = f"{root / name / 'c'}/"
+        stored = sum(v for k, v in (sizes or {}).items() if k.startswith(prefix)) / n if n else None
+        codec = "raw" if a.codec is None else str(a.codec)
+        out.append(ArrayBytes(name, codec, stored, a.sample_nbytes))
+    return out
 
 
 def store_sizes(root: Path | Location) -> dict[str, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,13 +19,13 @@ from precompute.format.layout import (
     open_store_info,
     stop_reason,
 )
-from precompute.format.storecheck import sharded_file_size, store_sizes
+from precompute.format.storecheck import array_bytes
 from precompute.notes import report_notes, summary_lines
 from precompute.spec import BuildSpec
 from precompute.splits.record import RecordedSplits, read_splits, split_lines
 from precompute.storage.location import Location, location
 
-__all__ = ["ArrayStorage", "array_storage", "spec_summary", "store_attributes", "store_summary"]
+__all__ = ["spec_summary", "store_attributes", "store_summary"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ def _status(path: Path | Location, num_shards: int, written: _Written | None) ->
     stopped = stop_reason(path)
     if stopped is not None:
         return f"INCOMPLETE ({done}; the last build stopped: {stopped})"
+    if written.shards == num_shards:  # killed between its last shard and the publish
+        return (
+            f"INCOMPLETE ({done}, not published: the build is finishing, or stopped before "
+            "it published the store; re-run the same build to finish it)"
+        )
     return f"INCOMPLETE ({done}; build running or interrupted)"
 
 
@@ -113,72 +119,28 @@ def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-@dataclass(frozen=True)
-class ArrayStorage:
-    """One field array as stored: its codec and its bytes per sample slot, stored and raw.
-
-    Attributes:
-        name: The field (its array).
-        codec: The array's chunk codec as its metadata names it (``jpeg:90:420``,
-            ``zstd:3``), or ``raw``.
-        stored: Its files' bytes (chunks, crc32c, shard index) per sample slot.
-        raw: What ``[bytes, crc32c]`` would store per slot
-            (:func:`~precompute.format.storecheck.sharded_file_size`).
-    """
-
-    name: str
-    codec: str
-    stored: float
-    raw: float
-
-
-def array_storage(info: StoreInfo, slots: int | None = None) -> list[ArrayStorage]:
-    """Every field array's codec (from the layout) and bytes per sample slot (from its files).
-
-    ``slots``: the slots written so far (an incomplete store; None: every slot).
-
-    Raises:
-        OSError: The store's files cannot be listed.
-    """
-    lay = info.layout
-    sizes = store_sizes(info.path)
-    out = []
-    for name in _array_names(info):
-        a = lay.arrays[name]
-        prefix = str(info.path / name / "c")
-        stored = sum(n for path, n in sizes.items() if path.startswith(prefix))
-        raw = float(
-            sum(
-                sharded_file_size(
-                    a.shape, a.shard, a.chunk, a.itemsize, (k,) + (0,) * (len(a.shape) - 1)
-                )
-                for k in range(lay.num_shards)
-            )
-        )
-        n = max(lay.num_samples if slots is None else slots, 1)
-        if slots is not None:  # the shards written: raw of as many slots
-            raw *= slots / max(lay.num_samples, 1)
-        codec = "raw" if a.codec is None else str(a.codec)
-        out.append(ArrayStorage(name, codec, stored / n, raw / n))
-    return out
-
-
 def storage_lines(info: StoreInfo, slots: int | None = None) -> list[str]:
-    """One line per field array: its codec, stored bytes per sample slot, ratio to raw.
+    """One line per field array: its codec, stored bytes per sample, ratio to raw.
 
-    The figures of :func:`array_storage`; ``slots``: the slots written so far (an incomplete
-    store; None: every slot); none written: ``nothing written yet``.
+    The figures of :func:`~precompute.format.storecheck.array_bytes`: the array's files over
+    the samples they hold, and raw, a sample decoded (shape x itemsize). ``slots``: the slots
+    written so far (an incomplete store; None: every slot); none written: ``nothing written
+    yet``.
     """
-    if slots == 0:
-        return [f"storage    {name}: nothing written yet" for name in _array_names(info)]
     try:
-        arrays = array_storage(info, slots)
+        found = array_bytes(info.path, info.layout, _array_names(info), slots)
     except OSError:
         return []
     lines = []
-    for a in arrays:
-        coded = a.codec != "raw" and a.stored
-        ratio = f", {a.raw / a.stored:.1f}x smaller than raw ({_kib(a.raw)})" if coded else ""
+    for a in found:
+        if a.stored is None:
+            lines.append(f"storage    {a.name}: nothing written yet")
+            continue
+        ratio = (
+            f", {a.ratio:.1f}x smaller than raw ({_kib(a.raw)})"
+            if a.codec != "raw" and a.ratio
+            else ""
+        )
         lines.append(f"storage    {a.name}: {a.codec}, {_kib(a.stored)}/sample{ratio}")
     return lines
 
@@ -292,9 +254,14 @@ def store_attributes(path: str | Path | Location) -> dict[str, Any]:
     """Every attribute of the store at ``path`` (``inspect --json``): what the text shows.
 
     The group's ``nostall`` attributes, plus what lies beside them: ``splits`` (the recorded
-    split: part names, counts and rule; None: none recorded; ``{"error": ...}``: damaged) and
+    split: part names, counts and rule; None: none recorded; ``{"error": ...}``: damaged),
     ``class_counts`` (per counted field: counts, shares and samples holding each class,
-    :func:`~precompute.format.classcounts.count_summary`; empty until the store is complete).
+    :func:`~precompute.format.classcounts.count_summary`; empty until the store is complete),
+    ``storage`` (per field array: codec, stored and raw bytes per sample, their ratio, as the
+    text's ``storage`` lines: :func:`~precompute.format.storecheck.array_bytes`) and, of an
+    incomplete store, ``written`` (what its shard markers say was written: ``shards``,
+    ``slots``, ``valid``, ``skipped``; nothing of the slots not written) and ``stopped`` (why
+    its last build stopped; None: not recorded, running or killed).
 
     Raises:
         StoreError: ``path`` is not a nostall store.
@@ -308,6 +275,17 @@ def store_attributes(path: str | Path | Location) -> dict[str, Any]:
         out["splits"] = {"error": str(exc)}
     complete = bool(info.attrs.get("complete"))
     out["class_counts"] = count_summary(info.path, info.layout.fields, n) if complete else {}
+    written = None if complete else _written(info.path, info.layout)
+    if written is not None:
+        out["written"] = dataclasses.asdict(written)
+        out["stopped"] = stop_reason(info.path)
+    slots = None if written is None else written.slots
+    try:
+        found = array_bytes(info.path, info.layout, _array_names(info), slots)
+    except OSError as exc:
+        out["storage"] = {"error": str(exc)}
+    else:
+        out["storage"] = {a.name: a.to_dict() for a in found}
     return out
 
 

@@ -9,10 +9,11 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
-from precompute.errors import PrecomputeError, StoreError, StoreMismatchError
+from precompute.errors import StoreError
 from precompute.fields import KINDS, FieldSpec
 from precompute.format.layout import MARKER_DIR, _read_group_attrs, foreign_entry
 from precompute.notes import report_notes, source_note, summary_lines
+from precompute.pipeline.replace import differences, other_store
 from precompute.sources.classes import MANIFEST_EXTENSIONS
 from precompute.sources.fields import ClassSource
 from precompute.spec import BuildSpec
@@ -161,32 +162,16 @@ def existing_complete(out: Path | Location, spec: BuildSpec, fp: str) -> dict[st
     """Return the attrs of an identical complete store at ``out`` (nothing to do), else None.
 
     Raises:
-        StoreMismatchError: ``out`` holds a complete store of another spec or source.
+        StoreMismatchError: ``out`` holds a complete store of another spec or source (the
+            message names each difference: :func:`~precompute.pipeline.replace.differences`).
     """
     attrs = complete_attrs(out)
     if attrs is None:
         return None
-    if not _same_spec(attrs, spec) or attrs.get("source_fingerprint") != fp:
-        raise StoreMismatchError(
-            f"{out}: holds a complete store of another spec or source{_why(attrs, spec)}; "
-            "choose another --out, or build with --replace to replace it"
-        )
+    found = differences(attrs, spec, fp)
+    if found:
+        raise other_store(out, "complete", found)
     return attrs
-
-
-def _why(attrs: dict[str, Any], spec: BuildSpec) -> str:
-    """`` (the transform's code changed: ...)`` where the stored transform is another one."""
-    stored = (attrs.get("spec") or {}).get("transform") or {}
-    given = spec.transform
-    if given is None or not isinstance(stored, dict) or stored.get("name") != given.name:
-        return ""
-    old = str(stored.get("fingerprint", ""))
-    if old == given.fingerprint:
-        return ""
-    return (
-        f" (transform {given.name}: its code or arguments changed since that store was "
-        f"built, fingerprint {old[:12]} -> {given.fingerprint[:12]})"
-    )
 
 
 def source_name(src: str) -> str:
@@ -197,20 +182,6 @@ def source_name(src: str) -> str:
     """
     path = src.removeprefix("file://")
     return path.rstrip("/") if is_url(path) else os.path.abspath(path)
-
-
-def _same_spec(attrs: dict[str, Any], spec: BuildSpec) -> bool:
-    """Whether a store's recorded spec is ``spec``: its hash, or its spec as parsed today.
-
-    A store recorded before an option left the spec (a waveform's log-mel options,
-    ``Kind.unused``) keeps its recorded hash; read today, its spec is the same spec.
-    """
-    if attrs.get("spec_hash") == spec.digest():
-        return True
-    try:
-        return BuildSpec.from_dict(attrs.get("spec") or {}).digest() == spec.digest()
-    except PrecomputeError:  # a spec this version cannot read is not this one
-        return False
 
 
 def _classes(source: Any) -> dict[str, Any]:

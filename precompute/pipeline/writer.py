@@ -32,7 +32,7 @@ from zarr.core.array_spec import ArrayConfig
 
 from precompute.arrays.bandstats import fold_markers
 from precompute.checks import size_hw
-from precompute.errors import StoreError, StoreMismatchError
+from precompute.errors import StoreError
 from precompute.fields import fields_table, parse_fields_table
 from precompute.format.arrays import ArraySpec
 from precompute.format.atomic import atomic_write_bytes
@@ -50,15 +50,16 @@ from precompute.format.layout import (
 from precompute.format.shardcodec import encode_raw_shard, raw_writable
 from precompute.format.storecheck import shard_file
 from precompute.notes import fold as fold_notes
+from precompute.pipeline.replace import differences, other_store
 from precompute.spec import BuildSpec
 from precompute.storage.location import Location, location
 
 __all__ = [
     "atomic_write_bytes",
+    "check_resumable",
     "create_or_resume",
     "done_shards",
     "finalize",
-    "mismatch",
     "num_valid",
     "write_shard",
     "write_store_from_arrays",
@@ -80,19 +81,6 @@ def _header(spec: BuildSpec, layout: StoreLayout, fingerprint: str) -> dict[str,
     if layout.fields:  # format v2: the fields table (docs/FORMAT.md)
         header["fields"] = fields_table(layout.fields, layout.size)
     return header
-
-
-def mismatch(
-    old: Mapping[str, Any], spec: BuildSpec, layout: StoreLayout, fingerprint: str
-) -> str | None:
-    """The first attribute in which the store of ``old`` differs from this build's; None: same.
-
-    ``format``, ``version``, ``spec_hash``, ``source_fingerprint``, ``layout``: a store that
-    differs in one is another store (refused, or replaced with ``--replace``).
-    """
-    header = _header(spec, layout, fingerprint)
-    keys = ("format", "version", "spec_hash", "source_fingerprint", "layout")
-    return next((key for key in keys if old.get(key) != header[key]), None)
 
 
 def _create_arrays(
@@ -136,26 +124,12 @@ def create_or_resume(
     """
     root = location(root)
     header = _header(spec, layout, fingerprint)
-    if (root / "zarr.json").exists():
-        old = _read_group_attrs(root)
-        key = mismatch(old, spec, layout, fingerprint)
-        if key is not None:
-            raise StoreMismatchError(
-                f"{root}: existing store differs in {key} ({old.get(key)!r} != "
-                f"{header[key]!r}); choose another --out, or build with --replace to replace it"
-            )
-        if old.get("complete"):
-            raise StoreError(f"{root}: store is already complete")
+    if check_resumable(root, spec, layout, fingerprint):
         missing = [n for n in layout.arrays if not (root / n / "zarr.json").exists()]
         if missing:  # interrupted between creating the group and its arrays
             group = zarr.open_group(store=root.zarr(read_only=False), mode="r+")
             _create_arrays(group, layout, missing)
         return done_shards(root, layout)
-    foreign = foreign_entry(root)  # checked before the lock too (check_output): a race
-    if foreign is not None:
-        raise StoreError(
-            f"{root}: is not empty (it holds {root / foreign}) and is not a nostall store"
-        )
     markers = root / MARKER_DIR / "shards"
     for stale in markers.list():  # markers without a store: not ours
         markers.store.delete(stale)
@@ -165,6 +139,36 @@ def create_or_resume(
     )
     _create_arrays(group, layout)
     return set()
+
+
+def check_resumable(
+    root: str | Path | Location, spec: BuildSpec, layout: StoreLayout, fingerprint: str
+) -> bool:
+    """Refuse a build of ``root`` that would not resume its store; write nothing either way.
+
+    Returns:
+        Whether ``root`` holds this build's incomplete store (False: nothing is there yet).
+
+    Raises:
+        StoreMismatchError: ``root`` holds a store of another spec, source or layout (the
+            message names each difference: :func:`~precompute.pipeline.replace.differences`).
+        StoreError: ``root`` is complete already, or is a non-empty non-store folder.
+    """
+    root = location(root)
+    if (root / "zarr.json").exists():
+        old = _read_group_attrs(root)
+        found = differences(old, spec, fingerprint, layout)
+        if found:
+            raise other_store(root, "complete" if old.get("complete") else "half-built", found)
+        if old.get("complete"):
+            raise StoreError(f"{root}: store is already complete")
+        return True
+    foreign = foreign_entry(root)  # checked before the lock too (check_output): a race
+    if foreign is not None:
+        raise StoreError(
+            f"{root}: is not empty (it holds {root / foreign}) and is not a nostall store"
+        )
+    return False
 
 
 def done_shards(root: str | Path | Location, layout: StoreLayout) -> set[int]:

@@ -121,13 +121,18 @@ def test_doctor_names_a_coded_stores_codecs_and_reads_its_bytes(
 ) -> None:
     """The vision review: a JPEG-coded --store was reported as raw (and advised to stay raw)."""
     from precompute.format.layout import open_store_info
-    from precompute.format.summary import array_storage, store_summary
+    from precompute.format.storecheck import array_bytes
+    from precompute.format.summary import store_summary
 
     data, store = jpeg_store
     argv = ["doctor", "--data", str(data), "--size", "32", "--store", str(store),
             "--max-files", "6"]  # fmt: skip
     doc = json.loads(CliRunner().invoke(bench, [*argv, "--json"]).output)
-    inspected = {a.name: a.codec for a in array_storage(open_store_info(str(store)))}
+    info = open_store_info(str(store))
+    found = array_bytes(
+        info.path, info.layout, [f.name for f in info.fields if f.name in info.layout.arrays]
+    )
+    inspected = {a.name: a.codec for a in found}
     assert inspected["image"].startswith("jpeg:90") and inspected["label"] == "raw"
     assert f"storage    image: {inspected['image']}, " in store_summary(str(store))
     got = {a["field"]: a["codec"] for a in doc["store"]["arrays"]}

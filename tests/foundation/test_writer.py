@@ -65,7 +65,7 @@ def test_incomplete_store_is_refused_then_resumed(tmp_path):
     with pytest.raises(StoreError, match="shard 0"):
         finalize(root, {})
     assert create_or_resume(root, SPEC, layout, "fp") == {1}
-    with pytest.raises(StoreMismatchError, match="source_fingerprint"):
+    with pytest.raises(StoreMismatchError, match=r"source: .* \(fingerprint fp \(store\) vs other"):
         create_or_resume(root, SPEC, layout, "other")
 
 

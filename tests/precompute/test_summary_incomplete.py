@@ -3,7 +3,9 @@
 It said ``5 slots, 5 valid``, ``0.0 KiB/sample`` and ``none stored (built before class counts
 were)`` of a store whose first shard was never written: an incomplete store's report, valid
 count and class counts are written when the build completes. It says the slots written so far,
-that the store is incomplete and why (``stopped.json``), and how to resume.
+that the store is incomplete and why (``stopped.json``), and how to resume. ``--json`` says
+the same (``written``, ``stopped``, ``storage`` over the written slots; no ``num_valid``), and a
+store whose every shard is written but which was never published says so (the vision review).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from precompute import job
 from precompute.cli import main
 from precompute.format.layout import StoreLayout
-from precompute.format.summary import store_summary
+from precompute.format.summary import store_attributes, store_summary
 from precompute.pipeline.plan import slot_permutation
 from precompute.spec import BuildSpec
 from tests.precompute.conftest import jpeg_bytes
@@ -87,3 +90,60 @@ def test_a_complete_store_says_as_before(tmp_path: Path, capsys: pytest.CaptureF
     text = store_summary(out)
     assert "status     complete" in text and "samples    4 slots, 3 valid, 1 skipped" in text
     assert "counts     mask per class" in text and f"source     {src}" in text
+
+
+def _known(out: Path) -> dict[str, object]:
+    doc = store_attributes(out)
+    assert "num_valid" not in doc and "report" not in doc  # written when the build completes
+    return doc
+
+
+def test_inspect_json_of_a_store_stopped_before_any_shard_knows_nothing_written(
+    tmp_path: Path,
+) -> None:
+    src = _seg(tmp_path / "seg", ["a", "b", "d"], bad="c")
+    out = tmp_path / "s.zarr"
+    assert _build(src, out) == 1
+    doc = _known(out)
+    assert doc["written"] == {"shards": 0, "slots": 0, "valid": 0, "skipped": 0}
+    assert str(doc["stopped"]).startswith("DecodeError: images/c.jpg: not a readable image")
+    image = doc["storage"]["image"]  # type: ignore[index]
+    assert image == {"codec": "raw", "stored_bytes_per_sample": None,
+                     "raw_bytes_per_sample": 8 * 8 * 3, "ratio": None}  # fmt: skip
+
+
+def test_inspect_json_of_a_store_stopped_after_some_shards_counts_those(tmp_path: Path) -> None:
+    last = int(slot_permutation(0, 12)[-1])
+    names = [f"n{i:02d}" for i in range(12) if i != last]
+    src = _seg(tmp_path / "seg", names, bad=f"n{last:02d}")
+    out = tmp_path / "s.zarr"
+    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 1
+    doc = _known(out)
+    assert doc["written"] == {"shards": 3, "slots": 9, "valid": 9, "skipped": 0}
+    files = sum(p.stat().st_size for p in (out / "mask" / "c").rglob("*") if p.is_file())
+    assert doc["storage"]["mask"]["stored_bytes_per_sample"] == files / 9  # type: ignore[index]
+
+
+def test_a_store_whose_every_shard_is_written_but_not_published_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = _seg(tmp_path / "seg", [f"n{i:02d}" for i in range(11)], bad="zz")
+    (src / "images" / "zz.jpg").write_bytes(jpeg_bytes(seed=5))  # every input good
+    out = tmp_path / "s.zarr"
+
+    def killed(*args: object) -> None:  # the driver stopped between its last shard and publish
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job, "finalize", killed)
+    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 130  # aborted
+    text = store_summary(out)
+    assert "status     INCOMPLETE (4/4 shards written, not published: " in text
+    assert "re-run the same build to finish it" in text
+    assert "samples    12 slots planned, 12 written, 12 valid, 0 skipped so far" in text
+    doc = _known(out)
+    assert doc["written"] == {"shards": 4, "slots": 12, "valid": 12, "skipped": 0}
+    assert doc["stopped"] is None and doc["complete"] is False
+    monkeypatch.undo()
+    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 0
+    assert "samples    12 slots, 12 valid, 0 skipped" in store_summary(out)
+    assert "written" not in store_attributes(out)

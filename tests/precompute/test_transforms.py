@@ -63,7 +63,7 @@ def test_an_edited_transform_is_another_store_and_a_reverted_one_the_first(
     helpers = (root / name / "helpers.py").read_text()
     new = "\n\ndef inverted(img, top=None):\n    return (img // 2).astype(img.dtype)\n"
     edit(root, name, "helpers", new)  # a module it imports, edited in this running process
-    with pytest.raises(StoreMismatchError, match="its code or arguments changed"):
+    with pytest.raises(StoreMismatchError, match="transform's code or arguments changed"):
         _build(str(src), str(tmp_path / "a"), spec, transform=f"{name}.ops:invert")
     second = _build(str(src), str(tmp_path / "b"), spec, transform=f"{name}.ops:invert")
     assert second["spec_hash"] != first["spec_hash"]

@@ -10,7 +10,9 @@ One run prints:
 1. bytes per sample of the ``image`` array stored raw, ``zstd:3`` and ``jpeg:90`` (4:2:0,
    baseline, restart markers), and of FFCV's ``jpg`` write mode at quality 90 and the same size
    (the ``.beton`` file over the samples; FFCV run by ``--ffcv PYTHON``, an interpreter with
-   ``ffcv`` installed; left out, and said so, when it cannot run);
+   ``ffcv`` installed; left out, and said so, when it cannot run), each as a ratio to a sample
+   decoded (shape x itemsize; ``precompute inspect``'s figures,
+   :func:`precompute.format.storecheck.array_bytes`);
 2. zstd:3 on other fields, raw bytes over stored bytes of chunks of 32 samples: segmentation
    masks (4 classes, regions of the photo's grey levels), int16 waveforms and float16 log-mels
    (:mod:`benchmarks.audio_data`'s synthetic clips), spectral cubes
@@ -85,8 +87,13 @@ def _stores(work: Path, images: np.ndarray) -> dict[str, Path]:
     return out
 
 
-def _array_bytes(store: Path, name: str = "image") -> int:
-    return sum(p.stat().st_size for p in (store / name / "c").rglob("*") if p.is_file())
+def _image_bytes(store: Path) -> Any:
+    """The ``image`` array's bytes per sample, stored and raw, as ``precompute inspect`` says."""
+    from precompute.format.layout import open_store_info
+    from precompute.format.storecheck import array_bytes
+
+    info = open_store_info(store)
+    return array_bytes(info.path, info.layout, ["image"])[0]
 
 
 # -- FFCV, in its own interpreter -----------------------------------------------------------
@@ -253,12 +260,14 @@ def main(argv: list[str] | None = None) -> None:
         images = photo_crops(args.samples, args.size)
         stores = _stores(work, images)
         ffcv = _ffcv(args.ffcv, images, work, args.runs)
-        per = {k: _array_bytes(v) / args.samples for k, v in stores.items()}
+        found = {k: _image_bytes(v) for k, v in stores.items()}
+        raw = found["raw"].raw  # a sample decoded: what every ratio is taken over
+        per = {k: a.stored for k, a in found.items()}
         rows: list[tuple[str, ...]] = [("store", "bytes/sample", "vs raw", "vs FFCV jpg")]
         fb = ffcv["bytes"] if isinstance(ffcv, dict) else None
         for name, b in [*per.items(), *([("FFCV jpg q90", fb)] if fb else [])]:
             vs = f"{b / fb:.2f}x" if fb else "-"
-            rows.append((name, f"{b:,.0f}", f"{per['raw'] / b:.1f}x smaller", vs))
+            rows.append((name, f"{b:,.0f}", f"{raw / b:.1f}x smaller", vs))
         _print(f"bytes per sample, {args.samples} photo crops of {args.size} px", rows)
         if not isinstance(ffcv, dict):
             print(f"FFCV: {ffcv}")
