@@ -1,7 +1,7 @@
 """Chunk codecs side by side: bytes per sample, CPU decode, a 150 MB/s link; FFCV's JPEG beside.
 
 ``python -m benchmarks.suite.codecs [--samples 2048] [--size 256] [--runs 3] [--threads 4]
-[--ffcv PYTHON]``
+[--ffcv-python PYTHON]``
 
 Photo-like images: random crops (scale, position, flip, colour shift) of the one photograph the
 installed packages ship (matplotlib's ``grace_hopper.jpg``, 512 x 600), resized to ``--size``.
@@ -9,7 +9,7 @@ One run prints:
 
 1. bytes per sample of the ``image`` array stored raw, ``zstd:3`` and ``jpeg:90`` (4:2:0,
    baseline, restart markers), and of FFCV's ``jpg`` write mode at quality 90 and the same size
-   (the ``.beton`` file over the samples; FFCV run by ``--ffcv PYTHON``, an interpreter with
+   (the ``.beton`` file over the samples; FFCV run by ``--ffcv-python PYTHON``, an interpreter with
    ``ffcv`` installed; left out, and said so, when it cannot run), each as a ratio to a sample
    decoded (shape x itemsize; ``precompute inspect``'s figures,
    :func:`precompute.format.storecheck.array_bytes`);
@@ -48,8 +48,6 @@ from typing import Any
 import numpy as np
 
 __all__ = ["main", "photo_crops"]
-
-FFCV_DEFAULT = "/work/ffcv-venv/bin/python"
 
 
 def photo_crops(n: int, size: int, seed: int = 0) -> np.ndarray:
@@ -136,8 +134,11 @@ print(json.dumps({"rate": statistics.median(rates), "cpu_ms": 1e3 * statistics.m
 
 def _ffcv(python: str, images: np.ndarray, work: Path, runs: int) -> dict[str, float] | str:
     """FFCV's bytes per sample and decode figures, or why it could not run."""
-    if not Path(python).exists():
-        return f"no FFCV interpreter at {python}"
+    from benchmarks.suite.build.writers import ffcv_usable
+
+    why = ffcv_usable(python)
+    if why:
+        return why
     np.save(work / "images.npy", images)
     beton = work / "ffcv.beton"
     try:
@@ -249,7 +250,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--threads", type=int, default=4, help="read threads behind the link")
-    p.add_argument("--ffcv", default=FFCV_DEFAULT, help="an interpreter with ffcv installed")
+    p.add_argument(
+        "--ffcv-python",
+        default=sys.executable,
+        help="an interpreter that can import ffcv (default: this one)",
+    )
     args = p.parse_args(argv)
     from benchmarks.environment import environment_line
     from benchmarks.suite.codecs.capped import capped_run
@@ -259,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tmp)
         images = photo_crops(args.samples, args.size)
         stores = _stores(work, images)
-        ffcv = _ffcv(args.ffcv, images, work, args.runs)
+        ffcv = _ffcv(args.ffcv_python, images, work, args.runs)
         found = {k: _image_bytes(v) for k, v in stores.items()}
         raw = found["raw"].raw  # a sample decoded: what every ratio is taken over
         per = {k: a.stored for k, a in found.items()}
