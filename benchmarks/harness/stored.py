@@ -48,8 +48,9 @@ def store_sample(store: str) -> dict[str, Any]:
         ``fields`` (:func:`fields_text` of the store's fields at its stored size),
         ``arrays`` (per field: ``field``, ``codec`` as the store's metadata names it or
         ``raw``, ``bytes_per_sample`` of its files, ``raw_per_sample``: one sample decoded,
-        shape x itemsize, inspect's raw), ``codecs`` (:func:`codecs_text`), ``bytes_per_sample`` (every array's
-        files over the store's sample slots) and ``samples`` (those slots).
+        shape x itemsize, inspect's raw), ``codecs`` (:func:`codecs_text`),
+        ``bytes_per_sample`` (every array's files over the store's sample slots) and
+        ``samples`` (those slots).
     """
     from precompute.format.layout import open_store_info
     from precompute.format.storecheck import array_bytes
