@@ -6,7 +6,7 @@ machine runs it. A test starts Ray when it requests ``ray_local`` or ``ray_clust
 or through fixtures), or when it, or a helper of its module, runs a build on Ray: a call of
 ``precompute.job.build`` without ``runner="sequential"``, ``precompute.cli.main(["build", ...])``
 or a ``precompute.cli build`` subprocess without ``--runner sequential`` (calls inside
-``pytest.raises`` fail before Ray starts and do not count).
+``pytest.raises`` fail before Ray starts and do not count, nor does ``build --help``).
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def _ray_build_call(call: ast.Call, builds: set[str], mains: set[str]) -> bool:
 
 
 def _cli_build_argv(words: list[str]) -> bool:
-    return "precompute.cli" in words and "build" in words and "sequential" not in words
+    builds = "precompute.cli" in words and "build" in words and "--help" not in words
+    return builds and "sequential" not in words
 
 
 def _build_names(tree: ast.Module) -> tuple[set[str], set[str]]:
