@@ -246,15 +246,8 @@ def decode_bytes(data: bytes, key: str, max_pixels: int) -> Image.Image:
     Raises:
         DecodeError: Empty, not an image, truncated, corrupt, or over ``max_pixels``.
     """
-    img = _open_checked(data, key, max_pixels)
-    pages = getattr(img, "n_frames", 1)
-    if img.format == "TIFF" and pages > 1:
-        raise DecodeError(
-            key, f"a TIFF of {pages} pages is a cube of bands or slices, not an image: {ARRAY_HINT}"
-        )
+    img = _opened(data, key, max_pixels)
     try:
-        img.load()
-        img = ImageOps.exif_transpose(img)
         return to_rgb(img, key)
     except DecodeError:
         raise

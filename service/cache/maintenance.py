@@ -16,14 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from precompute.errors import StoreError
-from precompute.format.layout import MARKER_DIR, open_store_info
+from precompute.format.layout import MARKER_DIR, StoreLayout, open_store_info
 from precompute.format.progress import samples_done
 from service.cache.builders import BuildRequest
 from service.cache.catalog import CacheLayout
 from service.cache.keys import is_key
 from service.coord.base import HeldClaim
 
-__all__ = ["build_progress", "clean_debris", "discard", "inspect_partial"]
+__all__ = [
+    "build_progress",
+    "clean_debris",
+    "discard",
+    "inspect_partial",
+    "progress_record",
+]
 
 TRASH_GRACE_S = 600.0
 
@@ -73,16 +79,20 @@ def build_progress(path: Path) -> dict[str, Any] | None:
         info = open_store_info(path, require_complete=False)
     except (StoreError, ValueError, KeyError, TypeError):
         return None
-    total = info.layout.num_shards
     markers = path / MARKER_DIR / "shards"
     done = sum(1 for n in os.listdir(markers) if n.endswith(".json")) if markers.is_dir() else 0
-    samples, of = samples_done(path, info.layout), info.layout.num_samples
+    return progress_record(done, info.layout, samples_done(path, info.layout))
+
+
+def progress_record(shards_done: int, layout: StoreLayout, samples: int) -> dict[str, Any]:
+    """The progress figures of :func:`build_progress`, whatever the root (folder or objects)."""
+    total, of = layout.num_shards, layout.num_samples
     return {
-        "shards_done": done,
+        "shards_done": shards_done,
         "shards_total": total,
         "samples_done": samples,
         "samples_total": of,
-        "fraction": samples / of if of else done / total,
+        "fraction": samples / of if of else shards_done / total,
     }
 
 

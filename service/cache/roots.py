@@ -144,15 +144,8 @@ class ObjectRoot:
             return None
         markers = self.layout.store(key) / MARKER_DIR / "shards"
         done = sum(n.endswith(".json") for n in names_under(markers))
-        total, of = info.layout.num_shards, info.layout.num_samples
         samples = samples_done(self.layout.store(key), info.layout)
-        return {
-            "shards_done": done,
-            "shards_total": total,
-            "samples_done": samples,
-            "samples_total": of,
-            "fraction": samples / of if of else done / total,
-        }
+        return maintenance.progress_record(done, info.layout, samples)
 
     def delete_entry(self, key: str) -> None:
         """Unpublish ``key``: nobody finds its store any more."""
