@@ -11,6 +11,7 @@ batch-sorted epoch plan gives one run per (chunk, batch), so the copy of a run i
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -80,10 +81,29 @@ def run_parts(
                 copies.append((view, views[c]))
     missing = [i for i, v in enumerate(views) if v is None]
     if missing:
-        scratch = memoryview(bytearray(len(missing) * row_bytes))
+        scratch = _scratch(len(missing) * row_bytes)
         for k, i in enumerate(missing):
             views[i] = scratch[k * row_bytes : (k + 1) * row_bytes]
     return views, copies  # type: ignore[return-value]
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(nbytes: int) -> memoryview:
+    """``nbytes`` of this thread's scratch for rows no run asks for, reused chunk after chunk.
+
+    A fresh buffer per chunk cost more than the read itself where a subset or weighted draws
+    leave rows of most chunks unserved: zero-filled, then faulted in page by page as the read
+    landed in it (weights= at 0.71x the plain loader's samples/s on a raw 256 px store, 8,192
+    samples). A thread reads one chunk at a time and its scratch is only checksummed, so one
+    buffer per thread, grown when a chunk needs more, serves every read.
+    """
+    buf: bytearray | None = getattr(_SCRATCH, "buf", None)
+    if buf is None or len(buf) < nbytes:
+        buf = bytearray(nbytes)
+        _SCRATCH.buf = buf
+    return memoryview(buf)[:nbytes]
 
 
 def copy_after(copies: Sequence[Copy]) -> None:
