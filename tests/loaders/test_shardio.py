@@ -293,3 +293,25 @@ def test_reads_from_kept_views_keep_their_file_most_recently_used(tmp_path: Path
         assert dest[0, 0] == chunk * 4 + 1
     reader.read_chunk_runs((8, 0, 0, 0), [(dest, np.array([0]))])  # shard 2: one must go
     assert maps.paths == tuple(str(shard / n / "0" / "0" / "0") for n in "02")
+
+
+def test_rows_no_one_asked_for_are_still_checked_and_scratch_is_reused(tmp_path: Path) -> None:
+    """A subset's or weighted draw's unserved rows land in one reused scratch buffer per thread:
+    they are still checksummed (a flipped byte in an unserved row fails), and reads after
+    reads, with more or fewer unserved rows, serve exact values."""
+    root = make_index_store(tmp_path / "s", 32)  # chunks of 4 samples, sample i's pixels = i
+    images = zarr.open_array(root / "image")[:]
+    reader = ShardedArrayReader(root / "image", io="pread", verify="always")
+    for chunk, served in [(0, [1]), (1, [0, 1, 2]), (2, [3]), (3, [0, 3]), (0, [2])]:
+        out = np.zeros((len(served), 16, 16, 3), np.uint8)
+        reader.read_chunk_rows((chunk, 0, 0, 0), [(out, range(len(served)), np.array(served))])
+        rows = [4 * chunk + r for r in served]
+        assert [int(v) for v in out[:, 0, 0, 0]] == rows
+        np.testing.assert_array_equal(out, images[rows])
+    shard = root / "image" / "c" / "0" / "0" / "0" / "0"
+    data = bytearray(shard.read_bytes())
+    data[768 * 2 + 10] ^= 0x01  # chunk 0's row 2, which the read below does not serve
+    shard.write_bytes(bytes(data))
+    out = np.zeros((1, 16, 16, 3), np.uint8)
+    with pytest.raises(CorruptChunkError, match=r"chunk \(0, 0, 0, 0\)"):
+        reader.read_chunk_rows((0, 0, 0, 0), [(out, range(1), np.array([0]))])
