@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.arrays.bandstats import band_lines
+from precompute.checks import size_hw
 from precompute.errors import PrecomputeError, StoreError, StoreMetadataError
 from precompute.format.classcounts import count_lines, count_summary
 from precompute.format.layout import (
@@ -103,7 +104,8 @@ def _image_lines(info: StoreInfo) -> list[str]:
     # the build's mode and variants act on spatial fields only (not on audio clips, labels)
     head = f"mode {spec.mode}, variants {lay.variants}" if spatial else "no spatial field"
     if not lay.fields:
-        return [f"image      {lay.size}x{lay.size}x3 uint8, {head}"]
+        height, width = size_hw(lay.size)
+        return [f"image      {height}x{width}x3 uint8, {head}"]
     lines = [f"fields     {len(lay.fields)} (format v2), {head}"]
     for f in lay.fields:
         st = f.storage(lay.size)

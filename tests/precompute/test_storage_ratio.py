@@ -54,3 +54,17 @@ def test_the_ratio_is_over_a_decoded_sample_whatever_the_sample_count(
     assert said == pytest.approx(figures)
     bench = _image_bytes(out)  # the codec benchmark's figures: the same
     assert (bench.raw, bench.stored) == (raw, pytest.approx(stored))
+
+
+def test_a_wxh_class_folder_store_reads_its_frame_as_height_x_width(tmp_path: Path) -> None:
+    """A class-folder store (one image array) of --size 48x40 is 40 rows of 48 pixels: inspect
+    said ``48x40x48x40x3`` (the frame's text twice)."""
+    src = make_sample_dataset(tmp_path / "src", 6, size_range=(40, 60))
+    out = tmp_path / "s.zarr"
+    try:
+        main(["build", str(src), "--out", str(out), "--size", "48x40", "--runner",
+              "sequential", "--quiet"])  # fmt: skip
+    except SystemExit as exc:
+        assert not exc.code
+    lines = store_summary(out).splitlines()
+    assert any(line.startswith("image      40x48x3 uint8, mode ") for line in lines), lines
