@@ -25,12 +25,19 @@ def _in_process(request: BuildRequest) -> None:
               runner="sequential")  # fmt: skip
 
 
-def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture()
+def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A user's package of transforms (its folder, its name), importable here."""
     root = tmp_path / "code"
     name = make_package(root)
     monkeypatch.syspath_prepend(str(root))
+    return root, name
+
+
+def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
+    tmp_path: Path, pkg: tuple[Path, str]
+) -> None:
+    root, name = pkg
     source = make_source(tmp_path / "src")
     cache = Cache(tmp_path / "cache", builder=_in_process)
     spec = {**SPEC, "transform": {"name": f"{name}.ops:invert", "args": {"top": 200}}}
@@ -50,9 +57,7 @@ def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
     assert cache.stats.snapshot()["builds"] == builds == 2
 
 
-def test_the_http_service_takes_a_transform_by_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_http_service_takes_a_transform_by_name(tmp_path: Path, pkg: tuple[Path, str]) -> None:
     import httpx
 
     from service.http.app import create_app
@@ -60,9 +65,7 @@ def test_the_http_service_takes_a_transform_by_name(
     from tests.servers import wait_ready
     from tests.service.server_util import serving
 
-    root = tmp_path / "code"
-    name = make_package(root)
-    monkeypatch.syspath_prepend(str(root))
+    _, name = pkg
     make_source(tmp_path / "data" / "ds")
     cache = Cache(tmp_path / "cache", builder=_in_process)
     spec = {**SPEC, "transform": f"{name}.ops:invert"}
@@ -80,11 +83,9 @@ def test_the_http_service_takes_a_transform_by_name(
 
 
 def test_a_transform_edited_while_its_build_runs_is_said_plainly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, pkg: tuple[Path, str]
 ) -> None:
-    root = tmp_path / "code"
-    name = make_package(root)
-    monkeypatch.syspath_prepend(str(root))
+    root, name = pkg
     source = make_source(tmp_path / "src")
 
     def edited_meanwhile(request: BuildRequest) -> None:
