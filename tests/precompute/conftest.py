@@ -111,3 +111,30 @@ def folder_store(recs: list[Any], tmp_path_factory: pytest.TempPathFactory) -> P
     root = tmp_path_factory.mktemp("folder")
     build_seq(write_folder(root / "src", recs), root / "out")
     return root / "out"
+
+
+def seg_folder(root: Path, names: list[str], bad: str | None = None) -> Path:
+    """A segmentation folder (``images/`` JPEGs, ``masks/`` PNGs of classes 0-3) of ``names``,
+    and of ``bad``, whose image is cut short (its mask whole): a build stops or skips there."""
+    for sub in ("images", "masks"):
+        (root / sub).mkdir(parents=True)
+    for i, name in enumerate([*names, *([bad] if bad else [])]):
+        mask = np.zeros((30, 40), np.uint8)  # jpeg_bytes' size
+        mask[2:6, 2:6] = 1 + i % 3
+        Image.fromarray(mask).save(root / "masks" / f"{name}.png")
+        (root / "images" / f"{name}.jpg").write_bytes(jpeg_bytes(seed=i))
+    if bad:
+        (root / "images" / f"{bad}.jpg").write_bytes(jpeg_bytes(seed=0)[:200])  # truncated
+    return root
+
+
+def build_seg(src: Path, out: Path, *args: str) -> int:
+    """``precompute build`` of a :func:`seg_folder` at 8 px, in process; its exit status."""
+    from precompute.cli import main
+
+    try:
+        main(["build", str(src), "--out", str(out), "--size", "8", "--mask-classes", "4",
+              "--runner", "sequential", "--quiet", *args])  # fmt: skip
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

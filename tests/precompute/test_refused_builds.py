@@ -10,35 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
-from precompute.cli import main
 from precompute.format.summary import store_summary
-from tests.precompute.conftest import jpeg_bytes
-
-
-def _seg(root: Path, bad: bool) -> Path:
-    for sub in ("images", "masks"):
-        (root / sub).mkdir(parents=True)
-    for i, name in enumerate("abcd"):
-        mask = np.zeros((30, 40), np.uint8)  # jpeg_bytes' size
-        mask[2:6, 2:6] = 1 + i % 3
-        Image.fromarray(mask).save(root / "masks" / f"{name}.png")
-        (root / "images" / f"{name}.jpg").write_bytes(jpeg_bytes(seed=i))
-    if bad:
-        (root / "images" / "c.jpg").write_bytes(jpeg_bytes(seed=0)[:200])  # truncated
-    return root
-
-
-def _build(src: Path, out: Path, *args: str) -> int:
-    try:
-        main(["build", str(src), "--out", str(out), "--size", "8", "--mask-classes", "4",
-              "--runner", "sequential", "--quiet", *args])  # fmt: skip
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+from tests.precompute.conftest import build_seg, jpeg_bytes, seg_folder
 
 
 def _files(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -61,13 +36,13 @@ def _files(root: Path) -> dict[str, tuple[bytes, int]]:
 def test_a_refused_build_leaves_a_half_built_store_as_it_was(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
 ) -> None:
-    src, out = _seg(tmp_path / "seg", bad=True), tmp_path / "s.zarr"
-    assert _build(src, out) == 1  # stops at c.jpg: half-built, the reason recorded
+    src, out = seg_folder(tmp_path / "seg", ["a", "b", "d"], bad="c"), tmp_path / "s.zarr"
+    assert build_seg(src, out) == 1  # stops at c.jpg: half-built, the reason recorded
     stopped = "the last build stopped: DecodeError: images/c.jpg: not a readable image"
     assert stopped in store_summary(out)
     before = _files(out)
     capsys.readouterr()
-    assert _build(src, out, *args) == 1  # other options: refused
+    assert build_seg(src, out, *args) == 1  # other options: refused
     err = capsys.readouterr().err
     assert f"holds a half-built store of another spec or source: {said}; choose another" in err
     assert "hash" not in err and "spec_hash" not in err
@@ -78,11 +53,11 @@ def test_a_refused_build_leaves_a_half_built_store_as_it_was(
 def test_a_refused_build_leaves_a_complete_store_as_it_was(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src, out = _seg(tmp_path / "seg", bad=False), tmp_path / "s.zarr"
-    assert _build(src, out) == 0
+    src, out = seg_folder(tmp_path / "seg", list("abcd")), tmp_path / "s.zarr"
+    assert build_seg(src, out) == 0
     before = _files(out)
     capsys.readouterr()
-    assert _build(src, out, "--seed", "3", "--mode", "squash") == 1
+    assert build_seg(src, out, "--seed", "3", "--mode", "squash") == 1
     err = capsys.readouterr().err
     assert (
         "holds a complete store of another spec or source: mode: center-crop (store) vs squash "
@@ -90,7 +65,7 @@ def test_a_refused_build_leaves_a_complete_store_as_it_was(
     )
     assert _files(out) == before
     (src / "images" / "d.jpg").write_bytes(jpeg_bytes(seed=9))  # another file: another source
-    assert _build(src, out) == 1
+    assert build_seg(src, out) == 1
     err = capsys.readouterr().err
     assert "source: another source, or its files changed since (fingerprint " in err
     assert _files(out) == before

@@ -15,42 +15,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from precompute import job
-from precompute.cli import main
 from precompute.format.layout import StoreLayout
 from precompute.format.summary import store_attributes, store_summary
 from precompute.pipeline.plan import slot_permutation
 from precompute.spec import BuildSpec
-from tests.precompute.conftest import jpeg_bytes
-
-
-def _seg(root: Path, names: list[str], bad: str) -> Path:
-    for sub in ("images", "masks"):
-        (root / sub).mkdir(parents=True)
-    for i, name in enumerate([*names, bad]):
-        mask = np.zeros((30, 40), np.uint8)  # jpeg_bytes' size
-        mask[2:6, 2:6] = 1 + i % 3
-        Image.fromarray(mask).save(root / "masks" / f"{name}.png")
-        (root / "images" / f"{name}.jpg").write_bytes(jpeg_bytes(seed=i))
-    (root / "images" / f"{bad}.jpg").write_bytes(jpeg_bytes(seed=0)[:200])  # truncated
-    return root
-
-
-def _build(src: Path, out: Path, *args: str) -> int:
-    try:
-        main(["build", str(src), "--out", str(out), "--size", "8", "--mask-classes", "4",
-              "--runner", "sequential", "--quiet", *args])  # fmt: skip
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
+from tests.precompute.conftest import build_seg, jpeg_bytes, seg_folder
 
 
 def test_a_store_stopped_before_any_shard_says_nothing_was_written(tmp_path: Path) -> None:
-    src = _seg(tmp_path / "seg", ["a", "b", "d"], bad="c")
+    src = seg_folder(tmp_path / "seg", ["a", "b", "d"], bad="c")
     out = tmp_path / "s.zarr"
-    assert _build(src, out) == 1  # stops at c.jpg: its one shard is never written
+    assert build_seg(src, out) == 1  # stops at c.jpg: its one shard is never written
     lines = store_summary(out).splitlines()
     assert lines[1].startswith("status     INCOMPLETE (0/1 shards written; the last build ")
     assert "stopped: DecodeError: images/c.jpg: not a readable image" in lines[1]
@@ -66,9 +43,9 @@ def test_a_store_stopped_before_any_shard_says_nothing_was_written(tmp_path: Pat
 def test_a_store_stopped_after_some_shards_counts_those(tmp_path: Path) -> None:
     last = int(slot_permutation(0, 12)[-1])  # the input of the last slot: in the last shard
     names = [f"n{i:02d}" for i in range(12) if i != last]
-    src = _seg(tmp_path / "seg", names, bad=f"n{last:02d}")
+    src = seg_folder(tmp_path / "seg", names, bad=f"n{last:02d}")
     out = tmp_path / "s.zarr"
-    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 1
+    assert build_seg(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 1
     markers = sorted((out / "_nostall" / "shards").glob("*.json"))
     layout = StoreLayout.from_spec(BuildSpec(size=8, shard_samples=3, chunk_samples=3), 12)
     slots = sum(np.subtract(*layout.shard_range(int(m.stem))[::-1]) for m in markers)
@@ -84,9 +61,9 @@ def test_a_store_stopped_after_some_shards_counts_those(tmp_path: Path) -> None:
 
 
 def test_a_complete_store_says_as_before(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    src = _seg(tmp_path / "seg", ["a", "b", "c"], bad="z")
+    src = seg_folder(tmp_path / "seg", ["a", "b", "c"], bad="z")
     out = tmp_path / "s.zarr"
-    assert _build(src, out, "--on-error", "skip") == 0
+    assert build_seg(src, out, "--on-error", "skip") == 0
     text = store_summary(out)
     assert "status     complete" in text and "samples    4 slots, 3 valid, 1 skipped" in text
     assert "counts     mask per class" in text and f"source     {src}" in text
@@ -101,9 +78,9 @@ def _known(out: Path) -> dict[str, object]:
 def test_inspect_json_of_a_store_stopped_before_any_shard_knows_nothing_written(
     tmp_path: Path,
 ) -> None:
-    src = _seg(tmp_path / "seg", ["a", "b", "d"], bad="c")
+    src = seg_folder(tmp_path / "seg", ["a", "b", "d"], bad="c")
     out = tmp_path / "s.zarr"
-    assert _build(src, out) == 1
+    assert build_seg(src, out) == 1
     doc = _known(out)
     assert doc["written"] == {"shards": 0, "slots": 0, "valid": 0, "skipped": 0}
     assert str(doc["stopped"]).startswith("DecodeError: images/c.jpg: not a readable image")
@@ -115,9 +92,9 @@ def test_inspect_json_of_a_store_stopped_before_any_shard_knows_nothing_written(
 def test_inspect_json_of_a_store_stopped_after_some_shards_counts_those(tmp_path: Path) -> None:
     last = int(slot_permutation(0, 12)[-1])
     names = [f"n{i:02d}" for i in range(12) if i != last]
-    src = _seg(tmp_path / "seg", names, bad=f"n{last:02d}")
+    src = seg_folder(tmp_path / "seg", names, bad=f"n{last:02d}")
     out = tmp_path / "s.zarr"
-    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 1
+    assert build_seg(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 1
     doc = _known(out)
     assert doc["written"] == {"shards": 3, "slots": 9, "valid": 9, "skipped": 0}
     files = sum(p.stat().st_size for p in (out / "mask" / "c").rglob("*") if p.is_file())
@@ -127,7 +104,7 @@ def test_inspect_json_of_a_store_stopped_after_some_shards_counts_those(tmp_path
 def test_a_store_whose_every_shard_is_written_but_not_published_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    src = _seg(tmp_path / "seg", [f"n{i:02d}" for i in range(11)], bad="zz")
+    src = seg_folder(tmp_path / "seg", [f"n{i:02d}" for i in range(11)], bad="zz")
     (src / "images" / "zz.jpg").write_bytes(jpeg_bytes(seed=5))  # every input good
     out = tmp_path / "s.zarr"
 
@@ -135,7 +112,7 @@ def test_a_store_whose_every_shard_is_written_but_not_published_says_so(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(job, "finalize", killed)
-    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 130  # aborted
+    assert build_seg(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 130  # aborted
     text = store_summary(out)
     assert "status     INCOMPLETE (4/4 shards written, not published: " in text
     assert "re-run the same build to finish it" in text
@@ -144,6 +121,6 @@ def test_a_store_whose_every_shard_is_written_but_not_published_says_so(
     assert doc["written"] == {"shards": 4, "slots": 12, "valid": 12, "skipped": 0}
     assert doc["stopped"] is None and doc["complete"] is False
     monkeypatch.undo()
-    assert _build(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 0
+    assert build_seg(src, out, "--shard-samples", "3", "--chunk-samples", "3") == 0
     assert "samples    12 slots, 12 valid, 0 skipped" in store_summary(out)
     assert "written" not in store_attributes(out)

@@ -20,7 +20,7 @@ from precompute.cli import main
 from precompute.errors import SpecError
 from precompute.transforms import TransformSpec
 from tests.precompute.boxdata import make_coco
-from tests.precompute.userpkg import make_package
+from tests.precompute.userpkg import importable_package
 
 
 def _build(
@@ -34,8 +34,7 @@ def _build(
 
 @pytest.fixture()
 def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
-    monkeypatch.syspath_prepend(str(tmp_path / "code"))
-    return tmp_path / "code", make_package(tmp_path / "code")
+    return importable_package(tmp_path, monkeypatch)
 
 
 def test_a_data_file_is_not_fingerprinted_and_the_help_says_what_to_do(

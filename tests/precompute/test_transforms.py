@@ -24,17 +24,14 @@ from precompute.format.summary import store_summary
 from precompute.sample import make_sample_dataset
 from precompute.transforms import TransformSpec
 from precompute.transforms.fingerprint import user_roots
-from tests.precompute.userpkg import edit, make_package
+from tests.precompute.userpkg import edit, importable_package
 
 SPEC = {"size": 16, "shard_samples": 8, "chunk_samples": 4}
 
 
 @pytest.fixture()
 def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
-    root = tmp_path / "code"
-    name = make_package(root)
-    monkeypatch.syspath_prepend(str(root))
-    return root, name
+    return importable_package(tmp_path, monkeypatch)
 
 
 @pytest.fixture(scope="module")

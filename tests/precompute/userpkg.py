@@ -11,6 +11,8 @@ import itertools
 import textwrap
 from pathlib import Path
 
+import pytest
+
 _names = itertools.count()
 
 OPS = '''
@@ -163,3 +165,11 @@ def edit(root: Path, name: str, module: str, text: str) -> None:
     """Append ``text`` to ``module`` of package ``name`` (a new mtime, a new source)."""
     path = root / name / f"{module}.py"
     path.write_text(path.read_text() + text)
+
+
+def importable_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """:func:`make_package` under ``tmp_path/code``, on ``sys.path`` for the test."""
+    root = tmp_path / "code"
+    name = make_package(root)
+    monkeypatch.syspath_prepend(str(root))
+    return root, name

@@ -11,7 +11,7 @@ from precompute.format.layout import open_store_info
 from service import Cache
 from service.cache.builders import BuildRequest
 from service.errors import BuildFailedError
-from tests.precompute.userpkg import edit, make_package
+from tests.precompute.userpkg import edit, importable_package
 from tests.service.helpers import SPEC, make_source
 
 
@@ -27,11 +27,7 @@ def _in_process(request: BuildRequest) -> None:
 
 @pytest.fixture()
 def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
-    """A user's package of transforms (its folder, its name), importable here."""
-    root = tmp_path / "code"
-    name = make_package(root)
-    monkeypatch.syspath_prepend(str(root))
-    return root, name
+    return importable_package(tmp_path, monkeypatch)
 
 
 def test_an_edited_transform_gets_a_new_store_and_a_reverted_one_the_first(
