@@ -67,6 +67,22 @@ def _name(proc: psutil.Process) -> str:
         return ""
 
 
+def _status(client: httpx.Client, key: str) -> dict[str, object]:
+    """The store's status, a poll whose connection was reset asked again (a GET, up to 3 times).
+
+    Seen once with two test suites on two cores: ``Connection reset by peer`` mid-poll, not
+    reproduced since (a keep-alive connection closed as the request went out is the likely
+    cause, not confirmed). A server that died fails the next attempts too: it refuses them."""
+    for attempt in range(3):
+        try:
+            doc: dict[str, object] = client.get(f"/stores/{key}").json()
+            return doc
+        except (httpx.ReadError, httpx.RemoteProtocolError):
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ctrl_c_after_a_build_leaves_no_ray_process(tmp_path: Path) -> None:
@@ -74,7 +90,7 @@ def test_ctrl_c_after_a_build_leaves_no_ray_process(tmp_path: Path) -> None:
         with httpx.Client(base_url=url, timeout=30) as client:
             key = client.post("/stores", json={"source": "ds", "spec": SPEC}).json()["key"]
             deadline = time.monotonic() + 240
-            while (doc := client.get(f"/stores/{key}").json())["status"] not in ("ready", "failed"):
+            while (doc := _status(client, key))["status"] not in ("ready", "failed"):
                 assert time.monotonic() < deadline, doc
                 time.sleep(0.2)
             assert doc["status"] == "ready", doc
